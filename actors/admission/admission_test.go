@@ -1,0 +1,167 @@
+package admission
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/datadriven"
+	"github.com/stretchr/testify/require"
+)
+
+var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// TestAdmission runs the golden scripts in testdata/. Each case names the
+// rule (A*) it shows. Commands:
+//
+//	pool name=N limit=L       start a fresh pool
+//	ask job=J [at=MINUTES]    Step(Ask)
+//	release job=J [at=M]      Step(Release)
+//	rebuild limit=L next=S    Rebuild from records given as input lines
+//	                          "job seq status"
+func TestAdmission(t *testing.T) {
+	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
+		var p Pool
+		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
+			at := 0
+			d.MaybeScanArgs(t, "at", &at)
+			now := epoch.Add(time.Duration(at) * time.Minute)
+			switch d.Cmd {
+			case "pool":
+				var name string
+				var limit int
+				d.ScanArgs(t, "name", &name)
+				d.ScanArgs(t, "limit", &limit)
+				p = New(name, limit)
+				return show(p)
+			case "ask", "release":
+				var job string
+				d.ScanArgs(t, "job", &job)
+				var ev Event = Ask{Job: job}
+				if d.Cmd == "release" {
+					ev = Release{Job: job}
+				}
+				next, out, err := Step(p, ev, now)
+				if err != nil {
+					return "error: " + err.Error()
+				}
+				p = next
+				return fmt.Sprintf("answer: %s\n%s%s", fmtJob(out.Answer), fmtGranted(out.Granted), show(p))
+			case "rebuild":
+				var limit int
+				var next uint64
+				d.ScanArgs(t, "limit", &limit)
+				d.ScanArgs(t, "next", &next)
+				var recs []Job
+				for _, line := range strings.Split(strings.TrimSpace(d.Input), "\n") {
+					var j Job
+					var status string
+					if _, err := fmt.Sscanf(line, "%s %d %s", &j.ID, &j.Sequence, &status); err != nil {
+						t.Fatalf("bad record line %q: %v", line, err)
+					}
+					j.Status = Status(status)
+					recs = append(recs, j)
+				}
+				var bad []Malformed
+				p, bad = Rebuild(p.Name, limit, next, recs)
+				var b strings.Builder
+				for _, m := range bad {
+					fmt.Fprintf(&b, "malformed: %s: %s\n", m.Job, m.Reason)
+				}
+				return b.String() + show(p)
+			default:
+				t.Fatalf("unknown command %q", d.Cmd)
+				return ""
+			}
+		})
+	})
+}
+
+func fmtJob(j Job) string {
+	if j.Status == None {
+		return j.ID + " none"
+	}
+	return fmt.Sprintf("%s %s seq=%d", j.ID, j.Status, j.Sequence)
+}
+
+func fmtGranted(gs []Granted) string {
+	var b strings.Builder
+	for _, g := range gs {
+		fmt.Fprintf(&b, "granted: %s seq=%d\n", g.Job, g.Sequence)
+	}
+	return b.String()
+}
+
+func show(p Pool) string {
+	var r, q []string
+	for _, j := range p.Reserved {
+		r = append(r, fmt.Sprintf("%s(%d)", j.ID, j.Sequence))
+	}
+	for _, j := range p.Queued {
+		q = append(q, fmt.Sprintf("%s(%d)", j.ID, j.Sequence))
+	}
+	return fmt.Sprintf("pool %s limit=%d next=%d reserved=[%s] queued=[%s]\n", p.Name, p.Limit, p.NextSequence,
+		strings.Join(r, " "), strings.Join(q, " "))
+}
+
+// TestStepDoesNotMutateItsInput guards the purity the shell relies on: a
+// failed persist must leave the previous pool intact in memory.
+func TestStepDoesNotMutateItsInput(t *testing.T) {
+	p := New("default", 1)
+	p, _, _ = Step(p, Ask{Job: "a"}, epoch)
+	p, _, _ = Step(p, Ask{Job: "b"}, epoch)
+	before := show(p)
+	_, _, _ = Step(p, Release{Job: "a"}, epoch)
+	require.Equal(t, before, show(p))
+}
+
+// TestQueueIsBounded: a limit on everything (MaxQueue).
+func TestQueueIsBounded(t *testing.T) {
+	p := New("default", 0)
+	for i := 0; i < MaxQueue; i++ {
+		var err error
+		p, _, err = Step(p, Ask{Job: fmt.Sprintf("j%d", i)}, epoch)
+		require.NoError(t, err)
+	}
+	_, _, err := Step(p, Ask{Job: "one-more"}, epoch)
+	require.ErrorIs(t, err, ErrQueueFull)
+}
+
+// TestI7I8I9Random drives random asks and releases and checks the pool
+// invariants after every step: I7 (reserved <= limit), I8 (admitted in
+// queue order), I9 (no job twice).
+func TestI7I8I9Random(t *testing.T) {
+	for seed := int64(1); seed <= 50; seed++ {
+		p := New("default", int(seed%3)+1)
+		state := uint64(seed)
+		rnd := func(n int) int { // splitmix-style, local: no global randomness
+			state += 0x9e3779b97f4a7c15
+			z := state
+			z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+			z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+			return int((z ^ (z >> 31)) % uint64(n))
+		}
+		var lastGranted uint64
+		for step := 0; step < 300; step++ {
+			job := fmt.Sprintf("j%d", rnd(12))
+			var ev Event = Ask{Job: job}
+			if rnd(2) == 0 {
+				ev = Release{Job: job}
+			}
+			next, out, err := Step(p, ev, epoch)
+			require.NoError(t, err)
+			require.LessOrEqual(t, len(next.Reserved), next.Limit, "I7")
+			seen := map[string]bool{}
+			for _, j := range append(append([]Job(nil), next.Reserved...), next.Queued...) {
+				require.False(t, seen[j.ID], "I9: %s twice", j.ID)
+				seen[j.ID] = true
+			}
+			for _, g := range out.Granted {
+				require.Greater(t, g.Sequence, lastGranted, "I8: admitted out of order")
+				lastGranted = g.Sequence
+			}
+			p = next
+		}
+	}
+}

@@ -1,0 +1,188 @@
+package marquee
+
+import "time"
+
+// Event is anything that can happen to a marquee: an operator command, a
+// callback, the result of an effect, or a deadline falling due.
+type Event interface{ isEvent() }
+
+// Create is the operator's create (M4, M5). It is handled by Machine.Create,
+// since there is no state before it.
+type Create struct {
+	ID         string
+	Kind       Kind
+	Pool       string
+	Connection *Connection
+}
+
+// Redeploy is the fix-redeploy button (M6).
+type Redeploy struct{}
+
+// Destroy tears the VM down (M7); Reap asks for a tombstone once destroyed.
+type Destroy struct{ Reap bool }
+
+// Disable and Enable set the serving status (M8).
+type Disable struct{}
+type Enable struct{}
+
+// Callback is a Terraform webhook (M9-M20), already authenticated and
+// decoded by the HTTP layer.
+type Callback struct {
+	Verb       Verb
+	Generation uint64
+	Step       Progress
+	Connection *Connection
+	Reason     string
+}
+
+// AdmissionDecided is the pool's answer to AskAdmission, or a later grant
+// of a queued job (A3, A4).
+type AdmissionDecided struct {
+	Status   AdmissionStatus
+	Sequence uint64
+}
+
+// DispatchOutcome classifies a dispatch driver's answer.
+type DispatchOutcome string
+
+const (
+	DispatchOK DispatchOutcome = "sent"
+	// DispatchTransient: 429, 5xx, network; the stuck retries (M21) will
+	// dispatch again under a new generation.
+	DispatchTransient DispatchOutcome = "transient"
+	// DispatchConfiguration: a 4xx other than 429; retrying blindly cannot
+	// help, so the attempt fails at once.
+	DispatchConfiguration DispatchOutcome = "configuration"
+)
+
+// DispatchFinished is the dispatch driver's answer for one generation.
+type DispatchFinished struct {
+	Generation uint64
+	Outcome    DispatchOutcome
+	Detail     string
+}
+
+// BootstrapFinished is the bootstrap job's result for one generation (M19).
+type BootstrapFinished struct {
+	Generation uint64
+	OK         bool
+	Detail     string
+}
+
+// ChatsAnswered is the control plane's answer about live reachable chats
+// (M18). Err set means unreachable or garbage: the marquee is preserved.
+type ChatsAnswered struct {
+	Generation uint64
+	Live       int
+	Reachable  int
+	Err        string
+}
+
+// RetryDue: the marquee may be stuck (M21).
+type RetryDue struct{ Generation uint64 }
+
+// ProvisioningTimedOut: the attempt has been provisioning too long (M22).
+type ProvisioningTimedOut struct{ Generation uint64 }
+
+// BootstrapRetryDue: a failed bootstrap may run again (M19).
+type BootstrapRetryDue struct{ Generation uint64 }
+
+// NullExpired: a pending first null passed its window (M16).
+type NullExpired struct{}
+
+// ChatsRecheckDue: the control plane could not answer; ask again (M18).
+type ChatsRecheckDue struct{ Generation uint64 }
+
+// Reconcile is sent to an actor that starts after a crash or restart: every
+// effect whose outcome the snapshot cannot know is settled before new work.
+type Reconcile struct{}
+
+func (Create) isEvent()               {}
+func (Redeploy) isEvent()             {}
+func (Destroy) isEvent()              {}
+func (Disable) isEvent()              {}
+func (Enable) isEvent()               {}
+func (Callback) isEvent()             {}
+func (AdmissionDecided) isEvent()     {}
+func (DispatchFinished) isEvent()     {}
+func (BootstrapFinished) isEvent()    {}
+func (ChatsAnswered) isEvent()        {}
+func (RetryDue) isEvent()             {}
+func (ProvisioningTimedOut) isEvent() {}
+func (BootstrapRetryDue) isEvent()    {}
+func (NullExpired) isEvent()          {}
+func (ChatsRecheckDue) isEvent()      {}
+func (Reconcile) isEvent()            {}
+
+// Effect is work the shell starts after the transition is persisted. Every
+// effect that comes back as an event carries the generation it was started
+// for, so a result that arrives after the marquee moved on is stale.
+type Effect interface{ isEffect() }
+
+// StartDispatch sends the workflow dispatch for a generation.
+type StartDispatch struct {
+	Generation uint64
+	Action     Action
+}
+
+// AskAdmission asks the pool for a slot (M5, M6, A2).
+type AskAdmission struct{ Pool string }
+
+// ReleaseAdmission gives back a slot or queue place (A5).
+type ReleaseAdmission struct{ Pool string }
+
+// StartBootstrap runs the bootstrap job for the stored connection (M19).
+type StartBootstrap struct{ Generation uint64 }
+
+// AskChats asks the control plane for live reachable chats (M18).
+type AskChats struct{ Generation uint64 }
+
+// TeardownPlaygrounds removes the playgrounds on a host that is gone (M14,
+// M16).
+type TeardownPlaygrounds struct{ Generation uint64 }
+
+func (StartDispatch) isEffect()       {}
+func (AskAdmission) isEffect()        {}
+func (ReleaseAdmission) isEffect()    {}
+func (StartBootstrap) isEffect()      {}
+func (AskChats) isEffect()            {}
+func (TeardownPlaygrounds) isEffect() {}
+
+// Source of a history entry.
+type Source string
+
+const (
+	SourceCallback     Source = "callback"
+	SourceOperator     Source = "operator"
+	SourceTimer        Source = "timer"
+	SourceBootstrap    Source = "bootstrap"
+	SourceControlPlane Source = "control_plane"
+	SourceAdmission    Source = "admission"
+	SourceDispatch     Source = "dispatch"
+	SourceRecovery     Source = "recovery"
+)
+
+// Entry is one line of a marquee's history. It never holds a secret.
+type Entry struct {
+	At                 time.Time `json:"at"`
+	Source             Source    `json:"source"`
+	Verb               string    `json:"verb"`
+	Generation         uint64    `json:"generation"`
+	ReceivedGeneration uint64    `json:"received_generation,omitempty"`
+	Result             Result    `json:"result"`
+	Detail             string    `json:"detail,omitempty"`
+}
+
+// Output is what one step produced besides the new state.
+type Output struct {
+	// Result answers a callback (and is set for every event, for history).
+	Result Result
+	// Err refuses an operator command (ErrConflict, ErrInvalid); the state
+	// is unchanged.
+	Err     error
+	Effects []Effect
+	History []Entry
+	// Changed is false when the step left the state as it was: the shell can
+	// skip the snapshot write (history and dedup are still persisted).
+	Changed bool
+}

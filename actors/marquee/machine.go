@@ -1,0 +1,761 @@
+package marquee
+
+import (
+	"fmt"
+	"reflect"
+	"sort"
+	"time"
+)
+
+// Config holds the durations and limits of the rules. Every one is a
+// default the operator can change (marquee.md).
+type Config struct {
+	// StaleAfter: no accepted callback for this long makes an attempt
+	// stuck (M21).
+	StaleAfter time.Duration
+	// RetryBackoff[k-1] is the wait after the k-th stuck retry; its length
+	// is the retry cap (M21: 1, 2, 4, 8, 16, 30 minutes, six retries).
+	RetryBackoff []time.Duration
+	// ProvisioningTimeout ends an attempt provisioning for longer (M22).
+	ProvisioningTimeout time.Duration
+	// NullWindow is how long a first null waits for its confirmation (M16).
+	NullWindow time.Duration
+	// BootstrapRetries is how many times a failed bootstrap is retried
+	// before the marquee fails (M19), BootstrapBackoff the first wait
+	// (doubling after each failure).
+	BootstrapRetries int
+	BootstrapBackoff time.Duration
+	// ChatsRecheckAfter is when an unanswered control-plane question is
+	// asked again (M18).
+	ChatsRecheckAfter time.Duration
+}
+
+// DefaultConfig is the spec's defaults.
+func DefaultConfig() Config {
+	return Config{
+		StaleAfter:          5 * time.Minute,
+		RetryBackoff:        []time.Duration{time.Minute, 2 * time.Minute, 4 * time.Minute, 8 * time.Minute, 16 * time.Minute, 30 * time.Minute},
+		ProvisioningTimeout: 30 * time.Minute,
+		NullWindow:          2 * time.Hour,
+		BootstrapRetries:    3,
+		BootstrapBackoff:    30 * time.Second,
+		ChatsRecheckAfter:   time.Minute,
+	}
+}
+
+// Machine applies the marquee rules under one Config.
+type Machine struct{ Config Config }
+
+// Create makes a new marquee (M4, M5). The caller checks that the id is
+// free; Create checks the command itself.
+func (m Machine) Create(c Create, now time.Time) (State, Output, error) {
+	if !ValidID(c.ID) {
+		return State{}, Output{}, fmt.Errorf("%w: id %q must match [a-z0-9][a-z0-9-]{0,62}", ErrInvalid, c.ID)
+	}
+	s := State{ID: c.ID, Kind: c.Kind, CreatedAt: now, UpdatedAt: now}
+	out := Output{Result: Applied, Changed: true}
+	switch c.Kind {
+	case BYO: // M4
+		if c.Connection == nil {
+			return State{}, Output{}, fmt.Errorf("%w: connection is required for a byo marquee", ErrInvalid)
+		}
+		conn := *c.Connection
+		s.Connection = &conn
+		s.Serving = Active
+		out.History = []Entry{{At: now, Source: SourceOperator, Verb: "create", Result: Applied, Detail: "byo marquee stored with its connection (M4)"}}
+	case Tutorial: // M5
+		if c.Connection != nil {
+			return State{}, Output{}, fmt.Errorf("%w: connection is reported by the workflow for a tutorial marquee, not given at create", ErrInvalid)
+		}
+		if c.Pool == "" {
+			c.Pool = "default"
+		}
+		s.Pool = c.Pool
+		s.Serving = Disabled
+		s.Lifecycle = Provisioning
+		s.Progress = Queued
+		s.Attempt = &Attempt{Action: ActionApply, Dispatch: DispatchWaiting}
+		s.Admission = &Admission{Pool: c.Pool, Status: AdmissionAsking}
+		out.Effects = []Effect{AskAdmission{Pool: c.Pool}}
+		out.History = []Entry{{At: now, Source: SourceOperator, Verb: "create", Result: Applied, Detail: "tutorial marquee queued; asking pool " + c.Pool + " for a slot (M5)"}}
+	default:
+		return State{}, Output{}, fmt.Errorf("%w: kind %q must be byo or tutorial", ErrInvalid, c.Kind)
+	}
+	return s, out, nil
+}
+
+// Step applies one event. It never mutates s.
+func (m Machine) Step(s State, ev Event, now time.Time) (State, Output) {
+	before := s
+	s = s.Clone()
+	var out Output
+	if s.Tombstone != nil {
+		out = m.onTombstone(s, ev, now)
+	} else {
+		switch e := ev.(type) {
+		case Callback:
+			out = m.callback(&s, e, now)
+		case Redeploy:
+			out = m.redeploy(&s, now)
+		case Destroy:
+			out = m.destroy(&s, e, now)
+		case Disable:
+			out = m.disable(&s, now)
+		case Enable:
+			out = m.enable(&s, now)
+		case AdmissionDecided:
+			out = m.admissionDecided(&s, e, now)
+		case DispatchFinished:
+			out = m.dispatchFinished(&s, e, now)
+		case BootstrapFinished:
+			out = m.bootstrapFinished(&s, e, now)
+		case BootstrapRetryDue:
+			out = m.bootstrapRetryDue(&s, e, now)
+		case ChatsAnswered:
+			out = m.chatsAnswered(&s, e, now)
+		case ChatsRecheckDue:
+			out = m.chatsRecheckDue(&s, e, now)
+		case RetryDue:
+			out = m.retryDue(&s, e, now)
+		case ProvisioningTimedOut:
+			out = m.provisioningTimedOut(&s, e, now)
+		case NullExpired:
+			out = m.nullExpired(&s, now)
+		case Reconcile:
+			out = m.reconcile(&s, now)
+		default:
+			panic(fmt.Sprintf("marquee: unknown event %T", ev)) // programmer error
+		}
+	}
+	if out.Err != nil {
+		return before, Output{Err: out.Err}
+	}
+	out.Changed = !reflect.DeepEqual(before, s)
+	if out.Changed {
+		s.UpdatedAt = now
+	}
+	return s, out
+}
+
+func (m Machine) onTombstone(s State, ev Event, now time.Time) Output {
+	switch e := ev.(type) {
+	case Callback:
+		// http-api.md: a callback for a reaped marquee gets 200 stale.
+		return Output{Result: Stale, History: []Entry{{At: now, Source: SourceCallback, Verb: string(e.Verb), Generation: s.Generation,
+			ReceivedGeneration: e.Generation, Result: Stale, Detail: "marquee is a tombstone"}}}
+	case Redeploy, Destroy, Disable, Enable:
+		return Output{Err: conflictf("marquee %s is a tombstone (reaped %s)", s.ID, s.Tombstone.At.Format(time.RFC3339))}
+	case AdmissionDecided:
+		// A grant that raced the reap: give the slot straight back.
+		return Output{Result: Ignored, Effects: []Effect{ReleaseAdmission{Pool: s.Pool}}}
+	default:
+		return Output{Result: Ignored}
+	}
+}
+
+// --- callbacks ------------------------------------------------------------
+
+func (m Machine) callback(s *State, c Callback, now time.Time) Output {
+	entry := Entry{At: now, Source: SourceCallback, Verb: string(c.Verb), Generation: s.Generation, ReceivedGeneration: c.Generation}
+	done := func(r Result, detail string, effects ...Effect) Output {
+		entry.Result, entry.Detail = r, detail
+		return Output{Result: r, Effects: effects, History: []Entry{entry}}
+	}
+	if s.Kind != Tutorial {
+		return done(Ignored, "byo marquees have no infrastructure lifecycle")
+	}
+	// M10: positive and different is stale, for every verb; M11: zero is
+	// unversioned and fails open.
+	if c.Generation > 0 && c.Generation != s.Generation {
+		return done(Stale, fmt.Sprintf("stale callback: generation %d, marquee is at %d (M10)", c.Generation, s.Generation))
+	}
+	if s.Attempt != nil && s.Attempt.Dispatch != DispatchWaiting {
+		// M21: an accepted callback of the current attempt is a sign of life.
+		s.Attempt.LastCallbackAt = now
+	}
+	switch c.Verb {
+	case VerbStep: // M12
+		switch s.Lifecycle {
+		case Provisioning:
+			if c.Step > s.Progress {
+				s.Progress = c.Step
+				return done(Applied, "progress "+c.Step.String())
+			}
+			return done(Ignored, fmt.Sprintf("step %s does not advance progress %s (M12)", c.Step, s.Progress))
+		case Provisioned:
+			return m.healthy(s, now, done)
+		}
+		return done(Ignored, "step in lifecycle "+string(s.Lifecycle))
+	case VerbDeployed: // M13
+		if c.Connection == nil {
+			panic("marquee: deployed callback without connection") // the decoder requires it
+		}
+		switch s.Lifecycle {
+		case Provisioning:
+			if s.Connection != nil {
+				return m.lockedOrDuplicate(s, *c.Connection, done)
+			}
+			conn := *c.Connection
+			s.Connection = &conn
+			s.ConnectionGeneration = s.Generation
+			s.Progress = AppDeploying
+			s.NullPendingUntil = time.Time{}
+			s.Bootstrap = &Bootstrap{Generation: s.Generation, Running: true}
+			return done(Applied, "connection stored; bootstrap started (M13, M19)", StartBootstrap{Generation: s.Generation})
+		case Provisioned:
+			if s.Connection != nil && !s.Connection.sameLocked(*c.Connection) {
+				return done(Locked, "deployed tried to change locked connection fields (M13)")
+			}
+			if s.NullPending(now) {
+				return m.healthy(s, now, done)
+			}
+			return m.lockedOrDuplicate(s, *c.Connection, done)
+		}
+		return done(Ignored, "deployed in lifecycle "+string(s.Lifecycle))
+	case VerbDestroyed: // M14
+		if s.Lifecycle == Destroyed {
+			return done(Ignored, "already destroyed")
+		}
+		effects := m.settleDestroyed(s, now)
+		return done(Applied, destroyedDetail(s), effects...)
+	case VerbFailed: // M15
+		switch s.Lifecycle {
+		case Provisioning, Destroying:
+			effects := m.settleFailed(s, false)
+			return done(Applied, "workflow failed: "+clip(c.Reason), effects...)
+		case Provisioned:
+			return m.downgrade(s, c, now, done)
+		}
+		return done(Ignored, "failed in lifecycle "+string(s.Lifecycle))
+	case VerbNull: // M16
+		switch s.Lifecycle {
+		case Provisioning:
+			s.Lifecycle = Failed
+			s.Progress = Queued
+			effects := m.settle(s)
+			return done(Applied, "null plan while provisioning is conclusive (M16)", effects...)
+		case Provisioned:
+			if !s.NullPending(now) {
+				s.NullPendingUntil = now.Add(m.Config.NullWindow)
+				return done(PendingConfirmation, "first null: waiting for a second opinion until "+s.NullPendingUntil.Format(time.RFC3339)+" (M16, I4)")
+			}
+			return m.downgrade(s, c, now, done)
+		case Destroying:
+			effects := m.settleDestroyed(s, now)
+			return done(Applied, "null while destroying: the infrastructure is gone (M16)", effects...)
+		}
+		return done(Ignored, "null in lifecycle "+string(s.Lifecycle))
+	case VerbRebooted: // M17
+		switch s.Lifecycle {
+		case Provisioning, Provisioned:
+			s.Progress = Queued
+			s.NullPendingUntil = time.Time{}
+			if s.Downgrade != nil {
+				s.Downgrade = nil
+				return done(Applied, "host rebooted: progress reset; pending downgrade withdrawn (M17)")
+			}
+			return done(Applied, "host rebooted: progress reset (M17)")
+		}
+		return done(Ignored, "rebooted in lifecycle "+string(s.Lifecycle))
+	}
+	panic("marquee: unknown verb " + string(c.Verb)) // the decoder only lets known verbs in
+}
+
+// healthy handles a healthy signal on a provisioned marquee (M16): it clears
+// a pending null and withdraws a downgrade that waits for the control plane.
+func (m Machine) healthy(s *State, now time.Time, done func(Result, string, ...Effect) Output) Output {
+	cleared := ""
+	if s.NullPending(now) {
+		cleared = "pending null cleared"
+	}
+	s.NullPendingUntil = time.Time{}
+	if s.Downgrade != nil {
+		s.Downgrade = nil
+		cleared += "; pending downgrade withdrawn"
+	}
+	if cleared == "" {
+		return done(Ignored, "healthy signal; nothing pending")
+	}
+	return done(Applied, "healthy signal: "+cleared+" (M16)")
+}
+
+func (m Machine) lockedOrDuplicate(s *State, c Connection, done func(Result, string, ...Effect) Output) Output {
+	switch {
+	case !s.Connection.sameLocked(c):
+		return done(Locked, "deployed tried to change locked connection fields (M13)")
+	case *s.Connection == c:
+		return done(Duplicate, "same connection again")
+	default:
+		return done(Ignored, "connection already stored for this generation")
+	}
+}
+
+// downgrade starts the veto check of a confirmed null or a failed on a
+// provisioned marquee (M18). Only an active one can be vetoed, so only then
+// is the control plane asked.
+func (m Machine) downgrade(s *State, c Callback, now time.Time, done func(Result, string, ...Effect) Output) Output {
+	if s.Downgrade != nil {
+		return done(Checking, "a downgrade already waits for the control plane (M18)")
+	}
+	if s.Serving != Active {
+		effects := m.applyDowngrade(s, c.Verb)
+		return done(Applied, fmt.Sprintf("%s on a %s marquee: nothing to preserve (M18)", c.Verb, s.Serving), effects...)
+	}
+	s.Downgrade = &Downgrade{Verb: c.Verb, Generation: s.Generation, Reason: clip(c.Reason), Asking: true}
+	return done(Checking, "asking the control plane for live chats before downgrading (M18)", AskChats{Generation: s.Generation})
+}
+
+// applyDowngrade moves a provisioned marquee to errored and failed.
+func (m Machine) applyDowngrade(s *State, v Verb) []Effect {
+	s.NullPendingUntil = time.Time{}
+	s.Downgrade = nil
+	effects := m.settleFailed(s, false)
+	if v == VerbNull {
+		effects = append(effects, TeardownPlaygrounds{Generation: s.Generation})
+	}
+	return effects
+}
+
+// --- settling ---------------------------------------------------------------
+
+// settle is what every settled lifecycle shares: the admission slot is
+// released (A5) and the retry counter cleared (M21).
+func (m Machine) settle(s *State) []Effect {
+	var effects []Effect
+	if s.Admission != nil {
+		effects = append(effects, ReleaseAdmission{Pool: s.Admission.Pool})
+		s.Admission = nil
+	}
+	s.RetryCount = 0
+	s.Bootstrap = nil
+	s.Downgrade = nil
+	return effects
+}
+
+func (m Machine) settleFailed(s *State, clearProgress bool) []Effect {
+	s.Lifecycle = Failed
+	s.Serving = Errored
+	if clearProgress {
+		s.Progress = Queued
+	}
+	return m.settle(s)
+}
+
+func (m Machine) settleDestroyed(s *State, now time.Time) []Effect {
+	s.Lifecycle = Destroyed
+	s.Serving = Disabled
+	s.Connection = nil
+	s.ConnectionGeneration = 0
+	s.NullPendingUntil = time.Time{}
+	effects := append(m.settle(s), TeardownPlaygrounds{Generation: s.Generation})
+	if s.ReapOnDestroyed {
+		s.Tombstone = &Tombstone{Reason: "reaped after destroy", At: now}
+	}
+	return effects
+}
+
+func destroyedDetail(s *State) string {
+	if s.Tombstone != nil {
+		return "infrastructure destroyed; marquee reaped (M14)"
+	}
+	return "infrastructure destroyed (M14)"
+}
+
+// --- operator commands ------------------------------------------------------
+
+// dispatch starts a workflow attempt under a fresh generation (M3, I2).
+func (m Machine) dispatch(s *State, a Action, now time.Time) Effect {
+	if s.Generation == s.DispatchedGeneration {
+		s.Generation++
+	}
+	s.DispatchedGeneration = s.Generation
+	s.Attempt = &Attempt{Generation: s.Generation, Action: a, Dispatch: DispatchPending, DispatchedAt: now}
+	return StartDispatch{Generation: s.Generation, Action: a}
+}
+
+func (m Machine) redeploy(s *State, now time.Time) Output {
+	if s.Kind != Tutorial {
+		return Output{Err: conflictf("redeploy is for tutorial marquees; %s is %s (M6)", s.ID, s.Kind)}
+	}
+	// M6: supersede at once, so that no callback of the old attempt counts
+	// while the new one waits for its slot.
+	s.Generation++
+	s.Connection = nil
+	s.ConnectionGeneration = 0
+	s.NullPendingUntil = time.Time{}
+	s.RetryCount = 0
+	s.Bootstrap = nil
+	s.Downgrade = nil
+	s.Lifecycle = Provisioning
+	s.Progress = Queued
+	s.Serving = Disabled
+	entry := Entry{At: now, Source: SourceOperator, Verb: "redeploy", Generation: s.Generation, Result: Applied}
+	var effects []Effect
+	switch {
+	case s.Admission != nil && s.Admission.Status == AdmissionReserved:
+		effects = append(effects, m.dispatch(s, ActionRedeploy, now))
+		entry.Detail = "superseded; slot kept; redeploy dispatched (M6)"
+	case s.Admission != nil:
+		s.Attempt = &Attempt{Generation: s.Generation, Action: ActionRedeploy, Dispatch: DispatchWaiting}
+		entry.Detail = "superseded; still waiting for a slot (M6)"
+	default:
+		s.Attempt = &Attempt{Generation: s.Generation, Action: ActionRedeploy, Dispatch: DispatchWaiting}
+		s.Admission = &Admission{Pool: s.Pool, Status: AdmissionAsking}
+		effects = append(effects, AskAdmission{Pool: s.Pool})
+		entry.Detail = "superseded; asking pool " + s.Pool + " for a slot (M6)"
+	}
+	return Output{Result: Applied, Effects: effects, History: []Entry{entry}}
+}
+
+func (m Machine) destroy(s *State, d Destroy, now time.Time) Output {
+	if s.Kind != Tutorial {
+		return Output{Err: conflictf("destroy is for tutorial marquees; %s is %s (M7)", s.ID, s.Kind)}
+	}
+	entry := Entry{At: now, Source: SourceOperator, Verb: "destroy", Result: Applied}
+	switch s.Lifecycle {
+	case Destroying:
+		// Idempotent: an operator repeating the command gets the view; a
+		// reap request is remembered.
+		s.ReapOnDestroyed = s.ReapOnDestroyed || d.Reap
+		entry.Generation, entry.Detail = s.Generation, "already destroying"
+		return Output{Result: Ignored, History: []Entry{entry}}
+	case Destroyed:
+		if !d.Reap {
+			return Output{Err: conflictf("marquee %s is already destroyed", s.ID)}
+		}
+		s.Tombstone = &Tombstone{Reason: "reaped after destroy", At: now}
+		entry.Generation, entry.Detail = s.Generation, "already destroyed; reaped (M14)"
+		return Output{Result: Applied, History: []Entry{entry}}
+	}
+	effects := m.settle(s) // M7: destroy never waits for a slot and releases one it holds
+	s.NullPendingUntil = time.Time{}
+	s.Lifecycle = Destroying
+	s.ReapOnDestroyed = d.Reap
+	effects = append(effects, m.dispatch(s, ActionDestroy, now))
+	entry.Generation, entry.Detail = s.Generation, "destroy dispatched (M7)"
+	return Output{Result: Applied, Effects: effects, History: []Entry{entry}}
+}
+
+func (m Machine) disable(s *State, now time.Time) Output {
+	entry := Entry{At: now, Source: SourceOperator, Verb: "disable", Generation: s.Generation, Result: Applied, Detail: "serving disabled (M8)"}
+	if s.Serving == Disabled {
+		entry.Result, entry.Detail = Ignored, "already disabled"
+	}
+	s.Serving = Disabled
+	return Output{Result: entry.Result, History: []Entry{entry}}
+}
+
+func (m Machine) enable(s *State, now time.Time) Output {
+	if s.Serving != Disabled {
+		return Output{Err: conflictf("enable needs serving=disabled; %s is %s (M8)", s.ID, s.Serving)}
+	}
+	if s.Kind == Tutorial && s.Lifecycle != Provisioned {
+		return Output{Err: conflictf("enable needs lifecycle=provisioned; %s is %s (M8)", s.ID, s.Lifecycle)}
+	}
+	s.Serving = Active
+	return Output{Result: Applied, History: []Entry{{At: now, Source: SourceOperator, Verb: "enable", Generation: s.Generation, Result: Applied, Detail: "serving active (M8)"}}}
+}
+
+// --- results of effects -------------------------------------------------------
+
+func (m Machine) admissionDecided(s *State, d AdmissionDecided, now time.Time) Output {
+	entry := Entry{At: now, Source: SourceAdmission, Verb: "admission", Generation: s.Generation}
+	if s.Admission == nil {
+		// The marquee stopped wanting a slot (destroyed, failed) before the
+		// pool's answer came in: hand it straight back (A5, I9).
+		entry.Result, entry.Detail = Ignored, fmt.Sprintf("pool answered %s after the marquee settled; released", d.Status)
+		return Output{Result: Ignored, Effects: []Effect{ReleaseAdmission{Pool: s.Pool}}, History: []Entry{entry}}
+	}
+	s.Admission.Status, s.Admission.Sequence = d.Status, d.Sequence
+	entry.Result = Applied
+	if d.Status != AdmissionReserved {
+		entry.Detail = fmt.Sprintf("queued in pool %s at sequence %d (A3)", s.Admission.Pool, d.Sequence)
+		return Output{Result: Applied, History: []Entry{entry}}
+	}
+	var effects []Effect
+	if s.Attempt != nil && s.Attempt.Dispatch == DispatchWaiting {
+		effects = append(effects, m.dispatch(s, s.Attempt.Action, now))
+		entry.Generation = s.Generation
+		entry.Detail = fmt.Sprintf("slot reserved in pool %s at sequence %d; %s dispatched (A3, M5)", s.Admission.Pool, d.Sequence, s.Attempt.Action)
+	} else {
+		entry.Detail = fmt.Sprintf("slot reserved in pool %s at sequence %d", s.Admission.Pool, d.Sequence)
+	}
+	return Output{Result: Applied, Effects: effects, History: []Entry{entry}}
+}
+
+func (m Machine) dispatchFinished(s *State, d DispatchFinished, now time.Time) Output {
+	entry := Entry{At: now, Source: SourceDispatch, Verb: "dispatch", Generation: s.Generation, ReceivedGeneration: d.Generation}
+	if s.Attempt == nil || s.Attempt.Generation != d.Generation || s.Attempt.Dispatch != DispatchPending {
+		entry.Result, entry.Detail = Stale, fmt.Sprintf("dispatch result for generation %d arrived after the attempt moved on", d.Generation)
+		return Output{Result: Stale, History: []Entry{entry}}
+	}
+	switch d.Outcome {
+	case DispatchOK:
+		s.Attempt.Dispatch = DispatchSent
+		entry.Result, entry.Detail = Applied, string(s.Attempt.Action)+" dispatched"
+		return Output{Result: Applied, History: []Entry{entry}}
+	case DispatchConfiguration:
+		// Retrying a request GitHub refused as malformed cannot help.
+		s.Attempt.Dispatch = DispatchFailed
+		effects := m.settleFailed(s, true)
+		entry.Result, entry.Detail = Applied, "dispatch refused (configuration): "+clip(d.Detail)
+		return Output{Result: Applied, Effects: effects, History: []Entry{entry}}
+	default:
+		// Transient: no callback will come, so the stuck retries (M21)
+		// dispatch again under a new generation.
+		s.Attempt.Dispatch = DispatchFailed
+		entry.Result, entry.Detail = Applied, "dispatch failed (transient; the stuck retry will dispatch again): "+clip(d.Detail)
+		return Output{Result: Applied, History: []Entry{entry}}
+	}
+}
+
+func (m Machine) bootstrapFinished(s *State, b BootstrapFinished, now time.Time) Output {
+	entry := Entry{At: now, Source: SourceBootstrap, Verb: "bootstrap", Generation: s.Generation, ReceivedGeneration: b.Generation}
+	if s.Bootstrap == nil || !s.Bootstrap.Running || b.Generation != s.Generation || s.Lifecycle != Provisioning {
+		entry.Result, entry.Detail = Stale, fmt.Sprintf("bootstrap result for generation %d ignored (M19)", b.Generation)
+		return Output{Result: Stale, History: []Entry{entry}}
+	}
+	if b.OK {
+		s.Serving = Active
+		s.Lifecycle = Provisioned
+		effects := m.settle(s)
+		entry.Result, entry.Detail = Applied, "bootstrap verified: active and provisioned (M19)"
+		return Output{Result: Applied, Effects: effects, History: []Entry{entry}}
+	}
+	s.Bootstrap.Failures++
+	s.Bootstrap.Running = false
+	if s.Bootstrap.Failures > m.Config.BootstrapRetries {
+		effects := m.settleFailed(s, false)
+		entry.Result, entry.Detail = Applied, fmt.Sprintf("bootstrap failed %d times; giving up (M19): %s", m.Config.BootstrapRetries+1, clip(b.Detail))
+		return Output{Result: Applied, Effects: effects, History: []Entry{entry}}
+	}
+	s.Bootstrap.RetryAt = now.Add(m.Config.BootstrapBackoff << (s.Bootstrap.Failures - 1))
+	entry.Result, entry.Detail = Applied, fmt.Sprintf("bootstrap failed (%d of %d retries left), retry at %s: %s",
+		m.Config.BootstrapRetries-s.Bootstrap.Failures+1, m.Config.BootstrapRetries, s.Bootstrap.RetryAt.Format(time.RFC3339), clip(b.Detail))
+	return Output{Result: Applied, History: []Entry{entry}}
+}
+
+func (m Machine) bootstrapRetryDue(s *State, e BootstrapRetryDue, now time.Time) Output {
+	b := s.Bootstrap
+	if b == nil || b.Running || b.Generation != e.Generation || now.Before(b.RetryAt) {
+		return Output{Result: Ignored}
+	}
+	b.Running = true
+	b.RetryAt = time.Time{}
+	return Output{Result: Applied, Effects: []Effect{StartBootstrap{Generation: b.Generation}},
+		History: []Entry{{At: now, Source: SourceTimer, Verb: "bootstrap_retry", Generation: s.Generation, Result: Applied, Detail: fmt.Sprintf("bootstrap retry %d (M19)", b.Failures)}}}
+}
+
+func (m Machine) chatsAnswered(s *State, c ChatsAnswered, now time.Time) Output {
+	entry := Entry{At: now, Source: SourceControlPlane, Verb: "chats", Generation: s.Generation, ReceivedGeneration: c.Generation}
+	d := s.Downgrade
+	if d == nil || !d.Asking || d.Generation != c.Generation || s.Generation != c.Generation {
+		entry.Result, entry.Detail = Stale, "control-plane answer for a downgrade no longer pending"
+		return Output{Result: Stale, History: []Entry{entry}}
+	}
+	verb := d.Verb
+	if !(s.Kind == Tutorial && s.Serving == Active && s.Lifecycle == Provisioned) {
+		effects := m.applyDowngrade(s, verb)
+		entry.Result, entry.Detail = Applied, fmt.Sprintf("%s applied: marquee no longer active and provisioned (M18)", verb)
+		return Output{Result: Applied, Effects: effects, History: []Entry{entry}}
+	}
+	if c.Err != "" {
+		// Uncertainty never tears down a live host: preserve, ask again.
+		d.Asking = false
+		d.Unanswered++
+		d.RecheckAt = now.Add(m.Config.ChatsRecheckAfter)
+		entry.Result, entry.Detail = Vetoed, "control plane unreachable, marquee preserved; asking again at "+d.RecheckAt.Format(time.RFC3339)+" (M18): "+clip(c.Err)
+		return Output{Result: Vetoed, History: []Entry{entry}}
+	}
+	if min(c.Live, c.Reachable) >= 1 {
+		s.Downgrade = nil
+		s.NullPendingUntil = time.Time{}
+		entry.Result, entry.Detail = Vetoed, fmt.Sprintf("%s vetoed: %d live reachable chats; drift logged (M18, I3)", verb, min(c.Live, c.Reachable))
+		return Output{Result: Vetoed, History: []Entry{entry}}
+	}
+	effects := m.applyDowngrade(s, verb)
+	entry.Result, entry.Detail = Applied, fmt.Sprintf("%s applied: no live reachable chats; errored and failed (M18)", verb)
+	return Output{Result: Applied, Effects: effects, History: []Entry{entry}}
+}
+
+func (m Machine) chatsRecheckDue(s *State, e ChatsRecheckDue, now time.Time) Output {
+	d := s.Downgrade
+	if d == nil || d.Asking || d.Generation != e.Generation || now.Before(d.RecheckAt) {
+		return Output{Result: Ignored}
+	}
+	d.Asking = true
+	d.RecheckAt = time.Time{}
+	return Output{Result: Applied, Effects: []Effect{AskChats{Generation: d.Generation}},
+		History: []Entry{{At: now, Source: SourceTimer, Verb: "chats_recheck", Generation: s.Generation, Result: Applied, Detail: "asking the control plane again (M18)"}}}
+}
+
+// --- deadlines (M16, M19, M21, M22, M18) -----------------------------------------
+
+// awaitingCallback reports whether the current attempt is waiting for its
+// workflow to call: dispatched (or tried), no connection yet. Only then can
+// it be stuck (M21); a bootstrap in progress is our own work, not the
+// workflow's.
+func awaitingCallback(s State) bool {
+	if s.Attempt == nil || s.Attempt.Dispatch == DispatchWaiting {
+		return false
+	}
+	switch s.Lifecycle {
+	case Provisioning:
+		return s.Connection == nil
+	case Destroying:
+		return true
+	}
+	return false
+}
+
+// stuckAt is when the current attempt counts as stuck (M21).
+func (m Machine) stuckAt(s State) time.Time {
+	a := s.Attempt
+	if a.LastCallbackAt.After(a.DispatchedAt) {
+		return a.LastCallbackAt.Add(m.Config.StaleAfter)
+	}
+	if s.RetryCount == 0 {
+		return a.DispatchedAt.Add(m.Config.StaleAfter)
+	}
+	return a.DispatchedAt.Add(m.Config.RetryBackoff[min(s.RetryCount, len(m.Config.RetryBackoff))-1])
+}
+
+// Deadline is a moment at which an event becomes due.
+type Deadline struct {
+	At    time.Time
+	Event Event
+}
+
+// Deadlines lists the marquee's timers, earliest first (ties in a fixed
+// order). The shell persists the earliest in its timer index with the
+// snapshot, and turns each due one into its event (M23).
+func (m Machine) Deadlines(s State) []Deadline {
+	if s.Tombstone != nil || s.Kind != Tutorial {
+		return nil
+	}
+	var ds []Deadline
+	if awaitingCallback(s) {
+		ds = append(ds, Deadline{At: m.stuckAt(s), Event: RetryDue{Generation: s.Attempt.Generation}})
+	}
+	if s.Lifecycle == Provisioning && s.Attempt != nil && !s.Attempt.DispatchedAt.IsZero() {
+		ds = append(ds, Deadline{At: s.Attempt.DispatchedAt.Add(m.Config.ProvisioningTimeout), Event: ProvisioningTimedOut{Generation: s.Attempt.Generation}})
+	}
+	if s.Bootstrap != nil && !s.Bootstrap.Running {
+		ds = append(ds, Deadline{At: s.Bootstrap.RetryAt, Event: BootstrapRetryDue{Generation: s.Bootstrap.Generation}})
+	}
+	if !s.NullPendingUntil.IsZero() {
+		ds = append(ds, Deadline{At: s.NullPendingUntil, Event: NullExpired{}})
+	}
+	if s.Downgrade != nil && !s.Downgrade.Asking {
+		ds = append(ds, Deadline{At: s.Downgrade.RecheckAt, Event: ChatsRecheckDue{Generation: s.Downgrade.Generation}})
+	}
+	sort.SliceStable(ds, func(i, j int) bool { return ds[i].At.Before(ds[j].At) })
+	return ds
+}
+
+// Due returns the events of the deadlines that have passed at now.
+func (m Machine) Due(s State, now time.Time) []Event {
+	var evs []Event
+	for _, d := range m.Deadlines(s) {
+		if !d.At.After(now) {
+			evs = append(evs, d.Event)
+		}
+	}
+	return evs
+}
+
+func (m Machine) retryDue(s *State, e RetryDue, now time.Time) Output {
+	if !awaitingCallback(*s) || s.Attempt.Generation != e.Generation || now.Before(m.stuckAt(*s)) {
+		return Output{Result: Ignored}
+	}
+	entry := Entry{At: now, Source: SourceTimer, Verb: "retry", Generation: s.Generation, Result: Applied}
+	if s.RetryCount >= len(m.Config.RetryBackoff) {
+		effects := m.settleFailed(s, true)
+		entry.Detail = fmt.Sprintf("no callback after %d retries: failed (M21)", len(m.Config.RetryBackoff))
+		return Output{Result: Applied, Effects: effects, History: []Entry{entry}}
+	}
+	s.RetryCount++
+	eff := m.dispatch(s, s.Attempt.Action, now)
+	entry.Generation = s.Generation
+	entry.Detail = fmt.Sprintf("stuck: retry %d of %d, %s re-dispatched under generation %d (M21)", s.RetryCount, len(m.Config.RetryBackoff), s.Attempt.Action, s.Generation)
+	return Output{Result: Applied, Effects: []Effect{eff}, History: []Entry{entry}}
+}
+
+func (m Machine) provisioningTimedOut(s *State, e ProvisioningTimedOut, now time.Time) Output {
+	a := s.Attempt
+	if s.Lifecycle != Provisioning || a == nil || a.Generation != e.Generation || a.DispatchedAt.IsZero() || now.Before(a.DispatchedAt.Add(m.Config.ProvisioningTimeout)) {
+		return Output{Result: Ignored}
+	}
+	effects := m.settleFailed(s, false)
+	return Output{Result: Applied, Effects: effects, History: []Entry{{At: now, Source: SourceTimer, Verb: "timeout", Generation: s.Generation, Result: Applied,
+		Detail: fmt.Sprintf("attempt %d provisioning for %s: failed (M22)", a.Generation, m.Config.ProvisioningTimeout)}}}
+}
+
+func (m Machine) nullExpired(s *State, now time.Time) Output {
+	if s.NullPendingUntil.IsZero() || now.Before(s.NullPendingUntil) {
+		return Output{Result: Ignored}
+	}
+	s.NullPendingUntil = time.Time{}
+	return Output{Result: Applied, History: []Entry{{At: now, Source: SourceTimer, Verb: "null_expired", Generation: s.Generation, Result: Applied,
+		Detail: "first null was never confirmed; forgotten (M16)"}}}
+}
+
+// reconcile settles what a crash may have left in flight. The snapshot
+// records intent before every effect, so each open intent is resumed:
+//   - a dispatch whose outcome is unknown is superseded by a new generation,
+//     never assumed sent or unsent: if the old run exists its callbacks are
+//     now stale (M10), and the new run is the only one that counts;
+//   - a running bootstrap is run again for the same generation (the probe
+//     is an observation, safe to repeat);
+//   - a control-plane question is asked again;
+//   - an admission question is asked again (A6 makes it idempotent).
+func (m Machine) reconcile(s *State, now time.Time) Output {
+	var effects []Effect
+	var details []string
+	if s.Admission != nil && s.Admission.Status == AdmissionAsking {
+		effects = append(effects, AskAdmission{Pool: s.Admission.Pool})
+		details = append(details, "admission asked again")
+	}
+	if s.Attempt != nil && s.Attempt.Dispatch == DispatchPending {
+		old := s.Attempt.Generation
+		effects = append(effects, m.dispatch(s, s.Attempt.Action, now))
+		details = append(details, fmt.Sprintf("dispatch of generation %d had an unknown outcome; superseded by generation %d", old, s.Generation))
+	}
+	if s.Bootstrap != nil && s.Bootstrap.Running {
+		effects = append(effects, StartBootstrap{Generation: s.Bootstrap.Generation})
+		details = append(details, "bootstrap run again")
+	}
+	if s.Downgrade != nil && s.Downgrade.Asking {
+		effects = append(effects, AskChats{Generation: s.Downgrade.Generation})
+		details = append(details, "control plane asked again")
+	}
+	if len(effects) == 0 {
+		return Output{Result: Ignored}
+	}
+	detail := ""
+	for i, d := range details {
+		if i > 0 {
+			detail += "; "
+		}
+		detail += d
+	}
+	return Output{Result: Applied, Effects: effects, History: []Entry{{At: now, Source: SourceRecovery, Verb: "reconcile", Generation: s.Generation, Result: Applied, Detail: detail}}}
+}
+
+// clip bounds text that came from outside before it goes into history.
+func clip(s string) string {
+	const maxDetail = 200 // history is bounded; one reason must not fill it
+	if len(s) > maxDetail {
+		return s[:maxDetail] + "..."
+	}
+	return s
+}
+
+// NeedsReconcile reports whether a snapshot has effects in flight that a
+// restarted actor must settle before new work.
+func NeedsReconcile(s State) bool {
+	return s.Tombstone == nil && ((s.Admission != nil && s.Admission.Status == AdmissionAsking) ||
+		(s.Attempt != nil && s.Attempt.Dispatch == DispatchPending) ||
+		(s.Bootstrap != nil && s.Bootstrap.Running) ||
+		(s.Downgrade != nil && s.Downgrade.Asking))
+}

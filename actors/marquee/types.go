@@ -1,0 +1,345 @@
+// Package marquee is the pure state machine of one marquee: a Docker host
+// whose VM is provisioned out of band by a Terraform workflow that calls back
+// (rules M1-M23 and invariants I1-I6 in shared/spec/marquee.md).
+//
+// Machine.Step(state, event, now) returns the new state and an Output: the
+// result to answer, the effects for the shell to start after it has
+// persisted the new state, and the history entries to persist with it. The
+// machine does no I/O, reads no clock, starts no goroutine and draws no
+// random number; timers are deadlines derived from the state (Deadlines),
+// and the shell turns each one that falls due into an event.
+package marquee
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Kind of marquee (M4, M5).
+type Kind string
+
+const (
+	BYO      Kind = "byo"
+	Tutorial Kind = "tutorial"
+)
+
+// Serving is the first state axis: can the host take traffic (M1).
+type Serving string
+
+const (
+	Disabled Serving = "disabled"
+	Active   Serving = "active"
+	Errored  Serving = "errored"
+)
+
+// Lifecycle is the second axis: where the VM is in its arc (M1). Empty for
+// byo marquees, which have none.
+type Lifecycle string
+
+const (
+	Provisioning Lifecycle = "provisioning"
+	Provisioned  Lifecycle = "provisioned"
+	Destroying   Lifecycle = "destroying"
+	Destroyed    Lifecycle = "destroyed"
+	Failed       Lifecycle = "failed"
+)
+
+// settled lifecycles hold no admission slot and clear the retry counter.
+func (l Lifecycle) settled() bool { return l == Provisioned || l == Destroyed || l == Failed }
+
+// Progress is the UI's coarse step counter (M2), ordered.
+type Progress int
+
+const (
+	Queued Progress = iota
+	VMStarting
+	SSHConfiguring
+	TLSProvisioning
+	AppDeploying
+)
+
+var progressNames = [...]string{"queued", "vm_starting", "ssh_configuring", "tls_provisioning", "app_deploying"}
+
+func (p Progress) String() string {
+	if p < 0 || int(p) >= len(progressNames) {
+		return fmt.Sprintf("progress(%d)", int(p))
+	}
+	return progressNames[p]
+}
+
+// ParseProgress turns a wire name into a Progress.
+func ParseProgress(s string) (Progress, error) {
+	for i, n := range progressNames {
+		if n == s {
+			return Progress(i), nil
+		}
+	}
+	return 0, fmt.Errorf("unknown step %q (want one of queued, vm_starting, ssh_configuring, tls_provisioning, app_deploying)", s)
+}
+
+func (p Progress) MarshalText() ([]byte, error) {
+	if p < 0 || int(p) >= len(progressNames) {
+		return nil, fmt.Errorf("invalid progress %d", int(p))
+	}
+	return []byte(p.String()), nil
+}
+
+func (p *Progress) UnmarshalText(b []byte) error {
+	v, err := ParseProgress(string(b))
+	*p = v
+	return err
+}
+
+// Verb of a Terraform callback.
+type Verb string
+
+const (
+	VerbStep      Verb = "step"
+	VerbDeployed  Verb = "deployed"
+	VerbDestroyed Verb = "destroyed"
+	VerbFailed    Verb = "failed"
+	VerbNull      Verb = "null"
+	VerbRebooted  Verb = "rebooted"
+)
+
+// Verbs lists every callback verb, in the seed's order.
+var Verbs = []Verb{VerbStep, VerbDeployed, VerbDestroyed, VerbFailed, VerbNull, VerbRebooted}
+
+// Action is what a workflow dispatch asks the workflow to do.
+type Action string
+
+const (
+	ActionApply    Action = "apply"
+	ActionRedeploy Action = "redeploy"
+	ActionDestroy  Action = "destroy"
+)
+
+// Result is the answer word of a callback (http-api.md).
+type Result string
+
+const (
+	Applied             Result = "applied"
+	Stale               Result = "stale"
+	Duplicate           Result = "duplicate"
+	Ignored             Result = "ignored"
+	PendingConfirmation Result = "pending_confirmation"
+	Checking            Result = "checking"
+	Vetoed              Result = "vetoed"
+	Locked              Result = "locked"
+)
+
+// Connection is what a deployed callback reports. The SSH key and the
+// acme-dns credentials are secrets: they are stored (bootstrap needs them)
+// and never shown, logged or put in history.
+type Connection struct {
+	Host          string  `json:"host"`
+	Port          int     `json:"port"`
+	User          string  `json:"user"`
+	SSHPrivateKey string  `json:"ssh_private_key"`
+	FreeDomain    string  `json:"free_domain"`
+	ACMEDNS       ACMEDNS `json:"acme_dns"`
+}
+
+// ACMEDNS holds the acme-dns account used to warm the wildcard certificate.
+type ACMEDNS struct {
+	ServerURL  string `json:"server_url"`
+	Username   string `json:"username"`
+	Password   string `json:"password"`
+	Subdomain  string `json:"subdomain"`
+	FullDomain string `json:"full_domain"`
+}
+
+// sameLocked compares the fields that can never change under a running
+// environment (M13): host, port, user and key.
+func (c Connection) sameLocked(o Connection) bool {
+	return c.Host == o.Host && c.Port == o.Port && c.User == o.User && c.SSHPrivateKey == o.SSHPrivateKey
+}
+
+// Dispatch tells where the current attempt's workflow dispatch stands.
+type Dispatch string
+
+const (
+	// DispatchWaiting: the attempt waits for an admission slot; nothing sent.
+	DispatchWaiting Dispatch = "waiting"
+	// DispatchPending: intent recorded, outcome unknown until the driver
+	// answers. A crash leaves it pending; recovery supersedes it.
+	DispatchPending Dispatch = "pending"
+	DispatchSent    Dispatch = "sent"
+	DispatchFailed  Dispatch = "failed"
+)
+
+// Attempt is the current workflow attempt.
+type Attempt struct {
+	Generation     uint64    `json:"generation"`
+	Action         Action    `json:"action"`
+	Dispatch       Dispatch  `json:"dispatch"`
+	DispatchedAt   time.Time `json:"dispatched_at,omitzero"`
+	LastCallbackAt time.Time `json:"last_callback_at,omitzero"`
+}
+
+// AdmissionStatus is the marquee's view of its admission.
+type AdmissionStatus string
+
+const (
+	// AdmissionAsking: the question is sent to the pool, its answer not yet in.
+	AdmissionAsking   AdmissionStatus = "asking"
+	AdmissionQueued   AdmissionStatus = "queued"
+	AdmissionReserved AdmissionStatus = "reserved"
+)
+
+// Admission is the marquee's copy of its place in a pool.
+type Admission struct {
+	Pool     string          `json:"pool"`
+	Status   AdmissionStatus `json:"status"`
+	Sequence uint64          `json:"sequence,omitempty"`
+}
+
+// Bootstrap tracks the post-deploy job (M19) for one generation.
+type Bootstrap struct {
+	Generation uint64    `json:"generation"`
+	Failures   int       `json:"failures"`
+	Running    bool      `json:"running"`
+	RetryAt    time.Time `json:"retry_at,omitzero"`
+}
+
+// Downgrade is a confirmed null or a failed waiting for the control plane's
+// answer about live chats (M18).
+type Downgrade struct {
+	Verb       Verb      `json:"verb"`
+	Generation uint64    `json:"generation"`
+	Reason     string    `json:"reason,omitempty"`
+	Asking     bool      `json:"asking"`
+	RecheckAt  time.Time `json:"recheck_at,omitzero"`
+	Unanswered int       `json:"unanswered"`
+}
+
+// Tombstone is what remains of a reaped marquee (M14).
+type Tombstone struct {
+	Reason string    `json:"reason"`
+	At     time.Time `json:"at"`
+}
+
+// State is everything durable about one marquee.
+type State struct {
+	ID        string    `json:"id"`
+	Kind      Kind      `json:"kind"`
+	Pool      string    `json:"pool,omitempty"`
+	Serving   Serving   `json:"serving"`
+	Lifecycle Lifecycle `json:"lifecycle,omitempty"`
+	Progress  Progress  `json:"progress"`
+	// Generation is bumped before every dispatch and never decreases (M3).
+	Generation uint64 `json:"generation"`
+	// DispatchedGeneration is the last generation a dispatch used; the next
+	// dispatch takes a fresh one (I2).
+	DispatchedGeneration uint64      `json:"dispatched_generation"`
+	Connection           *Connection `json:"connection,omitempty"`
+	// ConnectionGeneration is the generation whose callback reported the
+	// connection (I1).
+	ConnectionGeneration uint64     `json:"connection_generation,omitempty"`
+	NullPendingUntil     time.Time  `json:"null_pending_until,omitzero"`
+	RetryCount           int        `json:"retry_count"`
+	Attempt              *Attempt   `json:"attempt,omitempty"`
+	Admission            *Admission `json:"admission,omitempty"`
+	Bootstrap            *Bootstrap `json:"bootstrap,omitempty"`
+	Downgrade            *Downgrade `json:"downgrade,omitempty"`
+	ReapOnDestroyed      bool       `json:"reap_on_destroyed,omitempty"`
+	Tombstone            *Tombstone `json:"tombstone,omitempty"`
+	CreatedAt            time.Time  `json:"created_at"`
+	UpdatedAt            time.Time  `json:"updated_at"`
+}
+
+// NullPending reports whether a first null waits for its confirmation (M16).
+// An expired flag counts as none.
+func (s State) NullPending(now time.Time) bool {
+	return !s.NullPendingUntil.IsZero() && now.Before(s.NullPendingUntil)
+}
+
+// Clone returns a deep copy, so that Step never mutates its input: a failed
+// persist must leave the previous state intact in the shell.
+func (s State) Clone() State {
+	if s.Connection != nil {
+		c := *s.Connection
+		s.Connection = &c
+	}
+	if s.Attempt != nil {
+		a := *s.Attempt
+		s.Attempt = &a
+	}
+	if s.Admission != nil {
+		a := *s.Admission
+		s.Admission = &a
+	}
+	if s.Bootstrap != nil {
+		b := *s.Bootstrap
+		s.Bootstrap = &b
+	}
+	if s.Downgrade != nil {
+		d := *s.Downgrade
+		s.Downgrade = &d
+	}
+	if s.Tombstone != nil {
+		t := *s.Tombstone
+		s.Tombstone = &t
+	}
+	return s
+}
+
+// ErrConflict is an operator command that is not allowed in the current
+// state (http 409).
+var ErrConflict = errors.New("conflict")
+
+// ErrInvalid is an operator command with a bad argument (http 400).
+var ErrInvalid = errors.New("invalid")
+
+func conflictf(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrConflict, fmt.Sprintf(format, args...))
+}
+
+// ValidID accepts [a-z0-9][a-z0-9-]{0,62}.
+func ValidID(id string) bool {
+	if len(id) == 0 || len(id) > 63 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
+		case c == '-' && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// Validate checks a decoded snapshot before it is used (A9): a record that
+// fails is reported, never acted on.
+func (s State) Validate() error {
+	if !ValidID(s.ID) {
+		return fmt.Errorf("id %q is not valid", s.ID)
+	}
+	switch s.Kind {
+	case BYO:
+		if s.Lifecycle != "" {
+			return fmt.Errorf("byo marquee has lifecycle %q", s.Lifecycle)
+		}
+	case Tutorial:
+		switch s.Lifecycle {
+		case Provisioning, Provisioned, Destroying, Destroyed, Failed:
+		default:
+			return fmt.Errorf("tutorial marquee has lifecycle %q", s.Lifecycle)
+		}
+	default:
+		return fmt.Errorf("kind %q is neither byo nor tutorial", s.Kind)
+	}
+	switch s.Serving {
+	case Disabled, Active, Errored:
+	default:
+		return fmt.Errorf("serving %q is not a serving status", s.Serving)
+	}
+	if s.DispatchedGeneration > s.Generation {
+		return fmt.Errorf("dispatched generation %d is ahead of generation %d", s.DispatchedGeneration, s.Generation)
+	}
+	return nil
+}
