@@ -1,0 +1,121 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+
+	"warden/actors/marquee"
+)
+
+// answerNotFound and answerErr answer a routed message that will never
+// reach an actor.
+func answerNotFound(msg any, id string) {
+	answerErr(msg, fmt.Errorf("%w: marquee %s", ErrNotFound, id))
+}
+
+func answerErr(msg any, err error) {
+	switch m := msg.(type) {
+	case cmdCreate:
+		m.reply <- err
+	case cmdOperator:
+		m.reply <- err
+	case cmdCallback:
+		m.reply <- err
+	case poolGet:
+		m.reply <- err
+	case poolPing:
+		m.reply <- err
+	}
+}
+
+// Callback delivers an authenticated, decoded webhook to its marquee and
+// returns the exact answer, after the decision is durable (I5).
+func (s *System) Callback(ctx context.Context, marqueeID, deliveryID string, cb marquee.Callback) (CallbackAnswer, error) {
+	r, err := s.ask(ctx, kindMarquee, marqueeID, func(reply chan<- any) any {
+		return cmdCallback{cb: cb, deliveryID: deliveryID, reply: reply}
+	})
+	if err != nil {
+		return CallbackAnswer{}, err
+	}
+	return r.(CallbackAnswer), nil
+}
+
+// Create creates a marquee; for a tutorial one it answers after the pool's
+// decision is durable (A10).
+func (s *System) Create(ctx context.Context, c marquee.Create) (marquee.State, error) {
+	if !marquee.ValidID(c.ID) {
+		return marquee.State{}, fmt.Errorf("%w: id %q must match [a-z0-9][a-z0-9-]{0,62}", marquee.ErrInvalid, c.ID)
+	}
+	if c.Kind == marquee.Tutorial {
+		if c.Pool == "" {
+			c.Pool = "default"
+		}
+		if _, ok := s.cfg.Pools[c.Pool]; !ok {
+			return marquee.State{}, fmt.Errorf("%w: pool %q is not configured", marquee.ErrInvalid, c.Pool)
+		}
+	}
+	r, err := s.ask(ctx, kindMarquee, c.ID, func(reply chan<- any) any { return cmdCreate{create: c, reply: reply} })
+	if err != nil {
+		return marquee.State{}, err
+	}
+	return r.(marquee.State), nil
+}
+
+// Command runs an operator command (redeploy, destroy, disable, enable).
+func (s *System) Command(ctx context.Context, id string, ev marquee.Event) (marquee.State, error) {
+	r, err := s.ask(ctx, kindMarquee, id, func(reply chan<- any) any { return cmdOperator{ev: ev, reply: reply} })
+	if err != nil {
+		return marquee.State{}, err
+	}
+	return r.(marquee.State), nil
+}
+
+// Marquee reads a marquee's last committed snapshot.
+func (s *System) Marquee(id string) (marquee.State, error) {
+	rec, err := s.cfg.Store.LoadMarquee(id)
+	if err != nil {
+		if isNotFound(err) {
+			return marquee.State{}, fmt.Errorf("%w: marquee %s", ErrNotFound, id)
+		}
+		return marquee.State{}, err
+	}
+	if rec.State.Tombstone != nil {
+		return marquee.State{}, fmt.Errorf("%w: marquee %s was reaped", ErrNotFound, id)
+	}
+	return rec.State, nil
+}
+
+// Pool returns a pool's view from its actor.
+func (s *System) Pool(ctx context.Context, name string) (PoolView, error) {
+	if _, ok := s.cfg.Pools[name]; !ok {
+		return PoolView{}, fmt.Errorf("%w: pool %s", ErrNotFound, name)
+	}
+	r, err := s.ask(ctx, kindPool, name, func(reply chan<- any) any { return poolGet{reply: reply} })
+	if err != nil {
+		return PoolView{}, err
+	}
+	return r.(PoolView), nil
+}
+
+// Pools returns every configured pool, by name.
+func (s *System) Pools(ctx context.Context) ([]PoolView, error) {
+	names := make([]string, 0, len(s.cfg.Pools))
+	for n := range s.cfg.Pools {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	out := make([]PoolView, 0, len(names))
+	for _, n := range names {
+		v, err := s.Pool(ctx, n)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// IsUnavailable reports whether err means "try again later".
+func IsUnavailable(err error) bool { return errors.Is(err, ErrUnavailable) }

@@ -1,0 +1,97 @@
+// Package driver holds warden's ports to the outside world and their
+// adapters: the GitHub Actions workflow dispatch, an exec driver for
+// scripts, the HTTPS bootstrap probe and the control plane's chat count.
+// Each port is an interface so that tests and the simulator can stand in
+// for what cannot run here (GitHub, a cloud); every adapter bounds what it
+// reads and never puts a secret into an error.
+package driver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// Kind classifies a driver failure so the caller can decide what to do.
+type Kind string
+
+const (
+	// Transient failures may succeed if tried again later (429, 5xx,
+	// network, timeout).
+	Transient Kind = "transient"
+	// Configuration failures will not succeed until someone changes the
+	// configuration (4xx other than 429, a missing command).
+	Configuration Kind = "configuration"
+	// Scoped is one failure a script reported about the work it was asked
+	// to do (non-zero exit).
+	Scoped Kind = "scoped"
+)
+
+// Error is a classified driver failure. Its message never holds a secret.
+type Error struct {
+	Kind Kind
+	Msg  string
+}
+
+func (e *Error) Error() string { return string(e.Kind) + ": " + e.Msg }
+
+func errorf(k Kind, format string, args ...any) error {
+	return &Error{Kind: k, Msg: fmt.Sprintf(format, args...)}
+}
+
+// KindOf returns the kind of err, Transient for errors no driver classified.
+func KindOf(err error) Kind {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Kind
+	}
+	return Transient
+}
+
+// DispatchRequest is one workflow dispatch (http-api.md, "Workflow
+// dispatch"). The generation rides in the inputs so every callback echoes it.
+type DispatchRequest struct {
+	MarqueeID   string `json:"marquee_id"`
+	Generation  uint64 `json:"generation"`
+	Action      string `json:"action"`
+	CallbackURL string `json:"callback_url"`
+}
+
+// Dispatcher starts a workflow run. It returns once the run is accepted, not
+// when it finishes: the run calls back.
+type Dispatcher interface {
+	Dispatch(ctx context.Context, r DispatchRequest) error
+}
+
+// BootstrapRequest asks for Traefik up, the wildcard certificate warmed and
+// the free domain verified over HTTPS (M19). It holds secrets: it goes to a
+// driver on stdin or in memory, never on a command line or into a log.
+type BootstrapRequest struct {
+	MarqueeID  string `json:"marquee_id"`
+	Generation uint64 `json:"generation"`
+	Host       string `json:"host"`
+	Port       int    `json:"port"`
+	User       string `json:"user"`
+	SSHKey     string `json:"ssh_private_key"`
+	FreeDomain string `json:"free_domain"`
+	ACMEDNS    any    `json:"acme_dns,omitempty"`
+}
+
+// Bootstrapper runs the bootstrap job; nil means verified.
+type Bootstrapper interface {
+	Bootstrap(ctx context.Context, r BootstrapRequest) error
+}
+
+// Chats is the control plane's count of a marquee's agent chats.
+type Chats struct {
+	Live      int `json:"live"`
+	Reachable int `json:"reachable"`
+}
+
+// ControlPlane is what warden asks of the control plane: live chats before
+// a downgrade (M18) and tearing down playgrounds on a host that is gone
+// (M14, M16).
+type ControlPlane interface {
+	Chats(ctx context.Context, marqueeID string) (Chats, error)
+	TeardownPlaygrounds(ctx context.Context, marqueeID string, generation uint64) error
+}

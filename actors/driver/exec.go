@@ -1,0 +1,143 @@
+package driver
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"os/exec"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Exec runs a configured command as a driver: the request is one JSON object
+// on stdin, the result one JSON object on stdout, diagnostics on stderr, and
+// a non-zero exit is one scoped failure. The command runs in its own process
+// group and the whole group is killed when Timeout passes.
+type Exec struct {
+	Command []string
+	Timeout time.Duration
+	// Env is added to the command's environment (never secrets on argv).
+	Env []string
+}
+
+// Limits on what a script may send back; a runaway script is cut off, not
+// buffered.
+const (
+	maxStdout = 1 << 20
+	maxStderr = 4 << 10
+)
+
+// ExecResult is the stdout contract: ok, and a human detail.
+type ExecResult struct {
+	OK     bool   `json:"ok"`
+	Detail string `json:"detail,omitempty"`
+}
+
+// Run sends req and decodes the result into res.
+func (e *Exec) Run(ctx context.Context, req any, res any) error {
+	if len(e.Command) == 0 {
+		return errorf(Configuration, "no command configured")
+	}
+	in, err := json.Marshal(req)
+	if err != nil {
+		return errorf(Configuration, "encode request: %v", err)
+	}
+	timeout := e.Timeout
+	if timeout <= 0 {
+		timeout = time.Minute
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, e.Command[0], e.Command[1:]...)
+	cmd.Env = append(cmd.Environ(), e.Env...)
+	cmd.Stdin = bytes.NewReader(in)
+	var stdout, stderr limitedBuffer
+	stdout.limit, stderr.limit = maxStdout, maxStderr
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	// A child that keeps our pipes open must not hold us past the timeout.
+	cmd.WaitDelay = time.Second
+	err = cmd.Run()
+	name := e.Command[0]
+	switch {
+	case ctx.Err() == context.DeadlineExceeded:
+		return errorf(Transient, "%s timed out after %s", name, timeout)
+	case errors.Is(err, exec.ErrNotFound):
+		return errorf(Configuration, "%s: not found", name)
+	case err != nil:
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return errorf(Scoped, "%s exited %d: %s", name, ee.ExitCode(), tail(stderr.String()))
+		}
+		return errorf(Transient, "%s: %v", name, err)
+	}
+	if stdout.truncated {
+		return errorf(Scoped, "%s wrote more than %d bytes to stdout", name, maxStdout)
+	}
+	dec := json.NewDecoder(bytes.NewReader(stdout.Bytes()))
+	if err := dec.Decode(res); err != nil {
+		return errorf(Scoped, "%s: stdout is not one JSON object: %v", name, err)
+	}
+	return nil
+}
+
+func tail(s string) string {
+	s = strings.TrimSpace(s)
+	if len(s) > 300 {
+		s = "..." + s[len(s)-300:]
+	}
+	return strings.Join(strings.Fields(s), " ")
+}
+
+type limitedBuffer struct {
+	bytes.Buffer
+	limit     int
+	truncated bool
+}
+
+func (b *limitedBuffer) Write(p []byte) (int, error) {
+	n := len(p)
+	if room := b.limit - b.Len(); room < len(p) {
+		b.truncated = true
+		if room > 0 {
+			b.Buffer.Write(p[:room])
+		}
+		return n, nil
+	}
+	b.Buffer.Write(p)
+	return n, nil
+}
+
+var _ io.Writer = (*limitedBuffer)(nil)
+
+// ExecDispatcher dispatches a workflow through a script.
+type ExecDispatcher struct{ Exec }
+
+func (d *ExecDispatcher) Dispatch(ctx context.Context, r DispatchRequest) error {
+	var res ExecResult
+	if err := d.Run(ctx, r, &res); err != nil {
+		return err
+	}
+	if !res.OK {
+		return errorf(Scoped, "dispatch script: %s", res.Detail)
+	}
+	return nil
+}
+
+// ExecBootstrapper runs the bootstrap job through a script.
+type ExecBootstrapper struct{ Exec }
+
+func (b *ExecBootstrapper) Bootstrap(ctx context.Context, r BootstrapRequest) error {
+	var res ExecResult
+	if err := b.Run(ctx, r, &res); err != nil {
+		return err
+	}
+	if !res.OK {
+		return errorf(Scoped, "bootstrap script: %s", res.Detail)
+	}
+	return nil
+}

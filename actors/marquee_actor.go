@@ -1,0 +1,396 @@
+package actors
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"warden/actors/driver"
+	"warden/actors/marquee"
+	"warden/persistence"
+)
+
+// Messages to a marquee actor. Every reply channel has room for one answer.
+type (
+	cmdCreate struct {
+		create marquee.Create
+		reply  chan<- any
+	}
+	cmdOperator struct {
+		ev    marquee.Event
+		reply chan<- any
+	}
+	cmdCallback struct {
+		cb         marquee.Callback
+		deliveryID string
+		reply      chan<- any
+	}
+	// effectDone carries an effect's result (it holds its generation).
+	effectDone struct{ ev marquee.Event }
+	// wake: a deadline may be due.
+	wake struct{}
+)
+
+// CallbackAnswer is the exact answer to a webhook; a repeated delivery gets
+// these bytes again (M20).
+type CallbackAnswer struct {
+	Status int
+	Body   []byte
+}
+
+type marqueeActor struct {
+	sys     *System
+	id      string
+	entry   *entry
+	rec     persistence.MarqueeRecord
+	exists  bool
+	waiting []chan<- any // operator answers held until the admission is durable (A10)
+	stop    func() bool  // the armed deadline timer
+}
+
+func (a *marqueeActor) Receive(ctx actor.Context) {
+	switch ctx.Message().(type) {
+	case *actor.Started:
+		a.load()
+		return
+	case *actor.Restarting:
+		a.disarm()
+		a.failWaiting(fmt.Errorf("%w: marquee %s restarted", ErrUnavailable, a.id))
+		return
+	case *actor.Stopping:
+		a.disarm()
+		return
+	case actor.SystemMessage, actor.AutoReceiveMessage:
+		return
+	}
+	a.entry.inbox.Add(-1)
+	a.sys.cfg.Metrics.MailboxDepth.Dec()
+	switch m := ctx.Message().(type) {
+	case cmdCreate:
+		a.create(m)
+	case cmdOperator:
+		a.operator(m)
+	case cmdCallback:
+		m.reply <- a.callback(m)
+	case effectDone:
+		a.applyLogged(m.ev)
+	case wake:
+		a.fireDue()
+	case marquee.Event: // reconcile, admission decisions routed by pools
+		a.applyLogged(m)
+	}
+}
+
+// load reads the snapshot; after a crash or restart it reconciles whatever
+// was in flight before doing new work.
+func (a *marqueeActor) load() {
+	rec, err := a.sys.cfg.Store.LoadMarquee(a.id)
+	switch {
+	case err == nil:
+		a.rec, a.exists = rec, true
+	case errors.Is(err, persistence.ErrNotFound):
+		a.exists = false
+		return
+	default:
+		// A snapshot that does not decode is reported, never acted on.
+		a.sys.log.Error("marquee snapshot unusable", "id", a.id, "err", err)
+		a.exists = false
+		return
+	}
+	if marquee.NeedsReconcile(a.rec.State) {
+		a.applyLogged(marquee.Reconcile{})
+	}
+	a.fireDue()
+}
+
+func (a *marqueeActor) create(m cmdCreate) {
+	if a.exists {
+		m.reply <- fmt.Errorf("%w: marquee %s already exists", marquee.ErrConflict, a.id)
+		return
+	}
+	now := a.sys.cfg.Clock.Now()
+	s, out, err := a.sys.cfg.Machine.Create(m.create, now)
+	if err != nil {
+		m.reply <- err
+		return
+	}
+	if err := a.commit(s, out, nil); err != nil {
+		m.reply <- err
+		return
+	}
+	a.exists = true
+	a.answerAfterAdmission(m.reply)
+}
+
+func (a *marqueeActor) operator(m cmdOperator) {
+	if !a.exists {
+		m.reply <- fmt.Errorf("%w: marquee %s", ErrNotFound, a.id)
+		return
+	}
+	out, err := a.apply(m.ev, nil)
+	if err != nil {
+		m.reply <- err
+		return
+	}
+	if out.Err != nil {
+		m.reply <- out.Err
+		return
+	}
+	a.answerAfterAdmission(m.reply)
+}
+
+// answerAfterAdmission answers now, or, while the pool's decision is not
+// yet durable here, once it is (A10).
+func (a *marqueeActor) answerAfterAdmission(reply chan<- any) {
+	if ad := a.rec.State.Admission; ad != nil && ad.Status == marquee.AdmissionAsking {
+		const maxWaiting = 64 // a caller beyond this is told to retry rather than queued in memory
+		if len(a.waiting) >= maxWaiting {
+			reply <- fmt.Errorf("%w: too many commands waiting for admission", ErrUnavailable)
+			return
+		}
+		a.waiting = append(a.waiting, reply)
+		return
+	}
+	reply <- a.rec.State.Clone()
+}
+
+func (a *marqueeActor) flushWaiting() {
+	if ad := a.rec.State.Admission; ad != nil && ad.Status == marquee.AdmissionAsking {
+		return
+	}
+	for _, r := range a.waiting {
+		r <- a.rec.State.Clone()
+	}
+	a.waiting = nil
+}
+
+func (a *marqueeActor) failWaiting(err error) {
+	for _, r := range a.waiting {
+		r <- err
+	}
+	a.waiting = nil
+}
+
+func (a *marqueeActor) callback(m cmdCallback) any {
+	start := time.Now()
+	defer func() { a.sys.cfg.Metrics.Decision.Observe(time.Since(start).Seconds()) }()
+	if !a.exists {
+		return fmt.Errorf("%w: marquee %s", ErrNotFound, a.id)
+	}
+	if m.deliveryID != "" {
+		rec, err := a.sys.cfg.Store.Dedup(m.deliveryID)
+		if err == nil {
+			a.sys.cfg.Metrics.Callbacks.WithLabelValues(string(m.cb.Verb), "duplicate_delivery").Inc()
+			return CallbackAnswer{Status: rec.Status, Body: rec.Body}
+		}
+		if !errors.Is(err, persistence.ErrNotFound) {
+			a.sys.log.Warn("dedup record unusable; treating delivery as new", "id", a.id, "err", err)
+		}
+	}
+	var answer CallbackAnswer
+	out, err := a.apply(m.cb, &dedupSpec{deliveryID: m.deliveryID, body: func(s marquee.State, o marquee.Output) []byte {
+		body, _ := json.Marshal(callbackBody{Result: o.Result, MarqueeID: a.id, Generation: s.Generation, ReceivedGeneration: m.cb.Generation})
+		answer = CallbackAnswer{Status: 200, Body: body}
+		return body
+	}})
+	if err != nil {
+		return err
+	}
+	a.sys.cfg.Metrics.Callbacks.WithLabelValues(string(m.cb.Verb), string(out.Result)).Inc()
+	a.sys.log.Info("callback", "marquee", a.id, "verb", m.cb.Verb, "generation", a.rec.State.Generation,
+		"received_generation", m.cb.Generation, "result", out.Result)
+	return answer
+}
+
+type callbackBody struct {
+	Result             marquee.Result `json:"result"`
+	MarqueeID          string         `json:"marquee_id"`
+	Generation         uint64         `json:"generation"`
+	ReceivedGeneration uint64         `json:"received_generation"`
+}
+
+func (a *marqueeActor) applyLogged(ev marquee.Event) {
+	if !a.exists {
+		return
+	}
+	if _, err := a.apply(ev, nil); err != nil {
+		a.sys.log.Error("transition not persisted", "marquee", a.id, "event", fmt.Sprintf("%T", ev), "err", err)
+	}
+}
+
+// apply is the heart of the shell: Step, persist in one synced batch, then
+// start effects, then (the caller) answer.
+func (a *marqueeActor) apply(ev marquee.Event, dedup *dedupSpec) (marquee.Output, error) {
+	now := a.sys.cfg.Clock.Now()
+	next, out := a.sys.cfg.Machine.Step(a.rec.State, ev, now)
+	if out.Err != nil {
+		return out, nil
+	}
+	var d *persistence.DedupRecord
+	if dedup != nil {
+		body := dedup.body(next, out)
+		if dedup.deliveryID != "" {
+			d = &persistence.DedupRecord{DeliveryID: dedup.deliveryID, At: now, MarqueeID: a.id, Status: 200, Body: body}
+		}
+	}
+	if !out.Changed && len(out.History) == 0 && d == nil {
+		a.startEffects(next, out.Effects)
+		return out, nil
+	}
+	return out, a.commit(next, out, d)
+}
+
+func (a *marqueeActor) commit(s marquee.State, out marquee.Output, d *persistence.DedupRecord) error {
+	rec := persistence.MarqueeRecord{State: s, HistorySeq: a.rec.HistorySeq, WakeAt: a.wakeAt(s)}
+	b := a.sys.cfg.Store.NewBatch()
+	for _, e := range out.History {
+		rec.HistorySeq++
+		b.AppendHistory(s.ID, rec.HistorySeq, e)
+	}
+	b.PutMarquee(rec, a.rec.WakeAt)
+	if d != nil {
+		b.PutDedup(*d)
+	}
+	start := time.Now()
+	err := b.Commit()
+	a.sys.cfg.Metrics.Persist.Observe(time.Since(start).Seconds())
+	if err != nil {
+		return fmt.Errorf("%w: persist marquee %s: %v", ErrUnavailable, s.ID, err)
+	}
+	a.rec = rec
+	a.startEffects(s, out.Effects)
+	a.flushWaiting()
+	a.arm()
+	return nil
+}
+
+// wakeAt is the wake-index time persisted with the snapshot: now if effects
+// are in flight (a crash must reconcile them at once), else the earliest
+// deadline.
+func (a *marqueeActor) wakeAt(s marquee.State) time.Time {
+	if marquee.NeedsReconcile(s) {
+		return a.sys.cfg.Clock.Now()
+	}
+	if ds := a.sys.cfg.Machine.Deadlines(s); len(ds) > 0 {
+		return ds[0].At
+	}
+	return time.Time{}
+}
+
+func (a *marqueeActor) disarm() {
+	if a.stop != nil {
+		a.stop()
+		a.stop = nil
+	}
+}
+
+// arm sets one in-memory timer for the earliest deadline; the wake index
+// covers the same deadline across a restart.
+func (a *marqueeActor) arm() {
+	a.disarm()
+	ds := a.sys.cfg.Machine.Deadlines(a.rec.State)
+	if len(ds) == 0 {
+		return
+	}
+	d := ds[0].At.Sub(a.sys.cfg.Clock.Now())
+	if d < 0 {
+		d = 0
+	}
+	id := a.id
+	a.stop = a.sys.cfg.Clock.AfterFunc(d, func() { a.sys.route(kindMarquee, id, wake{}) })
+}
+
+func (a *marqueeActor) fireDue() {
+	if !a.exists {
+		return
+	}
+	// Each due event is its own persisted transition, so a deadline fires
+	// once: after it, the state no longer holds it (M23).
+	const maxPerWake = 16 // every deadline kind at most once or twice; a bound, not a loop forever
+	for i := 0; i < maxPerWake; i++ {
+		due := a.sys.cfg.Machine.Due(a.rec.State, a.sys.cfg.Clock.Now())
+		if len(due) == 0 {
+			break
+		}
+		before := a.rec.State.UpdatedAt
+		a.applyLogged(due[0])
+		if a.rec.State.UpdatedAt.Equal(before) {
+			break // nothing changed: the deadline was not really due
+		}
+	}
+	a.arm()
+}
+
+// startEffects runs each effect outside the mailbox. Results come back as
+// messages carrying the generation they were started for.
+func (a *marqueeActor) startEffects(s marquee.State, effects []marquee.Effect) {
+	sys := a.sys
+	id := a.id
+	for _, eff := range effects {
+		switch e := eff.(type) {
+		case marquee.AskAdmission:
+			sys.route(kindPool, e.Pool, poolAsk{job: id})
+		case marquee.ReleaseAdmission:
+			sys.route(kindPool, e.Pool, poolRelease{job: id})
+		case marquee.StartDispatch:
+			req := driver.DispatchRequest{MarqueeID: id, Generation: e.Generation, Action: string(e.Action), CallbackURL: sys.cfg.CallbackURL}
+			sys.goEffect(func(ctx context.Context) {
+				err := sys.cfg.Dispatcher.Dispatch(ctx, req)
+				res := marquee.DispatchFinished{Generation: req.Generation, Outcome: marquee.DispatchOK}
+				if err != nil {
+					res.Detail = err.Error()
+					res.Outcome = marquee.DispatchTransient
+					if driver.KindOf(err) == driver.Configuration {
+						res.Outcome = marquee.DispatchConfiguration
+					}
+					sys.log.Warn("dispatch failed", "marquee", id, "generation", req.Generation, "err", err)
+				}
+				sys.route(kindMarquee, id, effectDone{ev: res})
+			})
+		case marquee.StartBootstrap:
+			if s.Connection == nil {
+				panic("marquee: bootstrap without a connection") // the machine never asks for one
+			}
+			c := *s.Connection
+			req := driver.BootstrapRequest{MarqueeID: id, Generation: e.Generation, Host: c.Host, Port: c.Port, User: c.User,
+				SSHKey: c.SSHPrivateKey, FreeDomain: c.FreeDomain, ACMEDNS: c.ACMEDNS}
+			sys.goEffect(func(ctx context.Context) {
+				err := sys.cfg.Bootstrapper.Bootstrap(ctx, req)
+				res := marquee.BootstrapFinished{Generation: req.Generation, OK: err == nil}
+				if err != nil {
+					res.Detail = err.Error()
+				}
+				sys.route(kindMarquee, id, effectDone{ev: res})
+			})
+		case marquee.AskChats:
+			gen := e.Generation
+			sys.goEffect(func(ctx context.Context) {
+				chats, err := sys.cfg.ControlPlane.Chats(ctx, id)
+				res := marquee.ChatsAnswered{Generation: gen, Live: chats.Live, Reachable: chats.Reachable}
+				if err != nil {
+					res.Err = err.Error()
+				}
+				sys.route(kindMarquee, id, effectDone{ev: res})
+			})
+		case marquee.TeardownPlaygrounds:
+			gen := e.Generation
+			sys.goEffect(func(ctx context.Context) {
+				if err := sys.cfg.ControlPlane.TeardownPlaygrounds(ctx, id, gen); err != nil {
+					sys.log.Warn("playground teardown not confirmed", "marquee", id, "generation", gen, "err", err)
+				}
+			})
+		default:
+			panic(fmt.Sprintf("marquee actor: unknown effect %T", eff))
+		}
+	}
+}
+
+// dedupSpec asks apply to record the answer to a delivery in the same batch.
+type dedupSpec struct {
+	deliveryID string
+	body       func(marquee.State, marquee.Output) []byte
+}

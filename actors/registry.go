@@ -1,0 +1,215 @@
+package actors
+
+import (
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"warden/persistence"
+)
+
+type kind string
+
+const (
+	kindMarquee kind = "marquee"
+	kindPool    kind = "pool"
+)
+
+type key struct {
+	kind kind
+	id   string
+}
+
+// routed is a message for an entity, addressed by kind and id rather than
+// by PID, so that the registry alone decides activation.
+type routed struct {
+	key key
+	msg any
+}
+
+// entry is the registry's record of one live entity actor.
+type entry struct {
+	key     key
+	pid     *actor.PID
+	inbox   atomic.Int64 // messages routed and not yet handled
+	restart struct {
+		times    []time.Time
+		total    int
+		lastErr  string
+		lastAt   time.Time
+		parked   bool
+		parkedAt time.Time
+	}
+}
+
+type registryState struct {
+	mu      sync.Mutex
+	entries map[key]*entry
+	byPID   map[string]*entry
+}
+
+// registry is the supervisor: it activates entity actors on demand and
+// restarts crashed ones under boundedRestart.
+type registry struct{ sys *System }
+
+func (r *registry) Receive(ctx actor.Context) {
+	st := r.sys.reg
+	switch m := ctx.Message().(type) {
+	case routed:
+		st.mu.Lock()
+		e := st.entries[m.key]
+		st.mu.Unlock()
+		if e == nil {
+			if m.key.kind == kindMarquee && !r.sys.marqueeMayExist(m.key.id, m.msg) {
+				answerNotFound(m.msg, m.key.id)
+				return
+			}
+			e = r.spawn(ctx, m.key)
+		}
+		if e.restart.parked {
+			answerErr(m.msg, fmt.Errorf("%w: %s %s is parked after repeated failures", ErrUnavailable, m.key.kind, m.key.id))
+			return
+		}
+		e.inbox.Add(1)
+		r.sys.cfg.Metrics.MailboxDepth.Inc()
+		ctx.Send(e.pid, m.msg)
+	case *actor.Terminated:
+		st.mu.Lock()
+		if e := st.byPID[m.Who.Id]; e != nil {
+			delete(st.byPID, m.Who.Id)
+			if !e.restart.parked {
+				delete(st.entries, e.key)
+			}
+			r.sys.cfg.Metrics.MailboxDepth.Sub(float64(e.inbox.Load()))
+		}
+		st.mu.Unlock()
+	case listActors:
+		m.reply <- r.sys.reg.snapshot()
+	}
+}
+
+func (r *registry) spawn(ctx actor.Context, k key) *entry {
+	e := &entry{key: k}
+	var producer actor.Producer
+	switch k.kind {
+	case kindMarquee:
+		producer = func() actor.Actor { return &marqueeActor{sys: r.sys, id: k.id, entry: e} }
+	case kindPool:
+		producer = func() actor.Actor { return &poolActor{sys: r.sys, name: k.id, entry: e} }
+	default:
+		panic("registry: unknown kind " + string(k.kind))
+	}
+	pid := ctx.Spawn(actor.PropsFromProducer(producer))
+	e.pid = pid
+	st := r.sys.reg
+	st.mu.Lock()
+	st.entries[k] = e
+	if st.byPID == nil {
+		st.byPID = map[string]*entry{}
+	}
+	st.byPID[pid.Id] = e
+	st.mu.Unlock()
+	r.sys.cfg.Metrics.Actors.WithLabelValues(string(k.kind)).Inc()
+	return e
+}
+
+// marqueeMayExist keeps the registry from activating actors for ids that
+// were never created: only a create may activate an absent marquee.
+func (s *System) marqueeMayExist(id string, msg any) bool {
+	if _, ok := msg.(cmdCreate); ok {
+		return true
+	}
+	_, err := s.cfg.Store.LoadMarquee(id)
+	return err == nil || !isNotFound(err)
+}
+
+func isNotFound(err error) bool { return err == persistence.ErrNotFound }
+
+// ActorInfo is one line of GET /v1/actors.
+type ActorInfo struct {
+	Kind        string    `json:"kind"`
+	ID          string    `json:"id"`
+	Mailbox     int64     `json:"mailbox"`
+	Restarts    int       `json:"restarts"`
+	Parked      bool      `json:"parked"`
+	LastFailure string    `json:"last_failure,omitempty"`
+	LastFailAt  time.Time `json:"last_failure_at,omitzero"`
+}
+
+type listActors struct{ reply chan<- []ActorInfo }
+
+func (st *registryState) snapshot() []ActorInfo {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	out := make([]ActorInfo, 0, len(st.entries))
+	for _, e := range st.entries {
+		out = append(out, ActorInfo{Kind: string(e.key.kind), ID: e.key.id, Mailbox: e.inbox.Load(), Restarts: e.restart.total,
+			Parked: e.restart.parked, LastFailure: e.restart.lastErr, LastFailAt: e.restart.lastAt})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Kind != out[j].Kind {
+			return out[i].Kind < out[j].Kind
+		}
+		return out[i].ID < out[j].ID
+	})
+	return out
+}
+
+// Actors lists live actors by kind with mailbox length, restarts and last
+// failure.
+func (s *System) Actors() []ActorInfo {
+	reply := make(chan []ActorInfo, 1)
+	s.as.Root.Send(s.registry, listActors{reply: reply})
+	select {
+	case a := <-reply:
+		return a
+	case <-time.After(s.cfg.AskTimeout):
+		return s.reg.snapshot()
+	}
+}
+
+// boundedRestart is the project's supervisor strategy: restart a crashed
+// entity actor (it reloads its snapshot and reconciles), but after
+// RestartLimit failures within RestartWindow park it (stopped, shown as
+// failing in /v1/actors) instead of restarting forever. It reads the
+// System's clock, not the wall clock protoactor's own strategies use.
+type boundedRestart struct{ sys *System }
+
+func (b *boundedRestart) HandleFailure(_ *actor.ActorSystem, sup actor.Supervisor, child *actor.PID, _ *actor.RestartStatistics, reason any, _ any) {
+	st := b.sys.reg
+	now := b.sys.cfg.Clock.Now()
+	st.mu.Lock()
+	e := st.byPID[child.Id]
+	if e == nil {
+		st.mu.Unlock()
+		sup.StopChildren(child)
+		return
+	}
+	e.restart.total++
+	e.restart.lastErr = fmt.Sprint(reason)
+	e.restart.lastAt = now
+	recent := e.restart.times[:0]
+	for _, t := range e.restart.times {
+		if now.Sub(t) < b.sys.cfg.RestartWindow {
+			recent = append(recent, t)
+		}
+	}
+	e.restart.times = append(recent, now)
+	park := len(e.restart.times) > b.sys.cfg.RestartLimit
+	if park {
+		e.restart.parked = true
+		e.restart.parkedAt = now
+	}
+	st.mu.Unlock()
+	b.sys.cfg.Metrics.Restarts.WithLabelValues(string(e.key.kind)).Inc()
+	b.sys.log.Error("actor failed", "kind", e.key.kind, "id", e.key.id, "reason", fmt.Sprint(reason), "parked", park)
+	if park {
+		sup.StopChildren(child)
+		return
+	}
+	sup.RestartChildren(child)
+}

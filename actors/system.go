@@ -1,0 +1,215 @@
+// Package actors is warden's actor shell on protoactor-go. A registry actor
+// (the supervisor) activates one actor per marquee and one per admission
+// pool on demand; each entity actor serializes its entity's transitions in
+// its mailbox. For every message an entity actor runs the pure machine
+// (actors/marquee, actors/admission), writes the new snapshot, history,
+// dedup record, admission change and wake-index entry as one synced Pebble
+// batch, then starts the effects on goroutines outside the mailbox (their
+// results come back as messages that carry their generation), then answers.
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"warden/actors/clock"
+	"warden/actors/driver"
+	"warden/actors/marquee"
+	"warden/persistence"
+)
+
+// Errors the HTTP layer maps to status codes.
+var (
+	ErrNotFound    = errors.New("not found")
+	ErrUnavailable = errors.New("unavailable")
+)
+
+// Config wires a System.
+type Config struct {
+	Store   *persistence.Store
+	Clock   clock.Clock
+	Machine marquee.Machine
+	// Pools maps pool name to limit (A1).
+	Pools        map[string]int
+	Dispatcher   driver.Dispatcher
+	Bootstrapper driver.Bootstrapper
+	ControlPlane driver.ControlPlane
+	// CallbackURL is sent to every workflow run.
+	CallbackURL string
+	Logger      *slog.Logger
+	Metrics     *Metrics
+	// EffectTimeout bounds one driver call.
+	EffectTimeout time.Duration
+	// AskTimeout bounds how long a caller waits for an actor's answer.
+	AskTimeout time.Duration
+	// RestartLimit failures within RestartWindow park an actor instead of
+	// restarting it again.
+	RestartLimit  int
+	RestartWindow time.Duration
+}
+
+// System is the running shell.
+type System struct {
+	cfg      Config
+	as       *actor.ActorSystem
+	registry *actor.PID
+	reg      *registryState
+	ready    atomic.Bool
+	stopping atomic.Bool
+	effects  sync.WaitGroup
+	log      *slog.Logger
+}
+
+// Start builds the actor system, recovers every pool (A7) and wakes every
+// entity whose wake-index entry is due (M23), then reports ready.
+func Start(cfg Config) (*System, error) {
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = NewMetrics()
+	}
+	if cfg.EffectTimeout == 0 {
+		cfg.EffectTimeout = 30 * time.Second
+	}
+	if cfg.AskTimeout == 0 {
+		cfg.AskTimeout = 10 * time.Second
+	}
+	if cfg.RestartLimit == 0 {
+		cfg.RestartLimit = 5
+		cfg.RestartWindow = time.Minute
+	}
+	s := &System{cfg: cfg, log: cfg.Logger}
+	s.as = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
+		return slog.New(slog.DiscardHandler) // ours log; the library's would only repeat
+	}))
+	s.reg = &registryState{entries: map[key]*entry{}}
+	props := actor.PropsFromProducer(func() actor.Actor { return &registry{sys: s} },
+		actor.WithSupervisor(&boundedRestart{sys: s}))
+	pid, err := s.as.Root.SpawnNamed(props, "registry")
+	if err != nil {
+		return nil, fmt.Errorf("spawn registry: %w", err)
+	}
+	s.registry = pid
+	if err := s.recover(); err != nil {
+		s.as.Shutdown()
+		return nil, err
+	}
+	s.ready.Store(true)
+	return s, nil
+}
+
+// recover activates every pool (rebuilt from storage, A7) and wakes every
+// entity with a wake-index entry: due ones now, later ones by timer.
+func (s *System) recover() error {
+	names := make([]string, 0, len(s.cfg.Pools))
+	for n := range s.cfg.Pools {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		if err := s.askPool(n, func(reply chan<- any) any { return poolPing{reply: reply} }); err != nil {
+			return fmt.Errorf("recover pool %s: %w", n, err)
+		}
+	}
+	wakes, err := s.cfg.Store.Wakes(time.Unix(0, 1<<62))
+	if err != nil {
+		return fmt.Errorf("read wake index: %w", err)
+	}
+	now := s.cfg.Clock.Now()
+	for _, w := range wakes {
+		id := w.MarqueeID
+		if !w.At.After(now) {
+			s.route(kindMarquee, id, wake{})
+			continue
+		}
+		s.cfg.Clock.AfterFunc(w.At.Sub(now), func() { s.route(kindMarquee, id, wake{}) })
+	}
+	s.log.Info("recovered", "pools", len(names), "wakes", len(wakes))
+	return nil
+}
+
+// Ready reports whether recovery has finished and the system is not
+// stopping.
+func (s *System) Ready() bool { return s.ready.Load() && !s.stopping.Load() }
+
+// Stop refuses new work, lets effects in flight finish (bounded), and stops
+// every actor after the message in hand.
+func (s *System) Stop(ctx context.Context) {
+	s.stopping.Store(true)
+	done := make(chan struct{})
+	go func() { s.effects.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+	_ = s.as.Root.StopFuture(s.registry).Wait()
+	s.as.Shutdown()
+}
+
+// Metrics returns the system's metrics.
+func (s *System) Metrics() *Metrics { return s.cfg.Metrics }
+
+// Store returns the durable record (read-only use by the HTTP layer).
+func (s *System) Store() *persistence.Store { return s.cfg.Store }
+
+// Machine returns the marquee machine (its config shapes views).
+func (s *System) Machine() marquee.Machine { return s.cfg.Machine }
+
+// Now is the system clock's time.
+func (s *System) Now() time.Time { return s.cfg.Clock.Now() }
+
+// --- asking actors ----------------------------------------------------------------
+
+// ask routes a message built around a reply channel and waits for the
+// answer, bounded by AskTimeout.
+func (s *System) ask(ctx context.Context, k kind, id string, build func(reply chan<- any) any) (any, error) {
+	if s.stopping.Load() {
+		return nil, ErrUnavailable
+	}
+	reply := make(chan any, 1)
+	s.route(k, id, build(reply))
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.AskTimeout)
+	defer cancel()
+	select {
+	case r := <-reply:
+		if err, ok := r.(error); ok {
+			return nil, err
+		}
+		return r, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%w: %s %s did not answer in time", ErrUnavailable, k, id)
+	}
+}
+
+func (s *System) askPool(name string, build func(reply chan<- any) any) error {
+	_, err := s.ask(context.Background(), kindPool, name, build)
+	return err
+}
+
+// route sends msg to the entity, activating it if needed.
+func (s *System) route(k kind, id string, msg any) {
+	s.as.Root.Send(s.registry, routed{key: key{k, id}, msg: msg})
+}
+
+// goEffect runs one effect outside every mailbox, bounded by EffectTimeout.
+func (s *System) goEffect(f func(ctx context.Context)) {
+	s.effects.Add(1)
+	go func() {
+		defer s.effects.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.EffectTimeout)
+		defer cancel()
+		f(ctx)
+	}()
+}

@@ -1,0 +1,322 @@
+package httpapi
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/julienschmidt/httprouter"
+
+	"warden/actors/marquee"
+)
+
+func (s *Server) badRequest(w http.ResponseWriter, err error) {
+	var iv *invalid
+	if errors.As(err, &iv) {
+		writeError(w, http.StatusBadRequest, "invalid_request", iv.msg)
+		return
+	}
+	s.writeErr(w, err)
+}
+
+// webhook is POST /v1/webhooks/terraform: authenticate (done), decode,
+// deliver to the marquee's actor, answer its durable decision (I5).
+func (s *Server) webhook(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	body, ok := readBody(w, r, false)
+	if !ok {
+		return
+	}
+	deliveryID := r.Header.Get("Webhook-Id")
+	if deliveryID != "" && !validDeliveryID(deliveryID) {
+		writeError(w, http.StatusBadRequest, "invalid_request", "header Webhook-Id: 1..200 printable ASCII characters")
+		return
+	}
+	id, cb, err := DecodeCallback(body)
+	if err != nil {
+		s.badRequest(w, err)
+		return
+	}
+	ans, err := s.sys.Callback(r.Context(), id, deliveryID, cb)
+	if err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	writeRaw(w, ans.Status, ans.Body)
+}
+
+// noop is the benchmark's baseline: the same authentication, body limit and
+// decoding as the webhook, and no actor, no persistence.
+func (s *Server) noop(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	body, ok := readBody(w, r, false)
+	if !ok {
+		return
+	}
+	id, cb, err := DecodeCallback(body)
+	if err != nil {
+		s.badRequest(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"result": "ignored", "marquee_id": id, "generation": cb.Generation, "received_generation": cb.Generation})
+}
+
+func (s *Server) createMarquee(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	body, ok := readBody(w, r, false)
+	if !ok {
+		return
+	}
+	c, err := DecodeCreate(body)
+	if err != nil {
+		s.badRequest(w, err)
+		return
+	}
+	st, err := s.sys.Create(r.Context(), c)
+	if err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, viewOf(st, s.sys.Machine(), s.sys.Now()))
+}
+
+func (s *Server) command(status int, decode func([]byte) (marquee.Event, error)) httprouter.Handle {
+	return func(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+		body, ok := readBody(w, r, true)
+		if !ok {
+			return
+		}
+		ev, err := decode(body)
+		if err != nil {
+			s.badRequest(w, err)
+			return
+		}
+		id := p.ByName("id")
+		if !marquee.ValidID(id) {
+			writeError(w, http.StatusNotFound, "not_found", "no such marquee")
+			return
+		}
+		st, err := s.sys.Command(r.Context(), id, ev)
+		if err != nil {
+			s.writeErr(w, err)
+			return
+		}
+		writeJSON(w, status, viewOf(st, s.sys.Machine(), s.sys.Now()))
+	}
+}
+
+func (s *Server) getMarquee(w http.ResponseWriter, _ *http.Request, p httprouter.Params) {
+	id := p.ByName("id")
+	if !marquee.ValidID(id) {
+		writeError(w, http.StatusNotFound, "not_found", "no such marquee")
+		return
+	}
+	st, err := s.sys.Marquee(id)
+	if err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, viewOf(st, s.sys.Machine(), s.sys.Now()))
+}
+
+// queryLimit reads ?limit=, default def, at most maxLimit.
+func queryLimit(r *http.Request, def, maxLimit int) (int, error) {
+	v := r.URL.Query().Get("limit")
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > maxLimit {
+		return 0, invalidf("query limit: 1..%d", maxLimit)
+	}
+	return n, nil
+}
+
+func (s *Server) listMarquees(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	limit, err := queryLimit(r, 100, 1000)
+	if err != nil {
+		s.badRequest(w, err)
+		return
+	}
+	q := r.URL.Query()
+	kind, serving, lifecycle := q.Get("kind"), q.Get("serving"), q.Get("lifecycle")
+	cursor := q.Get("cursor")
+	if cursor != "" && !marquee.ValidID(cursor) {
+		s.badRequest(w, invalidf("query cursor: not a cursor this server gave"))
+		return
+	}
+	items, next, bad, err := s.sys.Store().ListMarquees(cursor, limit, func(st marquee.State) bool {
+		return (kind == "" || string(st.Kind) == kind) && (serving == "" || string(st.Serving) == serving) &&
+			(lifecycle == "" || string(st.Lifecycle) == lifecycle)
+	})
+	if err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	for _, m := range bad {
+		s.log.Error("malformed marquee record", "key", m.Key, "reason", m.Reason)
+	}
+	now := s.sys.Now()
+	views := make([]View, 0, len(items))
+	for _, st := range items {
+		views = append(views, viewOf(st, s.sys.Machine(), now))
+	}
+	resp := map[string]any{"items": views, "next_cursor": next}
+	if len(bad) > 0 {
+		resp["malformed"] = bad
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+func (s *Server) history(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+	limit, err := queryLimit(r, 50, 200)
+	if err != nil {
+		s.badRequest(w, err)
+		return
+	}
+	id := p.ByName("id")
+	if _, err := s.sys.Marquee(id); err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	items, err := s.sys.Store().History(id, limit)
+	if err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"items": items})
+}
+
+func (s *Server) pools(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	ps, err := s.sys.Pools(r.Context())
+	if err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"items": ps})
+}
+
+func (s *Server) pool(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+	v, err := s.sys.Pool(r.Context(), p.ByName("name"))
+	if err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
+func (s *Server) actors(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
+	writeJSON(w, http.StatusOK, map[string]any{"items": s.sys.Actors(), "ready": s.sys.Ready()})
+}
+
+// View is the operator's view of a marquee (http-api.md). Secrets are
+// replaced by "[redacted]".
+type View struct {
+	ID               string          `json:"id"`
+	Kind             marquee.Kind    `json:"kind"`
+	Serving          marquee.Serving `json:"serving"`
+	Lifecycle        string          `json:"lifecycle,omitempty"`
+	Progress         string          `json:"progress,omitempty"`
+	Generation       uint64          `json:"generation"`
+	Attempt          *AttemptView    `json:"attempt"`
+	Connection       *ConnectionView `json:"connection"`
+	NullConfirmation *NullView       `json:"null_confirmation"`
+	Retry            *RetryView      `json:"retry"`
+	Admission        *AdmissionView  `json:"admission"`
+	Downgrade        *DowngradeView  `json:"downgrade,omitempty"`
+	UpdatedAt        time.Time       `json:"updated_at"`
+}
+
+type AttemptView struct {
+	Generation     uint64     `json:"generation"`
+	Action         string     `json:"action"`
+	Dispatch       string     `json:"dispatch"`
+	DispatchedAt   *time.Time `json:"dispatched_at"`
+	LastCallbackAt *time.Time `json:"last_callback_at"`
+}
+
+type ConnectionView struct {
+	Host          string      `json:"host"`
+	Port          int         `json:"port"`
+	User          string      `json:"user"`
+	FreeDomain    string      `json:"free_domain"`
+	SSHPrivateKey string      `json:"ssh_private_key"`
+	ACMEDNS       ACMEDNSView `json:"acme_dns"`
+}
+
+type ACMEDNSView struct {
+	ServerURL  string `json:"server_url"`
+	Username   string `json:"username"`
+	Password   string `json:"password"`
+	Subdomain  string `json:"subdomain"`
+	FullDomain string `json:"full_domain"`
+}
+
+type NullView struct {
+	Pending   bool      `json:"pending"`
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
+type RetryView struct {
+	Count  int        `json:"count"`
+	NextAt *time.Time `json:"next_at"`
+}
+
+type AdmissionView struct {
+	Pool     string `json:"pool"`
+	Status   string `json:"status"`
+	Sequence uint64 `json:"sequence"`
+}
+
+type DowngradeView struct {
+	Verb   string `json:"verb"`
+	Asking bool   `json:"asking"`
+}
+
+const redacted = "[redacted]"
+
+func timePtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
+func viewOf(st marquee.State, m marquee.Machine, now time.Time) View {
+	v := View{ID: st.ID, Kind: st.Kind, Serving: st.Serving, Generation: st.Generation, UpdatedAt: st.UpdatedAt}
+	if st.Kind == marquee.Tutorial {
+		v.Lifecycle, v.Progress = string(st.Lifecycle), st.Progress.String()
+	}
+	if a := st.Attempt; a != nil {
+		v.Attempt = &AttemptView{Generation: a.Generation, Action: string(a.Action), Dispatch: string(a.Dispatch),
+			DispatchedAt: timePtr(a.DispatchedAt), LastCallbackAt: timePtr(a.LastCallbackAt)}
+	}
+	if c := st.Connection; c != nil {
+		v.Connection = &ConnectionView{Host: c.Host, Port: c.Port, User: c.User, FreeDomain: c.FreeDomain, SSHPrivateKey: redacted,
+			ACMEDNS: ACMEDNSView{ServerURL: c.ACMEDNS.ServerURL, Username: redacted, Password: redacted,
+				Subdomain: c.ACMEDNS.Subdomain, FullDomain: c.ACMEDNS.FullDomain}}
+	}
+	if st.NullPending(now) {
+		v.NullConfirmation = &NullView{Pending: true, ExpiresAt: st.NullPendingUntil}
+	}
+	if st.RetryCount > 0 || st.Attempt != nil && st.Lifecycle != "" && !settled(st.Lifecycle) {
+		rv := &RetryView{Count: st.RetryCount}
+		for _, d := range m.Deadlines(st) {
+			if _, ok := d.Event.(marquee.RetryDue); ok {
+				rv.NextAt = timePtr(d.At)
+			}
+		}
+		if rv.Count > 0 || rv.NextAt != nil {
+			v.Retry = rv
+		}
+	}
+	if a := st.Admission; a != nil {
+		v.Admission = &AdmissionView{Pool: a.Pool, Status: string(a.Status), Sequence: a.Sequence}
+	}
+	if d := st.Downgrade; d != nil {
+		v.Downgrade = &DowngradeView{Verb: string(d.Verb), Asking: d.Asking}
+	}
+	return v
+}
+
+func settled(l marquee.Lifecycle) bool {
+	return l == marquee.Provisioned || l == marquee.Destroyed || l == marquee.Failed
+}

@@ -1,0 +1,244 @@
+// Package httpapi is warden's wire surface on httprouter: the Terraform
+// webhook, the operator API over marquees, pools and actors, health,
+// readiness and metrics (shared/spec/http-api.md). Every handler turns a
+// request into one message to an actor and maps the answer to the
+// contract's status codes; nothing here decides a rule.
+package httpapi
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/julienschmidt/httprouter"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"warden/actors"
+	"warden/actors/marquee"
+)
+
+// MaxBody is the largest request body accepted (413 beyond it). A deployed
+// callback with an SSH key and acme-dns credentials is a few KiB.
+const MaxBody = 64 << 10
+
+// Options configure the API.
+type Options struct {
+	CallbackToken string
+	OperatorToken string
+	// MetricsToken, if set, protects GET /metrics with the operator token.
+	ProtectMetrics bool
+	// NoopWebhook adds POST /v1/webhooks/noop: authenticated and decoded
+	// like the real webhook, answered without an actor. The benchmark's
+	// baseline; off in production.
+	NoopWebhook bool
+	Logger      *slog.Logger
+}
+
+// Server is the API's http.Handler.
+type Server struct {
+	sys      *actors.System
+	opts     Options
+	router   *httprouter.Router
+	callback [32]byte
+	operator [32]byte
+	log      *slog.Logger
+}
+
+// New builds the router.
+func New(sys *actors.System, o Options) *Server {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{sys: sys, opts: o, router: httprouter.New(), log: o.Logger,
+		callback: sha256.Sum256([]byte(o.CallbackToken)), operator: sha256.Sum256([]byte(o.OperatorToken))}
+	r := s.router
+	r.HandleMethodNotAllowed = true
+	r.NotFound = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		writeError(w, http.StatusNotFound, "not_found", "no such endpoint")
+	})
+	r.MethodNotAllowed = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", "method not allowed on this endpoint")
+	})
+	r.PanicHandler = func(w http.ResponseWriter, _ *http.Request, v any) {
+		s.log.Error("handler panic", "panic", fmt.Sprint(v))
+		writeError(w, http.StatusInternalServerError, "internal", "internal error")
+	}
+	r.POST("/v1/webhooks/terraform", s.role(roleCallback, s.ready(s.webhook)))
+	if o.NoopWebhook {
+		r.POST("/v1/webhooks/noop", s.role(roleCallback, s.ready(s.noop)))
+	}
+	r.POST("/v1/marquees", s.role(roleOperator, s.ready(s.createMarquee)))
+	r.GET("/v1/marquees", s.role(roleOperator, s.ready(s.listMarquees)))
+	r.GET("/v1/marquees/:id", s.role(roleOperator, s.ready(s.getMarquee)))
+	r.GET("/v1/marquees/:id/history", s.role(roleOperator, s.ready(s.history)))
+	r.POST("/v1/marquees/:id/redeploy", s.role(roleOperator, s.ready(s.command(http.StatusAccepted, func([]byte) (marquee.Event, error) { return marquee.Redeploy{}, nil }))))
+	r.POST("/v1/marquees/:id/destroy", s.role(roleOperator, s.ready(s.command(http.StatusAccepted, decodeDestroy))))
+	r.POST("/v1/marquees/:id/disable", s.role(roleOperator, s.ready(s.command(http.StatusOK, func([]byte) (marquee.Event, error) { return marquee.Disable{}, nil }))))
+	r.POST("/v1/marquees/:id/enable", s.role(roleOperator, s.ready(s.command(http.StatusOK, func([]byte) (marquee.Event, error) { return marquee.Enable{}, nil }))))
+	r.GET("/v1/pools", s.role(roleOperator, s.ready(s.pools)))
+	r.GET("/v1/pools/:name", s.role(roleOperator, s.ready(s.pool)))
+	r.GET("/v1/actors", s.role(roleOperator, s.actors))
+	r.GET("/healthz", func(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	r.GET("/readyz", func(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
+		if !sys.Ready() {
+			unavailable(w, "recovering or shutting down")
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	})
+	metrics := promhttp.HandlerFor(sys.Metrics().Registry, promhttp.HandlerOpts{})
+	metricsHandle := func(w http.ResponseWriter, r *http.Request, _ httprouter.Params) { metrics.ServeHTTP(w, r) }
+	if o.ProtectMetrics {
+		r.GET("/metrics", s.role(roleOperator, metricsHandle))
+	} else {
+		r.GET("/metrics", metricsHandle)
+	}
+	return s
+}
+
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.router.ServeHTTP(w, r) }
+
+// NewHTTPServer wraps a handler with timeouts against slow clients.
+func NewHTTPServer(addr string, h http.Handler) *http.Server {
+	return &http.Server{
+		Addr:              addr,
+		Handler:           h,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       15 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       90 * time.Second,
+		MaxHeaderBytes:    16 << 10,
+	}
+}
+
+type role int
+
+const (
+	roleCallback role = iota
+	roleOperator
+)
+
+// role authenticates the bearer token in constant time (M9): comparing
+// SHA-256 digests hides both the content and the length of the secret. A
+// missing or unknown token is 401; the other role's token is 403.
+func (s *Server) role(want role, h httprouter.Handle) httprouter.Handle {
+	return func(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+		const prefix = "Bearer "
+		auth := r.Header.Get("Authorization")
+		if len(auth) <= len(prefix) || auth[:len(prefix)] != prefix {
+			writeError(w, http.StatusUnauthorized, "unauthorized", "a bearer token is required")
+			return
+		}
+		got := sha256.Sum256([]byte(auth[len(prefix):]))
+		isCallback := subtle.ConstantTimeCompare(got[:], s.callback[:]) == 1 && s.opts.CallbackToken != ""
+		isOperator := subtle.ConstantTimeCompare(got[:], s.operator[:]) == 1 && s.opts.OperatorToken != ""
+		switch {
+		case (want == roleCallback && isCallback) || (want == roleOperator && isOperator):
+			h(w, r, p)
+		case isCallback || isOperator:
+			writeError(w, http.StatusForbidden, "forbidden", "this token's role may not call this endpoint")
+		default:
+			writeError(w, http.StatusUnauthorized, "unauthorized", "unknown token")
+		}
+	}
+}
+
+func (s *Server) ready(h httprouter.Handle) httprouter.Handle {
+	return func(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+		if !s.sys.Ready() {
+			unavailable(w, "recovering or shutting down")
+			return
+		}
+		h(w, r, p)
+	}
+}
+
+// readBody enforces the content type and the size limit.
+func readBody(w http.ResponseWriter, r *http.Request, optional bool) ([]byte, bool) {
+	if r.ContentLength > MaxBody {
+		writeError(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("body over %d bytes", MaxBody))
+		return nil, false
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			writeError(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("body over %d bytes", MaxBody))
+		} else {
+			writeError(w, http.StatusBadRequest, "invalid_request", "body could not be read")
+		}
+		return nil, false
+	}
+	if len(body) == 0 && optional {
+		return nil, true
+	}
+	if ct := r.Header.Get("Content-Type"); !isJSON(ct) {
+		writeError(w, http.StatusUnsupportedMediaType, "unsupported_media_type", "Content-Type must be application/json")
+		return nil, false
+	}
+	return body, true
+}
+
+func isJSON(ct string) bool {
+	return ct == "application/json" || len(ct) > 16 && ct[:16] == "application/json" && (ct[16] == ';' || ct[16] == ' ')
+}
+
+type errorBody struct {
+	Error struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	var b errorBody
+	b.Error.Code, b.Error.Message = code, msg
+	writeJSON(w, status, b)
+}
+
+func unavailable(w http.ResponseWriter, msg string) {
+	w.Header().Set("Retry-After", "5")
+	writeError(w, http.StatusServiceUnavailable, "unavailable", msg)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status, b = http.StatusInternalServerError, []byte(`{"error":{"code":"internal","message":"encode"}}`)
+	}
+	writeRaw(w, status, b)
+}
+
+func writeRaw(w http.ResponseWriter, status int, b []byte) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)+1))
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+// writeErr maps an actor-layer error to the contract.
+func (s *Server) writeErr(w http.ResponseWriter, err error) {
+	switch {
+	case errors.Is(err, actors.ErrNotFound):
+		writeError(w, http.StatusNotFound, "not_found", err.Error())
+	case errors.Is(err, marquee.ErrConflict):
+		writeError(w, http.StatusConflict, "conflict", err.Error())
+	case errors.Is(err, marquee.ErrInvalid):
+		writeError(w, http.StatusBadRequest, "invalid_request", err.Error())
+	case errors.Is(err, actors.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
+		unavailable(w, err.Error())
+	default:
+		s.log.Error("request failed", "err", err)
+		unavailable(w, "internal error; try again")
+	}
+}
