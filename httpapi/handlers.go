@@ -273,6 +273,14 @@ type DowngradeView struct {
 
 const redacted = "[redacted]"
 
+// redact hides a secret's value but not whether there is one.
+func redact(v string) string {
+	if v == "" {
+		return ""
+	}
+	return redacted
+}
+
 func timePtr(t time.Time) *time.Time {
 	if t.IsZero() {
 		return nil
@@ -290,8 +298,8 @@ func viewOf(st marquee.State, m marquee.Machine, now time.Time) View {
 			DispatchedAt: timePtr(a.DispatchedAt), LastCallbackAt: timePtr(a.LastCallbackAt)}
 	}
 	if c := st.Connection; c != nil {
-		v.Connection = &ConnectionView{Host: c.Host, Port: c.Port, User: c.User, FreeDomain: c.FreeDomain, SSHPrivateKey: redacted,
-			ACMEDNS: ACMEDNSView{ServerURL: c.ACMEDNS.ServerURL, Username: redacted, Password: redacted,
+		v.Connection = &ConnectionView{Host: c.Host, Port: c.Port, User: c.User, FreeDomain: c.FreeDomain, SSHPrivateKey: redact(c.SSHPrivateKey),
+			ACMEDNS: ACMEDNSView{ServerURL: c.ACMEDNS.ServerURL, Username: redact(c.ACMEDNS.Username), Password: redact(c.ACMEDNS.Password),
 				Subdomain: c.ACMEDNS.Subdomain, FullDomain: c.ACMEDNS.FullDomain}}
 	}
 	if st.NullPending(now) {

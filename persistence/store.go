@@ -33,6 +33,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -78,6 +79,8 @@ type Options struct {
 type Store struct {
 	db        *pebble.DB
 	writeOpts *pebble.WriteOptions
+	closeOnce sync.Once
+	closeErr  error
 }
 
 type quietLogger struct{}
@@ -103,8 +106,11 @@ func Open(dir string, o Options) (*Store, error) {
 	return &Store{db: db, writeOpts: wo}, nil
 }
 
-// Close flushes and closes the database.
-func (s *Store) Close() error { return s.db.Close() }
+// Close flushes and closes the database. Closing twice is harmless.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() { s.closeErr = s.db.Close() })
+	return s.closeErr
+}
 
 func encode(v any) []byte {
 	b, err := json.Marshal(v)

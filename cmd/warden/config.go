@@ -1,0 +1,262 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"warden/actors/marquee"
+)
+
+// config is everything `warden serve` is told. Every flag falls back to a
+// WARDEN_* environment variable; secrets come only from the environment or
+// a file, never from a flag (a flag shows in ps and shell history).
+type config struct {
+	Listen            string
+	Data              string
+	PublicURL         string
+	Dispatch          string
+	GitHubAPIURL      string
+	GitHubRepo        string
+	GitHubWorkflow    string
+	GitHubRef         string
+	DispatchCommand   []string
+	DispatchTimeout   time.Duration
+	Bootstrap         string
+	BootstrapCommand  []string
+	BootstrapTimeout  time.Duration
+	ControlPlaneURL   string
+	Pools             map[string]int
+	Rules             marquee.Config
+	ProtectMetrics    bool
+	LogFormat         string
+	CallbackToken     string
+	OperatorToken     string
+	GitHubToken       string
+	ControlPlaneToken string
+	ShutdownGrace     time.Duration
+	DedupRetention    time.Duration
+	RestartLimit      int
+	RestartWindow     time.Duration
+	benchNoop         bool
+}
+
+type poolFlag map[string]int
+
+func (p poolFlag) String() string {
+	var parts []string
+	for n, l := range p {
+		parts = append(parts, fmt.Sprintf("%s=%d", n, l))
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ",")
+}
+
+func (p poolFlag) Set(v string) error {
+	for _, item := range strings.Split(v, ",") {
+		name, lim, ok := strings.Cut(strings.TrimSpace(item), "=")
+		n, err := strconv.Atoi(lim)
+		if !ok || err != nil || n < 0 || n > 10_000 || !marquee.ValidID(name) {
+			return fmt.Errorf("pool %q: want NAME=LIMIT with LIMIT in 0..10000", item)
+		}
+		p[name] = n
+	}
+	return nil
+}
+
+type durationsFlag struct{ d *[]time.Duration }
+
+func (f durationsFlag) String() string {
+	if f.d == nil {
+		return ""
+	}
+	var parts []string
+	for _, d := range *f.d {
+		parts = append(parts, d.String())
+	}
+	return strings.Join(parts, ",")
+}
+
+func (f durationsFlag) Set(v string) error {
+	var out []time.Duration
+	for _, s := range strings.Split(v, ",") {
+		d, err := time.ParseDuration(strings.TrimSpace(s))
+		if err != nil || d <= 0 {
+			return fmt.Errorf("retry backoff %q: want a comma-separated list of positive durations", v)
+		}
+		out = append(out, d)
+	}
+	if len(out) == 0 || len(out) > 20 {
+		return errors.New("retry backoff: 1..20 durations")
+	}
+	*f.d = out
+	return nil
+}
+
+type commandFlag struct{ c *[]string }
+
+func (f commandFlag) String() string {
+	if f.c == nil {
+		return ""
+	}
+	return strings.Join(*f.c, " ")
+}
+
+// Set splits on white space; no shell quoting, so nothing is interpreted.
+func (f commandFlag) Set(v string) error { *f.c = strings.Fields(v); return nil }
+
+func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
+	c := config{Pools: map[string]int{}, Rules: marquee.DefaultConfig()}
+	fs := flag.NewFlagSet("warden serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&c.Listen, "listen", "127.0.0.1:8080", "address to serve HTTP on")
+	fs.StringVar(&c.Data, "data", "./data", "directory of the Pebble store")
+	fs.StringVar(&c.PublicURL, "public-url", "", "base URL the workflow calls back on (default http://<listen>)")
+	fs.StringVar(&c.Dispatch, "dispatch", "github", "workflow dispatch driver: github or exec")
+	fs.StringVar(&c.GitHubAPIURL, "github-api-url", "https://api.github.com", "GitHub API base URL")
+	fs.StringVar(&c.GitHubRepo, "github-repo", "", "owner/name of the repository holding the workflow")
+	fs.StringVar(&c.GitHubWorkflow, "github-workflow", "terraform.yml", "workflow file name or id")
+	fs.StringVar(&c.GitHubRef, "github-ref", "main", "git ref the workflow runs on")
+	fs.Var(commandFlag{&c.DispatchCommand}, "dispatch-command", "command of the exec dispatch driver (split on spaces)")
+	fs.DurationVar(&c.DispatchTimeout, "dispatch-timeout", 30*time.Second, "limit on one dispatch call")
+	fs.StringVar(&c.Bootstrap, "bootstrap", "https", "bootstrap driver: https (probe the free domain) or exec")
+	fs.Var(commandFlag{&c.BootstrapCommand}, "bootstrap-command", "command of the exec bootstrap driver (split on spaces)")
+	fs.DurationVar(&c.BootstrapTimeout, "bootstrap-timeout", 5*time.Minute, "limit on one bootstrap run")
+	fs.StringVar(&c.ControlPlaneURL, "control-plane-url", "", "control plane base URL (empty: chats unknown, live hosts preserved)")
+	fs.Var(poolFlag(c.Pools), "pool", "admission pool NAME=LIMIT (repeatable; default default=1)")
+	fs.DurationVar(&c.Rules.StaleAfter, "stale-after", c.Rules.StaleAfter, "no callback for this long makes an attempt stuck (M21)")
+	fs.DurationVar(&c.Rules.ProvisioningTimeout, "provisioning-timeout", c.Rules.ProvisioningTimeout, "per-attempt provisioning timeout (M22)")
+	fs.DurationVar(&c.Rules.NullWindow, "null-window", c.Rules.NullWindow, "how long a first null waits for its confirmation (M16)")
+	fs.Var(durationsFlag{&c.Rules.RetryBackoff}, "retry-backoff", "waits after stuck retries 1..n; n is the retry cap (M21)")
+	fs.DurationVar(&c.Rules.BootstrapBackoff, "bootstrap-backoff", c.Rules.BootstrapBackoff, "first wait after a failed bootstrap, doubling (M19)")
+	fs.DurationVar(&c.Rules.ChatsRecheckAfter, "chats-recheck", c.Rules.ChatsRecheckAfter, "when an unanswered control-plane question is asked again (M18)")
+	fs.BoolVar(&c.ProtectMetrics, "protect-metrics", false, "require the operator token on /metrics")
+	fs.StringVar(&c.LogFormat, "log-format", "text", "log format: text or json")
+	fs.DurationVar(&c.ShutdownGrace, "shutdown-grace", 20*time.Second, "how long SIGTERM waits for work in hand")
+	fs.DurationVar(&c.DedupRetention, "dedup-retention", 72*time.Hour, "how long Webhook-Id deliveries are remembered (at least 72h)")
+	fs.IntVar(&c.RestartLimit, "restart-limit", 5, "actor failures within --restart-window before it is parked")
+	fs.DurationVar(&c.RestartWindow, "restart-window", time.Minute, "window of --restart-limit")
+	fs.BoolVar(&c.benchNoop, "bench-noop", false, "serve POST /v1/webhooks/noop (benchmark baseline)")
+	callbackFile := fs.String("callback-token-file", "", "file holding the callback token (else WARDEN_CALLBACK_TOKEN)")
+	operatorFile := fs.String("operator-token-file", "", "file holding the operator token (else WARDEN_OPERATOR_TOKEN)")
+	githubFile := fs.String("github-token-file", "", "file holding the GitHub token (else WARDEN_GITHUB_TOKEN)")
+	cpFile := fs.String("control-plane-token-file", "", "file holding the control plane token (else WARDEN_CONTROL_PLANE_TOKEN)")
+
+	// WARDEN_<FLAG> fills any flag not given on the command line.
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return c, flagHelp
+		}
+		return c, err
+	}
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	var envErr error
+	fs.VisitAll(func(f *flag.Flag) {
+		if given[f.Name] || envErr != nil {
+			return
+		}
+		name := "WARDEN_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v := getenv(name); v != "" {
+			if err := f.Value.Set(v); err != nil {
+				envErr = fmt.Errorf("%s: %w", name, err)
+			}
+		}
+	})
+	if envErr != nil {
+		return c, envErr
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	if len(c.Pools) == 0 {
+		c.Pools["default"] = 1
+	}
+	if _, ok := c.Pools["default"]; !ok {
+		c.Pools["default"] = 1 // tutorial creates without a pool ask this one
+	}
+	var err error
+	for _, s := range []struct {
+		dst  *string
+		file string
+		env  string
+	}{{&c.CallbackToken, *callbackFile, "WARDEN_CALLBACK_TOKEN"}, {&c.OperatorToken, *operatorFile, "WARDEN_OPERATOR_TOKEN"},
+		{&c.GitHubToken, *githubFile, "WARDEN_GITHUB_TOKEN"}, {&c.ControlPlaneToken, *cpFile, "WARDEN_CONTROL_PLANE_TOKEN"}} {
+		if *s.dst, err = secret(s.file, s.env, getenv); err != nil {
+			return c, err
+		}
+	}
+	return c, c.validate()
+}
+
+// secret reads a token from a file (trailing newline trimmed) or the
+// environment. Errors name the source, never the content.
+func secret(file, env string, getenv func(string) string) (string, error) {
+	if file == "" {
+		file = getenv(env + "_FILE")
+	}
+	if file != "" {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return "", fmt.Errorf("read %s file: %w", env, err)
+		}
+		if len(b) > 4096 {
+			return "", fmt.Errorf("%s file is over 4096 bytes", env)
+		}
+		return strings.TrimSpace(string(b)), nil
+	}
+	return getenv(env), nil
+}
+
+func (c *config) validate() error {
+	var problems []string
+	if c.CallbackToken == "" {
+		problems = append(problems, "a callback token is required (WARDEN_CALLBACK_TOKEN or --callback-token-file)")
+	}
+	if c.OperatorToken == "" {
+		problems = append(problems, "an operator token is required (WARDEN_OPERATOR_TOKEN or --operator-token-file)")
+	}
+	if c.CallbackToken != "" && c.CallbackToken == c.OperatorToken {
+		problems = append(problems, "the callback and operator tokens must differ: two roles, two secrets")
+	}
+	switch c.Dispatch {
+	case "github":
+		if c.GitHubRepo == "" || !strings.Contains(c.GitHubRepo, "/") {
+			problems = append(problems, "--github-repo owner/name is required with --dispatch github")
+		}
+		if c.GitHubToken == "" {
+			problems = append(problems, "a GitHub token is required with --dispatch github (WARDEN_GITHUB_TOKEN or --github-token-file)")
+		}
+	case "exec":
+		if len(c.DispatchCommand) == 0 {
+			problems = append(problems, "--dispatch-command is required with --dispatch exec")
+		}
+	default:
+		problems = append(problems, fmt.Sprintf("--dispatch %q: want github or exec", c.Dispatch))
+	}
+	switch c.Bootstrap {
+	case "https":
+	case "exec":
+		if len(c.BootstrapCommand) == 0 {
+			problems = append(problems, "--bootstrap-command is required with --bootstrap exec")
+		}
+	default:
+		problems = append(problems, fmt.Sprintf("--bootstrap %q: want https or exec", c.Bootstrap))
+	}
+	if c.DedupRetention < 72*time.Hour {
+		problems = append(problems, "--dedup-retention must be at least 72h (http-api.md)")
+	}
+	if c.PublicURL == "" {
+		c.PublicURL = "http://" + c.Listen
+	}
+	if len(problems) > 0 {
+		return errors.New(strings.Join(problems, "; "))
+	}
+	return nil
+}

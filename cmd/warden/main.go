@@ -1,0 +1,38 @@
+// Command warden is the supervisor process: `warden serve` runs the HTTP API
+// over the actor system and its Pebble store.
+package main
+
+import (
+	"fmt"
+	"os"
+)
+
+func main() {
+	if len(os.Args) < 2 {
+		usage()
+		os.Exit(2)
+	}
+	var err error
+	switch os.Args[1] {
+	case "serve":
+		err = serve(os.Args[2:], os.Getenv, os.Stderr)
+	case "help", "-h", "--help":
+		usage()
+		return
+	default:
+		fmt.Fprintf(os.Stderr, "warden: unknown command %q\n", os.Args[1])
+		usage()
+		os.Exit(2)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "warden:", err)
+		os.Exit(1)
+	}
+}
+
+func usage() {
+	fmt.Fprintln(os.Stderr, `usage: warden <command> [flags]
+
+commands:
+  serve   run the supervisor: HTTP API, actors, Pebble store (warden serve -h for flags)`)
+}

@@ -1,0 +1,157 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"warden/actors"
+	"warden/actors/clock"
+	"warden/actors/driver"
+	"warden/actors/marquee"
+	"warden/httpapi"
+	"warden/persistence"
+)
+
+func serve(args []string, getenv func(string) string, stderr io.Writer) error {
+	c, err := parseConfig(args, getenv, stderr)
+	if err != nil {
+		if errors.Is(err, flagHelp) {
+			return nil
+		}
+		return err
+	}
+	var handler slog.Handler = slog.NewTextHandler(stderr, nil)
+	if c.LogFormat == "json" {
+		handler = slog.NewJSONHandler(stderr, nil)
+	}
+	log := slog.New(handler)
+
+	// Listen first: /healthz answers at once and everything else is 503
+	// with Retry-After until recovery has finished (/readyz).
+	ln, err := net.Listen("tcp", c.Listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	var live atomic.Pointer[http.Handler]
+	srv := httpapi.NewHTTPServer(c.Listen, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if h := live.Load(); h != nil {
+			(*h).ServeHTTP(w, r)
+			return
+		}
+		if r.URL.Path == "/healthz" {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, "{\"status\":\"ok\"}\n")
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Retry-After", "2")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = io.WriteString(w, "{\"error\":{\"code\":\"unavailable\",\"message\":\"recovering\"}}\n")
+	}))
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	log.Info("listening", "addr", ln.Addr().String())
+
+	store, err := persistence.Open(c.Data, persistence.Options{})
+	if err != nil {
+		_ = srv.Close()
+		return err
+	}
+	defer store.Close()
+	sys, err := actors.Start(actors.Config{
+		Store:         store,
+		Clock:         clock.Real{},
+		Machine:       marquee.Machine{Config: c.Rules},
+		Pools:         c.Pools,
+		Dispatcher:    dispatcher(c),
+		Bootstrapper:  bootstrapper(c),
+		ControlPlane:  &driver.HTTPControlPlane{URL: c.ControlPlaneURL, Token: c.ControlPlaneToken, Client: &http.Client{Timeout: 10 * time.Second}},
+		CallbackURL:   strings.TrimRight(c.PublicURL, "/") + "/v1/webhooks/terraform",
+		Logger:        log,
+		RestartLimit:  c.RestartLimit,
+		RestartWindow: c.RestartWindow,
+	})
+	if err != nil {
+		_ = srv.Close()
+		return err
+	}
+	api := http.Handler(httpapi.New(sys, httpapi.Options{CallbackToken: c.CallbackToken, OperatorToken: c.OperatorToken,
+		ProtectMetrics: c.ProtectMetrics, NoopWebhook: c.benchNoop, Logger: log}))
+	live.Store(&api)
+	log.Info("ready", "data", c.Data, "dispatch", c.Dispatch, "bootstrap", c.Bootstrap, "pools", poolFlag(c.Pools).String())
+
+	pruneStop := make(chan struct{})
+	go pruneDedup(store, c.DedupRetention, log, pruneStop)
+
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	select {
+	case s := <-sig:
+		log.Info("shutting down", "signal", s.String())
+	case err := <-served:
+		close(pruneStop)
+		return fmt.Errorf("http server: %w", err)
+	}
+	close(pruneStop)
+	// Stop accepting new work (503 + Retry-After), let what is in hand
+	// finish, then close the listener and flush the store.
+	ctx, cancel := context.WithTimeout(context.Background(), c.ShutdownGrace)
+	defer cancel()
+	sys.Stop(ctx)
+	_ = srv.Shutdown(ctx)
+	if err := store.Close(); err != nil {
+		return fmt.Errorf("close store: %w", err)
+	}
+	log.Info("stopped")
+	return nil
+}
+
+var flagHelp = errors.New("flag: help requested")
+
+func dispatcher(c config) driver.Dispatcher {
+	if c.Dispatch == "exec" {
+		return &driver.ExecDispatcher{Exec: driver.Exec{Command: c.DispatchCommand, Timeout: c.DispatchTimeout,
+			// The example workflow calls back like the real one, which holds
+			// the callback token as a repository secret.
+			Env: []string{"WARDEN_CALLBACK_TOKEN=" + c.CallbackToken}}}
+	}
+	return &driver.GitHub{APIURL: c.GitHubAPIURL, Repo: c.GitHubRepo, Workflow: c.GitHubWorkflow, Ref: c.GitHubRef,
+		Token: c.GitHubToken, Client: &http.Client{Timeout: c.DispatchTimeout}}
+}
+
+func bootstrapper(c config) driver.Bootstrapper {
+	if c.Bootstrap == "exec" {
+		return &driver.ExecBootstrapper{Exec: driver.Exec{Command: c.BootstrapCommand, Timeout: c.BootstrapTimeout}}
+	}
+	return &driver.HTTPSProbe{Timeout: 10 * time.Second}
+}
+
+// pruneDedup forgets deliveries older than the retention, hourly.
+func pruneDedup(store *persistence.Store, retention time.Duration, log *slog.Logger, stop <-chan struct{}) {
+	t := time.NewTicker(time.Hour)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+			n, err := store.PruneDedup(time.Now().Add(-retention))
+			if err != nil {
+				log.Warn("dedup prune failed", "err", err)
+			} else if n > 0 {
+				log.Info("dedup records pruned", "count", n)
+			}
+		}
+	}
+}

@@ -1,0 +1,169 @@
+// Command example-workflow stands in for the GitHub Actions + Terraform
+// workflow on a machine with neither, so that `make run` shows a tutorial
+// marquee's whole lifecycle offline. It speaks warden's exec driver
+// contract and calls back over HTTP exactly as the real workflow does:
+//
+//	example-workflow            dispatch: read the request (JSON on stdin),
+//	                            start a detached run, print {"ok":true}
+//	example-workflow run        the run: step callbacks, then deployed (apply,
+//	                            redeploy) or destroyed (destroy)
+//	example-workflow bootstrap  bootstrap driver: nothing to bring up on a
+//	                            laptop, so it reports success
+//
+// Environment: WARDEN_CALLBACK_TOKEN (the callback role's secret),
+// WARDEN_EXAMPLE_STEP_DELAY (pause between callbacks, default 1s),
+// WARDEN_EXAMPLE_LOG (where runs write their diagnostics, default
+// os.TempDir()/warden-example-workflow.log).
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+type request struct {
+	MarqueeID   string `json:"marquee_id"`
+	Generation  uint64 `json:"generation"`
+	Action      string `json:"action"`
+	CallbackURL string `json:"callback_url"`
+}
+
+func main() {
+	mode := ""
+	if len(os.Args) > 1 {
+		mode = os.Args[1]
+	}
+	var err error
+	switch mode {
+	case "":
+		err = dispatch()
+	case "run":
+		err = run()
+	case "bootstrap":
+		err = bootstrap()
+	default:
+		err = fmt.Errorf("unknown mode %q", mode)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "example-workflow:", err)
+		os.Exit(1)
+	}
+}
+
+func readRequest(v any) error {
+	b, err := io.ReadAll(io.LimitReader(os.Stdin, 64<<10))
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, v)
+}
+
+// dispatch answers like GitHub's 204: the run is accepted and goes on in
+// the background, in its own session so the driver's timeout cannot kill it.
+func dispatch() error {
+	var r request
+	if err := readRequest(&r); err != nil {
+		return fmt.Errorf("request: %w", err)
+	}
+	raw, _ := json.Marshal(r)
+	logPath := os.Getenv("WARDEN_EXAMPLE_LOG")
+	if logPath == "" {
+		logPath = filepath.Join(os.TempDir(), "warden-example-workflow.log")
+	}
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(self, "run")
+	cmd.Env = append(os.Environ(), "WARDEN_EXAMPLE_REQUEST="+string(raw))
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	_ = cmd.Process.Release()
+	fmt.Println(`{"ok":true,"detail":"run started"}`)
+	return nil
+}
+
+func run() error {
+	var r request
+	if err := json.Unmarshal([]byte(os.Getenv("WARDEN_EXAMPLE_REQUEST")), &r); err != nil {
+		return fmt.Errorf("WARDEN_EXAMPLE_REQUEST: %w", err)
+	}
+	delay := time.Second
+	if d, err := time.ParseDuration(os.Getenv("WARDEN_EXAMPLE_STEP_DELAY")); err == nil {
+		delay = d
+	}
+	token := os.Getenv("WARDEN_CALLBACK_TOKEN")
+	post := func(body map[string]any, delivery string) error {
+		body["marquee_id"] = r.MarqueeID
+		body["generation"] = r.Generation
+		b, _ := json.Marshal(body)
+		// Like a webhook sender, retry what was not acknowledged, with the
+		// same delivery id so warden answers a repeat byte for byte (M20).
+		for attempt := 0; attempt < 5; attempt++ {
+			req, _ := http.NewRequest(http.MethodPost, r.CallbackURL, bytes.NewReader(b))
+			req.Header.Set("Authorization", "Bearer "+token)
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Webhook-Id", delivery)
+			resp, err := http.DefaultClient.Do(req)
+			if err == nil {
+				ans, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+				resp.Body.Close()
+				fmt.Printf("%s gen=%d %s -> %d %s", r.MarqueeID, r.Generation, body["verb"], resp.StatusCode, ans)
+				if resp.StatusCode < 500 {
+					return nil
+				}
+			}
+			time.Sleep(time.Duration(attempt+1) * time.Second)
+		}
+		return fmt.Errorf("callback %s not acknowledged", delivery)
+	}
+	id := func(what string) string {
+		return r.MarqueeID + "-" + strconv.FormatUint(r.Generation, 10) + "-" + what
+	}
+	if r.Action == "destroy" {
+		time.Sleep(delay)
+		return post(map[string]any{"verb": "destroyed"}, id("destroyed"))
+	}
+	for _, step := range []string{"vm_starting", "ssh_configuring", "tls_provisioning", "app_deploying"} {
+		time.Sleep(delay)
+		if err := post(map[string]any{"verb": "step", "step": step}, id(step)); err != nil {
+			return err
+		}
+	}
+	time.Sleep(delay)
+	return post(map[string]any{"verb": "deployed", "connection": map[string]any{
+		"host": "127.0.0.1", "port": 22, "user": "warden",
+		"ssh_private_key": "example key of generation " + strconv.FormatUint(r.Generation, 10) + " (not a real key)",
+		"free_domain":     r.MarqueeID + ".localhost",
+	}}, id("deployed"))
+}
+
+func bootstrap() error {
+	var r struct {
+		MarqueeID  string `json:"marquee_id"`
+		FreeDomain string `json:"free_domain"`
+	}
+	if err := readRequest(&r); err != nil {
+		return fmt.Errorf("request: %w", err)
+	}
+	fmt.Fprintf(os.Stderr, "example bootstrap of %s: no Traefik to start on this machine\n", r.MarqueeID)
+	fmt.Printf(`{"ok":true,"detail":"example bootstrap of %s: nothing to bring up locally"}`+"\n", r.FreeDomain)
+	return nil
+}
