@@ -245,6 +245,7 @@ func (a *marqueeActor) apply(ev marquee.Event, dedup *dedupSpec) (marquee.Output
 }
 
 func (a *marqueeActor) commit(s marquee.State, out marquee.Output, d *persistence.DedupRecord) error {
+	a.fault(FaultBeforePersist)
 	rec := persistence.MarqueeRecord{State: s, HistorySeq: a.rec.HistorySeq, WakeAt: a.wakeAt(s)}
 	b := a.sys.cfg.Store.NewBatch()
 	for _, e := range out.History {
@@ -262,7 +263,9 @@ func (a *marqueeActor) commit(s marquee.State, out marquee.Output, d *persistenc
 		return fmt.Errorf("%w: persist marquee %s: %v", ErrUnavailable, s.ID, err)
 	}
 	a.rec = rec
+	a.fault(FaultAfterPersist)
 	a.startEffects(s, out.Effects)
+	a.fault(FaultAfterEffects)
 	a.flushWaiting()
 	a.arm()
 	return nil
@@ -279,6 +282,12 @@ func (a *marqueeActor) wakeAt(s marquee.State) time.Time {
 		return ds[0].At
 	}
 	return time.Time{}
+}
+
+func (a *marqueeActor) fault(point string) {
+	if f := a.sys.cfg.Fault; f != nil {
+		f(point, a.id)
+	}
 }
 
 func (a *marqueeActor) disarm() {

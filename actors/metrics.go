@@ -1,6 +1,9 @@
 package actors
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
 
 // Metrics are the shell's Prometheus instruments, on a registry of their own
 // (no global state, so tests and the simulator can run several systems).
@@ -37,6 +40,6 @@ func NewMetrics() *Metrics {
 			Help: "Stored records that failed to decode or validate, by family."}, []string{"family"}),
 	}
 	m.Registry.MustRegister(m.Callbacks, m.Decision, m.Persist, m.MailboxDepth, m.Actors, m.Restarts, m.Malformed,
-		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

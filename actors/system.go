@@ -54,7 +54,19 @@ type Config struct {
 	// restarting it again.
 	RestartLimit  int
 	RestartWindow time.Duration
+	// Fault, if set, is called at named points of every marquee transition
+	// (FaultBeforePersist, FaultAfterPersist, FaultAfterEffects). Tests and
+	// the simulator panic there to prove that a crash at each step is
+	// restarted into reconciliation; production leaves it nil.
+	Fault func(point, marqueeID string)
 }
+
+// Fault points of a marquee transition.
+const (
+	FaultBeforePersist = "before-persist"
+	FaultAfterPersist  = "after-persist"
+	FaultAfterEffects  = "after-effects"
+)
 
 // System is the running shell.
 type System struct {

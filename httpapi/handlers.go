@@ -305,7 +305,7 @@ func viewOf(st marquee.State, m marquee.Machine, now time.Time) View {
 	if st.NullPending(now) {
 		v.NullConfirmation = &NullView{Pending: true, ExpiresAt: st.NullPendingUntil}
 	}
-	if st.RetryCount > 0 || st.Attempt != nil && st.Lifecycle != "" && !settled(st.Lifecycle) {
+	if st.RetryCount > 0 || st.Attempt != nil && st.Lifecycle != "" && !st.Lifecycle.Settled() {
 		rv := &RetryView{Count: st.RetryCount}
 		for _, d := range m.Deadlines(st) {
 			if _, ok := d.Event.(marquee.RetryDue); ok {
@@ -323,8 +323,4 @@ func viewOf(st marquee.State, m marquee.Machine, now time.Time) View {
 		v.Downgrade = &DowngradeView{Verb: string(d.Verb), Asking: d.Asking}
 	}
 	return v
-}
-
-func settled(l marquee.Lifecycle) bool {
-	return l == marquee.Provisioned || l == marquee.Destroyed || l == marquee.Failed
 }

@@ -45,8 +45,8 @@ const (
 	Failed       Lifecycle = "failed"
 )
 
-// settled lifecycles hold no admission slot and clear the retry counter.
-func (l Lifecycle) settled() bool { return l == Provisioned || l == Destroyed || l == Failed }
+// Settled lifecycles hold no admission slot and clear the retry counter.
+func (l Lifecycle) Settled() bool { return l == Provisioned || l == Destroyed || l == Failed }
 
 // Progress is the UI's coarse step counter (M2), ordered.
 type Progress int

@@ -151,7 +151,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	// WARDEN_<FLAG> fills any flag not given on the command line.
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return c, flagHelp
+			return c, errFlagHelp
 		}
 		return c, err
 	}

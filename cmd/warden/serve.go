@@ -26,7 +26,7 @@ import (
 func serve(args []string, getenv func(string) string, stderr io.Writer) error {
 	c, err := parseConfig(args, getenv, stderr)
 	if err != nil {
-		if errors.Is(err, flagHelp) {
+		if errors.Is(err, errFlagHelp) {
 			return nil
 		}
 		return err
@@ -117,7 +117,7 @@ func serve(args []string, getenv func(string) string, stderr io.Writer) error {
 	return nil
 }
 
-var flagHelp = errors.New("flag: help requested")
+var errFlagHelp = errors.New("flag: help requested")
 
 func dispatcher(c config) driver.Dispatcher {
 	if c.Dispatch == "exec" {

@@ -1,0 +1,43 @@
+# warden: `make run` starts the supervisor on the embedded default (Pebble in
+# ./data, the example workflow standing in for GitHub); `make test` runs the
+# whole suite. Only Go and the module proxy are needed.
+
+GO           ?= go
+STATICCHECK  := honnef.co/go/tools/cmd/staticcheck@v0.8.2
+LISTEN       ?= 127.0.0.1:8080
+DATA         ?= ./data
+# Development tokens for `make run` only; set your own in the environment.
+WARDEN_CALLBACK_TOKEN ?= dev-callback-token
+WARDEN_OPERATOR_TOKEN ?= dev-operator-token
+export WARDEN_CALLBACK_TOKEN WARDEN_OPERATOR_TOKEN
+
+.PHONY: build test lint run bench fuzz clean
+
+build:
+	$(GO) build -o bin/warden ./cmd/warden
+	$(GO) build -o bin/example-workflow ./examples/workflow
+
+lint:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { gofmt -l .; echo "gofmt needed"; exit 1; }
+	$(GO) vet ./...
+	$(GO) run $(STATICCHECK) ./...
+
+test: lint
+	$(GO) test -race -count=1 ./...
+
+run: build
+	./bin/warden serve --listen $(LISTEN) --data $(DATA) \
+		--dispatch exec --dispatch-command ./bin/example-workflow \
+		--bootstrap exec --bootstrap-command "./bin/example-workflow bootstrap"
+
+bench:
+	$(GO) run ./cmd/warden-bench -out BENCHMARKS.md
+
+fuzz:
+	$(GO) test ./httpapi -run '^$$' -fuzz FuzzDecodeCallback -fuzztime 60s
+	$(GO) test ./httpapi -run '^$$' -fuzz FuzzDecodeCreate -fuzztime 30s
+	$(GO) test ./persistence -run '^$$' -fuzz FuzzDecode -fuzztime 30s
+	$(GO) test ./actors/driver -run '^$$' -fuzz FuzzDecodeChats -fuzztime 30s
+
+clean:
+	rm -rf bin

@@ -1,0 +1,278 @@
+package actors
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"warden/actors/admission"
+	"warden/actors/clock"
+	"warden/actors/driver"
+	"warden/actors/marquee"
+	"warden/persistence"
+)
+
+// recordingDispatcher stands in for GitHub: it records every dispatch.
+type recordingDispatcher struct {
+	mu   sync.Mutex
+	sent []driver.DispatchRequest
+}
+
+func (d *recordingDispatcher) Dispatch(_ context.Context, r driver.DispatchRequest) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.sent = append(d.sent, r)
+	return nil
+}
+
+func (d *recordingDispatcher) gens(id string) []uint64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out []uint64
+	for _, r := range d.sent {
+		if r.MarqueeID == id {
+			out = append(out, r.Generation)
+		}
+	}
+	return out
+}
+
+type okBootstrap struct{}
+
+func (okBootstrap) Bootstrap(context.Context, driver.BootstrapRequest) error { return nil }
+
+type noChats struct{}
+
+func (noChats) Chats(context.Context, string) (driver.Chats, error)       { return driver.Chats{}, nil }
+func (noChats) TeardownPlaygrounds(context.Context, string, uint64) error { return nil }
+
+var start = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+type harness struct {
+	t     *testing.T
+	dir   string
+	clock *clock.Manual
+	disp  *recordingDispatcher
+	store *persistence.Store
+	sys   *System
+	fault atomic.Pointer[func(point, id string)]
+}
+
+func newHarness(t *testing.T) *harness {
+	h := &harness{t: t, dir: t.TempDir(), clock: clock.NewManual(start), disp: &recordingDispatcher{}}
+	h.start()
+	t.Cleanup(h.stop)
+	return h
+}
+
+func (h *harness) start() {
+	store, err := persistence.Open(h.dir, persistence.Options{})
+	require.NoError(h.t, err)
+	sys, err := Start(Config{Store: store, Clock: h.clock, Machine: marquee.Machine{Config: marquee.DefaultConfig()},
+		Pools: map[string]int{"default": 1}, Dispatcher: h.disp, Bootstrapper: okBootstrap{}, ControlPlane: noChats{},
+		AskTimeout: 2 * time.Second, RestartLimit: 3, RestartWindow: time.Minute,
+		Fault: func(p, id string) {
+			if f := h.fault.Load(); f != nil {
+				(*f)(p, id)
+			}
+		}})
+	require.NoError(h.t, err)
+	h.store, h.sys = store, sys
+}
+
+func (h *harness) stop() {
+	if h.sys == nil {
+		return
+	}
+	h.sys.Stop(context.Background())
+	require.NoError(h.t, h.store.Close())
+	h.sys = nil
+}
+
+func (h *harness) restart() { h.stop(); h.start() }
+
+func (h *harness) state(id string) marquee.State {
+	st, err := h.sys.Marquee(id)
+	require.NoError(h.t, err)
+	return st
+}
+
+func (h *harness) eventually(what string, cond func() bool) {
+	h.t.Helper()
+	require.Eventually(h.t, cond, 5*time.Second, time.Millisecond, what)
+}
+
+// TestStuckRetryIsDurableAndFiresOnce: M21, M3, M23. The retry deadline is
+// persisted in the wake index with the snapshot; after a restart with the
+// process down past it, it fires once, late, under a new generation.
+func TestStuckRetryIsDurableAndFiresOnce(t *testing.T) {
+	h := newHarness(t)
+	_, err := h.sys.Create(context.Background(), marquee.Create{ID: "m-1", Kind: marquee.Tutorial})
+	require.NoError(t, err)
+	h.eventually("dispatched", func() bool { return len(h.disp.gens("m-1")) == 1 })
+	h.eventually("dispatch recorded", func() bool { return h.state("m-1").Attempt.Dispatch == marquee.DispatchSent })
+
+	h.stop()
+	h.clock.Advance(7 * time.Minute) // down past the 5-minute stale mark
+	h.start()
+	h.eventually("retried once after restart", func() bool { return len(h.disp.gens("m-1")) == 2 })
+	require.Equal(t, []uint64{1, 2}, h.disp.gens("m-1"), "I2: the retry took a fresh generation")
+	h.eventually("retry recorded", func() bool { return h.state("m-1").RetryCount == 1 })
+
+	h.restart()
+	time.Sleep(50 * time.Millisecond)
+	require.Equal(t, []uint64{1, 2}, h.disp.gens("m-1"), "M23: a fired deadline never fires twice")
+
+	// The next retry is due one minute after the first (M21).
+	h.clock.Advance(59 * time.Second)
+	time.Sleep(20 * time.Millisecond)
+	require.Len(t, h.disp.gens("m-1"), 2)
+	h.clock.Advance(2 * time.Second)
+	h.eventually("second retry", func() bool { return len(h.disp.gens("m-1")) == 3 })
+}
+
+// TestProvisioningTimeoutFires: M22 through the shell's timer.
+func TestProvisioningTimeoutFires(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	_, err := h.sys.Create(ctx, marquee.Create{ID: "m-1", Kind: marquee.Tutorial})
+	require.NoError(t, err)
+	h.eventually("dispatched", func() bool { return len(h.disp.gens("m-1")) == 1 })
+	for i := 0; i < 8; i++ { // a chatty attempt: a callback every 4 minutes is never stuck
+		_, err := h.sys.Callback(ctx, "m-1", "", marquee.Callback{Verb: marquee.VerbStep, Generation: 1, Step: marquee.VMStarting})
+		require.NoError(t, err)
+		h.clock.Advance(4 * time.Minute)
+	}
+	h.eventually("timed out", func() bool { return h.state("m-1").Lifecycle == marquee.Failed })
+	require.Equal(t, marquee.Errored, h.state("m-1").Serving)
+	require.Len(t, h.disp.gens("m-1"), 1, "a chatty attempt is not retried")
+}
+
+// TestPoolRecoveryReconcilesReservedJobs: A7. A reserved record whose owner
+// has settled (its release was lost in a crash) is released on recovery and
+// the next queued job admitted.
+func TestPoolRecoveryReconcilesReservedJobs(t *testing.T) {
+	h := newHarness(t)
+	h.stop()
+	store, err := persistence.Open(h.dir, persistence.Options{})
+	require.NoError(t, err)
+	b := store.NewBatch()
+	failed := marquee.State{ID: "m-1", Kind: marquee.Tutorial, Pool: "default", Serving: marquee.Errored, Lifecycle: marquee.Failed, Generation: 1, DispatchedGeneration: 1}
+	b.PutMarquee(persistence.MarqueeRecord{State: failed}, time.Time{})
+	waiting := marquee.State{ID: "m-2", Kind: marquee.Tutorial, Pool: "default", Serving: marquee.Disabled, Lifecycle: marquee.Provisioning,
+		Attempt: &marquee.Attempt{Action: marquee.ActionApply, Dispatch: marquee.DispatchWaiting}, Admission: &marquee.Admission{Pool: "default", Status: marquee.AdmissionQueued, Sequence: 2}}
+	b.PutMarquee(persistence.MarqueeRecord{State: waiting}, time.Time{})
+	b.PutAdmission("default", admission.Job{ID: "m-1", Sequence: 1, Status: admission.Reserved, Since: start})
+	b.PutAdmission("default", admission.Job{ID: "m-2", Sequence: 2, Status: admission.Queued, Since: start})
+	b.PutRaw("a/default/m-9", []byte("garbage"))
+	b.PutPoolMeta("default", persistence.PoolMeta{NextSequence: 3})
+	require.NoError(t, b.Commit())
+	require.NoError(t, store.Close())
+
+	h.start()
+	h.eventually("m-2 admitted and dispatched", func() bool { return len(h.disp.gens("m-2")) == 1 })
+	v, err := h.sys.Pool(context.Background(), "default")
+	require.NoError(t, err)
+	require.Equal(t, []PoolJob{{Job: "m-2", Sequence: 2, Since: start}}, v.Reserved)
+	require.Len(t, v.Malformed, 1, "A8: the malformed record is reported")
+	require.Equal(t, "a/default/m-9", v.Malformed[0].Key)
+}
+
+// TestCrashAtEachStepIsReconciled panics inside the actor at each step of a
+// transition; the supervisor restarts it, the snapshot is reloaded and the
+// in-flight work reconciled, so the marquee still ends up dispatched.
+func TestCrashAtEachStepIsReconciled(t *testing.T) {
+	for _, point := range []string{FaultBeforePersist, FaultAfterPersist, FaultAfterEffects} {
+		t.Run(point, func(t *testing.T) {
+			h := newHarness(t)
+			var fired atomic.Bool
+			f := func(p, id string) {
+				if p == point && id == "m-1" && fired.CompareAndSwap(false, true) {
+					panic("injected at " + p)
+				}
+			}
+			h.fault.Store(&f)
+			_, err := h.sys.Create(context.Background(), marquee.Create{ID: "m-1", Kind: marquee.Tutorial})
+			if point == FaultBeforePersist {
+				require.Error(t, err, "nothing was persisted, so nothing is answered as done")
+				_, err = h.sys.Create(context.Background(), marquee.Create{ID: "m-1", Kind: marquee.Tutorial})
+			}
+			if err != nil {
+				require.True(t, IsUnavailable(err), "%v", err)
+			}
+			h.eventually("dispatched after the restart", func() bool {
+				st, err := h.sys.Marquee("m-1")
+				return err == nil && st.Attempt != nil && st.Attempt.Dispatch == marquee.DispatchSent
+			})
+			st := h.state("m-1")
+			sent := h.disp.gens("m-1")
+			require.Contains(t, sent, st.Generation)
+			for i := 1; i < len(sent); i++ {
+				require.Greater(t, sent[i], sent[i-1], "I2")
+			}
+			var restarts int
+			for _, a := range h.sys.Actors() {
+				if a.ID == "m-1" {
+					restarts = a.Restarts
+				}
+			}
+			require.Equal(t, 1, restarts)
+		})
+	}
+}
+
+// TestRestartLoopIsBounded: an actor that fails every time is parked after
+// RestartLimit restarts and shown as failing, never restarted forever.
+func TestRestartLoopIsBounded(t *testing.T) {
+	h := newHarness(t)
+	_, err := h.sys.Create(context.Background(), marquee.Create{ID: "m-1", Kind: marquee.Tutorial})
+	require.NoError(t, err)
+	f := func(p, id string) {
+		if id == "m-1" && p == FaultBeforePersist {
+			panic("always")
+		}
+	}
+	h.fault.Store(&f)
+	for i := 0; i < 6; i++ {
+		_, _ = h.sys.Callback(context.Background(), "m-1", "", marquee.Callback{Verb: marquee.VerbStep, Generation: 1, Step: marquee.VMStarting})
+	}
+	var info ActorInfo
+	for _, a := range h.sys.Actors() {
+		if a.ID == "m-1" {
+			info = a
+		}
+	}
+	require.True(t, info.Parked, "%+v", info)
+	require.Equal(t, 4, info.Restarts)
+	require.Contains(t, info.LastFailure, "always")
+	_, err = h.sys.Callback(context.Background(), "m-1", "", marquee.Callback{Verb: marquee.VerbStep, Generation: 1, Step: marquee.VMStarting})
+	require.ErrorContains(t, err, "parked")
+}
+
+// TestConcurrentAdmissionsNeverExceedLimit: I7 through the real actors:
+// many creates at once against limit 1.
+func TestConcurrentAdmissionsNeverExceedLimit(t *testing.T) {
+	h := newHarness(t)
+	var wg sync.WaitGroup
+	for i := 0; i < 20; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := h.sys.Create(context.Background(), marquee.Create{ID: fmt.Sprintf("m-%02d", i), Kind: marquee.Tutorial})
+			require.NoError(t, err)
+		}()
+	}
+	wg.Wait()
+	v, err := h.sys.Pool(context.Background(), "default")
+	require.NoError(t, err)
+	require.Len(t, v.Reserved, 1, "I7")
+	require.Len(t, v.Queued, 19)
+	for i := 1; i < len(v.Queued); i++ {
+		require.Less(t, v.Queued[i-1].Sequence, v.Queued[i].Sequence)
+	}
+}

@@ -1,0 +1,183 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// wardenBinary builds the real binary once per test run.
+func wardenBinary(t *testing.T) string {
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "warden-bin")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "warden")
+		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+		if err != nil {
+			buildErr = err
+			binPath = string(out)
+		}
+	})
+	require.NoError(t, buildErr, binPath)
+	return binPath
+}
+
+// proc is one warden process on loopback.
+type proc struct {
+	t   *testing.T
+	cmd *exec.Cmd
+	url string
+	log *bytes.Buffer
+}
+
+func freePort(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func startProc(t *testing.T, dataDir, addr string, extra ...string) *proc {
+	t.Helper()
+	args := append([]string{"serve", "--listen", addr, "--data", dataDir}, extra...)
+	cmd := exec.Command(wardenBinary(t), args...)
+	cmd.Env = append(os.Environ(), "WARDEN_CALLBACK_TOKEN=cb-secret", "WARDEN_OPERATOR_TOKEN=op-secret", "WARDEN_GITHUB_TOKEN=gh-secret")
+	var log bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &log, &log
+	require.NoError(t, cmd.Start())
+	p := &proc{t: t, cmd: cmd, url: "http://" + addr, log: &log}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	require.Eventually(t, func() bool {
+		resp, err := http.Get(p.url + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	}, 20*time.Second, 20*time.Millisecond, "warden did not become ready: %s", log.String())
+	return p
+}
+
+func (p *proc) do(method, path, token string, body any) (int, map[string]any) {
+	p.t.Helper()
+	var rd io.Reader
+	if body != nil {
+		raw, _ := json.Marshal(body)
+		rd = bytes.NewReader(raw)
+	}
+	req, _ := http.NewRequest(method, p.url+path, rd)
+	req.Header.Set("Authorization", "Bearer "+token)
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(p.t, err)
+	defer resp.Body.Close()
+	var m map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&m)
+	return resp.StatusCode, m
+}
+
+// TestProcessRestartKeepsPoolsAndMarquees kills the real process with
+// SIGKILL and starts a new one on the same data directory: every answered
+// callback (I5) and admission (I10) is still there, the pool is rebuilt
+// with its queue in order (A7, I8), and work resumes.
+func TestProcessRestartKeepsPoolsAndMarquees(t *testing.T) {
+	gh := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer gh.Close()
+	script := filepath.Join(t.TempDir(), "bootstrap.sh")
+	require.NoError(t, os.WriteFile(script, []byte("#!/bin/sh\ncat >/dev/null\necho '{\"ok\":true}'\n"), 0o755))
+	dir := t.TempDir()
+	addr := freePort(t)
+	flags := []string{"--dispatch", "github", "--github-api-url", gh.URL, "--github-repo", "acme/infra",
+		"--bootstrap", "exec", "--bootstrap-command", script, "--pool", "default=1"}
+
+	p := startProc(t, dir, addr, flags...)
+	for _, id := range []string{"m-1", "m-2", "m-3"} {
+		st, v := p.do("POST", "/v1/marquees", "op-secret", map[string]any{"id": id, "kind": "tutorial"})
+		require.Equal(t, 201, st, "%v", v)
+	}
+	require.Eventually(t, func() bool {
+		_, v := p.do("GET", "/v1/marquees/m-1", "op-secret", nil)
+		return v["generation"] == 1.0
+	}, 5*time.Second, 10*time.Millisecond)
+	st, v := p.do("POST", "/v1/webhooks/terraform", "cb-secret", map[string]any{"marquee_id": "m-1", "verb": "step", "generation": 1, "step": "ssh_configuring"})
+	require.Equal(t, 200, st)
+	require.Equal(t, "applied", v["result"])
+
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGKILL))
+	_ = p.cmd.Wait()
+
+	p2 := startProc(t, dir, addr, flags...)
+	_, m1 := p2.do("GET", "/v1/marquees/m-1", "op-secret", nil)
+	require.Equal(t, "ssh_configuring", m1["progress"], "I5: the applied callback survived SIGKILL")
+	_, pool := p2.do("GET", "/v1/pools/default", "op-secret", nil)
+	require.Equal(t, "m-1", pool["reserved"].([]any)[0].(map[string]any)["job"], "I10: the admission survived")
+	queued := pool["queued"].([]any)
+	require.Len(t, queued, 2)
+	require.Equal(t, "m-2", queued[0].(map[string]any)["job"], "A7, I8: queue rebuilt in sequence order")
+	require.Equal(t, "m-3", queued[1].(map[string]any)["job"])
+
+	st, v = p2.do("POST", "/v1/webhooks/terraform", "cb-secret", map[string]any{"marquee_id": "m-1", "verb": "failed", "generation": 1, "reason": "x"})
+	require.Equal(t, 200, st)
+	require.Equal(t, "applied", v["result"])
+	require.Eventually(t, func() bool {
+		_, v := p2.do("GET", "/v1/marquees/m-2", "op-secret", nil)
+		return v["generation"] == 1.0
+	}, 5*time.Second, 10*time.Millisecond, "the next queued job is admitted after the restart")
+
+	// SIGTERM: graceful, exit 0.
+	require.NoError(t, p2.cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, p2.cmd.Wait(), p2.log.String())
+	require.Contains(t, p2.log.String(), "stopped")
+	require.NotContains(t, p2.log.String(), "cb-secret")
+	require.NotContains(t, p2.log.String(), "gh-secret")
+}
+
+func TestConfigSecretsNeverFromFlags(t *testing.T) {
+	env := map[string]string{"WARDEN_CALLBACK_TOKEN": "a", "WARDEN_OPERATOR_TOKEN": "b", "WARDEN_DISPATCH": "exec", "WARDEN_DISPATCH_COMMAND": "echo hi"}
+	getenv := func(k string) string { return env[k] }
+	c, err := parseConfig([]string{"--pool", "default=2", "--pool", "gpu=1"}, getenv, io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, map[string]int{"default": 2, "gpu": 1}, c.Pools)
+	require.Equal(t, []string{"echo", "hi"}, c.DispatchCommand, "WARDEN_* env fills flags not given")
+	_, err = parseConfig([]string{"--callback-token", "x"}, getenv, io.Discard)
+	require.Error(t, err, "there is no flag for a secret")
+	env["WARDEN_OPERATOR_TOKEN"] = "a"
+	_, err = parseConfig(nil, getenv, io.Discard)
+	require.ErrorContains(t, err, "must differ")
+	env["WARDEN_OPERATOR_TOKEN"] = ""
+	file := filepath.Join(t.TempDir(), "op")
+	require.NoError(t, os.WriteFile(file, []byte("from-file\n"), 0o600))
+	c, err = parseConfig([]string{"--operator-token-file", file}, getenv, io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, "from-file", c.OperatorToken)
+	_, err = parseConfig([]string{"--pool", "bad name=1"}, getenv, io.Discard)
+	require.Error(t, err)
+	_, err = parseConfig([]string{"--dedup-retention", "1h"}, getenv, io.Discard)
+	require.ErrorContains(t, err, "72h")
+}

@@ -1,0 +1,89 @@
+package httpapi
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"warden/actors/marquee"
+)
+
+func TestDecodeCallbackNamesTheField(t *testing.T) {
+	for body, field := range map[string]string{
+		`{"marquee_id":"m-1","verb":"step","generation":1}`:                                                                         "field step",
+		`{"marquee_id":"m-1","verb":"step","generation":1,"step":"teleporting"}`:                                                    "field step",
+		`{"marquee_id":"m-1","verb":"null","generation":-1}`:                                                                        "field generation",
+		`{"marquee_id":"m-1","verb":"null"}`:                                                                                        "field generation",
+		`{"marquee_id":"M 1","verb":"null","generation":1}`:                                                                         "field marquee_id",
+		`{"marquee_id":"m-1","verb":"null","generation":1,"extra":true}`:                                                            `unknown field "extra"`,
+		`{"marquee_id":"m-1","verb":"null","generation":1,"connection":{}}`:                                                         "field connection",
+		`{"marquee_id":"m-1","verb":"deployed","generation":1,"connection":{"host":"h"}}`:                                           "connection.user",
+		`{"marquee_id":"m-1","verb":"deployed","generation":1,"connection":{"host":"h","port":0,"user":"u","ssh_private_key":"k"}}`: "connection.port",
+		`{"marquee_id":"m-1","verb":"null","generation":1} {}`:                                                                      "after the JSON object",
+		`[]`: "wrong type",
+	} {
+		_, _, err := DecodeCallback([]byte(body))
+		require.Error(t, err, body)
+		require.Contains(t, err.Error(), field, body)
+	}
+	id, cb, err := DecodeCallback([]byte(`{"marquee_id":"m-1","verb":"step","generation":0,"step":"tls_provisioning"}`))
+	require.NoError(t, err)
+	require.Equal(t, "m-1", id)
+	require.Equal(t, marquee.Callback{Verb: marquee.VerbStep, Generation: 0, Step: marquee.TLSProvisioning}, cb)
+}
+
+func TestDecodeCreate(t *testing.T) {
+	c, err := DecodeCreate([]byte(`{"id":"m-1","kind":"tutorial","pool":"default"}`))
+	require.NoError(t, err)
+	require.Equal(t, marquee.Create{ID: "m-1", Kind: marquee.Tutorial, Pool: "default"}, c)
+	for _, body := range []string{
+		`{"id":"m-1","kind":"byo"}`,
+		`{"id":"m-1","kind":"vm"}`,
+		`{"id":"m-1","kind":"tutorial","connection":{"host":"h","port":22,"user":"u","ssh_private_key":"k"}}`,
+		`{"id":"m-1","kind":"byo","pool":"x","connection":{"host":"h","port":22,"user":"u","ssh_private_key":"k"}}`,
+		`{"id":"` + strings.Repeat("a", 64) + `","kind":"tutorial"}`,
+	} {
+		_, err := DecodeCreate([]byte(body))
+		require.Error(t, err, body)
+	}
+}
+
+// FuzzDecodeCallback: any bytes give a valid Callback or a 400 error, never
+// a panic, and an accepted callback always satisfies what the machine
+// assumes (a known verb, a connection exactly for deployed).
+func FuzzDecodeCallback(f *testing.F) {
+	f.Add([]byte(`{"marquee_id":"m-1","verb":"step","generation":1,"step":"vm_starting"}`))
+	f.Add([]byte(`{"marquee_id":"m-1","verb":"deployed","generation":4,"connection":{"host":"h","port":22,"user":"u","ssh_private_key":"k","acme_dns":{"username":"x"}}}`))
+	f.Add([]byte(`{"marquee_id":"m-1","verb":"failed","generation":0,"reason":"\u00ff"}`))
+	f.Add([]byte(`{"marquee_id":"m-1","verb":"null","generation":18446744073709551615}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		id, cb, err := DecodeCallback(body)
+		if err != nil {
+			var iv *invalid
+			require.ErrorAs(t, err, &iv)
+			return
+		}
+		require.True(t, marquee.ValidID(id))
+		require.Equal(t, cb.Verb == marquee.VerbDeployed, cb.Connection != nil)
+		require.LessOrEqual(t, len(cb.Reason), maxReason)
+		known := false
+		for _, v := range marquee.Verbs {
+			known = known || v == cb.Verb
+		}
+		require.True(t, known)
+	})
+}
+
+func FuzzDecodeCreate(f *testing.F) {
+	f.Add([]byte(`{"id":"m-1","kind":"tutorial"}`))
+	f.Add([]byte(`{"id":"b-1","kind":"byo","connection":{"host":"h","port":22,"user":"u","ssh_private_key":"k"}}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		c, err := DecodeCreate(body)
+		if err != nil {
+			return
+		}
+		require.True(t, marquee.ValidID(c.ID))
+		require.Equal(t, c.Kind == marquee.BYO, c.Connection != nil)
+	})
+}

@@ -1,0 +1,334 @@
+package httpapi_test
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+var defaultPools = map[string]int{"default": 1}
+
+// TestE2ESlowDeployReportsAfterRedeploy is the seed's story (M10, I1):
+// deploy #1 is slow; redeploy #2 goes healthy first; then #1 reports
+// deployed with a dead VM's address and is answered 200 stale.
+func TestE2ESlowDeployReportsAfterRedeploy(t *testing.T) {
+	w := newWorld(t, defaultPools)
+	w.create("m-1")
+	v := w.waitFor("m-1", "first dispatch", func(v map[string]any) bool { return gen(v) == 1 })
+	require.Equal(t, "reserved", v["admission"].(map[string]any)["status"])
+	require.Equal(t, "applied", w.result(map[string]any{"marquee_id": "m-1", "verb": "step", "generation": 1, "step": "vm_starting"}))
+
+	st, v, _ := w.do("POST", "/v1/marquees/m-1/redeploy", operatorToken, nil)
+	require.Equal(t, http.StatusAccepted, st)
+	require.Equal(t, uint64(2), gen(v))
+	require.Eventually(t, func() bool { return len(w.gh.sent()) == 2 }, 5*time.Second, 5*time.Millisecond)
+	sent := w.gh.sent()
+	require.Equal(t, dispatch{"m-1", 1, "apply", w.url + "/v1/webhooks/terraform"}, sent[0])
+	require.Equal(t, dispatch{"m-1", 2, "redeploy", w.url + "/v1/webhooks/terraform"}, sent[1], "I2: a fresh generation per dispatch")
+
+	require.Equal(t, "applied", w.result(deployedBody("m-1", 2, "203.0.113.20")))
+	v = w.waitFor("m-1", "provisioned", lifecycleIs("provisioned"))
+	require.Equal(t, "active", v["serving"])
+
+	st, ans := w.callback(deployedBody("m-1", 1, "203.0.113.10"))
+	require.Equal(t, http.StatusOK, st, "a stale callback is answered 200 so the late workflow stops")
+	require.Equal(t, "stale", ans["result"])
+	require.Equal(t, float64(2), ans["generation"])
+	require.Equal(t, float64(1), ans["received_generation"])
+	v = w.view("m-1")
+	require.Equal(t, "203.0.113.20", v["connection"].(map[string]any)["host"], "I1: the live marquee keeps generation 2's host")
+
+	_, h, _ := w.do("GET", "/v1/marquees/m-1/history?limit=1", operatorToken, nil)
+	entry := h["items"].([]any)[0].(map[string]any)
+	require.Equal(t, "stale", entry["result"], "M10: the rejection is kept in history with both numbers")
+	require.Equal(t, float64(2), entry["generation"])
+	require.Equal(t, float64(1), entry["received_generation"])
+}
+
+// TestE2EStaleStepDoesNotRewind: M10 guards step too.
+func TestE2EStaleStepDoesNotRewind(t *testing.T) {
+	w := newWorld(t, defaultPools)
+	w.create("m-1")
+	w.waitFor("m-1", "dispatch", func(v map[string]any) bool { return gen(v) == 1 })
+	w.do("POST", "/v1/marquees/m-1/redeploy", operatorToken, nil)
+	require.Equal(t, "applied", w.result(map[string]any{"marquee_id": "m-1", "verb": "step", "generation": 2, "step": "tls_provisioning"}))
+	require.Equal(t, "stale", w.result(map[string]any{"marquee_id": "m-1", "verb": "step", "generation": 1, "step": "vm_starting"}))
+	require.Equal(t, "tls_provisioning", w.view("m-1")["progress"])
+}
+
+// TestE2EGenerationZeroFailsOpen: M11; the lock still holds (M13).
+func TestE2EGenerationZeroFailsOpen(t *testing.T) {
+	w := newWorld(t, defaultPools)
+	w.create("m-1")
+	w.waitFor("m-1", "dispatch", func(v map[string]any) bool { return gen(v) == 1 })
+	require.Equal(t, "applied", w.result(map[string]any{"marquee_id": "m-1", "verb": "step", "generation": 0, "step": "ssh_configuring"}))
+	require.Equal(t, "ssh_configuring", w.view("m-1")["progress"])
+	require.Equal(t, "applied", w.result(deployedBody("m-1", 0, "203.0.113.7")))
+	require.Equal(t, "locked", w.result(deployedBody("m-1", 0, "203.0.113.99")))
+}
+
+// TestE2ENullWhileProvisioning: M16, conclusive at once, slot released.
+func TestE2ENullWhileProvisioning(t *testing.T) {
+	w := newWorld(t, defaultPools)
+	w.create("m-1")
+	w.waitFor("m-1", "dispatch", func(v map[string]any) bool { return gen(v) == 1 })
+	require.Equal(t, "applied", w.result(map[string]any{"marquee_id": "m-1", "verb": "null", "generation": 1}))
+	v := w.view("m-1")
+	require.Equal(t, "failed", v["lifecycle"])
+	require.Equal(t, "queued", v["progress"])
+	require.Nil(t, v["admission"])
+	_, p, _ := w.do("GET", "/v1/pools/default", operatorToken, nil)
+	require.Empty(t, p["reserved"], "A5: the slot is released")
+}
+
+// TestE2ENullNeedsTwoConfirmations: M16, I4, and a healthy signal in
+// between clears the first.
+func TestE2ENullNeedsTwoConfirmations(t *testing.T) {
+	w := newWorld(t, defaultPools)
+	g := w.provisioned("m-1")
+	null := map[string]any{"marquee_id": "m-1", "verb": "null", "generation": g}
+	require.Equal(t, "pending_confirmation", w.result(null))
+	v := w.view("m-1")
+	require.Equal(t, "active", v["serving"], "I4: a single null never tears down")
+	require.Equal(t, true, v["null_confirmation"].(map[string]any)["pending"])
+
+	require.Equal(t, "applied", w.result(map[string]any{"marquee_id": "m-1", "verb": "rebooted", "generation": g}))
+	require.Nil(t, w.view("m-1")["null_confirmation"], "a healthy signal clears the flag")
+	require.Equal(t, "pending_confirmation", w.result(null), "after a healthy signal, a null is a first one again")
+
+	// The second null is confirmed; with no live chats it is applied.
+	require.Equal(t, "checking", w.result(null))
+	v = w.waitFor("m-1", "downgraded", lifecycleIs("failed"))
+	require.Equal(t, "errored", v["serving"])
+	require.Eventually(t, func() bool {
+		w.cp.mu.Lock()
+		defer w.cp.mu.Unlock()
+		return len(w.cp.teardowns) == 1
+	}, 5*time.Second, 5*time.Millisecond, "M16: playgrounds torn down")
+}
+
+// TestE2EVeto: M18, I3, with live chats and with an unreachable or
+// garbage-speaking control plane.
+func TestE2EVeto(t *testing.T) {
+	for _, tc := range []struct{ name, answer string }{
+		{"live chats", `{"live": 2, "reachable": 1}`},
+		{"unreachable", "unreachable"},
+		{"garbage", "garbage"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld(t, defaultPools)
+			g := w.provisioned("m-1")
+			w.cp.set("m-1", tc.answer)
+			require.Equal(t, "checking", w.result(map[string]any{"marquee_id": "m-1", "verb": "failed", "generation": g, "reason": "plan error"}))
+			require.Eventually(t, func() bool {
+				_, h, _ := w.do("GET", "/v1/marquees/m-1/history?limit=1", operatorToken, nil)
+				e := h["items"].([]any)[0].(map[string]any)
+				return e["source"] == "control_plane" && e["result"] == "vetoed"
+			}, 5*time.Second, 5*time.Millisecond)
+			v := w.view("m-1")
+			require.Equal(t, "active", v["serving"], "I3: preserved")
+			require.Equal(t, "provisioned", v["lifecycle"])
+		})
+	}
+}
+
+// TestE2EAdmissionThreeAtOnce: three tutorial creations at once against
+// limit 1: one reserved, two queued, admitted in order as slots free (A3,
+// A4, I7, I8). Each answer comes after its admission is durable (A10).
+func TestE2EAdmissionThreeAtOnce(t *testing.T) {
+	w := newWorld(t, defaultPools)
+	ids := []string{"m-a", "m-b", "m-c"}
+	answers := make([]map[string]any, 3)
+	var wg sync.WaitGroup
+	for i, id := range ids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			answers[i] = w.create(id)
+		}()
+	}
+	wg.Wait()
+	statuses := map[string]int{}
+	for _, a := range answers {
+		statuses[a["admission"].(map[string]any)["status"].(string)]++
+	}
+	require.Equal(t, map[string]int{"reserved": 1, "queued": 2}, statuses, "A3, I7")
+
+	_, p, _ := w.do("GET", "/v1/pools/default", operatorToken, nil)
+	require.Len(t, p["reserved"], 1)
+	queued := p["queued"].([]any)
+	require.Len(t, queued, 2)
+	first := queued[0].(map[string]any)
+	second := queued[1].(map[string]any)
+	require.Less(t, first["sequence"], second["sequence"], "A4: queued in sequence order")
+	holder := p["reserved"].([]any)[0].(map[string]any)["job"].(string)
+
+	// Settle the holder; the first queued job is admitted and dispatched.
+	require.Equal(t, "applied", w.result(map[string]any{"marquee_id": holder, "verb": "failed", "generation": 1, "reason": "x"}))
+	next := first["job"].(string)
+	w.waitFor(next, "admitted", func(v map[string]any) bool { return gen(v) == 1 })
+	_, p, _ = w.do("GET", "/v1/pools/default", operatorToken, nil)
+	require.Equal(t, next, p["reserved"].([]any)[0].(map[string]any)["job"], "I8: admitted in queue order")
+	require.Len(t, p["queued"], 1)
+	require.Equal(t, 0.0, w.view(second["job"].(string))["generation"], "the last one is still waiting, nothing dispatched")
+
+	require.Equal(t, "applied", w.result(map[string]any{"marquee_id": next, "verb": "null", "generation": 1}))
+	w.waitFor(second["job"].(string), "admitted", func(v map[string]any) bool { return gen(v) == 1 })
+}
+
+// TestE2EDuplicateDelivery: M20. A repeated Webhook-Id gets the first answer
+// byte for byte and changes nothing; a new id is a new message.
+func TestE2EDuplicateDelivery(t *testing.T) {
+	w := newWorld(t, defaultPools)
+	w.create("m-1")
+	w.waitFor("m-1", "dispatch", func(v map[string]any) bool { return gen(v) == 1 })
+	body := map[string]any{"marquee_id": "m-1", "verb": "step", "generation": 1, "step": "vm_starting"}
+	st1, _, raw1 := w.do("POST", "/v1/webhooks/terraform", callbackToken, body, "Webhook-Id", "delivery-1")
+	require.Equal(t, 200, st1)
+	w.do("POST", "/v1/marquees/m-1/redeploy", operatorToken, nil)
+	st2, _, raw2 := w.do("POST", "/v1/webhooks/terraform", callbackToken, body, "Webhook-Id", "delivery-1")
+	require.Equal(t, 200, st2)
+	require.Equal(t, string(raw1), string(raw2), "the first answer again, byte for byte")
+	require.Contains(t, string(raw2), `"result":"applied"`)
+	_, _, raw3 := w.do("POST", "/v1/webhooks/terraform", callbackToken, body, "Webhook-Id", "delivery-2")
+	require.Contains(t, string(raw3), `"result":"stale"`, "a different id is a new message")
+	require.Equal(t, "queued", w.view("m-1")["progress"], "the duplicate changed nothing")
+}
+
+// TestE2EAuthAndLimits: M9 and the HTTP contract's error answers.
+func TestE2EAuthAndLimits(t *testing.T) {
+	w := newWorld(t, defaultPools)
+	w.create("m-1")
+	ok := map[string]any{"marquee_id": "m-1", "verb": "step", "generation": 1, "step": "vm_starting"}
+	cases := []struct {
+		name, method, path, token string
+		body                      any
+		headers                   []string
+		status                    int
+		code                      string
+	}{
+		{"no token", "POST", "/v1/webhooks/terraform", "", ok, nil, 401, "unauthorized"},
+		{"wrong token", "POST", "/v1/webhooks/terraform", "nope", ok, nil, 401, "unauthorized"},
+		{"operator token on webhook", "POST", "/v1/webhooks/terraform", operatorToken, ok, nil, 403, "forbidden"},
+		{"callback token on operator API", "GET", "/v1/marquees", callbackToken, nil, nil, 403, "forbidden"},
+		{"unknown field", "POST", "/v1/webhooks/terraform", callbackToken, `{"marquee_id":"m-1","verb":"step","generation":1,"step":"vm_starting","gneration":2}`, nil, 400, "invalid_request"},
+		{"missing generation", "POST", "/v1/webhooks/terraform", callbackToken, `{"marquee_id":"m-1","verb":"null"}`, nil, 400, "invalid_request"},
+		{"unknown verb", "POST", "/v1/webhooks/terraform", callbackToken, `{"marquee_id":"m-1","verb":"exploded","generation":1}`, nil, 400, "invalid_request"},
+		{"deployed without connection", "POST", "/v1/webhooks/terraform", callbackToken, `{"marquee_id":"m-1","verb":"deployed","generation":1}`, nil, 400, "invalid_request"},
+		{"not json", "POST", "/v1/webhooks/terraform", callbackToken, `{"marquee_id":`, nil, 400, "invalid_request"},
+		{"too large", "POST", "/v1/webhooks/terraform", callbackToken, `{"marquee_id":"m-1","verb":"failed","generation":1,"reason":"` + strings.Repeat("x", 70<<10) + `"}`, nil, 413, "too_large"},
+		{"wrong media type", "POST", "/v1/webhooks/terraform", callbackToken, ok, []string{"Content-Type", "text/plain"}, 415, "unsupported_media_type"},
+		{"unknown marquee", "POST", "/v1/webhooks/terraform", callbackToken, map[string]any{"marquee_id": "m-404", "verb": "null", "generation": 1}, nil, 404, "not_found"},
+		{"bad delivery id", "POST", "/v1/webhooks/terraform", callbackToken, ok, []string{"Webhook-Id", strings.Repeat("x", 300)}, 400, "invalid_request"},
+		{"create conflict", "POST", "/v1/marquees", operatorToken, map[string]any{"id": "m-1", "kind": "tutorial"}, nil, 409, "conflict"},
+		{"enable not allowed", "POST", "/v1/marquees/m-1/enable", operatorToken, nil, nil, 409, "conflict"},
+		{"bad id", "POST", "/v1/marquees", operatorToken, map[string]any{"id": "M_1", "kind": "tutorial"}, nil, 400, "invalid_request"},
+		{"unknown pool", "POST", "/v1/marquees", operatorToken, map[string]any{"id": "m-9", "kind": "tutorial", "pool": "gpu"}, nil, 400, "invalid_request"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			st, v, raw := w.do(tc.method, tc.path, tc.token, tc.body, tc.headers...)
+			require.Equal(t, tc.status, st, string(raw))
+			require.Equal(t, tc.code, v["error"].(map[string]any)["code"], string(raw))
+			require.NotEmpty(t, v["error"].(map[string]any)["message"])
+		})
+	}
+	require.Equal(t, "queued", w.view("m-1")["progress"], "no rejected request changed anything")
+	st, _, _ := w.do("GET", "/healthz", "", nil)
+	require.Equal(t, 200, st)
+	st, _, _ = w.do("GET", "/readyz", "", nil)
+	require.Equal(t, 200, st)
+}
+
+// TestE2ESecretsNeverAnswered: the SSH key and acme-dns secrets never appear
+// in views, history, the actor list or metrics.
+func TestE2ESecretsNeverAnswered(t *testing.T) {
+	w := newWorld(t, defaultPools)
+	w.provisioned("m-1")
+	for _, path := range []string{"/v1/marquees/m-1", "/v1/marquees", "/v1/marquees/m-1/history", "/v1/actors", "/v1/pools", "/metrics"} {
+		_, _, raw := w.do("GET", path, operatorToken, nil)
+		for _, secret := range []string{"secret-key-material", "acme-secret-password", "acme-user", callbackToken, githubToken} {
+			require.NotContains(t, string(raw), secret, path)
+		}
+	}
+	v := w.view("m-1")
+	require.Equal(t, "[redacted]", v["connection"].(map[string]any)["ssh_private_key"])
+}
+
+// TestE2EMetrics: callbacks by verb and result, decision and persistence
+// latency, mailbox depth.
+func TestE2EMetrics(t *testing.T) {
+	w := newWorld(t, defaultPools)
+	w.create("m-1")
+	w.waitFor("m-1", "dispatch", func(v map[string]any) bool { return gen(v) == 1 })
+	w.result(map[string]any{"marquee_id": "m-1", "verb": "step", "generation": 1, "step": "vm_starting"})
+	w.result(map[string]any{"marquee_id": "m-1", "verb": "step", "generation": 9, "step": "vm_starting"})
+	_, _, raw := w.do("GET", "/metrics", "", nil)
+	text := string(raw)
+	for _, want := range []string{
+		`warden_callbacks_total{result="applied",verb="step"} 1`,
+		`warden_callbacks_total{result="stale",verb="step"} 1`,
+		"warden_decision_seconds_count 2",
+		"warden_persist_seconds_count",
+		"warden_mailbox_depth",
+	} {
+		require.Contains(t, text, want)
+	}
+}
+
+// TestE2EOperatorLifecycle: destroy with reap makes a tombstone (M7, M14):
+// gone from the list, callbacks stale, the id taken.
+func TestE2EOperatorLifecycle(t *testing.T) {
+	w := newWorld(t, defaultPools)
+	g := w.provisioned("m-1")
+	st, _, _ := w.do("POST", "/v1/marquees/m-1/disable", operatorToken, nil)
+	require.Equal(t, 200, st)
+	st, _, _ = w.do("POST", "/v1/marquees/m-1/enable", operatorToken, nil)
+	require.Equal(t, 200, st)
+	st, v, _ := w.do("POST", "/v1/marquees/m-1/destroy", operatorToken, map[string]any{"reap": true})
+	require.Equal(t, 202, st)
+	require.Equal(t, "destroying", v["lifecycle"])
+	require.Equal(t, "applied", w.result(map[string]any{"marquee_id": "m-1", "verb": "destroyed", "generation": g + 1}))
+	st, _, _ = w.do("GET", "/v1/marquees/m-1", operatorToken, nil)
+	require.Equal(t, 404, st)
+	require.Equal(t, "stale", w.result(map[string]any{"marquee_id": "m-1", "verb": "step", "generation": g + 1, "step": "vm_starting"}))
+	_, list, _ := w.do("GET", "/v1/marquees", operatorToken, nil)
+	require.Empty(t, list["items"])
+	st, _, _ = w.do("POST", "/v1/marquees", operatorToken, map[string]any{"id": "m-1", "kind": "tutorial"})
+	require.Equal(t, 409, st, "a tombstone keeps its id")
+
+	// byo marquees: created active with their connection.
+	st, v, _ = w.do("POST", "/v1/marquees", operatorToken, map[string]any{"id": "b-1", "kind": "byo",
+		"connection": map[string]any{"host": "198.51.100.4", "port": 22, "user": "root", "ssh_private_key": "k"}})
+	require.Equal(t, 201, st)
+	require.Equal(t, "active", v["serving"])
+	require.Nil(t, v["lifecycle"])
+	_, list, _ = w.do("GET", "/v1/marquees?kind=byo&limit=10", operatorToken, nil)
+	require.Len(t, list["items"], 1)
+}
+
+// TestE2EListPaging: GET /v1/marquees pages by id with a cursor.
+func TestE2EListPaging(t *testing.T) {
+	w := newWorld(t, map[string]int{"default": 10})
+	for i := 0; i < 5; i++ {
+		w.create(fmt.Sprintf("m-%d", i))
+	}
+	var seen []string
+	cursor := ""
+	for {
+		_, page, _ := w.do("GET", "/v1/marquees?limit=2&cursor="+cursor, operatorToken, nil)
+		for _, it := range page["items"].([]any) {
+			seen = append(seen, it.(map[string]any)["id"].(string))
+		}
+		cursor = page["next_cursor"].(string)
+		if cursor == "" {
+			break
+		}
+	}
+	require.Equal(t, []string{"m-0", "m-1", "m-2", "m-3", "m-4"}, seen)
+}
