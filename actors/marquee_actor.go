@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -67,8 +68,12 @@ func (a *marqueeActor) Receive(ctx actor.Context) {
 	case actor.SystemMessage, actor.AutoReceiveMessage:
 		return
 	}
-	a.entry.inbox.Add(-1)
-	a.sys.cfg.Metrics.MailboxDepth.Dec()
+	// Counted down after the message is handled, so that a graceful stop
+	// never sees "nothing pending" while a handler is starting an effect.
+	defer func() {
+		a.entry.inbox.Add(-1)
+		a.sys.cfg.Metrics.MailboxDepth.Dec()
+	}()
 	switch m := ctx.Message().(type) {
 	case cmdCreate:
 		a.create(m)
@@ -201,7 +206,14 @@ func (a *marqueeActor) callback(m cmdCallback) any {
 		return err
 	}
 	a.sys.cfg.Metrics.Callbacks.WithLabelValues(string(m.cb.Verb), string(out.Result)).Inc()
-	a.sys.log.Info("callback", "marquee", a.id, "verb", m.cb.Verb, "generation", a.rec.State.Generation,
+	// Rejections and held-back downgrades are logged with both numbers
+	// (M10); routine progress only at debug level, off the hot path.
+	level := slog.LevelDebug
+	switch out.Result {
+	case marquee.Stale, marquee.Locked, marquee.Vetoed, marquee.Checking, marquee.PendingConfirmation:
+		level = slog.LevelInfo
+	}
+	a.sys.log.Log(context.Background(), level, "callback", "marquee", a.id, "verb", m.cb.Verb, "generation", a.rec.State.Generation,
 		"received_generation", m.cb.Generation, "result", out.Result)
 	return answer
 }

@@ -56,8 +56,12 @@ func (p *poolActor) Receive(ctx actor.Context) {
 	case actor.SystemMessage, actor.AutoReceiveMessage, *actor.Restarting, *actor.Stopping:
 		return
 	}
-	p.entry.inbox.Add(-1)
-	p.sys.cfg.Metrics.MailboxDepth.Dec()
+	// Counted down after the message is handled, so that a graceful stop
+	// never sees "nothing pending" while a handler is starting an effect.
+	defer func() {
+		p.entry.inbox.Add(-1)
+		p.sys.cfg.Metrics.MailboxDepth.Dec()
+	}()
 	switch m := ctx.Message().(type) {
 	case poolAsk:
 		p.step(admission.Ask{Job: m.job})

@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -30,7 +29,15 @@ import (
 var (
 	ErrNotFound    = errors.New("not found")
 	ErrUnavailable = errors.New("unavailable")
+	// ErrOverloaded: the entity's mailbox is past MaxInbox; the caller is
+	// told to come back rather than queued without bound.
+	ErrOverloaded = errors.New("overloaded")
 )
+
+// MaxInbox bounds the messages waiting for one entity actor. A marquee sees
+// a handful of callbacks per minute; a thousand waiting means something is
+// hammering it, and waiting longer would only time the callers out.
+const MaxInbox = 1000
 
 // Config wires a System.
 type Config struct {
@@ -76,7 +83,8 @@ type System struct {
 	reg      *registryState
 	ready    atomic.Bool
 	stopping atomic.Bool
-	effects  sync.WaitGroup
+	// effects counts driver calls in flight (outside every mailbox).
+	effects atomic.Int64
 	log      *slog.Logger
 }
 
@@ -156,18 +164,37 @@ func (s *System) recover() error {
 // stopping.
 func (s *System) Ready() bool { return s.ready.Load() && !s.stopping.Load() }
 
-// Stop refuses new work, lets effects in flight finish (bounded), and stops
-// every actor after the message in hand.
+// Stop refuses new work, lets effects in flight finish and their results
+// land in their mailboxes (so a graceful stop leaves no outcome unknown),
+// then stops every actor after the message in hand. ctx bounds the wait.
 func (s *System) Stop(ctx context.Context) {
 	s.stopping.Store(true)
-	done := make(chan struct{})
-	go func() { s.effects.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-ctx.Done():
+	// Effects may start more work as their results are handled, so wait
+	// until both counts are zero together (or ctx ends).
+wait:
+	for s.effects.Load() > 0 || s.pending() > 0 {
+		select {
+		case <-time.After(2 * time.Millisecond):
+		case <-ctx.Done():
+			s.log.Warn("stopping with work in flight", "effects", s.effects.Load(), "messages", s.pending())
+			break wait
+		}
 	}
 	_ = s.as.Root.StopFuture(s.registry).Wait()
 	s.as.Shutdown()
+}
+
+// pending counts messages routed to entity actors and not yet handled.
+func (s *System) pending() int64 {
+	s.reg.mu.Lock()
+	defer s.reg.mu.Unlock()
+	var n int64
+	for _, e := range s.reg.entries {
+		if !e.restart.parked { // a parked actor's mailbox is never handled
+			n += e.inbox.Load()
+		}
+	}
+	return n
 }
 
 // Metrics returns the system's metrics.
@@ -190,6 +217,12 @@ func (s *System) ask(ctx context.Context, k kind, id string, build func(reply ch
 	if s.stopping.Load() {
 		return nil, ErrUnavailable
 	}
+	s.reg.mu.Lock()
+	e := s.reg.entries[key{k, id}]
+	s.reg.mu.Unlock()
+	if e != nil && e.inbox.Load() >= MaxInbox {
+		return nil, fmt.Errorf("%w: %s %s has %d messages waiting", ErrOverloaded, k, id, e.inbox.Load())
+	}
 	reply := make(chan any, 1)
 	s.route(k, id, build(reply))
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.AskTimeout)
@@ -210,16 +243,31 @@ func (s *System) askPool(name string, build func(reply chan<- any) any) error {
 	return err
 }
 
-// route sends msg to the entity, activating it if needed.
+// route sends msg to the entity. A live actor gets it directly; anything
+// else (absent, parked) goes through the registry, which alone activates
+// actors, so two activations of one entity can never race.
 func (s *System) route(k kind, id string, msg any) {
-	s.as.Root.Send(s.registry, routed{key: key{k, id}, msg: msg})
+	kk := key{k, id}
+	s.reg.mu.Lock()
+	e := s.reg.entries[kk]
+	direct := e != nil && e.pid != nil && !e.restart.parked
+	if direct {
+		e.inbox.Add(1)
+	}
+	s.reg.mu.Unlock()
+	if direct {
+		s.cfg.Metrics.MailboxDepth.Inc()
+		s.as.Root.Send(e.pid, msg)
+		return
+	}
+	s.as.Root.Send(s.registry, routed{key: kk, msg: msg})
 }
 
 // goEffect runs one effect outside every mailbox, bounded by EffectTimeout.
 func (s *System) goEffect(f func(ctx context.Context)) {
 	s.effects.Add(1)
 	go func() {
-		defer s.effects.Done()
+		defer s.effects.Add(-1)
 		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.EffectTimeout)
 		defer cancel()
 		f(ctx)

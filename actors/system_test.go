@@ -75,7 +75,7 @@ func (h *harness) start() {
 	require.NoError(h.t, err)
 	sys, err := Start(Config{Store: store, Clock: h.clock, Machine: marquee.Machine{Config: marquee.DefaultConfig()},
 		Pools: map[string]int{"default": 1}, Dispatcher: h.disp, Bootstrapper: okBootstrap{}, ControlPlane: noChats{},
-		AskTimeout: 2 * time.Second, RestartLimit: 3, RestartWindow: time.Minute,
+		AskTimeout: time.Second, RestartLimit: 3, RestartWindow: time.Minute,
 		Fault: func(p, id string) {
 			if f := h.fault.Load(); f != nil {
 				(*f)(p, id)

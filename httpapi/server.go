@@ -235,6 +235,9 @@ func (s *Server) writeErr(w http.ResponseWriter, err error) {
 		writeError(w, http.StatusConflict, "conflict", err.Error())
 	case errors.Is(err, marquee.ErrInvalid):
 		writeError(w, http.StatusBadRequest, "invalid_request", err.Error())
+	case errors.Is(err, actors.ErrOverloaded):
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, "overloaded", err.Error())
 	case errors.Is(err, actors.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
 		unavailable(w, err.Error())
 	default:

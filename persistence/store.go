@@ -37,6 +37,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"warden/actors/admission"
@@ -50,6 +51,11 @@ const codecV1 byte = 1
 // stale-callback story over a day of retries, small enough that a noisy
 // workflow cannot grow a row without bound.
 const HistoryLimit = 200
+
+// CacheSize is Pebble's block cache: snapshots of active marquees, recent
+// history and the filters stay in memory; 64 MiB is small for a 24 GiB host
+// and large for the working set of thousands of active marquees.
+const CacheSize = 64 << 20
 
 // ErrNotFound is returned for a key that holds nothing.
 var ErrNotFound = errors.New("not found")
@@ -91,7 +97,20 @@ func (quietLogger) Fatalf(f string, args ...any) { panic(fmt.Sprintf(f, args...)
 
 // Open opens (or creates) the store in dir.
 func Open(dir string, o Options) (*Store, error) {
-	po := &pebble.Options{Logger: quietLogger{}}
+	po := &pebble.Options{
+		Logger: quietLogger{},
+		// Every callback with a Webhook-Id looks its delivery up, and almost
+		// every lookup misses: bloom filters answer a miss from memory
+		// instead of reading a block of every level.
+		CacheSize: CacheSize,
+		// A history entry is deleted HistoryLimit transitions after it is
+		// written; a memtable this size usually holds both, so neither ever
+		// reaches an sstable or a compaction.
+		MemTableSize: 64 << 20,
+	}
+	for i := range po.Levels {
+		po.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
+	}
 	if o.FS != nil {
 		po.FS = o.FS
 	}

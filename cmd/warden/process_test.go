@@ -48,7 +48,25 @@ type proc struct {
 	t   *testing.T
 	cmd *exec.Cmd
 	url string
-	log *bytes.Buffer
+	log *syncBuffer
+}
+
+// syncBuffer collects a child's output while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 func freePort(t *testing.T) string {
@@ -63,10 +81,10 @@ func startProc(t *testing.T, dataDir, addr string, extra ...string) *proc {
 	args := append([]string{"serve", "--listen", addr, "--data", dataDir}, extra...)
 	cmd := exec.Command(wardenBinary(t), args...)
 	cmd.Env = append(os.Environ(), "WARDEN_CALLBACK_TOKEN=cb-secret", "WARDEN_OPERATOR_TOKEN=op-secret", "WARDEN_GITHUB_TOKEN=gh-secret")
-	var log bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &log, &log
+	log := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = log, log
 	require.NoError(t, cmd.Start())
-	p := &proc{t: t, cmd: cmd, url: "http://" + addr, log: &log}
+	p := &proc{t: t, cmd: cmd, url: "http://" + addr, log: log}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	require.Eventually(t, func() bool {
 		resp, err := http.Get(p.url + "/readyz")
@@ -75,7 +93,7 @@ func startProc(t *testing.T, dataDir, addr string, extra ...string) *proc {
 		}
 		resp.Body.Close()
 		return resp.StatusCode == 200
-	}, 20*time.Second, 20*time.Millisecond, "warden did not become ready: %s", log.String())
+	}, 20*time.Second, 20*time.Millisecond, "warden did not become ready")
 	return p
 }
 
@@ -121,9 +139,12 @@ func TestProcessRestartKeepsPoolsAndMarquees(t *testing.T) {
 		st, v := p.do("POST", "/v1/marquees", "op-secret", map[string]any{"id": id, "kind": "tutorial"})
 		require.Equal(t, 201, st, "%v", v)
 	}
+	// Wait until the dispatch's outcome is recorded: a kill before that
+	// leaves it unknown, and recovery would supersede it (a new generation).
 	require.Eventually(t, func() bool {
 		_, v := p.do("GET", "/v1/marquees/m-1", "op-secret", nil)
-		return v["generation"] == 1.0
+		a, _ := v["attempt"].(map[string]any)
+		return v["generation"] == 1.0 && a != nil && a["dispatch"] == "sent"
 	}, 5*time.Second, 10*time.Millisecond)
 	st, v := p.do("POST", "/v1/webhooks/terraform", "cb-secret", map[string]any{"marquee_id": "m-1", "verb": "step", "generation": 1, "step": "ssh_configuring"})
 	require.Equal(t, 200, st)
