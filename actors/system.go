@@ -85,7 +85,7 @@ type System struct {
 	stopping atomic.Bool
 	// effects counts driver calls in flight (outside every mailbox).
 	effects atomic.Int64
-	log      *slog.Logger
+	log     *slog.Logger
 }
 
 // Start builds the actor system, recovers every pool (A7) and wakes every

@@ -119,12 +119,13 @@ func TestStepDoesNotMutateItsInput(t *testing.T) {
 // TestQueueIsBounded: a limit on everything (MaxQueue).
 func TestQueueIsBounded(t *testing.T) {
 	p := New("default", 0)
-	for i := 0; i < MaxQueue; i++ {
-		var err error
-		p, _, err = Step(p, Ask{Job: fmt.Sprintf("j%d", i)}, epoch)
-		require.NoError(t, err)
+	for i := 0; i < MaxQueue-1; i++ {
+		p.Queued = append(p.Queued, Job{ID: fmt.Sprintf("j%d", i), Sequence: uint64(i + 1), Status: Queued})
 	}
-	_, _, err := Step(p, Ask{Job: "one-more"}, epoch)
+	p.NextSequence = MaxQueue
+	p, _, err := Step(p, Ask{Job: "last-place"}, epoch)
+	require.NoError(t, err)
+	_, _, err = Step(p, Ask{Job: "one-more"}, epoch)
 	require.ErrorIs(t, err, ErrQueueFull)
 }
 
