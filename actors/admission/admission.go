@@ -15,6 +15,8 @@ import (
 	"fmt"
 	"sort"
 	"time"
+
+	"warden/actors/ident"
 )
 
 // Status of a job in a pool.
@@ -254,21 +256,5 @@ func (j Job) Validate() error {
 	return nil
 }
 
-// ValidJobID accepts the marquee and environment id alphabet:
-// [a-z0-9][a-z0-9-]{0,62}. Ids become workflow inputs and shell arguments, so
-// nothing else is allowed in.
-func ValidJobID(id string) bool {
-	if len(id) == 0 || len(id) > 63 {
-		return false
-	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
-		case c == '-' && i > 0:
-		default:
-			return false
-		}
-	}
-	return true
-}
+// ValidJobID accepts the marquee and environment id alphabet.
+func ValidJobID(id string) bool { return ident.Valid(id) }

@@ -14,6 +14,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"warden/actors/ident"
 )
 
 // Kind of marquee (M4, M5).
@@ -297,21 +299,7 @@ func conflictf(format string, args ...any) error {
 }
 
 // ValidID accepts [a-z0-9][a-z0-9-]{0,62}.
-func ValidID(id string) bool {
-	if len(id) == 0 || len(id) > 63 {
-		return false
-	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
-		case c == '-' && i > 0:
-		default:
-			return false
-		}
-	}
-	return true
-}
+func ValidID(id string) bool { return ident.Valid(id) }
 
 // Validate checks a decoded snapshot before it is used (A9): a record that
 // fails is reported, never acted on.
