@@ -34,6 +34,9 @@ type (
 	effectDone struct{ ev marquee.Event }
 	// wake: a deadline may be due.
 	wake struct{}
+	// idleCheck: the idle timer fired. Sent straight to the actor, not
+	// counted in its inbox, so it never holds off its own passivation.
+	idleCheck struct{}
 )
 
 // CallbackAnswer is the exact answer to a webhook; a repeated delivery gets
@@ -50,20 +53,29 @@ type marqueeActor struct {
 	rec     persistence.MarqueeRecord
 	exists  bool
 	waiting []chan<- any // operator answers held until the admission is durable (A10)
-	stop    func() bool  // the armed deadline timer
+	// lastMessage is when the actor last handled a routed message; the idle
+	// timer passivates it IdleAfter later.
+	lastMessage time.Time
+	idleStop    func() bool
 }
 
 func (a *marqueeActor) Receive(ctx actor.Context) {
 	switch ctx.Message().(type) {
 	case *actor.Started:
+		a.lastMessage = a.sys.cfg.Clock.Now()
+		a.armIdle(a.sys.cfg.IdleAfter, ctx.Self())
 		a.load()
 		return
+	case idleCheck:
+		a.idle(ctx)
+		return
 	case *actor.Restarting:
-		a.disarm()
 		a.failWaiting(fmt.Errorf("%w: marquee %s restarted", ErrUnavailable, a.id))
 		return
 	case *actor.Stopping:
-		a.disarm()
+		if a.idleStop != nil {
+			a.idleStop()
+		}
 		return
 	case actor.SystemMessage, actor.AutoReceiveMessage:
 		return
@@ -74,6 +86,7 @@ func (a *marqueeActor) Receive(ctx actor.Context) {
 		a.entry.inbox.Add(-1)
 		a.sys.cfg.Metrics.MailboxDepth.Dec()
 	}()
+	a.lastMessage = a.sys.cfg.Clock.Now()
 	switch m := ctx.Message().(type) {
 	case cmdCreate:
 		a.create(m)
@@ -88,6 +101,35 @@ func (a *marqueeActor) Receive(ctx actor.Context) {
 	case marquee.Event: // reconcile, admission decisions routed by pools
 		a.applyLogged(m)
 	}
+}
+
+// armIdle sets the idle timer. One timer per actor at a time: a busy actor
+// re-arms only when the timer fires, not on every message.
+func (a *marqueeActor) armIdle(d time.Duration, self *actor.PID) {
+	if a.sys.cfg.IdleAfter < 0 {
+		return
+	}
+	as := a.sys.as
+	a.idleStop = a.sys.cfg.Clock.AfterFunc(d, func() { as.Root.Send(self, idleCheck{}) })
+}
+
+// idle passivates the actor if it has been idle for IdleAfter and holds
+// nothing in flight: effects whose results must come back to this instance
+// and callers waiting for an answer keep it alive.
+func (a *marqueeActor) idle(ctx actor.Context) {
+	idleFor := a.sys.cfg.Clock.Now().Sub(a.lastMessage)
+	if idleFor < a.sys.cfg.IdleAfter {
+		a.armIdle(a.sys.cfg.IdleAfter-idleFor, ctx.Self())
+		return
+	}
+	if len(a.waiting) > 0 || (a.exists && marquee.NeedsReconcile(a.rec.State)) {
+		a.armIdle(a.sys.cfg.IdleAfter, ctx.Self())
+		return
+	}
+	ctx.Send(a.sys.registry, passivate{key: key{kindMarquee, a.id}, pid: ctx.Self()})
+	// If the registry declines (a message raced in), that message re-arms
+	// nothing; arm again so the actor is checked later.
+	a.armIdle(a.sys.cfg.IdleAfter, ctx.Self())
 }
 
 // load reads the snapshot; after a crash or restart it reconciles whatever
@@ -302,27 +344,13 @@ func (a *marqueeActor) fault(point string) {
 	}
 }
 
-func (a *marqueeActor) disarm() {
-	if a.stop != nil {
-		a.stop()
-		a.stop = nil
-	}
-}
-
-// arm sets one in-memory timer for the earliest deadline; the wake index
-// covers the same deadline across a restart.
+// arm sets the entity's wake timer to its earliest deadline.
 func (a *marqueeActor) arm() {
-	a.disarm()
-	ds := a.sys.cfg.Machine.Deadlines(a.rec.State)
-	if len(ds) == 0 {
-		return
+	at := time.Time{}
+	if ds := a.sys.cfg.Machine.Deadlines(a.rec.State); len(ds) > 0 {
+		at = ds[0].At
 	}
-	d := ds[0].At.Sub(a.sys.cfg.Clock.Now())
-	if d < 0 {
-		d = 0
-	}
-	id := a.id
-	a.stop = a.sys.cfg.Clock.AfterFunc(d, func() { a.sys.route(kindMarquee, id, wake{}) })
+	a.sys.armWake(key{kindMarquee, a.id}, at)
 }
 
 func (a *marqueeActor) fireDue() {

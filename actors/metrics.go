@@ -16,6 +16,7 @@ type Metrics struct {
 	MailboxDepth prometheus.Gauge
 	Actors       *prometheus.CounterVec
 	Restarts     *prometheus.CounterVec
+	Passivations *prometheus.CounterVec
 	Malformed    *prometheus.CounterVec
 }
 
@@ -36,10 +37,12 @@ func NewMetrics() *Metrics {
 			Help: "Entity actors activated, by kind."}, []string{"kind"}),
 		Restarts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "warden_actor_restarts_total",
 			Help: "Entity actor failures handled by the supervisor, by kind."}, []string{"kind"}),
+		Passivations: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "warden_actor_passivations_total",
+			Help: "Idle entity actors stopped to release memory, by kind."}, []string{"kind"}),
 		Malformed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "warden_malformed_records_total",
 			Help: "Stored records that failed to decode or validate, by family."}, []string{"family"}),
 	}
-	m.Registry.MustRegister(m.Callbacks, m.Decision, m.Persist, m.MailboxDepth, m.Actors, m.Restarts, m.Malformed,
+	m.Registry.MustRegister(m.Callbacks, m.Decision, m.Persist, m.MailboxDepth, m.Actors, m.Restarts, m.Passivations, m.Malformed,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

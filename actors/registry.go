@@ -33,10 +33,14 @@ type routed struct {
 
 // entry is the registry's record of one live entity actor.
 type entry struct {
-	key     key
-	pid     *actor.PID
-	inbox   atomic.Int64 // messages routed and not yet handled
-	restart struct {
+	key   key
+	pid   *actor.PID
+	inbox atomic.Int64 // messages routed and not yet handled
+	// passivating: the registry is stopping this actor for idleness; new
+	// messages wait in buffer and reactivate the entity once it is gone.
+	passivating bool
+	buffer      []any
+	restart     struct {
 		times    []time.Time
 		total    int
 		lastErr  string
@@ -60,36 +64,78 @@ func (r *registry) Receive(ctx actor.Context) {
 	st := r.sys.reg
 	switch m := ctx.Message().(type) {
 	case routed:
+		r.deliver(ctx, m.key, m.msg)
+	case passivate:
+		// The actor found itself idle. It goes only if nothing was routed
+		// to it since: the inbox count is the handshake with route(), which
+		// counts under the same lock before sending directly.
 		st.mu.Lock()
 		e := st.entries[m.key]
+		ok := e != nil && e.pid.Equal(m.pid) && !e.passivating && e.inbox.Load() == 0
+		if ok {
+			e.passivating = true
+		}
 		st.mu.Unlock()
-		if e == nil {
-			if m.key.kind == kindMarquee && !r.sys.marqueeMayExist(m.key.id, m.msg) {
-				answerNotFound(m.msg, m.key.id)
-				return
-			}
-			e = r.spawn(ctx, m.key)
+		if ok {
+			r.sys.cfg.Metrics.Passivations.WithLabelValues(string(m.key.kind)).Inc()
+			ctx.Stop(m.pid)
 		}
-		if e.restart.parked {
-			answerErr(m.msg, fmt.Errorf("%w: %s %s is parked after repeated failures", ErrUnavailable, m.key.kind, m.key.id))
-			return
-		}
-		e.inbox.Add(1)
-		r.sys.cfg.Metrics.MailboxDepth.Inc()
-		ctx.Send(e.pid, m.msg)
 	case *actor.Terminated:
 		st.mu.Lock()
-		if e := st.byPID[m.Who.Id]; e != nil {
+		e := st.byPID[m.Who.Id]
+		var buffered []any
+		if e != nil {
 			delete(st.byPID, m.Who.Id)
 			if !e.restart.parked {
 				delete(st.entries, e.key)
 			}
+			buffered, e.buffer = e.buffer, nil
 			r.sys.cfg.Metrics.MailboxDepth.Sub(float64(e.inbox.Load()))
 		}
 		st.mu.Unlock()
+		// Messages that raced the passivation reactivate the entity at
+		// once, in the order they came, before anything routed later.
+		for _, msg := range buffered {
+			r.deliver(ctx, e.key, msg)
+		}
 	case listActors:
 		m.reply <- r.sys.reg.snapshot()
 	}
+}
+
+// deliver sends msg to the entity's actor, activating it if needed.
+func (r *registry) deliver(ctx actor.Context, k key, msg any) {
+	st := r.sys.reg
+	st.mu.Lock()
+	e := st.entries[k]
+	st.mu.Unlock()
+	if e == nil {
+		if k.kind == kindMarquee && !r.sys.marqueeMayExist(k.id, msg) {
+			answerNotFound(msg, k.id)
+			return
+		}
+		e = r.spawn(ctx, k)
+	}
+	if e.restart.parked {
+		answerErr(msg, fmt.Errorf("%w: %s %s is parked after repeated failures", ErrUnavailable, k.kind, k.id))
+		return
+	}
+	st.mu.Lock()
+	if e.passivating {
+		const maxBuffered = MaxInbox
+		if len(e.buffer) >= maxBuffered {
+			st.mu.Unlock()
+			answerErr(msg, fmt.Errorf("%w: %s %s is reactivating", ErrOverloaded, k.kind, k.id))
+			return
+		}
+		e.buffer = append(e.buffer, msg)
+		st.mu.Unlock()
+		return
+	}
+	e.inbox.Add(1)
+	st.mu.Unlock()
+	r.sys.cfg.Metrics.MailboxDepth.Inc()
+	ctx.Send(e.pid, msg)
 }
 
 func (r *registry) spawn(ctx actor.Context, k key) *entry {
@@ -141,6 +187,12 @@ type ActorInfo struct {
 }
 
 type listActors struct{ reply chan<- []ActorInfo }
+
+// passivate is an idle actor asking the registry to stop it.
+type passivate struct {
+	key key
+	pid *actor.PID
+}
 
 func (st *registryState) snapshot() []ActorInfo {
 	st.mu.Lock()

@@ -61,6 +61,11 @@ type Config struct {
 	// restarting it again.
 	RestartLimit  int
 	RestartWindow time.Duration
+	// IdleAfter passivates an entity actor that has had no message for this
+	// long: it is stopped and its memory released; the next message or due
+	// timer reactivates it from its snapshot. Zero means 10 minutes;
+	// negative means never.
+	IdleAfter time.Duration
 	// Fault, if set, is called at named points of every marquee transition
 	// (FaultBeforePersist, FaultAfterPersist, FaultAfterEffects). Tests and
 	// the simulator panic there to prove that a crash at each step is
@@ -85,6 +90,7 @@ type System struct {
 	stopping atomic.Bool
 	// effects counts driver calls in flight (outside every mailbox).
 	effects atomic.Int64
+	timers  wakeTimers
 	log     *slog.Logger
 }
 
@@ -105,6 +111,9 @@ func Start(cfg Config) (*System, error) {
 	}
 	if cfg.AskTimeout == 0 {
 		cfg.AskTimeout = 10 * time.Second
+	}
+	if cfg.IdleAfter == 0 {
+		cfg.IdleAfter = 10 * time.Minute
 	}
 	if cfg.RestartLimit == 0 {
 		cfg.RestartLimit = 5
@@ -147,14 +156,10 @@ func (s *System) recover() error {
 	if err != nil {
 		return fmt.Errorf("read wake index: %w", err)
 	}
-	now := s.cfg.Clock.Now()
+	// Only entities with work due are woken now; the others get a timer and
+	// stay on disk until it fires.
 	for _, w := range wakes {
-		id := w.MarqueeID
-		if !w.At.After(now) {
-			s.route(kindMarquee, id, wake{})
-			continue
-		}
-		s.cfg.Clock.AfterFunc(w.At.Sub(now), func() { s.route(kindMarquee, id, wake{}) })
+		s.armWake(key{kindMarquee, w.MarqueeID}, w.At)
 	}
 	s.log.Info("recovered", "pools", len(names), "wakes", len(wakes))
 	return nil
@@ -180,6 +185,7 @@ wait:
 			break wait
 		}
 	}
+	s.stopWakes()
 	_ = s.as.Root.StopFuture(s.registry).Wait()
 	s.as.Shutdown()
 }
@@ -250,7 +256,7 @@ func (s *System) route(k kind, id string, msg any) {
 	kk := key{k, id}
 	s.reg.mu.Lock()
 	e := s.reg.entries[kk]
-	direct := e != nil && e.pid != nil && !e.restart.parked
+	direct := e != nil && e.pid != nil && !e.restart.parked && !e.passivating
 	if direct {
 		e.inbox.Add(1)
 	}

@@ -2,7 +2,10 @@ package actors
 
 import (
 	"context"
+
 	"fmt"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -54,17 +57,21 @@ func (noChats) TeardownPlaygrounds(context.Context, string, uint64) error { retu
 var start = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 type harness struct {
-	t     *testing.T
-	dir   string
-	clock *clock.Manual
-	disp  *recordingDispatcher
-	store *persistence.Store
-	sys   *System
-	fault atomic.Pointer[func(point, id string)]
+	t         *testing.T
+	dir       string
+	clock     *clock.Manual
+	disp      *recordingDispatcher
+	store     *persistence.Store
+	sys       *System
+	fault     atomic.Pointer[func(point, id string)]
+	idleAfter time.Duration
 }
 
-func newHarness(t *testing.T) *harness {
-	h := &harness{t: t, dir: t.TempDir(), clock: clock.NewManual(start), disp: &recordingDispatcher{}}
+func newHarness(t *testing.T, opts ...func(*harness)) *harness {
+	h := &harness{t: t, dir: t.TempDir(), clock: clock.NewManual(start), disp: &recordingDispatcher{}, idleAfter: -1}
+	for _, o := range opts {
+		o(h)
+	}
 	h.start()
 	t.Cleanup(h.stop)
 	return h
@@ -75,7 +82,7 @@ func (h *harness) start() {
 	require.NoError(h.t, err)
 	sys, err := Start(Config{Store: store, Clock: h.clock, Machine: marquee.Machine{Config: marquee.DefaultConfig()},
 		Pools: map[string]int{"default": 1}, Dispatcher: h.disp, Bootstrapper: okBootstrap{}, ControlPlane: noChats{},
-		AskTimeout: time.Second, RestartLimit: 3, RestartWindow: time.Minute,
+		AskTimeout: time.Second, RestartLimit: 3, RestartWindow: time.Minute, IdleAfter: h.idleAfter,
 		Fault: func(p, id string) {
 			if f := h.fault.Load(); f != nil {
 				(*f)(p, id)
@@ -275,4 +282,87 @@ func TestConcurrentAdmissionsNeverExceedLimit(t *testing.T) {
 	for i := 1; i < len(v.Queued); i++ {
 		require.Less(t, v.Queued[i-1].Sequence, v.Queued[i].Sequence)
 	}
+}
+
+func live(h *harness, id string) bool {
+	for _, a := range h.sys.Actors() {
+		if a.ID == id {
+			return true
+		}
+	}
+	return false
+}
+
+// TestPassivationReleasesAndReactivates: an idle actor is stopped; the next
+// message reactivates it from its snapshot, and a due deadline of a
+// passivated entity still fires (the System owns the timers).
+func TestPassivationReleasesAndReactivates(t *testing.T) {
+	h := newHarness(t, func(h *harness) { h.idleAfter = time.Minute })
+	ctx := context.Background()
+	_, err := h.sys.Create(ctx, marquee.Create{ID: "m-1", Kind: marquee.Tutorial})
+	require.NoError(t, err)
+	h.eventually("dispatch recorded", func() bool { return h.state("m-1").Attempt.Dispatch == marquee.DispatchSent })
+	require.True(t, live(h, "m-1"))
+
+	h.clock.Advance(61 * time.Second)
+	h.eventually("passivated", func() bool { return !live(h, "m-1") })
+
+	// A message reactivates it; its state is the snapshot's.
+	ans, err := h.sys.Callback(ctx, "m-1", "d-1", marquee.Callback{Verb: marquee.VerbStep, Generation: 1, Step: marquee.SSHConfiguring})
+	require.NoError(t, err)
+	require.Contains(t, string(ans.Body), `"result":"applied"`)
+	require.True(t, live(h, "m-1"))
+
+	// Passivated again, a due deadline (the stuck retry, M21) reactivates it.
+	h.clock.Advance(61 * time.Second)
+	h.eventually("passivated again", func() bool { return !live(h, "m-1") })
+	h.clock.Advance(4 * time.Minute)
+	h.eventually("retried by a timer while passivated", func() bool { return len(h.disp.gens("m-1")) == 2 })
+}
+
+// TestMessagesRacingPassivationAreNeverLost sends callbacks while the clock
+// keeps pushing the actor into passivation; every callback is answered and
+// recorded.
+func TestMessagesRacingPassivationAreNeverLost(t *testing.T) {
+	h := newHarness(t, func(h *harness) { h.idleAfter = time.Second })
+	ctx := context.Background()
+	_, err := h.sys.Create(ctx, marquee.Create{ID: "m-1", Kind: marquee.Tutorial})
+	require.NoError(t, err)
+	h.eventually("dispatch recorded", func() bool { return h.state("m-1").Attempt.Dispatch == marquee.DispatchSent })
+	stop := make(chan struct{})
+	var ticks sync.WaitGroup
+	ticks.Add(1)
+	go func() {
+		defer ticks.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				h.clock.Advance(700 * time.Millisecond)
+				time.Sleep(50 * time.Microsecond)
+			}
+		}
+	}()
+	const n = 300
+	for i := 0; i < n; i++ {
+		ans, err := h.sys.Callback(ctx, "m-1", fmt.Sprintf("race-%d", i), marquee.Callback{Verb: marquee.VerbRebooted, Generation: 0})
+		require.NoError(t, err, "callback %d", i)
+		require.Equal(t, 200, ans.Status)
+	}
+	close(stop)
+	ticks.Wait()
+	for i := 0; i < n; i++ {
+		_, err := h.store.Dedup(fmt.Sprintf("race-%d", i))
+		require.NoError(t, err, "callback %d was recorded with its delivery", i)
+	}
+	passivations := testutilCounter(h.sys.cfg.Metrics.Passivations.WithLabelValues("marquee"))
+	t.Logf("passivations during the race: %v", passivations)
+	require.Greater(t, passivations, 0.0, "the race really raced")
+}
+
+func testutilCounter(c prometheus.Counter) float64 {
+	var m dto.Metric
+	_ = c.Write(&m)
+	return m.GetCounter().GetValue()
 }

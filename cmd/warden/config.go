@@ -44,6 +44,7 @@ type config struct {
 	DedupRetention    time.Duration
 	RestartLimit      int
 	RestartWindow     time.Duration
+	IdleAfter         time.Duration
 	benchNoop         bool
 }
 
@@ -142,6 +143,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.DurationVar(&c.DedupRetention, "dedup-retention", 72*time.Hour, "how long Webhook-Id deliveries are remembered (at least 72h)")
 	fs.IntVar(&c.RestartLimit, "restart-limit", 5, "actor failures within --restart-window before it is parked")
 	fs.DurationVar(&c.RestartWindow, "restart-window", time.Minute, "window of --restart-limit")
+	fs.DurationVar(&c.IdleAfter, "idle-after", 10*time.Minute, "passivate an entity actor after this long without a message (negative: never)")
 	fs.BoolVar(&c.benchNoop, "bench-noop", false, "serve POST /v1/webhooks/noop (benchmark baseline)")
 	callbackFile := fs.String("callback-token-file", "", "file holding the callback token (else WARDEN_CALLBACK_TOKEN)")
 	operatorFile := fs.String("operator-token-file", "", "file holding the operator token (else WARDEN_OPERATOR_TOKEN)")

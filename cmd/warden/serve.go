@@ -81,6 +81,7 @@ func serve(args []string, getenv func(string) string, stderr io.Writer) error {
 		Logger:        log,
 		RestartLimit:  c.RestartLimit,
 		RestartWindow: c.RestartWindow,
+		IdleAfter:     c.IdleAfter,
 	})
 	if err != nil {
 		_ = srv.Close()
@@ -92,7 +93,7 @@ func serve(args []string, getenv func(string) string, stderr io.Writer) error {
 	log.Info("ready", "data", c.Data, "dispatch", c.Dispatch, "bootstrap", c.Bootstrap, "pools", poolFlag(c.Pools).String())
 
 	pruneStop := make(chan struct{})
-	go pruneDedup(store, c.DedupRetention, log, pruneStop)
+	go pruneDedup(store, clock.Real{}, c.DedupRetention, log, pruneStop)
 
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
@@ -138,7 +139,7 @@ func bootstrapper(c config) driver.Bootstrapper {
 }
 
 // pruneDedup forgets deliveries older than the retention, hourly.
-func pruneDedup(store *persistence.Store, retention time.Duration, log *slog.Logger, stop <-chan struct{}) {
+func pruneDedup(store *persistence.Store, clk clock.Clock, retention time.Duration, log *slog.Logger, stop <-chan struct{}) {
 	t := time.NewTicker(time.Hour)
 	defer t.Stop()
 	for {
@@ -146,7 +147,7 @@ func pruneDedup(store *persistence.Store, retention time.Duration, log *slog.Log
 		case <-stop:
 			return
 		case <-t.C:
-			n, err := store.PruneDedup(time.Now().Add(-retention))
+			n, err := store.PruneDedup(clk.Now().Add(-retention))
 			if err != nil {
 				log.Warn("dedup prune failed", "err", err)
 			} else if n > 0 {
