@@ -11,7 +11,7 @@ WARDEN_CALLBACK_TOKEN ?= dev-callback-token
 WARDEN_OPERATOR_TOKEN ?= dev-operator-token
 export WARDEN_CALLBACK_TOKEN WARDEN_OPERATOR_TOKEN
 
-.PHONY: build test lint run bench fuzz clean
+.PHONY: build test lint run bench crash fuzz clean
 
 build:
 	$(GO) build -o bin/warden ./cmd/warden
@@ -32,6 +32,11 @@ run: build
 
 bench:
 	$(GO) run ./cmd/warden-bench -out BENCHMARKS.md
+
+# The crash test for as long as asked: make crash CRASH_DURATION=30m
+CRASH_DURATION ?= 10m
+crash:
+	$(GO) run ./cmd/warden-crash -duration $(CRASH_DURATION)
 
 fuzz:
 	$(GO) test ./httpapi -run '^$$' -fuzz FuzzDecodeCallback -fuzztime 60s

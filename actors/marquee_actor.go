@@ -285,6 +285,13 @@ func (a *marqueeActor) apply(ev marquee.Event, dedup *dedupSpec) (marquee.Output
 		return out, nil
 	}
 	var d *persistence.DedupRecord
+	if dedup != nil && dedup.deliveryID != "" {
+		for i := range out.History {
+			if out.History[i].Source == marquee.SourceCallback {
+				out.History[i].DeliveryID = dedup.deliveryID
+			}
+		}
+	}
 	if dedup != nil {
 		body := dedup.body(next, out)
 		if dedup.deliveryID != "" {

@@ -171,6 +171,9 @@ type Entry struct {
 	ReceivedGeneration uint64    `json:"received_generation,omitempty"`
 	Result             Result    `json:"result"`
 	Detail             string    `json:"detail,omitempty"`
+	// DeliveryID is the callback's Webhook-Id, set by the shell, so that
+	// every acknowledged delivery can be found again (I5).
+	DeliveryID string `json:"delivery_id,omitempty"`
 }
 
 // Output is what one step produced besides the new state.

@@ -172,6 +172,11 @@ func (m Machine) callback(s *State, c Callback, now time.Time) Output {
 	if s.Attempt != nil && s.Attempt.Dispatch != DispatchWaiting {
 		// M21: an accepted callback of the current attempt is a sign of life.
 		s.Attempt.LastCallbackAt = now
+		if c.Generation > 0 && s.Attempt.Dispatch == DispatchPending {
+			// The run called back under its own generation: the dispatch is
+			// observed, whatever its driver's answer turns out to be.
+			s.Attempt.Dispatch = DispatchSent
+		}
 	}
 	switch c.Verb {
 	case VerbStep: // M12
@@ -430,6 +435,9 @@ func (m Machine) destroy(s *State, d Destroy, now time.Time) Output {
 	effects := m.settle(s) // M7: destroy never waits for a slot and releases one it holds
 	s.NullPendingUntil = time.Time{}
 	s.Lifecycle = Destroying
+	// I1 (decided): the destroy takes a new generation, so the host reported
+	// by the old one stops serving now, not when "destroyed" lands.
+	s.Serving = Disabled
 	s.ReapOnDestroyed = d.Reap
 	effects = append(effects, m.dispatch(s, ActionDestroy, now))
 	entry.Generation, entry.Detail = s.Generation, "destroy dispatched (M7)"
@@ -485,9 +493,14 @@ func (m Machine) admissionDecided(s *State, d AdmissionDecided, now time.Time) O
 
 func (m Machine) dispatchFinished(s *State, d DispatchFinished, now time.Time) Output {
 	entry := Entry{At: now, Source: SourceDispatch, Verb: "dispatch", Generation: s.Generation, ReceivedGeneration: d.Generation}
-	if s.Attempt == nil || s.Attempt.Generation != d.Generation || s.Attempt.Dispatch != DispatchPending {
+	if s.Attempt == nil || s.Attempt.Generation != d.Generation || (s.Attempt.Dispatch != DispatchPending && s.Attempt.Dispatch != DispatchSent) {
 		entry.Result, entry.Detail = Stale, fmt.Sprintf("dispatch result for generation %d arrived after the attempt moved on", d.Generation)
 		return Output{Result: Stale, History: []Entry{entry}}
+	}
+	if s.Attempt.Dispatch == DispatchSent {
+		// Already observed through the run's own callbacks.
+		entry.Result, entry.Detail = Ignored, fmt.Sprintf("dispatch %s; the run had already called back", d.Outcome)
+		return Output{Result: Ignored, History: []Entry{entry}}
 	}
 	switch d.Outcome {
 	case DispatchOK:
@@ -702,9 +715,10 @@ func (m Machine) nullExpired(s *State, now time.Time) Output {
 
 // reconcile settles what a crash may have left in flight. The snapshot
 // records intent before every effect, so each open intent is resumed:
-//   - a dispatch whose outcome is unknown is superseded by a new generation,
-//     never assumed sent or unsent: if the old run exists its callbacks are
-//     now stale (M10), and the new run is the only one that counts;
+//   - a dispatch whose outcome is unknown is observed or superseded, never
+//     assumed: if its run has called back (or the marquee settled) it was
+//     sent; otherwise a new generation supersedes it, so if the old run
+//     exists after all its callbacks are stale (M10);
 //   - a running bootstrap is run again for the same generation (the probe
 //     is an observation, safe to repeat);
 //   - a control-plane question is asked again;
@@ -718,8 +732,14 @@ func (m Machine) reconcile(s *State, now time.Time) Output {
 	}
 	if s.Attempt != nil && s.Attempt.Dispatch == DispatchPending {
 		old := s.Attempt.Generation
-		effects = append(effects, m.dispatch(s, s.Attempt.Action, now))
-		details = append(details, fmt.Sprintf("dispatch of generation %d had an unknown outcome; superseded by generation %d", old, s.Generation))
+		if !s.Attempt.LastCallbackAt.IsZero() || s.Connection != nil || s.Lifecycle.Settled() {
+			// Observed: the run called back, so it was sent.
+			s.Attempt.Dispatch = DispatchSent
+			details = append(details, fmt.Sprintf("dispatch of generation %d observed through its callbacks", old))
+		} else {
+			effects = append(effects, m.dispatch(s, s.Attempt.Action, now))
+			details = append(details, fmt.Sprintf("dispatch of generation %d had an unknown outcome; superseded by generation %d", old, s.Generation))
+		}
 	}
 	if s.Bootstrap != nil && s.Bootstrap.Running {
 		effects = append(effects, StartBootstrap{Generation: s.Bootstrap.Generation})
@@ -729,7 +749,7 @@ func (m Machine) reconcile(s *State, now time.Time) Output {
 		effects = append(effects, AskChats{Generation: s.Downgrade.Generation})
 		details = append(details, "control plane asked again")
 	}
-	if len(effects) == 0 {
+	if len(details) == 0 {
 		return Output{Result: Ignored}
 	}
 	detail := ""
