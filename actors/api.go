@@ -23,6 +23,8 @@ func answerErr(msg any, err error) {
 		m.reply <- err
 	case cmdCallback:
 		m.reply <- err
+	case cmdActivate:
+		m.reply <- err
 	case poolGet:
 		m.reply <- err
 	case poolPing:
@@ -119,3 +121,18 @@ func (s *System) Pools(ctx context.Context) ([]PoolView, error) {
 
 // IsUnavailable reports whether err means "try again later".
 func IsUnavailable(err error) bool { return errors.Is(err, ErrUnavailable) }
+
+// Activate makes a marquee's actor live (loading its snapshot and
+// reconciling) without changing anything: a warm-up for operators and the
+// measure of activation latency.
+func (s *System) Activate(ctx context.Context, id string) error {
+	_, err := s.ask(ctx, kindMarquee, id, func(reply chan<- any) any { return cmdActivate{reply: reply} })
+	return err
+}
+
+// Live is the number of live entity actors of every kind.
+func (s *System) Live() int {
+	s.reg.mu.Lock()
+	defer s.reg.mu.Unlock()
+	return len(s.reg.entries)
+}

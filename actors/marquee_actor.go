@@ -30,6 +30,8 @@ type (
 		deliveryID string
 		reply      chan<- any
 	}
+	// cmdActivate asks only that the actor be live (its snapshot loaded).
+	cmdActivate struct{ reply chan<- any }
 	// effectDone carries an effect's result (it holds its generation).
 	effectDone struct{ ev marquee.Event }
 	// wake: a deadline may be due.
@@ -62,6 +64,7 @@ type marqueeActor struct {
 func (a *marqueeActor) Receive(ctx actor.Context) {
 	switch ctx.Message().(type) {
 	case *actor.Started:
+		a.id, a.entry = a.sys.entityOf(ctx.Self(), kindMarquee)
 		a.lastMessage = a.sys.cfg.Clock.Now()
 		a.armIdle(a.sys.cfg.IdleAfter, ctx.Self())
 		a.load()
@@ -94,6 +97,8 @@ func (a *marqueeActor) Receive(ctx actor.Context) {
 		a.operator(m)
 	case cmdCallback:
 		m.reply <- a.callback(m)
+	case cmdActivate:
+		m.reply <- a.exists
 	case effectDone:
 		a.applyLogged(m.ev)
 	case wake:

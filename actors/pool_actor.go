@@ -51,6 +51,7 @@ type poolActor struct {
 func (p *poolActor) Receive(ctx actor.Context) {
 	switch ctx.Message().(type) {
 	case *actor.Started:
+		p.name, p.entry = p.sys.entityOf(ctx.Self(), kindPool)
 		p.load()
 		return
 	case actor.SystemMessage, actor.AutoReceiveMessage, *actor.Restarting, *actor.Stopping:

@@ -3,6 +3,7 @@ package actors
 import (
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -140,20 +141,18 @@ func (r *registry) deliver(ctx actor.Context, k key, msg any) {
 
 func (r *registry) spawn(ctx actor.Context, k key) *entry {
 	e := &entry{key: k}
-	var producer actor.Producer
-	switch k.kind {
-	case kindMarquee:
-		producer = func() actor.Actor { return &marqueeActor{sys: r.sys, id: k.id, entry: e} }
-	case kindPool:
-		producer = func() actor.Actor { return &poolActor{sys: r.sys, name: k.id, entry: e} }
-	default:
-		panic("registry: unknown kind " + string(k.kind))
-	}
-	pid := ctx.Spawn(actor.PropsFromProducer(producer))
-	e.pid = pid
 	st := r.sys.reg
+	// The entry is in the table before the actor starts, so the actor finds
+	// it by its name; route() sends directly only once pid is set.
 	st.mu.Lock()
 	st.entries[k] = e
+	st.mu.Unlock()
+	pid, err := ctx.SpawnNamed(r.sys.props[k.kind], string(k.kind)+"/"+k.id)
+	if err != nil {
+		panic(fmt.Sprintf("registry: spawn %s %s: %v", k.kind, k.id, err)) // names are unique by construction
+	}
+	st.mu.Lock()
+	e.pid = pid
 	if st.byPID == nil {
 		st.byPID = map[string]*entry{}
 	}
@@ -161,6 +160,21 @@ func (r *registry) spawn(ctx actor.Context, k key) *entry {
 	st.mu.Unlock()
 	r.sys.cfg.Metrics.Actors.WithLabelValues(string(k.kind)).Inc()
 	return e
+}
+
+// entityOf finds the registry entry of a spawned entity actor from its
+// name ("registry/<kind>/<id>"). One shared Props per kind keeps a spawn
+// from allocating its own; a restart makes a fresh instance that finds its
+// entry the same way.
+func (s *System) entityOf(self *actor.PID, k kind) (string, *entry) {
+	prefix := s.registry.Id + "/" + string(k) + "/"
+	if !strings.HasPrefix(self.Id, prefix) {
+		panic("registry: unexpected actor name " + self.Id)
+	}
+	id := self.Id[len(prefix):]
+	s.reg.mu.Lock()
+	defer s.reg.mu.Unlock()
+	return id, s.reg.entries[key{k, id}]
 }
 
 // marqueeMayExist keeps the registry from activating actors for ids that

@@ -91,6 +91,7 @@ type System struct {
 	// effects counts driver calls in flight (outside every mailbox).
 	effects atomic.Int64
 	timers  wakeTimers
+	props   map[kind]*actor.Props
 	log     *slog.Logger
 }
 
@@ -124,6 +125,13 @@ func Start(cfg Config) (*System, error) {
 		return slog.New(slog.DiscardHandler) // ours log; the library's would only repeat
 	}))
 	s.reg = &registryState{entries: map[key]*entry{}}
+	// One Props per kind, shared by every spawn; a lock-free mailbox holds
+	// no preallocated ring, which matters at a million marquees.
+	mailbox := actor.WithMailbox(actor.UnboundedLockfree())
+	s.props = map[kind]*actor.Props{
+		kindMarquee: actor.PropsFromProducer(func() actor.Actor { return &marqueeActor{sys: s} }, mailbox),
+		kindPool:    actor.PropsFromProducer(func() actor.Actor { return &poolActor{sys: s} }, mailbox),
+	}
 	props := actor.PropsFromProducer(func() actor.Actor { return &registry{sys: s} },
 		actor.WithSupervisor(&boundedRestart{sys: s}))
 	pid, err := s.as.Root.SpawnNamed(props, "registry")

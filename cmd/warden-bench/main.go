@@ -37,6 +37,8 @@ func main() {
 	out := flag.String("out", "", "write the results to this markdown file (else stdout only)")
 	connsFlag := flag.String("conns", "1,64", "connection counts")
 	pathsFlag := flag.String("paths", "noop,terraform", "webhook paths to load, in order")
+	scale := flag.Bool("scale", false, "measure actors at scale (memory, activation, start-up) instead of the webhook path")
+	sizes := flag.String("sizes", "10000,100000,1000000", "stored marquees for the start-up figure")
 	gen := flag.String("load", "auto", "load generator: wrk (Debian's wrk), go (built in), or auto (wrk if installed)")
 	flag.Parse()
 	if *gen == "auto" {
@@ -46,6 +48,19 @@ func main() {
 		}
 	}
 	loadGen = *gen
+	if *scale {
+		var ns []int
+		for _, f := range strings.Split(*sizes, ",") {
+			var n int
+			fmt.Sscan(f, &n)
+			ns = append(ns, n)
+		}
+		if err := runScale(*out, ns); err != nil {
+			fmt.Fprintln(os.Stderr, "warden-bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(*duration, *warmup, *out, *connsFlag, strings.Split(*pathsFlag, ",")); err != nil {
 		fmt.Fprintln(os.Stderr, "warden-bench:", err)
 		os.Exit(1)
@@ -296,9 +311,12 @@ func render(rs []result, d time.Duration, conns []int) string {
 // writeSection replaces the section this tool owns in the file (from its
 // heading to the next "## "), keeping every other section.
 func writeSection(path, section string) error {
+	return writeNamedSection(path, "## Durable webhook path vs no-op (loopback)", section)
+}
+
+func writeNamedSection(path, heading, section string) error {
 	old, _ := os.ReadFile(path)
 	text := string(old)
-	const heading = "## Durable webhook path vs no-op (loopback)"
 	if i := strings.Index(text, heading); i >= 0 {
 		rest := text[i+len(heading):]
 		end := len(text)

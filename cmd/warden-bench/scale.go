@@ -1,0 +1,181 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"runtime"
+	"sort"
+	"strings"
+	"time"
+
+	"warden/actors"
+	"warden/actors/clock"
+	"warden/actors/driver"
+	"warden/actors/marquee"
+	"warden/persistence"
+)
+
+type nopDriver struct{}
+
+func (nopDriver) Dispatch(context.Context, driver.DispatchRequest) error    { return nil }
+func (nopDriver) Bootstrap(context.Context, driver.BootstrapRequest) error  { return nil }
+func (nopDriver) Chats(context.Context, string) (driver.Chats, error)       { return driver.Chats{}, nil }
+func (nopDriver) TeardownPlaygrounds(context.Context, string, uint64) error { return nil }
+
+// populate writes n marquees straight into a store: provisioned and at rest,
+// except every hundredth, which is stuck provisioning with a retry overdue
+// (its wake-index entry is in the past).
+func populate(dir string, n int, now time.Time) error {
+	st, err := persistence.Open(dir, persistence.Options{NoSync: true})
+	if err != nil {
+		return err
+	}
+	const perBatch = 10_000
+	b := st.NewBatch()
+	for i := 0; i < n; i++ {
+		s := marquee.State{ID: fmt.Sprintf("m-%07d", i), Kind: marquee.Tutorial, Pool: "default", Serving: marquee.Active,
+			Lifecycle: marquee.Provisioned, Progress: marquee.AppDeploying, Generation: 3, DispatchedGeneration: 3, ConnectionGeneration: 3,
+			Connection: &marquee.Connection{Host: "203.0.113.7", Port: 22, User: "root", SSHPrivateKey: "k", FreeDomain: "x.example.net"},
+			Attempt:    &marquee.Attempt{Generation: 3, Action: marquee.ActionApply, Dispatch: marquee.DispatchSent, DispatchedAt: now.Add(-time.Hour)},
+			CreatedAt:  now.Add(-time.Hour), UpdatedAt: now.Add(-time.Hour)}
+		rec := persistence.MarqueeRecord{State: s}
+		if i%100 == 0 {
+			s.Serving, s.Lifecycle, s.Connection, s.ConnectionGeneration = marquee.Disabled, marquee.Provisioning, nil, 0
+			s.Progress = marquee.Queued
+			s.Attempt.DispatchedAt = now.Add(-10 * time.Minute)
+			rec = persistence.MarqueeRecord{State: s, WakeAt: now.Add(-5 * time.Minute)}
+		}
+		b.PutMarquee(rec, time.Time{})
+		if (i+1)%perBatch == 0 || i == n-1 {
+			if err := b.Commit(); err != nil {
+				return err
+			}
+			b = st.NewBatch()
+		}
+	}
+	b.Discard()
+	return st.Close()
+}
+
+func startSystem(dir string) (*actors.System, *persistence.Store, error) {
+	st, err := persistence.Open(dir, persistence.Options{})
+	if err != nil {
+		return nil, nil, err
+	}
+	sys, err := actors.Start(actors.Config{Store: st, Clock: clock.Real{}, Machine: marquee.Machine{Config: marquee.DefaultConfig()},
+		Pools: map[string]int{"default": 1 << 20}, Dispatcher: nopDriver{}, Bootstrapper: nopDriver{}, ControlPlane: nopDriver{}, IdleAfter: -1})
+	if err != nil {
+		st.Close()
+		return nil, nil, err
+	}
+	return sys, st, nil
+}
+
+func heap() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
+
+func pct(ds []time.Duration, p int) time.Duration {
+	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+	return ds[min(len(ds)-1, len(ds)*p/100)]
+}
+
+// runScale measures memory per active marquee actor, activation latency of
+// a marquee whose actor is not live (the path a passivated one takes), and
+// start-up time against the number of stored marquees.
+func runScale(out string, sizes []int) error {
+	var b strings.Builder
+	b.WriteString("## Actors at scale\n\n")
+	b.WriteString("Command: `make bench` (`go run ./cmd/warden-bench -scale -out BENCHMARKS.md`). In-process: the real actor system and Pebble store, drivers that do nothing.\n\n")
+	ctx := context.Background()
+	now := time.Now().UTC()
+
+	// Memory and activation: 20,000 stored marquees at rest.
+	const n = 20_000
+	dir, err := os.MkdirTemp("", "warden-scale")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	if err := populate(dir, n, now); err != nil {
+		return err
+	}
+	sys, st, err := startSystem(dir)
+	if err != nil {
+		return err
+	}
+	time.Sleep(500 * time.Millisecond) // let the 1% with overdue work settle
+	before := heap()
+	liveBefore := sys.Live()
+	cold := make([]time.Duration, 0, n)
+	for i := 0; i < n; i++ {
+		t0 := time.Now()
+		if err := sys.Activate(ctx, fmt.Sprintf("m-%07d", i)); err != nil {
+			return err
+		}
+		cold = append(cold, time.Since(t0))
+	}
+	after := heap()
+	activated := sys.Live() - liveBefore
+	perActor := float64(after-before) / float64(max(activated, 1))
+	warm := make([]time.Duration, 0, n)
+	for i := 0; i < n; i++ {
+		t0 := time.Now()
+		if err := sys.Activate(ctx, fmt.Sprintf("m-%07d", i)); err != nil {
+			return err
+		}
+		warm = append(warm, time.Since(t0))
+	}
+	sys.Stop(ctx)
+	st.Close()
+	fmt.Fprintf(&b, "| figure | value | goal |\n|---|---|---|\n")
+	fmt.Fprintf(&b, "| heap per active marquee actor (actor, mailbox, context, snapshot; %d activated) | %.0f B (%.2f KiB) | <= 2 KiB |\n", activated, perActor, perActor/1024)
+	fmt.Fprintf(&b, "| activation of a non-live marquee: p50 / p99 | %s / %s | p99 <= 1 ms |\n", pct(cold, 50).Round(time.Microsecond), pct(cold, 99).Round(time.Microsecond))
+	fmt.Fprintf(&b, "| the same message to a live actor (baseline): p50 / p99 | %s / %s | |\n", pct(warm, 50).Round(time.Microsecond), pct(warm, 99).Round(time.Microsecond))
+	fmt.Fprintf(&b, "| activation over baseline (p50) | %.1fx | |\n\n", float64(pct(cold, 50))/float64(max(pct(warm, 50), 1)))
+
+	// Start-up against stored marquees; 1% have overdue work.
+	fmt.Fprintf(&b, "Start-up with N stored marquees of which 1%% have overdue work (ready = recovery finished and /readyz would answer 200; settled = every overdue marquee has run its due transition):\n\n")
+	fmt.Fprintf(&b, "| stored marquees | ready after | all overdue work done after | goal |\n|---|---|---|---|\n")
+	for _, size := range sizes {
+		d, err := os.MkdirTemp("", "warden-startup")
+		if err != nil {
+			return err
+		}
+		if err := populate(d, size, now); err != nil {
+			return err
+		}
+		t0 := time.Now()
+		sys, st, err := startSystem(d)
+		if err != nil {
+			return err
+		}
+		ready := time.Since(t0)
+		due := size / 100
+		deadline := time.Now().Add(5 * time.Minute)
+		for sys.Live()-1 < due && time.Now().Before(deadline) { // -1: the pool actor
+			time.Sleep(time.Millisecond)
+		}
+		settled := time.Since(t0)
+		sys.Stop(ctx)
+		st.Close()
+		os.RemoveAll(d)
+		goal := ""
+		if size == 1_000_000 {
+			goal = "ready <= 3 s"
+		}
+		fmt.Fprintf(&b, "| %d | %s | %s | %s |\n", size, ready.Round(time.Millisecond), settled.Round(time.Millisecond), goal)
+		fmt.Printf("startup %d: ready %s, overdue done %s\n", size, ready, settled)
+	}
+	b.WriteString("\n")
+	fmt.Print(b.String())
+	if out != "" {
+		return writeNamedSection(out, "## Actors at scale", b.String())
+	}
+	return nil
+}
