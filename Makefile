@@ -32,6 +32,7 @@ run: build
 
 bench:
 	$(GO) run ./cmd/warden-bench -out BENCHMARKS.md
+	$(GO) run ./cmd/warden-bench -scale -out BENCHMARKS.md
 
 # The crash test for as long as asked: make crash CRASH_DURATION=30m
 CRASH_DURATION ?= 10m

@@ -181,7 +181,9 @@ func (s *System) Ready() bool { return s.ready.Load() && !s.stopping.Load() }
 // land in their mailboxes (so a graceful stop leaves no outcome unknown),
 // then stops every actor after the message in hand. ctx bounds the wait.
 func (s *System) Stop(ctx context.Context) {
-	s.stopping.Store(true)
+	if s.stopping.Swap(true) {
+		return // stopping twice is harmless
+	}
 	// Effects may start more work as their results are handled, so wait
 	// until both counts are zero together (or ctx ends).
 wait:

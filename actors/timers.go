@@ -40,8 +40,7 @@ func (s *System) armWake(k key, at time.Time) {
 		return
 	}
 	d := max(at.Sub(s.cfg.Clock.Now()), 0)
-	var stop func() bool
-	stop = s.cfg.Clock.AfterFunc(d, func() {
+	stop := s.cfg.Clock.AfterFunc(d, func() {
 		t.mu.Lock()
 		if cur, ok := t.timers[k]; ok && cur.at.Equal(at) {
 			delete(t.timers, k)
@@ -50,13 +49,6 @@ func (s *System) armWake(k key, at time.Time) {
 		s.route(k.kind, k.id, wake{})
 	})
 	t.timers[k] = armed{at: at, stop: stop}
-}
-
-// armedWakes is how many entity timers are armed.
-func (s *System) armedWakes() int {
-	s.timers.mu.Lock()
-	defer s.timers.mu.Unlock()
-	return len(s.timers.timers)
 }
 
 func (s *System) stopWakes() {

@@ -332,3 +332,22 @@ func TestE2EListPaging(t *testing.T) {
 	}
 	require.Equal(t, []string{"m-0", "m-1", "m-2", "m-3", "m-4"}, seen)
 }
+
+// TestE2EShutdownAnswersUnavailable: once stopping, new work is refused
+// with 503 and Retry-After; health still answers.
+func TestE2EShutdownAnswersUnavailable(t *testing.T) {
+	w := newWorld(t, defaultPools)
+	w.create("m-1")
+	w.sys.Stop(t.Context())
+	st, v, _ := w.do("POST", "/v1/webhooks/terraform", callbackToken, map[string]any{"marquee_id": "m-1", "verb": "null", "generation": 1})
+	require.Equal(t, http.StatusServiceUnavailable, st)
+	require.Equal(t, "unavailable", v["error"].(map[string]any)["code"])
+	req, _ := http.NewRequest("GET", w.url+"/readyz", nil)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+	require.NotEmpty(t, resp.Header.Get("Retry-After"))
+	st, _, _ = w.do("GET", "/healthz", "", nil)
+	require.Equal(t, http.StatusOK, st)
+}

@@ -160,6 +160,7 @@ func Run(o Options) (Report, error) {
 			return rep, fmt.Errorf("restart after kill %d: %w", kill, err)
 		}
 		rep.Restarts++
+		h.logf("kill %d: restarted", kill)
 		if err := h.check(&rep, false); err != nil {
 			return rep, fmt.Errorf("after kill %d: %w", kill, err)
 		}
