@@ -96,7 +96,9 @@ func (a *marqueeActor) Receive(ctx actor.Context) {
 	case cmdOperator:
 		a.operator(m)
 	case cmdCallback:
-		m.reply <- a.callback(m)
+		if r := a.callback(m); r != nil {
+			m.reply <- r
+		}
 	case cmdActivate:
 		m.reply <- a.exists
 	case effectDone:
@@ -170,7 +172,7 @@ func (a *marqueeActor) create(m cmdCreate) {
 		m.reply <- err
 		return
 	}
-	if err := a.commit(s, out, nil); err != nil {
+	if err := a.commit(m.create, s, out, nil); err != nil {
 		m.reply <- err
 		return
 	}
@@ -244,11 +246,18 @@ func (a *marqueeActor) callback(m cmdCallback) any {
 		}
 	}
 	var answer CallbackAnswer
+	answeredEarly := false
 	out, err := a.apply(m.cb, &dedupSpec{deliveryID: m.deliveryID, body: func(s marquee.State, o marquee.Output) []byte {
 		body, _ := json.Marshal(callbackBody{Result: o.Result, MarqueeID: a.id, Generation: s.Generation, ReceivedGeneration: m.cb.Generation})
 		answer = CallbackAnswer{Status: 200, Body: body}
 		return body
+	}, early: func(body []byte) {
+		answeredEarly = true
+		m.reply <- CallbackAnswer{Status: 200, Body: body}
 	}})
+	if answeredEarly {
+		return nil // the caller already has its (premature) answer
+	}
 	if err != nil {
 		return err
 	}
@@ -307,11 +316,18 @@ func (a *marqueeActor) apply(ev marquee.Event, dedup *dedupSpec) (marquee.Output
 		a.startEffects(next, out.Effects)
 		return out, nil
 	}
-	return out, a.commit(next, out, d)
+	if d != nil && a.sys.cfg.Plant == PlantAnswerBeforePersist && dedup.early != nil {
+		// Planted bug: the caller hears "applied" before it is durable.
+		dedup.early(d.Body)
+	}
+	return out, a.commit(ev, next, out, d)
 }
 
-func (a *marqueeActor) commit(s marquee.State, out marquee.Output, d *persistence.DedupRecord) error {
-	a.fault(FaultBeforePersist)
+func (a *marqueeActor) commit(ev marquee.Event, s marquee.State, out marquee.Output, d *persistence.DedupRecord) error {
+	if err := a.fault(FaultBeforePersist); err != nil {
+		return fmt.Errorf("%w: persist marquee %s: %v", ErrUnavailable, s.ID, err)
+	}
+	before := a.rec.State
 	rec := persistence.MarqueeRecord{State: s, HistorySeq: a.rec.HistorySeq, WakeAt: a.wakeAt(s)}
 	b := a.sys.cfg.Store.NewBatch()
 	for _, e := range out.History {
@@ -329,6 +345,9 @@ func (a *marqueeActor) commit(s marquee.State, out marquee.Output, d *persistenc
 		return fmt.Errorf("%w: persist marquee %s: %v", ErrUnavailable, s.ID, err)
 	}
 	a.rec = rec
+	if h := a.sys.cfg.Sim; h != nil && h.Committed != nil {
+		h.Committed(ev, before, s, out)
+	}
 	a.fault(FaultAfterPersist)
 	a.startEffects(s, out.Effects)
 	a.fault(FaultAfterEffects)
@@ -350,10 +369,11 @@ func (a *marqueeActor) wakeAt(s marquee.State) time.Time {
 	return time.Time{}
 }
 
-func (a *marqueeActor) fault(point string) {
+func (a *marqueeActor) fault(point string) error {
 	if f := a.sys.cfg.Fault; f != nil {
-		f(point, a.id)
+		return f(point, a.id)
 	}
+	return nil
 }
 
 // arm sets the entity's wake timer to its earliest deadline.
@@ -454,4 +474,6 @@ func (a *marqueeActor) startEffects(s marquee.State, effects []marquee.Effect) {
 type dedupSpec struct {
 	deliveryID string
 	body       func(marquee.State, marquee.Output) []byte
+	// early answers before the commit; only PlantAnswerBeforePersist uses it.
+	early func(body []byte)
 }

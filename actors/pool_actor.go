@@ -109,6 +109,7 @@ func (p *poolActor) load() {
 
 func (p *poolActor) step(ev admission.Event) {
 	now := p.sys.cfg.Clock.Now()
+	p.pool.Plant = p.sys.cfg.Plant
 	next, out, err := admission.Step(p.pool, ev, now)
 	if err != nil {
 		p.sys.log.Warn("admission refused", "pool", p.name, "err", err)
@@ -137,7 +138,11 @@ func (p *poolActor) step(ev admission.Event) {
 			return
 		}
 	}
+	before := p.pool
 	p.pool = next
+	if h := p.sys.cfg.Sim; h != nil && h.PoolCommitted != nil {
+		h.PoolCommitted(ev, before, next, out)
+	}
 	if a, ok := ev.(admission.Ask); ok {
 		p.sys.route(kindMarquee, a.Job, marquee.AdmissionDecided{Status: statusOf(out.Answer.Status), Sequence: out.Answer.Sequence})
 	}

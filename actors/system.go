@@ -19,6 +19,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"warden/actors/admission"
 	"warden/actors/clock"
 	"warden/actors/driver"
 	"warden/actors/marquee"
@@ -69,9 +70,37 @@ type Config struct {
 	// Fault, if set, is called at named points of every marquee transition
 	// (FaultBeforePersist, FaultAfterPersist, FaultAfterEffects). Tests and
 	// the simulator panic there to prove that a crash at each step is
-	// restarted into reconciliation; production leaves it nil.
-	Fault func(point, marqueeID string)
+	// restarted into reconciliation; an error returned at
+	// FaultBeforePersist is a failed write. Production leaves it nil.
+	Fault func(point, marqueeID string) error
+	// Sim, when set, runs the system inside the deterministic simulator.
+	Sim *SimHooks
+	// Plant disables one guard on purpose (see sim/planted.go); only the
+	// simulator's planted-bug runs set it.
+	Plant string
 }
+
+// SimHooks let the simulator own every source of concurrency: actors run
+// one message per step on its dispatcher, a caller waiting for an answer
+// pumps that dispatcher instead of blocking, effects are handed to it
+// instead of started on goroutines, and every durable transition is shown
+// to its oracles.
+type SimHooks struct {
+	Dispatcher actor.Dispatcher
+	Mailbox    actor.MailboxProducer
+	// Pump runs one queued actor step; false when nothing is queued.
+	Pump func() bool
+	// Effect receives a driver call to run when the simulator decides.
+	Effect func(run func(ctx context.Context))
+	// Committed sees every durable marquee transition, after the commit.
+	Committed func(ev marquee.Event, before, after marquee.State, out marquee.Output)
+	// PoolCommitted sees every durable pool transition.
+	PoolCommitted func(ev admission.Event, before, after admission.Pool, out admission.Output)
+}
+
+// PlantAnswerBeforePersist is the planted bug that answers a callback
+// before its transition is durable (I5); see sim/planted.go.
+const PlantAnswerBeforePersist = "persist-before-answer"
 
 // Fault points of a marquee transition.
 const (
@@ -127,13 +156,16 @@ func Start(cfg Config) (*System, error) {
 	s.reg = &registryState{entries: map[key]*entry{}}
 	// One Props per kind, shared by every spawn; a lock-free mailbox holds
 	// no preallocated ring, which matters at a million marquees.
-	mailbox := actor.WithMailbox(actor.UnboundedLockfree())
+	opts := []actor.PropsOption{actor.WithMailbox(actor.UnboundedLockfree())}
+	if cfg.Sim != nil {
+		opts = []actor.PropsOption{actor.WithMailbox(cfg.Sim.Mailbox), actor.WithDispatcher(cfg.Sim.Dispatcher)}
+	}
 	s.props = map[kind]*actor.Props{
-		kindMarquee: actor.PropsFromProducer(func() actor.Actor { return &marqueeActor{sys: s} }, mailbox),
-		kindPool:    actor.PropsFromProducer(func() actor.Actor { return &poolActor{sys: s} }, mailbox),
+		kindMarquee: actor.PropsFromProducer(func() actor.Actor { return &marqueeActor{sys: s} }, opts...),
+		kindPool:    actor.PropsFromProducer(func() actor.Actor { return &poolActor{sys: s} }, opts...),
 	}
 	props := actor.PropsFromProducer(func() actor.Actor { return &registry{sys: s} },
-		actor.WithSupervisor(&boundedRestart{sys: s}))
+		append([]actor.PropsOption{actor.WithSupervisor(&boundedRestart{sys: s})}, opts...)...)
 	pid, err := s.as.Root.SpawnNamed(props, "registry")
 	if err != nil {
 		return nil, fmt.Errorf("spawn registry: %w", err)
@@ -241,6 +273,23 @@ func (s *System) ask(ctx context.Context, k kind, id string, build func(reply ch
 	}
 	reply := make(chan any, 1)
 	s.route(k, id, build(reply))
+	if s.cfg.Sim != nil {
+		// One thread: run the actors until the answer is there. An empty
+		// queue with no answer means none will come (the actor crashed).
+		for {
+			select {
+			case r := <-reply:
+				if err, ok := r.(error); ok {
+					return nil, err
+				}
+				return r, nil
+			default:
+			}
+			if !s.cfg.Sim.Pump() {
+				return nil, fmt.Errorf("%w: %s %s did not answer", ErrUnavailable, k, id)
+			}
+		}
+	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.AskTimeout)
 	defer cancel()
 	select {
@@ -281,6 +330,10 @@ func (s *System) route(k kind, id string, msg any) {
 
 // goEffect runs one effect outside every mailbox, bounded by EffectTimeout.
 func (s *System) goEffect(f func(ctx context.Context)) {
+	if s.cfg.Sim != nil {
+		s.cfg.Sim.Effect(f)
+		return
+	}
 	s.effects.Add(1)
 	go func() {
 		defer s.effects.Add(-1)

@@ -83,10 +83,11 @@ func (h *harness) start() {
 	sys, err := Start(Config{Store: store, Clock: h.clock, Machine: marquee.Machine{Config: marquee.DefaultConfig()},
 		Pools: map[string]int{"default": 1}, Dispatcher: h.disp, Bootstrapper: okBootstrap{}, ControlPlane: noChats{},
 		AskTimeout: time.Second, RestartLimit: 3, RestartWindow: time.Minute, IdleAfter: h.idleAfter,
-		Fault: func(p, id string) {
+		Fault: func(p, id string) error {
 			if f := h.fault.Load(); f != nil {
 				(*f)(p, id)
 			}
+			return nil
 		}})
 	require.NoError(h.t, err)
 	h.store, h.sys = store, sys
