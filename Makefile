@@ -11,7 +11,7 @@ WARDEN_CALLBACK_TOKEN ?= dev-callback-token
 WARDEN_OPERATOR_TOKEN ?= dev-operator-token
 export WARDEN_CALLBACK_TOKEN WARDEN_OPERATOR_TOKEN
 
-.PHONY: build test lint run bench crash fuzz clean
+.PHONY: build test lint run bench crash sim fuzz clean
 
 build:
 	$(GO) build -o bin/warden ./cmd/warden
@@ -33,6 +33,11 @@ run: build
 bench:
 	$(GO) run ./cmd/warden-bench -out BENCHMARKS.md
 	$(GO) run ./cmd/warden-bench -scale -out BENCHMARKS.md
+
+# More seeds than CI runs, with the determinism check; writes the figures.
+SIM_SEEDS ?= 1000
+sim:
+	$(GO) run ./cmd/warden sim --seeds $(SIM_SEEDS) --check-determinism --report BENCHMARKS.md
 
 # The crash test for as long as asked: make crash CRASH_DURATION=30m
 CRASH_DURATION ?= 10m

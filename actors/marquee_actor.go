@@ -155,8 +155,14 @@ func (a *marqueeActor) load() {
 		a.exists = false
 		return
 	}
-	if marquee.NeedsReconcile(a.rec.State) {
-		a.applyLogged(marquee.Reconcile{})
+	a.sys.reg.mu.Lock()
+	afterFailure := a.entry != nil && a.entry.restart.pending
+	if afterFailure {
+		a.entry.restart.pending = false
+	}
+	a.sys.reg.mu.Unlock()
+	if afterFailure || marquee.NeedsReconcile(a.rec.State) {
+		a.applyLogged(marquee.Reconcile{AfterFailure: afterFailure})
 	}
 	a.fireDue()
 }

@@ -48,6 +48,9 @@ type entry struct {
 		lastAt   time.Time
 		parked   bool
 		parkedAt time.Time
+		// pending: a restart after a failure whose new instance has not
+		// started yet; it reconciles with AfterFailure.
+		pending bool
 	}
 }
 
@@ -277,5 +280,8 @@ func (b *boundedRestart) HandleFailure(_ *actor.ActorSystem, sup actor.Superviso
 		sup.StopChildren(child)
 		return
 	}
+	st.mu.Lock()
+	e.restart.pending = true
+	st.mu.Unlock()
 	sup.RestartChildren(child)
 }

@@ -367,3 +367,35 @@ func testutilCounter(c prometheus.Counter) float64 {
 	_ = c.Write(&m)
 	return m.GetCounter().GetValue()
 }
+
+// TestActorCrashAfterSettleReleasesTheSlot is the bug the simulator found
+// (seed 92): the bootstrap's success was persisted, then the actor crashed
+// before the slot release started; the restarted actor must release it
+// again (I9), or the pool keeps a settled marquee's slot.
+func TestActorCrashAfterSettleReleasesTheSlot(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	var afterPersist atomic.Int32
+	f := func(p, id string) {
+		// m-1's fifth commit is the bootstrap's success: create, admission,
+		// dispatch result, deployed, bootstrap.
+		if p == FaultAfterPersist && id == "m-1" && afterPersist.Add(1) == 5 {
+			panic("crash between the commit and the release")
+		}
+	}
+	h.fault.Store(&f)
+	_, err := h.sys.Create(ctx, marquee.Create{ID: "m-1", Kind: marquee.Tutorial})
+	require.NoError(t, err)
+	_, err = h.sys.Create(ctx, marquee.Create{ID: "m-2", Kind: marquee.Tutorial})
+	require.NoError(t, err)
+	h.eventually("dispatch recorded", func() bool { return h.state("m-1").Attempt.Dispatch == marquee.DispatchSent })
+	_, err = h.sys.Callback(ctx, "m-1", "", marquee.Callback{Verb: marquee.VerbDeployed, Generation: 1,
+		Connection: &marquee.Connection{Host: "h", Port: 22, User: "root", SSHPrivateKey: "k", FreeDomain: "d"}})
+	require.NoError(t, err)
+	h.eventually("m-1 provisioned", func() bool { return h.state("m-1").Lifecycle == marquee.Provisioned })
+	require.GreaterOrEqual(t, afterPersist.Load(), int32(5), "the crash happened where intended")
+	h.eventually("slot released and m-2 admitted", func() bool { return len(h.disp.gens("m-2")) == 1 })
+	v, err := h.sys.Pool(ctx, "default")
+	require.NoError(t, err)
+	require.Equal(t, "m-2", v.Reserved[0].Job)
+}

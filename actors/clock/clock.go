@@ -95,6 +95,20 @@ func (m *Manual) Set(t time.Time) {
 	}
 }
 
+// Next returns the due time of the earliest armed timer.
+func (m *Manual) Next() (time.Time, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var next time.Time
+	found := false
+	for _, t := range m.timers {
+		if !t.stopped && (!found || t.at.Before(next)) {
+			next, found = t.at, true
+		}
+	}
+	return next, found
+}
+
 // Pending is the number of armed timers that have not fired or been stopped.
 func (m *Manual) Pending() int {
 	m.mu.Lock()

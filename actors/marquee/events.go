@@ -95,7 +95,11 @@ type ChatsRecheckDue struct{ Generation uint64 }
 
 // Reconcile is sent to an actor that starts after a crash or restart: every
 // effect whose outcome the snapshot cannot know is settled before new work.
-type Reconcile struct{}
+// AfterFailure says the actor itself crashed (the process lived on): effects
+// whose intent leaves no mark in the snapshot (a slot release, a teardown)
+// may have been lost between the commit and their start, so they are sent
+// again; both are idempotent.
+type Reconcile struct{ AfterFailure bool }
 
 func (Create) isEvent()               {}
 func (Redeploy) isEvent()             {}

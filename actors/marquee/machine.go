@@ -133,7 +133,7 @@ func (m Machine) Step(s State, ev Event, now time.Time) (State, Output) {
 		case NullExpired:
 			out = m.nullExpired(&s, now)
 		case Reconcile:
-			out = m.reconcile(&s, now)
+			out = m.reconcile(&s, e, now)
 		default:
 			panic(fmt.Sprintf("marquee: unknown event %T", ev)) // programmer error
 		}
@@ -734,7 +734,7 @@ func (m Machine) nullExpired(s *State, now time.Time) Output {
 //     is an observation, safe to repeat);
 //   - a control-plane question is asked again;
 //   - an admission question is asked again (A6 makes it idempotent).
-func (m Machine) reconcile(s *State, now time.Time) Output {
+func (m Machine) reconcile(s *State, r Reconcile, now time.Time) Output {
 	var effects []Effect
 	var details []string
 	if s.Admission != nil && s.Admission.Status == AdmissionAsking {
@@ -759,6 +759,14 @@ func (m Machine) reconcile(s *State, now time.Time) Output {
 	if s.Downgrade != nil && s.Downgrade.Asking {
 		effects = append(effects, AskChats{Generation: s.Downgrade.Generation})
 		details = append(details, "control plane asked again")
+	}
+	if r.AfterFailure && s.Kind == Tutorial && s.Admission == nil && s.Pool != "" {
+		effects = append(effects, ReleaseAdmission{Pool: s.Pool})
+		details = append(details, "slot released again in case the release was lost (A5)")
+	}
+	if r.AfterFailure && s.Lifecycle == Destroyed {
+		effects = append(effects, TeardownPlaygrounds{Generation: s.Generation})
+		details = append(details, "playground teardown asked again")
 	}
 	if len(details) == 0 {
 		return Output{Result: Ignored}

@@ -98,7 +98,7 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 	case "chats":
 		return h.step(ChatsAnswered{Generation: num("gen"), Live: int(num("live")), Reachable: int(num("reachable")), Err: arg("err", "")})
 	case "reconcile":
-		return h.step(Reconcile{})
+		return h.step(Reconcile{AfterFailure: d.HasArg("after-failure")})
 	case "event":
 		gen := num("gen")
 		switch d.CmdArgs[0].Key {

@@ -5,6 +5,8 @@ package main
 import (
 	"fmt"
 	"os"
+
+	"warden/sim"
 )
 
 func main() {
@@ -16,6 +18,8 @@ func main() {
 	switch os.Args[1] {
 	case "serve":
 		err = serve(os.Args[2:], os.Getenv, os.Stderr)
+	case "sim":
+		os.Exit(sim.Main(os.Args[2:], os.Stdout, os.Stderr))
 	case "help", "-h", "--help":
 		usage()
 		return
@@ -34,5 +38,6 @@ func usage() {
 	fmt.Fprintln(os.Stderr, `usage: warden <command> [flags]
 
 commands:
-  serve   run the supervisor: HTTP API, actors, Pebble store (warden serve -h for flags)`)
+  serve   run the supervisor: HTTP API, actors, Pebble store (warden serve -h for flags)
+  sim     deterministic simulation: warden sim --seed N | --seeds K [--from N] [--check-determinism]`)
 }

@@ -1,0 +1,94 @@
+package sim
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"strings"
+)
+
+// Fault points, one per boundary the simulator can break. Each is switched
+// on per seed with probability 1/2 (swarm testing) and, when on, fires with
+// a rate drawn per seed (FoundationDB's two-level BUGGIFY).
+var faultPoints = []string{
+	"callback.lost",            // a workflow's callback never arrives
+	"callback.late",            // heavy-tailed delay
+	"callback.duplicate",       // the same delivery again, later
+	"callback.reorder",         // jitter that reorders a run's callbacks
+	"callback.bad-token",       // a caller with the wrong token (M9)
+	"workflow.silent",          // a run that never calls back (M21)
+	"workflow.failed",          // a run that reports failed (M15)
+	"workflow.false-null",      // the cloud briefly reports no infrastructure (M16)
+	"github.transient",         // 503 from the dispatch API
+	"github.configuration",     // 404 from the dispatch API
+	"controlplane.unreachable", // M18
+	"controlplane.garbage",     // M18
+	"bootstrap.fail",           // M19
+	"actor.panic.before-persist",
+	"actor.panic.after-persist",
+	"actor.panic.after-effects",
+	"process.crash.before-persist",
+	"process.crash.after-persist",
+	"process.crash.after-effects",
+	"process.crash.between-events",
+	"storage.write-error",
+	"storage.malformed-record", // a record that does not decode, found at restart (A8)
+}
+
+// faults is one seed's drawn configuration and its generator.
+type faults struct {
+	rate  map[string]float64
+	rnd   *rand.Rand
+	fired map[string]int
+	off   bool
+}
+
+func drawFaults(seed uint64, none bool) *faults {
+	f := &faults{rate: map[string]float64{}, rnd: rand.New(rand.NewPCG(seed, 2)), fired: map[string]int{}, off: none}
+	swarm := rand.New(rand.NewPCG(seed, 4))
+	rates := []float64{0.01, 0.05, 0.15, 0.3}
+	// Crashes and panics fire at every transition, recovery's included, so
+	// they get rates that still let a run make progress.
+	severe := []float64{0.002, 0.005, 0.01, 0.02}
+	for _, p := range faultPoints {
+		on := swarm.IntN(2) == 0
+		r := rates[swarm.IntN(len(rates))]
+		if strings.HasPrefix(p, "process.") || strings.HasPrefix(p, "actor.") || strings.HasPrefix(p, "storage.") {
+			r = severe[swarm.IntN(len(severe))]
+		}
+		if on && !none {
+			f.rate[p] = r
+		}
+	}
+	return f
+}
+
+// fire reports whether point fires now. The draw happens only for points
+// that are on, so switching one off never shifts another's draws... within
+// one configuration.
+func (f *faults) fire(point string) bool {
+	if f.off {
+		return false
+	}
+	r, ok := f.rate[point]
+	if !ok {
+		return false
+	}
+	if f.rnd.Float64() < r {
+		f.fired[point]++
+		return true
+	}
+	return false
+}
+
+func (f *faults) String() string {
+	if len(f.rate) == 0 {
+		return "faults: none"
+	}
+	var on []string
+	for p, r := range f.rate {
+		on = append(on, fmt.Sprintf("%s=%.2f", p, r))
+	}
+	sort.Strings(on)
+	return "faults: " + strings.Join(on, " ")
+}

@@ -1,0 +1,203 @@
+package sim
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Main is `warden sim`. It returns the process exit code.
+func Main(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("warden sim", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	seed := fs.Uint64("seed", 0, "run this one seed")
+	seeds := fs.Uint64("seeds", 0, "run this many seeds, from --from")
+	from := fs.Uint64("from", 1, "first seed of --seeds")
+	determinism := fs.Bool("check-determinism", false, "run each seed twice and compare the traces")
+	plant := fs.String("plant", "", "disable one guard on purpose (generation-check, second-null, veto, admission-check, persist-before-answer)")
+	trace := fs.Bool("trace", false, "print the whole trace of each seed")
+	report := fs.String("report", "", "write the figures (compression, rate, coverage) to this markdown file")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	var list []uint64
+	switch {
+	case *seed != 0:
+		list = []uint64{*seed}
+	case *seeds != 0:
+		for s := *from; s < *from+*seeds; s++ {
+			list = append(list, s)
+		}
+	default:
+		fmt.Fprintln(stderr, "warden sim: give --seed N or --seeds K [--from N]")
+		return 2
+	}
+	agg := newAggregate()
+	start := time.Now()
+	failed := 0
+	for _, s := range list {
+		o := Options{Seed: s, Plant: *plant}
+		if *determinism {
+			if _, div := CheckDeterminism(o); div != nil {
+				fmt.Fprintln(stdout, div)
+				fmt.Fprintf(stdout, "replay: warden sim --seed %d --check-determinism\n", s)
+				failed++
+				continue
+			}
+		}
+		r := Check(o)
+		agg.add(r)
+		if *trace {
+			fmt.Fprintln(stdout, strings.Join(r.Trace, "\n"))
+		}
+		fmt.Fprintf(stdout, "seed %d %s steps=%d messages=%d crashes=%d sim=%s wall=%s\n", s, r.Hash[:16], r.Steps, r.Messages, r.Crashes, r.SimTime.Round(time.Second), r.Wall.Round(time.Millisecond))
+		if r.Violation != nil {
+			failed++
+			printFailure(stdout, r, *plant)
+		}
+	}
+	wall := time.Since(start)
+	fmt.Fprintln(stdout, agg.summary(len(list), failed, wall, *determinism))
+	if *report != "" {
+		if err := writeReport(*report, agg.markdown(len(list), wall, *determinism)); err != nil {
+			fmt.Fprintln(stderr, "warden sim:", err)
+			return 1
+		}
+	}
+	if failed > 0 {
+		return 1
+	}
+	return 0
+}
+
+func printFailure(w io.Writer, r Result, plant string) {
+	fmt.Fprintf(w, "\nFAILED seed %d: %s violated: %s\n%s\n", r.Seed, r.Violation.Invariant, r.Violation.Detail, r.Config)
+	lo := max(0, len(r.Trace)-25)
+	fmt.Fprintln(w, "trace around it:")
+	for _, l := range r.Trace[lo:] {
+		fmt.Fprintln(w, "  "+l)
+	}
+	cmd := fmt.Sprintf("go run ./cmd/warden sim --seed %d --trace", r.Seed)
+	if plant != "" {
+		cmd += " --plant " + plant
+	}
+	fmt.Fprintf(w, "replay: %s\n\n", cmd)
+}
+
+// aggregate collects figures over many seeds.
+type aggregate struct {
+	coverage map[string]int
+	fired    map[string]int
+	simTime  time.Duration
+	wall     time.Duration
+	events   int
+}
+
+func newAggregate() *aggregate {
+	return &aggregate{coverage: map[string]int{}, fired: map[string]int{}}
+}
+
+func (a *aggregate) add(r Result) {
+	for k, v := range r.Coverage {
+		a.coverage[k] += v
+	}
+	for k, v := range r.Fired {
+		a.fired[k] += v
+	}
+	a.simTime += r.SimTime
+	a.wall += r.Wall
+	a.events += r.Steps + r.Messages
+}
+
+// rules are the spec's rule ids the simulator can reach.
+func rules() []string {
+	var out []string
+	for i := 1; i <= 23; i++ {
+		out = append(out, fmt.Sprintf("M%d", i))
+	}
+	for i := 1; i <= 10; i++ {
+		out = append(out, fmt.Sprintf("A%d", i))
+	}
+	return out
+}
+
+func (a *aggregate) missing() (rulesMissed, faultsMissed []string) {
+	for _, r := range rules() {
+		if a.coverage[r] == 0 {
+			rulesMissed = append(rulesMissed, r)
+		}
+	}
+	for _, p := range faultPoints {
+		if a.fired[p] == 0 {
+			faultsMissed = append(faultsMissed, p)
+		}
+	}
+	return
+}
+
+func (a *aggregate) summary(n, failed int, wall time.Duration, det bool) string {
+	rm, fm := a.missing()
+	return fmt.Sprintf("%d seeds, %d failed, determinism checked: %t, wall %s, %.0f seeds/min, time compression %.0fx, %.0f events/s; rules not hit: %v; fault points not fired: %v",
+		n, failed, det, wall.Round(time.Millisecond), float64(n)/wall.Minutes(), a.simTime.Seconds()/max(a.wall.Seconds(), 1e-9),
+		float64(a.events)/max(a.wall.Seconds(), 1e-9), rm, fm)
+}
+
+func (a *aggregate) markdown(n int, wall time.Duration, det bool) string {
+	var b strings.Builder
+	b.WriteString("## Simulation\n\n")
+	fmt.Fprintf(&b, "Command: `make sim` (`go run ./cmd/warden sim --seeds %d --check-determinism --report BENCHMARKS.md`). Each seed: the faulty run, the same seed again (determinism), and a fault-free run of its workload (convergence).\n\n", n)
+	fmt.Fprintf(&b, "| figure | value | goal |\n|---|---|---|\n")
+	fmt.Fprintf(&b, "| seeds | %d, all byte-identical across two runs: %t | 100%% |\n", n, det)
+	fmt.Fprintf(&b, "| wall time | %s (%.0f seeds/min, three runs per seed) | 200 seeds < 5 min |\n", wall.Round(time.Second), float64(n)/wall.Minutes())
+	fmt.Fprintf(&b, "| time compression (simulated over wall, faulty runs) | %.0fx | >= 1000x |\n", a.simTime.Seconds()/max(a.wall.Seconds(), 1e-9))
+	fmt.Fprintf(&b, "| events per wall second (actor messages + world steps) | %.0f | >= 20,000 |\n", float64(a.events)/max(a.wall.Seconds(), 1e-9))
+	rm, fm := a.missing()
+	fmt.Fprintf(&b, "| rules hit (M1-M23, A1-A10) | %d of %d; missing: %v | 100%% |\n", len(rules())-len(rm), len(rules()), rm)
+	fmt.Fprintf(&b, "| fault points fired | %d of %d; missing: %v | 100%% |\n\n", len(faultPoints)-len(fm), len(faultPoints), fm)
+	b.WriteString("Rule hits over the batch: ")
+	ks := make([]string, 0, len(a.coverage))
+	for k := range a.coverage {
+		if regexp.MustCompile(`^[MA][0-9]+$`).MatchString(k) {
+			ks = append(ks, k)
+		}
+	}
+	sort.Slice(ks, func(i, j int) bool {
+		if ks[i][0] != ks[j][0] {
+			return ks[i][0] > ks[j][0]
+		}
+		var x, y int
+		fmt.Sscan(ks[i][1:], &x)
+		fmt.Sscan(ks[j][1:], &y)
+		return x < y
+	})
+	for i, k := range ks {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s %d", k, a.coverage[k])
+	}
+	b.WriteString(".\n\n")
+	return b.String()
+}
+
+func writeReport(path, section string) error {
+	old, _ := os.ReadFile(path)
+	text := string(old)
+	const heading = "## Simulation\n"
+	if i := strings.Index(text, heading); i >= 0 {
+		rest := text[i+len(heading):]
+		end := len(text)
+		if j := strings.Index(rest, "\n## "); j >= 0 {
+			end = i + len(heading) + j + 1
+		}
+		text = text[:i] + section + text[end:]
+	} else {
+		text += "\n" + section
+	}
+	return os.WriteFile(path, []byte(text), 0o644)
+}

@@ -1,0 +1,210 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"regexp"
+	"strings"
+
+	"warden/actors/admission"
+	"warden/actors/marquee"
+	"warden/persistence"
+)
+
+var ruleRef = regexp.MustCompile(`\b([MAE][0-9]{1,2})\b`)
+
+// committed sees every durable marquee transition (the shell calls it right
+// after the synced commit).
+func (w *world) committed(ev marquee.Event, before, after marquee.State, out marquee.Output) {
+	w.model[after.ID] = after
+	for _, e := range out.History {
+		for _, m := range ruleRef.FindAllStringSubmatch(e.Detail, -1) {
+			w.cover(m[1])
+		}
+	}
+	switch e := ev.(type) {
+	case marquee.Create:
+		if e.Kind == marquee.BYO {
+			w.cover("M4")
+		}
+	case marquee.Callback:
+		if e.Generation == 0 {
+			w.cover("M11")
+		}
+		if e.Verb == marquee.VerbFailed && out.Result == marquee.Applied {
+			w.cover("M15")
+		}
+		if out.Result == marquee.Stale && out.Changed {
+			w.violate("I6", "%s: a stale %s changed the state", after.ID, e.Verb)
+		}
+	case marquee.RetryDue, marquee.ProvisioningTimedOut, marquee.BootstrapRetryDue, marquee.NullExpired, marquee.ChatsRecheckDue:
+		if w.crashes > 0 {
+			w.cover("M23")
+		}
+	case marquee.AdmissionDecided:
+		for _, eff := range out.Effects {
+			if _, ok := eff.(marquee.StartDispatch); ok {
+				w.cover("A2")
+			}
+		}
+	}
+	if before.Lifecycle != after.Lifecycle || before.Serving != after.Serving {
+		w.cover("M1")
+	}
+	if before.Progress != after.Progress {
+		w.cover("M2")
+	}
+	// I3: a live host with live reachable chats is never errored by a null
+	// or failed callback.
+	if before.Kind == marquee.Tutorial && before.Serving == marquee.Active && before.Lifecycle == marquee.Provisioned && after.Serving == marquee.Errored {
+		if c := w.chats[after.ID]; c.Live >= 1 && c.Reachable >= 1 {
+			w.violate("I3", "%s errored while it had %d live, %d reachable chats", after.ID, c.Live, c.Reachable)
+		}
+	}
+	// I4: a single null never tears a provisioned marquee down.
+	if before.Lifecycle == marquee.Provisioned && after.Lifecycle == marquee.Failed {
+		byNull := false
+		switch e := ev.(type) {
+		case marquee.Callback:
+			byNull = e.Verb == marquee.VerbNull
+		case marquee.ChatsAnswered:
+			byNull = before.Downgrade != nil && before.Downgrade.Verb == marquee.VerbNull
+		}
+		if byNull && !w.confirmedNull(after.ID) {
+			w.violate("I4", "%s torn down by a null that was never confirmed", after.ID)
+		}
+	}
+}
+
+// confirmedNull reads the marquee's history (newest first) for a first null
+// answered pending_confirmation since the last thing that cleared it.
+func (w *world) confirmedNull(id string) bool {
+	hist, err := w.store.History(id, persistence.HistoryLimit)
+	if err != nil {
+		return true
+	}
+	for i, e := range hist {
+		if i == 0 {
+			continue // the transition being judged
+		}
+		switch {
+		case e.Verb == "null" && e.Result == marquee.PendingConfirmation:
+			return true
+		case e.Result == marquee.Applied && (e.Verb == "step" || e.Verb == "deployed" || e.Verb == "rebooted" || e.Verb == "redeploy" || e.Verb == "null_expired"),
+			e.Source == marquee.SourceControlPlane && e.Result == marquee.Vetoed && strings.Contains(e.Detail, "vetoed"):
+			return false
+		}
+	}
+	return false
+}
+
+// poolCommitted sees every pool transition.
+func (w *world) poolCommitted(ev admission.Event, before, after admission.Pool, out admission.Output) {
+	w.pools[after.Name] = after
+	w.cover("A1")
+	if len(after.Reserved) > after.Limit {
+		w.violate("I7", "pool %s holds %d reservations, limit %d", after.Name, len(after.Reserved), after.Limit)
+	}
+	reserve := func(job string, seq uint64) {
+		if seq <= w.granted[after.Name] {
+			w.violate("I8", "pool %s admitted %s (sequence %d) after sequence %d", after.Name, job, seq, w.granted[after.Name])
+		}
+		w.granted[after.Name] = seq
+	}
+	switch ev.(type) {
+	case admission.Ask:
+		w.cover("A3")
+		if len(out.Changed) == 0 {
+			w.cover("A6")
+		} else if out.Answer.Status == admission.Reserved {
+			reserve(out.Answer.ID, out.Answer.Sequence)
+		}
+	case admission.Release:
+		w.cover("A5")
+	}
+	for _, g := range out.Granted {
+		w.cover("A4")
+		reserve(g.Job, g.Sequence)
+	}
+}
+
+// check runs after every step, when the actors are quiet.
+func (w *world) check() {
+	for _, id := range sortedKeys(w.model) {
+		s := w.model[id]
+		if s.Tombstone == nil && s.Kind == marquee.Tutorial && s.Serving == marquee.Active {
+			if s.Connection == nil || s.Connection.Host != hostFor(id, s.Generation) {
+				host := "none"
+				if s.Connection != nil {
+					host = s.Connection.Host
+				}
+				w.violate("I1", "%s is active at generation %d with host %s", id, s.Generation, host)
+			}
+		}
+	}
+	for _, name := range sortedKeys(w.pools) {
+		p := w.pools[name]
+		seen := map[string]bool{}
+		for _, j := range append(append([]admission.Job(nil), p.Reserved...), p.Queued...) {
+			if seen[j.ID] {
+				w.violate("I9", "%s holds two places in pool %s", j.ID, name)
+			}
+			seen[j.ID] = true
+		}
+		for _, j := range p.Reserved {
+			if s, ok := w.model[j.ID]; ok && (s.Tombstone != nil || s.Lifecycle.Settled()) && s.Admission == nil {
+				w.violate("I9", "settled %s (%s) holds a slot in pool %s", j.ID, s.Lifecycle, name)
+			}
+		}
+	}
+}
+
+// afterRestart rebuilds the oracles' view from storage and checks what
+// must survive a crash: applied callbacks (I5) and answered admissions
+// (I10).
+func (w *world) afterRestart() {
+	w.model = map[string]marquee.State{}
+	for _, id := range w.ids {
+		rec, err := w.store.LoadMarquee(id)
+		if err == nil {
+			w.model[id] = rec.State
+		} else if !errors.Is(err, persistence.ErrNotFound) {
+			w.violate("A8", "snapshot of %s unusable after restart: %v", id, err)
+		}
+	}
+	for _, d := range w.applied {
+		if _, err := w.store.Dedup(d); err != nil {
+			w.violate("I5", "delivery %s was answered applied and is lost after the crash", d)
+		}
+	}
+	view, err := w.sys.Pool(context.Background(), "default")
+	if err != nil {
+		w.violate("A7", "pool not recovered: %v", err)
+		return
+	}
+	w.cover("A7")
+	if len(view.Malformed) > 0 {
+		w.cover("A8")
+		w.cover("A9")
+	}
+	p := admission.Pool{Name: view.Name, Limit: view.Limit}
+	for _, j := range view.Reserved {
+		p.Reserved = append(p.Reserved, admission.Job{ID: j.Job, Sequence: j.Sequence, Status: admission.Reserved})
+	}
+	for _, j := range view.Queued {
+		p.Queued = append(p.Queued, admission.Job{ID: j.Job, Sequence: j.Sequence, Status: admission.Queued})
+	}
+	w.pools[p.Name] = p
+	for _, id := range sortedKeys(w.created) {
+		s, ok := w.model[id]
+		if !ok {
+			w.violate("I10", "%s was answered 201 and is gone after the crash", id)
+			continue
+		}
+		if s.Admission != nil && s.Admission.Status != marquee.AdmissionAsking {
+			if p.Lookup(id).Status == admission.None {
+				w.violate("I10", "%s holds admission %s but pool default lost it", id, s.Admission.Status)
+			}
+		}
+	}
+}

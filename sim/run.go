@@ -1,0 +1,140 @@
+package sim
+
+import (
+	"container/heap"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"warden/actors/admission"
+	"warden/actors/clock"
+	"warden/actors/driver"
+	"warden/actors/marquee"
+)
+
+// Result is what one seed's run produced.
+type Result struct {
+	Seed      uint64
+	Config    string
+	Violation *Violation
+	Trace     []string
+	Hash      string
+	Steps     int
+	Messages  int
+	Crashes   int
+	SimTime   time.Duration
+	Wall      time.Duration
+	Coverage  map[string]int
+	Fired     map[string]int
+	Final     map[string]string
+}
+
+// Defaults of a run's phases.
+const (
+	DefaultFaultyPhase = 4 * time.Hour
+	DefaultQuietPhase  = 6 * time.Hour
+)
+
+// Run runs one seed: a faulty phase, a clean restart, a quiet phase in
+// which the operator repairs toward the workload's intent, and the
+// oracles throughout.
+func Run(o Options) Result {
+	wallStart := time.Now()
+	if o.FaultyPhase == 0 {
+		o.FaultyPhase = DefaultFaultyPhase
+	}
+	if o.QuietPhase == 0 {
+		o.QuietPhase = DefaultQuietPhase
+	}
+	mc := marquee.DefaultConfig()
+	mc.Plant = o.Plant
+	w := &world{
+		opts: o, faults: drawFaults(o.Seed, o.FaultFree), rnd: rand.New(rand.NewPCG(o.Seed, 3)),
+		clock: clock.NewManual(epoch), end: epoch.Add(o.FaultyPhase + o.QuietPhase), machine: marquee.Machine{Config: mc},
+		fs: vfs.NewCrashableMem(), model: map[string]marquee.State{}, pools: map[string]admission.Pool{},
+		granted: map[string]uint64{}, dispatched: map[string]map[uint64]bool{},
+		answered: map[string][]byte{}, created: map[string]bool{}, intents: map[string]*intent{},
+		chats: map[string]driver.Chats{}, coverage: map[string]int{},
+	}
+	w.logf("seed %d %s plant=%q", o.Seed, w.faults, o.Plant)
+	w.guard(w.start)
+	w.workload()
+	quietAt := epoch.Add(o.FaultyPhase)
+	w.at(quietAt, "quiet", func() {
+		// Faults heal: a clean restart (parked actors come back), then the
+		// operator repairs every so often.
+		w.faults.off = true
+		w.quiet = true
+		w.crash("quiet-phase restart")
+		for t := quietAt.Add(time.Minute); t.Before(w.end.Add(-time.Hour)); t = t.Add(20 * time.Minute) {
+			w.at(t, "repair", w.repair)
+		}
+	})
+	for w.violation == nil {
+		next, ok := w.nextTime()
+		if !ok || next.After(w.end) {
+			break
+		}
+		w.steps++
+		w.guard(func() { w.clock.Set(next); w.drain() })
+		for w.events.Len() > 0 && !w.events[0].at.After(w.now()) && w.violation == nil {
+			e := heap.Pop(&w.events).(*event)
+			if e.name != "effect" && w.faults.fire("process.crash.between-events") && w.crashes < 25 {
+				w.crash("between-events")
+			}
+			w.guard(func() { e.fn(); w.drain() })
+			w.check()
+		}
+	}
+	if w.violation == nil && !o.FaultFree {
+		w.check()
+	}
+	r := Result{Seed: o.Seed, Config: w.faults.String(), Violation: w.violation, Trace: w.trace, Steps: w.steps,
+		Messages: w.messages, Crashes: w.crashes, SimTime: w.now().Sub(epoch), Coverage: w.coverage, Fired: w.faults.fired, Final: w.final()}
+	sum := sha256.Sum256([]byte(strings.Join(w.trace, "\n")))
+	r.Hash = hex.EncodeToString(sum[:])
+	_ = w.store.Close()
+	r.Wall = time.Since(wallStart)
+	return r
+}
+
+func (w *world) nextTime() (time.Time, bool) {
+	var next time.Time
+	ok := false
+	if w.events.Len() > 0 {
+		next, ok = w.events[0].at, true
+	}
+	if t, has := w.clock.Next(); has && (!ok || t.Before(next)) {
+		next, ok = t, true
+	}
+	return next, ok
+}
+
+// Check runs a seed with faults and the same workload without, and adds
+// the convergence oracle: after the quiet phase both worlds must agree.
+func Check(o Options) Result {
+	r := Run(o)
+	if r.Violation != nil {
+		return r
+	}
+	ref := o
+	ref.FaultFree = true
+	clean := Run(ref)
+	if clean.Violation != nil {
+		r.Violation = &Violation{Invariant: "reference", Detail: "the fault-free run failed: " + clean.Violation.Error()}
+		return r
+	}
+	for _, id := range sortedKeys(clean.Final) {
+		if r.Final[id] != clean.Final[id] {
+			r.Violation = &Violation{Invariant: "convergence", Step: r.Steps,
+				Detail: fmt.Sprintf("%s ends %s, a fault-free run ends %s", id, r.Final[id], clean.Final[id])}
+			return r
+		}
+	}
+	return r
+}

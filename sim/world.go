@@ -1,0 +1,700 @@
+package sim
+
+import (
+	"bytes"
+	"container/heap"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"warden/actors"
+	"warden/actors/admission"
+	"warden/actors/clock"
+	"warden/actors/driver"
+	"warden/actors/marquee"
+	"warden/httpapi"
+	"warden/persistence"
+)
+
+const (
+	cbToken = "sim-callback-token"
+	opToken = "sim-operator-token"
+)
+
+var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// event is one thing that happens on the virtual timeline.
+type event struct {
+	at   time.Time
+	seq  uint64
+	name string
+	fn   func()
+}
+
+type timeline []*event
+
+func (t timeline) Len() int { return len(t) }
+func (t timeline) Less(i, j int) bool {
+	if !t[i].at.Equal(t[j].at) {
+		return t[i].at.Before(t[j].at)
+	}
+	return t[i].seq < t[j].seq
+}
+func (t timeline) Swap(i, j int) { t[i], t[j] = t[j], t[i] }
+func (t *timeline) Push(x any)   { *t = append(*t, x.(*event)) }
+func (t *timeline) Pop() any {
+	old := *t
+	e := old[len(old)-1]
+	*t = old[:len(old)-1]
+	return e
+}
+
+// intent is what the workload wants of a marquee; the quiet phase repairs
+// toward it, so a run with faults must end where a run without them does.
+type intent struct {
+	up      bool // provisioned (else destroyed)
+	reaped  bool
+	serving bool // active when up (else disabled)
+	byo     bool
+}
+
+// world is one simulated run.
+type world struct {
+	opts    Options
+	faults  *faults
+	rnd     *rand.Rand // latencies and the world's own choices
+	clock   *clock.Manual
+	events  timeline
+	seq     uint64
+	end     time.Time
+	quiet   bool
+	machine marquee.Machine
+
+	// The process: one incarnation at a time.
+	inc     int
+	q       *runQueue
+	fs      *vfs.MemFS
+	store   *persistence.Store
+	sys     *actors.System
+	api     http.Handler
+	crashAt string // a process crash requested at this point
+	crashes int
+
+	// What the oracles know.
+	model      map[string]marquee.State
+	pools      map[string]admission.Pool
+	granted    map[string]uint64
+	dispatched map[string]map[uint64]bool
+	answered   map[string][]byte // delivery id -> first answer body
+	applied    []string          // deliveries answered 200 applied
+	created    map[string]bool   // creates answered 201
+	intents    map[string]*intent
+	chats      map[string]driver.Chats
+	ids        []string
+
+	// What the run reports.
+	trace     []string
+	steps     int
+	messages  int
+	coverage  map[string]int
+	violation *Violation
+}
+
+// Options of one run.
+type Options struct {
+	Seed        uint64
+	Plant       string
+	FaultFree   bool
+	FaultyPhase time.Duration
+	QuietPhase  time.Duration
+}
+
+// Violation is the first broken invariant of a run.
+type Violation struct {
+	Invariant string
+	Detail    string
+	Step      int
+}
+
+func (v *Violation) Error() string {
+	return fmt.Sprintf("%s at step %d: %s", v.Invariant, v.Step, v.Detail)
+}
+
+func (w *world) now() time.Time { return w.clock.Now() }
+
+func (w *world) at(t time.Time, name string, fn func()) {
+	w.seq++
+	heap.Push(&w.events, &event{at: t, seq: w.seq, name: name, fn: fn})
+}
+
+func (w *world) after(d time.Duration, name string, fn func()) { w.at(w.now().Add(d), name, fn) }
+
+func (w *world) uniform(lo, hi time.Duration) time.Duration {
+	return lo + time.Duration(w.rnd.Int64N(int64(hi-lo)+1))
+}
+
+func (w *world) logf(format string, args ...any) {
+	w.trace = append(w.trace, fmt.Sprintf("%s %s", w.now().Sub(epoch), fmt.Sprintf(format, args...)))
+}
+
+func (w *world) violate(inv, format string, args ...any) {
+	if w.violation == nil {
+		w.violation = &Violation{Invariant: inv, Detail: fmt.Sprintf(format, args...), Step: w.steps}
+		w.logf("VIOLATION %s: %s", inv, w.violation.Detail)
+	}
+}
+
+func (w *world) cover(rule string) { w.coverage[rule]++ }
+
+// --- the process ------------------------------------------------------------------
+
+// incClock scopes the manual clock to one incarnation: timers armed by a
+// process that crashed never fire into its successor.
+type incClock struct {
+	w   *world
+	inc int
+}
+
+func (c incClock) Now() time.Time { return c.w.clock.Now() }
+func (c incClock) AfterFunc(d time.Duration, f func()) func() bool {
+	return c.w.clock.AfterFunc(d, func() {
+		if c.w.inc == c.inc {
+			f()
+		}
+	})
+}
+
+// start boots an incarnation on the current filesystem: recovery included.
+func (w *world) start() {
+	w.inc++
+	w.q = &runQueue{}
+	st, err := persistence.Open("db", persistence.Options{FS: w.fs})
+	if err != nil {
+		panic(fmt.Sprintf("sim: open store: %v", err))
+	}
+	w.store = st
+	inc := w.inc
+	cfg := actors.Config{
+		Store:         st,
+		Clock:         incClock{w: w, inc: inc},
+		Machine:       w.machine,
+		Pools:         map[string]int{"default": 2},
+		Dispatcher:    &driver.GitHub{APIURL: "https://github.sim", Repo: "acme/infra", Workflow: "terraform.yml", Ref: "main", Token: "t", Client: &http.Client{Transport: githubTransport{w}}},
+		Bootstrapper:  simBootstrap{w},
+		ControlPlane:  &driver.HTTPControlPlane{URL: "https://control.sim", Client: &http.Client{Transport: controlTransport{w}}},
+		CallbackURL:   "https://warden.sim/v1/webhooks/terraform",
+		Logger:        slog.New(slog.DiscardHandler),
+		RestartLimit:  5,
+		RestartWindow: time.Minute,
+		IdleAfter:     20 * time.Minute,
+		Plant:         w.opts.Plant,
+		Fault:         w.fault,
+		Sim: &actors.SimHooks{
+			Dispatcher: w.q,
+			Mailbox:    newStepMailbox,
+			Pump: func() bool {
+				if w.inc != inc {
+					return false
+				}
+				ok := w.q.step()
+				if ok {
+					w.messages++
+				}
+				return ok
+			},
+			Effect: func(run func(ctx context.Context)) {
+				w.after(w.uniform(0, 3*time.Second), "effect", func() {
+					if w.inc == inc {
+						run(context.Background())
+					}
+				})
+			},
+			Committed:     w.committed,
+			PoolCommitted: w.poolCommitted,
+		},
+	}
+	sys, err := actors.Start(cfg)
+	if err != nil {
+		panic(fmt.Sprintf("sim: start: %v", err))
+	}
+	w.sys = sys
+	w.api = httpapi.New(sys, httpapi.Options{CallbackToken: cbToken, OperatorToken: opToken})
+	w.drain()
+}
+
+// crash kills the process at once: nothing in flight survives but what was
+// synced. Then a new process recovers from the same (crash-cloned) disk; a
+// crash during that recovery is one more crash, and so on.
+func (w *world) crash(point string) {
+	for point != "" {
+		point = w.crashOnce(point)
+	}
+}
+
+func (w *world) crashOnce(point string) (again string) {
+	w.crashes++
+	w.logf("CRASH at %s (incarnation %d)", point, w.inc)
+	crashed := w.fs.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})
+	_ = w.store.Close()
+	w.fs = crashed
+	w.crashAt = ""
+	w.inc++ // the dead incarnation's timers, effects and queue go quiet
+	if w.faults.fire("storage.malformed-record") {
+		st, err := persistence.Open("db", persistence.Options{FS: w.fs})
+		if err == nil {
+			b := st.NewBatch()
+			b.PutRaw("a/default/zz-malformed-"+strconv.Itoa(w.crashes), []byte("\x01{not json"))
+			_ = b.Commit()
+			_ = st.Close()
+		}
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			pc, ok := r.(processCrash)
+			if !ok {
+				panic(r)
+			}
+			again = pc.point
+		}
+	}()
+	w.start()
+	w.afterRestart()
+	return w.crashAt
+}
+
+// guard runs fn; a process crash inside it becomes a crash and restart.
+func (w *world) guard(fn func()) {
+	defer func() {
+		if r := recover(); r != nil {
+			pc, ok := r.(processCrash)
+			if !ok {
+				panic(r)
+			}
+			w.crash(pc.point)
+		}
+	}()
+	fn()
+	if w.crashAt != "" {
+		w.crash(w.crashAt)
+	}
+}
+
+func (w *world) drain() {
+	for w.q.step() {
+		w.messages++
+	}
+}
+
+// fault is the shell's fault hook: actor panics, process crashes and
+// storage errors at each step of a transition.
+func (w *world) fault(point, id string) error {
+	if w.faults.fire("actor.panic." + point) {
+		w.logf("panic in %s at %s", id, point)
+		panic("injected panic at " + point)
+	}
+	if w.crashes < 25 && w.faults.fire("process.crash."+point) {
+		w.crashAt = point
+		panic(processCrash{point: point})
+	}
+	if point == actors.FaultBeforePersist && w.faults.fire("storage.write-error") {
+		return errors.New("injected write error")
+	}
+	return nil
+}
+
+// --- HTTP into the process ------------------------------------------------------------
+
+// call sends one request to the real handler. crashed means the process
+// died while handling it: the caller never got an answer.
+func (w *world) call(method, path, token string, body any, delivery string) (status int, answer []byte, crashed bool) {
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req := httptest.NewRequest(method, "https://warden.sim"+path, rd)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if delivery != "" {
+		req.Header.Set("Webhook-Id", delivery)
+	}
+	rec := httptest.NewRecorder()
+	inc := w.inc
+	w.guard(func() { w.api.ServeHTTP(rec, req) })
+	if w.inc != inc {
+		return 0, nil, true
+	}
+	return rec.Code, bytes.TrimSpace(rec.Body.Bytes()), false
+}
+
+func resultOf(b []byte) string {
+	var v struct {
+		Result string `json:"result"`
+	}
+	_ = json.Unmarshal(b, &v)
+	return v.Result
+}
+
+// --- the workflow runner (GitHub Actions + Terraform) -----------------------------------
+
+type githubTransport struct{ w *world }
+
+func respond(status int, body string) *http.Response {
+	return &http.Response{StatusCode: status, Body: io.NopCloser(strings.NewReader(body)), Header: http.Header{}}
+}
+
+// RoundTrip is the GitHub dispatch API: it records the dispatch (I2) and
+// starts the run.
+func (t githubTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	w := t.w
+	var body struct {
+		Inputs map[string]string `json:"inputs"`
+	}
+	if err := json.NewDecoder(req.Body).Decode(&body); err != nil {
+		return respond(422, "bad body"), nil
+	}
+	id, action := body.Inputs["marquee_id"], body.Inputs["action"]
+	gen, _ := strconv.ParseUint(body.Inputs["generation"], 10, 64)
+	if w.dispatched[id] == nil {
+		w.dispatched[id] = map[uint64]bool{}
+	}
+	if w.dispatched[id][gen] {
+		w.violate("I2", "%s: generation %d dispatched twice", id, gen)
+	}
+	// I2 is about reuse, not arrival order: an older generation's dispatch
+	// may reach GitHub after a newer one (started, then superseded).
+	w.dispatched[id][gen] = true
+	w.cover("M3")
+	if w.faults.fire("github.transient") {
+		w.logf("github 503 for %s g%d", id, gen)
+		return respond(503, "unavailable"), nil
+	}
+	if w.faults.fire("github.configuration") {
+		w.logf("github 404 for %s g%d", id, gen)
+		return respond(404, "workflow not found"), nil
+	}
+	w.logf("dispatch %s g%d %s", id, gen, action)
+	w.run(id, gen, action)
+	return respond(204, ""), nil
+}
+
+func hostFor(id string, gen uint64) string { return fmt.Sprintf("%s-g%d.host", id, gen) }
+
+// run plays one workflow run: steps, then deployed (or failed), or
+// destroyed for a destroy; every callback subject to the network's faults.
+func (w *world) run(id string, gen uint64, action string) {
+	if w.faults.fire("workflow.silent") {
+		w.logf("run %s g%d is silent", id, gen)
+		return
+	}
+	at := w.now()
+	if action == "destroy" {
+		at = at.Add(w.uniform(time.Minute, 4*time.Minute))
+		w.callbackAt(at, map[string]any{"marquee_id": id, "verb": "destroyed", "generation": gen})
+		return
+	}
+	// Some runs come from an old workflow that predates the generation
+	// field: their progress pings say generation 0 (M11).
+	stepGen := gen
+	if w.rnd.IntN(10) == 0 {
+		stepGen = 0
+	}
+	for _, step := range []string{"vm_starting", "ssh_configuring", "tls_provisioning"} {
+		at = at.Add(w.uniform(30*time.Second, 2*time.Minute))
+		w.callbackAt(at, map[string]any{"marquee_id": id, "verb": "step", "generation": stepGen, "step": step})
+	}
+	at = at.Add(w.uniform(time.Minute, 4*time.Minute))
+	if w.faults.fire("workflow.failed") {
+		w.callbackAt(at, map[string]any{"marquee_id": id, "verb": "failed", "generation": gen, "reason": "terraform apply failed"})
+		return
+	}
+	w.callbackAt(at, map[string]any{"marquee_id": id, "verb": "deployed", "generation": gen, "connection": map[string]any{
+		"host": hostFor(id, gen), "port": 22, "user": "root", "ssh_private_key": "sim-key", "free_domain": id + ".sim"}})
+}
+
+// callbackAt schedules one delivery with the network's faults.
+func (w *world) callbackAt(at time.Time, body map[string]any) {
+	w.seq++
+	delivery := fmt.Sprintf("d-%d", w.seq)
+	if w.faults.fire("callback.lost") {
+		return
+	}
+	if w.faults.fire("callback.reorder") {
+		at = at.Add(w.uniform(0, 5*time.Minute))
+	}
+	if w.faults.fire("callback.late") {
+		// Pareto tail: usually minutes, sometimes hours.
+		late := time.Duration(float64(5*time.Minute) * math.Pow(1/(1-w.rnd.Float64()*0.999), 1/1.2))
+		at = at.Add(min(late, 6*time.Hour))
+	}
+	w.at(at, "callback", func() { w.deliver(body, delivery, 0) })
+	if w.faults.fire("callback.duplicate") {
+		w.at(at.Add(w.uniform(time.Second, time.Hour)), "callback", func() { w.deliver(body, delivery, 0) })
+	}
+}
+
+// deliver sends a callback; like a webhook sender it retries what was not
+// answered, with the same delivery id.
+func (w *world) deliver(body map[string]any, delivery string, attempt int) {
+	if w.faults.fire("callback.bad-token") {
+		st, _, _ := w.call("POST", "/v1/webhooks/terraform", "wrong-token", body, delivery)
+		if st != http.StatusUnauthorized {
+			w.violate("M9", "a wrong token was answered %d", st)
+		}
+		w.cover("M9")
+	}
+	st, ans, crashed := w.call("POST", "/v1/webhooks/terraform", cbToken, body, delivery)
+	id, _ := body["marquee_id"].(string)
+	if crashed || st == http.StatusServiceUnavailable {
+		w.logf("callback %s %s %v unanswered (crashed=%t status=%d)", delivery, id, body["verb"], crashed, st)
+		if attempt < 5 {
+			w.after(30*time.Second, "callback", func() { w.deliver(body, delivery, attempt+1) })
+		}
+		return
+	}
+	res := resultOf(ans)
+	w.logf("callback %s %s %v g%v -> %d %s", delivery, id, body["verb"], body["generation"], st, res)
+	if first, ok := w.answered[delivery]; ok {
+		if !bytes.Equal(first, ans) {
+			w.violate("M20", "delivery %s answered %s, then %s", delivery, first, ans)
+		}
+		w.cover("M20")
+		return
+	}
+	if st == http.StatusOK {
+		w.answered[delivery] = ans
+		if res == "applied" {
+			w.applied = append(w.applied, delivery)
+		}
+	}
+}
+
+// --- control plane and bootstrap --------------------------------------------------
+
+type controlTransport struct{ w *world }
+
+func (t controlTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	w := t.w
+	parts := strings.Split(strings.Trim(req.URL.Path, "/"), "/")
+	if len(parts) >= 3 && parts[2] == "playgrounds" {
+		w.cover("M14")
+		return respond(204, ""), nil
+	}
+	if w.faults.fire("controlplane.unreachable") {
+		return nil, errors.New("connection refused")
+	}
+	if w.faults.fire("controlplane.garbage") {
+		return respond(200, `{"live":`), nil
+	}
+	c := w.chats[parts[1]]
+	return respond(200, fmt.Sprintf(`{"live": %d, "reachable": %d}`, c.Live, c.Reachable)), nil
+}
+
+type simBootstrap struct{ w *world }
+
+func (b simBootstrap) Bootstrap(_ context.Context, r driver.BootstrapRequest) error {
+	if b.w.faults.fire("bootstrap.fail") {
+		return errors.New("https probe: tls handshake timeout")
+	}
+	return nil
+}
+
+// --- the workload ----------------------------------------------------------------
+
+// workload draws the operators' commands from the seed alone, so the
+// fault-free reference run gets exactly the same ones.
+func (w *world) workload() {
+	r := rand.New(rand.NewPCG(w.opts.Seed, 1))
+	n := 3 + r.IntN(5)
+	at := epoch
+	for i := 0; i < n; i++ {
+		id := fmt.Sprintf("m-%d", i)
+		w.ids = append(w.ids, id)
+		byo := r.IntN(8) == 0
+		at = at.Add(time.Duration(r.IntN(20)) * time.Minute)
+		w.at(at, "operator", func() { w.create(id, byo) })
+	}
+	for t := at; t.Before(epoch.Add(w.opts.FaultyPhase)); {
+		t = t.Add(time.Duration(5+r.IntN(25)) * time.Minute)
+		id := w.ids[r.IntN(len(w.ids))]
+		op := []string{"redeploy", "redeploy", "destroy", "destroy", "reap", "disable", "enable"}[r.IntN(7)]
+		w.at(t, "operator", func() { w.operate(id, op) })
+	}
+	if w.faults.off {
+		return
+	}
+	// The world's own weather: chats come and go, the cloud hiccups.
+	for t := epoch; t.Before(epoch.Add(w.opts.FaultyPhase)); t = t.Add(time.Duration(5+w.rnd.IntN(20)) * time.Minute) {
+		w.at(t, "chats", func() {
+			id := w.ids[w.rnd.IntN(len(w.ids))]
+			live := w.rnd.IntN(3)
+			w.chats[id] = driver.Chats{Live: live, Reachable: w.rnd.IntN(live + 1)}
+		})
+		w.at(t.Add(time.Minute), "cloud", w.falseNull)
+	}
+}
+
+func (w *world) create(id string, byo bool) {
+	body := map[string]any{"id": id, "kind": "tutorial"}
+	if byo {
+		body = map[string]any{"id": id, "kind": "byo", "connection": map[string]any{"host": "byo.host", "port": 22, "user": "root", "ssh_private_key": "k"}}
+	}
+	st, ans, crashed := w.call("POST", "/v1/marquees", opToken, body, "")
+	w.logf("create %s -> %d crashed=%t", id, st, crashed)
+	if w.intents[id] == nil {
+		w.intents[id] = &intent{up: true, serving: true, byo: byo}
+	}
+	if st == http.StatusCreated {
+		w.created[id] = true
+		var v struct {
+			Admission *struct{ Status string } `json:"admission"`
+		}
+		_ = json.Unmarshal(ans, &v)
+		if v.Admission != nil && v.Admission.Status != "asking" {
+			w.cover("A10") // answered with a durable admission
+		}
+	}
+	if st != http.StatusCreated && st != http.StatusConflict {
+		w.after(time.Minute, "operator", func() { w.create(id, byo) }) // the operator tries again
+	}
+}
+
+func (w *world) operate(id, op string) {
+	in := w.intents[id]
+	if in == nil || in.reaped {
+		return
+	}
+	path := "/v1/marquees/" + id + "/" + op
+	var body any
+	switch op {
+	case "reap":
+		path, body = "/v1/marquees/"+id+"/destroy", map[string]any{"reap": true}
+	case "destroy":
+	}
+	st, _, crashed := w.call("POST", path, opToken, body, "")
+	w.logf("%s %s -> %d crashed=%t", op, id, st, crashed)
+	// The intent is the operator's wish, whatever this answer was; the
+	// quiet phase asks again until the system agrees.
+	if op == "disable" || op == "enable" {
+		in.serving = op == "enable"
+		if st == http.StatusOK {
+			w.cover("M8")
+		}
+		return
+	}
+	if in.byo {
+		return
+	}
+	switch op {
+	case "redeploy":
+		in.up = true
+	case "destroy":
+		in.up = false
+	case "reap":
+		in.up, in.reaped = false, true
+	}
+}
+
+// falseNull is a transient "no infrastructure" plan against a live host,
+// sometimes confirmed, sometimes followed by a healthy signal.
+func (w *world) falseNull() {
+	if !w.faults.fire("workflow.false-null") {
+		return
+	}
+	var live []string
+	for _, id := range w.ids {
+		if s, ok := w.model[id]; ok && s.Lifecycle == marquee.Provisioned && s.Tombstone == nil {
+			live = append(live, id)
+		}
+	}
+	if len(live) == 0 {
+		return
+	}
+	id := live[w.rnd.IntN(len(live))]
+	gen := w.model[id].Generation
+	w.callbackAt(w.now(), map[string]any{"marquee_id": id, "verb": "null", "generation": gen})
+	if w.rnd.IntN(2) == 0 {
+		w.callbackAt(w.now().Add(w.uniform(time.Minute, 10*time.Minute)), map[string]any{"marquee_id": id, "verb": "rebooted", "generation": gen})
+	}
+	if w.rnd.IntN(2) == 0 {
+		w.callbackAt(w.now().Add(w.uniform(time.Minute, 30*time.Minute)), map[string]any{"marquee_id": id, "verb": "null", "generation": gen})
+	}
+}
+
+// repair is the quiet phase's operator: it asks again for what the
+// workload wants, so every fault's damage is healed by the system's own
+// commands, as a person would do.
+func (w *world) repair() {
+	for _, id := range w.ids {
+		in := w.intents[id]
+		s, ok := w.model[id]
+		if in == nil {
+			continue
+		}
+		if !ok {
+			w.create(id, in.byo)
+			continue
+		}
+		switch {
+		case in.byo:
+			if in.serving && s.Serving != marquee.Active {
+				w.call("POST", "/v1/marquees/"+id+"/enable", opToken, nil, "")
+			} else if !in.serving && s.Serving != marquee.Disabled {
+				w.call("POST", "/v1/marquees/"+id+"/disable", opToken, nil, "")
+			}
+		case in.reaped && s.Tombstone == nil && s.Lifecycle != marquee.Destroying:
+			w.call("POST", "/v1/marquees/"+id+"/destroy", opToken, map[string]any{"reap": true}, "")
+		case !in.up && !in.reaped && s.Lifecycle != marquee.Destroyed && s.Lifecycle != marquee.Destroying:
+			w.call("POST", "/v1/marquees/"+id+"/destroy", opToken, nil, "")
+		case in.up && (s.Lifecycle == marquee.Failed || s.Lifecycle == marquee.Destroyed):
+			w.call("POST", "/v1/marquees/"+id+"/redeploy", opToken, nil, "")
+		case in.up && s.Lifecycle == marquee.Provisioned && in.serving && s.Serving == marquee.Disabled:
+			w.call("POST", "/v1/marquees/"+id+"/enable", opToken, nil, "")
+		case in.up && s.Lifecycle == marquee.Provisioned && !in.serving && s.Serving == marquee.Active:
+			w.call("POST", "/v1/marquees/"+id+"/disable", opToken, nil, "")
+		}
+	}
+}
+
+// final is the outcome the convergence oracle compares.
+func (w *world) final() map[string]string {
+	out := map[string]string{}
+	for _, id := range w.ids {
+		s, ok := w.model[id]
+		switch {
+		case !ok:
+			out[id] = "absent"
+		case s.Tombstone != nil:
+			out[id] = "tombstone"
+		default:
+			out[id] = fmt.Sprintf("%s/%s", s.Lifecycle, s.Serving)
+		}
+	}
+	return out
+}
+
+func sortedKeys[M ~map[string]V, V any](m M) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
