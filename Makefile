@@ -38,6 +38,7 @@ bench:
 SIM_SEEDS ?= 1000
 sim:
 	$(GO) run ./cmd/warden sim --seeds $(SIM_SEEDS) --check-determinism --report BENCHMARKS.md
+	$(GO) run ./cmd/warden sim --planted --report BENCHMARKS.md
 
 # The crash test for as long as asked: make crash CRASH_DURATION=30m
 CRASH_DURATION ?= 10m

@@ -117,8 +117,11 @@ func (w *world) nextTime() (time.Time, bool) {
 
 // Check runs a seed with faults and the same workload without, and adds
 // the convergence oracle: after the quiet phase both worlds must agree.
-func Check(o Options) Result {
-	r := Run(o)
+func Check(o Options) Result { return Converge(Run(o), o) }
+
+// Converge compares a finished faulty run with a fault-free run of the
+// same seed's workload.
+func Converge(r Result, o Options) Result {
 	if r.Violation != nil {
 		return r
 	}

@@ -27,10 +27,7 @@ func TestSeedsWithDeterminism(t *testing.T) {
 		if div != nil {
 			t.Fatal(div)
 		}
-		if r.Violation == nil {
-			r = Check(Options{Seed: seed})
-		}
-		report(t, r)
+		report(t, Converge(r, Options{Seed: seed}))
 		if t.Failed() {
 			return
 		}
