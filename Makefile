@@ -50,6 +50,8 @@ fuzz:
 	$(GO) test ./httpapi -run '^$$' -fuzz FuzzDecodeCreate -fuzztime 30s
 	$(GO) test ./persistence -run '^$$' -fuzz FuzzDecode -fuzztime 30s
 	$(GO) test ./actors/driver -run '^$$' -fuzz FuzzDecodeChats -fuzztime 30s
+	$(GO) test ./actors/driver -run '^$$' -fuzz FuzzDecodeExecResult -fuzztime 30s
+	$(GO) test ./httpapi -run '^$$' -fuzz FuzzDecodeDestroy -fuzztime 30s
 
 clean:
 	rm -rf bin

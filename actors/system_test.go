@@ -393,7 +393,7 @@ func TestActorCrashAfterSettleReleasesTheSlot(t *testing.T) {
 		Connection: &marquee.Connection{Host: "h", Port: 22, User: "root", SSHPrivateKey: "k", FreeDomain: "d"}})
 	require.NoError(t, err)
 	h.eventually("m-1 provisioned", func() bool { return h.state("m-1").Lifecycle == marquee.Provisioned })
-	require.GreaterOrEqual(t, afterPersist.Load(), int32(5), "the crash happened where intended")
+	h.eventually("the crash happened where intended", func() bool { return afterPersist.Load() >= 5 })
 	h.eventually("slot released and m-2 admitted", func() bool { return len(h.disp.gens("m-2")) == 1 })
 	v, err := h.sys.Pool(ctx, "default")
 	require.NoError(t, err)

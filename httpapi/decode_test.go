@@ -87,3 +87,15 @@ func FuzzDecodeCreate(f *testing.F) {
 		require.Equal(t, c.Kind == marquee.BYO, c.Connection != nil)
 	})
 }
+
+func FuzzDecodeDestroy(f *testing.F) {
+	f.Add([]byte(`{"reap":true}`))
+	f.Add([]byte(``))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		ev, err := decodeDestroy(body)
+		if err == nil {
+			_, ok := ev.(marquee.Destroy)
+			require.True(t, ok)
+		}
+	})
+}

@@ -4,15 +4,15 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"regexp"
 	"sort"
 	"strings"
 	"time"
 )
 
-// Main is `warden sim`. It returns the process exit code.
-func Main(args []string, stdout, stderr io.Writer) int {
+// Main is `warden sim`. It returns the process exit code. With --report,
+// its figures go to report(path, heading, section).
+func Main(args []string, stdout, stderr io.Writer, report func(path, heading, section string) error) int {
 	fs := flag.NewFlagSet("warden sim", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	seed := fs.Uint64("seed", 0, "run this one seed")
@@ -21,13 +21,13 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	determinism := fs.Bool("check-determinism", false, "run each seed twice and compare the traces")
 	plant := fs.String("plant", "", "disable one guard on purpose (generation-check, second-null, veto, admission-check, persist-before-answer)")
 	trace := fs.Bool("trace", false, "print the whole trace of each seed")
-	report := fs.String("report", "", "write the figures (compression, rate, coverage) to this markdown file")
+	reportPath := fs.String("report", "", "write the figures (compression, rate, coverage) to this markdown file")
 	planted := fs.Bool("planted", false, "for each planted bug, find the first seed that catches it")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	if *planted {
-		return findAllPlanted(stdout, *report)
+		return findAllPlanted(stdout, *reportPath, report)
 	}
 	var list []uint64
 	switch {
@@ -71,8 +71,8 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	}
 	wall := time.Since(start)
 	fmt.Fprintln(stdout, agg.summary(len(list), failed, wall, *determinism))
-	if *report != "" {
-		if err := writeReport(*report, agg.markdown(len(list), wall, *determinism)); err != nil {
+	if *reportPath != "" {
+		if err := report(*reportPath, "## Simulation", agg.markdown(len(list), wall, *determinism)); err != nil {
 			fmt.Fprintln(stderr, "warden sim:", err)
 			return 1
 		}
@@ -193,26 +193,8 @@ func (a *aggregate) markdown(n int, wall time.Duration, det bool) string {
 	return b.String()
 }
 
-func writeReport(path, section string) error { return writeNamed(path, "## Simulation\n", section) }
-
-func writeNamed(path, heading, section string) error {
-	old, _ := os.ReadFile(path)
-	text := string(old)
-	if i := strings.Index(text, heading); i >= 0 {
-		rest := text[i+len(heading):]
-		end := len(text)
-		if j := strings.Index(rest, "\n## "); j >= 0 {
-			end = i + len(heading) + j + 1
-		}
-		text = text[:i] + section + text[end:]
-	} else {
-		text += "\n" + section
-	}
-	return os.WriteFile(path, []byte(text), 0o644)
-}
-
 // findAllPlanted reports seeds-to-detection of every planted bug.
-func findAllPlanted(stdout io.Writer, report string) int {
+func findAllPlanted(stdout io.Writer, path string, report func(path, heading, section string) error) int {
 	var b strings.Builder
 	b.WriteString("## Planted bugs\n\nCommand: `go run ./cmd/warden sim --planted --report BENCHMARKS.md`. Seeds are tried from 1; the first that fails is the detection.\n\n")
 	b.WriteString("| planted bug (guard disabled) | caught at seed | by | expected |\n|---|---|---|---|\n")
@@ -229,8 +211,8 @@ func findAllPlanted(stdout io.Writer, report string) int {
 		fmt.Fprintf(&b, "| %s | %d | %s | %s |\n", p.Name, seed, r.Violation.Invariant, p.Invariant)
 	}
 	b.WriteString("\n")
-	if report != "" {
-		if err := writeNamed(report, "## Planted bugs\n", b.String()); err != nil {
+	if path != "" {
+		if err := report(path, "## Planted bugs", b.String()); err != nil {
 			fmt.Fprintln(stdout, err)
 			return 1
 		}

@@ -152,3 +152,20 @@ func FuzzDecodeChats(f *testing.F) {
 		}
 	})
 }
+
+func FuzzDecodeExecResult(f *testing.F) {
+	f.Add([]byte(`{"ok":true,"detail":"x"}`))
+	f.Add([]byte(`{"ok":true} {"ok":false}`))
+	f.Fuzz(func(t *testing.T, out []byte) {
+		var r ExecResult
+		_ = decodeResult(out, &r)
+	})
+}
+
+func TestDecodeExecResultIsOneObject(t *testing.T) {
+	var r ExecResult
+	require.NoError(t, decodeResult([]byte("{\"ok\":true}\n"), &r))
+	require.True(t, r.OK)
+	require.Error(t, decodeResult([]byte(`{"ok":true} {"ok":false}`), &r))
+	require.Error(t, decodeResult([]byte(`ok`), &r))
+}

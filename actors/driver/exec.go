@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os/exec"
 	"strings"
@@ -78,9 +79,21 @@ func (e *Exec) Run(ctx context.Context, req any, res any) error {
 	if stdout.truncated {
 		return errorf(Scoped, "%s wrote more than %d bytes to stdout", name, maxStdout)
 	}
-	dec := json.NewDecoder(bytes.NewReader(stdout.Bytes()))
+	if err := decodeResult(stdout.Bytes(), res); err != nil {
+		return errorf(Scoped, "%s: %v", name, err)
+	}
+	return nil
+}
+
+// decodeResult reads a script's stdout: exactly one JSON object (trailing
+// white space allowed), bounded by maxStdout before it gets here.
+func decodeResult(out []byte, res any) error {
+	dec := json.NewDecoder(bytes.NewReader(out))
 	if err := dec.Decode(res); err != nil {
-		return errorf(Scoped, "%s: stdout is not one JSON object: %v", name, err)
+		return fmt.Errorf("stdout is not one JSON object: %v", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("stdout has more than one JSON value")
 	}
 	return nil
 }

@@ -24,6 +24,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"warden/cmd/internal/mdreport"
 )
 
 const (
@@ -308,27 +310,6 @@ func render(rs []result, d time.Duration, conns []int) string {
 	return b.String()
 }
 
-// writeSection replaces the section this tool owns in the file (from its
-// heading to the next "## "), keeping every other section.
 func writeSection(path, section string) error {
-	return writeNamedSection(path, "## Durable webhook path vs no-op (loopback)", section)
-}
-
-func writeNamedSection(path, heading, section string) error {
-	old, _ := os.ReadFile(path)
-	text := string(old)
-	if i := strings.Index(text, heading); i >= 0 {
-		rest := text[i+len(heading):]
-		end := len(text)
-		if j := strings.Index(rest, "\n## "); j >= 0 {
-			end = i + len(heading) + j + 1
-		}
-		text = text[:i] + section + text[end:]
-	} else {
-		if text == "" {
-			text = "# Benchmarks\n\nFigures are measured, with the command that produced them. Ratios compare against a baseline measured in the same run.\n\n"
-		}
-		text += section
-	}
-	return os.WriteFile(path, []byte(text), 0o644)
+	return mdreport.Replace(path, "## Durable webhook path vs no-op (loopback)", section)
 }

@@ -13,6 +13,7 @@ import (
 	"warden/actors/clock"
 	"warden/actors/driver"
 	"warden/actors/marquee"
+	"warden/cmd/internal/mdreport"
 	"warden/persistence"
 )
 
@@ -175,7 +176,7 @@ func runScale(out string, sizes []int) error {
 	b.WriteString("\n")
 	fmt.Print(b.String())
 	if out != "" {
-		return writeNamedSection(out, "## Actors at scale", b.String())
+		return mdreport.Replace(out, "## Actors at scale", b.String())
 	}
 	return nil
 }

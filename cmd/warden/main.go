@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 
+	"warden/cmd/internal/mdreport"
 	"warden/sim"
 )
 
@@ -19,7 +20,7 @@ func main() {
 	case "serve":
 		err = serve(os.Args[2:], os.Getenv, os.Stderr)
 	case "sim":
-		os.Exit(sim.Main(os.Args[2:], os.Stdout, os.Stderr))
+		os.Exit(sim.Main(os.Args[2:], os.Stdout, os.Stderr, mdreport.Replace))
 	case "help", "-h", "--help":
 		usage()
 		return
