@@ -1,0 +1,676 @@
+package environment
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// ErrConflict refuses an action that is not available now (http 409).
+var ErrConflict = errors.New("conflict")
+
+// ErrInvalid refuses a command with a bad argument (http 400).
+var ErrInvalid = errors.New("invalid")
+
+// Config holds the machine's limits.
+type Config struct {
+	// RetryBackoff is the first wait after a transient failure, doubling;
+	// MaxRetries transient failures of one transition end in review:
+	// nothing retries forever (E9).
+	RetryBackoff time.Duration
+	MaxRetries   int
+	// LeaseFor is how long a worker holds a transition before another may
+	// take it over (E7).
+	LeaseFor time.Duration
+	// NotifyURL is where environment-ready notifications point (E10).
+	NotifyURL string
+}
+
+// DefaultConfig is the defaults.
+func DefaultConfig() Config {
+	return Config{RetryBackoff: 30 * time.Second, MaxRetries: 5, LeaseFor: 2 * time.Minute, NotifyURL: "https://previews.example/"}
+}
+
+// Machine applies the environment rules under one Config.
+type Machine struct{ Config Config }
+
+// --- events -------------------------------------------------------------------
+
+// Event is anything that can happen to an environment.
+type Event interface{ isEvent() }
+
+// Create records a new environment (E1).
+type Create struct {
+	ID, Branch, Revision string
+	Data                 DataPolicy
+	TTL                  time.Duration
+}
+
+// Advance asks a worker (Owner) to take the next eligible transition: the
+// intent is recorded before the effect (E5). A worker finding an attempt
+// whose lease has expired takes it over and observes first (E7).
+type Advance struct{ Owner string }
+
+// Observation is what a driver's observe reported.
+type Observation struct {
+	Exists     bool
+	Owner      string // the environment the resource belongs to
+	Matches    bool   // configuration matches the receipt / candidate identity / health
+	ProviderID string
+	// RouteTarget is the generation the route resolves to (0: none).
+	RouteTarget uint64
+	Detail      string
+}
+
+// Result is a driver's answer for one attempt, under one lease generation.
+type Result struct {
+	AttemptID       string
+	LeaseGeneration uint64
+	// OK is the effect's own answer (ignored for verification, E4).
+	OK bool
+	// Timeout: no answer; the outcome is unknown.
+	Timeout  bool
+	Category Category
+	Message  string
+	// Observation is set for an observe's answer.
+	Observation *Observation
+}
+
+// RenewLease extends a worker's lease during long work (E7).
+type RenewLease struct {
+	AttemptID       string
+	LeaseGeneration uint64
+}
+
+// RemoveEnv starts the forward removal (E11).
+type RemoveEnv struct{ Reason string }
+
+// Expire is the TTL deadline (E14): removal with reason ttl.
+type Expire struct{}
+
+// AtRest is the reconciler's observation of a resource of an environment
+// with no transition in flight (E14, E15).
+type AtRest struct {
+	Capability  Capability
+	Observation Observation
+}
+
+// Action is an audited manual intervention (E16).
+type Action struct {
+	Name, Actor, Reason string
+}
+
+// Delivered is the notification sender's report (E10).
+type Delivered struct {
+	Key string
+	OK  bool
+}
+
+func (Create) isEvent()     {}
+func (Advance) isEvent()    {}
+func (Result) isEvent()     {}
+func (RenewLease) isEvent() {}
+func (RemoveEnv) isEvent()  {}
+func (Expire) isEvent()     {}
+func (AtRest) isEvent()     {}
+func (Action) isEvent()     {}
+func (Delivered) isEvent()  {}
+
+// --- effects -------------------------------------------------------------------
+
+// Effect is work for the shell after the record is persisted.
+type Effect interface{ isEffect() }
+
+// Do calls a driver. Every call carries the attempt and lease generation;
+// drivers reject obsolete generations where the target allows (E7). A
+// route apply is a compare-and-set on ExpectedRoute (E8).
+type Do struct {
+	AttemptID       string
+	LeaseGeneration uint64
+	Capability      Capability
+	Op              Op
+	Identity        string
+	Generation      uint64
+	ExpectedRoute   uint64
+}
+
+// Send delivers an outbox notification (E10).
+type Send struct{ Notification Notification }
+
+func (Do) isEffect()   {}
+func (Send) isEffect() {}
+
+// Output is what one step produced besides the new record.
+type Output struct {
+	Effects []Effect
+	// Note says what was decided, for the audit and the tests.
+	Note string
+	// Rejected: a stale worker's commit was refused (E7, I13).
+	Rejected bool
+	Err      error
+}
+
+// --- the machine ----------------------------------------------------------------
+
+// New records a requested environment with its declared identities (E1, E2).
+func (m Machine) New(c Create, now time.Time) (Env, error) {
+	if !ValidID(c.ID) {
+		return Env{}, fmt.Errorf("%w: id %q must match [a-z0-9][a-z0-9-]{0,62}", ErrInvalid, c.ID)
+	}
+	if !ValidID(c.Branch) {
+		return Env{}, fmt.Errorf("%w: branch %q must match [a-z0-9][a-z0-9-]{0,62}", ErrInvalid, c.Branch)
+	}
+	if c.Revision == "" || len(c.Revision) > 64 {
+		return Env{}, fmt.Errorf("%w: revision is required (at most 64 bytes)", ErrInvalid)
+	}
+	if c.Data == "" {
+		c.Data = Disposable
+	}
+	if c.Data != Disposable && c.Data != Preserve {
+		return Env{}, fmt.Errorf("%w: data must be disposable or preserve", ErrInvalid)
+	}
+	e := Env{ID: c.ID, Branch: c.Branch, Revision: c.Revision, Data: c.Data, Desired: "ready", State: Requested,
+		Generation: 1, CreatedAt: now, UpdatedAt: now}
+	if c.TTL > 0 {
+		e.ExpiresAt = now.Add(c.TTL)
+	}
+	for _, cap := range []Capability{Artifact, Database, App, Route} {
+		e.Resources = append(e.Resources, Resource{Capability: cap, Identity: e.Identity(cap), Status: "absent"})
+	}
+	return e, nil
+}
+
+// Step applies one event. It never mutates e.
+func (m Machine) Step(e Env, ev Event, now time.Time) (Env, Output) {
+	before := e
+	e = e.clone()
+	var out Output
+	if e.Tombstone != nil {
+		switch ev := ev.(type) {
+		case AtRest:
+			out = m.atRestTombstone(&e, ev, now)
+		case Action:
+			out = m.action(&e, ev, now)
+		case Delivered:
+			out = m.delivered(&e, ev)
+		default:
+			out = Output{Note: "tombstone: nothing to do"}
+		}
+	} else {
+		switch ev := ev.(type) {
+		case Advance:
+			out = m.advance(&e, ev, now)
+		case Result:
+			out = m.result(&e, ev, now)
+		case RenewLease:
+			out = m.renew(&e, ev, now)
+		case RemoveEnv:
+			out = m.remove(&e, ev.Reason, now)
+		case Expire:
+			if e.ExpiresAt.IsZero() || now.Before(e.ExpiresAt) || e.Desired == "removed" {
+				out = Output{Note: "not expired"}
+			} else {
+				out = m.remove(&e, "ttl expired", now)
+			}
+		case AtRest:
+			out = m.atRest(&e, ev, now)
+		case Action:
+			out = m.action(&e, ev, now)
+		case Delivered:
+			out = m.delivered(&e, ev)
+		default:
+			panic(fmt.Sprintf("environment: unknown event %T", ev))
+		}
+	}
+	if out.Err != nil {
+		return before, Output{Err: out.Err}
+	}
+	e.UpdatedAt = now
+	return e, out
+}
+
+func (e Env) clone() Env {
+	if e.Attempt != nil {
+		a := *e.Attempt
+		e.Attempt = &a
+	}
+	if e.LastFailure != nil {
+		f := *e.LastFailure
+		e.LastFailure = &f
+	}
+	if e.Tombstone != nil {
+		t := *e.Tombstone
+		e.Tombstone = &t
+	}
+	e.Receipts = slices.Clone(e.Receipts)
+	e.Resources = slices.Clone(e.Resources)
+	e.Outbox = slices.Clone(e.Outbox)
+	e.Drift = slices.Clone(e.Drift)
+	e.Audit = slices.Clone(e.Audit)
+	return e
+}
+
+// eligible reports whether a new attempt may start now.
+func (m Machine) eligible(e *Env, now time.Time) (string, bool) {
+	if f := e.LastFailure; f != nil {
+		if !f.Retryable {
+			return "waiting for " + f.Needs + " after a " + string(f.Category) + " failure", false
+		}
+		if now.Before(e.RetryAt) {
+			return "backing off until " + e.RetryAt.Format(time.RFC3339), false
+		}
+	}
+	if m.openDrift(e) >= 0 {
+		return "drift waits for an operator outcome (E15)", false
+	}
+	return "", true
+}
+
+func (m Machine) advance(e *Env, a Advance, now time.Time) Output {
+	if at := e.Attempt; at != nil {
+		if now.Before(at.Lease.ExpiresAt) {
+			return Output{Note: fmt.Sprintf("attempt %s is leased to %s until %s", at.ID, at.Lease.Owner, at.Lease.ExpiresAt.Format(time.RFC3339))}
+		}
+		// E7: takeover only after expiry, and the previous attempt is
+		// reconciled first: observe what it may have done.
+		prev := at.Lease.Owner
+		e.LeaseGeneration++
+		at.Lease = Lease{Owner: a.Owner, Generation: e.LeaseGeneration, ExpiresAt: now.Add(m.Config.LeaseFor)}
+		at.Verifying = true
+		return Output{Note: fmt.Sprintf("took over attempt %s from %s (lease expired); observing first (E7)", at.ID, prev),
+			Effects: []Effect{m.do(e, Observe)}}
+	}
+	if why, ok := m.eligible(e, now); !ok {
+		return Output{Note: why}
+	}
+	t, ok := transitionFrom(e.State)
+	if !ok {
+		return Output{Note: "no transition from " + string(e.State)}
+	}
+	if t.from == AppStopped && e.Data == Preserve && !e.DataRemovalOK {
+		e.LastFailure = &Failure{Transition: string(t.from) + " -> " + string(t.to), Category: Configuration, Retryable: false,
+			Needs: "review", Message: "data holds review-entered state; removal needs an operator decision (continue-removal, E12)", At: now}
+		return Output{Note: e.LastFailure.Message}
+	}
+	if len(t.steps) == 0 { // resources-verified-absent -> removed
+		e.State = t.to
+		e.Tombstone = &Tombstone{Reason: e.RemovalReason, RemovedAt: now}
+		e.Attempt = nil
+		return Output{Note: "removed; tombstone kept for leak audits (E12)"}
+	}
+	return m.begin(e, t, 0, a.Owner, now)
+}
+
+// begin records the attempt (intent before effect, E5) and asks for the
+// step's effect.
+func (m Machine) begin(e *Env, t transition, stepIdx int, owner string, now time.Time) Output {
+	st := t.steps[stepIdx]
+	e.AttemptSeq++
+	e.LeaseGeneration++
+	e.Attempt = &Attempt{ID: fmt.Sprintf("att-%s-%d", e.ID, e.AttemptSeq), From: t.from, To: t.to, Step: stepIdx,
+		Capability: st.cap, Op: st.op, Identity: e.Identity(st.cap), StartedAt: now,
+		Lease: Lease{Owner: owner, Generation: e.LeaseGeneration, ExpiresAt: now.Add(m.Config.LeaseFor)}}
+	// An observe step's effect is its own verification.
+	e.Attempt.Verifying = st.op == Observe
+	return Output{Note: fmt.Sprintf("attempt %s: %s -> %s, %s %s %s (E5)", e.Attempt.ID, t.from, t.to, st.op, st.cap, e.Attempt.Identity),
+		Effects: []Effect{m.do(e, st.op)}}
+}
+
+func (m Machine) do(e *Env, op Op) Do {
+	a := e.Attempt
+	d := Do{AttemptID: a.ID, LeaseGeneration: a.Lease.Generation, Capability: a.Capability, Op: op, Identity: a.Identity, Generation: e.Generation}
+	if a.Capability == Route && op == Apply {
+		d.ExpectedRoute = e.Generation - 1 // the predecessor this activation replaces (E8)
+	}
+	return d
+}
+
+func (m Machine) renew(e *Env, r RenewLease, now time.Time) Output {
+	a := e.Attempt
+	if a == nil || a.ID != r.AttemptID || a.Lease.Generation != r.LeaseGeneration {
+		return Output{Rejected: true, Note: "lease renewal by a stale worker rejected (E7)"}
+	}
+	a.Lease.ExpiresAt = now.Add(m.Config.LeaseFor)
+	return Output{Note: "lease renewed until " + a.Lease.ExpiresAt.Format(time.RFC3339)}
+}
+
+func (m Machine) result(e *Env, r Result, now time.Time) Output {
+	a := e.Attempt
+	if a == nil || a.ID != r.AttemptID || a.Lease.Generation != r.LeaseGeneration {
+		// E7, I13: a paused or stale worker never completes a newer attempt.
+		e.Audit = append(e.Audit, AuditEntry{Actor: "controller", Action: "reject-stale-commit",
+			Reason: fmt.Sprintf("result for %s under lease generation %d refused", r.AttemptID, r.LeaseGeneration), At: now})
+		return Output{Rejected: true, Note: fmt.Sprintf("stale result for %s (lease generation %d) rejected and recorded (E7, I13)", r.AttemptID, r.LeaseGeneration)}
+	}
+	if !a.Verifying {
+		if r.Timeout || r.OK {
+			// Success is not evidence and a timeout is not failure: observe
+			// the declared identity (E4, E8).
+			a.Verifying = true
+			note := "effect answered; verifying by observation (E4)"
+			if r.Timeout {
+				note = "effect timed out, outcome unknown; observing (E8)"
+			}
+			return Output{Note: note, Effects: []Effect{m.do(e, Observe)}}
+		}
+		return m.fail(e, r.Category, r.Message, now)
+	}
+	if r.Observation == nil {
+		if r.Timeout || r.Category == "" {
+			return m.fail(e, Transient, "observation did not answer", now)
+		}
+		return m.fail(e, r.Category, r.Message, now)
+	}
+	return m.verify(e, *r.Observation, now)
+}
+
+// verify judges an observation of the attempt's identity.
+func (m Machine) verify(e *Env, o Observation, now time.Time) Output {
+	a := e.Attempt
+	if o.Exists && o.Owner != "" && o.Owner != e.ID {
+		// E3: a same-name resource owned by someone else is a conflict,
+		// never reused; removal never deletes it (E11).
+		return m.fail(e, Conflict, fmt.Sprintf("%s exists but belongs to %s (E3)", a.Identity, o.Owner), now)
+	}
+	op := a.Op
+	if t, _ := transitionFrom(a.From); t.steps != nil {
+		op = t.steps[a.Step].op
+	}
+	switch op {
+	case Remove:
+		if o.Exists {
+			return m.fail(e, Transient, a.Identity+" still present after removal", now)
+		}
+		m.setResource(e, a.Capability, "", "removed")
+		return m.stepDone(e, "already absent or removed, ownership verified (E11)", "", now)
+	case Observe:
+		if a.From == DataRemoved { // resources-verified-absent
+			if o.Exists {
+				return m.fail(e, Transient, a.Identity+" is still present", now)
+			}
+			return m.stepDone(e, a.Identity+" verified absent", "", now)
+		}
+		if !o.Exists || !o.Matches {
+			return m.fail(e, Transient, fmt.Sprintf("%s not ready: %s", a.Identity, o.Detail), now)
+		}
+		return m.stepDone(e, a.Identity+" ready: "+o.Detail, "", now)
+	}
+	// Apply.
+	if a.Capability == Route {
+		switch {
+		case o.RouteTarget == e.Generation:
+			m.setResource(e, Route, o.ProviderID, "present")
+			return m.stepDone(e, fmt.Sprintf("route resolves to generation %d (E8)", e.Generation), o.ProviderID, now)
+		case o.RouteTarget < e.Generation:
+			// Still at the predecessor: retry under the same generation.
+			a.Verifying = false
+			return Output{Note: fmt.Sprintf("route still at generation %d; retrying activation of %d (E8)", o.RouteTarget, e.Generation),
+				Effects: []Effect{m.do(e, Apply)}}
+		default:
+			// Newer work owns the route: this attempt is stale and must not
+			// overwrite it (E8, I14).
+			return m.fail(e, Conflict, fmt.Sprintf("route is at newer generation %d; not overwritten (E8, I14)", o.RouteTarget), now)
+		}
+	}
+	if !o.Exists {
+		return m.fail(e, Transient, a.Identity+" not found after apply", now)
+	}
+	if !o.Matches {
+		return m.fail(e, Configuration, a.Identity+" does not match the declared configuration: "+o.Detail, now)
+	}
+	m.setResource(e, a.Capability, o.ProviderID, "present")
+	return m.stepDone(e, a.Identity+" verified: "+o.Detail, o.ProviderID, now)
+}
+
+func (m Machine) setResource(e *Env, c Capability, providerID, status string) {
+	if c == Migrations || c == Smoke {
+		c = map[Capability]Capability{Migrations: Database, Smoke: App}[c]
+		if status == "removed" {
+			return // the ledger goes with its database
+		}
+	}
+	for i := range e.Resources {
+		if e.Resources[i].Capability == c {
+			e.Resources[i].Status = status
+			e.Resources[i].Owner = e.ID
+			if providerID != "" {
+				e.Resources[i].ProviderID = providerID
+			}
+		}
+	}
+}
+
+// stepDone records the receipt, then starts the next step or completes the
+// transition.
+func (m Machine) stepDone(e *Env, detail, providerID string, now time.Time) Output {
+	a := e.Attempt
+	t, _ := transitionFrom(a.From)
+	op := t.steps[a.Step].op
+	e.Receipts = append(e.Receipts, Receipt{Transition: string(t.from) + " -> " + string(t.to), AttemptID: a.ID,
+		Capability: a.Capability, Op: op, Identity: a.Identity, ProviderID: providerID, Detail: detail, At: now})
+	e.LastFailure, e.Failures, e.RetryAt = nil, 0, time.Time{}
+	if a.Step+1 < len(t.steps) {
+		out := m.begin(e, t, a.Step+1, a.Lease.Owner, now)
+		out.Note = detail + "; " + out.Note
+		return out
+	}
+	e.State = t.to
+	e.Attempt = nil
+	out := Output{Note: fmt.Sprintf("%s; %s -> %s committed", detail, t.from, t.to)}
+	if t.to == Ready {
+		// E10: the notification is committed with the state change.
+		n := Notification{Key: fmt.Sprintf("%s-%d", e.ID, e.Generation), Event: "environment-ready",
+			URL: m.Config.NotifyURL + e.ID, CreatedAt: now}
+		if !slices.ContainsFunc(e.Outbox, func(x Notification) bool { return x.Key == n.Key }) {
+			e.Outbox = append(e.Outbox, n)
+			out.Effects = append(out.Effects, Send{Notification: n})
+		}
+	}
+	return out
+}
+
+// fail records a structured failure; the environment stays in its last
+// verified state with the failed attempt attached (E9).
+func (m Machine) fail(e *Env, c Category, msg string, now time.Time) Output {
+	a := e.Attempt
+	f := &Failure{Transition: string(a.From) + " -> " + string(a.To), AttemptID: a.ID, Category: c, Message: msg, At: now}
+	for _, r := range e.Resources {
+		if r.Status == "present" {
+			f.Resources = append(f.Resources, r.Identity)
+		}
+	}
+	switch c {
+	case Transient:
+		e.Failures++
+		if e.Failures > m.Config.MaxRetries {
+			f.Retryable, f.Needs = false, "review"
+			f.Message = fmt.Sprintf("%s (after %d retries; nothing retries forever)", msg, m.Config.MaxRetries)
+		} else {
+			f.Retryable, f.Needs = true, "backoff"
+			e.RetryAt = now.Add(m.Config.RetryBackoff << (e.Failures - 1))
+		}
+	case Configuration:
+		f.Needs = "new-input"
+	case Permission:
+		f.Needs = "policy-repair"
+	default:
+		f.Needs = "review"
+	}
+	e.LastFailure = f
+	e.Attempt = nil
+	return Output{Note: fmt.Sprintf("%s failure (%s): %s (E9)", c, f.Needs, msg)}
+}
+
+// remove starts the forward removal (E11): the route detaches first; a
+// worker still holding a provisioning attempt is fenced off by a new lease
+// generation, so it can never commit (I13).
+func (m Machine) remove(e *Env, reason string, now time.Time) Output {
+	if e.Desired == "removed" {
+		return Output{Note: "already being removed"}
+	}
+	e.Desired, e.RemovalReason = "removed", reason
+	if e.State.provisioning() {
+		e.State = ExpiryRequest
+		if e.Attempt != nil {
+			e.Attempt = nil
+			e.LeaseGeneration++
+		}
+		e.LastFailure, e.Failures, e.RetryAt = nil, 0, time.Time{}
+	}
+	return Output{Note: "removal requested: " + reason + " (E11)"}
+}
+
+func (m Machine) openDrift(e *Env) int {
+	for i, d := range e.Drift {
+		if d.Outcome == "" {
+			return i
+		}
+	}
+	return -1
+}
+
+// atRest judges the reconciler's observation of an environment at rest
+// (E14, E15). Observation first; it never restarts work blindly.
+func (m Machine) atRest(e *Env, r AtRest, now time.Time) Output {
+	if e.Attempt != nil || e.State != Ready || e.Desired != "ready" {
+		return Output{Note: "not at rest; the attempt is reconciled by its worker"}
+	}
+	o := r.Observation
+	d := Drift{Capability: r.Capability, Identity: e.Identity(r.Capability), DetectedAt: now}
+	switch r.Capability {
+	case Route:
+		if o.Exists && o.RouteTarget == e.Generation {
+			return Output{Note: "route as desired"}
+		}
+		d.Desired, d.Observed = fmt.Sprintf("generation %d", e.Generation), fmt.Sprintf("generation %d (exists=%t)", o.RouteTarget, o.Exists)
+		if o.RouteTarget > e.Generation {
+			e.Drift = append(e.Drift, d) // the branch route advanced: never pulled back (I14)
+			return Output{Note: "route advanced to a newer generation; recorded for an operator (E15, I14)"}
+		}
+		if !o.Exists && (e.ExpiresAt.IsZero() || now.Before(e.ExpiresAt)) {
+			d.Outcome = "auto-repair"
+			e.Drift = append(e.Drift, d)
+			e.State = AppReady // re-run the activation under the same generation
+			return Output{Note: "route missing on a ready, unexpired environment: repaired automatically (E15)"}
+		}
+		e.Drift = append(e.Drift, d)
+		return Output{Note: "route points elsewhere; recorded for an operator (E15)"}
+	case App:
+		if o.Exists && o.Matches {
+			return Output{Note: "application as desired"}
+		}
+		d.Desired, d.Observed = "running, candidate identity", fmt.Sprintf("exists=%t matches=%t %s", o.Exists, o.Matches, o.Detail)
+		d.Outcome = "auto-repair"
+		e.Drift = append(e.Drift, d)
+		e.State = DataReady // reprovision through full readiness, never "mark it running"
+		m.setResource(e, App, "", "absent")
+		return Output{Note: "application missing: reprovisioning through full readiness (E15)"}
+	default:
+		if o.Exists && o.Owner == e.ID && o.Matches {
+			return Output{Note: string(r.Capability) + " as desired"}
+		}
+		d.Desired, d.Observed = "present, owned, matching", fmt.Sprintf("exists=%t owner=%q matches=%t", o.Exists, o.Owner, o.Matches)
+		e.Drift = append(e.Drift, d)
+		return Output{Note: string(r.Capability) + " drifted; recorded for an operator: repair, adopt or continue removal (E15)"}
+	}
+}
+
+// atRestTombstone: a resource outliving its tombstone is detected (I12).
+func (m Machine) atRestTombstone(e *Env, r AtRest, now time.Time) Output {
+	if !r.Observation.Exists || (r.Observation.Owner != "" && r.Observation.Owner != e.ID) {
+		return Output{Note: "nothing of ours left"}
+	}
+	e.Drift = append(e.Drift, Drift{Capability: r.Capability, Identity: e.Identity(r.Capability), Desired: "absent",
+		Observed: "present after the tombstone", DetectedAt: now})
+	return Output{Note: string(r.Capability) + " outlives the tombstone; recorded (E15, I12)"}
+}
+
+// Actions lists the manual actions available now (E16, E17).
+func (m Machine) Actions(e Env) []string {
+	var out []string
+	if e.LastFailure != nil && e.Tombstone == nil {
+		out = append(out, "resume")
+	}
+	if i := m.openDrift(&e); i >= 0 {
+		if e.Tombstone == nil {
+			out = append(out, "repair", "adopt")
+		}
+		out = append(out, "continue-removal")
+		if e.Drift[i].Capability == Route && e.Tombstone == nil && !stringsHasNewer(e.Drift[i], e.Generation) {
+			out = append(out, "rollback-route")
+		}
+	} else if e.LastFailure != nil && e.Data == Preserve && e.State == AppStopped && !e.DataRemovalOK {
+		out = append(out, "continue-removal")
+	}
+	if e.Tombstone == nil && e.Desired == "ready" {
+		out = append(out, "abandon")
+	}
+	return out
+}
+
+func stringsHasNewer(d Drift, gen uint64) bool {
+	var target uint64
+	var exists bool
+	fmt.Sscanf(d.Observed, "generation %d (exists=%t)", &target, &exists)
+	return target > gen
+}
+
+func (m Machine) action(e *Env, a Action, now time.Time) Output {
+	if a.Actor == "" || a.Reason == "" {
+		return Output{Err: fmt.Errorf("%w: a manual action records who and why (E16)", ErrInvalid)}
+	}
+	if !slices.Contains(m.Actions(*e), a.Name) {
+		return Output{Err: fmt.Errorf("%w: %s is not available now (available: %v)", ErrConflict, a.Name, m.Actions(*e))}
+	}
+	e.Audit = append(e.Audit, AuditEntry{Actor: a.Actor, Action: a.Name, Reason: a.Reason, At: now})
+	i := m.openDrift(e)
+	switch a.Name {
+	case "resume":
+		// Reconciliation from the last verified state, never the recipe.
+		e.LastFailure, e.Failures, e.RetryAt = nil, 0, time.Time{}
+		return Output{Note: "resumed from " + string(e.State) + " (E16)"}
+	case "repair", "rollback-route":
+		e.Drift[i].Outcome = a.Name
+		e.State = map[Capability]Phase{Route: AppReady, App: DataReady, Database: ArtifactReady, Migrations: ArtifactReady, Artifact: Requested}[e.Drift[i].Capability]
+		return Output{Note: fmt.Sprintf("%s toward generation %d: back to %s (E15)", a.Name, e.Generation, e.State)}
+	case "adopt":
+		d := &e.Drift[i]
+		d.Outcome = "adopt"
+		e.Receipts = append(e.Receipts, Receipt{Transition: "adopt", AttemptID: "manual", Capability: d.Capability, Op: Observe,
+			Identity: d.Identity, Detail: "adopted observed state: " + d.Observed, At: now})
+		return Output{Note: "observed state adopted through a recorded transition (E15)"}
+	case "continue-removal":
+		if i >= 0 {
+			e.Drift[i].Outcome = "continue-removal"
+			if e.Tombstone != nil {
+				// Remove the leaked resource with the removal machinery.
+				e.Tombstone = nil
+				e.State, e.Desired = ExpiryRequest, "removed"
+				return Output{Note: "removal continues for a resource that outlived the tombstone (E15)"}
+			}
+			return m.remove(e, "operator: "+a.Reason, now)
+		}
+		e.DataRemovalOK = true
+		e.LastFailure = nil
+		return Output{Note: "operator decided the preserved data may be removed (E12)"}
+	case "abandon":
+		return m.remove(e, "abandoned by "+a.Actor+": "+a.Reason, now)
+	}
+	return Output{Err: fmt.Errorf("%w: unknown action %s", ErrInvalid, a.Name)}
+}
+
+func (m Machine) delivered(e *Env, d Delivered) Output {
+	for i := range e.Outbox {
+		if e.Outbox[i].Key == d.Key {
+			e.Outbox[i].Attempts++
+			if d.OK {
+				e.Outbox[i].Delivered = true
+				return Output{Note: "notification " + d.Key + " delivered"}
+			}
+			// A failed delivery never changes readiness (E10).
+			return Output{Note: "notification " + d.Key + " not delivered; the sender retries"}
+		}
+	}
+	return Output{Note: "unknown notification"}
+}

@@ -1,0 +1,206 @@
+package environment
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/datadriven"
+)
+
+var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// TestMachine runs the golden scripts in testdata/; each case names its
+// rule. Commands:
+//
+//	create id= branch= revision= [data=] [ttl-hours=]
+//	advance [owner=]                      the next eligible transition
+//	ok | timeout | failed category= msg=  the effect's answer for the attempt
+//	observe [exists] [owner=] [matches] [route=N] [detail=]
+//	stale attempt= lease=                 a result from an old attempt or lease
+//	renew                                 renew the current lease
+//	remove reason= | expire
+//	at-rest cap= [exists] [owner=] [matches] [route=N]
+//	action name= actor= reason=
+//	delivered key= [ok]
+//	advance-time minutes=
+//	run                                   advance with every step succeeding until nothing is eligible
+func TestMachine(t *testing.T) {
+	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
+		m := Machine{Config: DefaultConfig()}
+		var e Env
+		now := epoch
+		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
+			arg := func(k, def string) string {
+				if a, ok := d.Arg(k); ok {
+					if len(a.Vals) == 0 {
+						return "true"
+					}
+					return a.Vals[0]
+				}
+				return def
+			}
+			num := func(k string) uint64 {
+				var v uint64
+				fmt.Sscan(arg(k, "0"), &v)
+				return v
+			}
+			step := func(ev Event) string {
+				next, out := m.Step(e, ev, now)
+				if out.Err != nil {
+					return "error: " + out.Err.Error() + "\n"
+				}
+				e = next
+				return render(e, out, m)
+			}
+			cur := func() (string, uint64) {
+				if e.Attempt == nil {
+					return "none", 0
+				}
+				return e.Attempt.ID, e.Attempt.Lease.Generation
+			}
+			switch d.Cmd {
+			case "create":
+				var err error
+				e, err = m.New(Create{ID: arg("id", "env-271"), Branch: arg("branch", "feature-search"), Revision: arg("revision", "3f2c9e1"),
+					Data: DataPolicy(arg("data", "")), TTL: time.Duration(num("ttl-hours")) * time.Hour}, now)
+				if err != nil {
+					return "error: " + err.Error() + "\n"
+				}
+				return render(e, Output{Note: "created"}, m)
+			case "advance":
+				return step(Advance{Owner: arg("owner", "worker-a")})
+			case "ok", "timeout", "failed":
+				id, lg := cur()
+				return step(Result{AttemptID: id, LeaseGeneration: lg, OK: d.Cmd == "ok", Timeout: d.Cmd == "timeout",
+					Category: Category(arg("category", "")), Message: arg("msg", "")})
+			case "observe":
+				id, lg := cur()
+				return step(Result{AttemptID: id, LeaseGeneration: lg, OK: true, Observation: &Observation{Exists: d.HasArg("exists"),
+					Owner: arg("owner", e.ID), Matches: d.HasArg("matches"), RouteTarget: num("route"), Detail: arg("detail", ""), ProviderID: arg("provider", "")}})
+			case "stale":
+				return step(Result{AttemptID: arg("attempt", ""), LeaseGeneration: num("lease"), OK: true})
+			case "renew":
+				id, lg := cur()
+				return step(RenewLease{AttemptID: id, LeaseGeneration: lg})
+			case "remove":
+				return step(RemoveEnv{Reason: arg("reason", "branch merged")})
+			case "expire":
+				return step(Expire{})
+			case "at-rest":
+				return step(AtRest{Capability: Capability(arg("cap", "")), Observation: Observation{Exists: d.HasArg("exists"),
+					Owner: arg("owner", e.ID), Matches: d.HasArg("matches"), RouteTarget: num("route")}})
+			case "action":
+				return step(Action{Name: arg("name", ""), Actor: arg("actor", ""), Reason: arg("reason", "")})
+			case "delivered":
+				return step(Delivered{Key: arg("key", ""), OK: d.HasArg("ok")})
+			case "advance-time":
+				now = now.Add(time.Duration(num("minutes")) * time.Minute)
+				return fmt.Sprintf("now +%s\n", now.Sub(epoch))
+			case "run":
+				var b strings.Builder
+				for i := 0; i < 40; i++ {
+					next, out := m.Step(e, Advance{Owner: "worker-a"}, now)
+					if len(out.Effects) == 0 {
+						e = next
+						fmt.Fprintf(&b, "rest: %s\n", out.Note)
+						break
+					}
+					e = next
+					for len(out.Effects) > 0 {
+						do, ok := out.Effects[0].(Do)
+						if !ok {
+							fmt.Fprintf(&b, "%s\n", effects(out.Effects))
+							break
+						}
+						var r Result
+						if do.Op == Observe || e.Attempt.Verifying {
+							// A world where every effect does what it was asked.
+							obs := &Observation{Exists: e.Attempt.Op != Remove && e.Attempt.From != DataRemoved, Owner: e.ID, Matches: true, RouteTarget: e.Generation}
+							r = Result{AttemptID: do.AttemptID, LeaseGeneration: do.LeaseGeneration, OK: true, Observation: obs}
+						} else {
+							r = Result{AttemptID: do.AttemptID, LeaseGeneration: do.LeaseGeneration, OK: true}
+						}
+						fmt.Fprintf(&b, "%s %s %s\n", do.Op, do.Capability, do.Identity)
+						next, out = m.Step(e, r, now)
+						e = next
+						if e.Attempt == nil {
+							fmt.Fprintf(&b, "  -> %s\n", e.State)
+							if len(out.Effects) > 0 {
+								fmt.Fprintf(&b, "  effects:%s\n", effects(out.Effects))
+							}
+							break
+						}
+					}
+				}
+				return b.String() + "state: " + describe(e, m) + "\n"
+			}
+			t.Fatalf("unknown command %s", d.Cmd)
+			return ""
+		})
+	})
+}
+
+func render(e Env, out Output, m Machine) string {
+	var b strings.Builder
+	if out.Rejected {
+		b.WriteString("REJECTED\n")
+	}
+	fmt.Fprintf(&b, "note: %s\n", out.Note)
+	if len(out.Effects) > 0 {
+		fmt.Fprintf(&b, "effects:%s\n", effects(out.Effects))
+	}
+	fmt.Fprintf(&b, "state: %s\n", describe(e, m))
+	return b.String()
+}
+
+func effects(es []Effect) string {
+	var b strings.Builder
+	for _, ef := range es {
+		switch ef := ef.(type) {
+		case Do:
+			fmt.Fprintf(&b, " %s(%s %s att=%s lease=%d", ef.Op, ef.Capability, ef.Identity, ef.AttemptID, ef.LeaseGeneration)
+			if ef.Capability == Route && ef.Op == Apply {
+				fmt.Fprintf(&b, " expect=%d", ef.ExpectedRoute)
+			}
+			b.WriteString(")")
+		case Send:
+			fmt.Fprintf(&b, " send(%s %s)", ef.Notification.Event, ef.Notification.Key)
+		}
+	}
+	return b.String()
+}
+
+func describe(e Env, m Machine) string {
+	var parts []string
+	parts = append(parts, string(e.State), "desired="+e.Desired)
+	if a := e.Attempt; a != nil {
+		parts = append(parts, fmt.Sprintf("attempt=%s(%s %s, lease %s/%d, verifying=%t)", a.ID, a.Op, a.Capability, a.Lease.Owner, a.Lease.Generation, a.Verifying))
+	}
+	if f := e.LastFailure; f != nil {
+		parts = append(parts, fmt.Sprintf("failure=%s/%s retryable=%t", f.Category, f.Needs, f.Retryable))
+	}
+	var present []string
+	for _, r := range e.Resources {
+		if r.Status == "present" {
+			present = append(present, r.Identity)
+		}
+	}
+	if len(present) > 0 {
+		parts = append(parts, "present=["+strings.Join(present, " ")+"]")
+	}
+	for _, n := range e.Outbox {
+		parts = append(parts, fmt.Sprintf("outbox=%s(delivered=%t)", n.Key, n.Delivered))
+	}
+	for _, d := range e.Drift {
+		parts = append(parts, fmt.Sprintf("drift=%s[%s]", d.Identity, d.Outcome))
+	}
+	if e.Tombstone != nil {
+		parts = append(parts, "TOMBSTONE("+e.Tombstone.Reason+")")
+	}
+	if acts := m.Actions(e); len(acts) > 0 {
+		parts = append(parts, "actions="+strings.Join(acts, ","))
+	}
+	return strings.Join(parts, " ")
+}

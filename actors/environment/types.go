@@ -1,0 +1,280 @@
+// Package environment is the pure state machine of one preview environment
+// (rules E1-E16 and invariants I11-I14 in shared/spec/environment.md): a
+// named promise that branch B at revision R is served at a URL, with every
+// resource it owns.
+//
+// As with marquees, Machine.Step(env, event, now) returns the new record
+// and an Output: effects for the shell (driver calls, each carrying the
+// attempt id and lease generation), and an audit of what was decided. The
+// machine never trusts an exit status: an effect that reports success is
+// followed by an observation, and only an observation that matches the
+// declared identity and ownership advances the record (E4, E13).
+package environment
+
+import (
+	"fmt"
+	"time"
+
+	"warden/actors/ident"
+)
+
+// Phase is a durable state name.
+type Phase string
+
+// The provisioning states, in order, then the removal states (E4, E11).
+const (
+	Requested      Phase = "requested"
+	ArtifactReady  Phase = "artifact-ready"
+	DataReady      Phase = "data-ready"
+	AppStarting    Phase = "app-starting"
+	AppReady       Phase = "app-ready"
+	RouteActive    Phase = "route-active"
+	Ready          Phase = "ready"
+	ExpiryRequest  Phase = "expiry-requested"
+	RouteDetached  Phase = "route-detached"
+	AppStopped     Phase = "application-stopped"
+	DataRemoved    Phase = "data-removed"
+	VerifiedAbsent Phase = "resources-verified-absent"
+	Removed        Phase = "removed"
+)
+
+// Capability is a kind of driver (E13).
+type Capability string
+
+const (
+	Artifact   Capability = "artifact"
+	Database   Capability = "database"
+	Migrations Capability = "migrations"
+	App        Capability = "app"
+	Route      Capability = "route"
+	Smoke      Capability = "smoke"
+	Notify     Capability = "notify"
+)
+
+// Op is what a driver is asked to do.
+type Op string
+
+const (
+	Apply   Op = "apply"
+	Observe Op = "observe"
+	Remove  Op = "remove"
+)
+
+// step is one capability's part of a transition: an effect, then its
+// verification by observation.
+type step struct {
+	cap Capability
+	op  Op
+}
+
+// transition names its prerequisite (from), its result (to) and the steps
+// whose verified observations complete it (E4).
+type transition struct {
+	from, to Phase
+	steps    []step
+}
+
+// transitions is the whole lifecycle: provisioning forward, removal forward
+// (E4, E11). Removal takes the route, the application and the data; the
+// artifact is a shared, immutable build output (one revision may serve
+// several environments), so no environment owns or removes it (decided). Small, independently retryable: a failed readiness check never
+// rebuilds the artifact or recreates the database (E6).
+var transitions = []transition{
+	{Requested, ArtifactReady, []step{{Artifact, Apply}}},
+	{ArtifactReady, DataReady, []step{{Database, Apply}, {Migrations, Apply}}},
+	{DataReady, AppStarting, []step{{App, Apply}}},
+	{AppStarting, AppReady, []step{{App, Observe}}},
+	{AppReady, RouteActive, []step{{Route, Apply}}},
+	{RouteActive, Ready, []step{{Smoke, Apply}}},
+	{ExpiryRequest, RouteDetached, []step{{Route, Remove}}},
+	{RouteDetached, AppStopped, []step{{App, Remove}}},
+	{AppStopped, DataRemoved, []step{{Migrations, Remove}, {Database, Remove}}},
+	{DataRemoved, VerifiedAbsent, []step{{Route, Observe}, {App, Observe}, {Database, Observe}}},
+	{VerifiedAbsent, Removed, nil},
+}
+
+func transitionFrom(p Phase) (transition, bool) {
+	for _, t := range transitions {
+		if t.from == p {
+			return t, true
+		}
+	}
+	return transition{}, false
+}
+
+// provisioning reports whether p is on the provisioning path (removal not
+// started).
+func (p Phase) provisioning() bool {
+	switch p {
+	case Requested, ArtifactReady, DataReady, AppStarting, AppReady, RouteActive, Ready:
+		return true
+	}
+	return false
+}
+
+// DataPolicy says whether the environment's database may be thrown away
+// (E12).
+type DataPolicy string
+
+const (
+	Disposable DataPolicy = "disposable"
+	Preserve   DataPolicy = "preserve"
+)
+
+// Category of a structured failure (E9).
+type Category string
+
+const (
+	Transient     Category = "transient"
+	Configuration Category = "configuration"
+	Permission    Category = "permission"
+	Conflict      Category = "conflict"
+	Unknown       Category = "unknown"
+)
+
+// Lease guards work on a transition (E7).
+type Lease struct {
+	Owner      string    `json:"owner"`
+	Generation uint64    `json:"generation"`
+	ExpiresAt  time.Time `json:"expires_at"`
+}
+
+// Attempt is the intent recorded before an effect (E5).
+type Attempt struct {
+	ID         string     `json:"id"`
+	From       Phase      `json:"from"`
+	To         Phase      `json:"to"`
+	Step       int        `json:"step"`
+	Capability Capability `json:"capability"`
+	Op         Op         `json:"op"`
+	Identity   string     `json:"identity"`
+	// Verifying: the effect answered; its observation is out.
+	Verifying bool      `json:"verifying"`
+	StartedAt time.Time `json:"started_at"`
+	Lease     Lease     `json:"lease"`
+}
+
+// Failure is a structured failure (E9).
+type Failure struct {
+	Transition string   `json:"transition"`
+	AttemptID  string   `json:"attempt_id"`
+	Category   Category `json:"category"`
+	Message    string   `json:"message"`
+	Retryable  bool     `json:"retryable"`
+	// Needs says what would make it retryable: backoff, new-input,
+	// policy-repair, review.
+	Needs     string    `json:"needs"`
+	Resources []string  `json:"resources"`
+	At        time.Time `json:"at"`
+}
+
+// Resource is one declared identity and what is known of it (E2, E3).
+type Resource struct {
+	Capability Capability `json:"capability"`
+	Identity   string     `json:"identity"`
+	ProviderID string     `json:"provider_id,omitempty"`
+	Status     string     `json:"status"` // absent, present, removed
+	Owner      string     `json:"owner,omitempty"`
+}
+
+// Receipt is the evidence that a step was verified.
+type Receipt struct {
+	Transition string     `json:"transition"`
+	AttemptID  string     `json:"attempt_id"`
+	Capability Capability `json:"capability"`
+	Op         Op         `json:"op"`
+	Identity   string     `json:"identity"`
+	ProviderID string     `json:"provider_id,omitempty"`
+	Detail     string     `json:"detail,omitempty"`
+	At         time.Time  `json:"at"`
+}
+
+// Notification is an outbox record committed with the state change it
+// announces (E10); its key is the environment and generation.
+type Notification struct {
+	Key       string    `json:"key"`
+	Event     string    `json:"event"`
+	URL       string    `json:"url"`
+	Delivered bool      `json:"delivered"`
+	Attempts  int       `json:"attempts"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// Drift is a difference between desired and observed (E15).
+type Drift struct {
+	Capability Capability `json:"capability"`
+	Identity   string     `json:"identity"`
+	Desired    string     `json:"desired"`
+	Observed   string     `json:"observed"`
+	DetectedAt time.Time  `json:"detected_at"`
+	// Outcome: auto-repair, repair, adopt, continue-removal, or "" while it
+	// waits for an operator.
+	Outcome string `json:"outcome,omitempty"`
+}
+
+// AuditEntry records a manual action: who, what, why, when (E16).
+type AuditEntry struct {
+	Actor  string    `json:"actor"`
+	Action string    `json:"action"`
+	Reason string    `json:"reason"`
+	At     time.Time `json:"at"`
+}
+
+// Tombstone is what remains after removal (E12).
+type Tombstone struct {
+	Reason    string    `json:"reason"`
+	RemovedAt time.Time `json:"removed_at"`
+}
+
+// Env is the durable record of one environment (E1).
+type Env struct {
+	ID       string     `json:"id"`
+	Branch   string     `json:"branch"`
+	Revision string     `json:"revision"`
+	Data     DataPolicy `json:"data"`
+	Desired  string     `json:"desired"` // ready or removed
+	State    Phase      `json:"state"`
+	// Generation is the lifecycle generation; the route generation n of
+	// route-<branch>-<n> is taken from it (E2, E8).
+	Generation      uint64     `json:"generation"`
+	ExpiresAt       time.Time  `json:"expires_at,omitzero"`
+	Attempt         *Attempt   `json:"attempt,omitempty"`
+	AttemptSeq      uint64     `json:"attempt_seq"`
+	LeaseGeneration uint64     `json:"lease_generation"`
+	Receipts        []Receipt  `json:"receipts"`
+	Resources       []Resource `json:"resources"`
+	LastFailure     *Failure   `json:"last_failure,omitempty"`
+	// Failures counts consecutive transient failures of the current
+	// transition; RetryAt is when the next attempt may start.
+	Failures      int            `json:"failures"`
+	RetryAt       time.Time      `json:"retry_at,omitzero"`
+	Outbox        []Notification `json:"outbox"`
+	Drift         []Drift        `json:"drift"`
+	Audit         []AuditEntry   `json:"audit"`
+	RemovalReason string         `json:"removal_reason,omitempty"`
+	DataRemovalOK bool           `json:"data_removal_ok,omitempty"`
+	Tombstone     *Tombstone     `json:"tombstone,omitempty"`
+	CreatedAt     time.Time      `json:"created_at"`
+	UpdatedAt     time.Time      `json:"updated_at"`
+}
+
+// Identity is the declared name of a capability's resource, derived from
+// the environment id before any external work (E2).
+func (e Env) Identity(c Capability) string {
+	switch c {
+	case Artifact:
+		return fmt.Sprintf("artifact-%s-%s", e.ID, e.Revision)
+	case Database, Migrations:
+		return "db-" + e.ID
+	case App, Smoke:
+		return "app-" + e.ID
+	case Route:
+		return fmt.Sprintf("route-%s-%d", e.Branch, e.Generation)
+	case Notify:
+		return fmt.Sprintf("%s-%d", e.ID, e.Generation)
+	}
+	return ""
+}
+
+// ValidID accepts environment ids (the shared id alphabet).
+func ValidID(id string) bool { return ident.Valid(id) }
