@@ -36,6 +36,12 @@ type (
 	effectDone struct{ ev marquee.Event }
 	// wake: a deadline may be due.
 	wake struct{}
+	// retryEvent is an internal event whose transition could not be
+	// persisted, tried again after a back-off.
+	retryEvent struct {
+		ev      marquee.Event
+		attempt int
+	}
 	// idleCheck: the idle timer fired. Sent straight to the actor, not
 	// counted in its inbox, so it never holds off its own passivation.
 	idleCheck struct{}
@@ -55,18 +61,12 @@ type marqueeActor struct {
 	rec     persistence.MarqueeRecord
 	exists  bool
 	waiting []chan<- any // operator answers held until the admission is durable (A10)
-	// lastMessage is when the actor last handled a routed message; the idle
-	// timer passivates it IdleAfter later.
-	lastMessage time.Time
-	idleStop    func() bool
 }
 
 func (a *marqueeActor) Receive(ctx actor.Context) {
 	switch ctx.Message().(type) {
 	case *actor.Started:
 		a.id, a.entry = a.sys.entityOf(ctx.Self(), kindMarquee)
-		a.lastMessage = a.sys.cfg.Clock.Now()
-		a.armIdle(a.sys.cfg.IdleAfter, ctx.Self())
 		a.load()
 		return
 	case idleCheck:
@@ -76,9 +76,6 @@ func (a *marqueeActor) Receive(ctx actor.Context) {
 		a.failWaiting(fmt.Errorf("%w: marquee %s restarted", ErrUnavailable, a.id))
 		return
 	case *actor.Stopping:
-		if a.idleStop != nil {
-			a.idleStop()
-		}
 		return
 	case actor.SystemMessage, actor.AutoReceiveMessage:
 		return
@@ -89,7 +86,6 @@ func (a *marqueeActor) Receive(ctx actor.Context) {
 		a.entry.inbox.Add(-1)
 		a.sys.cfg.Metrics.MailboxDepth.Dec()
 	}()
-	a.lastMessage = a.sys.cfg.Clock.Now()
 	switch m := ctx.Message().(type) {
 	case cmdCreate:
 		a.create(m)
@@ -105,38 +101,23 @@ func (a *marqueeActor) Receive(ctx actor.Context) {
 		a.applyLogged(m.ev)
 	case wake:
 		a.fireDue()
+	case retryEvent:
+		a.sys.retries.Add(-1)
+		a.applyRetrying(m.ev, m.attempt)
 	case marquee.Event: // reconcile, admission decisions routed by pools
 		a.applyLogged(m)
 	}
 }
 
-// armIdle sets the idle timer. One timer per actor at a time: a busy actor
-// re-arms only when the timer fires, not on every message.
-func (a *marqueeActor) armIdle(d time.Duration, self *actor.PID) {
-	if a.sys.cfg.IdleAfter < 0 {
-		return
-	}
-	as := a.sys.as
-	a.idleStop = a.sys.cfg.Clock.AfterFunc(d, func() { as.Root.Send(self, idleCheck{}) })
-}
-
-// idle passivates the actor if it has been idle for IdleAfter and holds
-// nothing in flight: effects whose results must come back to this instance
-// and callers waiting for an answer keep it alive.
+// idle passivates the actor if it holds nothing in flight: effects whose
+// results must come back to this instance and callers waiting for an
+// answer keep it alive. The System's idle sweep sends idleCheck to actors
+// that have had no message for IdleAfter.
 func (a *marqueeActor) idle(ctx actor.Context) {
-	idleFor := a.sys.cfg.Clock.Now().Sub(a.lastMessage)
-	if idleFor < a.sys.cfg.IdleAfter {
-		a.armIdle(a.sys.cfg.IdleAfter-idleFor, ctx.Self())
-		return
-	}
 	if len(a.waiting) > 0 || (a.exists && marquee.NeedsReconcile(a.rec.State)) {
-		a.armIdle(a.sys.cfg.IdleAfter, ctx.Self())
 		return
 	}
 	ctx.Send(a.sys.registry, passivate{key: key{kindMarquee, a.id}, pid: ctx.Self()})
-	// If the registry declines (a message raced in), that message re-arms
-	// nothing; arm again so the actor is checked later.
-	a.armIdle(a.sys.cfg.IdleAfter, ctx.Self())
 }
 
 // load reads the snapshot; after a crash or restart it reconciles whatever
@@ -287,13 +268,33 @@ type callbackBody struct {
 	ReceivedGeneration uint64         `json:"received_generation"`
 }
 
-func (a *marqueeActor) applyLogged(ev marquee.Event) {
+func (a *marqueeActor) applyLogged(ev marquee.Event) { a.applyRetrying(ev, 0) }
+
+// maxInternalRetries bounds how often an internal event (an effect's
+// result, a reconciliation, a due deadline, a pool's decision) is tried
+// again when its transition cannot be persisted: 1 s doubling, about a
+// minute in all. Nobody else would resend it, so dropping it after one
+// failed write would lose it (a slot never released, a result never seen).
+const maxInternalRetries = 6
+
+func (a *marqueeActor) applyRetrying(ev marquee.Event, attempt int) {
 	if !a.exists {
 		return
 	}
-	if _, err := a.apply(ev, nil); err != nil {
-		a.sys.log.Error("transition not persisted", "marquee", a.id, "event", fmt.Sprintf("%T", ev), "err", err)
+	_, err := a.apply(ev, nil)
+	if err == nil {
+		return
 	}
+	if attempt >= maxInternalRetries {
+		a.sys.log.Error("transition not persisted; giving up", "marquee", a.id, "event", fmt.Sprintf("%T", ev), "attempts", attempt+1, "err", err)
+		return
+	}
+	a.sys.log.Warn("transition not persisted; will retry", "marquee", a.id, "event", fmt.Sprintf("%T", ev), "err", err)
+	a.sys.retries.Add(1)
+	sys, id := a.sys, a.id
+	sys.cfg.Clock.AfterFunc(time.Second<<attempt, func() {
+		sys.route(kindMarquee, id, retryEvent{ev: ev, attempt: attempt + 1})
+	})
 }
 
 // apply is the heart of the shell: Step, persist in one synced batch, then

@@ -14,10 +14,16 @@ import (
 
 // Messages to a pool actor.
 type (
-	poolAsk     struct{ job string }
-	poolRelease struct{ job string }
-	poolGet     struct{ reply chan<- any }
-	poolPing    struct{ reply chan<- any }
+	poolAsk struct {
+		job     string
+		attempt int // retries after a failed write
+	}
+	poolRelease struct {
+		job     string
+		attempt int
+	}
+	poolGet  struct{ reply chan<- any }
+	poolPing struct{ reply chan<- any }
 )
 
 // PoolView is GET /v1/pools/{name}.
@@ -65,9 +71,15 @@ func (p *poolActor) Receive(ctx actor.Context) {
 	}()
 	switch m := ctx.Message().(type) {
 	case poolAsk:
-		p.step(admission.Ask{Job: m.job})
+		if m.attempt > 0 {
+			p.sys.retries.Add(-1)
+		}
+		p.step(admission.Ask{Job: m.job}, m.attempt)
 	case poolRelease:
-		p.step(admission.Release{Job: m.job})
+		if m.attempt > 0 {
+			p.sys.retries.Add(-1)
+		}
+		p.step(admission.Release{Job: m.job}, m.attempt)
 	case poolGet:
 		m.reply <- p.view()
 	case poolPing:
@@ -107,7 +119,7 @@ func (p *poolActor) load() {
 	}
 }
 
-func (p *poolActor) step(ev admission.Event) {
+func (p *poolActor) step(ev admission.Event, attempt int) {
 	now := p.sys.cfg.Clock.Now()
 	p.pool.Plant = p.sys.cfg.Plant
 	next, out, err := admission.Step(p.pool, ev, now)
@@ -132,9 +144,18 @@ func (p *poolActor) step(ev admission.Event) {
 		err := b.Commit()
 		p.sys.cfg.Metrics.Persist.Observe(time.Since(start).Seconds())
 		if err != nil {
-			// Nobody is told anything that is not durable (A10): the asker
-			// asks again on its next activation (A6).
+			// Nobody is told anything that is not durable (A10); the same
+			// question is put again after a back-off (A6 makes it safe).
 			p.sys.log.Error("admission not persisted", "pool", p.name, "err", err)
+			if attempt < maxInternalRetries {
+				p.sys.retries.Add(1)
+				sys, name := p.sys, p.name
+				var msg any = poolAsk{job: jobOf(ev), attempt: attempt + 1}
+				if _, ok := ev.(admission.Release); ok {
+					msg = poolRelease{job: jobOf(ev), attempt: attempt + 1}
+				}
+				sys.cfg.Clock.AfterFunc(time.Second<<attempt, func() { sys.route(kindPool, name, msg) })
+			}
 			return
 		}
 	}
@@ -170,4 +191,14 @@ func (p *poolActor) view() PoolView {
 		v.Queued = append(v.Queued, PoolJob{Job: j.ID, Sequence: j.Sequence, Since: j.Since})
 	}
 	return v
+}
+
+func jobOf(ev admission.Event) string {
+	switch e := ev.(type) {
+	case admission.Ask:
+		return e.Job
+	case admission.Release:
+		return e.Job
+	}
+	return ""
 }

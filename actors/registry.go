@@ -37,6 +37,9 @@ type entry struct {
 	key   key
 	pid   *actor.PID
 	inbox atomic.Int64 // messages routed and not yet handled
+	// lastRouted is when a message was last routed to the entity (unix
+	// nanoseconds, the System clock): the idle sweep's measure.
+	lastRouted atomic.Int64
 	// passivating: the registry is stopping this actor for idleness; new
 	// messages wait in buffer and reactivate the entity once it is gone.
 	passivating bool
@@ -137,6 +140,7 @@ func (r *registry) deliver(ctx actor.Context, k key, msg any) {
 		return
 	}
 	e.inbox.Add(1)
+	e.lastRouted.Store(r.sys.cfg.Clock.Now().UnixNano())
 	st.mu.Unlock()
 	r.sys.cfg.Metrics.MailboxDepth.Inc()
 	ctx.Send(e.pid, msg)

@@ -119,6 +119,9 @@ type System struct {
 	stopping atomic.Bool
 	// effects counts driver calls in flight (outside every mailbox).
 	effects atomic.Int64
+	// retries counts internal events waiting to be tried again after a
+	// failed write.
+	retries atomic.Int64
 	timers  wakeTimers
 	props   map[kind]*actor.Props
 	log     *slog.Logger
@@ -176,7 +179,39 @@ func Start(cfg Config) (*System, error) {
 		return nil, err
 	}
 	s.ready.Store(true)
+	s.armIdleSweep()
 	return s, nil
+}
+
+// armIdleSweep schedules the idle sweep: one timer for the whole system, not
+// one per actor (a timer and its closure would be an eighth of an actor's
+// memory budget). Every IdleAfter/2 it offers passivation to each marquee
+// actor that has had no message for IdleAfter.
+func (s *System) armIdleSweep() {
+	if s.cfg.IdleAfter < 0 || s.stopping.Load() {
+		return
+	}
+	stop := s.cfg.Clock.AfterFunc(s.cfg.IdleAfter/2, func() {
+		cutoff := s.cfg.Clock.Now().Add(-s.cfg.IdleAfter).UnixNano()
+		var idle []*actor.PID
+		s.reg.mu.Lock()
+		for k, e := range s.reg.entries {
+			if k.kind == kindMarquee && e.pid != nil && !e.passivating && !e.restart.parked &&
+				e.inbox.Load() == 0 && e.lastRouted.Load() <= cutoff {
+				idle = append(idle, e.pid)
+			}
+		}
+		s.reg.mu.Unlock()
+		// Deterministic order for the simulator: by actor name.
+		sort.Slice(idle, func(i, j int) bool { return idle[i].Id < idle[j].Id })
+		for _, pid := range idle {
+			s.as.Root.Send(pid, idleCheck{})
+		}
+		s.armIdleSweep()
+	})
+	s.timers.mu.Lock()
+	s.timers.sweepStop = stop
+	s.timers.mu.Unlock()
 }
 
 // recover activates every pool (rebuilt from storage, A7) and wakes every
@@ -228,9 +263,18 @@ wait:
 		}
 	}
 	s.stopWakes()
+	s.timers.mu.Lock()
+	if s.timers.sweepStop != nil {
+		s.timers.sweepStop()
+	}
+	s.timers.mu.Unlock()
 	_ = s.as.Root.StopFuture(s.registry).Wait()
 	s.as.Shutdown()
 }
+
+// PendingRetries is how many internal events wait to be tried again after a
+// failed write (the simulator's oracles wait for them).
+func (s *System) PendingRetries() int64 { return s.retries.Load() }
 
 // pending counts messages routed to entity actors and not yet handled.
 func (s *System) pending() int64 {
@@ -318,6 +362,7 @@ func (s *System) route(k kind, id string, msg any) {
 	direct := e != nil && e.pid != nil && !e.restart.parked && !e.passivating
 	if direct {
 		e.inbox.Add(1)
+		e.lastRouted.Store(s.cfg.Clock.Now().UnixNano())
 	}
 	s.reg.mu.Unlock()
 	if direct {

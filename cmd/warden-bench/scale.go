@@ -65,7 +65,7 @@ func startSystem(dir string) (*actors.System, *persistence.Store, error) {
 		return nil, nil, err
 	}
 	sys, err := actors.Start(actors.Config{Store: st, Clock: clock.Real{}, Machine: marquee.Machine{Config: marquee.DefaultConfig()},
-		Pools: map[string]int{"default": 1 << 20}, Dispatcher: nopDriver{}, Bootstrapper: nopDriver{}, ControlPlane: nopDriver{}, IdleAfter: -1})
+		Pools: map[string]int{"default": 1 << 20}, Dispatcher: nopDriver{}, Bootstrapper: nopDriver{}, ControlPlane: nopDriver{}, IdleAfter: 10 * time.Minute})
 	if err != nil {
 		st.Close()
 		return nil, nil, err
