@@ -17,6 +17,7 @@ var faultPoints = []string{
 	"callback.reorder",         // jitter that reorders a run's callbacks
 	"callback.bad-token",       // a caller with the wrong token (M9)
 	"workflow.silent",          // a run that never calls back (M21)
+	"workflow.slow",            // a slow, chatty run: pings for 40 minutes (M22)
 	"workflow.failed",          // a run that reports failed (M15)
 	"workflow.false-null",      // the cloud briefly reports no infrastructure (M16)
 	"github.transient",         // 503 from the dispatch API

@@ -416,8 +416,19 @@ func (w *world) run(id string, gen uint64, action string) {
 	if w.rnd.IntN(10) == 0 {
 		stepGen = 0
 	}
-	for _, step := range []string{"vm_starting", "ssh_configuring", "tls_provisioning"} {
-		at = at.Add(w.uniform(30*time.Second, 2*time.Minute))
+	steps := []string{"vm_starting", "ssh_configuring", "tls_provisioning"}
+	gap := func() time.Duration { return w.uniform(30*time.Second, 2*time.Minute) }
+	if w.faults.fire("workflow.slow") {
+		// Alive but slow: a ping every few minutes for 40 minutes, longer
+		// than an attempt may provision (M22).
+		steps = nil
+		for i := 0; i < 12; i++ {
+			steps = append(steps, []string{"vm_starting", "ssh_configuring", "tls_provisioning"}[i/4])
+		}
+		gap = func() time.Duration { return w.uniform(3*time.Minute, 4*time.Minute) }
+	}
+	for _, step := range steps {
+		at = at.Add(gap())
 		w.callbackAt(at, map[string]any{"marquee_id": id, "verb": "step", "generation": stepGen, "step": step})
 	}
 	at = at.Add(w.uniform(time.Minute, 4*time.Minute))

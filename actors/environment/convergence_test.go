@@ -13,12 +13,10 @@ import (
 // world is a small, exact model of the outside: resources by declared
 // identity with their owner, the migration ledger and the route target.
 type world struct {
-	res         map[string]string // identity -> owner
-	ledger      map[string]bool   // database -> migrated
-	route       map[string]uint64 // route name (branch) -> generation
-	notified    map[string]int    // notification key -> deliveries
-	notifyDown  bool
-	routeBranch string
+	res      map[string]string // identity -> owner
+	ledger   map[string]bool   // database -> migrated
+	route    map[string]uint64 // route name (branch) -> generation
+	notified map[string]int    // notification key -> deliveries
 }
 
 func newWorld() *world {
