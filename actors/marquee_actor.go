@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -430,6 +431,7 @@ func (a *marqueeActor) startEffects(s marquee.State, effects []marquee.Effect) {
 				err := sys.cfg.Dispatcher.Dispatch(ctx, req)
 				res := marquee.DispatchFinished{Generation: req.Generation, Outcome: marquee.DispatchOK}
 				if err != nil {
+					err = redacted(err, sys.cfg.Secrets...)
 					res.Detail = err.Error()
 					res.Outcome = marquee.DispatchTransient
 					if driver.KindOf(err) == driver.Configuration {
@@ -450,7 +452,10 @@ func (a *marqueeActor) startEffects(s marquee.State, effects []marquee.Effect) {
 				err := sys.cfg.Bootstrapper.Bootstrap(ctx, req)
 				res := marquee.BootstrapFinished{Generation: req.Generation, OK: err == nil}
 				if err != nil {
-					res.Detail = err.Error()
+					// A script may echo what it was given; none of it reaches
+					// history, logs or answers.
+					secrets := append([]string{c.SSHPrivateKey, c.ACMEDNS.Password, c.ACMEDNS.Username}, sys.cfg.Secrets...)
+					res.Detail = redacted(err, secrets...).Error()
 				}
 				sys.route(kindMarquee, id, effectDone{ev: res})
 			})
@@ -483,4 +488,21 @@ type dedupSpec struct {
 	body       func(marquee.State, marquee.Output) []byte
 	// early answers before the commit; only PlantAnswerBeforePersist uses it.
 	early func(body []byte)
+}
+
+// redacted replaces every secret value found in err's text. Driver errors
+// carry a script's stderr, which may echo its input.
+func redacted(err error, secrets ...string) error {
+	msg := err.Error()
+	changed := false
+	for _, sec := range secrets {
+		if len(sec) >= 4 && strings.Contains(msg, sec) {
+			msg = strings.ReplaceAll(msg, sec, "[redacted]")
+			changed = true
+		}
+	}
+	if !changed {
+		return err
+	}
+	return errors.New(msg)
 }

@@ -75,6 +75,9 @@ type Config struct {
 	Fault func(point, marqueeID string) error
 	// Sim, when set, runs the system inside the deterministic simulator.
 	Sim *SimHooks
+	// Secrets are the process's own secret values (tokens); driver output
+	// is scrubbed of them before it is logged or kept in history.
+	Secrets []string
 	// Plant disables one guard on purpose (see sim/planted.go); only the
 	// simulator's planted-bug runs set it.
 	Plant string

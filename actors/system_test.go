@@ -450,3 +450,43 @@ func TestInternalEventSurvivesAFailedWrite(t *testing.T) {
 	h.eventually("provisioned after the retries", func() bool { return h.state("m-1").Lifecycle == marquee.Provisioned })
 	require.Zero(t, h.sys.PendingRetries())
 }
+
+// echoingBootstrap fails with everything it was given in its message, as a
+// careless script printing its stdin to stderr would.
+type echoingBootstrap struct{}
+
+func (echoingBootstrap) Bootstrap(_ context.Context, r driver.BootstrapRequest) error {
+	return fmt.Errorf("probe failed for %s with key %s", r.Host, r.SSHKey)
+}
+
+// TestDriverOutputNeverLeaksSecrets: secrets echoed by a driver are scrubbed
+// before they reach history.
+func TestDriverOutputNeverLeaksSecrets(t *testing.T) {
+	store, err := persistence.Open(t.TempDir(), persistence.Options{})
+	require.NoError(t, err)
+	defer store.Close()
+	disp := &recordingDispatcher{}
+	sys, err := Start(Config{Store: store, Clock: clock.NewManual(start), Machine: marquee.Machine{Config: marquee.DefaultConfig()},
+		Pools: map[string]int{"default": 1}, Dispatcher: disp, Bootstrapper: echoingBootstrap{}, ControlPlane: noChats{}, IdleAfter: -1})
+	require.NoError(t, err)
+	defer sys.Stop(context.Background())
+	ctx := context.Background()
+	_, err = sys.Create(ctx, marquee.Create{ID: "m-1", Kind: marquee.Tutorial})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return len(disp.gens("m-1")) == 1 }, 5*time.Second, time.Millisecond)
+	_, err = sys.Callback(ctx, "m-1", "", marquee.Callback{Verb: marquee.VerbDeployed, Generation: 1,
+		Connection: &marquee.Connection{Host: "203.0.113.7", Port: 22, User: "root", SSHPrivateKey: "-----BEGIN SECRET KEY-----"}})
+	require.NoError(t, err)
+	var detail string
+	require.Eventually(t, func() bool {
+		hist, _ := store.History("m-1", 1)
+		if len(hist) == 1 && hist[0].Source == marquee.SourceBootstrap {
+			detail = hist[0].Detail
+			return true
+		}
+		return false
+	}, 5*time.Second, time.Millisecond)
+	require.Contains(t, detail, "203.0.113.7", "the error is kept")
+	require.NotContains(t, detail, "BEGIN SECRET KEY", "the secret is not")
+	require.Contains(t, detail, "[redacted]")
+}

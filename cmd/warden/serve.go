@@ -82,6 +82,7 @@ func serve(args []string, getenv func(string) string, stderr io.Writer) error {
 		RestartLimit:  c.RestartLimit,
 		RestartWindow: c.RestartWindow,
 		IdleAfter:     c.IdleAfter,
+		Secrets:       []string{c.CallbackToken, c.OperatorToken, c.GitHubToken, c.ControlPlaneToken},
 	})
 	if err != nil {
 		_ = srv.Close()
