@@ -237,7 +237,10 @@ func (s *System) recover() error {
 	// Only entities with work due are woken now; the others get a timer and
 	// stay on disk until it fires.
 	for _, w := range wakes {
-		s.armWake(key{kindMarquee, w.MarqueeID}, w.At)
+		if w.Kind != persistence.KindMarquee {
+			continue // environment actors are not part of this shell yet
+		}
+		s.armWake(key{kindMarquee, w.ID}, w.At)
 	}
 	s.log.Info("recovered", "pools", len(names), "wakes", len(wakes))
 	return nil

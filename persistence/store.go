@@ -16,8 +16,10 @@
 //	d/<delivery id>                 webhook dedup record (DedupRecord)
 //	p/<pool>                        pool metadata (PoolMeta)
 //	a/<pool>/<job>                  admission record (admission.Job)
-//	w/<unix nanos %016x>/m/<id>     wake index: the entity has a deadline or
-//	                                unsettled effects at that time (empty value)
+//	e/<environment id>              environment record (EnvRecord)
+//	w/<unix nanos %016x>/<k>/<id>   wake index: the entity (k: m marquee,
+//	                                e environment) has a deadline or unsettled
+//	                                effects at that time (empty value)
 //
 // # Encoding
 //
@@ -33,6 +35,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"time"
 
@@ -41,6 +44,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"warden/actors/admission"
+	"warden/actors/environment"
 	"warden/actors/marquee"
 )
 
@@ -211,13 +215,23 @@ func marqueeKey(id string) []byte { return []byte("m/" + id) }
 func historyKey(id string, seq uint64) []byte {
 	return fmt.Appendf(nil, "h/%s/%016x", id, seq)
 }
-func dedupKey(id string) []byte            { return []byte("d/" + id) }
-func poolKey(name string) []byte           { return []byte("p/" + name) }
-func admissionKey(pool, job string) []byte { return []byte("a/" + pool + "/" + job) }
-func admissionPrefix(pool string) []byte   { return []byte("a/" + pool + "/") }
-func wakeKey(at time.Time, id string) []byte {
-	return fmt.Appendf(nil, "w/%016x/m/%s", uint64(at.UnixNano()), id)
+func dedupKey(id string) []byte              { return []byte("d/" + id) }
+func poolKey(name string) []byte             { return []byte("p/" + name) }
+func admissionKey(pool, job string) []byte   { return []byte("a/" + pool + "/" + job) }
+func admissionPrefix(pool string) []byte     { return []byte("a/" + pool + "/") }
+func wakeKey(at time.Time, id string) []byte { return wakeKeyOf(at, KindMarquee, id) }
+
+func wakeKeyOf(at time.Time, kind, id string) []byte {
+	return fmt.Appendf(nil, "w/%016x/%s/%s", uint64(at.UnixNano()), kind, id)
 }
+
+func envKey(id string) []byte { return []byte("e/" + id) }
+
+// Entity kinds in the wake index.
+const (
+	KindMarquee     = "m"
+	KindEnvironment = "e"
+)
 
 // --- records ----------------------------------------------------------------
 
@@ -373,8 +387,9 @@ func (s *Store) LoadPool(name string) (PoolMeta, []admission.Job, []Malformed, e
 
 // Wake is one entry of the wake index.
 type Wake struct {
-	At        time.Time
-	MarqueeID string
+	At   time.Time
+	Kind string // KindMarquee or KindEnvironment
+	ID   string
 }
 
 // Wakes returns every wake-index entry due at or before until, earliest
@@ -388,14 +403,54 @@ func (s *Store) Wakes(until time.Time) ([]Wake, error) {
 			return false, nil
 		}
 		var nanos uint64
-		var id string
-		if _, err := fmt.Sscanf(string(k), "w/%016x/m/%s", &nanos, &id); err != nil {
+		parts := strings.SplitN(string(k), "/", 4)
+		if len(parts) != 4 || (parts[2] != KindMarquee && parts[2] != KindEnvironment) {
 			return true, nil // not ours; never written by this version
 		}
-		out = append(out, Wake{At: time.Unix(0, int64(nanos)).UTC(), MarqueeID: id})
+		if _, err := fmt.Sscanf(parts[1], "%016x", &nanos); err != nil {
+			return true, nil
+		}
+		out = append(out, Wake{At: time.Unix(0, int64(nanos)).UTC(), Kind: parts[2], ID: parts[3]})
 		return true, nil
 	})
 	return out, err
+}
+
+// EnvRecord is an environment's durable record with the store's
+// bookkeeping.
+type EnvRecord struct {
+	Env    environment.Env `json:"env"`
+	WakeAt time.Time       `json:"wake_at,omitzero"`
+}
+
+// LoadEnv reads one environment record; ErrNotFound or a *CorruptError.
+func (s *Store) LoadEnv(id string) (EnvRecord, error) {
+	var r EnvRecord
+	key := envKey(id)
+	if err := s.get(key, &r); err != nil {
+		return EnvRecord{}, err
+	}
+	if !environment.ValidID(r.Env.ID) || r.Env.ID != id {
+		return EnvRecord{}, &CorruptError{Malformed{Key: string(key), Reason: fmt.Sprintf("record names environment %q", r.Env.ID)}}
+	}
+	return r, nil
+}
+
+// ListEnvs returns every environment record in id order (tombstones
+// included: they are kept for leak audits, E12), and the malformed ones.
+func (s *Store) ListEnvs() ([]environment.Env, []Malformed, error) {
+	var out []environment.Env
+	var bad []Malformed
+	err := s.scan([]byte("e/"), nil, func(k, v []byte) (bool, error) {
+		var r EnvRecord
+		if err := decode(k, v, &r); err != nil {
+			bad = append(bad, err.(*CorruptError).Malformed)
+			return true, nil
+		}
+		out = append(out, r.Env)
+		return true, nil
+	})
+	return out, bad, err
 }
 
 // --- batches ------------------------------------------------------------------
@@ -421,6 +476,19 @@ func (b *Batch) PutMarquee(r MarqueeRecord, oldWake time.Time) {
 		_ = b.b.Set(wakeKey(r.WakeAt, id), nil, nil)
 	}
 	_ = b.b.Set(marqueeKey(id), encode(r), nil)
+}
+
+// PutEnv writes an environment record and moves its wake-index entry from
+// oldWake to r.WakeAt.
+func (b *Batch) PutEnv(r EnvRecord, oldWake time.Time) {
+	id := r.Env.ID
+	if !oldWake.IsZero() && !oldWake.Equal(r.WakeAt) {
+		_ = b.b.Delete(wakeKeyOf(oldWake, KindEnvironment, id), nil)
+	}
+	if !r.WakeAt.IsZero() {
+		_ = b.b.Set(wakeKeyOf(r.WakeAt, KindEnvironment, id), nil, nil)
+	}
+	_ = b.b.Set(envKey(id), encode(r), nil)
 }
 
 // AppendHistory writes entry number seq and drops the one that falls out of

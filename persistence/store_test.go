@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"warden/actors/admission"
+	"warden/actors/environment"
 	"warden/actors/marquee"
 )
 
@@ -48,7 +49,7 @@ func TestMarqueeRoundTripAndReopen(t *testing.T) {
 	require.ErrorIs(t, err, ErrNotFound)
 	ws, err := s.Wakes(t0.Add(time.Hour))
 	require.NoError(t, err)
-	require.Equal(t, []Wake{{At: t0.Add(time.Minute), MarqueeID: "m-1"}}, ws)
+	require.Equal(t, []Wake{{At: t0.Add(time.Minute), Kind: KindMarquee, ID: "m-1"}}, ws)
 }
 
 func TestWakeIndexMovesWithSnapshot(t *testing.T) {
@@ -207,4 +208,28 @@ func ids(ss []marquee.State) []string {
 		out = append(out, s.ID)
 	}
 	return out
+}
+
+func TestEnvRecordsAndTheirWakes(t *testing.T) {
+	s := openTemp(t)
+	m := environment.Machine{Config: environment.DefaultConfig()}
+	e, err := m.New(environment.Create{ID: "env-271", Branch: "feature-search", Revision: "3f2c9e1", TTL: 72 * time.Hour}, t0)
+	require.NoError(t, err)
+	b := s.NewBatch()
+	b.PutEnv(EnvRecord{Env: e, WakeAt: e.ExpiresAt}, time.Time{})
+	b.PutMarquee(MarqueeRecord{State: tutorial("m-1"), WakeAt: t0.Add(time.Minute)}, time.Time{})
+	b.PutRaw("e/env-bad", []byte{1, '{'})
+	require.NoError(t, b.Commit())
+	got, err := s.LoadEnv("env-271")
+	require.NoError(t, err)
+	require.Equal(t, e, got.Env)
+	all, bad, err := s.ListEnvs()
+	require.NoError(t, err)
+	require.Len(t, all, 1)
+	require.Len(t, bad, 1, "a record that does not decode is reported, not hidden")
+	ws, err := s.Wakes(t0.Add(100 * time.Hour))
+	require.NoError(t, err)
+	require.Equal(t, []Wake{{At: t0.Add(time.Minute), Kind: KindMarquee, ID: "m-1"}, {At: e.ExpiresAt, Kind: KindEnvironment, ID: "env-271"}}, ws)
+	_, err = s.LoadEnv("env-404")
+	require.ErrorIs(t, err, ErrNotFound)
 }

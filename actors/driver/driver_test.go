@@ -156,9 +156,12 @@ func FuzzDecodeChats(f *testing.F) {
 func FuzzDecodeExecResult(f *testing.F) {
 	f.Add([]byte(`{"ok":true,"detail":"x"}`))
 	f.Add([]byte(`{"ok":true} {"ok":false}`))
+	f.Add([]byte(`{"ok":false,"category":"permission","observation":{"exists":true,"route_target":3}}`))
 	f.Fuzz(func(t *testing.T, out []byte) {
 		var r ExecResult
 		_ = decodeResult(out, &r)
+		var c CapabilityResult
+		_ = decodeResult(out, &c)
 	})
 }
 

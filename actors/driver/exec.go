@@ -72,6 +72,7 @@ func (e *Exec) Run(ctx context.Context, req any, res any) error {
 	case err != nil:
 		var ee *exec.ExitError
 		if errors.As(err, &ee) {
+			_ = decodeResult(stdout.Bytes(), res) // a failing script may still say why, on stdout
 			return errorf(Scoped, "%s exited %d: %s", name, ee.ExitCode(), tail(stderr.String()))
 		}
 		return errorf(Transient, "%s: %v", name, err)

@@ -1,0 +1,112 @@
+package driver
+
+import (
+	"context"
+	"errors"
+	"strings"
+)
+
+// CapabilityRequest is one call of a preview-environment driver (E13): the
+// capability (artifact, database, migrations, app, route, smoke, notify),
+// the operation (apply, observe, remove) and every identity it needs, so a
+// driver never has to invent a name. The attempt id and lease generation
+// let a driver refuse an obsolete caller where its target allows (E7);
+// ExpectedRoute is the compare-and-set guard of a route activation (E8).
+type CapabilityRequest struct {
+	Capability      string `json:"capability"`
+	Op              string `json:"op"`
+	EnvID           string `json:"env_id"`
+	Identity        string `json:"identity"`
+	AttemptID       string `json:"attempt_id"`
+	LeaseGeneration uint64 `json:"lease_generation"`
+	Generation      uint64 `json:"generation"`
+	ExpectedRoute   uint64 `json:"expected_route,omitempty"`
+	Branch          string `json:"branch"`
+	Revision        string `json:"revision"`
+}
+
+// CapabilityResult is the driver's machine-readable answer. For observe it
+// carries what exists; apply and remove may report an observation too, but
+// the controller verifies by its own observe, never by OK alone (E4).
+type CapabilityResult struct {
+	OK          bool                   `json:"ok"`
+	Category    string                 `json:"category,omitempty"` // on failure: transient, configuration, permission, conflict, unknown
+	Message     string                 `json:"message,omitempty"`
+	Observation *CapabilityObservation `json:"observation,omitempty"`
+}
+
+// CapabilityObservation is what an observe found under the identity.
+type CapabilityObservation struct {
+	Exists      bool   `json:"exists"`
+	Owner       string `json:"owner,omitempty"`
+	Matches     bool   `json:"matches"`
+	ProviderID  string `json:"provider_id,omitempty"`
+	RouteTarget uint64 `json:"route_target,omitempty"`
+	Detail      string `json:"detail,omitempty"`
+}
+
+// Capability performs one operation of one capability. Implementations are
+// in-process (tests, the simulator) or ExecCapability (scripts).
+type Capability interface {
+	Do(ctx context.Context, r CapabilityRequest) (CapabilityResult, error)
+}
+
+// ErrTimeout is a call whose outcome is unknown: the controller observes
+// before anything else (E8).
+var ErrTimeout = errors.New("driver timed out; outcome unknown")
+
+var validCategories = map[string]bool{"transient": true, "configuration": true, "permission": true, "conflict": true, "unknown": true}
+
+// ExecCapability runs a script per call under the exec contract: the
+// request as one JSON object on stdin, one CapabilityResult on stdout,
+// diagnostics on stderr, non-zero exit for one scoped failure (whose
+// stdout may still say its category), killed at the timeout.
+type ExecCapability struct{ Exec }
+
+// Do implements Capability.
+func (c *ExecCapability) Do(ctx context.Context, r CapabilityRequest) (CapabilityResult, error) {
+	var res CapabilityResult
+	err := c.Run(ctx, r, &res)
+	var de *Error
+	switch {
+	case err == nil:
+	case errors.As(err, &de) && de.Kind == Transient && isTimeout(de):
+		return CapabilityResult{}, ErrTimeout
+	case errors.As(err, &de) && de.Kind == Scoped:
+		// A scoped failure: keep the category the script named, if any.
+		if res.Category == "" || !validCategories[res.Category] {
+			res.Category = "unknown"
+		}
+		res.OK = false
+		if res.Message == "" {
+			res.Message = de.Msg
+		}
+		return res, nil
+	default:
+		return CapabilityResult{}, err
+	}
+	if !res.OK && !validCategories[res.Category] {
+		return CapabilityResult{}, errorf(Scoped, "%s: failure without a valid category (%q)", c.Command[0], res.Category)
+	}
+	return res, nil
+}
+
+func isTimeout(e *Error) bool { return strings.Contains(e.Msg, "timed out") }
+
+// Receipt is what the controller records of a call: the input and the
+// output, verbatim (E13).
+type Receipt struct {
+	Request CapabilityRequest `json:"request"`
+	Result  CapabilityResult  `json:"result"`
+	Error   string            `json:"error,omitempty"`
+}
+
+// Call runs c and records the receipt, whatever happened.
+func Call(ctx context.Context, c Capability, r CapabilityRequest) (CapabilityResult, Receipt, error) {
+	res, err := c.Do(ctx, r)
+	rec := Receipt{Request: r, Result: res}
+	if err != nil {
+		rec.Error = err.Error()
+	}
+	return res, rec, err
+}
