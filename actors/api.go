@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 
+	"warden/actors/environment"
 	"warden/actors/marquee"
 )
 
@@ -136,3 +137,40 @@ func (s *System) Live() int {
 	defer s.reg.mu.Unlock()
 	return len(s.reg.entries)
 }
+
+// CreateEnvironment records a requested environment (E1) and starts its
+// lifecycle.
+func (s *System) CreateEnvironment(ctx context.Context, c environment.Create) (environment.Env, error) {
+	if !environment.ValidID(c.ID) {
+		return environment.Env{}, fmt.Errorf("%w: id %q must match [a-z0-9][a-z0-9-]{0,62}", environment.ErrInvalid, c.ID)
+	}
+	r, err := s.ask(ctx, kindEnv, c.ID, func(reply chan<- any) any { return envCreate{create: c, reply: reply} })
+	if err != nil {
+		return environment.Env{}, err
+	}
+	return r.(environment.Env), nil
+}
+
+// EnvironmentCommand runs a removal or a manual action (E11, E16).
+func (s *System) EnvironmentCommand(ctx context.Context, id string, ev environment.Event) (environment.Env, error) {
+	r, err := s.ask(ctx, kindEnv, id, func(reply chan<- any) any { return envCommand{ev: ev, reply: reply} })
+	if err != nil {
+		return environment.Env{}, err
+	}
+	return r.(environment.Env), nil
+}
+
+// Environment reads an environment's last committed record.
+func (s *System) Environment(id string) (environment.Env, error) {
+	rec, err := s.cfg.Store.LoadEnv(id)
+	if err != nil {
+		if isNotFound(err) {
+			return environment.Env{}, fmt.Errorf("%w: environment %s", ErrNotFound, id)
+		}
+		return environment.Env{}, err
+	}
+	return rec.Env, nil
+}
+
+// EnvMachine is the environment machine (its Actions shape views).
+func (s *System) EnvMachine() environment.Machine { return s.cfg.Env.Machine }

@@ -121,6 +121,10 @@ func (r *registry) deliver(ctx actor.Context, k key, msg any) {
 			answerNotFound(msg, k.id)
 			return
 		}
+		if k.kind == kindEnv && !r.sys.envMayExist(k.id, msg) {
+			answerErr(msg, fmt.Errorf("%w: environment %s", ErrNotFound, k.id))
+			return
+		}
 		e = r.spawn(ctx, k)
 	}
 	if e.restart.parked {
@@ -191,6 +195,15 @@ func (s *System) marqueeMayExist(id string, msg any) bool {
 		return true
 	}
 	_, err := s.cfg.Store.LoadMarquee(id)
+	return err == nil || !isNotFound(err)
+}
+
+// envMayExist: only a create may activate an absent environment.
+func (s *System) envMayExist(id string, msg any) bool {
+	if _, ok := msg.(envCreate); ok {
+		return true
+	}
+	_, err := s.cfg.Store.LoadEnv(id)
 	return err == nil || !isNotFound(err)
 }
 

@@ -22,6 +22,7 @@ import (
 	"warden/actors/admission"
 	"warden/actors/clock"
 	"warden/actors/driver"
+	"warden/actors/environment"
 	"warden/actors/marquee"
 	"warden/persistence"
 )
@@ -75,6 +76,8 @@ type Config struct {
 	Fault func(point, marqueeID string) error
 	// Sim, when set, runs the system inside the deterministic simulator.
 	Sim *SimHooks
+	// Env configures preview environments (issue 5, in progress).
+	Env EnvConfig
 	// Secrets are the process's own secret values (tokens); driver output
 	// is scrubbed of them before it is logged or kept in history.
 	Secrets []string
@@ -151,6 +154,12 @@ func Start(cfg Config) (*System, error) {
 	if cfg.IdleAfter == 0 {
 		cfg.IdleAfter = 10 * time.Minute
 	}
+	if cfg.Env.Machine.Config.LeaseFor == 0 {
+		cfg.Env.Machine = environment.Machine{Config: environment.DefaultConfig()}
+	}
+	if cfg.Env.Worker == "" {
+		cfg.Env.Worker = "warden"
+	}
 	if cfg.RestartLimit == 0 {
 		cfg.RestartLimit = 5
 		cfg.RestartWindow = time.Minute
@@ -169,6 +178,7 @@ func Start(cfg Config) (*System, error) {
 	s.props = map[kind]*actor.Props{
 		kindMarquee: actor.PropsFromProducer(func() actor.Actor { return &marqueeActor{sys: s} }, opts...),
 		kindPool:    actor.PropsFromProducer(func() actor.Actor { return &poolActor{sys: s} }, opts...),
+		kindEnv:     actor.PropsFromProducer(func() actor.Actor { return &envActor{sys: s} }, opts...),
 	}
 	props := actor.PropsFromProducer(func() actor.Actor { return &registry{sys: s} },
 		append([]actor.PropsOption{actor.WithSupervisor(&boundedRestart{sys: s})}, opts...)...)
@@ -237,10 +247,11 @@ func (s *System) recover() error {
 	// Only entities with work due are woken now; the others get a timer and
 	// stay on disk until it fires.
 	for _, w := range wakes {
-		if w.Kind != persistence.KindMarquee {
-			continue // environment actors are not part of this shell yet
+		k := key{kindMarquee, w.ID}
+		if w.Kind == persistence.KindEnvironment {
+			k = key{kindEnv, w.ID}
 		}
-		s.armWake(key{kindMarquee, w.ID}, w.At)
+		s.armWake(k, w.At)
 	}
 	s.log.Info("recovered", "pools", len(names), "wakes", len(wakes))
 	return nil

@@ -133,20 +133,23 @@ func (c *fakeControlPlane) set(id, answer string) {
 // GitHub driver, a fake GitHub, a fake control plane, and a real HTTPS
 // endpoint the bootstrap probe verifies.
 type world struct {
-	t     *testing.T
-	url   string
-	gh    *fakeGitHub
-	cp    *fakeControlPlane
-	https *httptest.Server
-	sys   *actors.System
-	store *persistence.Store
-	srv   *http.Server
-	dir   string
-	pools map[string]int
+	t       *testing.T
+	url     string
+	gh      *fakeGitHub
+	cp      *fakeControlPlane
+	https   *httptest.Server
+	sys     *actors.System
+	store   *persistence.Store
+	srv     *http.Server
+	dir     string
+	pools   map[string]int
+	preview *fakePreview
+	notify  *notifySink
 }
 
 func newWorld(t *testing.T, pools map[string]int) *world {
-	w := &world{t: t, gh: newFakeGitHub(t), cp: newFakeControlPlane(t), dir: t.TempDir(), pools: pools}
+	w := &world{t: t, gh: newFakeGitHub(t), cp: newFakeControlPlane(t), dir: t.TempDir(), pools: pools,
+		preview: newFakePreview(), notify: newNotifySink(t)}
 	w.https = httptest.NewTLSServer(http.HandlerFunc(func(rw http.ResponseWriter, _ *http.Request) { rw.WriteHeader(http.StatusNotFound) }))
 	t.Cleanup(w.https.Close)
 	w.start()
@@ -173,6 +176,7 @@ func (w *world) start() {
 		Bootstrapper: &driver.HTTPSProbe{RootCAs: roots, Port: port, Timeout: 5 * time.Second},
 		ControlPlane: &driver.HTTPControlPlane{URL: w.cp.srv.URL},
 		CallbackURL:  w.url + "/v1/webhooks/terraform",
+		Env:          actors.EnvConfig{Drivers: w.preview.drivers(), NotifyEndpoint: w.notify.srv.URL, Worker: "test-worker"},
 	})
 	require.NoError(w.t, err)
 	w.sys, w.store = sys, store

@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"warden/actors"
+	"warden/actors/environment"
 	"warden/actors/marquee"
 )
 
@@ -83,6 +84,7 @@ func New(sys *actors.System, o Options) *Server {
 	r.POST("/v1/marquees/:id/destroy", s.role(roleOperator, s.ready(s.command(http.StatusAccepted, decodeDestroy))))
 	r.POST("/v1/marquees/:id/disable", s.role(roleOperator, s.ready(s.command(http.StatusOK, func([]byte) (marquee.Event, error) { return marquee.Disable{}, nil }))))
 	r.POST("/v1/marquees/:id/enable", s.role(roleOperator, s.ready(s.command(http.StatusOK, func([]byte) (marquee.Event, error) { return marquee.Enable{}, nil }))))
+	s.routeEnvironments()
 	r.GET("/v1/pools", s.role(roleOperator, s.ready(s.pools)))
 	r.GET("/v1/pools/:name", s.role(roleOperator, s.ready(s.pool)))
 	r.GET("/v1/actors", s.role(roleOperator, s.actors))
@@ -231,9 +233,9 @@ func (s *Server) writeErr(w http.ResponseWriter, err error) {
 	switch {
 	case errors.Is(err, actors.ErrNotFound):
 		writeError(w, http.StatusNotFound, "not_found", err.Error())
-	case errors.Is(err, marquee.ErrConflict):
+	case errors.Is(err, marquee.ErrConflict), errors.Is(err, environment.ErrConflict):
 		writeError(w, http.StatusConflict, "conflict", err.Error())
-	case errors.Is(err, marquee.ErrInvalid):
+	case errors.Is(err, marquee.ErrInvalid), errors.Is(err, environment.ErrInvalid):
 		writeError(w, http.StatusBadRequest, "invalid_request", err.Error())
 	case errors.Is(err, actors.ErrOverloaded):
 		w.Header().Set("Retry-After", "1")

@@ -45,6 +45,9 @@ type config struct {
 	RestartLimit      int
 	RestartWindow     time.Duration
 	IdleAfter         time.Duration
+	EnvDriverCommand  []string
+	EnvDriverTimeout  time.Duration
+	NotifyURL         string
 	benchNoop         bool
 }
 
@@ -144,6 +147,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.IntVar(&c.RestartLimit, "restart-limit", 5, "actor failures within --restart-window before it is parked")
 	fs.DurationVar(&c.RestartWindow, "restart-window", time.Minute, "window of --restart-limit")
 	fs.DurationVar(&c.IdleAfter, "idle-after", 10*time.Minute, "passivate an entity actor after this long without a message (negative: never)")
+	fs.Var(commandFlag{&c.EnvDriverCommand}, "env-driver-command", "exec driver for every preview-environment capability (E13); empty: none")
+	fs.DurationVar(&c.EnvDriverTimeout, "env-driver-timeout", time.Minute, "limit on one environment driver call")
+	fs.StringVar(&c.NotifyURL, "notify-url", "", "where environment-ready notifications are POSTed (E10); empty: kept in the outbox")
 	fs.BoolVar(&c.benchNoop, "bench-noop", false, "serve POST /v1/webhooks/noop (benchmark baseline)")
 	callbackFile := fs.String("callback-token-file", "", "file holding the callback token (else WARDEN_CALLBACK_TOKEN)")
 	operatorFile := fs.String("operator-token-file", "", "file holding the operator token (else WARDEN_OPERATOR_TOKEN)")

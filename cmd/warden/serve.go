@@ -18,6 +18,7 @@ import (
 	"warden/actors"
 	"warden/actors/clock"
 	"warden/actors/driver"
+	"warden/actors/environment"
 	"warden/actors/marquee"
 	"warden/httpapi"
 	"warden/persistence"
@@ -83,6 +84,7 @@ func serve(args []string, getenv func(string) string, stderr io.Writer) error {
 		RestartWindow: c.RestartWindow,
 		IdleAfter:     c.IdleAfter,
 		Secrets:       []string{c.CallbackToken, c.OperatorToken, c.GitHubToken, c.ControlPlaneToken},
+		Env:           envConfig(c),
 	})
 	if err != nil {
 		_ = srv.Close()
@@ -156,4 +158,19 @@ func pruneDedup(store *persistence.Store, clk clock.Clock, retention time.Durati
 			}
 		}
 	}
+}
+
+// envConfig wires preview environments: one exec driver serves every
+// capability (the request names it), if configured.
+func envConfig(c config) actors.EnvConfig {
+	ec := actors.EnvConfig{NotifyEndpoint: c.NotifyURL, Client: &http.Client{Timeout: 10 * time.Second}}
+	if len(c.EnvDriverCommand) > 0 {
+		d := &driver.ExecCapability{Exec: driver.Exec{Command: c.EnvDriverCommand, Timeout: c.EnvDriverTimeout}}
+		ec.Drivers = map[environment.Capability]driver.Capability{}
+		for _, cap := range []environment.Capability{environment.Artifact, environment.Database, environment.Migrations,
+			environment.App, environment.Route, environment.Smoke, environment.Notify} {
+			ec.Drivers[cap] = d
+		}
+	}
+	return ec
 }

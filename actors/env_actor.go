@@ -1,0 +1,278 @@
+package actors
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"reflect"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"warden/actors/driver"
+	"warden/actors/environment"
+	"warden/persistence"
+)
+
+const kindEnv kind = "environment"
+
+// Messages to an environment actor.
+type (
+	envCreate struct {
+		create environment.Create
+		reply  chan<- any
+	}
+	envCommand struct {
+		ev    environment.Event
+		reply chan<- any
+	}
+	// envEvent is an effect's result or the actor's own next step.
+	envEvent struct{ ev environment.Event }
+)
+
+// EnvConfig wires the environment side of the System.
+type EnvConfig struct {
+	Machine environment.Machine
+	// Drivers by capability (E13); a missing one makes its steps fail as
+	// configuration errors.
+	Drivers map[environment.Capability]driver.Capability
+	// NotifyEndpoint receives environment-ready notifications (E10); empty
+	// means none are sent (they stay in the outbox).
+	NotifyEndpoint string
+	Client         *http.Client
+	// Worker names this process as a lease owner (E7).
+	Worker string
+}
+
+// envActor is one preview environment: it is its own worker, taking one
+// eligible transition at a time, recording intent before every effect.
+type envActor struct {
+	sys    *System
+	id     string
+	entry  *entry
+	rec    persistence.EnvRecord
+	exists bool
+}
+
+func (a *envActor) Receive(ctx actor.Context) {
+	switch ctx.Message().(type) {
+	case *actor.Started:
+		a.id, a.entry = a.sys.entityOf(ctx.Self(), kindEnv)
+		a.load()
+		return
+	case idleCheck, actor.SystemMessage, actor.AutoReceiveMessage, *actor.Restarting, *actor.Stopping:
+		return
+	}
+	defer func() {
+		a.entry.inbox.Add(-1)
+		a.sys.cfg.Metrics.MailboxDepth.Dec()
+	}()
+	switch m := ctx.Message().(type) {
+	case envCreate:
+		if a.exists {
+			m.reply <- fmt.Errorf("%w: environment %s already exists", environment.ErrConflict, a.id)
+			return
+		}
+		e, err := a.sys.cfg.Env.Machine.New(m.create, a.sys.cfg.Clock.Now())
+		if err != nil {
+			m.reply <- err
+			return
+		}
+		if err := a.commit(e, environment.Output{}); err != nil {
+			m.reply <- err
+			return
+		}
+		a.exists = true
+		m.reply <- a.rec.Env
+		a.next()
+	case envCommand:
+		if !a.exists {
+			m.reply <- fmt.Errorf("%w: environment %s", ErrNotFound, a.id)
+			return
+		}
+		out, err := a.apply(m.ev)
+		if err == nil && out.Err != nil {
+			err = out.Err
+		}
+		if err != nil {
+			m.reply <- err
+			return
+		}
+		m.reply <- a.rec.Env
+	case envEvent:
+		if _, err := a.apply(m.ev); err != nil {
+			a.sys.log.Error("environment transition not persisted", "environment", a.id, "err", err)
+		}
+	case wake:
+		a.due()
+	}
+}
+
+func (a *envActor) load() {
+	rec, err := a.sys.cfg.Store.LoadEnv(a.id)
+	switch {
+	case err == nil:
+		a.rec, a.exists = rec, true
+		a.due()
+	case errors.Is(err, persistence.ErrNotFound):
+	default:
+		a.sys.log.Error("environment record unusable", "environment", a.id, "err", err)
+	}
+}
+
+// due turns passed deadlines into events: TTL expiry, then the next step
+// (a back-off over, or a lease to take over after a crash).
+func (a *envActor) due() {
+	if !a.exists {
+		return
+	}
+	e := a.rec.Env
+	if !e.ExpiresAt.IsZero() && !a.sys.cfg.Clock.Now().Before(e.ExpiresAt) && e.Desired == "ready" {
+		a.applyLogged(environment.Expire{})
+	}
+	a.next()
+}
+
+// next asks for the next eligible transition.
+func (a *envActor) next() {
+	if a.exists && a.rec.Env.Tombstone == nil {
+		a.sys.route(kindEnv, a.id, envEvent{ev: environment.Advance{Owner: a.sys.cfg.Env.Worker}})
+	}
+}
+
+func (a *envActor) applyLogged(ev environment.Event) {
+	if _, err := a.apply(ev); err != nil {
+		a.sys.log.Error("environment transition not persisted", "environment", a.id, "err", err)
+	}
+}
+
+func (a *envActor) apply(ev environment.Event) (environment.Output, error) {
+	now := a.sys.cfg.Clock.Now()
+	next, out := a.sys.cfg.Env.Machine.Step(a.rec.Env, ev, now)
+	if out.Err != nil {
+		return out, nil
+	}
+	norm := next
+	norm.UpdatedAt = a.rec.Env.UpdatedAt
+	if reflect.DeepEqual(norm, a.rec.Env) && len(out.Effects) == 0 {
+		return out, nil // nothing eligible, nothing changed
+	}
+	if err := a.commit(next, out); err != nil {
+		return out, err
+	}
+	if _, advanced := ev.(environment.Advance); !advanced || len(out.Effects) == 0 {
+		if a.rec.Env.Attempt == nil {
+			a.next()
+		}
+	}
+	return out, nil
+}
+
+// commit persists the record (intent before effect, E5), then starts the
+// effects, then re-arms the entity's deadline.
+func (a *envActor) commit(e environment.Env, out environment.Output) error {
+	rec := persistence.EnvRecord{Env: e, WakeAt: envWake(e)}
+	b := a.sys.cfg.Store.NewBatch()
+	b.PutEnv(rec, a.rec.WakeAt)
+	if err := b.Commit(); err != nil {
+		return fmt.Errorf("%w: persist environment %s: %v", ErrUnavailable, e.ID, err)
+	}
+	a.rec = rec
+	a.startEffects(out.Effects)
+	a.sys.armWake(key{kindEnv, a.id}, rec.WakeAt)
+	return nil
+}
+
+// envWake is the earliest moment something becomes due: a back-off ending,
+// a lease expiring (a crashed worker's attempt is taken over then), or TTL.
+func envWake(e environment.Env) time.Time {
+	var at time.Time
+	earliest := func(t time.Time) {
+		if !t.IsZero() && (at.IsZero() || t.Before(at)) {
+			at = t
+		}
+	}
+	if e.Tombstone != nil {
+		return at
+	}
+	earliest(e.RetryAt)
+	if e.Attempt != nil {
+		earliest(e.Attempt.Lease.ExpiresAt)
+	}
+	if e.Desired == "ready" {
+		earliest(e.ExpiresAt)
+	}
+	return at
+}
+
+func (a *envActor) startEffects(effects []environment.Effect) {
+	sys, id := a.sys, a.id
+	env := a.rec.Env
+	for _, eff := range effects {
+		switch e := eff.(type) {
+		case environment.Do:
+			req := driver.CapabilityRequest{Capability: string(e.Capability), Op: string(e.Op), EnvID: id, Identity: e.Identity,
+				AttemptID: e.AttemptID, LeaseGeneration: e.LeaseGeneration, Generation: e.Generation, ExpectedRoute: e.ExpectedRoute,
+				Branch: env.Branch, Revision: env.Revision}
+			drv := sys.cfg.Env.Drivers[e.Capability]
+			sys.goEffect(func(ctx context.Context) {
+				res := environment.Result{AttemptID: req.AttemptID, LeaseGeneration: req.LeaseGeneration}
+				if drv == nil {
+					res.Category, res.Message = environment.Configuration, "no driver configured for "+req.Capability
+					sys.route(kindEnv, id, envEvent{ev: res})
+					return
+				}
+				out, err := drv.Do(ctx, req)
+				switch {
+				case errors.Is(err, driver.ErrTimeout):
+					res.Timeout = true
+				case err != nil:
+					res.Category, res.Message = environment.Category(driver.KindOf(err)), redacted(err, sys.cfg.Secrets...).Error()
+					if res.Category != environment.Configuration {
+						res.Category = environment.Transient
+					}
+				default:
+					res.OK, res.Category, res.Message = out.OK, environment.Category(out.Category), out.Message
+					if o := out.Observation; o != nil {
+						res.Observation = &environment.Observation{Exists: o.Exists, Owner: o.Owner, Matches: o.Matches,
+							ProviderID: o.ProviderID, RouteTarget: o.RouteTarget, Detail: o.Detail}
+					}
+				}
+				sys.route(kindEnv, id, envEvent{ev: res})
+			})
+		case environment.Send:
+			n := e.Notification
+			sys.goEffect(func(ctx context.Context) {
+				sys.route(kindEnv, id, envEvent{ev: environment.Delivered{Key: n.Key, OK: sys.notify(ctx, n)}})
+			})
+		}
+	}
+}
+
+// notify delivers one outbox record (E10). The key is sent as the
+// Idempotency-Key, so a repeated delivery carries the same identity.
+func (s *System) notify(ctx context.Context, n environment.Notification) bool {
+	if s.cfg.Env.NotifyEndpoint == "" {
+		return false
+	}
+	body, _ := json.Marshal(map[string]string{"key": n.Key, "event": n.Event, "url": n.URL})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.cfg.Env.NotifyEndpoint, bytes.NewReader(body))
+	if err != nil {
+		return false
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", n.Key)
+	client := s.cfg.Env.Client
+	if client == nil {
+		client = http.DefaultClient
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode/100 == 2
+}

@@ -1,0 +1,130 @@
+package httpapi_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+
+	"warden/actors/driver"
+	"warden/actors/environment"
+)
+
+// fakePreview is an in-process preview world standing behind the driver
+// contract: resources by declared identity with their owner, migration
+// ledgers, and routes by branch with a compare-and-set.
+type fakePreview struct {
+	mu     sync.Mutex
+	res    map[string]string
+	ledger map[string]bool
+	route  map[string]uint64
+}
+
+func newFakePreview() *fakePreview {
+	return &fakePreview{res: map[string]string{}, ledger: map[string]bool{}, route: map[string]uint64{}}
+}
+
+type capDriver struct {
+	p   *fakePreview
+	cap environment.Capability
+}
+
+func (p *fakePreview) drivers() map[environment.Capability]driver.Capability {
+	out := map[environment.Capability]driver.Capability{}
+	for _, c := range []environment.Capability{environment.Artifact, environment.Database, environment.Migrations,
+		environment.App, environment.Route, environment.Smoke} {
+		out[c] = capDriver{p: p, cap: c}
+	}
+	return out
+}
+
+func (d capDriver) Do(_ context.Context, r driver.CapabilityRequest) (driver.CapabilityResult, error) {
+	p := d.p
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch r.Op {
+	case "apply":
+		switch d.cap {
+		case environment.Route:
+			if p.route[r.Branch] == r.ExpectedRoute || p.route[r.Branch] == r.Generation {
+				p.route[r.Branch] = r.Generation
+			}
+		case environment.Migrations:
+			p.ledger[r.Identity] = true
+		case environment.Smoke:
+		default:
+			if _, ok := p.res[r.Identity]; !ok {
+				p.res[r.Identity] = r.EnvID
+			}
+		}
+		return driver.CapabilityResult{OK: true}, nil
+	case "remove":
+		switch d.cap {
+		case environment.Route:
+			if p.route[r.Branch] == r.Generation {
+				delete(p.route, r.Branch)
+			}
+		case environment.Migrations:
+			delete(p.ledger, r.Identity)
+		default:
+			if p.res[r.Identity] == r.EnvID {
+				delete(p.res, r.Identity)
+			}
+		}
+		return driver.CapabilityResult{OK: true}, nil
+	}
+	o := &driver.CapabilityObservation{Owner: r.EnvID}
+	switch d.cap {
+	case environment.Route:
+		o.RouteTarget = p.route[r.Branch]
+		o.Exists, o.Matches = o.RouteTarget != 0, o.RouteTarget != 0
+	case environment.Migrations:
+		o.Exists, o.Matches = p.ledger[r.Identity], p.ledger[r.Identity]
+	case environment.Smoke:
+		_, app := p.res["app-"+r.EnvID]
+		o.Exists, o.Matches = app && p.route[r.Branch] == r.Generation, true
+	default:
+		owner, ok := p.res[r.Identity]
+		o.Exists, o.Owner, o.Matches = ok, owner, ok
+	}
+	return driver.CapabilityResult{OK: true, Observation: o}, nil
+}
+
+func (p *fakePreview) resources() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.res) + len(p.route)
+}
+
+// notifySink records notification deliveries with their identity.
+type notifySink struct {
+	mu   sync.Mutex
+	keys []string
+	srv  *httptest.Server
+}
+
+func newNotifySink(t *testing.T) *notifySink {
+	n := &notifySink{}
+	n.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body map[string]string
+		_ = json.NewDecoder(r.Body).Decode(&body)
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		if r.Header.Get("Idempotency-Key") != body["key"] {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		n.keys = append(n.keys, body["key"])
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(n.srv.Close)
+	return n
+}
+
+func (n *notifySink) delivered() []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return append([]string(nil), n.keys...)
+}

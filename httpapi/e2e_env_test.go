@@ -1,0 +1,87 @@
+package httpapi_test
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"warden/actors/environment"
+	"warden/persistence"
+)
+
+func (w *world) envView(id string) map[string]any {
+	w.t.Helper()
+	st, v, raw := w.do("GET", "/v1/environments/"+id, operatorToken, nil)
+	require.Equal(w.t, http.StatusOK, st, string(raw))
+	return v
+}
+
+// TestE2EEnvironmentLifecycle: an environment is provisioned through its
+// verified transitions to ready, announces itself once through the outbox
+// (E10), is removed forward to a tombstone (E11, E12), and the view shows
+// state, receipts, resources, actions and audit (E17).
+func TestE2EEnvironmentLifecycle(t *testing.T) {
+	w := newWorld(t, defaultPools)
+	st, v, raw := w.do("POST", "/v1/environments", operatorToken, map[string]any{
+		"id": "env-271", "branch": "feature-search", "revision": "3f2c9e1", "data": "disposable", "ttl": "72h"})
+	require.Equal(t, http.StatusCreated, st, string(raw))
+	require.Equal(t, "requested", v["state"])
+	require.Eventually(t, func() bool { return w.envView("env-271")["state"] == "ready" }, 5*time.Second, 5*time.Millisecond)
+	v = w.envView("env-271")
+	require.Len(t, v["receipts"], 7, "one receipt per verified step (E4)")
+	require.Eventually(t, func() bool { return len(w.notify.delivered()) == 1 }, 5*time.Second, 5*time.Millisecond)
+	require.Equal(t, []string{"env-271-1"}, w.notify.delivered(), "E10: one notification keyed by id and generation")
+	require.Equal(t, 4, w.preview.resources(), "artifact, database, app and route exist")
+
+	st, _, _ = w.do("POST", "/v1/environments/env-271/actions/resume", operatorToken, map[string]any{"reason": "x", "actor": "ana"})
+	require.Equal(t, http.StatusConflict, st, "E16: resume is not available without a failure")
+	st, _, _ = w.do("POST", "/v1/environments", operatorToken, map[string]any{"id": "env-271", "branch": "b", "revision": "r"})
+	require.Equal(t, http.StatusConflict, st)
+	st, _, _ = w.do("POST", "/v1/environments", operatorToken, map[string]any{"id": "env-9", "branch": "b", "revision": "r", "ttl": "forever"})
+	require.Equal(t, http.StatusBadRequest, st)
+
+	st, _, _ = w.do("POST", "/v1/environments/env-271/remove", operatorToken, map[string]any{"reason": "branch merged"})
+	require.Equal(t, http.StatusAccepted, st)
+	require.Eventually(t, func() bool { return w.envView("env-271")["tombstone"] != nil }, 5*time.Second, 5*time.Millisecond)
+	v = w.envView("env-271")
+	require.Equal(t, "removed", v["state"])
+	require.Equal(t, 1, w.preview.resources(), "only the shared artifact is left")
+	_, list, _ := w.do("GET", "/v1/environments", operatorToken, nil)
+	require.Len(t, list["items"], 1, "E12: the tombstone stays listed for leak audits")
+	st, _, _ = w.do("GET", "/v1/environments/env-404", operatorToken, nil)
+	require.Equal(t, http.StatusNotFound, st)
+}
+
+// TestE2EEnvironmentResumesFromItsRecord: a process that starts on a record
+// left at data-ready (the previous one died there) wakes it through the
+// wake index and resumes from the last verified state (E6): the artifact
+// and database are not made again.
+func TestE2EEnvironmentResumesFromItsRecord(t *testing.T) {
+	w := newWorld(t, defaultPools)
+	w.stop()
+	store, err := persistence.Open(w.dir, persistence.Options{})
+	require.NoError(t, err)
+	m := environment.Machine{Config: environment.DefaultConfig()}
+	now := time.Now().UTC()
+	e, err := m.New(environment.Create{ID: "env-1", Branch: "main", Revision: "r1"}, now)
+	require.NoError(t, err)
+	e.State = environment.DataReady
+	b := store.NewBatch()
+	b.PutEnv(persistence.EnvRecord{Env: e, WakeAt: now}, time.Time{})
+	require.NoError(t, b.Commit())
+	require.NoError(t, store.Close())
+	w.preview.res["artifact-env-1-r1"] = ""
+	w.preview.res["db-env-1"] = "env-1"
+	w.preview.ledger["db-env-1"] = true
+
+	w.start()
+	require.Eventually(t, func() bool { return w.envView("env-1")["state"] == "ready" }, 5*time.Second, 5*time.Millisecond)
+	v := w.envView("env-1")
+	var caps []string
+	for _, r := range v["receipts"].([]any) {
+		caps = append(caps, r.(map[string]any)["capability"].(string))
+	}
+	require.Equal(t, []string{"app", "app", "route", "smoke"}, caps, "E6: resumed after the last verified state")
+}

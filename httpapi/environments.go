@@ -1,0 +1,199 @@
+package httpapi
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/julienschmidt/httprouter"
+
+	"warden/actors/environment"
+)
+
+// wireEnvCreate is POST /v1/environments.
+type wireEnvCreate struct {
+	ID       string `json:"id"`
+	Branch   string `json:"branch"`
+	Revision string `json:"revision"`
+	Data     string `json:"data"`
+	TTL      string `json:"ttl"`
+}
+
+// DecodeEnvCreate validates an environment create body.
+func DecodeEnvCreate(body []byte) (environment.Create, error) {
+	var w wireEnvCreate
+	if err := strictDecode(body, &w); err != nil {
+		return environment.Create{}, err
+	}
+	c := environment.Create{ID: w.ID, Branch: w.Branch, Revision: w.Revision, Data: environment.DataPolicy(w.Data)}
+	if !environment.ValidID(w.ID) {
+		return c, invalidf("field id: must match [a-z0-9][a-z0-9-]{0,62}")
+	}
+	if !environment.ValidID(w.Branch) {
+		return c, invalidf("field branch: must match [a-z0-9][a-z0-9-]{0,62}")
+	}
+	if w.Revision == "" || len(w.Revision) > 64 {
+		return c, invalidf("field revision: required, at most 64 bytes")
+	}
+	if w.Data != "" && w.Data != "disposable" && w.Data != "preserve" {
+		return c, invalidf("field data: disposable or preserve")
+	}
+	if w.TTL != "" {
+		d, err := time.ParseDuration(w.TTL)
+		if err != nil || d <= 0 || d > 90*24*time.Hour {
+			return c, invalidf("field ttl: a duration up to 2160h")
+		}
+		c.TTL = d
+	}
+	return c, nil
+}
+
+func decodeReason(body []byte) (struct{ Reason, Actor string }, error) {
+	var w struct {
+		Reason string `json:"reason"`
+		Actor  string `json:"actor"`
+	}
+	if len(body) > 0 {
+		if err := strictDecode(body, &w); err != nil {
+			return struct{ Reason, Actor string }{}, err
+		}
+	}
+	if len(w.Reason) > maxReason || len(w.Actor) > maxField {
+		return struct{ Reason, Actor string }{}, invalidf("field reason or actor: too long")
+	}
+	return struct{ Reason, Actor string }{w.Reason, w.Actor}, nil
+}
+
+func (s *Server) routeEnvironments() {
+	r := s.router
+	r.POST("/v1/environments", s.role(roleOperator, s.ready(s.createEnv)))
+	r.GET("/v1/environments", s.role(roleOperator, s.ready(s.listEnvs)))
+	r.GET("/v1/environments/:id", s.role(roleOperator, s.ready(s.getEnv)))
+	r.POST("/v1/environments/:id/remove", s.role(roleOperator, s.ready(s.removeEnv)))
+	r.POST("/v1/environments/:id/actions/:action", s.role(roleOperator, s.ready(s.envAction)))
+}
+
+func (s *Server) createEnv(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	body, ok := readBody(w, r, false)
+	if !ok {
+		return
+	}
+	c, err := DecodeEnvCreate(body)
+	if err != nil {
+		s.badRequest(w, err)
+		return
+	}
+	e, err := s.sys.CreateEnvironment(r.Context(), c)
+	if err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, envViewOf(e, s.sys.EnvMachine()))
+}
+
+func (s *Server) listEnvs(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
+	envs, bad, err := s.sys.Store().ListEnvs()
+	if err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	views := make([]EnvView, 0, len(envs))
+	for _, e := range envs {
+		views = append(views, envViewOf(e, s.sys.EnvMachine()))
+	}
+	resp := map[string]any{"items": views}
+	if len(bad) > 0 {
+		resp["malformed"] = bad
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+func (s *Server) getEnv(w http.ResponseWriter, _ *http.Request, p httprouter.Params) {
+	e, err := s.sys.Environment(p.ByName("id"))
+	if err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, envViewOf(e, s.sys.EnvMachine()))
+}
+
+func (s *Server) removeEnv(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+	body, ok := readBody(w, r, true)
+	if !ok {
+		return
+	}
+	in, err := decodeReason(body)
+	if err != nil {
+		s.badRequest(w, err)
+		return
+	}
+	if in.Reason == "" {
+		in.Reason = "requested by an operator"
+	}
+	e, err := s.sys.EnvironmentCommand(r.Context(), p.ByName("id"), environment.RemoveEnv{Reason: in.Reason})
+	if err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusAccepted, envViewOf(e, s.sys.EnvMachine()))
+}
+
+func (s *Server) envAction(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+	body, ok := readBody(w, r, true)
+	if !ok {
+		return
+	}
+	in, err := decodeReason(body)
+	if err != nil {
+		s.badRequest(w, err)
+		return
+	}
+	e, err := s.sys.EnvironmentCommand(r.Context(), p.ByName("id"),
+		environment.Action{Name: p.ByName("action"), Actor: in.Actor, Reason: in.Reason})
+	if err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusAccepted, envViewOf(e, s.sys.EnvMachine()))
+}
+
+// EnvView is the operator's view of an environment (E17): durable state,
+// the active attempt, observed resources, the last failure, the actions
+// available now, desired and observed side by side, and the audit trail.
+type EnvView struct {
+	ID          string                     `json:"id"`
+	Branch      string                     `json:"branch"`
+	Revision    string                     `json:"revision"`
+	Generation  uint64                     `json:"generation"`
+	Desired     string                     `json:"desired"`
+	State       environment.Phase          `json:"state"`
+	Attempt     *environment.Attempt       `json:"attempt"`
+	Receipts    []environment.Receipt      `json:"receipts"`
+	Resources   []environment.Resource     `json:"resources"`
+	Drift       []environment.Drift        `json:"drift"`
+	LastFailure *environment.Failure       `json:"last_failure"`
+	Actions     []string                   `json:"actions"`
+	Audit       []environment.AuditEntry   `json:"audit"`
+	Outbox      []environment.Notification `json:"outbox"`
+	ExpiresAt   *time.Time                 `json:"expires_at"`
+	Tombstone   *environment.Tombstone     `json:"tombstone"`
+	UpdatedAt   time.Time                  `json:"updated_at"`
+}
+
+func envViewOf(e environment.Env, m environment.Machine) EnvView {
+	v := EnvView{ID: e.ID, Branch: e.Branch, Revision: e.Revision, Generation: e.Generation, Desired: e.Desired, State: e.State,
+		Attempt: e.Attempt, Receipts: e.Receipts, Resources: e.Resources, Drift: e.Drift, LastFailure: e.LastFailure,
+		Actions: m.Actions(e), Audit: e.Audit, Outbox: e.Outbox, ExpiresAt: timePtr(e.ExpiresAt), Tombstone: e.Tombstone, UpdatedAt: e.UpdatedAt}
+	if v.Receipts == nil {
+		v.Receipts = []environment.Receipt{}
+	}
+	if v.Actions == nil {
+		v.Actions = []string{}
+	}
+	if v.Drift == nil {
+		v.Drift = []environment.Drift{}
+	}
+	if v.Audit == nil {
+		v.Audit = []environment.AuditEntry{}
+	}
+	return v
+}
