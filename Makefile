@@ -9,13 +9,15 @@ DATA         ?= ./data
 # Development tokens for `make run` only; set your own in the environment.
 WARDEN_CALLBACK_TOKEN ?= dev-callback-token
 WARDEN_OPERATOR_TOKEN ?= dev-operator-token
-export WARDEN_CALLBACK_TOKEN WARDEN_OPERATOR_TOKEN
+WARDEN_PREVIEW_DIR ?= $(DATA)/preview
+export WARDEN_CALLBACK_TOKEN WARDEN_OPERATOR_TOKEN WARDEN_PREVIEW_DIR
 
 .PHONY: build test lint run bench crash sim fuzz clean
 
 build:
 	$(GO) build -o bin/warden ./cmd/warden
 	$(GO) build -o bin/example-workflow ./examples/workflow
+	$(GO) build -o bin/example-preview ./examples/preview
 
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { gofmt -l .; echo "gofmt needed"; exit 1; }
@@ -28,7 +30,8 @@ test: lint
 run: build
 	./bin/warden serve --listen $(LISTEN) --data $(DATA) \
 		--dispatch exec --dispatch-command ./bin/example-workflow \
-		--bootstrap exec --bootstrap-command "./bin/example-workflow bootstrap"
+		--bootstrap exec --bootstrap-command "./bin/example-workflow bootstrap" \
+		--env-driver-command ./bin/example-preview --env-reconcile-every 10s
 
 bench:
 	$(GO) run ./cmd/warden-bench -out BENCHMARKS.md

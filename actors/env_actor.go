@@ -31,6 +31,8 @@ type (
 	}
 	// envEvent is an effect's result or the actor's own next step.
 	envEvent struct{ ev environment.Event }
+	// envReconcile: the reconciler's turn (E14).
+	envReconcile struct{}
 )
 
 // EnvConfig wires the environment side of the System.
@@ -45,6 +47,9 @@ type EnvConfig struct {
 	Client         *http.Client
 	// Worker names this process as a lease owner (E7).
 	Worker string
+	// ReconcileEvery is how often environments at rest are observed
+	// (E14): zero means 30 seconds, negative never.
+	ReconcileEvery time.Duration
 }
 
 // envActor is one preview environment: it is its own worker, taking one
@@ -108,7 +113,61 @@ func (a *envActor) Receive(ctx actor.Context) {
 		}
 	case wake:
 		a.due()
+	case envReconcile:
+		a.reconcile()
 	}
+}
+
+// reconcile observes an environment at rest, or a tombstone's leftovers
+// (E14, I12): observation first, never a blind restart. Each answer comes
+// back as an AtRest event the machine judges (E15).
+func (a *envActor) reconcile() {
+	e := a.rec.Env
+	if !a.exists || e.Attempt != nil || !(e.Tombstone != nil || (e.State == environment.Ready && e.Desired == "ready")) {
+		return
+	}
+	sys, id := a.sys, a.id
+	for _, c := range []environment.Capability{environment.Route, environment.App, environment.Database} {
+		drv := sys.cfg.Env.Drivers[c]
+		if drv == nil {
+			continue
+		}
+		req := driver.CapabilityRequest{Capability: string(c), Op: "observe", EnvID: id, Identity: e.Identity(c),
+			Generation: e.Generation, Branch: e.Branch, Revision: e.Revision}
+		sys.goEffect(func(ctx context.Context) {
+			out, err := drv.Do(ctx, req)
+			if err != nil || out.Observation == nil {
+				return // unknown is not drift; the next round looks again
+			}
+			o := out.Observation
+			sys.route(kindEnv, id, envEvent{ev: environment.AtRest{Capability: c, Observation: environment.Observation{
+				Exists: o.Exists, Owner: o.Owner, Matches: o.Matches, ProviderID: o.ProviderID, RouteTarget: o.RouteTarget, Detail: o.Detail}}})
+		})
+	}
+}
+
+// armReconcileSweep schedules the reconciler: every ReconcileEvery, each
+// stored environment at rest (or tombstoned) is asked to look at itself.
+func (s *System) armReconcileSweep() {
+	every := s.cfg.Env.ReconcileEvery
+	if every < 0 || s.stopping.Load() {
+		return
+	}
+	stop := s.cfg.Clock.AfterFunc(every, func() {
+		envs, _, err := s.cfg.Store.ListEnvs()
+		if err != nil {
+			s.log.Warn("reconciler: list environments", "err", err)
+		}
+		for _, e := range envs {
+			if e.Attempt == nil && (e.Tombstone != nil || (e.State == environment.Ready && e.Desired == "ready")) {
+				s.route(kindEnv, e.ID, envReconcile{})
+			}
+		}
+		s.armReconcileSweep()
+	})
+	s.timers.mu.Lock()
+	s.timers.reconcileStop = stop
+	s.timers.mu.Unlock()
 }
 
 func (a *envActor) load() {

@@ -157,6 +157,9 @@ func Start(cfg Config) (*System, error) {
 	if cfg.Env.Machine.Config.LeaseFor == 0 {
 		cfg.Env.Machine = environment.Machine{Config: environment.DefaultConfig()}
 	}
+	if cfg.Env.ReconcileEvery == 0 {
+		cfg.Env.ReconcileEvery = 30 * time.Second
+	}
 	if cfg.Env.Worker == "" {
 		cfg.Env.Worker = "warden"
 	}
@@ -193,6 +196,7 @@ func Start(cfg Config) (*System, error) {
 	}
 	s.ready.Store(true)
 	s.armIdleSweep()
+	s.armReconcileSweep()
 	return s, nil
 }
 
@@ -281,8 +285,10 @@ wait:
 	}
 	s.stopWakes()
 	s.timers.mu.Lock()
-	if s.timers.sweepStop != nil {
-		s.timers.sweepStop()
+	for _, stop := range []func() bool{s.timers.sweepStop, s.timers.reconcileStop} {
+		if stop != nil {
+			stop()
+		}
 	}
 	s.timers.mu.Unlock()
 	_ = s.as.Root.StopFuture(s.registry).Wait()

@@ -12,9 +12,10 @@ import (
 // a wake message: the actor checks against its snapshot what is really due,
 // so an early, late or repeated wake never fires a deadline twice.
 type wakeTimers struct {
-	mu        sync.Mutex
-	timers    map[key]armed
-	sweepStop func() bool
+	mu            sync.Mutex
+	timers        map[key]armed
+	sweepStop     func() bool
+	reconcileStop func() bool
 }
 
 type armed struct {

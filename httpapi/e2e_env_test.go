@@ -85,3 +85,46 @@ func TestE2EEnvironmentResumesFromItsRecord(t *testing.T) {
 	}
 	require.Equal(t, []string{"app", "app", "route", "smoke"}, caps, "E6: resumed after the last verified state")
 }
+
+// TestE2EReconcilerFindsDrift: E14, E15. A process removed by hand is
+// noticed at rest and reprovisioned through full readiness; a route that
+// advanced to a newer generation is recorded for an operator, never pulled
+// back (I14), and the operator's outcome is audited (E16).
+func TestE2EReconcilerFindsDrift(t *testing.T) {
+	w := newWorld(t, defaultPools)
+	st, _, _ := w.do("POST", "/v1/environments", operatorToken, map[string]any{"id": "env-5", "branch": "main", "revision": "r1"})
+	require.Equal(t, http.StatusCreated, st)
+	require.Eventually(t, func() bool { return w.envView("env-5")["state"] == "ready" }, 5*time.Second, 5*time.Millisecond)
+
+	w.preview.mu.Lock()
+	delete(w.preview.res, "app-env-5") // someone stopped the container by hand
+	w.preview.mu.Unlock()
+	require.Eventually(t, func() bool {
+		v := w.envView("env-5")
+		d, _ := v["drift"].([]any)
+		return len(d) == 1 && v["state"] == "ready"
+	}, 5*time.Second, 5*time.Millisecond, "repaired automatically and ready again")
+	v := w.envView("env-5")
+	require.Equal(t, "auto-repair", v["drift"].([]any)[0].(map[string]any)["outcome"])
+	w.preview.mu.Lock()
+	_, back := w.preview.res["app-env-5"]
+	w.preview.mu.Unlock()
+	require.True(t, back, "the application was started again")
+
+	w.preview.mu.Lock()
+	w.preview.route["main"] = 7 // a newer preview of the branch took the route
+	w.preview.mu.Unlock()
+	require.Eventually(t, func() bool {
+		acts, _ := w.envView("env-5")["actions"].([]any)
+		return len(acts) > 0 && acts[0] == "repair"
+	}, 5*time.Second, 5*time.Millisecond, "recorded for an operator")
+	time.Sleep(100 * time.Millisecond) // several more reconciliations
+	require.Len(t, w.envView("env-5")["drift"], 2, "recorded once, not on every round")
+	w.preview.mu.Lock()
+	require.EqualValues(t, 7, w.preview.route["main"], "I14: never pulled back")
+	w.preview.mu.Unlock()
+	st, v, _ = w.do("POST", "/v1/environments/env-5/actions/adopt", operatorToken, map[string]any{"reason": "the newer preview owns it", "actor": "ana"})
+	require.Equal(t, http.StatusAccepted, st)
+	audit := v["audit"].([]any)
+	require.Equal(t, "ana", audit[len(audit)-1].(map[string]any)["actor"])
+}

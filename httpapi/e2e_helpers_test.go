@@ -176,7 +176,8 @@ func (w *world) start() {
 		Bootstrapper: &driver.HTTPSProbe{RootCAs: roots, Port: port, Timeout: 5 * time.Second},
 		ControlPlane: &driver.HTTPControlPlane{URL: w.cp.srv.URL},
 		CallbackURL:  w.url + "/v1/webhooks/terraform",
-		Env:          actors.EnvConfig{Drivers: w.preview.drivers(), NotifyEndpoint: w.notify.srv.URL, Worker: "test-worker"},
+		Env: actors.EnvConfig{Drivers: w.preview.drivers(), NotifyEndpoint: w.notify.srv.URL, Worker: "test-worker",
+			ReconcileEvery: 20 * time.Millisecond},
 	})
 	require.NoError(w.t, err)
 	w.sys, w.store = sys, store

@@ -201,6 +201,7 @@ func (w *world) start() {
 		RestartWindow: time.Minute,
 		IdleAfter:     20 * time.Minute,
 		Plant:         w.opts.Plant,
+		Env:           actors.EnvConfig{ReconcileEvery: -1}, // no environments in this world yet
 		Fault:         w.fault,
 		Sim: &actors.SimHooks{
 			Dispatcher: w.q,

@@ -538,6 +538,9 @@ func (m Machine) atRest(e *Env, r AtRest, now time.Time) Output {
 	}
 	o := r.Observation
 	d := Drift{Capability: r.Capability, Identity: e.Identity(r.Capability), DetectedAt: now}
+	if i := m.openDrift(e); i >= 0 && e.Drift[i].Identity == d.Identity {
+		return Output{Note: d.Identity + ": drift already recorded, waiting for an operator (E15)"}
+	}
 	switch r.Capability {
 	case Route:
 		if o.Exists && o.RouteTarget == e.Generation {
@@ -580,6 +583,9 @@ func (m Machine) atRest(e *Env, r AtRest, now time.Time) Output {
 func (m Machine) atRestTombstone(e *Env, r AtRest, now time.Time) Output {
 	if !r.Observation.Exists || (r.Observation.Owner != "" && r.Observation.Owner != e.ID) {
 		return Output{Note: "nothing of ours left"}
+	}
+	if i := m.openDrift(e); i >= 0 && e.Drift[i].Identity == e.Identity(r.Capability) {
+		return Output{Note: "leak already recorded (I12)"}
 	}
 	e.Drift = append(e.Drift, Drift{Capability: r.Capability, Identity: e.Identity(r.Capability), Desired: "absent",
 		Observed: "present after the tombstone", DetectedAt: now})

@@ -48,6 +48,7 @@ type config struct {
 	EnvDriverCommand  []string
 	EnvDriverTimeout  time.Duration
 	NotifyURL         string
+	EnvReconcileEvery time.Duration
 	benchNoop         bool
 }
 
@@ -149,6 +150,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.DurationVar(&c.IdleAfter, "idle-after", 10*time.Minute, "passivate an entity actor after this long without a message (negative: never)")
 	fs.Var(commandFlag{&c.EnvDriverCommand}, "env-driver-command", "exec driver for every preview-environment capability (E13); empty: none")
 	fs.DurationVar(&c.EnvDriverTimeout, "env-driver-timeout", time.Minute, "limit on one environment driver call")
+	fs.DurationVar(&c.EnvReconcileEvery, "env-reconcile-every", 30*time.Second, "how often environments at rest are observed for drift (E14)")
 	fs.StringVar(&c.NotifyURL, "notify-url", "", "where environment-ready notifications are POSTed (E10); empty: kept in the outbox")
 	fs.BoolVar(&c.benchNoop, "bench-noop", false, "serve POST /v1/webhooks/noop (benchmark baseline)")
 	callbackFile := fs.String("callback-token-file", "", "file holding the callback token (else WARDEN_CALLBACK_TOKEN)")

@@ -163,7 +163,7 @@ func pruneDedup(store *persistence.Store, clk clock.Clock, retention time.Durati
 // envConfig wires preview environments: one exec driver serves every
 // capability (the request names it), if configured.
 func envConfig(c config) actors.EnvConfig {
-	ec := actors.EnvConfig{NotifyEndpoint: c.NotifyURL, Client: &http.Client{Timeout: 10 * time.Second}}
+	ec := actors.EnvConfig{NotifyEndpoint: c.NotifyURL, Client: &http.Client{Timeout: 10 * time.Second}, ReconcileEvery: c.EnvReconcileEvery}
 	if len(c.EnvDriverCommand) > 0 {
 		d := &driver.ExecCapability{Exec: driver.Exec{Command: c.EnvDriverCommand, Timeout: c.EnvDriverTimeout}}
 		ec.Drivers = map[environment.Capability]driver.Capability{}

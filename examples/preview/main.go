@@ -1,0 +1,315 @@
+// Command example-preview is the reference driver set for preview
+// environments (E13), runnable on one machine without Docker: artifacts are
+// manifest files, databases are directories with an owner file and a
+// migration ledger, applications are local processes on a local port, and
+// routes are files mapping a branch to a generation and a port.
+//
+//	example-preview          one driver call: a CapabilityRequest as JSON on
+//	                         stdin, a CapabilityResult as JSON on stdout
+//	example-preview serve    the preview application itself (started by the
+//	                         app capability): PORT, ENV_ID, REVISION
+//
+// State lives under WARDEN_PREVIEW_DIR (default ./data/preview). Break an
+// environment by hand to see warden notice: kill its process (apps/*.json
+// has the pid) or edit its route (routes/<branch>.json).
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+type request struct {
+	Capability      string `json:"capability"`
+	Op              string `json:"op"`
+	EnvID           string `json:"env_id"`
+	Identity        string `json:"identity"`
+	AttemptID       string `json:"attempt_id"`
+	LeaseGeneration uint64 `json:"lease_generation"`
+	Generation      uint64 `json:"generation"`
+	ExpectedRoute   uint64 `json:"expected_route"`
+	Branch          string `json:"branch"`
+	Revision        string `json:"revision"`
+}
+
+type observation struct {
+	Exists      bool   `json:"exists"`
+	Owner       string `json:"owner,omitempty"`
+	Matches     bool   `json:"matches"`
+	ProviderID  string `json:"provider_id,omitempty"`
+	RouteTarget uint64 `json:"route_target,omitempty"`
+	Detail      string `json:"detail,omitempty"`
+}
+
+type result struct {
+	OK          bool         `json:"ok"`
+	Category    string       `json:"category,omitempty"`
+	Message     string       `json:"message,omitempty"`
+	Observation *observation `json:"observation,omitempty"`
+}
+
+// migrations is the schema this example's database must reach.
+var migrations = []string{"0001_create_items", "0002_add_search_index", "0003_seed_fixtures"}
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == "serve" {
+		serve()
+		return
+	}
+	var r request
+	if err := json.NewDecoder(io.LimitReader(os.Stdin, 64<<10)).Decode(&r); err != nil {
+		fail("configuration", "request: "+err.Error())
+	}
+	root := os.Getenv("WARDEN_PREVIEW_DIR")
+	if root == "" {
+		root = filepath.Join("data", "preview")
+	}
+	d := drivers{root: root}
+	res, err := d.do(r)
+	if err != nil {
+		fail("transient", err.Error())
+	}
+	_ = json.NewEncoder(os.Stdout).Encode(res)
+}
+
+// fail is one scoped failure: a category on stdout, the story on stderr,
+// a non-zero exit (E13).
+func fail(category, msg string) {
+	_ = json.NewEncoder(os.Stdout).Encode(result{Category: category, Message: msg})
+	fmt.Fprintln(os.Stderr, "example-preview:", msg)
+	os.Exit(2)
+}
+
+type drivers struct{ root string }
+
+func (d drivers) path(parts ...string) string {
+	return filepath.Join(append([]string{d.root}, parts...)...)
+}
+
+func (d drivers) do(r request) (result, error) {
+	switch r.Capability + "/" + r.Op {
+	case "artifact/apply":
+		// "Build": write the manifest once; a rebuild of the same revision
+		// finds it.
+		p := d.path("artifacts", r.Identity, "manifest.json")
+		if _, err := os.Stat(p); err == nil {
+			return result{OK: true}, nil
+		}
+		return result{OK: true}, writeJSON(p, map[string]string{"revision": r.Revision})
+	case "artifact/observe":
+		var m map[string]string
+		err := readJSON(d.path("artifacts", r.Identity, "manifest.json"), &m)
+		return observed(err == nil, "", err == nil && m["revision"] == r.Revision, "manifest "+m["revision"]), nil
+	case "database/apply":
+		dir := d.path("databases", r.Identity)
+		if owner, err := os.ReadFile(filepath.Join(dir, "owner")); err == nil {
+			_ = owner // create-or-find: the controller checks the owner by observing
+			return result{OK: true}, nil
+		}
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return result{}, err
+		}
+		return result{OK: true}, os.WriteFile(filepath.Join(dir, "owner"), []byte(r.EnvID), 0o644)
+	case "database/observe":
+		owner, err := os.ReadFile(d.path("databases", r.Identity, "owner"))
+		return observed(err == nil, string(owner), err == nil, "owner "+string(owner)), nil
+	case "database/remove":
+		owner, err := os.ReadFile(d.path("databases", r.Identity, "owner"))
+		if err == nil && string(owner) == r.EnvID {
+			return result{OK: true}, os.RemoveAll(d.path("databases", r.Identity))
+		}
+		return result{OK: true}, nil // absent, or not ours: never removed
+	case "migrations/apply":
+		ledger := d.ledger(r.Identity)
+		f, err := os.OpenFile(d.path("databases", r.Identity, "ledger"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+		if err != nil {
+			return result{}, err
+		}
+		defer f.Close()
+		for _, m := range migrations[len(ledger):] {
+			if _, err := fmt.Fprintln(f, m); err != nil {
+				return result{}, err
+			}
+		}
+		return result{OK: true}, nil
+	case "migrations/observe":
+		ledger := d.ledger(r.Identity)
+		return observed(len(ledger) > 0, r.EnvID, strings.Join(ledger, ",") == strings.Join(migrations, ","), strings.Join(ledger, ",")), nil
+	case "migrations/remove":
+		// The ledger of a database that is ours goes first, then the database.
+		if owner, err := os.ReadFile(d.path("databases", r.Identity, "owner")); err == nil && string(owner) == r.EnvID {
+			if err := os.Remove(d.path("databases", r.Identity, "ledger")); err != nil && !os.IsNotExist(err) {
+				return result{}, err
+			}
+		}
+		return result{OK: true}, nil
+	case "app/apply", "smoke/apply":
+		if r.Capability == "smoke" {
+			return result{OK: true}, nil // the check is the observation
+		}
+		if a, alive := d.app(r.Identity); alive && a.Owner == r.EnvID {
+			return result{OK: true}, nil
+		}
+		return result{OK: true}, d.start(r)
+	case "app/observe":
+		a, alive := d.app(r.Identity)
+		if !alive {
+			return observed(false, "", false, "no process"), nil
+		}
+		body, err := get(a.Port, "/health")
+		return observed(true, a.Owner, err == nil && strings.Contains(body, r.Revision), "pid "+strconv.Itoa(a.PID)+": "+body), nil
+	case "app/remove":
+		if a, alive := d.app(r.Identity); alive && a.Owner == r.EnvID {
+			_ = syscall.Kill(a.PID, syscall.SIGTERM)
+		}
+		_ = os.Remove(d.path("apps", r.Identity+".json"))
+		return result{OK: true}, nil
+	case "route/apply":
+		// Compare-and-set on the generation the route had (E8).
+		var cur routeFile
+		_ = readJSON(d.path("routes", r.Branch+".json"), &cur)
+		if cur.Generation != r.ExpectedRoute && cur.Generation != r.Generation {
+			return result{OK: true}, nil // someone else's generation: the observation will say so
+		}
+		a, _ := d.app("app-" + r.EnvID)
+		return result{OK: true}, writeJSON(d.path("routes", r.Branch+".json"), routeFile{Generation: r.Generation, Env: r.EnvID, Port: a.Port})
+	case "route/observe":
+		var cur routeFile
+		err := readJSON(d.path("routes", r.Branch+".json"), &cur)
+		res := observed(err == nil, cur.Env, err == nil, fmt.Sprintf("generation %d -> %s:%d", cur.Generation, cur.Env, cur.Port))
+		res.Observation.RouteTarget = cur.Generation
+		return res, nil
+	case "route/remove":
+		var cur routeFile
+		if err := readJSON(d.path("routes", r.Branch+".json"), &cur); err == nil && cur.Generation == r.Generation {
+			_ = os.Remove(d.path("routes", r.Branch+".json"))
+		}
+		return result{OK: true}, nil
+	case "smoke/observe":
+		var cur routeFile
+		if err := readJSON(d.path("routes", r.Branch+".json"), &cur); err != nil {
+			return observed(false, "", false, "no route"), nil
+		}
+		body, err := get(cur.Port, "/")
+		return observed(err == nil, r.EnvID, err == nil && strings.Contains(body, r.Revision), body), nil
+	}
+	return result{Category: "configuration", Message: "unsupported " + r.Capability + "/" + r.Op}, nil
+}
+
+func observed(exists bool, owner string, matches bool, detail string) result {
+	return result{OK: true, Observation: &observation{Exists: exists, Owner: owner, Matches: matches, Detail: detail}}
+}
+
+func (d drivers) ledger(db string) []string {
+	b, err := os.ReadFile(d.path("databases", db, "ledger"))
+	if err != nil {
+		return nil
+	}
+	return strings.Fields(string(b))
+}
+
+type appFile struct {
+	PID   int    `json:"pid"`
+	Port  int    `json:"port"`
+	Owner string `json:"owner"`
+}
+
+type routeFile struct {
+	Generation uint64 `json:"generation"`
+	Env        string `json:"env"`
+	Port       int    `json:"port"`
+}
+
+func (d drivers) app(identity string) (appFile, bool) {
+	var a appFile
+	if err := readJSON(d.path("apps", identity+".json"), &a); err != nil || a.PID == 0 {
+		return a, false
+	}
+	return a, syscall.Kill(a.PID, 0) == nil
+}
+
+// start runs the application as a detached local process on a free port.
+func (d drivers) start(r request) error {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(self, "serve")
+	cmd.Env = append(os.Environ(), "PORT="+strconv.Itoa(port), "ENV_ID="+r.EnvID, "REVISION="+r.Revision)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	a := appFile{PID: cmd.Process.Pid, Port: port, Owner: r.EnvID}
+	_ = cmd.Process.Release()
+	// Give it a moment; readiness is the controller's observation anyway.
+	for i := 0; i < 20; i++ {
+		if _, err := get(port, "/health"); err == nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return writeJSON(d.path("apps", r.Identity+".json"), a)
+}
+
+func serve() {
+	env, rev := os.Getenv("ENV_ID"), os.Getenv("REVISION")
+	http.HandleFunc("/health", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintf(w, "ok %s\n", rev) })
+	http.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintf(w, "preview %s at revision %s\n", env, rev) })
+	srv := &http.Server{Addr: "127.0.0.1:" + os.Getenv("PORT"), ReadHeaderTimeout: 5 * time.Second}
+	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+}
+
+func get(port int, path string) (string, error) {
+	c := http.Client{Timeout: 2 * time.Second}
+	resp, err := c.Get("http://127.0.0.1:" + strconv.Itoa(port) + path)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	if resp.StatusCode != 200 {
+		return string(b), fmt.Errorf("status %d", resp.StatusCode)
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+func readJSON(p string, v any) error {
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, v)
+}
+
+func writeJSON(p string, v any) error {
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return err
+	}
+	b, _ := json.Marshal(v)
+	tmp := p + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, p)
+}
