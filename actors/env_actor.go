@@ -33,6 +33,11 @@ type (
 	envEvent struct{ ev environment.Event }
 	// envReconcile: the reconciler's turn (E14).
 	envReconcile struct{}
+	// envResend: a notification's next delivery attempt.
+	envResend struct {
+		n       environment.Notification
+		attempt int
+	}
 )
 
 // EnvConfig wires the environment side of the System.
@@ -47,6 +52,9 @@ type EnvConfig struct {
 	Client         *http.Client
 	// Worker names this process as a lease owner (E7).
 	Worker string
+	// NotifyBackoff is the first wait after a failed delivery, doubling
+	// (zero means 30 seconds).
+	NotifyBackoff time.Duration
 	// ReconcileEvery is how often environments at rest are observed
 	// (E14): zero means 30 seconds, negative never.
 	ReconcileEvery time.Duration
@@ -115,6 +123,12 @@ func (a *envActor) Receive(ctx actor.Context) {
 		a.due()
 	case envReconcile:
 		a.reconcile()
+	case envResend:
+		for _, n := range a.rec.Env.Outbox {
+			if n.Key == m.n.Key && !n.Delivered {
+				a.send(n, m.attempt)
+			}
+		}
 	}
 }
 
@@ -277,14 +291,36 @@ func (a *envActor) startEffects(effects []environment.Effect) {
 				AttemptID: e.AttemptID, LeaseGeneration: e.LeaseGeneration, Generation: e.Generation, ExpectedRoute: e.ExpectedRoute,
 				Branch: env.Branch, Revision: env.Revision}
 			drv := sys.cfg.Env.Drivers[e.Capability]
+			leaseFor := sys.cfg.Env.Machine.Config.LeaseFor
 			sys.goEffect(func(ctx context.Context) {
 				res := environment.Result{AttemptID: req.AttemptID, LeaseGeneration: req.LeaseGeneration}
+				// Renew the lease while the call runs (E7): a slow effect
+				// must not look like a dead worker.
+				done := make(chan struct{})
+				defer close(done)
+				if sys.cfg.Sim == nil && leaseFor > 0 {
+					go func() {
+						t := time.NewTicker(leaseFor / 3)
+						defer t.Stop()
+						for {
+							select {
+							case <-done:
+								return
+							case <-t.C:
+								sys.route(kindEnv, id, envEvent{ev: environment.RenewLease{AttemptID: req.AttemptID, LeaseGeneration: req.LeaseGeneration}})
+							}
+						}
+					}()
+				}
 				if drv == nil {
 					res.Category, res.Message = environment.Configuration, "no driver configured for "+req.Capability
 					sys.route(kindEnv, id, envEvent{ev: res})
 					return
 				}
-				out, err := drv.Do(ctx, req)
+				out, rec, err := driver.Call(ctx, drv, req)
+				in, _ := json.Marshal(rec.Request)
+				outJSON, _ := json.Marshal(rec.Result)
+				res.Input, res.Output = string(in), string(outJSON)
 				switch {
 				case errors.Is(err, driver.ErrTimeout):
 					res.Timeout = true
@@ -303,12 +339,29 @@ func (a *envActor) startEffects(effects []environment.Effect) {
 				sys.route(kindEnv, id, envEvent{ev: res})
 			})
 		case environment.Send:
-			n := e.Notification
-			sys.goEffect(func(ctx context.Context) {
-				sys.route(kindEnv, id, envEvent{ev: environment.Delivered{Key: n.Key, OK: sys.notify(ctx, n)}})
-			})
+			a.send(e.Notification, 0)
 		}
 	}
+}
+
+// maxNotifyAttempts bounds the deliveries of one notification: with the
+// back-off below that is most of a day, and the record stays in the outbox
+// (and the view) either way.
+const maxNotifyAttempts = 12
+
+// send delivers a notification outside the mailbox; a failure is retried
+// with back-off (NotifyBackoff doubling), never changing readiness (E10).
+func (a *envActor) send(n environment.Notification, attempt int) {
+	sys, id := a.sys, a.id
+	sys.goEffect(func(ctx context.Context) {
+		ok := sys.notify(ctx, n)
+		sys.route(kindEnv, id, envEvent{ev: environment.Delivered{Key: n.Key, OK: ok}})
+		if !ok && attempt+1 < maxNotifyAttempts {
+			sys.cfg.Clock.AfterFunc(sys.cfg.Env.NotifyBackoff<<min(attempt, 10), func() {
+				sys.route(kindEnv, id, envResend{n: n, attempt: attempt + 1})
+			})
+		}
+	})
 }
 
 // notify delivers one outbox record (E10). The key is sent as the

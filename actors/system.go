@@ -157,6 +157,9 @@ func Start(cfg Config) (*System, error) {
 	if cfg.Env.Machine.Config.LeaseFor == 0 {
 		cfg.Env.Machine = environment.Machine{Config: environment.DefaultConfig()}
 	}
+	if cfg.Env.NotifyBackoff == 0 {
+		cfg.Env.NotifyBackoff = 30 * time.Second
+	}
 	if cfg.Env.ReconcileEvery == 0 {
 		cfg.Env.ReconcileEvery = 30 * time.Second
 	}

@@ -100,9 +100,11 @@ func (p *fakePreview) resources() int {
 
 // notifySink records notification deliveries with their identity.
 type notifySink struct {
-	mu   sync.Mutex
-	keys []string
-	srv  *httptest.Server
+	mu       sync.Mutex
+	keys     []string
+	failNext int // answer 503 to this many deliveries first
+	attempts []string
+	srv      *httptest.Server
 }
 
 func newNotifySink(t *testing.T) *notifySink {
@@ -112,6 +114,12 @@ func newNotifySink(t *testing.T) *notifySink {
 		_ = json.NewDecoder(r.Body).Decode(&body)
 		n.mu.Lock()
 		defer n.mu.Unlock()
+		n.attempts = append(n.attempts, r.Header.Get("Idempotency-Key"))
+		if n.failNext > 0 {
+			n.failNext--
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
 		if r.Header.Get("Idempotency-Key") != body["key"] {
 			w.WriteHeader(http.StatusBadRequest)
 			return

@@ -128,3 +128,28 @@ func TestE2EReconcilerFindsDrift(t *testing.T) {
 	audit := v["audit"].([]any)
 	require.Equal(t, "ana", audit[len(audit)-1].(map[string]any)["actor"])
 }
+
+// TestE2ENotificationRetriesAndReceipts: E10, E13. A notification endpoint
+// that is down at readiness gets the same identity again until it answers;
+// readiness never waits for it. Every receipt keeps its driver call's input
+// and output.
+func TestE2ENotificationRetriesAndReceipts(t *testing.T) {
+	w := newWorld(t, defaultPools)
+	w.notify.mu.Lock()
+	w.notify.failNext = 2
+	w.notify.mu.Unlock()
+	st, _, _ := w.do("POST", "/v1/environments", operatorToken, map[string]any{"id": "env-8", "branch": "main", "revision": "r8"})
+	require.Equal(t, http.StatusCreated, st)
+	require.Eventually(t, func() bool { return w.envView("env-8")["state"] == "ready" }, 5*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return len(w.notify.delivered()) == 1 }, 5*time.Second, 5*time.Millisecond)
+	w.notify.mu.Lock()
+	require.Equal(t, []string{"env-8-1", "env-8-1", "env-8-1"}, w.notify.attempts, "the same identity on every delivery")
+	w.notify.mu.Unlock()
+	v := w.envView("env-8")
+	require.Equal(t, true, v["outbox"].([]any)[0].(map[string]any)["delivered"])
+	for _, r := range v["receipts"].([]any) {
+		rec := r.(map[string]any)
+		require.Contains(t, rec["input"], `"identity":"`+rec["identity"].(string)+`"`, "E13: the input is kept")
+		require.Contains(t, rec["output"], `"observation"`, "E13: verified by an observation, kept as output")
+	}
+}

@@ -177,7 +177,7 @@ func (w *world) start() {
 		ControlPlane: &driver.HTTPControlPlane{URL: w.cp.srv.URL},
 		CallbackURL:  w.url + "/v1/webhooks/terraform",
 		Env: actors.EnvConfig{Drivers: w.preview.drivers(), NotifyEndpoint: w.notify.srv.URL, Worker: "test-worker",
-			ReconcileEvery: 20 * time.Millisecond},
+			ReconcileEvery: 20 * time.Millisecond, NotifyBackoff: 10 * time.Millisecond},
 	})
 	require.NoError(w.t, err)
 	w.sys, w.store = sys, store

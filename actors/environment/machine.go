@@ -75,6 +75,9 @@ type Result struct {
 	Message  string
 	// Observation is set for an observe's answer.
 	Observation *Observation
+	// Input and Output are the driver call's request and answer, verbatim
+	// (JSON), kept in the receipt (E13).
+	Input, Output string
 }
 
 // RenewLease extends a worker's lease during long work (E7).
@@ -356,6 +359,7 @@ func (m Machine) result(e *Env, r Result, now time.Time) Output {
 		}
 		return m.fail(e, r.Category, r.Message, now)
 	}
+	a.Input, a.Output = r.Input, r.Output
 	if r.Observation == nil {
 		if r.Timeout || r.Category == "" {
 			return m.fail(e, Transient, "observation did not answer", now)
@@ -448,7 +452,8 @@ func (m Machine) stepDone(e *Env, detail, providerID string, now time.Time) Outp
 	t, _ := transitionFrom(a.From)
 	op := t.steps[a.Step].op
 	e.Receipts = append(e.Receipts, Receipt{Transition: string(t.from) + " -> " + string(t.to), AttemptID: a.ID,
-		Capability: a.Capability, Op: op, Identity: a.Identity, ProviderID: providerID, Detail: detail, At: now})
+		Capability: a.Capability, Op: op, Identity: a.Identity, ProviderID: providerID, Detail: detail, At: now,
+		Input: a.Input, Output: a.Output})
 	e.LastFailure, e.Failures, e.RetryAt = nil, 0, time.Time{}
 	if a.Step+1 < len(t.steps) {
 		out := m.begin(e, t, a.Step+1, a.Lease.Owner, now)

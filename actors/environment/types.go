@@ -152,6 +152,9 @@ type Attempt struct {
 	Verifying bool      `json:"verifying"`
 	StartedAt time.Time `json:"started_at"`
 	Lease     Lease     `json:"lease"`
+	// Input and Output of the last driver call of this attempt (E13).
+	Input  string `json:"input,omitempty"`
+	Output string `json:"output,omitempty"`
 }
 
 // Failure is a structured failure (E9).
@@ -187,6 +190,9 @@ type Receipt struct {
 	ProviderID string     `json:"provider_id,omitempty"`
 	Detail     string     `json:"detail,omitempty"`
 	At         time.Time  `json:"at"`
+	// Input and Output are the verifying driver call, verbatim (E13).
+	Input  string `json:"input,omitempty"`
+	Output string `json:"output,omitempty"`
 }
 
 // Notification is an outbox record committed with the state change it

@@ -1,0 +1,70 @@
+package actors
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"warden/actors/clock"
+	"warden/actors/driver"
+	"warden/actors/environment"
+	"warden/actors/marquee"
+	"warden/persistence"
+)
+
+// slowWorld answers every capability as a world where everything works,
+// after a delay longer than the lease.
+type slowWorld struct{ delay time.Duration }
+
+func (s slowWorld) Do(ctx context.Context, r driver.CapabilityRequest) (driver.CapabilityResult, error) {
+	select {
+	case <-time.After(s.delay):
+	case <-ctx.Done():
+		return driver.CapabilityResult{}, driver.ErrTimeout
+	}
+	obs := &driver.CapabilityObservation{Exists: r.Op != "remove", Owner: r.EnvID, Matches: true, RouteTarget: r.Generation}
+	if r.Capability == "artifact" {
+		obs.Owner = ""
+	}
+	return driver.CapabilityResult{OK: true, Observation: obs}, nil
+}
+
+// TestLeaseIsRenewedDuringLongEffects: E7. An effect slower than the lease
+// keeps its lease by renewal; nobody takes the attempt over and no commit is
+// refused as stale.
+func TestLeaseIsRenewedDuringLongEffects(t *testing.T) {
+	store, err := persistence.Open(t.TempDir(), persistence.Options{})
+	require.NoError(t, err)
+	defer store.Close()
+	em := environment.Machine{Config: environment.DefaultConfig()}
+	em.Config.LeaseFor = 120 * time.Millisecond
+	drivers := map[environment.Capability]driver.Capability{}
+	for _, c := range []environment.Capability{environment.Artifact, environment.Database, environment.Migrations,
+		environment.App, environment.Route, environment.Smoke} {
+		drivers[c] = slowWorld{delay: 150 * time.Millisecond}
+	}
+	sys, err := Start(Config{Store: store, Clock: clock.Real{}, Machine: marquee.Machine{Config: marquee.DefaultConfig()},
+		Pools: map[string]int{"default": 1}, Dispatcher: &recordingDispatcher{}, Bootstrapper: okBootstrap{}, ControlPlane: noChats{},
+		IdleAfter: -1, Env: EnvConfig{Machine: em, Drivers: drivers, ReconcileEvery: -1, Worker: "w1"}})
+	require.NoError(t, err)
+	defer func() {
+		// Bounded: if leases were not renewed, work would never stop.
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		sys.Stop(ctx)
+	}()
+	_, err = sys.CreateEnvironment(context.Background(), environment.Create{ID: "env-1", Branch: "main", Revision: "r1"})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		e, err := sys.Environment("env-1")
+		return err == nil && e.State == environment.DataReady
+	}, 10*time.Second, 5*time.Millisecond)
+	e, err := sys.Environment("env-1")
+	require.NoError(t, err)
+	for _, a := range e.Audit {
+		require.NotEqual(t, "reject-stale-commit", a.Action, "no attempt was taken over: %+v", a)
+	}
+	require.Len(t, e.Receipts, 3, "artifact, database, migrations verified once each")
+}
