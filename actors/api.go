@@ -144,6 +144,19 @@ func (s *System) CreateEnvironment(ctx context.Context, c environment.Create) (e
 	if !environment.ValidID(c.ID) {
 		return environment.Env{}, fmt.Errorf("%w: id %q must match [a-z0-9][a-z0-9-]{0,62}", environment.ErrInvalid, c.ID)
 	}
+	if !environment.ValidID(c.Branch) {
+		return environment.Env{}, fmt.Errorf("%w: branch %q must match [a-z0-9][a-z0-9-]{0,62}", environment.ErrInvalid, c.Branch)
+	}
+	if _, err := s.cfg.Store.LoadEnv(c.ID); err == nil {
+		return environment.Env{}, fmt.Errorf("%w: environment %s already exists", environment.ErrConflict, c.ID)
+	}
+	// The branch's next route generation, given out in order (a number a
+	// failed create used is simply skipped; the order is what matters).
+	g, err := s.ask(ctx, kindBranch, c.Branch, func(reply chan<- any) any { return branchNext{reply: reply} })
+	if err != nil {
+		return environment.Env{}, err
+	}
+	c.Generation = g.(uint64)
 	r, err := s.ask(ctx, kindEnv, c.ID, func(reply chan<- any) any { return envCreate{create: c, reply: reply} })
 	if err != nil {
 		return environment.Env{}, err

@@ -185,6 +185,7 @@ func Start(cfg Config) (*System, error) {
 		kindMarquee: actor.PropsFromProducer(func() actor.Actor { return &marqueeActor{sys: s} }, opts...),
 		kindPool:    actor.PropsFromProducer(func() actor.Actor { return &poolActor{sys: s} }, opts...),
 		kindEnv:     actor.PropsFromProducer(func() actor.Actor { return &envActor{sys: s} }, opts...),
+		kindBranch:  actor.PropsFromProducer(func() actor.Actor { return &branchActor{sys: s} }, opts...),
 	}
 	props := actor.PropsFromProducer(func() actor.Actor { return &registry{sys: s} },
 		append([]actor.PropsOption{actor.WithSupervisor(&boundedRestart{sys: s})}, opts...)...)

@@ -355,16 +355,22 @@ func TestMessagesRacingPassivationAreNeverLost(t *testing.T) {
 			case <-stop:
 				return
 			default:
-				h.clock.Advance(700 * time.Millisecond)
+				h.clock.Advance(2 * time.Second) // more than an idle period per tick
 				time.Sleep(50 * time.Microsecond)
 			}
 		}
 	}()
-	const n = 300
-	for i := 0; i < n; i++ {
-		ans, err := h.sys.Callback(ctx, "m-1", fmt.Sprintf("race-%d", i), marquee.Callback{Verb: marquee.VerbRebooted, Generation: 0})
-		require.NoError(t, err, "callback %d", i)
+	passivated := func() float64 { return testutilCounter(h.sys.cfg.Metrics.Passivations.WithLabelValues("marquee")) }
+	// At least 300 callbacks, and on until several passivations really
+	// happened between them (bounded).
+	n := 0
+	for ; n < 300 || (passivated() < 5 && n < 5000); n++ {
+		ans, err := h.sys.Callback(ctx, "m-1", fmt.Sprintf("race-%d", n), marquee.Callback{Verb: marquee.VerbRebooted, Generation: 0})
+		require.NoError(t, err, "callback %d", n)
 		require.Equal(t, 200, ans.Status)
+		if n%3 == 0 {
+			time.Sleep(100 * time.Microsecond) // leave idle windows for the sweep to find
+		}
 	}
 	close(stop)
 	ticks.Wait()

@@ -48,7 +48,7 @@ func (d capDriver) Do(_ context.Context, r driver.CapabilityRequest) (driver.Cap
 	case "apply":
 		switch d.cap {
 		case environment.Route:
-			if p.route[r.Branch] == r.ExpectedRoute || p.route[r.Branch] == r.Generation {
+			if p.route[r.Branch] <= r.ExpectedRoute || p.route[r.Branch] == r.Generation {
 				p.route[r.Branch] = r.Generation
 			}
 		case environment.Migrations:

@@ -17,6 +17,7 @@
 //	p/<pool>                        pool metadata (PoolMeta)
 //	a/<pool>/<job>                  admission record (admission.Job)
 //	e/<environment id>              environment record (EnvRecord)
+//	b/<branch>                      the branch's last route generation
 //	w/<unix nanos %016x>/<k>/<id>   wake index: the entity (k: m marquee,
 //	                                e environment) has a deadline or unsettled
 //	                                effects at that time (empty value)
@@ -226,6 +227,8 @@ func wakeKeyOf(at time.Time, kind, id string) []byte {
 }
 
 func envKey(id string) []byte { return []byte("e/" + id) }
+
+func branchKey(branch string) []byte { return []byte("b/" + branch) }
 
 // Entity kinds in the wake index.
 const (
@@ -453,6 +456,16 @@ func (s *Store) ListEnvs() ([]environment.Env, []Malformed, error) {
 	return out, bad, err
 }
 
+// BranchGeneration reads the last route generation given out for a branch.
+func (s *Store) BranchGeneration(branch string) (uint64, error) {
+	var g uint64
+	err := s.get(branchKey(branch), &g)
+	if errors.Is(err, ErrNotFound) {
+		return 0, nil
+	}
+	return g, err
+}
+
 // --- batches ------------------------------------------------------------------
 
 // Batch collects one transition's writes; Commit makes them durable
@@ -489,6 +502,11 @@ func (b *Batch) PutEnv(r EnvRecord, oldWake time.Time) {
 		_ = b.b.Set(wakeKeyOf(r.WakeAt, KindEnvironment, id), nil, nil)
 	}
 	_ = b.b.Set(envKey(id), encode(r), nil)
+}
+
+// PutBranchGeneration records the last route generation of a branch.
+func (b *Batch) PutBranchGeneration(branch string, g uint64) {
+	_ = b.b.Set(branchKey(branch), encode(g), nil)
 }
 
 // AppendHistory writes entry number seq and drops the one that falls out of

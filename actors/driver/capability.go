@@ -11,7 +11,9 @@ import (
 // the operation (apply, observe, remove) and every identity it needs, so a
 // driver never has to invent a name. The attempt id and lease generation
 // let a driver refuse an obsolete caller where its target allows (E7);
-// ExpectedRoute is the compare-and-set guard of a route activation (E8).
+// ExpectedRoute is the compare-and-set guard of a route activation (E8): the
+// route may move to Generation only while its current generation is at most
+// ExpectedRoute (never backwards, I14).
 type CapabilityRequest struct {
 	Capability      string `json:"capability"`
 	Op              string `json:"op"`

@@ -30,7 +30,7 @@ func (w *world) apply(e Env, d Do) {
 	case Apply:
 		switch d.Capability {
 		case Route:
-			if w.route[e.Branch] == d.ExpectedRoute || w.route[e.Branch] == d.Generation {
+			if w.route[e.Branch] <= d.ExpectedRoute || w.route[e.Branch] == d.Generation {
 				w.route[e.Branch] = d.Generation
 			}
 		case Migrations:

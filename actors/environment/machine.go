@@ -40,11 +40,15 @@ type Machine struct{ Config Config }
 // Event is anything that can happen to an environment.
 type Event interface{ isEvent() }
 
-// Create records a new environment (E1).
+// Create records a new environment (E1). Generation is the branch's route
+// generation for this environment, assigned in order per branch by the
+// shell (zero means 1): a newer preview of a branch always has a higher one,
+// which is what the route's compare-and-set protects (E8, I14).
 type Create struct {
 	ID, Branch, Revision string
 	Data                 DataPolicy
 	TTL                  time.Duration
+	Generation           uint64
 }
 
 // Advance asks a worker (Owner) to take the next eligible transition: the
@@ -174,7 +178,7 @@ func (m Machine) New(c Create, now time.Time) (Env, error) {
 		return Env{}, fmt.Errorf("%w: data must be disposable or preserve", ErrInvalid)
 	}
 	e := Env{ID: c.ID, Branch: c.Branch, Revision: c.Revision, Data: c.Data, Desired: "ready", State: Requested,
-		Generation: 1, CreatedAt: now, UpdatedAt: now}
+		Generation: max(c.Generation, 1), CreatedAt: now, UpdatedAt: now}
 	if c.TTL > 0 {
 		e.ExpiresAt = now.Add(c.TTL)
 	}
