@@ -181,8 +181,9 @@ func (w *world) start() {
 	})
 	require.NoError(w.t, err)
 	w.sys, w.store = sys, store
-	w.srv = httpapi.NewHTTPServer("", httpapi.New(sys, httpapi.Options{CallbackToken: callbackToken, OperatorToken: operatorToken}))
-	go func() { _ = w.srv.Serve(ln) }()
+	srv := httpapi.NewHTTPServer("", httpapi.New(sys, httpapi.Options{CallbackToken: callbackToken, OperatorToken: operatorToken}))
+	w.srv = srv
+	go func() { _ = srv.Serve(ln) }()
 }
 
 func (w *world) stop() {
