@@ -117,27 +117,23 @@ func (s *Server) getEnv(w http.ResponseWriter, _ *http.Request, p httprouter.Par
 }
 
 func (s *Server) removeEnv(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
-	body, ok := readBody(w, r, true)
-	if !ok {
-		return
-	}
-	in, err := decodeReason(body)
-	if err != nil {
-		s.badRequest(w, err)
-		return
-	}
-	if in.Reason == "" {
-		in.Reason = "requested by an operator"
-	}
-	e, err := s.sys.EnvironmentCommand(r.Context(), p.ByName("id"), environment.RemoveEnv{Reason: in.Reason})
-	if err != nil {
-		s.writeErr(w, err)
-		return
-	}
-	writeJSON(w, http.StatusAccepted, envViewOf(e, s.sys.EnvMachine()))
+	s.envCommand(w, r, p, func(reason, _ string) environment.Event {
+		if reason == "" {
+			reason = "requested by an operator"
+		}
+		return environment.RemoveEnv{Reason: reason}
+	})
 }
 
 func (s *Server) envAction(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+	s.envCommand(w, r, p, func(reason, actor string) environment.Event {
+		return environment.Action{Name: p.ByName("action"), Actor: actor, Reason: reason}
+	})
+}
+
+// envCommand decodes {"reason", "actor"}, sends the event the handler
+// builds from them to the environment, and answers 202 with the view.
+func (s *Server) envCommand(w http.ResponseWriter, r *http.Request, p httprouter.Params, build func(reason, actor string) environment.Event) {
 	body, ok := readBody(w, r, true)
 	if !ok {
 		return
@@ -147,8 +143,7 @@ func (s *Server) envAction(w http.ResponseWriter, r *http.Request, p httprouter.
 		s.badRequest(w, err)
 		return
 	}
-	e, err := s.sys.EnvironmentCommand(r.Context(), p.ByName("id"),
-		environment.Action{Name: p.ByName("action"), Actor: in.Actor, Reason: in.Reason})
+	e, err := s.sys.EnvironmentCommand(r.Context(), p.ByName("id"), build(in.Reason, in.Actor))
 	if err != nil {
 		s.writeErr(w, err)
 		return
