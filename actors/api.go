@@ -10,12 +10,7 @@ import (
 	"warden/actors/marquee"
 )
 
-// answerNotFound and answerErr answer a routed message that will never
-// reach an actor.
-func answerNotFound(msg any, id string) {
-	answerErr(msg, fmt.Errorf("%w: marquee %s", ErrNotFound, id))
-}
-
+// answerErr answers a routed message that will never reach an actor.
 func answerErr(msg any, err error) {
 	switch m := msg.(type) {
 	case cmdCreate:

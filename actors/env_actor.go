@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"reflect"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -44,10 +43,7 @@ func (b *branchActor) Receive(ctx actor.Context) {
 	case idleCheck, actor.SystemMessage, actor.AutoReceiveMessage, *actor.Restarting, *actor.Stopping:
 		return
 	}
-	defer func() {
-		b.entry.inbox.Add(-1)
-		b.sys.cfg.Metrics.MailboxDepth.Dec()
-	}()
+	defer b.entry.handled(b.sys.cfg.Metrics)
 	m, ok := ctx.Message().(branchNext)
 	if !ok {
 		return
@@ -130,10 +126,7 @@ func (a *envActor) Receive(ctx actor.Context) {
 	case idleCheck, actor.SystemMessage, actor.AutoReceiveMessage, *actor.Restarting, *actor.Stopping:
 		return
 	}
-	defer func() {
-		a.entry.inbox.Add(-1)
-		a.sys.cfg.Metrics.MailboxDepth.Dec()
-	}()
+	defer a.entry.handled(a.sys.cfg.Metrics)
 	switch m := ctx.Message().(type) {
 	case envCreate:
 		if a.exists {
@@ -279,9 +272,7 @@ func (a *envActor) apply(ev environment.Event) (environment.Output, error) {
 	if out.Err != nil {
 		return out, nil
 	}
-	norm := next
-	norm.UpdatedAt = a.rec.Env.UpdatedAt
-	if reflect.DeepEqual(norm, a.rec.Env) && len(out.Effects) == 0 {
+	if !out.Changed && len(out.Effects) == 0 {
 		return out, nil // nothing eligible, nothing changed
 	}
 	if err := a.commit(next, out); err != nil {

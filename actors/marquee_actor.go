@@ -81,12 +81,7 @@ func (a *marqueeActor) Receive(ctx actor.Context) {
 	case actor.SystemMessage, actor.AutoReceiveMessage:
 		return
 	}
-	// Counted down after the message is handled, so that a graceful stop
-	// never sees "nothing pending" while a handler is starting an effect.
-	defer func() {
-		a.entry.inbox.Add(-1)
-		a.sys.cfg.Metrics.MailboxDepth.Dec()
-	}()
+	defer a.entry.handled(a.sys.cfg.Metrics)
 	switch m := ctx.Message().(type) {
 	case cmdCreate:
 		a.create(m)
@@ -257,8 +252,10 @@ func (a *marqueeActor) callback(m cmdCallback) any {
 	case marquee.Stale, marquee.Locked, marquee.Vetoed, marquee.Checking, marquee.PendingConfirmation:
 		level = slog.LevelInfo
 	}
-	a.sys.log.Log(context.Background(), level, "callback", "marquee", a.id, "verb", m.cb.Verb, "generation", a.rec.State.Generation,
-		"received_generation", m.cb.Generation, "result", out.Result)
+	if a.sys.log.Enabled(context.Background(), level) {
+		a.sys.log.Log(context.Background(), level, "callback", "marquee", a.id, "verb", m.cb.Verb, "generation", a.rec.State.Generation,
+			"received_generation", m.cb.Generation, "result", out.Result)
+	}
 	return answer
 }
 

@@ -63,12 +63,7 @@ func (p *poolActor) Receive(ctx actor.Context) {
 	case actor.SystemMessage, actor.AutoReceiveMessage, *actor.Restarting, *actor.Stopping:
 		return
 	}
-	// Counted down after the message is handled, so that a graceful stop
-	// never sees "nothing pending" while a handler is starting an effect.
-	defer func() {
-		p.entry.inbox.Add(-1)
-		p.sys.cfg.Metrics.MailboxDepth.Dec()
-	}()
+	defer p.entry.handled(p.sys.cfg.Metrics)
 	switch m := ctx.Message().(type) {
 	case poolAsk:
 		if m.attempt > 0 {

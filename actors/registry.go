@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -45,16 +46,23 @@ type entry struct {
 	passivating bool
 	buffer      []any
 	restart     struct {
-		times    []time.Time
-		total    int
-		lastErr  string
-		lastAt   time.Time
-		parked   bool
-		parkedAt time.Time
+		times   []time.Time
+		total   int
+		lastErr string
+		lastAt  time.Time
+		parked  bool
 		// pending: a restart after a failure whose new instance has not
 		// started yet; it reconciles with AfterFailure.
 		pending bool
 	}
+}
+
+// handled counts down one message routed to the entity. Actors defer it, so
+// that a graceful stop never sees "nothing pending" while a handler is
+// still starting an effect.
+func (e *entry) handled(m *Metrics) {
+	e.inbox.Add(-1)
+	m.MailboxDepth.Dec()
 }
 
 type registryState struct {
@@ -117,12 +125,8 @@ func (r *registry) deliver(ctx actor.Context, k key, msg any) {
 	e := st.entries[k]
 	st.mu.Unlock()
 	if e == nil {
-		if k.kind == kindMarquee && !r.sys.marqueeMayExist(k.id, msg) {
-			answerNotFound(msg, k.id)
-			return
-		}
-		if k.kind == kindEnv && !r.sys.envMayExist(k.id, msg) {
-			answerErr(msg, fmt.Errorf("%w: environment %s", ErrNotFound, k.id))
+		if !r.sys.mayExist(k, msg) {
+			answerErr(msg, fmt.Errorf("%w: %s %s", ErrNotFound, k.kind, k.id))
 			return
 		}
 		e = r.spawn(ctx, k)
@@ -188,26 +192,27 @@ func (s *System) entityOf(self *actor.PID, k kind) (string, *entry) {
 	return id, s.reg.entries[key{k, id}]
 }
 
-// marqueeMayExist keeps the registry from activating actors for ids that
-// were never created: only a create may activate an absent marquee.
-func (s *System) marqueeMayExist(id string, msg any) bool {
-	if _, ok := msg.(cmdCreate); ok {
+// mayExist keeps the registry from activating actors for entities that were
+// never created: only a create may activate an absent marquee or
+// environment.
+func (s *System) mayExist(k key, msg any) bool {
+	switch msg.(type) {
+	case cmdCreate, envCreate:
 		return true
 	}
-	_, err := s.cfg.Store.LoadMarquee(id)
+	var err error
+	switch k.kind {
+	case kindMarquee:
+		_, err = s.cfg.Store.LoadMarquee(k.id)
+	case kindEnv:
+		_, err = s.cfg.Store.LoadEnv(k.id)
+	default:
+		return true // pools and branches exist by configuration or on first use
+	}
 	return err == nil || !isNotFound(err)
 }
 
-// envMayExist: only a create may activate an absent environment.
-func (s *System) envMayExist(id string, msg any) bool {
-	if _, ok := msg.(envCreate); ok {
-		return true
-	}
-	_, err := s.cfg.Store.LoadEnv(id)
-	return err == nil || !isNotFound(err)
-}
-
-func isNotFound(err error) bool { return err == persistence.ErrNotFound }
+func isNotFound(err error) bool { return errors.Is(err, persistence.ErrNotFound) }
 
 // ActorInfo is one line of GET /v1/actors.
 type ActorInfo struct {
@@ -288,7 +293,6 @@ func (b *boundedRestart) HandleFailure(_ *actor.ActorSystem, sup actor.Superviso
 	park := len(e.restart.times) > b.sys.cfg.RestartLimit
 	if park {
 		e.restart.parked = true
-		e.restart.parkedAt = now
 	}
 	st.mu.Unlock()
 	b.sys.cfg.Metrics.Restarts.WithLabelValues(string(e.key.kind)).Inc()

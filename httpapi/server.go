@@ -34,7 +34,7 @@ const MaxBody = 64 << 10
 type Options struct {
 	CallbackToken string
 	OperatorToken string
-	// MetricsToken, if set, protects GET /metrics with the operator token.
+	// ProtectMetrics requires the operator token on GET /metrics.
 	ProtectMetrics bool
 	// NoopWebhook adds POST /v1/webhooks/noop: authenticated and decoded
 	// like the real webhook, answered without an actor. The benchmark's

@@ -69,7 +69,6 @@ func Run(o Options) Result {
 		// Faults heal: a clean restart (parked actors come back), then the
 		// operator repairs every so often.
 		w.faults.off = true
-		w.quiet = true
 		w.crash("quiet-phase restart")
 		for t := quietAt.Add(time.Minute); t.Before(w.end.Add(-time.Hour)); t = t.Add(20 * time.Minute) {
 			w.at(t, "repair", w.repair)

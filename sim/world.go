@@ -80,7 +80,6 @@ type world struct {
 	events  timeline
 	seq     uint64
 	end     time.Time
-	quiet   bool
 	machine marquee.Machine
 
 	// The process: one incarnation at a time.

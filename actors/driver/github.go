@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -82,8 +83,7 @@ func oneLine(b []byte) string {
 // (neither holds our token, but a configured URL might hold someone's).
 func redactURLError(err error) string {
 	var ue *url.Error
-	if e, ok := err.(*url.Error); ok {
-		ue = e
+	if errors.As(err, &ue) {
 		return fmt.Sprintf("%s: %v", ue.Op, ue.Err)
 	}
 	return err.Error()

@@ -3,6 +3,7 @@ package environment
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"time"
 )
@@ -155,7 +156,10 @@ type Output struct {
 	Note string
 	// Rejected: a stale worker's commit was refused (E7, I13).
 	Rejected bool
-	Err      error
+	// Changed is false when the record is as it was (the shell skips the
+	// write if there are no effects either).
+	Changed bool
+	Err     error
 }
 
 // --- the machine ----------------------------------------------------------------
@@ -233,7 +237,10 @@ func (m Machine) Step(e Env, ev Event, now time.Time) (Env, Output) {
 	if out.Err != nil {
 		return before, Output{Err: out.Err}
 	}
-	e.UpdatedAt = now
+	out.Changed = !reflect.DeepEqual(before, e)
+	if out.Changed {
+		e.UpdatedAt = now
+	}
 	return e, out
 }
 

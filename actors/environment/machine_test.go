@@ -204,3 +204,22 @@ func describe(e Env, m Machine) string {
 	}
 	return strings.Join(parts, " ")
 }
+
+// TestChangedReportsRealChangesOnly: the shell skips the write when nothing
+// changed, so Changed must be false for a step that only notes why it waits
+// and true for one that moves the record; UpdatedAt moves only with it.
+func TestChangedReportsRealChangesOnly(t *testing.T) {
+	m := Machine{Config: DefaultConfig()}
+	e, err := m.New(Create{ID: "env-1", Branch: "main", Revision: "r1"}, epoch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, out := m.Step(e, Advance{Owner: "w"}, epoch.Add(time.Second))
+	if !out.Changed || !e.UpdatedAt.Equal(epoch.Add(time.Second)) {
+		t.Fatalf("starting an attempt is a change: %+v", out)
+	}
+	next, out := m.Step(e, Advance{Owner: "w2"}, epoch.Add(2*time.Second)) // leased: nothing to do
+	if out.Changed || !next.UpdatedAt.Equal(e.UpdatedAt) {
+		t.Fatalf("waiting on a lease is not a change: %+v", out)
+	}
+}
