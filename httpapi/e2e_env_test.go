@@ -92,8 +92,9 @@ func TestE2EEnvironmentResumesFromItsRecord(t *testing.T) {
 
 // TestE2EReconcilerFindsDrift: E14, E15. A process removed by hand is
 // noticed at rest and reprovisioned through full readiness; a route that
-// advanced to a newer generation is recorded for an operator, never pulled
-// back (I14), and the operator's outcome is audited (E16).
+// advanced to a newer generation supersedes this preview, which never takes
+// it back (I14); a database taken by someone else waits for an operator,
+// whose outcome is audited (E16).
 func TestE2EReconcilerFindsDrift(t *testing.T) {
 	w := newWorld(t, defaultPools)
 	st, _, _ := w.do("POST", "/v1/environments", operatorToken, map[string]any{"id": "env-5", "branch": "main", "revision": "r1"})
@@ -118,18 +119,34 @@ func TestE2EReconcilerFindsDrift(t *testing.T) {
 	w.preview.mu.Lock()
 	w.preview.route["main"] = 7 // a newer preview of the branch took the route
 	w.preview.mu.Unlock()
+	require.Eventually(t, func() bool { return w.envView("env-5")["superseded_by"] == float64(7) }, 5*time.Second, 5*time.Millisecond,
+		"superseded: recorded, not drift")
+	w.preview.mu.Lock()
+	delete(w.preview.route, "main") // the newer preview went away
+	w.preview.mu.Unlock()
+	time.Sleep(100 * time.Millisecond) // several more reconciliations
+	w.preview.mu.Lock()
+	_, restored := w.preview.route["main"]
+	w.preview.mu.Unlock()
+	require.False(t, restored, "I14: a superseded preview never takes the route back")
+	v = w.envView("env-5")
+	require.Len(t, v["drift"], 1, "supersession is not drift")
+	audit := v["audit"].([]any)
+	require.Equal(t, "superseded", audit[len(audit)-1].(map[string]any)["action"])
+
+	// A database taken over by someone else is drift an operator decides.
+	w.preview.mu.Lock()
+	w.preview.res["db-env-5"] = "env-99"
+	w.preview.mu.Unlock()
 	require.Eventually(t, func() bool {
 		acts, _ := w.envView("env-5")["actions"].([]any)
 		return len(acts) > 0 && acts[0] == "repair"
 	}, 5*time.Second, 5*time.Millisecond, "recorded for an operator")
-	time.Sleep(100 * time.Millisecond) // several more reconciliations
+	time.Sleep(100 * time.Millisecond)
 	require.Len(t, w.envView("env-5")["drift"], 2, "recorded once, not on every round")
-	w.preview.mu.Lock()
-	require.EqualValues(t, 7, w.preview.route["main"], "I14: never pulled back")
-	w.preview.mu.Unlock()
-	st, v, _ = w.do("POST", "/v1/environments/env-5/actions/adopt", operatorToken, map[string]any{"reason": "the newer preview owns it", "actor": "ana"})
+	st, v, _ = w.do("POST", "/v1/environments/env-5/actions/adopt", operatorToken, map[string]any{"reason": "the migration owns it now", "actor": "ana"})
 	require.Equal(t, http.StatusAccepted, st)
-	audit := v["audit"].([]any)
+	audit = v["audit"].([]any)
 	require.Equal(t, "ana", audit[len(audit)-1].(map[string]any)["actor"])
 }
 

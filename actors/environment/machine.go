@@ -26,7 +26,20 @@ type Config struct {
 	LeaseFor time.Duration
 	// NotifyURL is where environment-ready notifications point (E10).
 	NotifyURL string
+	// Plant disables one guard on purpose (PlantLeaseFencing,
+	// PlantRouteCAS); only the simulator's planted-bug runs set it.
+	Plant string
 }
+
+// Planted bugs, each caught by the simulator (sim/planted.go).
+const (
+	// PlantLeaseFencing accepts a result whatever its lease generation (E7
+	// off): a paused worker completes an attempt taken over (I13).
+	PlantLeaseFencing = "lease-fencing"
+	// PlantRouteCAS answers a route found at a newer generation by
+	// activating again over it (E8 off): the route moves back (I14).
+	PlantRouteCAS = "route-cas"
+)
 
 // DefaultConfig is the defaults.
 func DefaultConfig() Config {
@@ -327,6 +340,12 @@ func (m Machine) begin(e *Env, t transition, stepIdx int, owner string, now time
 		Lease: Lease{Owner: owner, Generation: e.LeaseGeneration, ExpiresAt: now.Add(m.Config.LeaseFor)}}
 	// An observe step's effect is its own verification.
 	e.Attempt.Verifying = st.op == Observe
+	if e.SupersededBy > 0 && (st.cap == Route && st.op == Apply || st.cap == Smoke) {
+		// A newer generation of the branch holds the route: activating
+		// this one would pull it back (I14), and the hostname's smoke check
+		// would answer for the newer one.
+		return m.stepDone(e, fmt.Sprintf("%s skipped: superseded by route generation %d (E8, I14)", st.cap, e.SupersededBy), "", now)
+	}
 	return Output{Note: fmt.Sprintf("attempt %s: %s -> %s, %s %s %s (E5)", e.Attempt.ID, t.from, t.to, st.op, st.cap, e.Attempt.Identity),
 		Effects: []Effect{m.do(e, st.op)}}
 }
@@ -351,7 +370,8 @@ func (m Machine) renew(e *Env, r RenewLease, now time.Time) Output {
 
 func (m Machine) result(e *Env, r Result, now time.Time) Output {
 	a := e.Attempt
-	if a == nil || a.ID != r.AttemptID || a.Lease.Generation != r.LeaseGeneration {
+	fenced := a != nil && a.Lease.Generation != r.LeaseGeneration && m.Config.Plant != PlantLeaseFencing
+	if a == nil || a.ID != r.AttemptID || fenced {
 		// E7, I13: a paused or stale worker never completes a newer attempt.
 		e.Audit = append(e.Audit, AuditEntry{Actor: "controller", Action: "reject-stale-commit",
 			Reason: fmt.Sprintf("result for %s under lease generation %d refused", r.AttemptID, r.LeaseGeneration), At: now})
@@ -383,14 +403,24 @@ func (m Machine) result(e *Env, r Result, now time.Time) Output {
 // verify judges an observation of the attempt's identity.
 func (m Machine) verify(e *Env, o Observation, now time.Time) Output {
 	a := e.Attempt
+	op := a.Op
+	if t, _ := transitionFrom(a.From); t.steps != nil {
+		op = t.steps[a.Step].op
+	}
+	if a.Capability == Route {
+		if op == Apply {
+			return m.verifyActivation(e, o, now)
+		}
+		// A route generation is owned by its number: ours exists only while
+		// the branch route resolves to it. One held by a newer generation
+		// is not ours to remove and is already absent for us (E11).
+		o.Exists = o.Exists && o.RouteTarget == e.Generation
+		o.Owner = e.ID
+	}
 	if o.Exists && o.Owner != "" && o.Owner != e.ID {
 		// E3: a same-name resource owned by someone else is a conflict,
 		// never reused; removal never deletes it (E11).
 		return m.fail(e, Conflict, fmt.Sprintf("%s exists but belongs to %s (E3)", a.Identity, o.Owner), now)
-	}
-	op := a.Op
-	if t, _ := transitionFrom(a.From); t.steps != nil {
-		op = t.steps[a.Step].op
 	}
 	switch op {
 	case Remove:
@@ -412,22 +442,6 @@ func (m Machine) verify(e *Env, o Observation, now time.Time) Output {
 		return m.stepDone(e, a.Identity+" ready: "+o.Detail, "", now)
 	}
 	// Apply.
-	if a.Capability == Route {
-		switch {
-		case o.RouteTarget == e.Generation:
-			m.setResource(e, Route, o.ProviderID, "present")
-			return m.stepDone(e, fmt.Sprintf("route resolves to generation %d (E8)", e.Generation), o.ProviderID, now)
-		case o.RouteTarget < e.Generation:
-			// Still at the predecessor: retry under the same generation.
-			a.Verifying = false
-			return Output{Note: fmt.Sprintf("route still at generation %d; retrying activation of %d (E8)", o.RouteTarget, e.Generation),
-				Effects: []Effect{m.do(e, Apply)}}
-		default:
-			// Newer work owns the route: this attempt is stale and must not
-			// overwrite it (E8, I14).
-			return m.fail(e, Conflict, fmt.Sprintf("route is at newer generation %d; not overwritten (E8, I14)", o.RouteTarget), now)
-		}
-	}
 	if !o.Exists {
 		return m.fail(e, Transient, a.Identity+" not found after apply", now)
 	}
@@ -436,6 +450,50 @@ func (m Machine) verify(e *Env, o Observation, now time.Time) Output {
 	}
 	m.setResource(e, a.Capability, o.ProviderID, "present")
 	return m.stepDone(e, a.Identity+" verified: "+o.Detail, o.ProviderID, now)
+}
+
+// verifyActivation judges the route after an activation or its timeout
+// (E8): at the target, success; at the predecessor, again under the same
+// generation; at a newer generation, this preview is superseded.
+func (m Machine) verifyActivation(e *Env, o Observation, now time.Time) Output {
+	a := e.Attempt
+	switch {
+	case o.Exists && o.RouteTarget == e.Generation:
+		m.setResource(e, Route, o.ProviderID, "present")
+		return m.stepDone(e, fmt.Sprintf("route resolves to generation %d (E8)", e.Generation), o.ProviderID, now)
+	case o.RouteTarget <= e.Generation:
+		// Still at the predecessor (or none): retry under the same generation.
+		a.Verifying = false
+		return Output{Note: fmt.Sprintf("route still at generation %d; retrying activation of %d (E8)", o.RouteTarget, e.Generation),
+			Effects: []Effect{m.do(e, Apply)}}
+	case m.Config.Plant == PlantRouteCAS:
+		// The planted bug: "expect what is there" defeats the CAS.
+		a.Verifying = false
+		d := m.do(e, Apply)
+		d.ExpectedRoute = o.RouteTarget
+		return Output{Note: "PLANTED: activating over a newer route generation", Effects: []Effect{d}}
+	default:
+		// Newer work owns the route: this attempt is stale and must not
+		// overwrite it (E8, I14). Decided: that is supersession, not a
+		// failure; the transition completes without the route.
+		m.supersede(e, o.RouteTarget, now)
+		return m.stepDone(e, fmt.Sprintf("route is at newer generation %d; not overwritten, this preview is superseded (E8, I14)", o.RouteTarget), "", now)
+	}
+}
+
+// supersede records that a newer preview of the branch holds the route
+// (decided, see NOTES.md): it is the controller's own committed work, not a
+// manual change, so no operator is asked; the route is never restored to
+// this preview again (I14) and the view shows why.
+func (m Machine) supersede(e *Env, newer uint64, now time.Time) {
+	e.SupersededBy = newer
+	for i := range e.Resources {
+		if e.Resources[i].Capability == Route {
+			e.Resources[i].Status = "superseded"
+		}
+	}
+	e.Audit = append(e.Audit, AuditEntry{Actor: "controller", Action: "superseded",
+		Reason: fmt.Sprintf("branch route taken by generation %d", newer), At: now})
 }
 
 func (m Machine) setResource(e *Env, c Capability, providerID, status string) {
@@ -554,32 +612,48 @@ func (m Machine) atRest(e *Env, r AtRest, now time.Time) Output {
 	}
 	o := r.Observation
 	d := Drift{Capability: r.Capability, Identity: e.Identity(r.Capability), DetectedAt: now}
-	if i := m.openDrift(e); i >= 0 && e.Drift[i].Identity == d.Identity {
-		return Output{Note: d.Identity + ": drift already recorded, waiting for an operator (E15)"}
+	for _, open := range e.Drift {
+		if open.Outcome == "" && open.Identity == d.Identity {
+			return Output{Note: d.Identity + ": drift already recorded, waiting for an operator (E15)"}
+		}
 	}
+	// While one drift waits for an operator, nothing is repaired on its own:
+	// the system never silently chooses while a question is open (E15).
+	waiting := m.openDrift(e) >= 0
 	switch r.Capability {
 	case Route:
+		if e.SupersededBy > 0 {
+			return Output{Note: fmt.Sprintf("superseded by route generation %d; the route is not ours (I14)", e.SupersededBy)}
+		}
 		if o.Exists && o.RouteTarget == e.Generation {
 			return Output{Note: "route as desired"}
 		}
-		d.Desired, d.Observed = fmt.Sprintf("generation %d", e.Generation), fmt.Sprintf("generation %d (exists=%t)", o.RouteTarget, o.Exists)
-		if o.RouteTarget > e.Generation {
-			e.Drift = append(e.Drift, d) // the branch route advanced: never pulled back (I14)
-			return Output{Note: "route advanced to a newer generation; recorded for an operator (E15, I14)"}
+		if o.Exists && o.RouteTarget > e.Generation {
+			m.supersede(e, o.RouteTarget, now)
+			m.setResource(e, Route, "", "superseded")
+			return Output{Note: fmt.Sprintf("a newer preview of the branch holds the route (generation %d): superseded, never pulled back (E15, I14)", o.RouteTarget)}
 		}
-		if !o.Exists && (e.ExpiresAt.IsZero() || now.Before(e.ExpiresAt)) {
+		d.Desired, d.Observed = fmt.Sprintf("generation %d", e.Generation), fmt.Sprintf("generation %d (exists=%t)", o.RouteTarget, o.Exists)
+		if !o.Exists && !waiting && (e.ExpiresAt.IsZero() || now.Before(e.ExpiresAt)) {
 			d.Outcome = "auto-repair"
 			e.Drift = append(e.Drift, d)
 			e.State = AppReady // re-run the activation under the same generation
 			return Output{Note: "route missing on a ready, unexpired environment: repaired automatically (E15)"}
 		}
 		e.Drift = append(e.Drift, d)
+		if !o.Exists {
+			return Output{Note: "route missing, but expired or another drift is open; recorded for an operator (E15)"}
+		}
 		return Output{Note: "route points elsewhere; recorded for an operator (E15)"}
 	case App:
 		if o.Exists && o.Matches {
 			return Output{Note: "application as desired"}
 		}
 		d.Desired, d.Observed = "running, candidate identity", fmt.Sprintf("exists=%t matches=%t %s", o.Exists, o.Matches, o.Detail)
+		if waiting {
+			e.Drift = append(e.Drift, d)
+			return Output{Note: "application missing; another drift waits for an operator, so this one does too (E15)"}
+		}
 		d.Outcome = "auto-repair"
 		e.Drift = append(e.Drift, d)
 		e.State = DataReady // reprovision through full readiness, never "mark it running"
@@ -619,7 +693,7 @@ func (m Machine) Actions(e Env) []string {
 			out = append(out, "repair", "adopt")
 		}
 		out = append(out, "continue-removal")
-		if e.Drift[i].Capability == Route && e.Tombstone == nil && !stringsHasNewer(e.Drift[i], e.Generation) {
+		if e.Drift[i].Capability == Route && e.Tombstone == nil {
 			out = append(out, "rollback-route")
 		}
 	} else if e.LastFailure != nil && e.Data == Preserve && e.State == AppStopped && !e.DataRemovalOK {
@@ -629,13 +703,6 @@ func (m Machine) Actions(e Env) []string {
 		out = append(out, "abandon")
 	}
 	return out
-}
-
-func stringsHasNewer(d Drift, gen uint64) bool {
-	var target uint64
-	var exists bool
-	fmt.Sscanf(d.Observed, "generation %d (exists=%t)", &target, &exists)
-	return target > gen
 }
 
 func (m Machine) action(e *Env, a Action, now time.Time) Output {

@@ -102,6 +102,11 @@ func TestMachine(t *testing.T) {
 				var b strings.Builder
 				for i := 0; i < 40; i++ {
 					next, out := m.Step(e, Advance{Owner: "worker-a"}, now)
+					if len(out.Effects) == 0 && out.Changed {
+						e = next // a step satisfied without an effect
+						fmt.Fprintf(&b, "%s\n  -> %s\n", out.Note, e.State)
+						continue
+					}
 					if len(out.Effects) == 0 {
 						e = next
 						fmt.Fprintf(&b, "rest: %s\n", out.Note)
@@ -189,6 +194,9 @@ func describe(e Env, m Machine) string {
 	}
 	if len(present) > 0 {
 		parts = append(parts, "present=["+strings.Join(present, " ")+"]")
+	}
+	if e.SupersededBy > 0 {
+		parts = append(parts, fmt.Sprintf("superseded-by=%d", e.SupersededBy))
 	}
 	for _, n := range e.Outbox {
 		parts = append(parts, fmt.Sprintf("outbox=%s(delivered=%t)", n.Key, n.Delivered))

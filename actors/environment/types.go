@@ -259,9 +259,13 @@ type Env struct {
 	Audit         []AuditEntry   `json:"audit"`
 	RemovalReason string         `json:"removal_reason,omitempty"`
 	DataRemovalOK bool           `json:"data_removal_ok,omitempty"`
-	Tombstone     *Tombstone     `json:"tombstone,omitempty"`
-	CreatedAt     time.Time      `json:"created_at"`
-	UpdatedAt     time.Time      `json:"updated_at"`
+	// SupersededBy is the newer route generation of the same branch that
+	// took the branch route from this preview: the route is never pulled
+	// back to this one again (I14), not even when the newer one is removed.
+	SupersededBy uint64     `json:"superseded_by,omitempty"`
+	Tombstone    *Tombstone `json:"tombstone,omitempty"`
+	CreatedAt    time.Time  `json:"created_at"`
+	UpdatedAt    time.Time  `json:"updated_at"`
 }
 
 // Identity is the declared name of a capability's resource, derived from
