@@ -138,7 +138,7 @@ func (a *envActor) Receive(ctx actor.Context) {
 			m.reply <- err
 			return
 		}
-		if err := a.commit(e, environment.Output{}); err != nil {
+		if err := a.commit(m.create, e, environment.Output{}); err != nil {
 			m.reply <- err
 			return
 		}
@@ -177,15 +177,21 @@ func (a *envActor) Receive(ctx actor.Context) {
 }
 
 // reconcile observes an environment at rest, or a tombstone's leftovers
-// (E14, I12): observation first, never a blind restart. Each answer comes
+// (E14, I12), and asks one that has not advanced for its next step: observation first, never a blind restart. Each answer comes
 // back as an AtRest event the machine judges (E15).
 func (a *envActor) reconcile() {
 	e := a.rec.Env
-	if !a.exists || e.Attempt != nil || !(e.Tombstone != nil || (e.State == environment.Ready && e.Desired == "ready")) {
+	if !a.exists || e.Attempt != nil {
+		return
+	}
+	if e.Tombstone == nil && (e.State != environment.Ready || e.Desired != "ready") {
+		// Not at rest and nothing in flight: ask the machine whether a
+		// transition is eligible, never restart work blindly (E14).
+		a.next()
 		return
 	}
 	sys, id := a.sys, a.id
-	for _, c := range []environment.Capability{environment.Route, environment.App, environment.Database} {
+	for _, c := range []environment.Capability{environment.Route, environment.App, environment.Database, environment.Migrations} {
 		drv := sys.cfg.Env.Drivers[c]
 		if drv == nil {
 			continue
@@ -205,7 +211,7 @@ func (a *envActor) reconcile() {
 }
 
 // armReconcileSweep schedules the reconciler: every ReconcileEvery, each
-// stored environment at rest (or tombstoned) is asked to look at itself.
+// stored environment with no attempt in flight is asked to look at itself.
 func (s *System) armReconcileSweep() {
 	every := s.cfg.Env.ReconcileEvery
 	if every < 0 || s.stopping.Load() {
@@ -217,7 +223,8 @@ func (s *System) armReconcileSweep() {
 			s.log.Warn("reconciler: list environments", "err", err)
 		}
 		for _, e := range envs {
-			if e.Attempt == nil && (e.Tombstone != nil || (e.State == environment.Ready && e.Desired == "ready")) {
+			// An attempt in flight is its lease's business (E7).
+			if e.Attempt == nil {
 				s.route(kindEnv, e.ID, envReconcile{})
 			}
 		}
@@ -256,7 +263,13 @@ func (a *envActor) due() {
 // next asks for the next eligible transition.
 func (a *envActor) next() {
 	if a.exists && a.rec.Env.Tombstone == nil {
-		a.sys.route(kindEnv, a.id, envEvent{ev: environment.Advance{Owner: a.sys.cfg.Env.Worker}})
+		// The branch actor commits a generation before giving it out, so the
+		// store knows the newest one (I14).
+		newest, err := a.sys.cfg.Store.BranchGeneration(a.rec.Env.Branch)
+		if err != nil {
+			a.sys.log.Warn("environment: branch generation unreadable", "environment", a.id, "err", err)
+		}
+		a.sys.route(kindEnv, a.id, envEvent{ev: environment.Advance{Owner: a.sys.cfg.Env.Worker, BranchNewest: newest}})
 	}
 }
 
@@ -275,7 +288,7 @@ func (a *envActor) apply(ev environment.Event) (environment.Output, error) {
 	if !out.Changed && len(out.Effects) == 0 {
 		return out, nil // nothing eligible, nothing changed
 	}
-	if err := a.commit(next, out); err != nil {
+	if err := a.commit(ev, next, out); err != nil {
 		return out, err
 	}
 	if _, advanced := ev.(environment.Advance); !advanced || len(out.Effects) == 0 {
@@ -288,39 +301,33 @@ func (a *envActor) apply(ev environment.Event) (environment.Output, error) {
 
 // commit persists the record (intent before effect, E5), then starts the
 // effects, then re-arms the entity's deadline.
-func (a *envActor) commit(e environment.Env, out environment.Output) error {
-	rec := persistence.EnvRecord{Env: e, WakeAt: envWake(e)}
+func (a *envActor) commit(ev environment.Event, e environment.Env, out environment.Output) error {
+	if err := a.fault(FaultBeforePersist); err != nil {
+		return fmt.Errorf("%w: persist environment %s: %v", ErrUnavailable, e.ID, err)
+	}
+	before := a.rec.Env
+	rec := persistence.EnvRecord{Env: e, WakeAt: a.sys.cfg.Env.Machine.Wake(e)}
 	b := a.sys.cfg.Store.NewBatch()
 	b.PutEnv(rec, a.rec.WakeAt)
 	if err := b.Commit(); err != nil {
 		return fmt.Errorf("%w: persist environment %s: %v", ErrUnavailable, e.ID, err)
 	}
 	a.rec = rec
+	if h := a.sys.cfg.Sim; h != nil && h.EnvCommitted != nil {
+		h.EnvCommitted(ev, before, e, out)
+	}
+	a.fault(FaultAfterPersist)
 	a.startEffects(out.Effects)
+	a.fault(FaultAfterEffects)
 	a.sys.armWake(key{kindEnv, a.id}, rec.WakeAt)
 	return nil
 }
 
-// envWake is the earliest moment something becomes due: a back-off ending,
-// a lease expiring (a crashed worker's attempt is taken over then), or TTL.
-func envWake(e environment.Env) time.Time {
-	var at time.Time
-	earliest := func(t time.Time) {
-		if !t.IsZero() && (at.IsZero() || t.Before(at)) {
-			at = t
-		}
+func (a *envActor) fault(point string) error {
+	if f := a.sys.cfg.Fault; f != nil {
+		return f(point, a.id)
 	}
-	if e.Tombstone != nil {
-		return at
-	}
-	earliest(e.RetryAt)
-	if e.Attempt != nil {
-		earliest(e.Attempt.Lease.ExpiresAt)
-	}
-	if e.Desired == "ready" {
-		earliest(e.ExpiresAt)
-	}
-	return at
+	return nil
 }
 
 func (a *envActor) startEffects(effects []environment.Effect) {
@@ -334,7 +341,11 @@ func (a *envActor) startEffects(effects []environment.Effect) {
 				Branch: env.Branch, Revision: env.Revision}
 			drv := sys.cfg.Env.Drivers[e.Capability]
 			leaseFor := sys.cfg.Env.Machine.Config.LeaseFor
-			sys.goEffect(func(ctx context.Context) {
+			run := sys.goEffect
+			if h := sys.cfg.Sim; h != nil && h.EnvEffect != nil {
+				run = func(f func(ctx context.Context)) { h.EnvEffect(req, f) }
+			}
+			run(func(ctx context.Context) {
 				res := environment.Result{AttemptID: req.AttemptID, LeaseGeneration: req.LeaseGeneration}
 				// Renew the lease while the call runs (E7): a slow effect
 				// must not look like a dead worker.

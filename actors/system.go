@@ -102,6 +102,12 @@ type SimHooks struct {
 	Committed func(ev marquee.Event, before, after marquee.State, out marquee.Output)
 	// PoolCommitted sees every durable pool transition.
 	PoolCommitted func(ev admission.Event, before, after admission.Pool, out admission.Output)
+	// EnvCommitted sees every durable environment transition.
+	EnvCommitted func(ev environment.Event, before, after environment.Env, out environment.Output)
+	// EnvEffect, when set, receives an environment driver call instead of
+	// Effect, with its request, so the simulator can pause a worker past
+	// its lease (E7).
+	EnvEffect func(req driver.CapabilityRequest, run func(ctx context.Context))
 }
 
 // PlantAnswerBeforePersist is the planted bug that answers a callback

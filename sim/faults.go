@@ -34,6 +34,18 @@ var faultPoints = []string{
 	"process.crash.between-events",
 	"storage.write-error",
 	"storage.malformed-record", // a record that does not decode, found at restart (A8)
+	// The preview world: the boundaries of I11 and the world's weather.
+	"env.crash.after-intent",   // the process dies right after an attempt's intent is durable
+	"env.timeout-after-effect", // external success followed by a timeout
+	"env.second-worker",        // a second worker tries a leased transition (overlapping leases)
+	"env.paused-worker",        // a worker pauses past its lease and completes after the takeover
+	"env.route-response-lost",  // the route was updated but the response lost
+	"env.migration-disconnect", // migrations committed but the client disconnected
+	"env.notify-down",          // the notification sink is down after readiness
+	"env.crash.mid-removal",    // the process dies with a removal partially complete
+	"env.wrong-owner",          // a resource of someone else under the declared name
+	"env.driver-transient",     // a provider's 503 before the effect
+	"env.manual-drift",         // someone changes the world by hand (E15, I12)
 }
 
 // faults is one seed's drawn configuration and its generator.

@@ -131,6 +131,9 @@ func rules() []string {
 	for i := 1; i <= 10; i++ {
 		out = append(out, fmt.Sprintf("A%d", i))
 	}
+	for i := 1; i <= 17; i++ {
+		out = append(out, fmt.Sprintf("E%d", i))
+	}
 	return out
 }
 
@@ -165,12 +168,12 @@ func (a *aggregate) markdown(n int, wall time.Duration, det bool) string {
 	fmt.Fprintf(&b, "| time compression (simulated over wall, faulty runs) | %.0fx | >= 1000x |\n", a.simTime.Seconds()/max(a.wall.Seconds(), 1e-9))
 	fmt.Fprintf(&b, "| events per wall second (actor messages + world steps) | %.0f | >= 20,000 |\n", float64(a.events)/max(a.wall.Seconds(), 1e-9))
 	rm, fm := a.missing()
-	fmt.Fprintf(&b, "| rules hit (M1-M23, A1-A10) | %d of %d; missing: %v | 100%% |\n", len(rules())-len(rm), len(rules()), rm)
+	fmt.Fprintf(&b, "| rules hit (M1-M23, A1-A10, E1-E17) | %d of %d; missing: %v | 100%% |\n", len(rules())-len(rm), len(rules()), rm)
 	fmt.Fprintf(&b, "| fault points fired | %d of %d; missing: %v | 100%% |\n\n", len(faultPoints)-len(fm), len(faultPoints), fm)
 	b.WriteString("Rule hits over the batch: ")
 	ks := make([]string, 0, len(a.coverage))
 	for k := range a.coverage {
-		if regexp.MustCompile(`^[MA][0-9]+$`).MatchString(k) {
+		if regexp.MustCompile(`^[MAE][0-9]+$`).MatchString(k) {
 			ks = append(ks, k)
 		}
 	}

@@ -3,6 +3,7 @@ package sim
 import (
 	"warden/actors"
 	"warden/actors/admission"
+	"warden/actors/environment"
 	"warden/actors/marquee"
 )
 
@@ -17,6 +18,8 @@ var Planted = []struct {
 	{marquee.PlantVeto, "I3"},               // M18 off: live chats do not preserve a host
 	{admission.PlantNoLimitCheck, "I7"},     // A3 off: a slot is reserved without the check
 	{actors.PlantAnswerBeforePersist, "I5"}, // A10/I5 off: "applied" answered before the commit
+	{environment.PlantLeaseFencing, "I13"},  // E7 off: a stale lease generation commits
+	{environment.PlantRouteCAS, "I14"},      // E8 off: activation over a newer route generation
 }
 
 // FindPlanted runs seeds from 1 until one catches the planted bug, and

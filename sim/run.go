@@ -14,6 +14,7 @@ import (
 	"warden/actors/admission"
 	"warden/actors/clock"
 	"warden/actors/driver"
+	"warden/actors/environment"
 	"warden/actors/marquee"
 )
 
@@ -60,10 +61,12 @@ func Run(o Options) Result {
 		granted: map[string]uint64{}, dispatched: map[string]map[uint64]bool{},
 		answered: map[string][]byte{}, created: map[string]bool{}, intents: map[string]*intent{},
 		chats: map[string]driver.Chats{}, coverage: map[string]int{},
+		preview: newPreviewWorld(), envs: map[string]environment.Env{}, envIntents: map[string]*envIntent{},
 	}
 	w.logf("seed %d %s plant=%q", o.Seed, w.faults, o.Plant)
 	w.guard(w.start)
 	w.workload()
+	w.envWorkload()
 	quietAt := epoch.Add(o.FaultyPhase)
 	w.at(quietAt, "quiet", func() {
 		// Faults heal: a clean restart (parked actors come back), then the
@@ -72,6 +75,7 @@ func Run(o Options) Result {
 		w.crash("quiet-phase restart")
 		for t := quietAt.Add(time.Minute); t.Before(w.end.Add(-time.Hour)); t = t.Add(20 * time.Minute) {
 			w.at(t, "repair", w.repair)
+			w.at(t, "repair", w.repairEnvs)
 		}
 	})
 	for w.violation == nil {
@@ -92,6 +96,9 @@ func Run(o Options) Result {
 	}
 	if w.violation == nil && !o.FaultFree {
 		w.check()
+	}
+	if w.violation == nil {
+		w.checkEnvs()
 	}
 	r := Result{Seed: o.Seed, Config: w.faults.String(), Violation: w.violation, Trace: w.trace, Steps: w.steps,
 		Messages: w.messages, Crashes: w.crashes, SimTime: w.now().Sub(epoch), Coverage: w.coverage, Fired: w.faults.fired, Final: w.final()}

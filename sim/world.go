@@ -13,6 +13,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -24,6 +25,7 @@ import (
 	"warden/actors/admission"
 	"warden/actors/clock"
 	"warden/actors/driver"
+	"warden/actors/environment"
 	"warden/actors/marquee"
 	"warden/httpapi"
 	"warden/persistence"
@@ -103,6 +105,13 @@ type world struct {
 	intents    map[string]*intent
 	chats      map[string]driver.Chats
 	ids        []string
+
+	// The preview world and what its oracles know.
+	preview       *previewWorld
+	envs          map[string]environment.Env
+	envIntents    map[string]*envIntent
+	envIDs        []string
+	lastEnvCommit environment.Output
 
 	// What the run reports.
 	trace     []string
@@ -200,7 +209,7 @@ func (w *world) start() {
 		RestartWindow: time.Minute,
 		IdleAfter:     20 * time.Minute,
 		Plant:         w.opts.Plant,
-		Env:           actors.EnvConfig{ReconcileEvery: -1}, // no environments in this world yet
+		Env:           w.envConfig(inc),
 		Fault:         w.fault,
 		Sim: &actors.SimHooks{
 			Dispatcher: w.q,
@@ -224,6 +233,8 @@ func (w *world) start() {
 			},
 			Committed:     w.committed,
 			PoolCommitted: w.poolCommitted,
+			EnvCommitted:  w.envCommitted,
+			EnvEffect:     w.envEffect(inc),
 		},
 	}
 	sys, err := actors.Start(cfg)
@@ -301,6 +312,17 @@ func (w *world) drain() {
 // fault is the shell's fault hook: actor panics, process crashes and
 // storage errors at each step of a transition.
 func (w *world) fault(point, id string) error {
+	if strings.HasPrefix(id, "env-") && point != actors.FaultBeforePersist && w.crashes < 25 {
+		// The environment boundaries of I11: a crash right after an
+		// attempt's intent is durable, and one in the middle of a removal.
+		intent := slices.ContainsFunc(w.lastEnvCommit.Effects, func(e environment.Effect) bool { _, ok := e.(environment.Do); return ok })
+		removing := !w.envs[id].State.Provisioning()
+		if intent && point == actors.FaultAfterPersist && w.faults.fire("env.crash.after-intent") ||
+			intent && removing && point == actors.FaultAfterEffects && w.faults.fire("env.crash.mid-removal") {
+			w.crashAt = "env " + point
+			panic(processCrash{point: w.crashAt})
+		}
+	}
 	if w.faults.fire("actor.panic." + point) {
 		w.logf("panic in %s at %s", id, point)
 		panic("injected panic at " + point)
@@ -687,6 +709,7 @@ func (w *world) repair() {
 // final is the outcome the convergence oracle compares.
 func (w *world) final() map[string]string {
 	out := map[string]string{}
+	w.finalEnvs(out)
 	for _, id := range w.ids {
 		s, ok := w.model[id]
 		switch {

@@ -36,8 +36,9 @@ const (
 	// PlantLeaseFencing accepts a result whatever its lease generation (E7
 	// off): a paused worker completes an attempt taken over (I13).
 	PlantLeaseFencing = "lease-fencing"
-	// PlantRouteCAS answers a route found at a newer generation by
-	// activating again over it (E8 off): the route moves back (I14).
+	// PlantRouteCAS activates a preview with a newer sibling and answers a
+	// route found at a newer generation by activating again over it (E8
+	// off): the route moves back (I14).
 	PlantRouteCAS = "route-cas"
 )
 
@@ -68,7 +69,13 @@ type Create struct {
 // Advance asks a worker (Owner) to take the next eligible transition: the
 // intent is recorded before the effect (E5). A worker finding an attempt
 // whose lease has expired takes it over and observes first (E7).
-type Advance struct{ Owner string }
+// BranchNewest is the newest route generation given out for the branch: a
+// preview with a newer sibling never activates the route, not even over an
+// absent one, since the newer one may have held it already (I14).
+type Advance struct {
+	Owner        string
+	BranchNewest uint64
+}
 
 // Observation is what a driver's observe reported.
 type Observation struct {
@@ -294,6 +301,37 @@ func (m Machine) eligible(e *Env, now time.Time) (string, bool) {
 	return "", true
 }
 
+// Wake is when the environment next needs its worker: at once (its last
+// update) when a transition is eligible and none is in flight, so a process
+// that died right after a commit picks the work up on recovery (I11);
+// otherwise a back-off ending, a lease expiring (a crashed worker's attempt
+// is taken over then), or TTL. Zero means nothing is due.
+func (m Machine) Wake(e Env) time.Time {
+	var at time.Time
+	earliest := func(t time.Time) {
+		if !t.IsZero() && (at.IsZero() || t.Before(at)) {
+			at = t
+		}
+	}
+	if e.Tombstone != nil {
+		return at
+	}
+	if e.LastFailure != nil && e.LastFailure.Retryable {
+		earliest(e.RetryAt)
+	}
+	if e.Attempt != nil {
+		earliest(e.Attempt.Lease.ExpiresAt)
+	} else if _, next := transitionFrom(e.State); next {
+		if _, ok := m.eligible(&e, e.UpdatedAt); ok {
+			earliest(e.UpdatedAt)
+		}
+	}
+	if e.Desired == "ready" {
+		earliest(e.ExpiresAt)
+	}
+	return at
+}
+
 func (m Machine) advance(e *Env, a Advance, now time.Time) Output {
 	if at := e.Attempt; at != nil {
 		if now.Before(at.Lease.ExpiresAt) {
@@ -326,12 +364,12 @@ func (m Machine) advance(e *Env, a Advance, now time.Time) Output {
 		e.Attempt = nil
 		return Output{Note: "removed; tombstone kept for leak audits (E12)"}
 	}
-	return m.begin(e, t, 0, a.Owner, now)
+	return m.begin(e, t, 0, a.Owner, a.BranchNewest, now)
 }
 
 // begin records the attempt (intent before effect, E5) and asks for the
 // step's effect.
-func (m Machine) begin(e *Env, t transition, stepIdx int, owner string, now time.Time) Output {
+func (m Machine) begin(e *Env, t transition, stepIdx int, owner string, branchNewest uint64, now time.Time) Output {
 	st := t.steps[stepIdx]
 	e.AttemptSeq++
 	e.LeaseGeneration++
@@ -340,6 +378,9 @@ func (m Machine) begin(e *Env, t transition, stepIdx int, owner string, now time
 		Lease: Lease{Owner: owner, Generation: e.LeaseGeneration, ExpiresAt: now.Add(m.Config.LeaseFor)}}
 	// An observe step's effect is its own verification.
 	e.Attempt.Verifying = st.op == Observe
+	if st.cap == Route && st.op == Apply && branchNewest > e.Generation && e.SupersededBy == 0 && m.Config.Plant != PlantRouteCAS {
+		m.supersede(e, branchNewest, now)
+	}
 	if e.SupersededBy > 0 && (st.cap == Route && st.op == Apply || st.cap == Smoke) {
 		// A newer generation of the branch holds the route: activating
 		// this one would pull it back (I14), and the hostname's smoke check
@@ -525,7 +566,7 @@ func (m Machine) stepDone(e *Env, detail, providerID string, now time.Time) Outp
 		Input: a.Input, Output: a.Output})
 	e.LastFailure, e.Failures, e.RetryAt = nil, 0, time.Time{}
 	if a.Step+1 < len(t.steps) {
-		out := m.begin(e, t, a.Step+1, a.Lease.Owner, now)
+		out := m.begin(e, t, a.Step+1, a.Lease.Owner, 0, now)
 		out.Note = detail + "; " + out.Note
 		return out
 	}
@@ -584,7 +625,15 @@ func (m Machine) remove(e *Env, reason string, now time.Time) Output {
 		return Output{Note: "already being removed"}
 	}
 	e.Desired, e.RemovalReason = "removed", reason
-	if e.State.provisioning() {
+	// A removal is itself one of the three outcomes (E15): drift still
+	// waiting for an operator is answered "continue removal", never left
+	// to rewind a preview that is going away.
+	for i := range e.Drift {
+		if e.Drift[i].Outcome == "" {
+			e.Drift[i].Outcome = "continue-removal"
+		}
+	}
+	if e.State.Provisioning() {
 		e.State = ExpiryRequest
 		if e.Attempt != nil {
 			e.Attempt = nil

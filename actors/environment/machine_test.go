@@ -70,7 +70,7 @@ func TestMachine(t *testing.T) {
 				}
 				return render(e, Output{Note: "created"}, m)
 			case "advance":
-				return step(Advance{Owner: arg("owner", "worker-a")})
+				return step(Advance{Owner: arg("owner", "worker-a"), BranchNewest: num("newest")})
 			case "ok", "timeout", "failed":
 				id, lg := cur()
 				return step(Result{AttemptID: id, LeaseGeneration: lg, OK: d.Cmd == "ok", Timeout: d.Cmd == "timeout",
@@ -101,6 +101,10 @@ func TestMachine(t *testing.T) {
 			case "run":
 				var b strings.Builder
 				for i := 0; i < 40; i++ {
+					if u := arg("until", ""); string(e.State) == u && e.Attempt == nil {
+						fmt.Fprintf(&b, "stopped at %s\n", u)
+						break
+					}
 					next, out := m.Step(e, Advance{Owner: "worker-a"}, now)
 					if len(out.Effects) == 0 && out.Changed {
 						e = next // a step satisfied without an effect

@@ -102,9 +102,9 @@ func transitionFrom(p Phase) (transition, bool) {
 	return transition{}, false
 }
 
-// provisioning reports whether p is on the provisioning path (removal not
+// Provisioning reports whether p is on the provisioning path (removal not
 // started).
-func (p Phase) provisioning() bool {
+func (p Phase) Provisioning() bool {
 	switch p {
 	case Requested, ArtifactReady, DataReady, AppStarting, AppReady, RouteActive, Ready:
 		return true

@@ -1,0 +1,605 @@
+package sim
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"warden/actors"
+	"warden/actors/driver"
+	"warden/actors/environment"
+)
+
+// The preview world: an artifact store, databases with migration ledgers,
+// application instances, a routing layer with compare-and-set, and a
+// notification sink, all keyed by the declared identities the controller
+// hands its drivers (E2). Manual changes (drift) are injected as weather.
+
+// migrations is the expected ledger of every preview database (E4).
+var migrations = []string{"001_init", "002_accounts", "003_previews"}
+
+type simDB struct {
+	owner  string
+	ledger []string
+}
+
+type simApp struct {
+	owner, revision string
+	running         bool
+}
+
+type simRoute struct {
+	gen uint64
+	env string
+}
+
+type previewWorld struct {
+	artifacts map[string]bool
+	dbs       map[string]*simDB
+	apps      map[string]*simApp
+	routes    map[string]simRoute // by branch
+	// routeHigh is the newest generation each branch route has held: a
+	// route set below it moved backwards (I14).
+	routeHigh map[string]uint64
+	// fence is the newest lease generation each environment's drivers have
+	// seen; the targets refuse an effect under an older one (E7).
+	fence map[string]uint64
+	// notified is the URL each notification key was delivered with (E10).
+	notified map[string]string
+}
+
+func newPreviewWorld() *previewWorld {
+	return &previewWorld{artifacts: map[string]bool{}, dbs: map[string]*simDB{}, apps: map[string]*simApp{},
+		routes: map[string]simRoute{}, routeHigh: map[string]uint64{}, fence: map[string]uint64{}, notified: map[string]string{}}
+}
+
+// envIntent is what the workload wants of an environment.
+type envIntent struct {
+	branch, revision string
+	data             environment.DataPolicy
+	ttl              time.Duration
+	removed          bool
+}
+
+// previewDriver is every capability of the preview world behind the
+// driver contract (E13), called by the real environment actors.
+type previewDriver struct{ w *world }
+
+var errDisconnected = errors.New("connection reset by peer")
+
+// Do implements driver.Capability.
+func (d previewDriver) Do(_ context.Context, r driver.CapabilityRequest) (driver.CapabilityResult, error) {
+	w, p := d.w, d.w.preview
+	if r.Op == "observe" {
+		return driver.CapabilityResult{OK: true, Observation: w.observeResource(r)}, nil
+	}
+	if w.faults.fire("env.driver-transient") {
+		return driver.CapabilityResult{}, errors.New("provider answered 503")
+	}
+	if r.LeaseGeneration < p.fence[r.EnvID] {
+		// The target refuses an obsolete worker (E7).
+		w.cover("E7")
+		return driver.CapabilityResult{Category: "conflict", Message: fmt.Sprintf("lease generation %d is obsolete", r.LeaseGeneration)}, nil
+	}
+	p.fence[r.EnvID] = r.LeaseGeneration
+	switch r.Capability + "/" + r.Op {
+	case "artifact/apply":
+		p.artifacts[r.Identity] = true
+	case "database/apply":
+		// Create-or-find: a same-name database of someone else is found,
+		// not replaced; the controller's observation sees its owner (E3).
+		if p.dbs[r.Identity] == nil {
+			p.dbs[r.Identity] = &simDB{owner: r.EnvID}
+		}
+	case "migrations/apply":
+		db := p.dbs[r.Identity]
+		if db == nil || db.owner != r.EnvID {
+			return driver.CapabilityResult{Category: "transient", Message: "no database " + r.Identity}, nil
+		}
+		// The ledger is read first; only missing migrations run.
+		for _, m := range migrations {
+			if !slices.Contains(db.ledger, m) {
+				db.ledger = append(db.ledger, m)
+			}
+		}
+		if w.faults.fire("env.migration-disconnect") {
+			w.logf("migrations of %s committed, client disconnected", r.Identity)
+			return driver.CapabilityResult{}, errDisconnected
+		}
+	case "app/apply":
+		if a, ok := p.apps[r.Identity]; !ok || a.owner == r.EnvID {
+			p.apps[r.Identity] = &simApp{owner: r.EnvID, revision: r.Revision, running: true}
+		}
+	case "route/apply":
+		cur := p.routes[r.Branch]
+		if cur.gen <= r.ExpectedRoute || cur.gen == r.Generation {
+			if r.Generation < p.routeHigh[r.Branch] {
+				w.violate("I14", "route %s moved from generation %d back to %d (%s)", r.Branch, p.routeHigh[r.Branch], r.Generation, r.EnvID)
+			}
+			p.routes[r.Branch] = simRoute{gen: r.Generation, env: r.EnvID}
+			p.routeHigh[r.Branch] = max(p.routeHigh[r.Branch], r.Generation)
+			w.cover("I14")
+		}
+		if w.faults.fire("env.route-response-lost") {
+			w.logf("route %s set, response lost", r.Branch)
+			return driver.CapabilityResult{}, driver.ErrTimeout
+		}
+	case "smoke/apply":
+		return driver.CapabilityResult{OK: true, Observation: w.observeResource(r)}, nil
+	case "route/remove":
+		if p.routes[r.Branch].gen == r.Generation {
+			delete(p.routes, r.Branch)
+		}
+	case "app/remove":
+		if a, ok := p.apps[r.Identity]; ok && a.owner == r.EnvID {
+			delete(p.apps, r.Identity)
+		}
+	case "migrations/remove":
+		if db, ok := p.dbs[r.Identity]; ok && db.owner == r.EnvID {
+			db.ledger = nil
+		}
+	case "database/remove":
+		if db, ok := p.dbs[r.Identity]; ok && db.owner == r.EnvID {
+			delete(p.dbs, r.Identity)
+		}
+	default:
+		return driver.CapabilityResult{Category: "configuration", Message: "unsupported " + r.Capability + "/" + r.Op}, nil
+	}
+	if r.Capability != "route" && w.faults.fire("env.timeout-after-effect") {
+		w.logf("%s %s %s done, answer lost", r.Op, r.Capability, r.Identity)
+		return driver.CapabilityResult{}, driver.ErrTimeout
+	}
+	return driver.CapabilityResult{OK: true}, nil
+}
+
+// observeResource reads the world's truth under a declared identity,
+// without changing it (E13).
+func (w *world) observeResource(r driver.CapabilityRequest) *driver.CapabilityObservation {
+	p := w.preview
+	o := &driver.CapabilityObservation{}
+	switch r.Capability {
+	case "artifact":
+		o.Exists, o.Matches = p.artifacts[r.Identity], p.artifacts[r.Identity]
+	case "database":
+		// It answers queries, as its owner.
+		if db, ok := p.dbs[r.Identity]; ok {
+			o.Exists, o.Owner, o.Matches = true, db.owner, true
+		}
+	case "migrations":
+		// The ledger inside the database, against the expected list.
+		if db, ok := p.dbs[r.Identity]; ok && len(db.ledger) > 0 {
+			o.Exists, o.Owner, o.Matches = true, db.owner, slices.Equal(db.ledger, migrations)
+			o.Detail = "ledger " + strings.Join(db.ledger, ",")
+		}
+	case "app":
+		if a, ok := p.apps[r.Identity]; ok {
+			o.Exists, o.Owner, o.Matches = true, a.owner, a.running && a.revision == r.Revision
+			o.Detail = fmt.Sprintf("running=%t revision=%s", a.running, a.revision)
+		}
+	case "route":
+		if rt, ok := p.routes[r.Branch]; ok {
+			o.Exists, o.Owner, o.Matches, o.RouteTarget = true, rt.env, true, rt.gen
+		}
+	case "smoke":
+		// Through the branch hostname: the route's environment answers.
+		rt, ok := p.routes[r.Branch]
+		a := p.apps["app-"+rt.env]
+		if ok && a != nil && a.running {
+			o.Exists, o.Owner, o.Matches = true, rt.env, rt.env == r.EnvID && a.revision == r.Revision
+		}
+	}
+	return o
+}
+
+// notifyTransport is the notification sink (E10).
+type notifyTransport struct{ w *world }
+
+func (t notifyTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	w := t.w
+	var n struct{ Key, Event, URL string }
+	if err := json.NewDecoder(io.LimitReader(req.Body, 1<<16)).Decode(&n); err != nil {
+		return respond(400, "bad body"), nil
+	}
+	if req.Header.Get("Idempotency-Key") != n.Key {
+		w.violate("E10", "notification %s delivered under identity %q", n.Key, req.Header.Get("Idempotency-Key"))
+	}
+	if w.faults.fire("env.notify-down") {
+		return respond(503, "sink down"), nil
+	}
+	if first, ok := w.preview.notified[n.Key]; ok && first != n.URL {
+		w.violate("E10", "notification %s repeated with URL %s, first %s", n.Key, n.URL, first)
+	}
+	w.preview.notified[n.Key] = n.URL
+	w.cover("E10")
+	return respond(204, ""), nil
+}
+
+// envEffect runs an environment driver call; a paused worker comes back
+// after its lease expired (E7, I13), and a second worker may try the
+// leased transition meanwhile.
+func (w *world) envEffect(inc int) func(req driver.CapabilityRequest, run func(ctx context.Context)) {
+	return func(req driver.CapabilityRequest, run func(ctx context.Context)) {
+		delay := w.uniform(0, 3*time.Second)
+		if req.Op == "apply" && w.faults.fire("env.paused-worker") {
+			delay = environment.DefaultConfig().LeaseFor + w.uniform(10*time.Second, 2*time.Minute)
+			w.logf("worker for %s %s %s pauses %s", req.EnvID, req.Capability, req.AttemptID, delay)
+		}
+		if w.faults.fire("env.second-worker") {
+			id := req.EnvID
+			w.after(w.uniform(0, time.Second), "worker-b", func() {
+				if w.inc == inc {
+					_, err := w.sys.EnvironmentCommand(context.Background(), id, environment.Advance{Owner: "worker-b"})
+					w.logf("worker-b advances %s: err=%v", id, err)
+				}
+			})
+		}
+		w.after(delay, "effect", func() {
+			if w.inc == inc {
+				run(context.Background())
+			}
+		})
+	}
+}
+
+var ruleCite = regexp.MustCompile(`\bE[0-9]+\b`)
+
+// envCommitted is the oracle on every durable environment transition.
+func (w *world) envCommitted(ev environment.Event, before, after environment.Env, out environment.Output) {
+	w.envs[after.ID] = after
+	w.lastEnvCommit = out
+	w.logf("%s %T %s -> %s: %s", after.ID, ev, before.State, after.State, out.Note)
+	for _, r := range ruleCite.FindAllString(out.Note, -1) {
+		w.cover(r)
+	}
+	switch ev := ev.(type) {
+	case environment.Create:
+		w.cover("E1")
+	case environment.Result:
+		// I13: a result under a lease generation that is not current never
+		// commits a transition.
+		if a := before.Attempt; a != nil && ev.LeaseGeneration != a.Lease.Generation && !out.Rejected {
+			w.violate("I13", "%s: result of lease generation %d committed over current %d", after.ID, ev.LeaseGeneration, a.Lease.Generation)
+		}
+		if out.Rejected {
+			w.cover("I13")
+		}
+		if ev.Observation != nil {
+			w.cover("E4")
+		}
+	case environment.Advance:
+		// E7: a second worker never takes a transition under a live lease.
+		if a := before.Attempt; a != nil && w.now().Before(a.Lease.ExpiresAt) && ev.Owner != a.Lease.Owner {
+			w.violate("E7", "%s: %s took attempt %s leased to %s until %s", after.ID, ev.Owner, a.ID, a.Lease.Owner, a.Lease.ExpiresAt)
+		}
+		if before.LastFailure != nil && after.Attempt != nil && after.Attempt.From == before.State {
+			w.cover("E6") // retried from the last verified state
+		}
+	case environment.AtRest:
+		w.cover("E14")
+	case environment.Expire:
+		w.cover("E14")
+	case environment.Action:
+		w.cover("E16")
+	case environment.Delivered:
+		if before.State != after.State {
+			w.violate("E10", "%s: a delivery report changed the state %s -> %s", after.ID, before.State, after.State)
+		}
+	}
+	for _, eff := range out.Effects {
+		switch d := eff.(type) {
+		case environment.Do:
+			// E2, E5: the declared identity, under the recorded attempt.
+			if d.Identity != after.Identity(d.Capability) {
+				w.violate("E2", "%s: %s called under %q, declared %q", after.ID, d.Capability, d.Identity, after.Identity(d.Capability))
+			}
+			w.cover("E2")
+			if after.Attempt == nil || after.Attempt.ID != d.AttemptID || after.Attempt.Lease.Generation != d.LeaseGeneration {
+				w.violate("E5", "%s: effect %s %s without its attempt recorded", after.ID, d.Op, d.Capability)
+			}
+		case environment.Send:
+			w.cover("E10")
+		}
+	}
+	if after.LastFailure != nil && before.LastFailure == nil {
+		w.cover("E9")
+		if after.LastFailure.Category == environment.Conflict {
+			w.cover("E3")
+		}
+	}
+	if len(after.Drift) > len(before.Drift) {
+		w.cover("E15")
+	}
+	if len(after.Receipts) > len(before.Receipts) {
+		if r := after.Receipts[len(after.Receipts)-1]; r.Input != "" && r.Output != "" {
+			w.cover("E13")
+		}
+	}
+	if after.Tombstone != nil && before.Tombstone == nil {
+		w.cover("E12")
+	}
+	if after.State != before.State && !after.State.Provisioning() {
+		w.cover("E11")
+	}
+}
+
+// --- the workload ----------------------------------------------------------------
+
+// envWorkload draws the environments from the seed alone. Two rules keep a
+// fault-free run a fair reference (decided): creates on one branch are at
+// least 40 minutes apart, so the branch's generations come in the same
+// order in both runs; and only the oldest live preview of a branch is
+// removed, so whether a newer one activated before a removal cannot decide
+// which preview ends superseded.
+func (w *world) envWorkload() {
+	r := rand.New(rand.NewPCG(w.opts.Seed, 5))
+	branches := []string{"main", "feature-search"}[:1+r.IntN(2)]
+	n := 2 + r.IntN(3)
+	lastOn := map[string]time.Time{}
+	byBranch := map[string][]string{}
+	var creates []time.Time
+	for i := 0; i < n; i++ {
+		id := fmt.Sprintf("env-%d", i)
+		b := branches[r.IntN(len(branches))]
+		at := epoch.Add(time.Duration(r.IntN(90)) * time.Minute)
+		if last, ok := lastOn[b]; ok && at.Before(last.Add(40*time.Minute)) {
+			at = last.Add(time.Duration(40+r.IntN(30)) * time.Minute)
+		}
+		lastOn[b] = at
+		in := &envIntent{branch: b, revision: fmt.Sprintf("rev%d", r.IntN(1000))}
+		if r.IntN(4) == 0 {
+			in.data = environment.Preserve
+		}
+		w.envIDs = append(w.envIDs, id)
+		w.envIntents[id] = in
+		byBranch[b] = append(byBranch[b], id)
+		creates = append(creates, at)
+	}
+	for i, id := range w.envIDs {
+		in := w.envIntents[id]
+		if len(byBranch[in.branch]) == 1 && r.IntN(2) == 0 {
+			in.ttl = time.Duration(90+r.IntN(90)) * time.Minute
+		}
+		w.at(creates[i], "operator", func() { w.createEnv(id) })
+	}
+	for _, b := range branches {
+		ids := byBranch[b]
+		if len(ids) == 0 || r.IntN(3) == 0 {
+			continue
+		}
+		// The oldest preview of the branch goes, after its successors exist.
+		last := creates[slices.Index(w.envIDs, ids[len(ids)-1])]
+		at := last.Add(time.Duration(20+r.IntN(60)) * time.Minute)
+		id := ids[0]
+		w.at(at, "operator", func() { w.removeEnv(id) })
+	}
+	if w.faults.off {
+		return
+	}
+	for t := epoch.Add(time.Hour); t.Before(epoch.Add(w.opts.FaultyPhase)); t = t.Add(time.Duration(10+w.rnd.IntN(30)) * time.Minute) {
+		w.at(t, "drift", w.manualDrift)
+	}
+}
+
+func (w *world) createEnv(id string) {
+	in := w.envIntents[id]
+	if _, ok := w.envs[id]; !ok && w.faults.fire("env.wrong-owner") && w.preview.dbs["db-"+id] == nil {
+		w.preview.dbs["db-"+id] = &simDB{owner: "intruder"}
+		w.logf("a database db-%s of someone else appears", id)
+	}
+	body := map[string]any{"id": id, "branch": in.branch, "revision": in.revision, "data": string(in.data)}
+	if in.data == "" {
+		body["data"] = string(environment.Disposable)
+	}
+	if in.ttl > 0 {
+		body["ttl"] = in.ttl.String()
+	}
+	st, _, crashed := w.call("POST", "/v1/environments", opToken, body, "")
+	w.logf("create %s (%s) -> %d crashed=%t", id, in.branch, st, crashed)
+	if st != http.StatusCreated && st != http.StatusConflict {
+		w.after(time.Minute, "operator", func() { w.createEnv(id) })
+	}
+}
+
+func (w *world) removeEnv(id string) {
+	w.envIntents[id].removed = true
+	st, _, crashed := w.call("POST", "/v1/environments/"+id+"/remove", opToken, map[string]any{"reason": "branch merged", "actor": "sim"}, "")
+	w.logf("remove %s -> %d crashed=%t", id, st, crashed)
+}
+
+// manualDrift is someone changing the preview world by hand (E15): an
+// application killed, a route deleted, a migration rolled back, or a
+// database brought back after its environment's tombstone (I12).
+func (w *world) manualDrift() {
+	if !w.faults.fire("env.manual-drift") {
+		return
+	}
+	var ready, gone []string
+	for _, id := range w.envIDs {
+		e, ok := w.envs[id]
+		switch {
+		case !ok:
+		case e.Tombstone != nil:
+			gone = append(gone, id)
+		case e.State == environment.Ready && e.Attempt == nil:
+			ready = append(ready, id)
+		}
+	}
+	p := w.preview
+	switch k := w.rnd.IntN(4); {
+	case k == 3 && len(gone) > 0:
+		id := gone[w.rnd.IntN(len(gone))]
+		if p.dbs["db-"+id] == nil {
+			p.dbs["db-"+id] = &simDB{owner: id, ledger: slices.Clone(migrations)}
+			w.logf("drift: db-%s restored from a backup after the tombstone", id)
+		}
+	case len(ready) > 0:
+		id := ready[w.rnd.IntN(len(ready))]
+		e := w.envs[id]
+		switch k {
+		case 0:
+			if a := p.apps["app-"+id]; a != nil {
+				a.running = false
+				w.logf("drift: app-%s killed", id)
+			}
+		case 1:
+			if p.routes[e.Branch].env == id {
+				delete(p.routes, e.Branch)
+				w.logf("drift: route %s deleted", e.Branch)
+			}
+		default:
+			if db := p.dbs["db-"+id]; db != nil && len(db.ledger) > 0 {
+				db.ledger = db.ledger[:len(db.ledger)-1]
+				w.logf("drift: a migration of db-%s rolled back", id)
+			}
+		}
+	}
+}
+
+// repairEnvs is the quiet phase's operator for environments: it reads each
+// view (E17) and answers what waits for a person, toward the workload's
+// intent, through the real HTTP API.
+func (w *world) repairEnvs() {
+	for _, id := range w.envIDs {
+		in := w.envIntents[id]
+		st, body, _ := w.call("GET", "/v1/environments/"+id, opToken, nil, "")
+		if st == http.StatusNotFound {
+			if !in.removed {
+				w.createEnv(id)
+			}
+			continue
+		}
+		if st != http.StatusOK {
+			continue
+		}
+		var v struct {
+			State       environment.Phase
+			Desired     string
+			Actions     []string
+			LastFailure *environment.Failure `json:"last_failure"`
+			Drift       []environment.Drift
+			Tombstone   *environment.Tombstone
+		}
+		if err := json.Unmarshal(body, &v); err != nil {
+			w.violate("E17", "%s: view does not decode: %v", id, err)
+			continue
+		}
+		w.cover("E17")
+		act := func(name, reason string) {
+			st, _, _ := w.call("POST", "/v1/environments/"+id+"/actions/"+name, opToken, map[string]any{"actor": "sim-operator", "reason": reason}, "")
+			w.logf("operator %s %s -> %d", name, id, st)
+		}
+		open := -1
+		for i, d := range v.Drift {
+			if d.Outcome == "" {
+				open = i
+				break
+			}
+		}
+		switch {
+		case in.removed && v.Desired != "removed" && v.Tombstone == nil:
+			w.removeEnv(id)
+		case open >= 0 && v.Tombstone != nil:
+			act("continue-removal", "leaked resource")
+		case open >= 0:
+			act("repair", "back to the current generation")
+		case v.LastFailure != nil && slices.Contains(v.Actions, "continue-removal"):
+			act("continue-removal", "preview data may go")
+		case v.LastFailure != nil && !v.LastFailure.Retryable:
+			if db := w.preview.dbs["db-"+id]; db != nil && db.owner != id && v.LastFailure.Category == environment.Conflict {
+				delete(w.preview.dbs, "db-"+id)
+				w.logf("operator moves the foreign db-%s away", id)
+			}
+			act("resume", "looked into it")
+		}
+	}
+}
+
+// checkEnvs is the end-of-run oracle of the preview world (I12): nothing
+// an environment owned outlives its tombstone undetected.
+func (w *world) checkEnvs() {
+	p := w.preview
+	for _, id := range w.envIDs {
+		e, ok := w.envs[id]
+		if !ok || e.Tombstone == nil {
+			continue
+		}
+		detected := func(identity string) bool {
+			return slices.ContainsFunc(e.Drift, func(d environment.Drift) bool { return d.Identity == identity && d.Outcome == "" })
+		}
+		if db := p.dbs["db-"+id]; db != nil && db.owner == id && !detected("db-"+id) {
+			w.violate("I12", "db-%s outlives the tombstone of %s undetected", id, id)
+		}
+		if a := p.apps["app-"+id]; a != nil && a.owner == id && !detected("app-"+id) {
+			w.violate("I12", "app-%s outlives the tombstone of %s undetected", id, id)
+		}
+		if rt, ok := p.routes[e.Branch]; ok && rt.env == id {
+			w.violate("I12", "route %s still resolves to removed %s", e.Branch, id)
+		}
+		w.cover("I12")
+	}
+}
+
+// finalEnvs is the preview half of the convergence oracle: each
+// environment's state and the external resources. Artifacts are shared
+// build outputs no environment owns (decided), and deliveries are not
+// resources, so neither is compared.
+func (w *world) finalEnvs(out map[string]string) {
+	for _, id := range w.envIDs {
+		e, ok := w.envs[id]
+		if !ok {
+			out[id] = "absent"
+			continue
+		}
+		open := 0
+		for _, d := range e.Drift {
+			if d.Outcome == "" {
+				open++
+			}
+		}
+		if e.Tombstone != nil {
+			// Whether a removed preview saw a newer one before it went is
+			// timing, not outcome.
+			out[id] = fmt.Sprintf("tombstone open-drift=%d", open)
+			continue
+		}
+		// Which newer generation a superseded preview saw first is timing
+		// too; that it is superseded is not.
+		out[id] = fmt.Sprintf("%s/%s superseded=%t open-drift=%d", e.State, e.Desired, e.SupersededBy > 0, open)
+	}
+	p := w.preview
+	var res []string
+	for _, k := range sortedKeys(p.dbs) {
+		res = append(res, fmt.Sprintf("%s(%s %s)", k, p.dbs[k].owner, strings.Join(p.dbs[k].ledger, ",")))
+	}
+	for _, k := range sortedKeys(p.apps) {
+		res = append(res, fmt.Sprintf("%s(%s %s running=%t)", k, p.apps[k].owner, p.apps[k].revision, p.apps[k].running))
+	}
+	for _, k := range sortedKeys(p.routes) {
+		// By holder: a create that crashed skips a branch number.
+		res = append(res, fmt.Sprintf("route-%s(%s)", k, p.routes[k].env))
+	}
+	out["preview-resources"] = strings.Join(res, " ")
+}
+
+// envConfig wires the preview world into one incarnation.
+func (w *world) envConfig(inc int) actors.EnvConfig {
+	mc := environment.DefaultConfig()
+	mc.Plant = w.opts.Plant
+	drv := previewDriver{w}
+	drivers := map[environment.Capability]driver.Capability{}
+	for _, c := range []environment.Capability{environment.Artifact, environment.Database, environment.Migrations,
+		environment.App, environment.Route, environment.Smoke} {
+		drivers[c] = drv
+	}
+	return actors.EnvConfig{Machine: environment.Machine{Config: mc}, Drivers: drivers, Worker: fmt.Sprintf("warden-%d", inc),
+		NotifyEndpoint: "https://notify.sim/hook", Client: &http.Client{Transport: notifyTransport{w}},
+		NotifyBackoff: time.Minute, ReconcileEvery: 5 * time.Minute}
+}
