@@ -84,7 +84,7 @@ func (d capDriver) Do(_ context.Context, r driver.CapabilityRequest) (driver.Cap
 		o.Exists, o.Matches = p.ledger[r.Identity], p.ledger[r.Identity]
 	case environment.Smoke:
 		_, app := p.res["app-"+r.EnvID]
-		o.Exists, o.Matches = app && p.route[r.Branch] == r.Generation, true
+		o.Exists, o.Matches, o.RouteTarget = app && p.route[r.Branch] == r.Generation, true, p.route[r.Branch]
 	default:
 		owner, ok := p.res[r.Identity]
 		o.Exists, o.Owner, o.Matches = ok, owner, ok

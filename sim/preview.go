@@ -195,6 +195,7 @@ func (w *world) observeResource(r driver.CapabilityRequest) *driver.CapabilityOb
 		if ok && a != nil && a.running {
 			o.Exists, o.Owner, o.Matches = true, rt.env, rt.env == r.EnvID && a.revision == r.Revision
 		}
+		o.RouteTarget = rt.gen
 	}
 	return o
 }

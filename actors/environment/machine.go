@@ -316,11 +316,13 @@ func (m Machine) Wake(e Env) time.Time {
 	if e.Tombstone != nil {
 		return at
 	}
-	if e.LastFailure != nil && e.LastFailure.Retryable {
-		earliest(e.RetryAt)
-	}
 	if e.Attempt != nil {
+		// Only the lease matters while an attempt is in flight: a back-off
+		// that led to it is over (a past wake here would be spent on a
+		// leased attempt and the expiry never armed).
 		earliest(e.Attempt.Lease.ExpiresAt)
+	} else if e.LastFailure != nil && e.LastFailure.Retryable && !e.RetryAt.IsZero() {
+		earliest(e.RetryAt)
 	} else if _, next := transitionFrom(e.State); next {
 		if _, ok := m.eligible(&e, e.UpdatedAt); ok {
 			earliest(e.UpdatedAt)
@@ -457,6 +459,16 @@ func (m Machine) verify(e *Env, o Observation, now time.Time) Output {
 		// is not ours to remove and is already absent for us (E11).
 		o.Exists = o.Exists && o.RouteTarget == e.Generation
 		o.Owner = e.ID
+	}
+	if a.Capability == Smoke {
+		if o.RouteTarget > e.Generation {
+			// Between activation and the smoke check a newer preview took
+			// the branch hostname: superseded, not a failure (I14).
+			m.supersede(e, o.RouteTarget, now)
+			m.setResource(e, Route, "", "superseded")
+			return m.stepDone(e, fmt.Sprintf("the hostname serves newer generation %d: superseded (E8, I14)", o.RouteTarget), "", now)
+		}
+		o.Owner = e.ID // the hostname's answer is not an ownership claim (E3)
 	}
 	if o.Exists && o.Owner != "" && o.Owner != e.ID {
 		// E3: a same-name resource owned by someone else is a conflict,

@@ -235,3 +235,37 @@ func TestChangedReportsRealChangesOnly(t *testing.T) {
 		t.Fatalf("waiting on a lease is not a change: %+v", out)
 	}
 }
+
+// TestWakeFollowsTheLeaseNotASpentBackoff: found by the simulator (seed
+// 243). After a transient failure the retry attempt started, but the wake
+// stayed at the spent back-off: a restart woke the environment at once, found
+// the attempt leased, and never armed the lease's expiry, so a crash after
+// the intent (I11) left the attempt unfinished forever (E7).
+func TestWakeFollowsTheLeaseNotASpentBackoff(t *testing.T) {
+	m := Machine{Config: DefaultConfig()}
+	now := epoch
+	e, err := m.New(Create{ID: "env-1", Branch: "main", Revision: "r1"}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := m.Wake(e); !got.Equal(now) {
+		t.Fatalf("a new environment is due at once (its first transition is eligible), wake %v", got)
+	}
+	e, _ = m.Step(e, Advance{Owner: "w"}, now)
+	e, _ = m.Step(e, Result{AttemptID: e.Attempt.ID, LeaseGeneration: e.Attempt.Lease.Generation, Category: Transient, Message: "503"}, now)
+	if got := m.Wake(e); !got.Equal(e.RetryAt) {
+		t.Fatalf("after a transient failure the wake is the back-off's end %v, got %v", e.RetryAt, got)
+	}
+	now = e.RetryAt
+	e, _ = m.Step(e, Advance{Owner: "w"}, now)
+	if e.Attempt == nil {
+		t.Fatal("the retry attempt started")
+	}
+	if got := m.Wake(e); !got.Equal(e.Attempt.Lease.ExpiresAt) {
+		t.Fatalf("with an attempt in flight the wake is its lease expiry %v, got %v", e.Attempt.Lease.ExpiresAt, got)
+	}
+	e, _ = m.Step(e, Result{AttemptID: e.Attempt.ID, LeaseGeneration: e.Attempt.Lease.Generation, Category: Configuration, Message: "bad"}, now)
+	if got := m.Wake(e); !got.IsZero() {
+		t.Fatalf("a failure needing new input wakes nothing, got %v", got)
+	}
+}

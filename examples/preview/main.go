@@ -202,7 +202,9 @@ func (d drivers) do(r request) (result, error) {
 			return observed(false, "", false, "no route"), nil
 		}
 		body, err := get(cur.Port, "/")
-		return observed(err == nil, r.EnvID, err == nil && strings.Contains(body, r.Revision), body), nil
+		res := observed(err == nil, cur.Env, err == nil && cur.Env == r.EnvID && strings.Contains(body, r.Revision), body)
+		res.Observation.RouteTarget = cur.Generation // a newer preview may hold the hostname by now
+		return res, nil
 	}
 	return result{Category: "configuration", Message: "unsupported " + r.Capability + "/" + r.Op}, nil
 }
