@@ -54,10 +54,30 @@ type faults struct {
 	rnd   *rand.Rand
 	fired map[string]int
 	off   bool
+	// once: the only point on, firing the first time it is reached and
+	// never again (I11: a single fault at one boundary).
+	once string
 }
 
-func drawFaults(seed uint64, none bool) *faults {
-	f := &faults{rate: map[string]float64{}, rnd: rand.New(rand.NewPCG(seed, 2)), fired: map[string]int{}, off: none}
+// I11Boundaries are the fault points of I11's boundaries, in its order.
+var I11Boundaries = []string{
+	"env.crash.after-intent",   // crash after intent
+	"env.timeout-after-effect", // external success followed by timeout
+	"env.second-worker",        // two workers with overlapping leases
+	"env.paused-worker",        // stale worker completing after takeover
+	"env.route-response-lost",  // route updated but response lost
+	"env.migration-disconnect", // migration committed but client disconnected
+	"env.notify-down",          // notification unavailable after readiness
+	"env.crash.mid-removal",    // removal partially complete
+	"env.wrong-owner",          // resource present with wrong ownership
+}
+
+func drawFaults(seed uint64, none bool, once string) *faults {
+	f := &faults{rate: map[string]float64{}, rnd: rand.New(rand.NewPCG(seed, 2)), fired: map[string]int{}, off: none, once: once}
+	if once != "" && !none {
+		f.rate[once] = 1
+		return f
+	}
 	swarm := rand.New(rand.NewPCG(seed, 4))
 	rates := []float64{0.01, 0.05, 0.15, 0.3}
 	// Crashes and panics fire at every transition, recovery's included, so
@@ -84,7 +104,7 @@ func (f *faults) fire(point string) bool {
 		return false
 	}
 	r, ok := f.rate[point]
-	if !ok {
+	if !ok || f.once != "" && f.fired[point] > 0 {
 		return false
 	}
 	if f.rnd.Float64() < r {

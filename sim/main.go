@@ -23,6 +23,7 @@ func Main(args []string, stdout, stderr io.Writer, report func(path, heading, se
 	trace := fs.Bool("trace", false, "print the whole trace of each seed")
 	reportPath := fs.String("report", "", "write the figures (compression, rate, coverage) to this markdown file")
 	planted := fs.Bool("planted", false, "for each planted bug, find the first seed that catches it")
+	once := fs.String("once", "", "switch on only this fault point, firing once (an I11 boundary: "+strings.Join(I11Boundaries, ", ")+")")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -45,7 +46,7 @@ func Main(args []string, stdout, stderr io.Writer, report func(path, heading, se
 	start := time.Now()
 	failed := 0
 	for _, s := range list {
-		o := Options{Seed: s, Plant: *plant}
+		o := Options{Seed: s, Plant: *plant, Once: *once}
 		var r Result
 		if *determinism {
 			first, div := CheckDeterminism(o)

@@ -55,7 +55,7 @@ func Run(o Options) Result {
 	mc := marquee.DefaultConfig()
 	mc.Plant = o.Plant
 	w := &world{
-		opts: o, faults: drawFaults(o.Seed, o.FaultFree), rnd: rand.New(rand.NewPCG(o.Seed, 3)),
+		opts: o, faults: drawFaults(o.Seed, o.FaultFree, o.Once), rnd: rand.New(rand.NewPCG(o.Seed, 3)),
 		clock: clock.NewManual(epoch), end: epoch.Add(o.FaultyPhase + o.QuietPhase), machine: marquee.Machine{Config: mc},
 		fs: vfs.NewCrashableMem(), model: map[string]marquee.State{}, pools: map[string]admission.Pool{},
 		granted: map[string]uint64{}, dispatched: map[string]map[uint64]bool{},

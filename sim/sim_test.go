@@ -65,3 +65,33 @@ func TestPlantedBugsAreCaught(t *testing.T) {
 		})
 	}
 }
+
+// TestI11EachBoundaryOnce: for each boundary of I11, a fault injected once
+// (the only fault of the run), then the controller runs until no transition
+// is eligible; the environments' final states and the preview world's
+// resources must equal a fault-free run of the same workload (Check's
+// convergence oracle), and I12-I14 hold throughout. Each boundary is tried
+// on the first two seeds whose workload reaches it.
+func TestI11EachBoundaryOnce(t *testing.T) {
+	for _, point := range I11Boundaries {
+		t.Run(point, func(t *testing.T) {
+			hit := 0
+			for seed := uint64(1); seed <= 30 && hit < 2; seed++ {
+				r := Check(Options{Seed: seed, Once: point})
+				report(t, r)
+				if r.Fired[point] > 1 {
+					t.Fatalf("seed %d: %s fired %d times, once expected", seed, point, r.Fired[point])
+				}
+				if r.Fired[point] == 1 {
+					hit++
+					if point == "env.paused-worker" && r.Coverage["I13"] == 0 {
+						t.Errorf("seed %d: the paused worker's late result was not seen rejected (I13)", seed)
+					}
+				}
+			}
+			if hit < 2 {
+				t.Fatalf("%s fired in %d of 30 seeds; the workload does not reach it", point, hit)
+			}
+		})
+	}
+}

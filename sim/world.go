@@ -123,9 +123,11 @@ type world struct {
 
 // Options of one run.
 type Options struct {
-	Seed        uint64
-	Plant       string
-	FaultFree   bool
+	Seed      uint64
+	Plant     string
+	FaultFree bool
+	// Once switches on this one fault point only, to fire once (I11).
+	Once        string
 	FaultyPhase time.Duration
 	QuietPhase  time.Duration
 }
