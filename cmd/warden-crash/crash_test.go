@@ -18,7 +18,7 @@ func TestCrashFiftyKills(t *testing.T) {
 	if err != nil {
 		t.Fatalf("seed %d: %v (replay the schedule: go run ./cmd/warden-crash -kills 50 -seed %d)", seed, err, seed)
 	}
-	if rep.Kills < 50 || rep.AppliedChecked == 0 || rep.AdmissionsChecked == 0 || rep.SilentVerified == 0 {
+	if rep.Kills < 50 || rep.AppliedChecked == 0 || rep.AdmissionsChecked == 0 || rep.SilentVerified == 0 || rep.Envs == 0 || rep.EnvsChecked == 0 {
 		t.Fatalf("the run did not exercise enough: %v", rep)
 	}
 }

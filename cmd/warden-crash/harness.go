@@ -41,12 +41,14 @@ type Report struct {
 	AdmissionsChecked int
 	Dispatches        int
 	SilentVerified    int // silent workflows whose retries fired once each
+	Envs              int // preview environments settled and checked at the end
+	EnvsChecked       int // environment records found again after restarts
 	Elapsed           time.Duration
 }
 
 func (r Report) String() string {
-	return fmt.Sprintf("seed=%d kills=%d restarts=%d marquees=%d applied-callbacks-checked=%d admissions-checked=%d dispatches=%d silent-workflows-verified=%d elapsed=%s",
-		r.Seed, r.Kills, r.Restarts, r.Marquees, r.AppliedChecked, r.AdmissionsChecked, r.Dispatches, r.SilentVerified, r.Elapsed.Round(time.Second))
+	return fmt.Sprintf("seed=%d kills=%d restarts=%d marquees=%d applied-callbacks-checked=%d admissions-checked=%d dispatches=%d silent-workflows-verified=%d environments=%d environment-records-checked=%d elapsed=%s",
+		r.Seed, r.Kills, r.Restarts, r.Marquees, r.AppliedChecked, r.AdmissionsChecked, r.Dispatches, r.SilentVerified, r.Envs, r.EnvsChecked, r.Elapsed.Round(time.Second))
 }
 
 const (
@@ -78,8 +80,11 @@ type harness struct {
 	created   []string            // marquees whose create was answered 201
 	silent    map[string]bool
 	seq       atomic.Uint64
+	envs      []*envRecord
 	wg        sync.WaitGroup
-	logMu     sync.Mutex
+	// previewBin is the reference environment driver (examples/preview).
+	previewBin string
+	logMu      sync.Mutex
 }
 
 func (h *harness) logf(format string, args ...any) {
@@ -118,6 +123,10 @@ func Run(o Options) (Report, error) {
 			}
 		}
 	}
+	if h.previewBin, err = h.buildPreviewDriver(); err != nil {
+		return rep, err
+	}
+	defer h.stopPreviewApps()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return rep, err
@@ -142,8 +151,9 @@ func Run(o Options) (Report, error) {
 
 	// Clients: operators create, redeploy and destroy; workflows call back
 	// (started by the fake GitHub on each dispatch).
-	h.wg.Add(1)
+	h.wg.Add(2)
 	go h.operators()
+	go h.envOperators()
 
 	deadline := time.Now().Add(o.Duration)
 	for kill := 1; ; kill++ {
@@ -172,6 +182,9 @@ func Run(o Options) (Report, error) {
 	if err := h.check(&rep, true); err != nil {
 		return rep, fmt.Errorf("after the quiet phase: %w", err)
 	}
+	if err := h.settleEnvs(&rep); err != nil {
+		return rep, fmt.Errorf("environments after the quiet phase: %w", err)
+	}
 	h.mu.Lock()
 	rep.Marquees, rep.Dispatches = len(h.created), h.dispCount
 	h.mu.Unlock()
@@ -189,7 +202,9 @@ func (h *harness) startWarden(script string) error {
 		"--bootstrap", "exec", "--bootstrap-command", script, "--pool", fmt.Sprintf("default=%d", poolLimit),
 		"--stale-after", "1s", "--retry-backoff", strings.Join(retry, ","), "--provisioning-timeout", "1m",
 		"--log-format", "json")
-	h.cmd.Env = append(os.Environ(), "WARDEN_CALLBACK_TOKEN="+cbToken, "WARDEN_OPERATOR_TOKEN="+opToken, "WARDEN_GITHUB_TOKEN=gh")
+	h.cmd.Args = append(h.cmd.Args, h.envArgs()...)
+	h.cmd.Env = append(os.Environ(), "WARDEN_CALLBACK_TOKEN="+cbToken, "WARDEN_OPERATOR_TOKEN="+opToken, "WARDEN_GITHUB_TOKEN=gh",
+		"WARDEN_PREVIEW_DIR="+filepath.Join(h.dir, "preview"))
 	logf, err := os.OpenFile(filepath.Join(h.dir, "warden.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return err
@@ -422,6 +437,9 @@ func (h *harness) check(rep *Report, final bool) error {
 				rep.SilentVerified++
 			}
 		}
+	}
+	if err := h.checkEnvs(rep); err != nil {
+		return err
 	}
 	// Pools: I7 at once; I9 once recovery has reconciled reserved jobs.
 	var lastErr error

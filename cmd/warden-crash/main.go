@@ -7,7 +7,11 @@
 // connection (I1), no generation is dispatched twice (I2), no pool is over
 // its limit or holds a job twice or for a settled marquee (I7, I9); at the
 // end, every silent workflow's stuck retries fired exactly once each (M21,
-// M23). `make crash` runs it for as long as asked; a test runs 50 kills.
+// M23). Preview environments run alongside on the reference drivers of
+// examples/preview: every one answered 201 survives each restart (E1), and
+// at the end each is ready or a tombstone as asked, nothing of a tombstone
+// is left (I12) and each branch route is held by its newest live preview
+// (I14). `make crash` runs it for as long as asked; a test runs 50 kills.
 package main
 
 import (

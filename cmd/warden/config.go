@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"warden/actors/environment"
 	"warden/actors/marquee"
 )
 
@@ -49,6 +50,8 @@ type config struct {
 	EnvDriverTimeout  time.Duration
 	NotifyURL         string
 	EnvReconcileEvery time.Duration
+	EnvLease          time.Duration
+	EnvRetryBackoff   time.Duration
 	benchNoop         bool
 }
 
@@ -151,6 +154,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.Var(commandFlag{&c.EnvDriverCommand}, "env-driver-command", "exec driver for every preview-environment capability (E13); empty: none")
 	fs.DurationVar(&c.EnvDriverTimeout, "env-driver-timeout", time.Minute, "limit on one environment driver call")
 	fs.DurationVar(&c.EnvReconcileEvery, "env-reconcile-every", 30*time.Second, "how often environments at rest are observed for drift (E14)")
+	fs.DurationVar(&c.EnvLease, "env-lease", environment.DefaultConfig().LeaseFor, "how long a worker holds an environment transition before another may take it over (E7)")
+	fs.DurationVar(&c.EnvRetryBackoff, "env-retry-backoff", environment.DefaultConfig().RetryBackoff, "first wait after a transient environment failure, doubling (E9)")
 	fs.StringVar(&c.NotifyURL, "notify-url", "", "where environment-ready notifications are POSTed (E10); empty: kept in the outbox")
 	fs.BoolVar(&c.benchNoop, "bench-noop", false, "serve POST /v1/webhooks/noop (benchmark baseline)")
 	callbackFile := fs.String("callback-token-file", "", "file holding the callback token (else WARDEN_CALLBACK_TOKEN)")
@@ -258,6 +263,9 @@ func (c *config) validate() error {
 		}
 	default:
 		problems = append(problems, fmt.Sprintf("--bootstrap %q: want https or exec", c.Bootstrap))
+	}
+	if c.EnvLease <= 0 || c.EnvRetryBackoff <= 0 {
+		problems = append(problems, "--env-lease and --env-retry-backoff must be positive")
 	}
 	if c.DedupRetention < 72*time.Hour {
 		problems = append(problems, "--dedup-retention must be at least 72h (http-api.md)")

@@ -163,7 +163,13 @@ func pruneDedup(store *persistence.Store, clk clock.Clock, retention time.Durati
 // envConfig wires preview environments: one exec driver serves every
 // capability (the request names it), if configured.
 func envConfig(c config) actors.EnvConfig {
-	ec := actors.EnvConfig{NotifyEndpoint: c.NotifyURL, Client: &http.Client{Timeout: 10 * time.Second}, ReconcileEvery: c.EnvReconcileEvery}
+	mc := environment.DefaultConfig()
+	mc.LeaseFor, mc.RetryBackoff = c.EnvLease, c.EnvRetryBackoff
+	// A lease owner names this process: after a restart the new process is
+	// another worker, which takes over only after the lease expires (E7).
+	host, _ := os.Hostname()
+	ec := actors.EnvConfig{Machine: environment.Machine{Config: mc}, Worker: fmt.Sprintf("warden@%s/%d", host, os.Getpid()),
+		NotifyEndpoint: c.NotifyURL, Client: &http.Client{Timeout: 10 * time.Second}, ReconcileEvery: c.EnvReconcileEvery}
 	if len(c.EnvDriverCommand) > 0 {
 		d := &driver.ExecCapability{Exec: driver.Exec{Command: c.EnvDriverCommand, Timeout: c.EnvDriverTimeout}}
 		ec.Drivers = map[environment.Capability]driver.Capability{}
