@@ -218,15 +218,15 @@ func (s *System) armReconcileSweep() {
 		return
 	}
 	stop := s.cfg.Clock.AfterFunc(every, func() {
-		envs, _, err := s.cfg.Store.ListEnvs()
+		// Each actor decides from its own record; an attempt in flight is
+		// its lease's business (E7). Decided: this keeps every environment
+		// actor live (ReconcileEvery is below IdleAfter), about 2 KiB each.
+		ids, err := s.cfg.Store.ListEnvIDs()
 		if err != nil {
 			s.log.Warn("reconciler: list environments", "err", err)
 		}
-		for _, e := range envs {
-			// An attempt in flight is its lease's business (E7).
-			if e.Attempt == nil {
-				s.route(kindEnv, e.ID, envReconcile{})
-			}
+		for _, id := range ids {
+			s.route(kindEnv, id, envReconcile{})
 		}
 		s.armReconcileSweep()
 	})

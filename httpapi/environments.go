@@ -160,24 +160,26 @@ type EnvView struct {
 	Revision   string `json:"revision"`
 	Generation uint64 `json:"generation"`
 	// SupersededBy: a newer preview of the branch holds its route (I14).
-	SupersededBy uint64                     `json:"superseded_by,omitempty"`
-	Desired      string                     `json:"desired"`
-	State        environment.Phase          `json:"state"`
-	Attempt      *environment.Attempt       `json:"attempt"`
-	Receipts     []environment.Receipt      `json:"receipts"`
-	Resources    []environment.Resource     `json:"resources"`
-	Drift        []environment.Drift        `json:"drift"`
-	LastFailure  *environment.Failure       `json:"last_failure"`
-	Actions      []string                   `json:"actions"`
-	Audit        []environment.AuditEntry   `json:"audit"`
-	Outbox       []environment.Notification `json:"outbox"`
-	ExpiresAt    *time.Time                 `json:"expires_at"`
-	Tombstone    *environment.Tombstone     `json:"tombstone"`
-	UpdatedAt    time.Time                  `json:"updated_at"`
+	SupersededBy uint64 `json:"superseded_by,omitempty"`
+	// Trimmed: old receipts and audit entries dropped to bound the record.
+	Trimmed     int                        `json:"trimmed,omitempty"`
+	Desired     string                     `json:"desired"`
+	State       environment.Phase          `json:"state"`
+	Attempt     *environment.Attempt       `json:"attempt"`
+	Receipts    []environment.Receipt      `json:"receipts"`
+	Resources   []environment.Resource     `json:"resources"`
+	Drift       []environment.Drift        `json:"drift"`
+	LastFailure *environment.Failure       `json:"last_failure"`
+	Actions     []string                   `json:"actions"`
+	Audit       []environment.AuditEntry   `json:"audit"`
+	Outbox      []environment.Notification `json:"outbox"`
+	ExpiresAt   *time.Time                 `json:"expires_at"`
+	Tombstone   *environment.Tombstone     `json:"tombstone"`
+	UpdatedAt   time.Time                  `json:"updated_at"`
 }
 
 func envViewOf(e environment.Env, m environment.Machine) EnvView {
-	v := EnvView{ID: e.ID, Branch: e.Branch, Revision: e.Revision, Generation: e.Generation, SupersededBy: e.SupersededBy, Desired: e.Desired, State: e.State,
+	v := EnvView{ID: e.ID, Branch: e.Branch, Revision: e.Revision, Generation: e.Generation, SupersededBy: e.SupersededBy, Trimmed: e.Trimmed, Desired: e.Desired, State: e.State,
 		Attempt: e.Attempt, Receipts: e.Receipts, Resources: e.Resources, Drift: e.Drift, LastFailure: e.LastFailure,
 		Actions: m.Actions(e), Audit: e.Audit, Outbox: e.Outbox, ExpiresAt: timePtr(e.ExpiresAt), Tombstone: e.Tombstone, UpdatedAt: e.UpdatedAt}
 	if v.Receipts == nil {

@@ -456,6 +456,17 @@ func (s *Store) ListEnvs() ([]environment.Env, []Malformed, error) {
 	return out, bad, err
 }
 
+// ListEnvIDs lists every stored environment's id, in key order, without
+// decoding the records (the reconciler's sweep; each actor reads its own).
+func (s *Store) ListEnvIDs() ([]string, error) {
+	var out []string
+	err := s.scan([]byte("e/"), nil, func(k, _ []byte) (bool, error) {
+		out = append(out, string(k[len("e/"):]))
+		return true, nil
+	})
+	return out, err
+}
+
 // BranchGeneration reads the last route generation given out for a branch.
 func (s *Store) BranchGeneration(branch string) (uint64, error) {
 	var g uint64

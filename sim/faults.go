@@ -86,7 +86,7 @@ func drawFaults(seed uint64, none bool, once string) *faults {
 	for _, p := range faultPoints {
 		on := swarm.IntN(2) == 0
 		r := rates[swarm.IntN(len(rates))]
-		if strings.HasPrefix(p, "process.") || strings.HasPrefix(p, "actor.") || strings.HasPrefix(p, "storage.") {
+		if strings.HasPrefix(p, "process.") || strings.HasPrefix(p, "actor.") || strings.HasPrefix(p, "storage.") || strings.HasPrefix(p, "env.crash.") {
 			r = severe[swarm.IntN(len(severe))]
 		}
 		if on && !none {

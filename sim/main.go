@@ -19,7 +19,7 @@ func Main(args []string, stdout, stderr io.Writer, report func(path, heading, se
 	seeds := fs.Uint64("seeds", 0, "run this many seeds, from --from")
 	from := fs.Uint64("from", 1, "first seed of --seeds")
 	determinism := fs.Bool("check-determinism", false, "run each seed twice and compare the traces")
-	plant := fs.String("plant", "", "disable one guard on purpose (generation-check, second-null, veto, admission-check, persist-before-answer)")
+	plant := fs.String("plant", "", "disable one guard on purpose (generation-check, second-null, veto, admission-check, persist-before-answer, lease-fencing, route-cas)")
 	trace := fs.Bool("trace", false, "print the whole trace of each seed")
 	reportPath := fs.String("report", "", "write the figures (compression, rate, coverage) to this markdown file")
 	planted := fs.Bool("planted", false, "for each planted bug, find the first seed that catches it")

@@ -602,5 +602,5 @@ func (w *world) envConfig(inc int) actors.EnvConfig {
 	}
 	return actors.EnvConfig{Machine: environment.Machine{Config: mc}, Drivers: drivers, Worker: fmt.Sprintf("warden-%d", inc),
 		NotifyEndpoint: "https://notify.sim/hook", Client: &http.Client{Transport: notifyTransport{w}},
-		NotifyBackoff: time.Minute, ReconcileEvery: 5 * time.Minute}
+		NotifyBackoff: time.Minute, ReconcileEvery: 15 * time.Minute}
 }

@@ -16,11 +16,15 @@ func report(t *testing.T, r Result) {
 
 // TestSeedsWithDeterminism is the CI batch (simulation.md: at least 200
 // seeds, each run twice and compared, each checked against a fault-free
-// run of its workload).
+// run of its workload). Under the race detector (make test runs every
+// package with it) 30 seeds show the code paths race-clean; make test then
+// runs this batch again without it, all 200 seeds.
 func TestSeedsWithDeterminism(t *testing.T) {
 	n := uint64(200)
 	if testing.Short() {
 		n = 20
+	} else if raceEnabled {
+		n = 30
 	}
 	for seed := uint64(1); seed <= n; seed++ {
 		r, div := CheckDeterminism(Options{Seed: seed})
@@ -44,6 +48,13 @@ func TestRegressionSeeds(t *testing.T) {
 		// after a crash) dropped it and leaked the slot (I9); fixed by
 		// retrying internal events with back-off.
 		2805, 3366, 4214, 4973,
+		// The preview world's first finds (each also has a direct golden or
+		// unit test in actors/environment; the world has changed since, so
+		// these seeds now replay other scenarios):
+		1,   // a repair after the removal request rewound the preview (removal answers open drift)
+		25,  // an older preview activated over a route a newer one had held (I14; the newest-sibling rule)
+		194, // a newer preview took the hostname between activation and smoke check (superseded, not E3)
+		243, // the wake stayed at a spent back-off with an attempt in flight (TestWakeFollowsTheLeaseNotASpentBackoff)
 	} {
 		report(t, Check(Options{Seed: seed}))
 	}

@@ -71,7 +71,7 @@ func (w *world) observe(e Env, d Do) Observation {
 		return Observation{Exists: w.ledger[d.Identity], Owner: e.ID, Matches: w.ledger[d.Identity]}
 	case Smoke:
 		_, app := w.res["app-"+e.ID]
-		return Observation{Exists: app && w.route[e.Branch] == e.Generation, Owner: e.ID, Matches: true}
+		return Observation{Exists: app && w.route[e.Branch] == e.Generation, Owner: e.ID, Matches: true, RouteTarget: w.route[e.Branch]}
 	}
 	owner, ok := w.res[d.Identity]
 	return Observation{Exists: ok, Owner: owner, Matches: ok}

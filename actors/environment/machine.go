@@ -8,6 +8,16 @@ import (
 	"time"
 )
 
+// Limits on what one record keeps. A long-lived preview repaired again and
+// again would otherwise grow without bound, and every transition rewrites
+// the whole record. The newest entries are the ones an operator needs; a
+// drift still waiting for an outcome is never dropped.
+const (
+	MaxReceipts = 100
+	MaxAudit    = 100
+	MaxDrift    = 50
+)
+
 // ErrConflict refuses an action that is not available now (http 409).
 var ErrConflict = errors.New("conflict")
 
@@ -257,11 +267,31 @@ func (m Machine) Step(e Env, ev Event, now time.Time) (Env, Output) {
 	if out.Err != nil {
 		return before, Output{Err: out.Err}
 	}
+	e.trim()
 	out.Changed = !reflect.DeepEqual(before, e)
 	if out.Changed {
 		e.UpdatedAt = now
 	}
 	return e, out
+}
+
+// trim keeps the record within MaxReceipts, MaxAudit and MaxDrift.
+func (e *Env) trim() {
+	if n := len(e.Receipts) - MaxReceipts; n > 0 {
+		e.Receipts = slices.Delete(e.Receipts, 0, n)
+		e.Trimmed += n
+	}
+	if n := len(e.Audit) - MaxAudit; n > 0 {
+		e.Audit = slices.Delete(e.Audit, 0, n)
+		e.Trimmed += n
+	}
+	for i := 0; len(e.Drift) > MaxDrift && i < len(e.Drift); {
+		if e.Drift[i].Outcome != "" {
+			e.Drift = slices.Delete(e.Drift, i, i+1)
+			continue
+		}
+		i++
+	}
 }
 
 func (e Env) clone() Env {
@@ -468,6 +498,12 @@ func (m Machine) verify(e *Env, o Observation, now time.Time) Output {
 			m.setResource(e, Route, "", "superseded")
 			return m.stepDone(e, fmt.Sprintf("the hostname serves newer generation %d: superseded (E8, I14)", o.RouteTarget), "", now)
 		}
+		if e.SupersededBy == 0 && o.RouteTarget < e.Generation {
+			return m.lostBeforeSmoke(e, Route, o, now)
+		}
+		if e.SupersededBy == 0 && !o.Exists {
+			return m.lostBeforeSmoke(e, App, o, now) // the route is ours; nothing answers behind it
+		}
 		o.Owner = e.ID // the hostname's answer is not an ownership claim (E3)
 	}
 	if o.Exists && o.Owner != "" && o.Owner != e.ID {
@@ -532,6 +568,32 @@ func (m Machine) verifyActivation(e *Env, o Observation, now time.Time) Output {
 		m.supersede(e, o.RouteTarget, now)
 		return m.stepDone(e, fmt.Sprintf("route is at newer generation %d; not overwritten, this preview is superseded (E8, I14)", o.RouteTarget), "", now)
 	}
+}
+
+// lostBeforeSmoke: the smoke check found the route (gone, or pointing to an
+// older generation) or the application (nothing answers behind our route)
+// lost after its step was verified. Retrying the smoke check could never
+// pass, since that step's verification no longer holds, so this is drift
+// (E15), handled as at rest: a missing route is re-activated, a missing
+// application reprovisioned through full readiness, automatically; a route
+// pointing elsewhere, or anything while another drift is open, waits for
+// an operator. Found by the simulator (seed 174): an application killed by
+// hand between activation and smoke check left the preview retrying its
+// smoke check into review, and resuming could not help.
+func (m Machine) lostBeforeSmoke(e *Env, c Capability, o Observation, now time.Time) Output {
+	d := Drift{Capability: c, Identity: e.Identity(c), DetectedAt: now, Desired: fmt.Sprintf("generation %d serving", e.Generation),
+		Observed: fmt.Sprintf("route at generation %d, answered=%t (smoke check)", o.RouteTarget, o.Exists)}
+	e.Attempt = nil
+	missing := c == App || o.RouteTarget == 0
+	if missing && m.openDrift(e) < 0 && (e.ExpiresAt.IsZero() || now.Before(e.ExpiresAt)) {
+		d.Outcome = "auto-repair"
+		e.Drift = append(e.Drift, d)
+		e.State = map[Capability]Phase{Route: AppReady, App: DataReady}[c]
+		m.setResource(e, c, "", "absent")
+		return Output{Note: fmt.Sprintf("%s lost before the smoke check: back to %s (E15)", c, e.State)}
+	}
+	e.Drift = append(e.Drift, d)
+	return Output{Note: fmt.Sprintf("%s not as verified at the smoke check; recorded for an operator (E15)", c)}
 }
 
 // supersede records that a newer preview of the branch holds the route

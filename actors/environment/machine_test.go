@@ -269,3 +269,40 @@ func TestWakeFollowsTheLeaseNotASpentBackoff(t *testing.T) {
 		t.Fatalf("a failure needing new input wakes nothing, got %v", got)
 	}
 }
+
+// TestRecordStaysBounded: a preview repaired again and again keeps at most
+// MaxReceipts receipts, MaxAudit audit entries and MaxDrift drift records,
+// dropping the oldest (and never a drift still waiting for an operator),
+// and counts what it dropped (E1: a durable record, bounded).
+func TestRecordStaysBounded(t *testing.T) {
+	m := Machine{Config: DefaultConfig()}
+	now := epoch
+	e, err := m.New(Create{ID: "env-1", Branch: "main", Revision: "r1"}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready := func() {
+		for i := 0; i < 40 && e.State != Ready; i++ {
+			next, out := m.Step(e, Advance{Owner: "w"}, now)
+			e = next
+			for len(out.Effects) > 0 && e.Attempt != nil {
+				d := out.Effects[0].(Do)
+				obs := &Observation{Exists: true, Owner: e.ID, Matches: true, RouteTarget: e.Generation}
+				e, out = m.Step(e, Result{AttemptID: d.AttemptID, LeaseGeneration: d.LeaseGeneration, OK: true, Observation: obs}, now)
+			}
+		}
+	}
+	ready()
+	for i := 0; i < 60; i++ { // a killed application, repaired, 60 times
+		now = now.Add(time.Minute)
+		e, _ = m.Step(e, AtRest{Capability: App, Observation: Observation{}}, now)
+		ready()
+	}
+	e, _ = m.Step(e, AtRest{Capability: Database, Observation: Observation{Exists: true, Owner: "env-9"}}, now)
+	if len(e.Receipts) != MaxReceipts || len(e.Drift) > MaxDrift || e.Trimmed == 0 {
+		t.Fatalf("receipts %d (max %d), drift %d (max %d), trimmed %d", len(e.Receipts), MaxReceipts, len(e.Drift), MaxDrift, e.Trimmed)
+	}
+	if last := e.Drift[len(e.Drift)-1]; last.Identity != "db-env-1" || last.Outcome != "" {
+		t.Fatalf("the open drift is kept: %+v", last)
+	}
+}

@@ -259,6 +259,9 @@ type Env struct {
 	Audit         []AuditEntry   `json:"audit"`
 	RemovalReason string         `json:"removal_reason,omitempty"`
 	DataRemovalOK bool           `json:"data_removal_ok,omitempty"`
+	// Trimmed counts receipts and audit entries dropped to keep the record
+	// bounded (MaxReceipts, MaxAudit): the oldest go first.
+	Trimmed int `json:"trimmed,omitempty"`
 	// SupersededBy is the newer route generation of the same branch that
 	// took the branch route from this preview: the route is never pulled
 	// back to this one again (I14), not even when the newer one is removed.
