@@ -135,7 +135,10 @@ func Converge(r Result, o Options) Result {
 	ref.FaultFree = true
 	clean := Run(ref)
 	if clean.Violation != nil {
-		r.Violation = &Violation{Invariant: "reference", Detail: "the fault-free run failed: " + clean.Violation.Error()}
+		// The same seed's fault-free run broke an invariant (a planted bug
+		// does not need faults): report that invariant.
+		r.Violation = &Violation{Invariant: clean.Violation.Invariant, Step: clean.Violation.Step,
+			Detail: "in the fault-free run of the same workload: " + clean.Violation.Detail}
 		return r
 	}
 	for _, id := range sortedKeys(clean.Final) {
