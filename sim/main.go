@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"runtime/debug"
 	"sort"
 	"strings"
 	"time"
@@ -27,6 +28,11 @@ func Main(args []string, stdout, stderr io.Writer, report func(path, heading, se
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
+	// A batch of seeds holds little live memory (one world at a time) and
+	// allocates a lot per process restart: a larger GC target trades memory
+	// it has to spare for about a sixth more seeds per minute. Only this
+	// command sets it; the tests and the server keep the default.
+	debug.SetGCPercent(400)
 	if *planted {
 		return findAllPlanted(stdout, *reportPath, report)
 	}
