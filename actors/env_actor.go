@@ -177,8 +177,9 @@ func (a *envActor) Receive(ctx actor.Context) {
 }
 
 // reconcile observes an environment at rest, or a tombstone's leftovers
-// (E14, I12), and asks one that has not advanced for its next step: observation first, never a blind restart. Each answer comes
-// back as an AtRest event the machine judges (E15).
+// (E14, I12): observation first, never a blind restart; each answer comes
+// back as an AtRest event the machine judges (E15). One that is not at
+// rest, with nothing in flight, is asked for its next step.
 func (a *envActor) reconcile() {
 	e := a.rec.Env
 	if !a.exists || e.Attempt != nil {
