@@ -58,6 +58,8 @@ fuzz:
 	$(GO) test ./actors/driver -run '^$$' -fuzz FuzzDecodeChats -fuzztime 30s
 	$(GO) test ./actors/driver -run '^$$' -fuzz FuzzDecodeExecResult -fuzztime 30s
 	$(GO) test ./httpapi -run '^$$' -fuzz FuzzDecodeDestroy -fuzztime 30s
+	$(GO) test ./httpapi -run '^$$' -fuzz FuzzDecodeEnvCreate -fuzztime 30s
+	$(GO) test ./httpapi -run '^$$' -fuzz FuzzDecodeReason -fuzztime 30s
 
 clean:
 	rm -rf bin

@@ -3,9 +3,11 @@ package httpapi
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"warden/actors/environment"
 	"warden/actors/marquee"
 )
 
@@ -97,5 +99,46 @@ func FuzzDecodeDestroy(f *testing.F) {
 			_, ok := ev.(marquee.Destroy)
 			require.True(t, ok)
 		}
+	})
+}
+
+// FuzzDecodeEnvCreate: any bytes give a valid environment Create or a 400
+// error, and an accepted one satisfies what the machine assumes (E1, E2).
+func FuzzDecodeEnvCreate(f *testing.F) {
+	f.Add([]byte(`{"id":"env-271","branch":"feature-search","revision":"3f2c9e1","ttl":"72h"}`))
+	f.Add([]byte(`{"id":"env-1","branch":"main","revision":"r","data":"preserve","ttl":"-1s"}`))
+	f.Add([]byte(`{"id":"env-1","branch":"main","revision":"r","extra":1}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		c, err := DecodeEnvCreate(body)
+		if err != nil {
+			var iv *invalid
+			require.ErrorAs(t, err, &iv)
+			return
+		}
+		require.True(t, environment.ValidID(c.ID))
+		require.True(t, environment.ValidID(c.Branch))
+		require.NotEmpty(t, c.Revision)
+		require.LessOrEqual(t, len(c.Revision), 64)
+		require.Contains(t, []environment.DataPolicy{"", environment.Disposable, environment.Preserve}, c.Data)
+		require.GreaterOrEqual(t, c.TTL, time.Duration(0))
+		require.LessOrEqual(t, c.TTL, 90*24*time.Hour)
+	})
+}
+
+// FuzzDecodeReason: the body of removals and manual actions (E16) is
+// empty or one object with bounded fields, else a 400 error.
+func FuzzDecodeReason(f *testing.F) {
+	f.Add([]byte(`{"reason":"branch merged","actor":"ana"}`))
+	f.Add([]byte(``))
+	f.Add([]byte(`{"reason":"x","who":"y"}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		r, err := decodeReason(body)
+		if err != nil {
+			var iv *invalid
+			require.ErrorAs(t, err, &iv)
+			return
+		}
+		require.LessOrEqual(t, len(r.Reason), maxReason)
+		require.LessOrEqual(t, len(r.Actor), maxField)
 	})
 }

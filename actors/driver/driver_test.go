@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"bytes"
 	"context"
 	"crypto/x509"
 	"encoding/json"
@@ -158,10 +159,16 @@ func FuzzDecodeExecResult(f *testing.F) {
 	f.Add([]byte(`{"ok":true} {"ok":false}`))
 	f.Add([]byte(`{"ok":false,"category":"permission","observation":{"exists":true,"route_target":3}}`))
 	f.Fuzz(func(t *testing.T, out []byte) {
+		// Accepted output is exactly one JSON value; anything else is an
+		// error, never a panic or a half-read result.
 		var r ExecResult
-		_ = decodeResult(out, &r)
+		if decodeResult(out, &r) == nil {
+			require.True(t, json.Valid(bytes.TrimSpace(out)), "accepted %q", out)
+		}
 		var c CapabilityResult
-		_ = decodeResult(out, &c)
+		if decodeResult(out, &c) == nil {
+			require.True(t, json.Valid(bytes.TrimSpace(out)), "accepted %q", out)
+		}
 	})
 }
 
