@@ -206,7 +206,7 @@ func (a *envActor) reconcile() {
 			}
 			o := out.Observation
 			sys.route(kindEnv, id, envEvent{ev: environment.AtRest{Capability: c, Observation: environment.Observation{
-				Exists: o.Exists, Owner: o.Owner, Matches: o.Matches, ProviderID: o.ProviderID, RouteTarget: o.RouteTarget, Detail: o.Detail}}})
+				Exists: o.Exists, Owner: o.Owner, Matches: o.Matches, ProviderID: o.ProviderID, RouteTarget: o.RouteTarget, Detail: redactString(o.Detail, sys.cfg.Secrets...)}}})
 		})
 	}
 }
@@ -374,7 +374,10 @@ func (a *envActor) startEffects(effects []environment.Effect) {
 				out, rec, err := driver.Call(ctx, drv, req)
 				in, _ := json.Marshal(rec.Request)
 				outJSON, _ := json.Marshal(rec.Result)
-				res.Input, res.Output = string(in), string(outJSON)
+				// Receipts are kept and shown (E13, E17): a driver that
+				// echoes one of the process's secrets never gets it there.
+				secrets := sys.cfg.Secrets
+				res.Input, res.Output = redactString(string(in), secrets...), redactString(string(outJSON), secrets...)
 				switch {
 				case errors.Is(err, driver.ErrTimeout):
 					res.Timeout = true
@@ -384,10 +387,10 @@ func (a *envActor) startEffects(effects []environment.Effect) {
 						res.Category = environment.Transient
 					}
 				default:
-					res.OK, res.Category, res.Message = out.OK, environment.Category(out.Category), out.Message
+					res.OK, res.Category, res.Message = out.OK, environment.Category(out.Category), redactString(out.Message, secrets...)
 					if o := out.Observation; o != nil {
 						res.Observation = &environment.Observation{Exists: o.Exists, Owner: o.Owner, Matches: o.Matches,
-							ProviderID: o.ProviderID, RouteTarget: o.RouteTarget, Detail: o.Detail}
+							ProviderID: o.ProviderID, RouteTarget: o.RouteTarget, Detail: redactString(o.Detail, secrets...)}
 					}
 				}
 				sys.route(kindEnv, id, envEvent{ev: res})

@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 	"time"
 
@@ -67,4 +68,50 @@ func TestLeaseIsRenewedDuringLongEffects(t *testing.T) {
 		require.NotEqual(t, "reject-stale-commit", a.Action, "no attempt was taken over: %+v", a)
 	}
 	require.Len(t, e.Receipts, 3, "artifact, database, migrations verified once each")
+}
+
+// leakyWorld works, and echoes a secret in everything it says.
+type leakyWorld struct{ secret string }
+
+func (l leakyWorld) Do(_ context.Context, r driver.CapabilityRequest) (driver.CapabilityResult, error) {
+	obs := &driver.CapabilityObservation{Exists: r.Op != "remove", Owner: r.EnvID, Matches: true, RouteTarget: r.Generation,
+		Detail: "connected with " + l.secret}
+	if r.Capability == "artifact" {
+		obs.Owner = ""
+	}
+	return driver.CapabilityResult{OK: true, Message: "token=" + l.secret, Observation: obs}, nil
+}
+
+// TestReceiptsNeverHoldSecrets: E13 keeps every driver call's input and
+// output in the receipts, which the view shows (E17); a driver echoing one
+// of the process's secrets never gets it into the record.
+func TestReceiptsNeverHoldSecrets(t *testing.T) {
+	const secret = "op-token-5f1e9c"
+	store, err := persistence.Open(t.TempDir(), persistence.Options{})
+	require.NoError(t, err)
+	defer store.Close()
+	drivers := map[environment.Capability]driver.Capability{}
+	for _, c := range []environment.Capability{environment.Artifact, environment.Database, environment.Migrations,
+		environment.App, environment.Route, environment.Smoke} {
+		drivers[c] = leakyWorld{secret: secret}
+	}
+	sys, err := Start(Config{Store: store, Clock: clock.Real{}, Machine: marquee.Machine{Config: marquee.DefaultConfig()},
+		Pools: map[string]int{"default": 1}, Dispatcher: &recordingDispatcher{}, Bootstrapper: okBootstrap{}, ControlPlane: noChats{},
+		IdleAfter: -1, Secrets: []string{secret}, Env: EnvConfig{Drivers: drivers, ReconcileEvery: 10 * time.Millisecond, Worker: "w1"}})
+	require.NoError(t, err)
+	defer sys.Stop(context.Background())
+	_, err = sys.CreateEnvironment(context.Background(), environment.Create{ID: "env-1", Branch: "main", Revision: "r1"})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		e, err := sys.Environment("env-1")
+		return err == nil && e.State == environment.Ready
+	}, 10*time.Second, 5*time.Millisecond)
+	time.Sleep(50 * time.Millisecond) // a few reconciliations at rest
+	e, err := sys.Environment("env-1")
+	require.NoError(t, err)
+	raw, err := json.Marshal(e)
+	require.NoError(t, err)
+	require.Greater(t, len(e.Receipts), 5)
+	require.Contains(t, string(raw), "[redacted]", "the driver's words are kept, scrubbed")
+	require.NotContains(t, string(raw), secret)
 }

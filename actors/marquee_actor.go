@@ -490,16 +490,19 @@ type dedupSpec struct {
 // redacted replaces every secret value found in err's text. Driver errors
 // carry a script's stderr, which may echo its input.
 func redacted(err error, secrets ...string) error {
-	msg := err.Error()
-	changed := false
-	for _, sec := range secrets {
-		if len(sec) >= 4 && strings.Contains(msg, sec) {
-			msg = strings.ReplaceAll(msg, sec, "[redacted]")
-			changed = true
-		}
-	}
-	if !changed {
+	msg := redactString(err.Error(), secrets...)
+	if msg == err.Error() {
 		return err
 	}
 	return errors.New(msg)
+}
+
+// redactString replaces every secret (of four bytes or more) in s.
+func redactString(s string, secrets ...string) string {
+	for _, sec := range secrets {
+		if len(sec) >= 4 && strings.Contains(s, sec) {
+			s = strings.ReplaceAll(s, sec, "[redacted]")
+		}
+	}
+	return s
 }
