@@ -219,9 +219,17 @@ func (s *System) armReconcileSweep() {
 		return
 	}
 	stop := s.cfg.Clock.AfterFunc(every, func() {
+		// Counted as work in flight before the stopping check, so Stop
+		// either waits for this sweep or this sweep sees it stopping and
+		// never touches a store about to close.
+		s.effects.Add(1)
+		defer s.effects.Add(-1)
+		if s.stopping.Load() {
+			return
+		}
 		// Each actor decides from its own record; an attempt in flight is
-		// its lease's business (E7). Decided: this keeps every environment
-		// actor live (ReconcileEvery is below IdleAfter), about 2 KiB each.
+		// its lease's business (E7). Environment actors stay live anyway
+		// (the idle sweep passivates marquees only).
 		ids, err := s.cfg.Store.ListEnvIDs()
 		if err != nil {
 			s.log.Warn("reconciler: list environments", "err", err)

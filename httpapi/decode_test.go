@@ -117,7 +117,8 @@ func FuzzDecodeEnvCreate(f *testing.F) {
 		}
 		require.True(t, environment.ValidID(c.ID))
 		require.True(t, environment.ValidID(c.Branch))
-		require.NotEmpty(t, c.Revision)
+		require.True(t, environment.ValidRevision(c.Revision))
+		require.NotContains(t, c.Revision, "/")
 		require.LessOrEqual(t, len(c.Revision), 64)
 		require.Contains(t, []environment.DataPolicy{"", environment.Disposable, environment.Preserve}, c.Data)
 		require.GreaterOrEqual(t, c.TTL, time.Duration(0))

@@ -31,8 +31,8 @@ func DecodeEnvCreate(body []byte) (environment.Create, error) {
 	if !environment.ValidID(w.Branch) {
 		return c, invalidf("field branch: must match [a-z0-9][a-z0-9-]{0,62}")
 	}
-	if w.Revision == "" || len(w.Revision) > 64 {
-		return c, invalidf("field revision: required, at most 64 bytes")
+	if !environment.ValidRevision(w.Revision) {
+		return c, invalidf("field revision: must match [A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 	}
 	if w.Data != "" && w.Data != "disposable" && w.Data != "preserve" {
 		return c, invalidf("field data: disposable or preserve")

@@ -202,8 +202,8 @@ func (m Machine) New(c Create, now time.Time) (Env, error) {
 	if !ValidID(c.Branch) {
 		return Env{}, fmt.Errorf("%w: branch %q must match [a-z0-9][a-z0-9-]{0,62}", ErrInvalid, c.Branch)
 	}
-	if c.Revision == "" || len(c.Revision) > 64 {
-		return Env{}, fmt.Errorf("%w: revision is required (at most 64 bytes)", ErrInvalid)
+	if !ValidRevision(c.Revision) {
+		return Env{}, fmt.Errorf("%w: revision %q must match [A-Za-z0-9][A-Za-z0-9._-]{0,63}", ErrInvalid, c.Revision)
 	}
 	if c.Data == "" {
 		c.Data = Disposable

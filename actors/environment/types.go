@@ -291,3 +291,23 @@ func (e Env) Identity(c Capability) string {
 
 // ValidID accepts environment ids (the shared id alphabet).
 func ValidID(id string) bool { return ident.Valid(id) }
+
+// ValidRevision accepts a commit or tag name usable inside a declared
+// identity (the artifact's is artifact-<env>-<revision>, E2): 1 to 64 of
+// [A-Za-z0-9._-], starting with a letter or digit. No slashes or spaces,
+// since drivers use identities as provider names and file names.
+func ValidRevision(r string) bool {
+	if r == "" || len(r) > 64 || !isAlnum(r[0]) {
+		return false
+	}
+	for i := 0; i < len(r); i++ {
+		if c := r[i]; !isAlnum(c) && c != '.' && c != '_' && c != '-' {
+			return false
+		}
+	}
+	return true
+}
+
+func isAlnum(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+}

@@ -76,7 +76,7 @@ func main() {
 		root = filepath.Join("data", "preview")
 	}
 	d := drivers{root: root}
-	res, err := d.do(r)
+	res, err := d.fenced(r)
 	if err != nil {
 		fail("transient", err.Error())
 	}
@@ -95,6 +95,66 @@ type drivers struct{ root string }
 
 func (d drivers) path(parts ...string) string {
 	return filepath.Join(append([]string{d.root}, parts...)...)
+}
+
+// fenced runs an effect under the environment's fence (E7): the newest
+// lease generation any call for it has carried is kept in a file, and an
+// effect under an older one is refused, so a worker that paused past its
+// lease (or a driver process that outlived a killed warden) cannot act
+// after a takeover. The check and the effect hold an exclusive lock on the
+// fence, so they cannot interleave with another call's. Observations never
+// change anything and are not fenced.
+func (d drivers) fenced(r request) (result, error) {
+	if !validName(r.EnvID) || !validName(r.Identity) || !validName(r.Branch) {
+		return result{Category: "configuration", Message: "env_id, identity and branch must be plain names"}, nil
+	}
+	if r.Op == "observe" {
+		return d.do(r)
+	}
+	p := d.path("fences", r.EnvID)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return result{}, err
+	}
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return result{}, err
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		return result{}, err
+	}
+	defer syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	raw, err := io.ReadAll(io.LimitReader(f, 32))
+	if err != nil {
+		return result{}, err
+	}
+	newest, _ := strconv.ParseUint(strings.TrimSpace(string(raw)), 10, 64)
+	if r.LeaseGeneration < newest {
+		return result{Category: "conflict", Message: fmt.Sprintf("lease generation %d is obsolete (newest %d)", r.LeaseGeneration, newest)}, nil
+	}
+	if r.LeaseGeneration > newest {
+		if err := f.Truncate(0); err != nil {
+			return result{}, err
+		}
+		if _, err := f.WriteAt([]byte(strconv.FormatUint(r.LeaseGeneration, 10)), 0); err != nil {
+			return result{}, err
+		}
+	}
+	return d.do(r)
+}
+
+// validName keeps a name from the request a plain file name here: 1 to
+// 128 of [A-Za-z0-9._-], not starting with a dot.
+func validName(n string) bool {
+	if n == "" || len(n) > 128 || n[0] == '.' {
+		return false
+	}
+	for _, c := range n {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 func (d drivers) do(r request) (result, error) {

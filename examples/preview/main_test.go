@@ -1,0 +1,49 @@
+package main
+
+import (
+	"testing"
+)
+
+// TestFenceRefusesAnObsoleteLease: E7. Once a call under lease generation 5
+// has acted for an environment, an effect under generation 4 (a worker that
+// paused past its lease, or a driver that outlived a killed warden) is
+// refused as a conflict and changes nothing; observations are not fenced.
+func TestFenceRefusesAnObsoleteLease(t *testing.T) {
+	d := drivers{root: t.TempDir()}
+	req := request{Capability: "database", Op: "apply", EnvID: "env-1", Identity: "db-env-1", LeaseGeneration: 5, Branch: "main", Revision: "r1"}
+	if res, err := d.fenced(req); err != nil || !res.OK {
+		t.Fatalf("generation 5 applies: %+v %v", res, err)
+	}
+	stale := req
+	stale.Identity, stale.LeaseGeneration = "db-env-1", 4
+	stale.Op = "remove"
+	res, err := d.fenced(stale)
+	if err != nil || res.OK || res.Category != "conflict" {
+		t.Fatalf("generation 4 must be refused: %+v %v", res, err)
+	}
+	obs, err := d.fenced(request{Capability: "database", Op: "observe", EnvID: "env-1", Identity: "db-env-1", LeaseGeneration: 1, Branch: "main"})
+	if err != nil || obs.Observation == nil || !obs.Observation.Exists || obs.Observation.Owner != "env-1" {
+		t.Fatalf("the stale removal changed nothing and observing is not fenced: %+v %v", obs, err)
+	}
+	req.LeaseGeneration = 6
+	req.Op = "remove"
+	if res, err := d.fenced(req); err != nil || !res.OK {
+		t.Fatalf("a newer generation acts: %+v %v", res, err)
+	}
+}
+
+// TestNamesMustBePlain: the driver builds file names from the request's
+// identities, so anything but a plain name is a configuration failure.
+func TestNamesMustBePlain(t *testing.T) {
+	d := drivers{root: t.TempDir()}
+	for _, bad := range []request{
+		{Capability: "artifact", Op: "apply", EnvID: "env-1", Identity: "../../etc", Branch: "main"},
+		{Capability: "route", Op: "apply", EnvID: "env-1", Identity: "route-x-1", Branch: "a/b"},
+		{Capability: "app", Op: "observe", EnvID: ".hidden", Identity: "app-x", Branch: "main"},
+	} {
+		res, err := d.fenced(bad)
+		if err != nil || res.Category != "configuration" {
+			t.Errorf("%+v: want a configuration failure, got %+v %v", bad, res, err)
+		}
+	}
+}
