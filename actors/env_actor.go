@@ -250,6 +250,13 @@ func (a *envActor) load() {
 	case err == nil:
 		a.rec, a.exists = rec, true
 		a.due()
+		// The sender's retries are timers in memory: after a restart, what
+		// the outbox still holds is sent again, with the same identity (E10).
+		for _, n := range rec.Env.Outbox {
+			if !n.Delivered && n.Attempts < MaxNotifyAttempts {
+				a.send(n, n.Attempts)
+			}
+		}
 	case errors.Is(err, persistence.ErrNotFound):
 	default:
 		a.sys.log.Error("environment record unusable", "environment", a.id, "err", err)
@@ -409,10 +416,10 @@ func (a *envActor) startEffects(effects []environment.Effect) {
 	}
 }
 
-// maxNotifyAttempts bounds the deliveries of one notification: with the
+// MaxNotifyAttempts bounds the deliveries of one notification: with the
 // back-off below that is most of a day, and the record stays in the outbox
 // (and the view) either way.
-const maxNotifyAttempts = 12
+const MaxNotifyAttempts = 12
 
 // send delivers a notification outside the mailbox; a failure is retried
 // with back-off (NotifyBackoff doubling), never changing readiness (E10).
@@ -421,7 +428,7 @@ func (a *envActor) send(n environment.Notification, attempt int) {
 	sys.goEffect(func(ctx context.Context) {
 		ok := sys.notify(ctx, n)
 		sys.route(kindEnv, id, envEvent{ev: environment.Delivered{Key: n.Key, OK: ok}})
-		if !ok && attempt+1 < maxNotifyAttempts {
+		if !ok && attempt+1 < MaxNotifyAttempts {
 			sys.cfg.Clock.AfterFunc(sys.cfg.Env.NotifyBackoff<<min(attempt, 10), func() {
 				sys.route(kindEnv, id, envResend{n: n, attempt: attempt + 1})
 			})

@@ -3,6 +3,9 @@ package actors
 import (
 	"context"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"sync"
 	"testing"
 	"time"
 
@@ -114,4 +117,62 @@ func TestReceiptsNeverHoldSecrets(t *testing.T) {
 	require.Greater(t, len(e.Receipts), 5)
 	require.Contains(t, string(raw), "[redacted]", "the driver's words are kept, scrubbed")
 	require.NotContains(t, string(raw), secret)
+}
+
+// TestPendingNotificationsAreSentAfterARestart: E10. The sender's retries
+// are timers in memory; a notification still in the outbox when the
+// process stops is sent again by the next one, with the same identity.
+// Found by the simulator's end-of-run E10 oracle (6 of 100 seeds).
+func TestPendingNotificationsAreSentAfterARestart(t *testing.T) {
+	var mu sync.Mutex
+	up := false
+	var keys []string
+	sink := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		if !up {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		keys = append(keys, r.Header.Get("Idempotency-Key"))
+	}))
+	defer sink.Close()
+	dir := t.TempDir()
+	drivers := map[environment.Capability]driver.Capability{}
+	for _, c := range []environment.Capability{environment.Artifact, environment.Database, environment.Migrations,
+		environment.App, environment.Route, environment.Smoke} {
+		drivers[c] = slowWorld{}
+	}
+	start := func() (*System, *persistence.Store) {
+		store, err := persistence.Open(dir, persistence.Options{})
+		require.NoError(t, err)
+		sys, err := Start(Config{Store: store, Clock: clock.Real{}, Machine: marquee.Machine{Config: marquee.DefaultConfig()},
+			Pools: map[string]int{"default": 1}, Dispatcher: &recordingDispatcher{}, Bootstrapper: okBootstrap{}, ControlPlane: noChats{},
+			IdleAfter: -1, Env: EnvConfig{Drivers: drivers, ReconcileEvery: 20 * time.Millisecond, Worker: "w1",
+				NotifyEndpoint: sink.URL, NotifyBackoff: time.Hour}})
+		require.NoError(t, err)
+		return sys, store
+	}
+	sys, store := start()
+	_, err := sys.CreateEnvironment(context.Background(), environment.Create{ID: "env-1", Branch: "main", Revision: "r1"})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		e, err := sys.Environment("env-1")
+		return err == nil && e.State == environment.Ready && len(e.Outbox) == 1 && e.Outbox[0].Attempts == 1
+	}, 10*time.Second, 5*time.Millisecond, "ready; the first delivery failed; the next try is an hour away")
+	sys.Stop(context.Background())
+	require.NoError(t, store.Close())
+
+	mu.Lock()
+	up = true
+	mu.Unlock()
+	sys, store = start()
+	defer func() { sys.Stop(context.Background()); store.Close() }()
+	require.Eventually(t, func() bool {
+		e, err := sys.Environment("env-1")
+		return err == nil && e.Outbox[0].Delivered
+	}, 10*time.Second, 5*time.Millisecond, "sent again by the new process")
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, []string{"env-1-1"}, keys, "the same identity")
 }

@@ -546,6 +546,15 @@ func (w *world) checkEnvs() {
 		}
 		w.cover("I12")
 	}
+	// E10: a notification is delivered in the end, whatever the sink and
+	// the process went through, unless its sender gave up after every try.
+	for _, id := range w.envIDs {
+		for _, n := range w.envs[id].Outbox {
+			if _, got := p.notified[n.Key]; !got && n.Attempts < actors.MaxNotifyAttempts {
+				w.violate("E10", "%s: notification %s never delivered (%d attempts)", id, n.Key, n.Attempts)
+			}
+		}
+	}
 }
 
 // finalEnvs is the preview half of the convergence oracle: each
