@@ -136,11 +136,8 @@ func (s *System) Live() int {
 // CreateEnvironment records a requested environment (E1) and starts its
 // lifecycle.
 func (s *System) CreateEnvironment(ctx context.Context, c environment.Create) (environment.Env, error) {
-	if !environment.ValidID(c.ID) {
-		return environment.Env{}, fmt.Errorf("%w: id %q must match [a-z0-9][a-z0-9-]{0,62}", environment.ErrInvalid, c.ID)
-	}
-	if !environment.ValidID(c.Branch) {
-		return environment.Env{}, fmt.Errorf("%w: branch %q must match [a-z0-9][a-z0-9-]{0,62}", environment.ErrInvalid, c.Branch)
+	if err := c.Validate(); err != nil {
+		return environment.Env{}, err // before a branch generation is spent on it
 	}
 	if _, err := s.cfg.Store.LoadEnv(c.ID); err == nil {
 		return environment.Env{}, fmt.Errorf("%w: environment %s already exists", environment.ErrConflict, c.ID)

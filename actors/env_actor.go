@@ -87,6 +87,17 @@ type (
 	}
 )
 
+// DriverForAll serves every capability the lifecycle calls with one driver
+// (an exec script, or an in-process world, that reads the capability from
+// the request).
+func DriverForAll(d driver.Capability) map[environment.Capability]driver.Capability {
+	out := map[environment.Capability]driver.Capability{}
+	for _, c := range environment.StepCapabilities {
+		out[c] = d
+	}
+	return out
+}
+
 // EnvConfig wires the environment side of the System.
 type EnvConfig struct {
 	Machine environment.Machine
@@ -278,15 +289,20 @@ func (a *envActor) due() {
 
 // next asks for the next eligible transition.
 func (a *envActor) next() {
-	if a.exists && a.rec.Env.Tombstone == nil {
+	if !a.exists || a.rec.Env.Tombstone != nil {
+		return
+	}
+	adv := environment.Advance{Owner: a.sys.cfg.Env.Worker}
+	if a.rec.Env.ActivatesRouteNext() {
 		// The branch actor commits a generation before giving it out, so the
-		// store knows the newest one (I14).
+		// store knows the newest one (I14); only activation needs it.
 		newest, err := a.sys.cfg.Store.BranchGeneration(a.rec.Env.Branch)
 		if err != nil {
 			a.sys.log.Warn("environment: branch generation unreadable", "environment", a.id, "err", err)
 		}
-		a.sys.route(kindEnv, a.id, envEvent{ev: environment.Advance{Owner: a.sys.cfg.Env.Worker, BranchNewest: newest}})
+		adv.BranchNewest = newest
 	}
+	a.sys.route(kindEnv, a.id, envEvent{ev: adv})
 }
 
 func (a *envActor) applyLogged(ev environment.Event) {

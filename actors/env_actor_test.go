@@ -35,6 +35,17 @@ func (s slowWorld) Do(ctx context.Context, r driver.CapabilityRequest) (driver.C
 	return driver.CapabilityResult{OK: true, Observation: obs}, nil
 }
 
+// startEnvSystem starts a real System on store (real clock, one pool, the
+// marquee side idle) with env as its environment side.
+func startEnvSystem(t *testing.T, store *persistence.Store, secrets []string, env EnvConfig) *System {
+	t.Helper()
+	sys, err := Start(Config{Store: store, Clock: clock.Real{}, Machine: marquee.Machine{Config: marquee.DefaultConfig()},
+		Pools: map[string]int{"default": 1}, Dispatcher: &recordingDispatcher{}, Bootstrapper: okBootstrap{}, ControlPlane: noChats{},
+		IdleAfter: -1, Secrets: secrets, Env: env})
+	require.NoError(t, err)
+	return sys
+}
+
 // TestLeaseIsRenewedDuringLongEffects: E7. An effect slower than the lease
 // keeps its lease by renewal; nobody takes the attempt over and no commit is
 // refused as stale.
@@ -44,15 +55,8 @@ func TestLeaseIsRenewedDuringLongEffects(t *testing.T) {
 	defer store.Close()
 	em := environment.Machine{Config: environment.DefaultConfig()}
 	em.Config.LeaseFor = 120 * time.Millisecond
-	drivers := map[environment.Capability]driver.Capability{}
-	for _, c := range []environment.Capability{environment.Artifact, environment.Database, environment.Migrations,
-		environment.App, environment.Route, environment.Smoke} {
-		drivers[c] = slowWorld{delay: 150 * time.Millisecond}
-	}
-	sys, err := Start(Config{Store: store, Clock: clock.Real{}, Machine: marquee.Machine{Config: marquee.DefaultConfig()},
-		Pools: map[string]int{"default": 1}, Dispatcher: &recordingDispatcher{}, Bootstrapper: okBootstrap{}, ControlPlane: noChats{},
-		IdleAfter: -1, Env: EnvConfig{Machine: em, Drivers: drivers, ReconcileEvery: -1, Worker: "w1"}})
-	require.NoError(t, err)
+	sys := startEnvSystem(t, store, nil, EnvConfig{Machine: em, Drivers: DriverForAll(slowWorld{delay: 150 * time.Millisecond}),
+		ReconcileEvery: -1, Worker: "w1"})
 	defer func() {
 		// Bounded: if leases were not renewed, work would never stop.
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -93,15 +97,8 @@ func TestReceiptsNeverHoldSecrets(t *testing.T) {
 	store, err := persistence.Open(t.TempDir(), persistence.Options{})
 	require.NoError(t, err)
 	defer store.Close()
-	drivers := map[environment.Capability]driver.Capability{}
-	for _, c := range []environment.Capability{environment.Artifact, environment.Database, environment.Migrations,
-		environment.App, environment.Route, environment.Smoke} {
-		drivers[c] = leakyWorld{secret: secret}
-	}
-	sys, err := Start(Config{Store: store, Clock: clock.Real{}, Machine: marquee.Machine{Config: marquee.DefaultConfig()},
-		Pools: map[string]int{"default": 1}, Dispatcher: &recordingDispatcher{}, Bootstrapper: okBootstrap{}, ControlPlane: noChats{},
-		IdleAfter: -1, Secrets: []string{secret}, Env: EnvConfig{Drivers: drivers, ReconcileEvery: 10 * time.Millisecond, Worker: "w1"}})
-	require.NoError(t, err)
+	sys := startEnvSystem(t, store, []string{secret}, EnvConfig{Drivers: DriverForAll(leakyWorld{secret: secret}),
+		ReconcileEvery: 10 * time.Millisecond, Worker: "w1"})
 	defer sys.Stop(context.Background())
 	_, err = sys.CreateEnvironment(context.Background(), environment.Create{ID: "env-1", Branch: "main", Revision: "r1"})
 	require.NoError(t, err)
@@ -138,20 +135,11 @@ func TestPendingNotificationsAreSentAfterARestart(t *testing.T) {
 	}))
 	defer sink.Close()
 	dir := t.TempDir()
-	drivers := map[environment.Capability]driver.Capability{}
-	for _, c := range []environment.Capability{environment.Artifact, environment.Database, environment.Migrations,
-		environment.App, environment.Route, environment.Smoke} {
-		drivers[c] = slowWorld{}
-	}
 	start := func() (*System, *persistence.Store) {
 		store, err := persistence.Open(dir, persistence.Options{})
 		require.NoError(t, err)
-		sys, err := Start(Config{Store: store, Clock: clock.Real{}, Machine: marquee.Machine{Config: marquee.DefaultConfig()},
-			Pools: map[string]int{"default": 1}, Dispatcher: &recordingDispatcher{}, Bootstrapper: okBootstrap{}, ControlPlane: noChats{},
-			IdleAfter: -1, Env: EnvConfig{Drivers: drivers, ReconcileEvery: 20 * time.Millisecond, Worker: "w1",
-				NotifyEndpoint: sink.URL, NotifyBackoff: time.Hour}})
-		require.NoError(t, err)
-		return sys, store
+		return startEnvSystem(t, store, nil, EnvConfig{Drivers: DriverForAll(slowWorld{}), ReconcileEvery: 20 * time.Millisecond,
+			Worker: "w1", NotifyEndpoint: sink.URL, NotifyBackoff: time.Hour}), store
 	}
 	sys, store := start()
 	_, err := sys.CreateEnvironment(context.Background(), environment.Create{ID: "env-1", Branch: "main", Revision: "r1"})

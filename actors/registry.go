@@ -271,6 +271,9 @@ func (s *System) Actors() []ActorInfo {
 type boundedRestart struct{ sys *System }
 
 func (b *boundedRestart) HandleFailure(_ *actor.ActorSystem, sup actor.Supervisor, child *actor.PID, _ *actor.RestartStatistics, reason any, _ any) {
+	if h := b.sys.cfg.Sim; h != nil && h.ActorFailed != nil {
+		h.ActorFailed(child.Id, reason)
+	}
 	st := b.sys.reg
 	now := b.sys.cfg.Clock.Now()
 	st.mu.Lock()

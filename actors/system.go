@@ -102,6 +102,9 @@ type SimHooks struct {
 	Committed func(ev marquee.Event, before, after marquee.State, out marquee.Output)
 	// PoolCommitted sees every durable pool transition.
 	PoolCommitted func(ev admission.Event, before, after admission.Pool, out admission.Output)
+	// ActorFailed sees every actor failure (a panic) before the supervisor
+	// decides, so the simulator can tell injected ones from bugs.
+	ActorFailed func(actor string, reason any)
 	// EnvCommitted sees every durable environment transition.
 	EnvCommitted func(ev environment.Event, before, after environment.Env, out environment.Output)
 	// EnvEffect, when set, receives an environment driver call instead of

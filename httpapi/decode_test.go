@@ -51,6 +51,18 @@ func TestDecodeCreate(t *testing.T) {
 	}
 }
 
+// rejected reports whether a decoder refused its input, requiring that a
+// refusal is the 400 kind (never a panic or another error).
+func rejected(t *testing.T, err error) bool {
+	t.Helper()
+	if err == nil {
+		return false
+	}
+	var iv *invalid
+	require.ErrorAs(t, err, &iv)
+	return true
+}
+
 // FuzzDecodeCallback: any bytes give a valid Callback or a 400 error, never
 // a panic, and an accepted callback always satisfies what the machine
 // assumes (a known verb, a connection exactly for deployed).
@@ -61,9 +73,7 @@ func FuzzDecodeCallback(f *testing.F) {
 	f.Add([]byte(`{"marquee_id":"m-1","verb":"null","generation":18446744073709551615}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		id, cb, err := DecodeCallback(body)
-		if err != nil {
-			var iv *invalid
-			require.ErrorAs(t, err, &iv)
+		if rejected(t, err) {
 			return
 		}
 		require.True(t, marquee.ValidID(id))
@@ -110,9 +120,7 @@ func FuzzDecodeEnvCreate(f *testing.F) {
 	f.Add([]byte(`{"id":"env-1","branch":"main","revision":"r","extra":1}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		c, err := DecodeEnvCreate(body)
-		if err != nil {
-			var iv *invalid
-			require.ErrorAs(t, err, &iv)
+		if rejected(t, err) {
 			return
 		}
 		require.True(t, environment.ValidID(c.ID))
@@ -134,9 +142,7 @@ func FuzzDecodeReason(f *testing.F) {
 	f.Add([]byte(`{"reason":"x","who":"y"}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		r, err := decodeReason(body)
-		if err != nil {
-			var iv *invalid
-			require.ErrorAs(t, err, &iv)
+		if rejected(t, err) {
 			return
 		}
 		require.LessOrEqual(t, len(r.Reason), maxReason)

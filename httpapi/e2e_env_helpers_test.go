@@ -33,8 +33,7 @@ type capDriver struct {
 
 func (p *fakePreview) drivers() map[environment.Capability]driver.Capability {
 	out := map[environment.Capability]driver.Capability{}
-	for _, c := range []environment.Capability{environment.Artifact, environment.Database, environment.Migrations,
-		environment.App, environment.Route, environment.Smoke} {
+	for _, c := range environment.StepCapabilities {
 		out[c] = capDriver{p: p, cap: c}
 	}
 	return out

@@ -179,8 +179,8 @@ type EnvView struct {
 }
 
 func envViewOf(e environment.Env, m environment.Machine) EnvView {
-	v := EnvView{ID: e.ID, Branch: e.Branch, Revision: e.Revision, Generation: e.Generation, SupersededBy: e.SupersededBy, Trimmed: e.Trimmed, Desired: e.Desired, State: e.State,
-		Attempt: e.Attempt, Receipts: e.Receipts, Resources: e.Resources, Drift: e.Drift, LastFailure: e.LastFailure,
+	v := EnvView{ID: e.ID, Branch: e.Branch, Revision: e.Revision, Generation: e.Generation, SupersededBy: e.SupersededBy,
+		Trimmed: e.Trimmed, Desired: e.Desired, State: e.State, Attempt: e.Attempt, Receipts: e.Receipts, Resources: e.Resources, Drift: e.Drift, LastFailure: e.LastFailure,
 		Actions: m.Actions(e), Audit: e.Audit, Outbox: e.Outbox, ExpiresAt: timePtr(e.ExpiresAt), Tombstone: e.Tombstone, UpdatedAt: e.UpdatedAt}
 	if v.Receipts == nil {
 		v.Receipts = []environment.Receipt{}

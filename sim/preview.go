@@ -242,11 +242,7 @@ func (w *world) envEffect(inc int) func(req driver.CapabilityRequest, run func(c
 				}
 			})
 		}
-		w.after(delay, "effect", func() {
-			if w.inc == inc {
-				run(context.Background())
-			}
-		})
+		w.effectAfter(inc, delay, run)
 	}
 }
 
@@ -603,13 +599,7 @@ func (w *world) finalEnvs(out map[string]string) {
 func (w *world) envConfig(inc int) actors.EnvConfig {
 	mc := environment.DefaultConfig()
 	mc.Plant = w.opts.Plant
-	drv := previewDriver{w}
-	drivers := map[environment.Capability]driver.Capability{}
-	for _, c := range []environment.Capability{environment.Artifact, environment.Database, environment.Migrations,
-		environment.App, environment.Route, environment.Smoke} {
-		drivers[c] = drv
-	}
-	return actors.EnvConfig{Machine: environment.Machine{Config: mc}, Drivers: drivers, Worker: fmt.Sprintf("warden-%d", inc),
+	return actors.EnvConfig{Machine: environment.Machine{Config: mc}, Drivers: actors.DriverForAll(previewDriver{w}), Worker: fmt.Sprintf("warden-%d", inc),
 		NotifyEndpoint: "https://notify.sim/hook", Client: &http.Client{Transport: notifyTransport{w}},
 		NotifyBackoff: time.Minute, ReconcileEvery: 15 * time.Minute}
 }

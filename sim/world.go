@@ -227,15 +227,12 @@ func (w *world) start() {
 				return ok
 			},
 			Effect: func(run func(ctx context.Context)) {
-				w.after(w.uniform(0, 3*time.Second), "effect", func() {
-					if w.inc == inc {
-						run(context.Background())
-					}
-				})
+				w.effectAfter(inc, w.uniform(0, 3*time.Second), run)
 			},
 			Committed:     w.committed,
 			PoolCommitted: w.poolCommitted,
 			EnvCommitted:  w.envCommitted,
+			ActorFailed:   w.actorFailed,
 			EnvEffect:     w.envEffect(inc),
 		},
 	}
@@ -246,6 +243,16 @@ func (w *world) start() {
 	w.sys = sys
 	w.api = httpapi.New(sys, httpapi.Options{CallbackToken: cbToken, OperatorToken: opToken})
 	w.drain()
+}
+
+// effectAfter runs an effect of incarnation inc after d, unless that
+// process has died by then (its effects die with it).
+func (w *world) effectAfter(inc int, d time.Duration, run func(ctx context.Context)) {
+	w.after(d, "effect", func() {
+		if w.inc == inc {
+			run(context.Background())
+		}
+	})
 }
 
 // crash kills the process at once: nothing in flight survives but what was
@@ -311,6 +318,9 @@ func (w *world) drain() {
 	}
 }
 
+// injectedPanic starts the value of every actor panic the simulator injects.
+const injectedPanic = "injected panic at "
+
 // fault is the shell's fault hook: actor panics, process crashes and
 // storage errors at each step of a transition.
 func (w *world) fault(point, id string) error {
@@ -327,7 +337,7 @@ func (w *world) fault(point, id string) error {
 	}
 	if w.faults.fire("actor.panic." + point) {
 		w.logf("panic in %s at %s", id, point)
-		panic("injected panic at " + point)
+		panic(injectedPanic + point)
 	}
 	if w.crashes < 25 && w.faults.fire("process.crash."+point) {
 		w.crashAt = point
@@ -337,6 +347,18 @@ func (w *world) fault(point, id string) error {
 		return errors.New("injected write error")
 	}
 	return nil
+}
+
+// actorFailed: an actor panic the simulator did not inject, or a process
+// crash it asked for, is a bug in the code under test.
+func (w *world) actorFailed(actor string, reason any) {
+	if _, crash := reason.(processCrash); crash {
+		return
+	}
+	if s, ok := reason.(string); ok && strings.HasPrefix(s, injectedPanic) {
+		return
+	}
+	w.violate("panic", "actor %s failed: %v", actor, reason)
 }
 
 // --- HTTP into the process ------------------------------------------------------------

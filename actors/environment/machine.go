@@ -194,22 +194,29 @@ type Output struct {
 
 // --- the machine ----------------------------------------------------------------
 
+// Validate checks a Create's names and policy (E1, E2); the shell calls it
+// before it gives out a route generation, New again before the record.
+func (c Create) Validate() error {
+	switch {
+	case !ValidID(c.ID):
+		return fmt.Errorf("%w: id %q must match [a-z0-9][a-z0-9-]{0,62}", ErrInvalid, c.ID)
+	case !ValidID(c.Branch):
+		return fmt.Errorf("%w: branch %q must match [a-z0-9][a-z0-9-]{0,62}", ErrInvalid, c.Branch)
+	case !ValidRevision(c.Revision):
+		return fmt.Errorf("%w: revision %q must match [A-Za-z0-9][A-Za-z0-9._-]{0,63}", ErrInvalid, c.Revision)
+	case c.Data != "" && c.Data != Disposable && c.Data != Preserve:
+		return fmt.Errorf("%w: data must be disposable or preserve", ErrInvalid)
+	}
+	return nil
+}
+
 // New records a requested environment with its declared identities (E1, E2).
 func (m Machine) New(c Create, now time.Time) (Env, error) {
-	if !ValidID(c.ID) {
-		return Env{}, fmt.Errorf("%w: id %q must match [a-z0-9][a-z0-9-]{0,62}", ErrInvalid, c.ID)
-	}
-	if !ValidID(c.Branch) {
-		return Env{}, fmt.Errorf("%w: branch %q must match [a-z0-9][a-z0-9-]{0,62}", ErrInvalid, c.Branch)
-	}
-	if !ValidRevision(c.Revision) {
-		return Env{}, fmt.Errorf("%w: revision %q must match [A-Za-z0-9][A-Za-z0-9._-]{0,63}", ErrInvalid, c.Revision)
+	if err := c.Validate(); err != nil {
+		return Env{}, err
 	}
 	if c.Data == "" {
 		c.Data = Disposable
-	}
-	if c.Data != Disposable && c.Data != Preserve {
-		return Env{}, fmt.Errorf("%w: data must be disposable or preserve", ErrInvalid)
 	}
 	e := Env{ID: c.ID, Branch: c.Branch, Revision: c.Revision, Data: c.Data, Desired: "ready", State: Requested,
 		Generation: max(c.Generation, 1), CreatedAt: now, UpdatedAt: now}
@@ -495,7 +502,6 @@ func (m Machine) verify(e *Env, o Observation, now time.Time) Output {
 			// Between activation and the smoke check a newer preview took
 			// the branch hostname: superseded, not a failure (I14).
 			m.supersede(e, o.RouteTarget, now)
-			m.setResource(e, Route, "", "superseded")
 			return m.stepDone(e, fmt.Sprintf("the hostname serves newer generation %d: superseded (E8, I14)", o.RouteTarget), "", now)
 		}
 		if e.SupersededBy == 0 && o.RouteTarget < e.Generation {
@@ -602,11 +608,7 @@ func (m Machine) lostBeforeSmoke(e *Env, c Capability, o Observation, now time.T
 // this preview again (I14) and the view shows why.
 func (m Machine) supersede(e *Env, newer uint64, now time.Time) {
 	e.SupersededBy = newer
-	for i := range e.Resources {
-		if e.Resources[i].Capability == Route {
-			e.Resources[i].Status = "superseded"
-		}
-	}
+	m.setResource(e, Route, "", "superseded")
 	e.Audit = append(e.Audit, AuditEntry{Actor: "controller", Action: "superseded",
 		Reason: fmt.Sprintf("branch route taken by generation %d", newer), At: now})
 }
@@ -753,7 +755,6 @@ func (m Machine) atRest(e *Env, r AtRest, now time.Time) Output {
 		}
 		if o.Exists && o.RouteTarget > e.Generation {
 			m.supersede(e, o.RouteTarget, now)
-			m.setResource(e, Route, "", "superseded")
 			return Output{Note: fmt.Sprintf("a newer preview of the branch holds the route (generation %d): superseded, never pulled back (E15, I14)", o.RouteTarget)}
 		}
 		d.Desired, d.Observed = fmt.Sprintf("generation %d", e.Generation), fmt.Sprintf("generation %d (exists=%t)", o.RouteTarget, o.Exists)

@@ -217,15 +217,22 @@ func describe(e Env, m Machine) string {
 	return strings.Join(parts, " ")
 }
 
+// newEnv is a default machine and a new environment env-1 on main.
+func newEnv(t *testing.T, now time.Time) (Machine, Env) {
+	t.Helper()
+	m := Machine{Config: DefaultConfig()}
+	e, err := m.New(Create{ID: "env-1", Branch: "main", Revision: "r1"}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, e
+}
+
 // TestChangedReportsRealChangesOnly: the shell skips the write when nothing
 // changed, so Changed must be false for a step that only notes why it waits
 // and true for one that moves the record; UpdatedAt moves only with it.
 func TestChangedReportsRealChangesOnly(t *testing.T) {
-	m := Machine{Config: DefaultConfig()}
-	e, err := m.New(Create{ID: "env-1", Branch: "main", Revision: "r1"}, epoch)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, e := newEnv(t, epoch)
 	e, out := m.Step(e, Advance{Owner: "w"}, epoch.Add(time.Second))
 	if !out.Changed || !e.UpdatedAt.Equal(epoch.Add(time.Second)) {
 		t.Fatalf("starting an attempt is a change: %+v", out)
@@ -242,12 +249,8 @@ func TestChangedReportsRealChangesOnly(t *testing.T) {
 // the attempt leased, and never armed the lease's expiry, so a crash after
 // the intent (I11) left the attempt unfinished forever (E7).
 func TestWakeFollowsTheLeaseNotASpentBackoff(t *testing.T) {
-	m := Machine{Config: DefaultConfig()}
 	now := epoch
-	e, err := m.New(Create{ID: "env-1", Branch: "main", Revision: "r1"}, now)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, e := newEnv(t, now)
 	if got := m.Wake(e); !got.Equal(now) {
 		t.Fatalf("a new environment is due at once (its first transition is eligible), wake %v", got)
 	}
@@ -275,12 +278,8 @@ func TestWakeFollowsTheLeaseNotASpentBackoff(t *testing.T) {
 // dropping the oldest (and never a drift still waiting for an operator),
 // and counts what it dropped (E1: a durable record, bounded).
 func TestRecordStaysBounded(t *testing.T) {
-	m := Machine{Config: DefaultConfig()}
 	now := epoch
-	e, err := m.New(Create{ID: "env-1", Branch: "main", Revision: "r1"}, now)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, e := newEnv(t, now)
 	ready := func() {
 		for i := 0; i < 40 && e.State != Ready; i++ {
 			next, out := m.Step(e, Advance{Owner: "w"}, now)
@@ -304,5 +303,23 @@ func TestRecordStaysBounded(t *testing.T) {
 	}
 	if last := e.Drift[len(e.Drift)-1]; last.Identity != "db-env-1" || last.Outcome != "" {
 		t.Fatalf("the open drift is kept: %+v", last)
+	}
+}
+
+// TestActivatesRouteNext: only an environment at app-ready with nothing in
+// flight is about to activate its route; every phase is asked, the last
+// removal step (which has no effect) included.
+func TestActivatesRouteNext(t *testing.T) {
+	for _, tr := range transitions {
+		e := Env{State: tr.from}
+		if got, want := e.ActivatesRouteNext(), tr.from == AppReady; got != want {
+			t.Errorf("%s: ActivatesRouteNext = %t, want %t", tr.from, got, want)
+		}
+	}
+	if (Env{State: AppReady, Attempt: &Attempt{}}).ActivatesRouteNext() {
+		t.Error("an attempt in flight is not a next activation")
+	}
+	if (Env{State: Ready}).ActivatesRouteNext() || (Env{State: Removed}).ActivatesRouteNext() {
+		t.Error("no transition, no activation")
 	}
 }

@@ -13,6 +13,7 @@ package environment
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"warden/actors/ident"
@@ -91,6 +92,29 @@ var transitions = []transition{
 	{AppStopped, DataRemoved, []step{{Migrations, Remove}, {Database, Remove}}},
 	{DataRemoved, VerifiedAbsent, []step{{Route, Observe}, {App, Observe}, {Database, Observe}}},
 	{VerifiedAbsent, Removed, nil},
+}
+
+// StepCapabilities are the capabilities the lifecycle's steps call, in the
+// order they first appear: the drivers a deployment must provide (E13).
+// Notifications are delivered by the shell's HTTP sender, not a driver.
+var StepCapabilities = func() []Capability {
+	var out []Capability
+	for _, t := range transitions {
+		for _, st := range t.steps {
+			if !slices.Contains(out, st.cap) {
+				out = append(out, st.cap)
+			}
+		}
+	}
+	return out
+}()
+
+// ActivatesRouteNext reports whether the next attempt would be the route
+// activation, the one step that needs the branch's newest generation
+// (Advance.BranchNewest).
+func (e Env) ActivatesRouteNext() bool {
+	t, ok := transitionFrom(e.State)
+	return ok && e.Attempt == nil && e.Tombstone == nil && len(t.steps) > 0 && t.steps[0] == step{Route, Apply}
 }
 
 func transitionFrom(p Phase) (transition, bool) {

@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"syscall"
 	"time"
 )
@@ -174,7 +173,7 @@ func (h *harness) envOutcome(envs []*envRecord) error {
 		if _, err := os.Stat(filepath.Join(preview, "databases", "db-"+e.id)); err == nil {
 			return fmt.Errorf("I12: db-%s outlives its tombstone", e.id)
 		}
-		if pid, ok := appPID(preview, "app-"+e.id); ok && syscall.Kill(pid, 0) == nil {
+		if pid, ok := appPID(filepath.Join(preview, "apps", "app-"+e.id+".json")); ok && syscall.Kill(pid, 0) == nil {
 			return fmt.Errorf("I12: app-%s (pid %d) outlives its tombstone", e.id, pid)
 		}
 	}
@@ -207,8 +206,9 @@ func (h *harness) envOutcome(envs []*envRecord) error {
 	return nil
 }
 
-func appPID(preview, identity string) (int, bool) {
-	raw, err := os.ReadFile(filepath.Join(preview, "apps", identity+".json"))
+// appPID reads the pid from a reference driver's apps/<identity>.json.
+func appPID(file string) (int, bool) {
+	raw, err := os.ReadFile(file)
 	if err != nil {
 		return 0, false
 	}
@@ -222,9 +222,8 @@ func appPID(preview, identity string) (int, bool) {
 // stopPreviewApps ends the preview applications the drivers started.
 func (h *harness) stopPreviewApps() {
 	files, _ := filepath.Glob(filepath.Join(h.dir, "preview", "apps", "*.json"))
-	sort.Strings(files)
 	for _, f := range files {
-		if pid, ok := appPID(filepath.Join(h.dir, "preview"), filepath.Base(f[:len(f)-len(".json")])); ok {
+		if pid, ok := appPID(f); ok {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}

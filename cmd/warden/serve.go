@@ -172,11 +172,7 @@ func envConfig(c config) actors.EnvConfig {
 		NotifyEndpoint: c.NotifyURL, Client: &http.Client{Timeout: 10 * time.Second}, ReconcileEvery: c.EnvReconcileEvery}
 	if len(c.EnvDriverCommand) > 0 {
 		d := &driver.ExecCapability{Exec: driver.Exec{Command: c.EnvDriverCommand, Timeout: c.EnvDriverTimeout}}
-		ec.Drivers = map[environment.Capability]driver.Capability{}
-		for _, cap := range []environment.Capability{environment.Artifact, environment.Database, environment.Migrations,
-			environment.App, environment.Route, environment.Smoke, environment.Notify} {
-			ec.Drivers[cap] = d
-		}
+		ec.Drivers = actors.DriverForAll(d)
 	}
 	return ec
 }
