@@ -28,11 +28,37 @@ func answerErr(msg any, err error) {
 	}
 }
 
+// CallbackRequest is an authenticated, decoded webhook.
+type CallbackRequest struct {
+	MarqueeID string
+	// DeliveryID is the Webhook-Id (M20); with MarqueeID it keys the
+	// dedup record (T5). Empty: no deduplication.
+	DeliveryID string
+	// BodyHash is the SHA-256 of the body as sent: the same delivery id
+	// with another body is refused (T5).
+	BodyHash [32]byte
+	Auth     CallbackAuth
+	Callback marquee.Callback
+}
+
+// CallbackAuth is what the HTTP layer established about the sender (T1-T4).
+type CallbackAuth struct {
+	// Mode is scoped, shared, standard-webhooks or github-oidc; it goes
+	// into the history.
+	Mode string
+	// OIDC: the token's run id (0 if it had none) and whether a scoped
+	// credential vouched for this marquee and generation too (T4). The
+	// run is checked against the marquee's recorded runs in its actor.
+	OIDC          bool
+	RunID         uint64
+	ScopedVouched bool
+}
+
 // Callback delivers an authenticated, decoded webhook to its marquee and
 // returns the exact answer, after the decision is durable (I5).
-func (s *System) Callback(ctx context.Context, marqueeID, deliveryID string, cb marquee.Callback) (CallbackAnswer, error) {
-	r, err := s.ask(ctx, kindMarquee, marqueeID, func(reply chan<- any) any {
-		return cmdCallback{cb: cb, deliveryID: deliveryID, reply: reply}
+func (s *System) Callback(ctx context.Context, req CallbackRequest) (CallbackAnswer, error) {
+	r, err := s.ask(ctx, kindMarquee, req.MarqueeID, func(reply chan<- any) any {
+		return cmdCallback{req: req, reply: reply}
 	})
 	if err != nil {
 		return CallbackAnswer{}, err

@@ -27,9 +27,8 @@ type (
 		reply chan<- any
 	}
 	cmdCallback struct {
-		cb         marquee.Callback
-		deliveryID string
-		reply      chan<- any
+		req   CallbackRequest
+		reply chan<- any
 	}
 	// cmdActivate asks only that the actor be live (its snapshot loaded).
 	cmdActivate struct{ reply chan<- any }
@@ -218,20 +217,37 @@ func (a *marqueeActor) callback(m cmdCallback) any {
 	if !a.exists {
 		return fmt.Errorf("%w: marquee %s", ErrNotFound, a.id)
 	}
-	if m.deliveryID != "" {
-		rec, err := a.sys.cfg.Store.Dedup(m.deliveryID)
-		if err == nil {
-			a.sys.cfg.Metrics.Callbacks.WithLabelValues(string(m.cb.Verb), "duplicate_delivery").Inc()
-			return CallbackAnswer{Status: rec.Status, Body: rec.Body}
+	req, cb := m.req, m.req.Callback
+	if req.Auth.OIDC {
+		// T4: a GitHub token speaks for a run; only the marquee knows which
+		// runs it dispatched. Refused before anything is read or written
+		// (T12).
+		if err := marquee.AuthorizeRun(a.rec.State, req.Auth.RunID, cb.Generation, req.Auth.ScopedVouched); err != nil {
+			a.sys.log.Info("callback refused", "marquee", a.id, "auth", req.Auth.Mode, "err", err)
+			return err
 		}
-		if !errors.Is(err, persistence.ErrNotFound) {
+	}
+	if req.DeliveryID != "" {
+		rec, err := a.sys.cfg.Store.Dedup(a.id, req.DeliveryID)
+		switch {
+		case err == nil && rec.SameBody(req.BodyHash):
+			a.sys.cfg.Metrics.Callbacks.WithLabelValues(string(cb.Verb), "duplicate_delivery").Inc()
+			return CallbackAnswer{Status: rec.Status, Body: rec.Body}
+		case err == nil:
+			// T5: one delivery id, two bodies. Answering the first body's
+			// answer would tell this sender about a message it did not
+			// send; applying it would break M20.
+			a.sys.cfg.Metrics.Callbacks.WithLabelValues(string(cb.Verb), "idempotency_key_reused").Inc()
+			a.sys.log.Warn("delivery id reused with another body", "marquee", a.id, "delivery", req.DeliveryID, "auth", req.Auth.Mode)
+			return fmt.Errorf("%w: delivery %q was already used for marquee %s with another body", ErrIdempotencyKeyReused, clipID(req.DeliveryID), a.id)
+		case !errors.Is(err, persistence.ErrNotFound):
 			a.sys.log.Warn("dedup record unusable; treating delivery as new", "id", a.id, "err", err)
 		}
 	}
 	var answer CallbackAnswer
 	answeredEarly := false
-	out, err := a.apply(m.cb, &dedupSpec{deliveryID: m.deliveryID, body: func(s marquee.State, o marquee.Output) []byte {
-		body, _ := json.Marshal(callbackBody{Result: o.Result, MarqueeID: a.id, Generation: s.Generation, ReceivedGeneration: m.cb.Generation})
+	out, err := a.apply(cb, &dedupSpec{deliveryID: req.DeliveryID, bodyHash: req.BodyHash, auth: req.Auth.Mode, body: func(s marquee.State, o marquee.Output) []byte {
+		body, _ := json.Marshal(callbackBody{Result: o.Result, MarqueeID: a.id, Generation: s.Generation, ReceivedGeneration: cb.Generation})
 		answer = CallbackAnswer{Status: 200, Body: body}
 		return body
 	}, early: func(body []byte) {
@@ -244,7 +260,7 @@ func (a *marqueeActor) callback(m cmdCallback) any {
 	if err != nil {
 		return err
 	}
-	a.sys.cfg.Metrics.Callbacks.WithLabelValues(string(m.cb.Verb), string(out.Result)).Inc()
+	a.sys.cfg.Metrics.Callbacks.WithLabelValues(string(cb.Verb), string(out.Result)).Inc()
 	// Rejections and held-back downgrades are logged with both numbers
 	// (M10); routine progress only at debug level, off the hot path.
 	level := slog.LevelDebug
@@ -253,10 +269,18 @@ func (a *marqueeActor) callback(m cmdCallback) any {
 		level = slog.LevelInfo
 	}
 	if a.sys.log.Enabled(context.Background(), level) {
-		a.sys.log.Log(context.Background(), level, "callback", "marquee", a.id, "verb", m.cb.Verb, "generation", a.rec.State.Generation,
-			"received_generation", m.cb.Generation, "result", out.Result)
+		a.sys.log.Log(context.Background(), level, "callback", "marquee", a.id, "verb", cb.Verb, "generation", a.rec.State.Generation,
+			"received_generation", cb.Generation, "result", out.Result, "auth", req.Auth.Mode)
 	}
 	return answer
+}
+
+// clipID bounds a caller's delivery id in a message.
+func clipID(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "..."
+	}
+	return s
 }
 
 type callbackBody struct {
@@ -304,17 +328,16 @@ func (a *marqueeActor) apply(ev marquee.Event, dedup *dedupSpec) (marquee.Output
 		return out, nil
 	}
 	var d *persistence.DedupRecord
-	if dedup != nil && dedup.deliveryID != "" {
+	if dedup != nil {
 		for i := range out.History {
 			if out.History[i].Source == marquee.SourceCallback {
 				out.History[i].DeliveryID = dedup.deliveryID
+				out.History[i].Auth = dedup.auth
 			}
 		}
-	}
-	if dedup != nil {
 		body := dedup.body(next, out)
 		if dedup.deliveryID != "" {
-			d = &persistence.DedupRecord{DeliveryID: dedup.deliveryID, At: now, MarqueeID: a.id, Status: 200, Body: body}
+			d = &persistence.DedupRecord{DeliveryID: dedup.deliveryID, At: now, MarqueeID: a.id, Status: 200, Body: body, BodySHA256: dedup.bodyHash[:]}
 		}
 	}
 	if !out.Changed && len(out.History) == 0 && d == nil {
@@ -423,12 +446,13 @@ func (a *marqueeActor) startEffects(s marquee.State, effects []marquee.Effect) {
 		case marquee.ReleaseAdmission:
 			sys.route(kindPool, e.Pool, poolRelease{job: id})
 		case marquee.StartDispatch:
-			req := driver.DispatchRequest{MarqueeID: id, Generation: e.Generation, Action: string(e.Action), CallbackURL: sys.cfg.CallbackURL}
+			req := driver.DispatchRequest{MarqueeID: id, Generation: e.Generation, Action: string(e.Action), CallbackURL: sys.cfg.CallbackURL,
+				CallbackToken: sys.mintCallbackToken(id, e.Generation)}
 			sys.goEffect(func(ctx context.Context) {
-				err := sys.cfg.Dispatcher.Dispatch(ctx, req)
-				res := marquee.DispatchFinished{Generation: req.Generation, Outcome: marquee.DispatchOK}
+				run, err := sys.cfg.Dispatcher.Dispatch(ctx, req)
+				res := marquee.DispatchFinished{Generation: req.Generation, Outcome: marquee.DispatchOK, RunID: run.ID, RunURL: run.URL}
 				if err != nil {
-					err = redacted(err, sys.cfg.Secrets...)
+					err = redacted(err, append([]string{req.CallbackToken}, sys.cfg.Secrets...)...)
 					res.Detail = err.Error()
 					res.Outcome = marquee.DispatchTransient
 					if driver.KindOf(err) == driver.Configuration {
@@ -482,6 +506,8 @@ func (a *marqueeActor) startEffects(s marquee.State, effects []marquee.Effect) {
 // dedupSpec asks apply to record the answer to a delivery in the same batch.
 type dedupSpec struct {
 	deliveryID string
+	bodyHash   [32]byte
+	auth       string
 	body       func(marquee.State, marquee.Output) []byte
 	// early answers before the commit; only PlantAnswerBeforePersist uses it.
 	early func(body []byte)

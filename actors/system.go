@@ -24,6 +24,7 @@ import (
 	"warden/actors/driver"
 	"warden/actors/environment"
 	"warden/actors/marquee"
+	"warden/actors/trust"
 	"warden/persistence"
 )
 
@@ -31,6 +32,9 @@ import (
 var (
 	ErrNotFound    = errors.New("not found")
 	ErrUnavailable = errors.New("unavailable")
+	// ErrIdempotencyKeyReused: a delivery id came again with another body
+	// (T5), 409.
+	ErrIdempotencyKeyReused = errors.New("idempotency key reused")
 	// ErrOverloaded: the entity's mailbox is past MaxInbox; the caller is
 	// told to come back rather than queued without bound.
 	ErrOverloaded = errors.New("overloaded")
@@ -53,8 +57,12 @@ type Config struct {
 	ControlPlane driver.ControlPlane
 	// CallbackURL is sent to every workflow run.
 	CallbackURL string
-	Logger      *slog.Logger
-	Metrics     *Metrics
+	// CallbackKeys, when set, derive each dispatch's scoped callback
+	// credential (T1), valid for CallbackTokenTTL (zero: 24 hours).
+	CallbackKeys     *trust.Keyring
+	CallbackTokenTTL time.Duration
+	Logger           *slog.Logger
+	Metrics          *Metrics
 	// EffectTimeout bounds one driver call.
 	EffectTimeout time.Duration
 	// AskTimeout bounds how long a caller waits for an actor's answer.
@@ -156,6 +164,9 @@ func Start(cfg Config) (*System, error) {
 	}
 	if cfg.EffectTimeout == 0 {
 		cfg.EffectTimeout = 30 * time.Second
+	}
+	if cfg.CallbackTokenTTL == 0 {
+		cfg.CallbackTokenTTL = 24 * time.Hour
 	}
 	if cfg.AskTimeout == 0 {
 		cfg.AskTimeout = 10 * time.Second
@@ -422,4 +433,13 @@ func (s *System) goEffect(f func(ctx context.Context)) {
 		defer cancel()
 		f(ctx)
 	}()
+}
+
+// mintCallbackToken derives the scoped credential of one dispatch (T1); ""
+// when no signing keys are configured.
+func (s *System) mintCallbackToken(marqueeID string, generation uint64) string {
+	if s.cfg.CallbackKeys == nil {
+		return ""
+	}
+	return trust.MintScoped(s.cfg.CallbackKeys, marqueeID, generation, s.cfg.Clock.Now().Add(s.cfg.CallbackTokenTTL))
 }

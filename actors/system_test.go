@@ -26,11 +26,11 @@ type recordingDispatcher struct {
 	sent []driver.DispatchRequest
 }
 
-func (d *recordingDispatcher) Dispatch(_ context.Context, r driver.DispatchRequest) error {
+func (d *recordingDispatcher) Dispatch(_ context.Context, r driver.DispatchRequest) (driver.Run, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.sent = append(d.sent, r)
-	return nil
+	return driver.Run{}, nil
 }
 
 func (d *recordingDispatcher) gens(id string) []uint64 {
@@ -163,7 +163,7 @@ func TestProvisioningTimeoutFires(t *testing.T) {
 	require.NoError(t, err)
 	h.eventually("dispatched", func() bool { return len(h.disp.gens("m-1")) == 1 })
 	for i := 0; i < 8; i++ { // a chatty attempt: a callback every 4 minutes is never stuck
-		_, err := h.sys.Callback(ctx, "m-1", "", marquee.Callback{Verb: marquee.VerbStep, Generation: 1, Step: marquee.VMStarting})
+		_, err := h.sys.Callback(ctx, cbReq("m-1", "", marquee.Callback{Verb: marquee.VerbStep, Generation: 1, Step: marquee.VMStarting}))
 		require.NoError(t, err)
 		h.clock.Advance(4 * time.Minute)
 	}
@@ -258,7 +258,7 @@ func TestRestartLoopIsBounded(t *testing.T) {
 	}
 	h.fault.Store(&f)
 	for i := 0; i < 6; i++ {
-		_, _ = h.sys.Callback(context.Background(), "m-1", "", marquee.Callback{Verb: marquee.VerbStep, Generation: 1, Step: marquee.VMStarting})
+		_, _ = h.sys.Callback(context.Background(), cbReq("m-1", "", marquee.Callback{Verb: marquee.VerbStep, Generation: 1, Step: marquee.VMStarting}))
 	}
 	var info ActorInfo
 	for _, a := range h.sys.Actors() {
@@ -269,7 +269,7 @@ func TestRestartLoopIsBounded(t *testing.T) {
 	require.True(t, info.Parked, "%+v", info)
 	require.Equal(t, 4, info.Restarts)
 	require.Contains(t, info.LastFailure, "always")
-	_, err = h.sys.Callback(context.Background(), "m-1", "", marquee.Callback{Verb: marquee.VerbStep, Generation: 1, Step: marquee.VMStarting})
+	_, err = h.sys.Callback(context.Background(), cbReq("m-1", "", marquee.Callback{Verb: marquee.VerbStep, Generation: 1, Step: marquee.VMStarting}))
 	require.ErrorContains(t, err, "parked")
 }
 
@@ -321,7 +321,7 @@ func TestPassivationReleasesAndReactivates(t *testing.T) {
 	h.eventually("passivated", func() bool { return !live(h, "m-1") })
 
 	// A message reactivates it; its state is the snapshot's.
-	ans, err := h.sys.Callback(ctx, "m-1", "d-1", marquee.Callback{Verb: marquee.VerbStep, Generation: 1, Step: marquee.SSHConfiguring})
+	ans, err := h.sys.Callback(ctx, cbReq("m-1", "d-1", marquee.Callback{Verb: marquee.VerbStep, Generation: 1, Step: marquee.SSHConfiguring}))
 	require.NoError(t, err)
 	require.Contains(t, string(ans.Body), `"result":"applied"`)
 	require.True(t, live(h, "m-1"))
@@ -365,7 +365,7 @@ func TestMessagesRacingPassivationAreNeverLost(t *testing.T) {
 	// happened between them (bounded).
 	n := 0
 	for ; n < 300 || (passivated() < 5 && n < 5000); n++ {
-		ans, err := h.sys.Callback(ctx, "m-1", fmt.Sprintf("race-%d", n), marquee.Callback{Verb: marquee.VerbRebooted, Generation: 0})
+		ans, err := h.sys.Callback(ctx, cbReq("m-1", fmt.Sprintf("race-%d", n), marquee.Callback{Verb: marquee.VerbRebooted, Generation: 0}))
 		require.NoError(t, err, "callback %d", n)
 		require.Equal(t, 200, ans.Status)
 		if n%3 == 0 {
@@ -375,7 +375,7 @@ func TestMessagesRacingPassivationAreNeverLost(t *testing.T) {
 	close(stop)
 	ticks.Wait()
 	for i := 0; i < n; i++ {
-		_, err := h.store.Dedup(fmt.Sprintf("race-%d", i))
+		_, err := h.store.Dedup("m-1", fmt.Sprintf("race-%d", i))
 		require.NoError(t, err, "callback %d was recorded with its delivery", i)
 	}
 	passivations := testutilCounter(h.sys.cfg.Metrics.Passivations.WithLabelValues("marquee"))
@@ -410,8 +410,8 @@ func TestActorCrashAfterSettleReleasesTheSlot(t *testing.T) {
 	_, err = h.sys.Create(ctx, marquee.Create{ID: "m-2", Kind: marquee.Tutorial})
 	require.NoError(t, err)
 	h.eventually("dispatch recorded", func() bool { return h.state("m-1").Attempt.Dispatch == marquee.DispatchSent })
-	_, err = h.sys.Callback(ctx, "m-1", "", marquee.Callback{Verb: marquee.VerbDeployed, Generation: 1,
-		Connection: &marquee.Connection{Host: "h", Port: 22, User: "root", SSHPrivateKey: "k", FreeDomain: "d"}})
+	_, err = h.sys.Callback(ctx, cbReq("m-1", "", marquee.Callback{Verb: marquee.VerbDeployed, Generation: 1,
+		Connection: &marquee.Connection{Host: "h", Port: 22, User: "root", SSHPrivateKey: "k", FreeDomain: "d"}}))
 	require.NoError(t, err)
 	h.eventually("m-1 provisioned", func() bool { return h.state("m-1").Lifecycle == marquee.Provisioned })
 	h.eventually("the crash happened where intended", func() bool { return afterPersist.Load() >= 5 })
@@ -443,8 +443,8 @@ func TestInternalEventSurvivesAFailedWrite(t *testing.T) {
 		return nil
 	}
 	h.writeFault.Store(&f)
-	_, err = h.sys.Callback(ctx, "m-1", "", marquee.Callback{Verb: marquee.VerbDeployed, Generation: 1,
-		Connection: &marquee.Connection{Host: "h", Port: 22, User: "root", SSHPrivateKey: "k", FreeDomain: "d"}})
+	_, err = h.sys.Callback(ctx, cbReq("m-1", "", marquee.Callback{Verb: marquee.VerbDeployed, Generation: 1,
+		Connection: &marquee.Connection{Host: "h", Port: 22, User: "root", SSHPrivateKey: "k", FreeDomain: "d"}}))
 	require.NoError(t, err)
 	h.eventually("first retry scheduled", func() bool { return h.sys.PendingRetries() == 1 && writes.Load() == 2 })
 	h.quiet()
@@ -480,8 +480,8 @@ func TestDriverOutputNeverLeaksSecrets(t *testing.T) {
 	_, err = sys.Create(ctx, marquee.Create{ID: "m-1", Kind: marquee.Tutorial})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return len(disp.gens("m-1")) == 1 }, 5*time.Second, time.Millisecond)
-	_, err = sys.Callback(ctx, "m-1", "", marquee.Callback{Verb: marquee.VerbDeployed, Generation: 1,
-		Connection: &marquee.Connection{Host: "203.0.113.7", Port: 22, User: "root", SSHPrivateKey: "-----BEGIN SECRET KEY-----"}})
+	_, err = sys.Callback(ctx, cbReq("m-1", "", marquee.Callback{Verb: marquee.VerbDeployed, Generation: 1,
+		Connection: &marquee.Connection{Host: "203.0.113.7", Port: 22, User: "root", SSHPrivateKey: "-----BEGIN SECRET KEY-----"}}))
 	require.NoError(t, err)
 	var detail string
 	require.Eventually(t, func() bool {
@@ -495,4 +495,8 @@ func TestDriverOutputNeverLeaksSecrets(t *testing.T) {
 	require.Contains(t, detail, "203.0.113.7", "the error is kept")
 	require.NotContains(t, detail, "BEGIN SECRET KEY", "the secret is not")
 	require.Contains(t, detail, "[redacted]")
+}
+
+func cbReq(id, delivery string, cb marquee.Callback) CallbackRequest {
+	return CallbackRequest{MarqueeID: id, DeliveryID: delivery, BodyHash: [32]byte{byte(len(delivery))}, Auth: CallbackAuth{Mode: "shared"}, Callback: cb}
 }

@@ -1,12 +1,7 @@
 package httpapi
 
 import (
-	"bytes"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
-	"strings"
 	"unicode/utf8"
 
 	"warden/actors/marquee"
@@ -54,32 +49,6 @@ type invalid struct{ msg string }
 func (e *invalid) Error() string { return e.msg }
 
 func invalidf(format string, args ...any) error { return &invalid{fmt.Sprintf(format, args...)} }
-
-// strictDecode decodes exactly one JSON object and rejects unknown fields
-// (a typo never passes silently) and trailing data.
-func strictDecode(body []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		var se *json.SyntaxError
-		var te *json.UnmarshalTypeError
-		switch {
-		case errors.As(err, &se):
-			return invalidf("body is not valid JSON (offset %d)", se.Offset)
-		case errors.As(err, &te):
-			return invalidf("field %s: wrong type (%s)", te.Field, te.Value)
-		case strings.HasPrefix(err.Error(), "json: unknown field "):
-			return invalidf("unknown field %s", strings.TrimPrefix(err.Error(), "json: unknown field "))
-		case errors.Is(err, io.EOF):
-			return invalidf("body is empty")
-		}
-		return invalidf("body: %v", err)
-	}
-	if dec.More() {
-		return invalidf("body has data after the JSON object")
-	}
-	return nil
-}
 
 // DecodeCallback validates a webhook body into the machine's Callback.
 func DecodeCallback(body []byte) (string, marquee.Callback, error) {
@@ -215,17 +184,27 @@ func DecodeCreate(body []byte) (marquee.Create, error) {
 	return c, nil
 }
 
-func decodeDestroy(body []byte) (marquee.Event, error) {
+func decodeDestroy(body []byte, by string) (marquee.Event, error) {
 	var w struct {
 		Reap bool `json:"reap"`
 	}
 	if len(body) == 0 {
-		return marquee.Destroy{}, nil
+		return marquee.Destroy{By: by}, nil
 	}
 	if err := strictDecode(body, &w); err != nil {
 		return nil, err
 	}
-	return marquee.Destroy{Reap: w.Reap}, nil
+	return marquee.Destroy{Reap: w.Reap, By: by}, nil
+}
+
+// decodeEmpty accepts no body or an empty object: a command without
+// arguments refuses every field (T6), so `{"x":1}` is a 400, not ignored.
+func decodeEmpty(body []byte) error {
+	if len(body) == 0 {
+		return nil
+	}
+	var w struct{}
+	return strictDecode(body, &w)
 }
 
 // validDeliveryID bounds the Webhook-Id header: printable ASCII, no spaces.

@@ -104,7 +104,7 @@ func FuzzDecodeDestroy(f *testing.F) {
 	f.Add([]byte(`{"reap":true}`))
 	f.Add([]byte(``))
 	f.Fuzz(func(t *testing.T, body []byte) {
-		ev, err := decodeDestroy(body)
+		ev, err := decodeDestroy(body, "op")
 		if err == nil {
 			_, ok := ev.(marquee.Destroy)
 			require.True(t, ok)

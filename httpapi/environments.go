@@ -65,14 +65,15 @@ func decodeReason(body []byte) (struct{ Reason, Actor string }, error) {
 
 func (s *Server) routeEnvironments() {
 	r := s.router
-	r.POST("/v1/environments", s.role(roleOperator, s.ready(s.createEnv)))
-	r.GET("/v1/environments", s.role(roleOperator, s.ready(s.listEnvs)))
-	r.GET("/v1/environments/:id", s.role(roleOperator, s.ready(s.getEnv)))
-	r.POST("/v1/environments/:id/remove", s.role(roleOperator, s.ready(s.removeEnv)))
-	r.POST("/v1/environments/:id/actions/:action", s.role(roleOperator, s.ready(s.envAction)))
+	none := []queryRule{}
+	r.POST("/v1/environments", s.query(none, s.write(s.readyOp(s.createEnv))))
+	r.GET("/v1/environments", s.query(none, s.read(s.readyOp(s.listEnvs))))
+	r.GET("/v1/environments/:id", s.query(none, s.read(s.readyOp(s.getEnv))))
+	r.POST("/v1/environments/:id/remove", s.query(none, s.write(s.readyOp(s.removeEnv))))
+	r.POST("/v1/environments/:id/actions/:action", s.query(none, s.write(s.readyOp(s.envAction))))
 }
 
-func (s *Server) createEnv(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+func (s *Server) createEnv(w http.ResponseWriter, r *http.Request, _ httprouter.Params, op Operator) {
 	body, ok := readBody(w, r, false)
 	if !ok {
 		return
@@ -82,6 +83,7 @@ func (s *Server) createEnv(w http.ResponseWriter, r *http.Request, _ httprouter.
 		s.badRequest(w, err)
 		return
 	}
+	c.By = op.Name
 	e, err := s.sys.CreateEnvironment(r.Context(), c)
 	if err != nil {
 		s.writeErr(w, err)
@@ -90,7 +92,7 @@ func (s *Server) createEnv(w http.ResponseWriter, r *http.Request, _ httprouter.
 	writeJSON(w, http.StatusCreated, envViewOf(e, s.sys.EnvMachine()))
 }
 
-func (s *Server) listEnvs(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
+func (s *Server) listEnvs(w http.ResponseWriter, _ *http.Request, _ httprouter.Params, _ Operator) {
 	envs, bad, err := s.sys.Store().ListEnvs()
 	if err != nil {
 		s.writeErr(w, err)
@@ -107,7 +109,7 @@ func (s *Server) listEnvs(w http.ResponseWriter, _ *http.Request, _ httprouter.P
 	writeJSON(w, http.StatusOK, resp)
 }
 
-func (s *Server) getEnv(w http.ResponseWriter, _ *http.Request, p httprouter.Params) {
+func (s *Server) getEnv(w http.ResponseWriter, _ *http.Request, p httprouter.Params, _ Operator) {
 	e, err := s.sys.Environment(p.ByName("id"))
 	if err != nil {
 		s.writeErr(w, err)
@@ -116,24 +118,26 @@ func (s *Server) getEnv(w http.ResponseWriter, _ *http.Request, p httprouter.Par
 	writeJSON(w, http.StatusOK, envViewOf(e, s.sys.EnvMachine()))
 }
 
-func (s *Server) removeEnv(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
-	s.envCommand(w, r, p, func(reason, _ string) environment.Event {
+func (s *Server) removeEnv(w http.ResponseWriter, r *http.Request, p httprouter.Params, op Operator) {
+	s.envCommand(w, r, p, func(reason string) environment.Event {
 		if reason == "" {
 			reason = "requested by an operator"
 		}
-		return environment.RemoveEnv{Reason: reason}
+		return environment.RemoveEnv{Reason: reason, By: op.Name}
 	})
 }
 
-func (s *Server) envAction(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
-	s.envCommand(w, r, p, func(reason, actor string) environment.Event {
-		return environment.Action{Name: p.ByName("action"), Actor: actor, Reason: reason}
+func (s *Server) envAction(w http.ResponseWriter, r *http.Request, p httprouter.Params, op Operator) {
+	s.envCommand(w, r, p, func(reason string) environment.Event {
+		return environment.Action{Name: p.ByName("action"), Actor: op.Name, Reason: reason}
 	})
 }
 
-// envCommand decodes {"reason", "actor"}, sends the event the handler
-// builds from them to the environment, and answers 202 with the view.
-func (s *Server) envCommand(w http.ResponseWriter, r *http.Request, p httprouter.Params, build func(reason, actor string) environment.Event) {
+// envCommand decodes {"reason"}, sends the event the handler builds from
+// it to the environment, and answers 202 with the view. The body's
+// "actor", if any, is accepted for older clients and ignored: the token
+// says who acted (T8).
+func (s *Server) envCommand(w http.ResponseWriter, r *http.Request, p httprouter.Params, build func(reason string) environment.Event) {
 	body, ok := readBody(w, r, true)
 	if !ok {
 		return
@@ -143,7 +147,7 @@ func (s *Server) envCommand(w http.ResponseWriter, r *http.Request, p httprouter
 		s.badRequest(w, err)
 		return
 	}
-	e, err := s.sys.EnvironmentCommand(r.Context(), p.ByName("id"), build(in.Reason, in.Actor))
+	e, err := s.sys.EnvironmentCommand(r.Context(), p.ByName("id"), build(in.Reason))
 	if err != nil {
 		s.writeErr(w, err)
 		return

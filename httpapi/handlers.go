@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"crypto/sha256"
 	"errors"
 	"net/http"
 	"strconv"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/julienschmidt/httprouter"
 
+	"warden/actors"
 	"warden/actors/marquee"
 )
 
@@ -20,11 +22,18 @@ func (s *Server) badRequest(w http.ResponseWriter, err error) {
 	s.writeErr(w, err)
 }
 
-// webhook is POST /v1/webhooks/terraform: authenticate (done), decode,
-// deliver to the marquee's actor, answer its durable decision (I5).
+// webhook is POST /v1/webhooks/terraform: read, authenticate (T1-T4),
+// decode, bind the credential to what the body claims, deliver to the
+// marquee's actor, answer its durable decision (I5). Every refusal is
+// answered before anything is written (T12).
 func (s *Server) webhook(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 	body, ok := readBody(w, r, false)
 	if !ok {
+		return
+	}
+	caller, fail := s.authenticateCallback(r, body)
+	if fail != nil {
+		fail.write(w)
 		return
 	}
 	deliveryID := r.Header.Get("Webhook-Id")
@@ -37,7 +46,13 @@ func (s *Server) webhook(w http.ResponseWriter, r *http.Request, _ httprouter.Pa
 		s.badRequest(w, err)
 		return
 	}
-	ans, err := s.sys.Callback(r.Context(), id, deliveryID, cb)
+	auth, fail := caller.bind(id, cb.Generation)
+	if fail != nil {
+		fail.write(w)
+		return
+	}
+	ans, err := s.sys.Callback(r.Context(), actors.CallbackRequest{MarqueeID: id, DeliveryID: deliveryID,
+		BodyHash: sha256.Sum256(body), Auth: auth, Callback: cb})
 	if err != nil {
 		s.writeErr(w, err)
 		return
@@ -45,11 +60,16 @@ func (s *Server) webhook(w http.ResponseWriter, r *http.Request, _ httprouter.Pa
 	writeRaw(w, ans.Status, ans.Body)
 }
 
-// noop is the benchmark's baseline: the same authentication, body limit and
-// decoding as the webhook, and no actor, no persistence.
+// noop is the benchmark's baseline: the same body limit, authentication
+// and decoding as the webhook, and no actor, no persistence.
 func (s *Server) noop(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 	body, ok := readBody(w, r, false)
 	if !ok {
+		return
+	}
+	caller, fail := s.authenticateCallback(r, body)
+	if fail != nil {
+		fail.write(w)
 		return
 	}
 	id, cb, err := DecodeCallback(body)
@@ -57,10 +77,14 @@ func (s *Server) noop(w http.ResponseWriter, r *http.Request, _ httprouter.Param
 		s.badRequest(w, err)
 		return
 	}
+	if _, fail := caller.bind(id, cb.Generation); fail != nil {
+		fail.write(w)
+		return
+	}
 	writeJSON(w, http.StatusOK, map[string]any{"result": "ignored", "marquee_id": id, "generation": cb.Generation, "received_generation": cb.Generation})
 }
 
-func (s *Server) createMarquee(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+func (s *Server) createMarquee(w http.ResponseWriter, r *http.Request, _ httprouter.Params, op Operator) {
 	body, ok := readBody(w, r, false)
 	if !ok {
 		return
@@ -70,6 +94,7 @@ func (s *Server) createMarquee(w http.ResponseWriter, r *http.Request, _ httprou
 		s.badRequest(w, err)
 		return
 	}
+	c.By = op.Name
 	st, err := s.sys.Create(r.Context(), c)
 	if err != nil {
 		s.writeErr(w, err)
@@ -78,13 +103,13 @@ func (s *Server) createMarquee(w http.ResponseWriter, r *http.Request, _ httprou
 	writeJSON(w, http.StatusCreated, viewOf(st, s.sys.Machine(), s.sys.Now()))
 }
 
-func (s *Server) command(status int, decode func([]byte) (marquee.Event, error)) httprouter.Handle {
-	return func(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+func (s *Server) command(status int, decode func(body []byte, by string) (marquee.Event, error)) opHandle {
+	return func(w http.ResponseWriter, r *http.Request, p httprouter.Params, op Operator) {
 		body, ok := readBody(w, r, true)
 		if !ok {
 			return
 		}
-		ev, err := decode(body)
+		ev, err := decode(body, op.Name)
 		if err != nil {
 			s.badRequest(w, err)
 			return
@@ -103,7 +128,7 @@ func (s *Server) command(status int, decode func([]byte) (marquee.Event, error))
 	}
 }
 
-func (s *Server) getMarquee(w http.ResponseWriter, _ *http.Request, p httprouter.Params) {
+func (s *Server) getMarquee(w http.ResponseWriter, _ *http.Request, p httprouter.Params, _ Operator) {
 	id := p.ByName("id")
 	if !marquee.ValidID(id) {
 		writeError(w, http.StatusNotFound, "not_found", "no such marquee")
@@ -130,7 +155,7 @@ func queryLimit(r *http.Request, def, maxLimit int) (int, error) {
 	return n, nil
 }
 
-func (s *Server) listMarquees(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+func (s *Server) listMarquees(w http.ResponseWriter, r *http.Request, _ httprouter.Params, _ Operator) {
 	limit, err := queryLimit(r, 100, 1000)
 	if err != nil {
 		s.badRequest(w, err)
@@ -166,7 +191,7 @@ func (s *Server) listMarquees(w http.ResponseWriter, r *http.Request, _ httprout
 	writeJSON(w, http.StatusOK, resp)
 }
 
-func (s *Server) history(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+func (s *Server) history(w http.ResponseWriter, r *http.Request, p httprouter.Params, _ Operator) {
 	limit, err := queryLimit(r, 50, 200)
 	if err != nil {
 		s.badRequest(w, err)
@@ -185,7 +210,7 @@ func (s *Server) history(w http.ResponseWriter, r *http.Request, p httprouter.Pa
 	writeJSON(w, http.StatusOK, map[string]any{"items": items})
 }
 
-func (s *Server) pools(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+func (s *Server) pools(w http.ResponseWriter, r *http.Request, _ httprouter.Params, _ Operator) {
 	ps, err := s.sys.Pools(r.Context())
 	if err != nil {
 		s.writeErr(w, err)
@@ -194,7 +219,7 @@ func (s *Server) pools(w http.ResponseWriter, r *http.Request, _ httprouter.Para
 	writeJSON(w, http.StatusOK, map[string]any{"items": ps})
 }
 
-func (s *Server) pool(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+func (s *Server) pool(w http.ResponseWriter, r *http.Request, p httprouter.Params, _ Operator) {
 	v, err := s.sys.Pool(r.Context(), p.ByName("name"))
 	if err != nil {
 		s.writeErr(w, err)
@@ -203,7 +228,7 @@ func (s *Server) pool(w http.ResponseWriter, r *http.Request, p httprouter.Param
 	writeJSON(w, http.StatusOK, v)
 }
 
-func (s *Server) actors(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
+func (s *Server) actors(w http.ResponseWriter, _ *http.Request, _ httprouter.Params, _ Operator) {
 	writeJSON(w, http.StatusOK, map[string]any{"items": s.sys.Actors(), "ready": s.sys.Ready()})
 }
 

@@ -8,7 +8,6 @@ package httpapi
 import (
 	"context"
 	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,12 +17,15 @@ import (
 	"strconv"
 	"time"
 
+	"net/url"
+
 	"github.com/julienschmidt/httprouter"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"warden/actors"
 	"warden/actors/environment"
 	"warden/actors/marquee"
+	"warden/actors/trust"
 )
 
 // MaxBody is the largest request body accepted (413 beyond it). A deployed
@@ -32,8 +34,24 @@ const MaxBody = 64 << 10
 
 // Options configure the API.
 type Options struct {
+	// CallbackToken is the shared callback token (mode shared, T2); empty:
+	// none.
 	CallbackToken string
+	// OperatorToken is one operator named "operator" (T8), beside
+	// Operators.
 	OperatorToken string
+	Operators     []Operator
+	// CallbackModes are the accepted callback modes (T2); nil means every
+	// mode whose secret is configured below.
+	CallbackModes []string
+	// CallbackKeys verify scoped credentials (T1); CallbackTokenTTL is the
+	// overlap a retired key keeps verifying.
+	CallbackKeys     *trust.Keyring
+	CallbackTokenTTL time.Duration
+	// Webhooks verify Standard Webhooks signatures (T3).
+	Webhooks *trust.Webhooks
+	// OIDC verifies GitHub Actions tokens (T4).
+	OIDC *trust.OIDC
 	// ProtectMetrics requires the operator token on GET /metrics.
 	ProtectMetrics bool
 	// NoopWebhook adds POST /v1/webhooks/noop: authenticated and decoded
@@ -45,12 +63,13 @@ type Options struct {
 
 // Server is the API's http.Handler.
 type Server struct {
-	sys      *actors.System
-	opts     Options
-	router   *httprouter.Router
-	callback [32]byte
-	operator [32]byte
-	log      *slog.Logger
+	sys       *actors.System
+	opts      Options
+	router    *httprouter.Router
+	callback  [32]byte
+	operators []Operator
+	modes     []string
+	log       *slog.Logger
 }
 
 // New builds the router.
@@ -58,8 +77,22 @@ func New(sys *actors.System, o Options) *Server {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	if o.CallbackTokenTTL == 0 {
+		o.CallbackTokenTTL = 24 * time.Hour
+	}
 	s := &Server{sys: sys, opts: o, router: httprouter.New(), log: o.Logger,
-		callback: sha256.Sum256([]byte(o.CallbackToken)), operator: sha256.Sum256([]byte(o.OperatorToken))}
+		callback: sha256.Sum256([]byte(o.CallbackToken)), operators: append([]Operator(nil), o.Operators...), modes: o.CallbackModes}
+	if o.OperatorToken != "" {
+		s.operators = append(s.operators, Operator{Name: "operator", Role: RoleOperator, TokenSHA256: sha256.Sum256([]byte(o.OperatorToken))})
+	}
+	if s.modes == nil {
+		for mode, on := range map[string]bool{ModeScoped: o.CallbackKeys != nil, ModeShared: o.CallbackToken != "",
+			ModeStandardWebhooks: o.Webhooks.Configured(), ModeGitHubOIDC: o.OIDC != nil} {
+			if on {
+				s.modes = append(s.modes, mode)
+			}
+		}
+	}
 	r := s.router
 	r.HandleMethodNotAllowed = true
 	r.NotFound = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
@@ -72,22 +105,32 @@ func New(sys *actors.System, o Options) *Server {
 		s.log.Error("handler panic", "panic", fmt.Sprint(v))
 		writeError(w, http.StatusInternalServerError, "internal", "internal error")
 	}
-	r.POST("/v1/webhooks/terraform", s.role(roleCallback, s.ready(s.webhook)))
+	noQuery := []queryRule{}
+	r.POST("/v1/webhooks/terraform", s.query(noQuery, s.ready(s.webhook)))
 	if o.NoopWebhook {
-		r.POST("/v1/webhooks/noop", s.role(roleCallback, s.ready(s.noop)))
+		r.POST("/v1/webhooks/noop", s.query(noQuery, s.ready(s.noop)))
 	}
-	r.POST("/v1/marquees", s.role(roleOperator, s.ready(s.createMarquee)))
-	r.GET("/v1/marquees", s.role(roleOperator, s.ready(s.listMarquees)))
-	r.GET("/v1/marquees/:id", s.role(roleOperator, s.ready(s.getMarquee)))
-	r.GET("/v1/marquees/:id/history", s.role(roleOperator, s.ready(s.history)))
-	r.POST("/v1/marquees/:id/redeploy", s.role(roleOperator, s.ready(s.command(http.StatusAccepted, func([]byte) (marquee.Event, error) { return marquee.Redeploy{}, nil }))))
-	r.POST("/v1/marquees/:id/destroy", s.role(roleOperator, s.ready(s.command(http.StatusAccepted, decodeDestroy))))
-	r.POST("/v1/marquees/:id/disable", s.role(roleOperator, s.ready(s.command(http.StatusOK, func([]byte) (marquee.Event, error) { return marquee.Disable{}, nil }))))
-	r.POST("/v1/marquees/:id/enable", s.role(roleOperator, s.ready(s.command(http.StatusOK, func([]byte) (marquee.Event, error) { return marquee.Enable{}, nil }))))
+	r.POST("/v1/marquees", s.query(noQuery, s.write(s.readyOp(s.createMarquee))))
+	r.GET("/v1/marquees", s.query([]queryRule{{name: "kind", values: []string{"byo", "tutorial"}},
+		{name: "serving", values: []string{"disabled", "active", "errored"}},
+		{name: "lifecycle", values: []string{"provisioning", "provisioned", "destroying", "destroyed", "failed"}},
+		{name: "limit"}, {name: "cursor"}}, s.read(s.readyOp(s.listMarquees))))
+	r.GET("/v1/marquees/:id", s.query(noQuery, s.read(s.readyOp(s.getMarquee))))
+	r.GET("/v1/marquees/:id/history", s.query([]queryRule{{name: "limit"}}, s.read(s.readyOp(s.history))))
+	r.POST("/v1/marquees/:id/redeploy", s.query(noQuery, s.write(s.readyOp(s.command(http.StatusAccepted, func(b []byte, by string) (marquee.Event, error) {
+		return marquee.Redeploy{By: by}, decodeEmpty(b)
+	})))))
+	r.POST("/v1/marquees/:id/destroy", s.query(noQuery, s.write(s.readyOp(s.command(http.StatusAccepted, decodeDestroy)))))
+	r.POST("/v1/marquees/:id/disable", s.query(noQuery, s.write(s.readyOp(s.command(http.StatusOK, func(b []byte, by string) (marquee.Event, error) {
+		return marquee.Disable{By: by}, decodeEmpty(b)
+	})))))
+	r.POST("/v1/marquees/:id/enable", s.query(noQuery, s.write(s.readyOp(s.command(http.StatusOK, func(b []byte, by string) (marquee.Event, error) {
+		return marquee.Enable{By: by}, decodeEmpty(b)
+	})))))
 	s.routeEnvironments()
-	r.GET("/v1/pools", s.role(roleOperator, s.ready(s.pools)))
-	r.GET("/v1/pools/:name", s.role(roleOperator, s.ready(s.pool)))
-	r.GET("/v1/actors", s.role(roleOperator, s.actors))
+	r.GET("/v1/pools", s.query(noQuery, s.read(s.readyOp(s.pools))))
+	r.GET("/v1/pools/:name", s.query(noQuery, s.read(s.readyOp(s.pool))))
+	r.GET("/v1/actors", s.query(noQuery, s.read(s.actors)))
 	r.GET("/healthz", func(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
@@ -101,7 +144,7 @@ func New(sys *actors.System, o Options) *Server {
 	metrics := promhttp.HandlerFor(sys.Metrics().Registry, promhttp.HandlerOpts{})
 	metricsHandle := func(w http.ResponseWriter, r *http.Request, _ httprouter.Params) { metrics.ServeHTTP(w, r) }
 	if o.ProtectMetrics {
-		r.GET("/metrics", s.role(roleOperator, metricsHandle))
+		r.GET("/metrics", s.read(func(w http.ResponseWriter, r *http.Request, p httprouter.Params, _ Operator) { metricsHandle(w, r, p) }))
 	} else {
 		r.GET("/metrics", metricsHandle)
 	}
@@ -123,43 +166,44 @@ func NewHTTPServer(addr string, h http.Handler) *http.Server {
 	}
 }
 
-type role int
-
-const (
-	roleCallback role = iota
-	roleOperator
-)
-
-// role authenticates the bearer token in constant time (M9): comparing
-// SHA-256 digests hides both the content and the length of the secret. A
-// missing or unknown token is 401; the other role's token is 403.
-func (s *Server) role(want role, h httprouter.Handle) httprouter.Handle {
-	return func(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
-		const prefix = "Bearer "
-		auth := r.Header.Get("Authorization")
-		if len(auth) <= len(prefix) || auth[:len(prefix)] != prefix {
-			writeError(w, http.StatusUnauthorized, "unauthorized", "a bearer token is required")
-			return
-		}
-		got := sha256.Sum256([]byte(auth[len(prefix):]))
-		isCallback := subtle.ConstantTimeCompare(got[:], s.callback[:]) == 1 && s.opts.CallbackToken != ""
-		isOperator := subtle.ConstantTimeCompare(got[:], s.operator[:]) == 1 && s.opts.OperatorToken != ""
-		switch {
-		case (want == roleCallback && isCallback) || (want == roleOperator && isOperator):
-			h(w, r, p)
-		case isCallback || isOperator:
-			writeError(w, http.StatusForbidden, "forbidden", "this token's role may not call this endpoint")
-		default:
-			writeError(w, http.StatusUnauthorized, "unauthorized", "unknown token")
-		}
-	}
-}
-
 func (s *Server) ready(h httprouter.Handle) httprouter.Handle {
 	return func(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 		if !s.sys.Ready() {
 			unavailable(w, "recovering or shutting down")
 			return
+		}
+		h(w, r, p)
+	}
+}
+
+// opHandle is an operator endpoint: it knows who asked (T8).
+type opHandle = func(http.ResponseWriter, *http.Request, httprouter.Params, Operator)
+
+func (s *Server) readyOp(h opHandle) opHandle {
+	return func(w http.ResponseWriter, r *http.Request, p httprouter.Params, op Operator) {
+		if !s.sys.Ready() {
+			unavailable(w, "recovering or shutting down")
+			return
+		}
+		h(w, r, p, op)
+	}
+}
+
+// query refuses unknown query parameters and values (T6) before anything
+// else runs.
+func (s *Server) query(rules []queryRule, h httprouter.Handle) httprouter.Handle {
+	return func(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+		if r.URL.RawQuery != "" {
+			q, err := url.ParseQuery(r.URL.RawQuery)
+			if err == nil {
+				err = checkQuery(q, rules...)
+			} else {
+				err = invalidf("query does not parse")
+			}
+			if err != nil {
+				s.badRequest(w, err)
+				return
+			}
 		}
 		h(w, r, p)
 	}
@@ -233,6 +277,10 @@ func (s *Server) writeErr(w http.ResponseWriter, err error) {
 	switch {
 	case errors.Is(err, actors.ErrNotFound):
 		writeError(w, http.StatusNotFound, "not_found", err.Error())
+	case errors.Is(err, marquee.ErrForbidden):
+		writeError(w, http.StatusForbidden, "forbidden", err.Error())
+	case errors.Is(err, actors.ErrIdempotencyKeyReused):
+		writeError(w, http.StatusConflict, "idempotency_key_reused", err.Error())
 	case errors.Is(err, marquee.ErrConflict), errors.Is(err, environment.ErrConflict):
 		writeError(w, http.StatusConflict, "conflict", err.Error())
 	case errors.Is(err, marquee.ErrInvalid), errors.Is(err, environment.ErrInvalid):

@@ -13,7 +13,7 @@
 //
 //	m/<marquee id>                  marquee snapshot (MarqueeRecord)
 //	h/<marquee id>/<seq %016x>      history entry; the newest HistoryLimit kept
-//	d/<delivery id>                 webhook dedup record (DedupRecord)
+//	d/<marquee id>/<delivery id>    webhook dedup record (DedupRecord, T5)
 //	p/<pool>                        pool metadata (PoolMeta)
 //	a/<pool>/<job>                  admission record (admission.Job)
 //	e/<environment id>              environment record (EnvRecord)
@@ -216,7 +216,9 @@ func marqueeKey(id string) []byte { return []byte("m/" + id) }
 func historyKey(id string, seq uint64) []byte {
 	return fmt.Appendf(nil, "h/%s/%016x", id, seq)
 }
-func dedupKey(id string) []byte              { return []byte("d/" + id) }
+func dedupKey(marqueeID, deliveryID string) []byte {
+	return []byte("d/" + marqueeID + "/" + deliveryID)
+}
 func poolKey(name string) []byte             { return []byte("p/" + name) }
 func admissionKey(pool, job string) []byte   { return []byte("a/" + pool + "/" + job) }
 func admissionPrefix(pool string) []byte     { return []byte("a/" + pool + "/") }
@@ -247,13 +249,23 @@ type MarqueeRecord struct {
 	WakeAt time.Time `json:"wake_at,omitzero"`
 }
 
-// DedupRecord is the first answer to a webhook delivery (M20).
+// DedupRecord is the first answer to a webhook delivery (M20), keyed by
+// marquee and delivery id (T5).
 type DedupRecord struct {
 	DeliveryID string    `json:"delivery_id"`
 	At         time.Time `json:"at"`
 	MarqueeID  string    `json:"marquee_id"`
 	Status     int       `json:"status"`
 	Body       []byte    `json:"body"`
+	// BodySHA256 is the hash of the request body that got this answer: a
+	// repeat with another body is a different message under a reused id.
+	BodySHA256 []byte `json:"body_sha256,omitempty"`
+}
+
+// SameBody reports whether a delivery's body is the one this record
+// answered. A record written before bodies were hashed answers as before.
+func (r DedupRecord) SameBody(h [32]byte) bool {
+	return len(r.BodySHA256) == 0 || bytes.Equal(r.BodySHA256, h[:])
 }
 
 // PoolMeta is what a pool keeps besides its job records.
@@ -330,10 +342,17 @@ func (s *Store) History(id string, limit int) ([]marquee.Entry, error) {
 	return out, nil
 }
 
-// Dedup returns the first answer to a delivery id, or ErrNotFound.
-func (s *Store) Dedup(deliveryID string) (DedupRecord, error) {
+// Dedup returns the first answer to a marquee's delivery id, or
+// ErrNotFound. The same delivery id of another marquee is another
+// delivery (T5).
+func (s *Store) Dedup(marqueeID, deliveryID string) (DedupRecord, error) {
 	var r DedupRecord
-	err := s.get(dedupKey(deliveryID), &r)
+	err := s.get(dedupKey(marqueeID, deliveryID), &r)
+	if err == nil && r.MarqueeID != marqueeID {
+		// A record of the layout before T5 ("d/<delivery>") whose id
+		// happens to read as this marquee's: not this delivery.
+		return DedupRecord{}, ErrNotFound
+	}
 	return r, err
 }
 
@@ -531,7 +550,7 @@ func (b *Batch) AppendHistory(id string, seq uint64, e marquee.Entry) {
 
 // PutDedup records the first answer to a delivery.
 func (b *Batch) PutDedup(r DedupRecord) {
-	_ = b.b.Set(dedupKey(r.DeliveryID), encode(r), nil)
+	_ = b.b.Set(dedupKey(r.MarqueeID, r.DeliveryID), encode(r), nil)
 }
 
 // PutAdmission writes a job record; a job with status None is deleted.

@@ -151,9 +151,9 @@ func TestDedupPrune(t *testing.T) {
 	n, err := s.PruneDedup(t0.Add(80*time.Hour - 72*time.Hour))
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
-	_, err = s.Dedup("old")
+	_, err = s.Dedup("m-1", "old")
 	require.ErrorIs(t, err, ErrNotFound)
-	r, err := s.Dedup("new")
+	r, err := s.Dedup("m-1", "new")
 	require.NoError(t, err)
 	require.Equal(t, []byte(`{}`), r.Body)
 }

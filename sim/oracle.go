@@ -176,8 +176,8 @@ func (w *world) afterRestart() {
 		}
 	}
 	for _, d := range w.applied {
-		if _, err := w.store.Dedup(d); err != nil {
-			w.violate("I5", "delivery %s was answered applied and is lost after the crash", d)
+		if _, err := w.store.Dedup(d[0], d[1]); err != nil {
+			w.violate("I5", "delivery %s of %s was answered applied and is lost after the crash", d[1], d[0])
 		}
 	}
 	view, err := w.sys.Pool(context.Background(), "default")

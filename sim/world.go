@@ -100,7 +100,7 @@ type world struct {
 	granted    map[string]uint64
 	dispatched map[string]map[uint64]bool
 	answered   map[string][]byte // delivery id -> first answer body
-	applied    []string          // deliveries answered 200 applied
+	applied    [][2]string       // (marquee, delivery) answered 200 applied
 	created    map[string]bool   // creates answered 201
 	intents    map[string]*intent
 	chats      map[string]driver.Chats
@@ -538,7 +538,7 @@ func (w *world) deliver(body map[string]any, delivery string, attempt int) {
 	if st == http.StatusOK {
 		w.answered[delivery] = ans
 		if res == "applied" {
-			w.applied = append(w.applied, delivery)
+			w.applied = append(w.applied, [2]string{id, delivery})
 		}
 	}
 }

@@ -50,17 +50,29 @@ func KindOf(err error) Kind {
 
 // DispatchRequest is one workflow dispatch (http-api.md, "Workflow
 // dispatch"). The generation rides in the inputs so every callback echoes it.
+// CallbackToken is the run's scoped credential (T1): a secret, sent as a
+// workflow input (GitHub masks it first) or on an exec driver's stdin,
+// never in a URL, on a command line or in a log.
 type DispatchRequest struct {
-	MarqueeID   string `json:"marquee_id"`
-	Generation  uint64 `json:"generation"`
-	Action      string `json:"action"`
-	CallbackURL string `json:"callback_url"`
+	MarqueeID     string `json:"marquee_id"`
+	Generation    uint64 `json:"generation"`
+	Action        string `json:"action"`
+	CallbackURL   string `json:"callback_url"`
+	CallbackToken string `json:"callback_token,omitempty"`
+}
+
+// Run is the workflow run a dispatch started, where the driver learns it
+// (W6): GitHub's dispatch API returns it when asked for run details; a
+// script may print it. Zero when unknown.
+type Run struct {
+	ID  uint64 `json:"run_id,omitempty"`
+	URL string `json:"run_url,omitempty"`
 }
 
 // Dispatcher starts a workflow run. It returns once the run is accepted, not
 // when it finishes: the run calls back.
 type Dispatcher interface {
-	Dispatch(ctx context.Context, r DispatchRequest) error
+	Dispatch(ctx context.Context, r DispatchRequest) (Run, error)
 }
 
 // BootstrapRequest asks for Traefik up, the wildcard certificate warmed and

@@ -39,7 +39,7 @@ func TestGitHubDispatchContractAndErrorKinds(t *testing.T) {
 		kind   Kind
 	}{{204, ""}, {429, Transient}, {500, Transient}, {503, Transient}, {404, Configuration}, {401, Configuration}, {422, Configuration}} {
 		status = tc.status
-		err := g.Dispatch(context.Background(), req)
+		_, err := g.Dispatch(context.Background(), req)
 		if tc.kind == "" {
 			require.NoError(t, err)
 		} else {
@@ -52,11 +52,11 @@ func TestGitHubDispatchContractAndErrorKinds(t *testing.T) {
 	require.Equal(t, "Bearer tok-secret", got.auth)
 	require.Equal(t, "application/vnd.github+json", got.accept)
 	require.Equal(t, "2022-11-28", got.version)
-	require.Equal(t, map[string]any{"ref": "main", "inputs": map[string]any{"marquee_id": "m-1", "generation": "6", "action": "apply",
+	require.Equal(t, map[string]any{"ref": "main", "return_run_details": true, "inputs": map[string]any{"marquee_id": "m-1", "generation": "6", "action": "apply",
 		"callback_url": "https://w/v1/webhooks/terraform"}}, got.body, "input values are strings")
 
 	dead := &GitHub{APIURL: "http://127.0.0.1:1", Repo: "a/b", Workflow: "w", Ref: "main", Token: "tok-secret"}
-	err := dead.Dispatch(context.Background(), req)
+	_, err := dead.Dispatch(context.Background(), req)
 	require.Equal(t, Transient, KindOf(err))
 	require.NotContains(t, err.Error(), "tok-secret")
 }
@@ -71,31 +71,35 @@ func TestExecDriverContract(t *testing.T) {
 	ctx := context.Background()
 	// The request arrives as one JSON object on stdin; the result is one on stdout.
 	d := &ExecDispatcher{Exec{Command: script(t, `read line; case "$line" in *'"generation":6'*) echo '{"ok":true}';; *) echo '{"ok":false,"detail":"bad input"}';; esac`)}}
-	require.NoError(t, d.Dispatch(ctx, DispatchRequest{MarqueeID: "m-1", Generation: 6}))
-	err := d.Dispatch(ctx, DispatchRequest{MarqueeID: "m-1", Generation: 7})
+	_, err := d.Dispatch(ctx, DispatchRequest{MarqueeID: "m-1", Generation: 6})
+	require.NoError(t, err)
+	_, err = d.Dispatch(ctx, DispatchRequest{MarqueeID: "m-1", Generation: 7})
 	require.ErrorContains(t, err, "bad input")
 
 	// Non-zero exit: one scoped failure, with stderr as the diagnostic.
 	fail := &ExecDispatcher{Exec{Command: script(t, "cat >/dev/null; echo 'quota exceeded' >&2; exit 3")}}
-	err = fail.Dispatch(ctx, DispatchRequest{})
+	_, err = fail.Dispatch(ctx, DispatchRequest{})
 	require.Equal(t, Scoped, KindOf(err))
 	require.ErrorContains(t, err, "exited 3: quota exceeded")
 
 	// Garbage on stdout is not success.
 	garbage := &ExecDispatcher{Exec{Command: script(t, "cat >/dev/null; echo 'done!'")}}
-	require.ErrorContains(t, garbage.Dispatch(ctx, DispatchRequest{}), "not one JSON object")
+	_, err = garbage.Dispatch(ctx, DispatchRequest{})
+	require.ErrorContains(t, err, "not one JSON object")
 
 	// A timeout kills the whole process group and is transient.
 	slow := &ExecDispatcher{Exec{Command: script(t, "sleep 30 & sleep 30"), Timeout: 200 * time.Millisecond}}
 	start := time.Now()
-	err = slow.Dispatch(ctx, DispatchRequest{})
+	_, err = slow.Dispatch(ctx, DispatchRequest{})
 	require.Equal(t, Transient, KindOf(err))
 	require.Less(t, time.Since(start), 5*time.Second)
 
 	missing := &ExecDispatcher{Exec{Command: []string{"/nonexistent/driver"}}}
-	require.Error(t, missing.Dispatch(ctx, DispatchRequest{}))
+	_, err = missing.Dispatch(ctx, DispatchRequest{})
+	require.Error(t, err)
 	none := &ExecDispatcher{}
-	require.Equal(t, Configuration, KindOf(none.Dispatch(ctx, DispatchRequest{})))
+	_, err = none.Dispatch(ctx, DispatchRequest{})
+	require.Equal(t, Configuration, KindOf(err))
 
 	// Secrets travel on stdin, never on argv.
 	b := &ExecBootstrapper{Exec{Command: script(t, `grep -q '"ssh_private_key":"s3cret"' && echo '{"ok":true}' || echo '{"ok":false}'`)}}

@@ -31,10 +31,13 @@ const (
 	maxStderr = 4 << 10
 )
 
-// ExecResult is the stdout contract: ok, and a human detail.
+// ExecResult is the stdout contract: ok, and a human detail; a dispatch
+// script may name the run it started.
 type ExecResult struct {
 	OK     bool   `json:"ok"`
 	Detail string `json:"detail,omitempty"`
+	RunID  uint64 `json:"run_id,omitempty"`
+	RunURL string `json:"run_url,omitempty"`
 }
 
 // Run sends req and decodes the result into res.
@@ -131,15 +134,15 @@ var _ io.Writer = (*limitedBuffer)(nil)
 // ExecDispatcher dispatches a workflow through a script.
 type ExecDispatcher struct{ Exec }
 
-func (d *ExecDispatcher) Dispatch(ctx context.Context, r DispatchRequest) error {
+func (d *ExecDispatcher) Dispatch(ctx context.Context, r DispatchRequest) (Run, error) {
 	var res ExecResult
 	if err := d.Run(ctx, r, &res); err != nil {
-		return err
+		return Run{}, err
 	}
 	if !res.OK {
-		return errorf(Scoped, "dispatch script: %s", res.Detail)
+		return Run{}, errorf(Scoped, "dispatch script: %s", res.Detail)
 	}
-	return nil
+	return Run{ID: res.RunID, URL: res.RunURL}, nil
 }
 
 // ExecBootstrapper runs the bootstrap job through a script.

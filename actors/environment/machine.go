@@ -74,6 +74,8 @@ type Create struct {
 	Data                 DataPolicy
 	TTL                  time.Duration
 	Generation           uint64
+	// By names the operator who asked (T8), audited when set.
+	By string
 }
 
 // Advance asks a worker (Owner) to take the next eligible transition: the
@@ -121,8 +123,9 @@ type RenewLease struct {
 	LeaseGeneration uint64
 }
 
-// RemoveEnv starts the forward removal (E11).
-type RemoveEnv struct{ Reason string }
+// RemoveEnv starts the forward removal (E11). By names the operator who
+// asked (T8), audited when set.
+type RemoveEnv struct{ Reason, By string }
 
 // Expire is the TTL deadline (E14): removal with reason ttl.
 type Expire struct{}
@@ -226,6 +229,9 @@ func (m Machine) New(c Create, now time.Time) (Env, error) {
 	for _, cap := range []Capability{Artifact, Database, App, Route} {
 		e.Resources = append(e.Resources, Resource{Capability: cap, Identity: e.Identity(cap), Status: "absent"})
 	}
+	if c.By != "" {
+		e.Audit = append(e.Audit, AuditEntry{Actor: c.By, Action: "create", Reason: "requested", At: now})
+	}
 	return e, nil
 }
 
@@ -254,6 +260,9 @@ func (m Machine) Step(e Env, ev Event, now time.Time) (Env, Output) {
 		case RenewLease:
 			out = m.renew(&e, ev, now)
 		case RemoveEnv:
+			if ev.By != "" && e.Desired != "removed" {
+				e.Audit = append(e.Audit, AuditEntry{Actor: ev.By, Action: "remove", Reason: ev.Reason, At: now})
+			}
 			out = m.remove(&e, ev.Reason, now)
 		case Expire:
 			if e.ExpiresAt.IsZero() || now.Before(e.ExpiresAt) || e.Desired == "removed" {

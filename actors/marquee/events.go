@@ -13,17 +13,23 @@ type Create struct {
 	Kind       Kind
 	Pool       string
 	Connection *Connection
+	// By names the operator who asked (T8); it goes into the history.
+	By string
 }
 
-// Redeploy is the fix-redeploy button (M6).
-type Redeploy struct{}
+// Redeploy is the fix-redeploy button (M6). By, on every operator command,
+// names the operator the token identified (T8); it goes into the history.
+type Redeploy struct{ By string }
 
 // Destroy tears the VM down (M7); Reap asks for a tombstone once destroyed.
-type Destroy struct{ Reap bool }
+type Destroy struct {
+	Reap bool
+	By   string
+}
 
 // Disable and Enable set the serving status (M8).
-type Disable struct{}
-type Enable struct{}
+type Disable struct{ By string }
+type Enable struct{ By string }
 
 // Callback is a Terraform webhook (M9-M20), already authenticated and
 // decoded by the HTTP layer.
@@ -56,10 +62,13 @@ const (
 )
 
 // DispatchFinished is the dispatch driver's answer for one generation.
+// RunID and RunURL are the run GitHub started, where it said (W6).
 type DispatchFinished struct {
 	Generation uint64
 	Outcome    DispatchOutcome
 	Detail     string
+	RunID      uint64
+	RunURL     string
 }
 
 // BootstrapFinished is the bootstrap job's result for one generation (M19).
@@ -178,6 +187,11 @@ type Entry struct {
 	// DeliveryID is the callback's Webhook-Id, set by the shell, so that
 	// every acknowledged delivery can be found again (I5).
 	DeliveryID string `json:"delivery_id,omitempty"`
+	// Actor is the operator who asked, for operator entries (T8).
+	Actor string `json:"actor,omitempty"`
+	// Auth is how a callback proved who sent it (scoped, shared,
+	// standard-webhooks, github-oidc), set by the shell (T2).
+	Auth string `json:"auth,omitempty"`
 }
 
 // Output is what one step produced besides the new state.

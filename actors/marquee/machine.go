@@ -73,7 +73,7 @@ func (m Machine) Create(c Create, now time.Time) (State, Output, error) {
 		conn := *c.Connection
 		s.Connection = &conn
 		s.Serving = Active
-		out.History = []Entry{{At: now, Source: SourceOperator, Verb: "create", Result: Applied, Detail: "byo marquee stored with its connection (M4)"}}
+		out.History = []Entry{{At: now, Source: SourceOperator, Verb: "create", Result: Applied, Actor: c.By, Detail: "byo marquee stored with its connection (M4)"}}
 	case Tutorial: // M5
 		if c.Connection != nil {
 			return State{}, Output{}, fmt.Errorf("%w: connection is reported by the workflow for a tutorial marquee, not given at create", ErrInvalid)
@@ -88,7 +88,7 @@ func (m Machine) Create(c Create, now time.Time) (State, Output, error) {
 		s.Attempt = &Attempt{Action: ActionApply, Dispatch: DispatchWaiting}
 		s.Admission = &Admission{Pool: c.Pool, Status: AdmissionAsking}
 		out.Effects = []Effect{AskAdmission{Pool: c.Pool}}
-		out.History = []Entry{{At: now, Source: SourceOperator, Verb: "create", Result: Applied, Detail: "tutorial marquee queued; asking pool " + c.Pool + " for a slot (M5)"}}
+		out.History = []Entry{{At: now, Source: SourceOperator, Verb: "create", Result: Applied, Actor: c.By, Detail: "tutorial marquee queued; asking pool " + c.Pool + " for a slot (M5)"}}
 	default:
 		return State{}, Output{}, fmt.Errorf("%w: kind %q must be byo or tutorial", ErrInvalid, c.Kind)
 	}
@@ -107,13 +107,13 @@ func (m Machine) Step(s State, ev Event, now time.Time) (State, Output) {
 		case Callback:
 			out = m.callback(&s, e, now)
 		case Redeploy:
-			out = m.redeploy(&s, now)
+			out = operatorBy(m.redeploy(&s, now), e.By)
 		case Destroy:
-			out = m.destroy(&s, e, now)
+			out = operatorBy(m.destroy(&s, e, now), e.By)
 		case Disable:
-			out = m.disable(&s, now)
+			out = operatorBy(m.disable(&s, now), e.By)
 		case Enable:
-			out = m.enable(&s, now)
+			out = operatorBy(m.enable(&s, now), e.By)
 		case AdmissionDecided:
 			out = m.admissionDecided(&s, e, now)
 		case DispatchFinished:
@@ -146,6 +146,16 @@ func (m Machine) Step(s State, ev Event, now time.Time) (State, Output) {
 		s.UpdatedAt = now
 	}
 	return s, out
+}
+
+// operatorBy records who asked on an operator command's history (T8).
+func operatorBy(out Output, by string) Output {
+	for i := range out.History {
+		if out.History[i].Source == SourceOperator {
+			out.History[i].Actor = by
+		}
+	}
+	return out
 }
 
 func (m Machine) onTombstone(s State, ev Event, now time.Time) Output {
@@ -509,14 +519,24 @@ func (m Machine) dispatchFinished(s *State, d DispatchFinished, now time.Time) O
 		return Output{Result: Stale, History: []Entry{entry}}
 	}
 	if s.Attempt.Dispatch == DispatchSent {
-		// Already observed through the run's own callbacks.
+		// Already observed through the run's own callbacks; its run id is
+		// still worth keeping (T4 binds later callbacks to it).
 		entry.Result, entry.Detail = Ignored, fmt.Sprintf("dispatch %s; the run had already called back", d.Outcome)
+		if d.Outcome == DispatchOK && d.RunID != 0 && s.Attempt.RunID == 0 {
+			recordRun(s, d)
+			entry.Result = Applied
+			return Output{Result: Applied, History: []Entry{entry}}
+		}
 		return Output{Result: Ignored, History: []Entry{entry}}
 	}
 	switch d.Outcome {
 	case DispatchOK:
 		s.Attempt.Dispatch = DispatchSent
 		entry.Result, entry.Detail = Applied, string(s.Attempt.Action)+" dispatched"
+		if d.RunID != 0 {
+			recordRun(s, d)
+			entry.Detail += fmt.Sprintf(" as run %d (W6)", d.RunID)
+		}
 		return Output{Result: Applied, History: []Entry{entry}}
 	case DispatchConfiguration:
 		// Retrying a request GitHub refused as malformed cannot help.
@@ -530,6 +550,16 @@ func (m Machine) dispatchFinished(s *State, d DispatchFinished, now time.Time) O
 		s.Attempt.Dispatch = DispatchFailed
 		entry.Result, entry.Detail = Applied, "dispatch failed (transient; the stuck retry will dispatch again): "+clip(d.Detail)
 		return Output{Result: Applied, History: []Entry{entry}}
+	}
+}
+
+// recordRun keeps the run GitHub started for the attempt (W6), and in the
+// bounded list of recent runs (T4).
+func recordRun(s *State, d DispatchFinished) {
+	s.Attempt.RunID, s.Attempt.RunURL = d.RunID, clip(d.RunURL)
+	s.Runs = append(s.Runs, Run{ID: d.RunID, Generation: d.Generation})
+	if len(s.Runs) > MaxRuns {
+		s.Runs = append([]Run(nil), s.Runs[len(s.Runs)-MaxRuns:]...)
 	}
 }
 

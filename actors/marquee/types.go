@@ -178,7 +178,24 @@ type Attempt struct {
 	Dispatch       Dispatch  `json:"dispatch"`
 	DispatchedAt   time.Time `json:"dispatched_at,omitzero"`
 	LastCallbackAt time.Time `json:"last_callback_at,omitzero"`
+	// RunID and RunURL are the workflow run of this attempt, where the
+	// dispatch API returned them (W6); T4 binds OIDC callbacks to RunID.
+	RunID  uint64 `json:"run_id,omitempty"`
+	RunURL string `json:"run_url,omitempty"`
 }
+
+// Run is a workflow run warden dispatched: its id and the generation it
+// was dispatched under.
+type Run struct {
+	ID         uint64 `json:"id"`
+	Generation uint64 `json:"generation"`
+}
+
+// MaxRuns bounds the runs a marquee remembers: enough for every attempt of
+// a day of stuck retries (M21 makes at most seven), so that a late
+// callback of a superseded run is recognised as warden's and answered
+// stale, not refused.
+const MaxRuns = 16
 
 // AdmissionStatus is the marquee's view of its admission.
 type AdmissionStatus string
@@ -245,10 +262,13 @@ type State struct {
 	Admission            *Admission `json:"admission,omitempty"`
 	Bootstrap            *Bootstrap `json:"bootstrap,omitempty"`
 	Downgrade            *Downgrade `json:"downgrade,omitempty"`
-	ReapOnDestroyed      bool       `json:"reap_on_destroyed,omitempty"`
-	Tombstone            *Tombstone `json:"tombstone,omitempty"`
-	CreatedAt            time.Time  `json:"created_at"`
-	UpdatedAt            time.Time  `json:"updated_at"`
+	// Runs are the recent workflow runs (newest last, at most MaxRuns)
+	// whose ids the dispatch API returned (W6, T4).
+	Runs            []Run      `json:"runs,omitempty"`
+	ReapOnDestroyed bool       `json:"reap_on_destroyed,omitempty"`
+	Tombstone       *Tombstone `json:"tombstone,omitempty"`
+	CreatedAt       time.Time  `json:"created_at"`
+	UpdatedAt       time.Time  `json:"updated_at"`
 }
 
 // NullPending reports whether a first null waits for its confirmation (M16).
@@ -284,7 +304,36 @@ func (s State) Clone() State {
 		t := *s.Tombstone
 		s.Tombstone = &t
 	}
+	s.Runs = append([]Run(nil), s.Runs...)
 	return s
+}
+
+// ErrForbidden refuses a callback whose credential does not speak for
+// this marquee or generation (T1, T4): http 403.
+var ErrForbidden = errors.New("forbidden")
+
+// AuthorizeRun checks an OIDC callback's run id against the runs warden
+// dispatched for this marquee (T4): a recorded run speaks only for the
+// generation it was dispatched under; a run not recorded speaks only if a
+// scoped credential vouched for the marquee as well (the dispatch API did
+// not return run details). It never changes the state.
+func AuthorizeRun(s State, runID, generation uint64, scopedVouched bool) error {
+	for _, r := range s.Runs {
+		if r.ID != runID {
+			continue
+		}
+		if r.Generation != generation {
+			return fmt.Errorf("%w: workflow run %d was dispatched for generation %d of marquee %s, not %d", ErrForbidden, runID, r.Generation, s.ID, generation)
+		}
+		return nil
+	}
+	if scopedVouched {
+		return nil
+	}
+	if s.Attempt != nil && s.Attempt.RunID != 0 {
+		return fmt.Errorf("%w: workflow run %d is not a run warden dispatched for marquee %s", ErrForbidden, runID, s.ID)
+	}
+	return fmt.Errorf("%w: warden has no run id for marquee %s (the dispatch returned no run details): send its scoped credential as well (T4)", ErrForbidden, s.ID)
 }
 
 // ErrConflict is an operator command that is not allowed in the current

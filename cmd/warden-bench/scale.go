@@ -19,7 +19,9 @@ import (
 
 type nopDriver struct{}
 
-func (nopDriver) Dispatch(context.Context, driver.DispatchRequest) error    { return nil }
+func (nopDriver) Dispatch(context.Context, driver.DispatchRequest) (driver.Run, error) {
+	return driver.Run{}, nil
+}
 func (nopDriver) Bootstrap(context.Context, driver.BootstrapRequest) error  { return nil }
 func (nopDriver) Chats(context.Context, string) (driver.Chats, error)       { return driver.Chats{}, nil }
 func (nopDriver) TeardownPlaygrounds(context.Context, string, uint64) error { return nil }
