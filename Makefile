@@ -34,7 +34,7 @@ run: build
 	./bin/warden serve --listen $(LISTEN) --data $(DATA) \
 		--dispatch exec --dispatch-command ./bin/example-workflow \
 		--bootstrap exec --bootstrap-command "./bin/example-workflow bootstrap" \
-		--env-driver-command ./bin/example-preview --env-reconcile-every 10s
+		--env-driver-command ./bin/example-preview --env-reconcile-every 10s --driver-env WARDEN_PREVIEW_DIR
 
 bench:
 	$(GO) run ./cmd/warden-bench -out BENCHMARKS.md
@@ -60,6 +60,11 @@ fuzz:
 	$(GO) test ./httpapi -run '^$$' -fuzz FuzzDecodeDestroy -fuzztime 30s
 	$(GO) test ./httpapi -run '^$$' -fuzz FuzzDecodeEnvCreate -fuzztime 30s
 	$(GO) test ./httpapi -run '^$$' -fuzz FuzzDecodeReason -fuzztime 30s
+	$(GO) test ./httpapi -run '^$$' -fuzz FuzzStrictDecode -fuzztime 30s
+	$(GO) test ./httpapi -run '^$$' -fuzz FuzzAuthenticateCallback -fuzztime 60s
+	$(GO) test ./actors/trust -run '^$$' -fuzz FuzzParseSignatures -fuzztime 30s
+	$(GO) test ./actors/trust -run '^$$' -fuzz FuzzVerifyScoped -fuzztime 30s
+	$(GO) test ./actors/trust -run '^$$' -fuzz FuzzKeyring -fuzztime 30s
 
 clean:
 	rm -rf bin

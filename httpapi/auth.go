@@ -194,7 +194,7 @@ func (s *Server) validScoped(token string) bool {
 	if s.opts.CallbackKeys == nil || !trust.IsScoped(token) {
 		return false
 	}
-	_, err := trust.VerifyScoped(s.opts.CallbackKeys, token, s.sys.Now(), s.opts.CallbackTokenTTL)
+	_, err := trust.VerifyScoped(s.opts.CallbackKeys, token, s.now(), s.opts.CallbackTokenTTL)
 	return err == nil
 }
 
@@ -226,7 +226,7 @@ func (s *Server) authenticateCallback(r *http.Request, body []byte) (callerClaim
 	if signed && (present || extra != "") {
 		return callerClaims{}, &authFail{http.StatusBadRequest, "credentials of two kinds at once: a Standard Webhooks signature and a bearer token (T7)"}
 	}
-	now := s.sys.Now()
+	now := s.now()
 	if signed {
 		if !s.modeOn(ModeStandardWebhooks) {
 			return callerClaims{}, unauthorized("callback mode standard-webhooks is not enabled (--callback-auth)")

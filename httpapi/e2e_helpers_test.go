@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/x509"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -37,6 +38,10 @@ type fakeGitHub struct {
 	mu         sync.Mutex
 	dispatches []dispatch
 	status     int
+	// runDetails makes it answer like a GitHub that knows
+	// return_run_details (W6): 200 with the run's id and URLs.
+	runDetails bool
+	nextRun    uint64
 	srv        *httptest.Server
 	t          *testing.T
 }
@@ -46,6 +51,9 @@ type dispatch struct {
 	Generation uint64
 	Action     string
 	Callback   string
+	// Token is the input callback_token: the run's scoped credential (T1).
+	Token string
+	RunID uint64
 }
 
 func newFakeGitHub(t *testing.T) *fakeGitHub {
@@ -61,8 +69,9 @@ func newFakeGitHub(t *testing.T) *fakeGitHub {
 			return
 		}
 		var body struct {
-			Ref    string            `json:"ref"`
-			Inputs map[string]string `json:"inputs"`
+			Ref        string            `json:"ref"`
+			Inputs     map[string]string `json:"inputs"`
+			RunDetails bool              `json:"return_run_details"`
 		}
 		if err := json.NewDecoder(r.Body).Decode(&body); err != nil || body.Ref != "main" {
 			w.WriteHeader(http.StatusUnprocessableEntity)
@@ -71,7 +80,17 @@ func newFakeGitHub(t *testing.T) *fakeGitHub {
 		gen, _ := strconv.ParseUint(body.Inputs["generation"], 10, 64)
 		g.mu.Lock()
 		defer g.mu.Unlock()
-		g.dispatches = append(g.dispatches, dispatch{body.Inputs["marquee_id"], gen, body.Inputs["action"], body.Inputs["callback_url"]})
+		d := dispatch{body.Inputs["marquee_id"], gen, body.Inputs["action"], body.Inputs["callback_url"], body.Inputs["callback_token"], 0}
+		if g.runDetails && body.RunDetails && g.status == http.StatusNoContent {
+			g.nextRun++
+			d.RunID = 5_000_000_000 + g.nextRun
+			g.dispatches = append(g.dispatches, d)
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprintf(w, `{"workflow_run_id":%d,"run_url":"https://api.github.com/repos/acme/infra/actions/runs/%d","html_url":"https://github.com/acme/infra/actions/runs/%d"}`,
+				d.RunID, d.RunID, d.RunID)
+			return
+		}
+		g.dispatches = append(g.dispatches, d)
 		w.WriteHeader(g.status)
 	}))
 	t.Cleanup(g.srv.Close)
@@ -133,23 +152,30 @@ func (c *fakeControlPlane) set(id, answer string) {
 // GitHub driver, a fake GitHub, a fake control plane, and a real HTTPS
 // endpoint the bootstrap probe verifies.
 type world struct {
-	t       *testing.T
-	url     string
-	gh      *fakeGitHub
-	cp      *fakeControlPlane
-	https   *httptest.Server
-	sys     *actors.System
-	store   *persistence.Store
-	srv     *http.Server
-	dir     string
-	pools   map[string]int
-	preview *fakePreview
-	notify  *notifySink
+	t *testing.T
+	// configure, if set, changes the system's and the API's configuration
+	// before they start (trust tests: keys, modes, a manual clock).
+	configure func(*actors.Config, *httpapi.Options)
+	url       string
+	gh        *fakeGitHub
+	cp        *fakeControlPlane
+	https     *httptest.Server
+	sys       *actors.System
+	store     *persistence.Store
+	srv       *http.Server
+	dir       string
+	pools     map[string]int
+	preview   *fakePreview
+	notify    *notifySink
 }
 
 func newWorld(t *testing.T, pools map[string]int) *world {
+	return newWorldWith(t, pools, nil)
+}
+
+func newWorldWith(t *testing.T, pools map[string]int, configure func(*actors.Config, *httpapi.Options)) *world {
 	w := &world{t: t, gh: newFakeGitHub(t), cp: newFakeControlPlane(t), dir: t.TempDir(), pools: pools,
-		preview: newFakePreview(), notify: newNotifySink(t)}
+		preview: newFakePreview(), notify: newNotifySink(t), configure: configure}
 	w.https = httptest.NewTLSServer(http.HandlerFunc(func(rw http.ResponseWriter, _ *http.Request) { rw.WriteHeader(http.StatusNotFound) }))
 	t.Cleanup(w.https.Close)
 	w.start()
@@ -166,7 +192,7 @@ func (w *world) start() {
 	roots := x509.NewCertPool()
 	roots.AddCert(w.https.Certificate())
 	_, port, _ := net.SplitHostPort(w.https.Listener.Addr().String())
-	sys, err := actors.Start(actors.Config{
+	cfg := actors.Config{
 		Store:   store,
 		Clock:   clock.Real{},
 		Machine: marquee.Machine{Config: marquee.DefaultConfig()},
@@ -178,10 +204,15 @@ func (w *world) start() {
 		CallbackURL:  w.url + "/v1/webhooks/terraform",
 		Env: actors.EnvConfig{Drivers: w.preview.drivers(), NotifyEndpoint: w.notify.srv.URL, Worker: "test-worker",
 			ReconcileEvery: 20 * time.Millisecond, NotifyBackoff: 10 * time.Millisecond},
-	})
+	}
+	opts := httpapi.Options{CallbackToken: callbackToken, OperatorToken: operatorToken}
+	if w.configure != nil {
+		w.configure(&cfg, &opts)
+	}
+	sys, err := actors.Start(cfg)
 	require.NoError(w.t, err)
 	w.sys, w.store = sys, store
-	srv := httpapi.NewHTTPServer("", httpapi.New(sys, httpapi.Options{CallbackToken: callbackToken, OperatorToken: operatorToken}))
+	srv := httpapi.NewHTTPServer("", httpapi.New(sys, opts))
 	w.srv = srv
 	go func() { _ = srv.Serve(ln) }()
 }

@@ -28,8 +28,8 @@ func TestE2ESlowDeployReportsAfterRedeploy(t *testing.T) {
 	require.Equal(t, uint64(2), gen(v))
 	require.Eventually(t, func() bool { return len(w.gh.sent()) == 2 }, 5*time.Second, 5*time.Millisecond)
 	sent := w.gh.sent()
-	require.Equal(t, dispatch{"m-1", 1, "apply", w.url + "/v1/webhooks/terraform"}, sent[0])
-	require.Equal(t, dispatch{"m-1", 2, "redeploy", w.url + "/v1/webhooks/terraform"}, sent[1], "I2: a fresh generation per dispatch")
+	require.Equal(t, dispatch{"m-1", 1, "apply", w.url + "/v1/webhooks/terraform", "", 0}, sent[0])
+	require.Equal(t, dispatch{"m-1", 2, "redeploy", w.url + "/v1/webhooks/terraform", "", 0}, sent[1], "I2: a fresh generation per dispatch")
 
 	require.Equal(t, "applied", w.result(deployedBody("m-1", 2, "203.0.113.20")))
 	v = w.waitFor("m-1", "provisioned", lifecycleIs("provisioned"))

@@ -256,6 +256,10 @@ type AttemptView struct {
 	Dispatch       string     `json:"dispatch"`
 	DispatchedAt   *time.Time `json:"dispatched_at"`
 	LastCallbackAt *time.Time `json:"last_callback_at"`
+	// RunID and RunURL: the workflow run, where the dispatch returned it
+	// (W6).
+	RunID  uint64 `json:"run_id,omitempty"`
+	RunURL string `json:"run_url,omitempty"`
 }
 
 type ConnectionView struct {
@@ -320,7 +324,7 @@ func viewOf(st marquee.State, m marquee.Machine, now time.Time) View {
 	}
 	if a := st.Attempt; a != nil {
 		v.Attempt = &AttemptView{Generation: a.Generation, Action: string(a.Action), Dispatch: string(a.Dispatch),
-			DispatchedAt: timePtr(a.DispatchedAt), LastCallbackAt: timePtr(a.LastCallbackAt)}
+			DispatchedAt: timePtr(a.DispatchedAt), LastCallbackAt: timePtr(a.LastCallbackAt), RunID: a.RunID, RunURL: a.RunURL}
 	}
 	if c := st.Connection; c != nil {
 		v.Connection = &ConnectionView{Host: c.Host, Port: c.Port, User: c.User, FreeDomain: c.FreeDomain, SSHPrivateKey: redact(c.SSHPrivateKey),

@@ -70,6 +70,7 @@ type Server struct {
 	operators []Operator
 	modes     []string
 	log       *slog.Logger
+	now       func() time.Time
 }
 
 // New builds the router.
@@ -80,7 +81,7 @@ func New(sys *actors.System, o Options) *Server {
 	if o.CallbackTokenTTL == 0 {
 		o.CallbackTokenTTL = 24 * time.Hour
 	}
-	s := &Server{sys: sys, opts: o, router: httprouter.New(), log: o.Logger,
+	s := &Server{sys: sys, opts: o, router: httprouter.New(), log: o.Logger, now: sys.Now,
 		callback: sha256.Sum256([]byte(o.CallbackToken)), operators: append([]Operator(nil), o.Operators...), modes: o.CallbackModes}
 	if o.OperatorToken != "" {
 		s.operators = append(s.operators, Operator{Name: "operator", Role: RoleOperator, TokenSHA256: sha256.Sum256([]byte(o.OperatorToken))})

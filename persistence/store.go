@@ -47,6 +47,7 @@ import (
 	"warden/actors/admission"
 	"warden/actors/environment"
 	"warden/actors/marquee"
+	"warden/actors/trust"
 )
 
 // codecV1 is the only encoding so far: a version byte then JSON.
@@ -84,12 +85,17 @@ type Options struct {
 	// NoSync commits without fsync. Only the benchmark's baseline uses it;
 	// it would break I5 in production.
 	NoSync bool
+	// Sealer encrypts the secrets a record holds before they are written
+	// (T10); nil keeps them in clear (in-memory stores of tests and the
+	// simulator).
+	Sealer *trust.Sealer
 }
 
 // Store is the durable record over one Pebble database.
 type Store struct {
 	db        *pebble.DB
 	writeOpts *pebble.WriteOptions
+	sealer    *trust.Sealer
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -127,7 +133,7 @@ func Open(dir string, o Options) (*Store, error) {
 	if o.NoSync {
 		wo = pebble.NoSync
 	}
-	return &Store{db: db, writeOpts: wo}, nil
+	return &Store{db: db, writeOpts: wo, sealer: o.Sealer}, nil
 }
 
 // Close flushes and closes the database. Closing twice is harmless.
@@ -281,8 +287,8 @@ func (s *Store) LoadMarquee(id string) (MarqueeRecord, error) {
 	if err := s.get(key, &r); err != nil {
 		return MarqueeRecord{}, err
 	}
-	if err := r.State.Validate(); err != nil {
-		return MarqueeRecord{}, &CorruptError{Malformed{Key: string(key), Reason: err.Error()}}
+	if err := s.openMarquee(key, &r); err != nil {
+		return MarqueeRecord{}, err
 	}
 	return r, nil
 }
@@ -304,8 +310,8 @@ func (s *Store) ListMarquees(after string, limit int, keep func(marquee.State) b
 			bad = append(bad, err.(*CorruptError).Malformed)
 			return true, nil
 		}
-		if err := r.State.Validate(); err != nil {
-			bad = append(bad, Malformed{Key: string(k), Reason: err.Error()})
+		if err := s.openMarquee(k, &r); err != nil {
+			bad = append(bad, err.(*CorruptError).Malformed)
 			return true, nil
 		}
 		if r.State.Tombstone != nil || (keep != nil && !keep(r.State)) {
@@ -496,6 +502,13 @@ func (s *Store) BranchGeneration(branch string) (uint64, error) {
 	return g, err
 }
 
+// ForEach calls f with every key and value in the store, in key order:
+// a raw view for tests that prove a refusal wrote nothing (T12) and for
+// debugging. The value is only valid during the call.
+func (s *Store) ForEach(f func(k, v []byte) error) error {
+	return s.scan(nil, nil, func(k, v []byte) (bool, error) { return true, f(k, v) })
+}
+
 // --- batches ------------------------------------------------------------------
 
 // Batch collects one transition's writes; Commit makes them durable
@@ -518,7 +531,7 @@ func (b *Batch) PutMarquee(r MarqueeRecord, oldWake time.Time) {
 	if !r.WakeAt.IsZero() {
 		_ = b.b.Set(wakeKey(r.WakeAt, id), nil, nil)
 	}
-	_ = b.b.Set(marqueeKey(id), encode(r), nil)
+	_ = b.b.Set(marqueeKey(id), encode(b.s.sealMarquee(r)), nil)
 }
 
 // PutEnv writes an environment record and moves its wake-index entry from

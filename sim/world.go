@@ -27,6 +27,7 @@ import (
 	"warden/actors/driver"
 	"warden/actors/environment"
 	"warden/actors/marquee"
+	"warden/actors/trust"
 	"warden/httpapi"
 	"warden/persistence"
 )
@@ -206,6 +207,7 @@ func (w *world) start() {
 		Bootstrapper:  simBootstrap{w},
 		ControlPlane:  &driver.HTTPControlPlane{URL: "https://control.sim", Client: &http.Client{Transport: controlTransport{w}}},
 		CallbackURL:   "https://warden.sim/v1/webhooks/terraform",
+		CallbackKeys:  simCallbackKeys,
 		Logger:        slog.New(slog.DiscardHandler),
 		RestartLimit:  5,
 		RestartWindow: time.Minute,
@@ -241,9 +243,13 @@ func (w *world) start() {
 		panic(fmt.Sprintf("sim: start: %v", err))
 	}
 	w.sys = sys
-	w.api = httpapi.New(sys, httpapi.Options{CallbackToken: cbToken, OperatorToken: opToken})
+	w.api = httpapi.New(sys, httpapi.Options{CallbackToken: cbToken, OperatorToken: opToken, CallbackKeys: simCallbackKeys})
 	w.drain()
 }
+
+// simCallbackKeys sign the runs' scoped credentials (T1): a fixed key, so
+// a seed's credentials, like everything else, replay byte for byte.
+var simCallbackKeys = &trust.Keyring{Keys: []trust.Key{{ID: "sim", Secret: [trust.KeySize]byte{'s', 'i', 'm'}}}}
 
 // effectAfter runs an effect of incarnation inc after d, unless that
 // process has died by then (its effects die with it).
@@ -437,7 +443,7 @@ func (t githubTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return respond(404, "workflow not found"), nil
 	}
 	w.logf("dispatch %s g%d %s", id, gen, action)
-	w.run(id, gen, action)
+	w.run(id, gen, action, body.Inputs["callback_token"])
 	return respond(204, ""), nil
 }
 
@@ -445,7 +451,9 @@ func hostFor(id string, gen uint64) string { return fmt.Sprintf("%s-g%d.host", i
 
 // run plays one workflow run: steps, then deployed (or failed), or
 // destroyed for a destroy; every callback subject to the network's faults.
-func (w *world) run(id string, gen uint64, action string) {
+// Its callbacks use the run's scoped credential (T1); an unversioned ping
+// of an old workflow (generation 0) cannot, and uses the shared token.
+func (w *world) run(id string, gen uint64, action, token string) {
 	if w.faults.fire("workflow.silent") {
 		w.logf("run %s g%d is silent", id, gen)
 		return
@@ -453,7 +461,7 @@ func (w *world) run(id string, gen uint64, action string) {
 	at := w.now()
 	if action == "destroy" {
 		at = at.Add(w.uniform(time.Minute, 4*time.Minute))
-		w.callbackAt(at, map[string]any{"marquee_id": id, "verb": "destroyed", "generation": gen})
+		w.callbackAt(at, map[string]any{"marquee_id": id, "verb": "destroyed", "generation": gen}, token)
 		return
 	}
 	// Some runs come from an old workflow that predates the generation
@@ -475,19 +483,21 @@ func (w *world) run(id string, gen uint64, action string) {
 	}
 	for _, step := range steps {
 		at = at.Add(gap())
-		w.callbackAt(at, map[string]any{"marquee_id": id, "verb": "step", "generation": stepGen, "step": step})
+		w.callbackAt(at, map[string]any{"marquee_id": id, "verb": "step", "generation": stepGen, "step": step}, token)
 	}
 	at = at.Add(w.uniform(time.Minute, 4*time.Minute))
 	if w.faults.fire("workflow.failed") {
-		w.callbackAt(at, map[string]any{"marquee_id": id, "verb": "failed", "generation": gen, "reason": "terraform apply failed"})
+		w.callbackAt(at, map[string]any{"marquee_id": id, "verb": "failed", "generation": gen, "reason": "terraform apply failed"}, token)
 		return
 	}
 	w.callbackAt(at, map[string]any{"marquee_id": id, "verb": "deployed", "generation": gen, "connection": map[string]any{
-		"host": hostFor(id, gen), "port": 22, "user": "root", "ssh_private_key": "sim-key", "free_domain": id + ".sim"}})
+		"host": hostFor(id, gen), "port": 22, "user": "root", "ssh_private_key": "sim-key", "free_domain": id + ".sim"}}, token)
 }
 
 // callbackAt schedules one delivery with the network's faults.
-func (w *world) callbackAt(at time.Time, body map[string]any) {
+// token is the run's scoped credential, or "" for a caller warden did not
+// dispatch (it uses the shared token).
+func (w *world) callbackAt(at time.Time, body map[string]any, token string) {
 	w.seq++
 	delivery := fmt.Sprintf("d-%d", w.seq)
 	if w.faults.fire("callback.lost") {
@@ -501,28 +511,38 @@ func (w *world) callbackAt(at time.Time, body map[string]any) {
 		late := time.Duration(float64(5*time.Minute) * math.Pow(1/(1-w.rnd.Float64()*0.999), 1/1.2))
 		at = at.Add(min(late, 6*time.Hour))
 	}
-	w.at(at, "callback", func() { w.deliver(body, delivery, 0) })
+	w.at(at, "callback", func() { w.deliver(body, delivery, 0, token) })
 	if w.faults.fire("callback.duplicate") {
-		w.at(at.Add(w.uniform(time.Second, time.Hour)), "callback", func() { w.deliver(body, delivery, 0) })
+		w.at(at.Add(w.uniform(time.Second, time.Hour)), "callback", func() { w.deliver(body, delivery, 0, token) })
 	}
 }
 
 // deliver sends a callback; like a webhook sender it retries what was not
 // answered, with the same delivery id.
-func (w *world) deliver(body map[string]any, delivery string, attempt int) {
+func (w *world) deliver(body map[string]any, delivery string, attempt int, scoped string) {
+	token := cbToken
+	if g, _ := body["generation"].(uint64); scoped != "" && g > 0 {
+		token = scoped
+	}
 	if w.faults.fire("callback.bad-token") {
 		st, _, _ := w.call("POST", "/v1/webhooks/terraform", "wrong-token", body, delivery)
 		if st != http.StatusUnauthorized {
 			w.violate("M9", "a wrong token was answered %d", st)
 		}
 		w.cover("M9")
+		// A genuine credential of another marquee speaks for nothing here (T1).
+		g, _ := body["generation"].(uint64)
+		foreign := trust.MintScoped(simCallbackKeys, "zz-foreign", g, w.now().Add(time.Hour))
+		if st, _, _ := w.call("POST", "/v1/webhooks/terraform", foreign, body, delivery); st != http.StatusForbidden {
+			w.violate("T1", "another marquee's credential was answered %d", st)
+		}
 	}
-	st, ans, crashed := w.call("POST", "/v1/webhooks/terraform", cbToken, body, delivery)
+	st, ans, crashed := w.call("POST", "/v1/webhooks/terraform", token, body, delivery)
 	id, _ := body["marquee_id"].(string)
 	if crashed || st == http.StatusServiceUnavailable {
 		w.logf("callback %s %s %v unanswered (crashed=%t status=%d)", delivery, id, body["verb"], crashed, st)
 		if attempt < 5 {
-			w.after(30*time.Second, "callback", func() { w.deliver(body, delivery, attempt+1) })
+			w.after(30*time.Second, "callback", func() { w.deliver(body, delivery, attempt+1, token) })
 		}
 		return
 	}
@@ -686,12 +706,12 @@ func (w *world) falseNull() {
 	}
 	id := live[w.rnd.IntN(len(live))]
 	gen := w.model[id].Generation
-	w.callbackAt(w.now(), map[string]any{"marquee_id": id, "verb": "null", "generation": gen})
+	w.callbackAt(w.now(), map[string]any{"marquee_id": id, "verb": "null", "generation": gen}, "")
 	if w.rnd.IntN(2) == 0 {
-		w.callbackAt(w.now().Add(w.uniform(time.Minute, 10*time.Minute)), map[string]any{"marquee_id": id, "verb": "rebooted", "generation": gen})
+		w.callbackAt(w.now().Add(w.uniform(time.Minute, 10*time.Minute)), map[string]any{"marquee_id": id, "verb": "rebooted", "generation": gen}, "")
 	}
 	if w.rnd.IntN(2) == 0 {
-		w.callbackAt(w.now().Add(w.uniform(time.Minute, 30*time.Minute)), map[string]any{"marquee_id": id, "verb": "null", "generation": gen})
+		w.callbackAt(w.now().Add(w.uniform(time.Minute, 30*time.Minute)), map[string]any{"marquee_id": id, "verb": "null", "generation": gen}, "")
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -20,8 +21,34 @@ import (
 type Exec struct {
 	Command []string
 	Timeout time.Duration
+	// PassEnv names the variables of warden's own environment the command
+	// also gets, beside the minimal set (T9: --driver-env).
+	PassEnv []string
 	// Env is added to the command's environment (never secrets on argv).
 	Env []string
+}
+
+// minimalEnv is what every child process gets of warden's environment
+// (T9): enough to find programs and write temporary files, never a
+// warden token or key, since what a driver starts (a preview
+// application, a workflow) inherits it again.
+var minimalEnv = []string{"PATH", "HOME", "LANG", "TMPDIR"}
+
+// ChildEnv builds a child's environment from warden's own: the minimal
+// set, the names pass lists, then extra.
+func ChildEnv(getenv func(string) (string, bool), pass []string, extra ...string) []string {
+	var env []string
+	seen := map[string]bool{}
+	for _, name := range append(append([]string(nil), minimalEnv...), pass...) {
+		if seen[name] {
+			continue
+		}
+		seen[name] = true
+		if v, ok := getenv(name); ok {
+			env = append(env, name+"="+v)
+		}
+	}
+	return append(env, extra...)
 }
 
 // Limits on what a script may send back; a runaway script is cut off, not
@@ -56,7 +83,7 @@ func (e *Exec) Run(ctx context.Context, req any, res any) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, e.Command[0], e.Command[1:]...)
-	cmd.Env = append(cmd.Environ(), e.Env...)
+	cmd.Env = ChildEnv(os.LookupEnv, e.PassEnv, e.Env...)
 	cmd.Stdin = bytes.NewReader(in)
 	var stdout, stderr limitedBuffer
 	stdout.limit, stderr.limit = maxStdout, maxStderr

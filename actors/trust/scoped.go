@@ -78,7 +78,9 @@ func VerifyScoped(k *Keyring, token string, now time.Time, overlap time.Duration
 	}
 	gen, err1 := strconv.ParseUint(f[3], 10, 64)
 	exp, err2 := strconv.ParseInt(f[4], 10, 64)
-	if err1 != nil || err2 != nil || f[2] == "" {
+	// Numbers in their one canonical spelling: "+5" or "05" would be a
+	// second token with the same MAC.
+	if err1 != nil || err2 != nil || f[2] == "" || strconv.FormatUint(gen, 10) != f[3] || strconv.FormatInt(exp, 10) != f[4] {
 		return Scoped{}, ErrNotScoped
 	}
 	key, ok := k.Find(f[1])

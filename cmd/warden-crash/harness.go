@@ -201,7 +201,7 @@ func (h *harness) startWarden(script string) error {
 		"--dispatch", "github", "--github-api-url", h.gh.URL, "--github-repo", "acme/infra",
 		"--bootstrap", "exec", "--bootstrap-command", script, "--pool", fmt.Sprintf("default=%d", poolLimit),
 		"--stale-after", "1s", "--retry-backoff", strings.Join(retry, ","), "--provisioning-timeout", "1m",
-		"--log-format", "json")
+		"--log-format", "json", "--driver-env", "WARDEN_PREVIEW_DIR")
 	h.cmd.Args = append(h.cmd.Args, h.envArgs()...)
 	h.cmd.Env = append(os.Environ(), "WARDEN_CALLBACK_TOKEN="+cbToken, "WARDEN_OPERATOR_TOKEN="+opToken, "WARDEN_GITHUB_TOKEN=gh",
 		"WARDEN_PREVIEW_DIR="+filepath.Join(h.dir, "preview"))

@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -13,6 +12,8 @@ import (
 
 	"warden/actors/environment"
 	"warden/actors/marquee"
+	"warden/actors/trust"
+	"warden/httpapi"
 )
 
 // config is everything `warden serve` is told. Every flag falls back to a
@@ -52,7 +53,40 @@ type config struct {
 	EnvReconcileEvery time.Duration
 	EnvLease          time.Duration
 	EnvRetryBackoff   time.Duration
-	benchNoop         bool
+	// Trust (trust.md): callback modes, keys and identities.
+	CallbackAuth           []string
+	CallbackSigningKeyFile string
+	CallbackTokenTTL       time.Duration
+	WebhookSecretsFile     string
+	WebhookPublicKeysFile  string
+	OIDCIssuer             string
+	OIDCAudience           string
+	OIDCRepository         string
+	OIDCWorkflowRef        string
+	OIDCJWKSURL            string
+	OperatorsFile          string
+	SealKeyFile            string
+	DriverEnv              []string
+	benchNoop              bool
+}
+
+// listFlag is a comma-separated list that may also be repeated.
+type listFlag struct{ l *[]string }
+
+func (f listFlag) String() string {
+	if f.l == nil {
+		return ""
+	}
+	return strings.Join(*f.l, ",")
+}
+
+func (f listFlag) Set(v string) error {
+	for _, item := range strings.Split(v, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			*f.l = append(*f.l, item)
+		}
+	}
+	return nil
 }
 
 type poolFlag map[string]int
@@ -158,6 +192,19 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.DurationVar(&c.EnvRetryBackoff, "env-retry-backoff", environment.DefaultConfig().RetryBackoff, "first wait after a transient environment failure, doubling (E9)")
 	fs.StringVar(&c.NotifyURL, "notify-url", "", "where environment-ready notifications are POSTed (E10); empty: kept in the outbox")
 	fs.BoolVar(&c.benchNoop, "bench-noop", false, "serve POST /v1/webhooks/noop (benchmark baseline)")
+	fs.Var(listFlag{&c.CallbackAuth}, "callback-auth", "accepted callback modes: scoped,shared,standard-webhooks,github-oidc (default: scoped, and shared and standard-webhooks where their secrets are configured) (T2)")
+	fs.StringVar(&c.CallbackSigningKeyFile, "callback-signing-key-file", "", "keyring that derives scoped callback credentials (default <data>/callback-signing.key, created when absent) (T1)")
+	fs.DurationVar(&c.CallbackTokenTTL, "callback-token-ttl", 24*time.Hour, "lifetime of a scoped callback credential; a rotated-out signing key verifies this long (T1)")
+	fs.StringVar(&c.WebhookSecretsFile, "webhook-secrets-file", "", "Standard Webhooks whsec_ secrets, one a line (T3)")
+	fs.StringVar(&c.WebhookPublicKeysFile, "webhook-public-keys-file", "", "Standard Webhooks whpk_ ed25519 public keys, one a line (T3)")
+	fs.StringVar(&c.OIDCIssuer, "oidc-issuer", "https://token.actions.githubusercontent.com", "GitHub Actions OIDC issuer (T4)")
+	fs.StringVar(&c.OIDCAudience, "oidc-audience", "", "audience a GitHub OIDC token must carry (default: the public URL) (T4)")
+	fs.StringVar(&c.OIDCRepository, "oidc-repository", "", "owner/name a GitHub OIDC token must come from (T4)")
+	fs.StringVar(&c.OIDCWorkflowRef, "oidc-workflow-ref", "", "workflow (owner/name/.github/workflows/file.yml[@ref]) a GitHub OIDC token must come from (T4)")
+	fs.StringVar(&c.OIDCJWKSURL, "oidc-jwks-url", "", "the issuer's key set (default <issuer>/.well-known/jwks) (T4)")
+	fs.StringVar(&c.OperatorsFile, "operators-file", "", "named operators and viewers: `name role sha256-of-token` a line (T8)")
+	fs.StringVar(&c.SealKeyFile, "seal-key-file", "", "keyring that seals secrets at rest (default <data>/seal.key, created when absent) (T10)")
+	fs.Var(listFlag{&c.DriverEnv}, "driver-env", "environment variable passed to driver processes besides PATH, HOME, LANG, TMPDIR (repeatable) (T9)")
 	callbackFile := fs.String("callback-token-file", "", "file holding the callback token (else WARDEN_CALLBACK_TOKEN)")
 	operatorFile := fs.String("operator-token-file", "", "file holding the operator token (else WARDEN_OPERATOR_TOKEN)")
 	githubFile := fs.String("github-token-file", "", "file holding the GitHub token (else WARDEN_GITHUB_TOKEN)")
@@ -210,6 +257,19 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	return c, c.validate()
 }
 
+// defaultCallbackAuth is T2's default: scoped always, shared and Standard
+// Webhooks where their secrets are configured; github-oidc only when asked.
+func (c *config) defaultCallbackAuth() []string {
+	modes := []string{httpapi.ModeScoped}
+	if c.CallbackToken != "" {
+		modes = append(modes, httpapi.ModeShared)
+	}
+	if c.WebhookSecretsFile != "" || c.WebhookPublicKeysFile != "" {
+		modes = append(modes, httpapi.ModeStandardWebhooks)
+	}
+	return modes
+}
+
 // secret reads a token from a file (trailing newline trimmed) or the
 // environment. Errors name the source, never the content.
 func secret(file, env string, getenv func(string) string) (string, error) {
@@ -217,7 +277,7 @@ func secret(file, env string, getenv func(string) string) (string, error) {
 		file = getenv(env + "_FILE")
 	}
 	if file != "" {
-		b, err := os.ReadFile(file)
+		b, err := trust.ReadPrivateFile(file) // T11: refused if others may read it
 		if err != nil {
 			return "", fmt.Errorf("read %s file: %w", env, err)
 		}
@@ -231,11 +291,36 @@ func secret(file, env string, getenv func(string) string) (string, error) {
 
 func (c *config) validate() error {
 	var problems []string
-	if c.CallbackToken == "" {
-		problems = append(problems, "a callback token is required (WARDEN_CALLBACK_TOKEN or --callback-token-file)")
+	if c.OperatorToken == "" && c.OperatorsFile == "" {
+		problems = append(problems, "an operator is required (WARDEN_OPERATOR_TOKEN, --operator-token-file or --operators-file)")
 	}
-	if c.OperatorToken == "" {
-		problems = append(problems, "an operator token is required (WARDEN_OPERATOR_TOKEN or --operator-token-file)")
+	if c.CallbackAuth == nil {
+		c.CallbackAuth = c.defaultCallbackAuth()
+	}
+	for _, m := range c.CallbackAuth {
+		switch m {
+		case httpapi.ModeScoped:
+		case httpapi.ModeShared:
+			if c.CallbackToken == "" {
+				problems = append(problems, "--callback-auth shared needs a shared token (WARDEN_CALLBACK_TOKEN or --callback-token-file)")
+			}
+		case httpapi.ModeStandardWebhooks:
+			if c.WebhookSecretsFile == "" && c.WebhookPublicKeysFile == "" {
+				problems = append(problems, "--callback-auth standard-webhooks needs --webhook-secrets-file or --webhook-public-keys-file")
+			}
+		case httpapi.ModeGitHubOIDC:
+			if c.OIDCRepository == "" || c.OIDCWorkflowRef == "" {
+				problems = append(problems, "--callback-auth github-oidc needs --oidc-repository and --oidc-workflow-ref")
+			}
+		default:
+			problems = append(problems, fmt.Sprintf("--callback-auth %q: want any of %s", m, strings.Join(httpapi.CallbackModes, ",")))
+		}
+	}
+	if len(c.CallbackAuth) == 0 {
+		problems = append(problems, "--callback-auth: at least one mode")
+	}
+	if c.CallbackTokenTTL < time.Minute || c.CallbackTokenTTL > 30*24*time.Hour {
+		problems = append(problems, "--callback-token-ttl: 1m..720h")
 	}
 	if c.CallbackToken != "" && c.CallbackToken == c.OperatorToken {
 		problems = append(problems, "the callback and operator tokens must differ: two roles, two secrets")
@@ -272,6 +357,9 @@ func (c *config) validate() error {
 	}
 	if c.PublicURL == "" {
 		c.PublicURL = "http://" + c.Listen
+	}
+	if c.OIDCAudience == "" {
+		c.OIDCAudience = c.PublicURL
 	}
 	if len(problems) > 0 {
 		return errors.New(strings.Join(problems, "; "))

@@ -19,6 +19,12 @@ func main() {
 	switch os.Args[1] {
 	case "serve":
 		err = serve(os.Args[2:], os.Getenv, os.Stderr)
+	case "rekey":
+		err = rekey(os.Args[2:], os.Getenv, os.Stdout, os.Stderr)
+	case "rotate-callback-key":
+		err = rotateCallbackKey(os.Args[2:], os.Getenv, os.Stdout, os.Stderr)
+	case "mint-callback-token":
+		err = mintCallbackToken(os.Args[2:], os.Getenv, os.Stdout, os.Stderr)
 	case "sim":
 		os.Exit(sim.Main(os.Args[2:], os.Stdout, os.Stderr, mdreport.Replace))
 	case "help", "-h", "--help":
@@ -39,6 +45,9 @@ func usage() {
 	fmt.Fprintln(os.Stderr, `usage: warden <command> [flags]
 
 commands:
-  serve   run the supervisor: HTTP API, actors, Pebble store (warden serve -h for flags)
-  sim     deterministic simulation: warden sim --seed N | --seeds K [--from N] [--check-determinism]`)
+  serve                run the supervisor: HTTP API, actors, Pebble store (warden serve -h for flags)
+  sim                  deterministic simulation: warden sim --seed N | --seeds K [--from N] [--check-determinism]
+  rekey                re-encrypt every sealed secret under a new seal key (warden stopped; resumes after a crash)
+  rotate-callback-key  start a new scoped-credential signing key; the old one verifies for --callback-token-ttl
+  mint-callback-token  print a scoped callback credential: --marquee ID --generation N [--ttl 1h]`)
 }

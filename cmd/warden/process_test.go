@@ -78,9 +78,16 @@ func freePort(t *testing.T) string {
 
 func startProc(t *testing.T, dataDir, addr string, extra ...string) *proc {
 	t.Helper()
+	return startProcEnv(t, dataDir, addr, nil, extra...)
+}
+
+// startProcEnv starts warden with env added to the test's environment.
+func startProcEnv(t *testing.T, dataDir, addr string, env []string, extra ...string) *proc {
+	t.Helper()
 	args := append([]string{"serve", "--listen", addr, "--data", dataDir}, extra...)
 	cmd := exec.Command(wardenBinary(t), args...)
 	cmd.Env = append(os.Environ(), "WARDEN_CALLBACK_TOKEN=cb-secret", "WARDEN_OPERATOR_TOKEN=op-secret", "WARDEN_GITHUB_TOKEN=gh-secret")
+	cmd.Env = append(cmd.Env, env...)
 	log := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = log, log
 	require.NoError(t, cmd.Start())
@@ -93,7 +100,7 @@ func startProc(t *testing.T, dataDir, addr string, extra ...string) *proc {
 		}
 		resp.Body.Close()
 		return resp.StatusCode == 200
-	}, 20*time.Second, 20*time.Millisecond, "warden did not become ready")
+	}, 20*time.Second, 20*time.Millisecond, "warden did not become ready: %s", log)
 	return p
 }
 
@@ -129,7 +136,7 @@ func TestProcessRestartKeepsPoolsAndMarquees(t *testing.T) {
 	defer gh.Close()
 	script := filepath.Join(t.TempDir(), "bootstrap.sh")
 	require.NoError(t, os.WriteFile(script, []byte("#!/bin/sh\ncat >/dev/null\necho '{\"ok\":true}'\n"), 0o755))
-	dir := t.TempDir()
+	dir := filepath.Join(t.TempDir(), "data") // created 0700 by warden (T11)
 	addr := freePort(t)
 	flags := []string{"--dispatch", "github", "--github-api-url", gh.URL, "--github-repo", "acme/infra",
 		"--bootstrap", "exec", "--bootstrap-command", script, "--pool", "default=1"}

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -20,6 +21,7 @@ import (
 	"warden/actors/driver"
 	"warden/actors/environment"
 	"warden/actors/marquee"
+	"warden/actors/trust"
 	"warden/httpapi"
 	"warden/persistence"
 )
@@ -37,6 +39,16 @@ func serve(args []string, getenv func(string) string, stderr io.Writer) error {
 		handler = slog.NewJSONHandler(stderr, nil)
 	}
 	log := slog.New(handler)
+
+	// Keys and modes are checked before anything listens: a refusal (T11)
+	// is a clean exit with the command that fixes it.
+	if err := prepareDataDir(c.Data); err != nil {
+		return err
+	}
+	tm, err := loadTrust(c, log)
+	if err != nil {
+		return err
+	}
 
 	// Listen first: /healthz answers at once and everything else is 503
 	// with Retry-After until recovery has finished (/readyz).
@@ -64,36 +76,41 @@ func serve(args []string, getenv func(string) string, stderr io.Writer) error {
 	go func() { served <- srv.Serve(ln) }()
 	log.Info("listening", "addr", ln.Addr().String())
 
-	store, err := persistence.Open(c.Data, persistence.Options{})
+	store, err := persistence.Open(c.Data, persistence.Options{Sealer: trust.NewSealer(tm.seal)})
 	if err != nil {
 		_ = srv.Close()
 		return err
 	}
 	defer store.Close()
 	sys, err := actors.Start(actors.Config{
-		Store:         store,
-		Clock:         clock.Real{},
-		Machine:       marquee.Machine{Config: c.Rules},
-		Pools:         c.Pools,
-		Dispatcher:    dispatcher(c),
-		Bootstrapper:  bootstrapper(c),
-		ControlPlane:  &driver.HTTPControlPlane{URL: c.ControlPlaneURL, Token: c.ControlPlaneToken, Client: &http.Client{Timeout: 10 * time.Second}},
-		CallbackURL:   strings.TrimRight(c.PublicURL, "/") + "/v1/webhooks/terraform",
-		Logger:        log,
-		RestartLimit:  c.RestartLimit,
-		RestartWindow: c.RestartWindow,
-		IdleAfter:     c.IdleAfter,
-		Secrets:       []string{c.CallbackToken, c.OperatorToken, c.GitHubToken, c.ControlPlaneToken},
-		Env:           envConfig(c),
+		Store:        store,
+		Clock:        clock.Real{},
+		Machine:      marquee.Machine{Config: c.Rules},
+		Pools:        c.Pools,
+		Dispatcher:   dispatcher(c),
+		Bootstrapper: bootstrapper(c),
+		ControlPlane: &driver.HTTPControlPlane{URL: c.ControlPlaneURL, Token: c.ControlPlaneToken, Client: &http.Client{Timeout: 10 * time.Second}},
+		CallbackURL:  strings.TrimRight(c.PublicURL, "/") + "/v1/webhooks/terraform",
+		// Scoped credentials are minted only when the mode is on (T1).
+		CallbackKeys:     callbackKeys(c, tm),
+		CallbackTokenTTL: c.CallbackTokenTTL,
+		Logger:           log,
+		RestartLimit:     c.RestartLimit,
+		RestartWindow:    c.RestartWindow,
+		IdleAfter:        c.IdleAfter,
+		Secrets:          []string{c.CallbackToken, c.OperatorToken, c.GitHubToken, c.ControlPlaneToken},
+		Env:              envConfig(c),
 	})
 	if err != nil {
 		_ = srv.Close()
 		return err
 	}
 	api := http.Handler(httpapi.New(sys, httpapi.Options{CallbackToken: c.CallbackToken, OperatorToken: c.OperatorToken,
-		ProtectMetrics: c.ProtectMetrics, NoopWebhook: c.benchNoop, Logger: log}))
+		Operators: tm.operators, CallbackModes: c.CallbackAuth, CallbackKeys: tm.signing, CallbackTokenTTL: c.CallbackTokenTTL,
+		Webhooks: tm.webhooks, OIDC: tm.oidc, ProtectMetrics: c.ProtectMetrics, NoopWebhook: c.benchNoop, Logger: log}))
 	live.Store(&api)
-	log.Info("ready", "data", c.Data, "dispatch", c.Dispatch, "bootstrap", c.Bootstrap, "pools", poolFlag(c.Pools).String())
+	log.Info("ready", "data", c.Data, "dispatch", c.Dispatch, "bootstrap", c.Bootstrap, "pools", poolFlag(c.Pools).String(),
+		"callback_auth", strings.Join(c.CallbackAuth, ","), "operators", len(tm.operators)+min(1, len(c.OperatorToken)))
 
 	pruneStop := make(chan struct{})
 	go pruneDedup(store, clock.Real{}, c.DedupRetention, log, pruneStop)
@@ -123,12 +140,18 @@ func serve(args []string, getenv func(string) string, stderr io.Writer) error {
 
 var errFlagHelp = errors.New("flag: help requested")
 
+func callbackKeys(c config, tm *trustMaterial) *trust.Keyring {
+	if slices.Contains(c.CallbackAuth, httpapi.ModeScoped) {
+		return tm.signing
+	}
+	return nil
+}
+
 func dispatcher(c config) driver.Dispatcher {
 	if c.Dispatch == "exec" {
-		return &driver.ExecDispatcher{Exec: driver.Exec{Command: c.DispatchCommand, Timeout: c.DispatchTimeout,
-			// The example workflow calls back like the real one, which holds
-			// the callback token as a repository secret.
-			Env: []string{"WARDEN_CALLBACK_TOKEN=" + c.CallbackToken}}}
+		// The run's scoped credential travels in the request on stdin (T1);
+		// the script's environment is the minimal one (T9).
+		return &driver.ExecDispatcher{Exec: driver.Exec{Command: c.DispatchCommand, Timeout: c.DispatchTimeout, PassEnv: c.DriverEnv}}
 	}
 	return &driver.GitHub{APIURL: c.GitHubAPIURL, Repo: c.GitHubRepo, Workflow: c.GitHubWorkflow, Ref: c.GitHubRef,
 		Token: c.GitHubToken, Client: &http.Client{Timeout: c.DispatchTimeout}}
@@ -136,7 +159,7 @@ func dispatcher(c config) driver.Dispatcher {
 
 func bootstrapper(c config) driver.Bootstrapper {
 	if c.Bootstrap == "exec" {
-		return &driver.ExecBootstrapper{Exec: driver.Exec{Command: c.BootstrapCommand, Timeout: c.BootstrapTimeout}}
+		return &driver.ExecBootstrapper{Exec: driver.Exec{Command: c.BootstrapCommand, Timeout: c.BootstrapTimeout, PassEnv: c.DriverEnv}}
 	}
 	return &driver.HTTPSProbe{Timeout: 10 * time.Second}
 }
@@ -171,7 +194,7 @@ func envConfig(c config) actors.EnvConfig {
 	ec := actors.EnvConfig{Machine: environment.Machine{Config: mc}, Worker: fmt.Sprintf("warden@%s/%d", host, os.Getpid()),
 		NotifyEndpoint: c.NotifyURL, Client: &http.Client{Timeout: 10 * time.Second}, ReconcileEvery: c.EnvReconcileEvery}
 	if len(c.EnvDriverCommand) > 0 {
-		d := &driver.ExecCapability{Exec: driver.Exec{Command: c.EnvDriverCommand, Timeout: c.EnvDriverTimeout}}
+		d := &driver.ExecCapability{Exec: driver.Exec{Command: c.EnvDriverCommand, Timeout: c.EnvDriverTimeout, PassEnv: c.DriverEnv}}
 		ec.Drivers = actors.DriverForAll(d)
 	}
 	return ec

@@ -10,8 +10,11 @@
 //	example-workflow bootstrap  bootstrap driver: nothing to bring up on a
 //	                            laptop, so it reports success
 //
-// Environment: WARDEN_CALLBACK_TOKEN (the callback role's secret),
-// WARDEN_EXAMPLE_STEP_DELAY (pause between callbacks, default 1s),
+// The run's scoped callback credential (T1) comes with the request on
+// stdin, as a real workflow gets it as the input callback_token; it never
+// travels in an environment variable or on a command line.
+//
+// Environment: WARDEN_EXAMPLE_STEP_DELAY (pause between callbacks, default 1s),
 // WARDEN_EXAMPLE_LOG (where runs write their diagnostics, default
 // os.TempDir()/warden-example-workflow.log).
 package main
@@ -31,10 +34,11 @@ import (
 )
 
 type request struct {
-	MarqueeID   string `json:"marquee_id"`
-	Generation  uint64 `json:"generation"`
-	Action      string `json:"action"`
-	CallbackURL string `json:"callback_url"`
+	MarqueeID     string `json:"marquee_id"`
+	Generation    uint64 `json:"generation"`
+	Action        string `json:"action"`
+	CallbackURL   string `json:"callback_url"`
+	CallbackToken string `json:"callback_token"`
 }
 
 func main() {
@@ -67,6 +71,9 @@ func readRequest(v any) error {
 	return json.Unmarshal(b, v)
 }
 
+// maxRequest bounds what the run reads on its stdin.
+const maxRequest = 64 << 10
+
 // dispatch answers like GitHub's 204: the run is accepted and goes on in
 // the background, in its own session so the driver's timeout cannot kill it.
 func dispatch() error {
@@ -74,7 +81,13 @@ func dispatch() error {
 	if err := readRequest(&r); err != nil {
 		return fmt.Errorf("request: %w", err)
 	}
+	if r.CallbackToken == "" {
+		return fmt.Errorf("the request holds no callback_token: start warden with the scoped callback mode (--callback-auth scoped)")
+	}
 	raw, _ := json.Marshal(r)
+	if len(raw) > maxRequest {
+		return fmt.Errorf("request over %d bytes", maxRequest)
+	}
 	logPath := os.Getenv("WARDEN_EXAMPLE_LOG")
 	if logPath == "" {
 		logPath = filepath.Join(os.TempDir(), "warden-example-workflow.log")
@@ -88,8 +101,20 @@ func dispatch() error {
 	if err != nil {
 		return err
 	}
+	// The run gets the request, credential included, on its stdin: a
+	// pipe written in full (a request is far below a pipe's buffer) and
+	// closed before the run starts, so nothing waits on this process.
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	if _, err := pw.Write(raw); err != nil {
+		return err
+	}
+	pw.Close()
+	defer pr.Close()
 	cmd := exec.Command(self, "run")
-	cmd.Env = append(os.Environ(), "WARDEN_EXAMPLE_REQUEST="+string(raw))
+	cmd.Stdin = pr
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
@@ -102,14 +127,14 @@ func dispatch() error {
 
 func run() error {
 	var r request
-	if err := json.Unmarshal([]byte(os.Getenv("WARDEN_EXAMPLE_REQUEST")), &r); err != nil {
-		return fmt.Errorf("WARDEN_EXAMPLE_REQUEST: %w", err)
+	if err := readRequest(&r); err != nil {
+		return fmt.Errorf("request on stdin: %w", err)
 	}
 	delay := time.Second
 	if d, err := time.ParseDuration(os.Getenv("WARDEN_EXAMPLE_STEP_DELAY")); err == nil {
 		delay = d
 	}
-	token := os.Getenv("WARDEN_CALLBACK_TOKEN")
+	token := r.CallbackToken
 	post := func(body map[string]any, delivery string) error {
 		body["marquee_id"] = r.MarqueeID
 		body["generation"] = r.Generation

@@ -1,0 +1,147 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"warden/actors/marquee"
+	"warden/actors/trust"
+	"warden/persistence"
+)
+
+// rekey re-encrypts every sealed secret under a new seal key (T10),
+// crash-safely:
+//
+//  1. a new key is put first in the keyring file, the old ones kept
+//     (written atomically: a crash leaves the old file or the new one);
+//  2. every record not under the new key is rewritten in synced batches;
+//  3. the keys no record names any more are dropped from the file.
+//
+// Run again after a crash, it resumes: a keyring that already holds more
+// than one key is mid-rekey, and its first key is the target.
+func rekey(args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("warden rekey", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	data := fs.String("data", envOr(getenv, "WARDEN_DATA", "./data"), "data directory (warden must be stopped)")
+	keyFile := fs.String("seal-key-file", getenv("WARDEN_SEAL_KEY_FILE"), "seal keyring (default <data>/seal.key)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	path := *keyFile
+	if path == "" {
+		path = filepath.Join(*data, sealKeyName)
+	}
+	if err := prepareDataDir(*data); err != nil {
+		return err
+	}
+	ring, err := trust.LoadKeyring(path)
+	if err != nil {
+		return fmt.Errorf("seal key: %w", err)
+	}
+	if len(ring.Keys) == 1 {
+		ring.Rotate(time.Now())
+		if err := trust.WriteFileAtomic(path, ring.Format(keyringComment("seal key"))); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "new seal key %s written to %s (the old one kept until every record is moved)\n", ring.Active().ID, path)
+	} else {
+		fmt.Fprintf(stdout, "resuming an unfinished rekey to %s\n", ring.Active().ID)
+	}
+	store, err := persistence.Open(*data, persistence.Options{Sealer: trust.NewSealer(ring)})
+	if err != nil {
+		return fmt.Errorf("%w (is warden still running on %s? stop it first)", err, *data)
+	}
+	n, inUse, err := store.Reseal()
+	if cerr := store.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("reseal: %w; run `warden rekey` again to resume", err)
+	}
+	ring.Prune(time.Now(), 0, func(k trust.Key) bool { return inUse[k.ID] })
+	if err := trust.WriteFileAtomic(path, ring.Format(keyringComment("seal key"))); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%d records resealed under %s; keyring holds %d key(s)\n", n, ring.Active().ID, len(ring.Keys))
+	return nil
+}
+
+// rotateCallbackKey puts a new signing key first (T1). The old one is
+// kept, retired: it verifies credentials already handed out for the token
+// lifetime, then the next rotation drops it. warden reads the file at
+// start, so the new key signs after the next restart.
+func rotateCallbackKey(args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("warden rotate-callback-key", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	data := fs.String("data", envOr(getenv, "WARDEN_DATA", "./data"), "data directory")
+	keyFile := fs.String("callback-signing-key-file", getenv("WARDEN_CALLBACK_SIGNING_KEY_FILE"), "signing keyring (default <data>/callback-signing.key)")
+	ttl := fs.Duration("callback-token-ttl", 24*time.Hour, "credential lifetime: how long a retired key keeps verifying")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	path := *keyFile
+	if path == "" {
+		path = filepath.Join(*data, signingKeyName)
+	}
+	ring, err := trust.LoadKeyring(path)
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	ring.Prune(now, *ttl, nil)
+	k := ring.Rotate(now)
+	if err := trust.WriteFileAtomic(path, ring.Format(keyringComment("callback signing key"))); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "new callback signing key %s; the previous one verifies until %s; restart warden to sign with the new one\n",
+		k.ID, now.Add(*ttl).UTC().Format(time.RFC3339))
+	return nil
+}
+
+// mintCallbackToken prints a scoped credential for one marquee and
+// generation (T1), as a dispatch would give its run: for a person testing
+// a workflow by hand, or a CI system that dispatches itself.
+func mintCallbackToken(args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("warden mint-callback-token", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	data := fs.String("data", envOr(getenv, "WARDEN_DATA", "./data"), "data directory")
+	keyFile := fs.String("callback-signing-key-file", getenv("WARDEN_CALLBACK_SIGNING_KEY_FILE"), "signing keyring (default <data>/callback-signing.key)")
+	id := fs.String("marquee", "", "marquee id")
+	gen := fs.Uint64("generation", 0, "generation the credential speaks for")
+	ttl := fs.Duration("ttl", time.Hour, "lifetime")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if !marquee.ValidID(*id) || *gen == 0 {
+		return errors.New("--marquee ID and --generation N (positive) are required")
+	}
+	if *ttl <= 0 || *ttl > 30*24*time.Hour {
+		return errors.New("--ttl: up to 720h")
+	}
+	path := *keyFile
+	if path == "" {
+		path = filepath.Join(*data, signingKeyName)
+	}
+	ring, err := trust.LoadKeyring(path)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, trust.MintScoped(ring, *id, *gen, time.Now().Add(*ttl)))
+	return nil
+}
+
+func envOr(getenv func(string) string, name, def string) string {
+	if v := getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func keyringComment(what string) string {
+	return strings.Join([]string{"warden " + what + ": the first key is active; keep this file private (0600)"}, "\n")
+}
