@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -87,4 +88,41 @@ func FuzzStrictDecode(f *testing.F) {
 		}
 		require.NotContains(t, strings.ToLower(string(body)), `"reap":true,"reap"`)
 	})
+}
+
+// BenchmarkCallbackAuth measures what each callback mode costs a request
+// before any actor sees it: parsing the header and verifying the
+// credential (T1-T3). `make bench` sets these beside the durable path's
+// server CPU per request.
+func BenchmarkCallbackAuth(b *testing.B) {
+	s := fuzzServer(b)
+	body := []byte(`{"marquee_id":"m-001","verb":"step","generation":1,"step":"vm_starting"}`)
+	now := s.now()
+	scoped := trust.MintScoped(s.opts.CallbackKeys, "m-001", 1, now.Add(time.Hour))
+	ts := strconv.FormatInt(now.Unix(), 10)
+	sig := trust.SignV1(s.opts.Webhooks.Secrets[0], "d-1", ts, body)
+	for _, tc := range []struct {
+		name    string
+		headers []string
+	}{
+		{"shared", []string{"Authorization", "Bearer shared-token"}},
+		{"scoped", []string{"Authorization", "Bearer " + scoped}},
+		{"standard-webhooks", []string{"Webhook-Id", "d-1", "Webhook-Timestamp", ts, "Webhook-Signature", sig}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			r := httptest.NewRequest("POST", "/v1/webhooks/terraform", nil)
+			for i := 0; i+1 < len(tc.headers); i += 2 {
+				r.Header.Set(tc.headers[i], tc.headers[i+1])
+			}
+			for b.Loop() {
+				c, fail := s.authenticateCallback(r, body)
+				if fail != nil {
+					b.Fatal(fail.msg)
+				}
+				if _, fail := c.bind("m-001", 1); fail != nil {
+					b.Fatal(fail.msg)
+				}
+			}
+		})
+	}
 }

@@ -8,7 +8,9 @@
 package main
 
 import (
-	"bytes"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -19,12 +21,15 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"warden/actors/trust"
 	"warden/cmd/internal/mdreport"
 )
 
@@ -38,17 +43,12 @@ func main() {
 	warmup := flag.Duration("warmup", time.Second, "unmeasured time before each scenario")
 	out := flag.String("out", "", "write the results to this markdown file (else stdout only)")
 	connsFlag := flag.String("conns", "1,64", "connection counts")
-	pathsFlag := flag.String("paths", "noop,terraform", "webhook paths to load, in order")
+	pathsFlag := flag.String("paths", "noop,terraform,scoped,signed", "webhook paths to load, in order: noop, terraform (shared token), scoped, signed (Standard Webhooks)")
 	scale := flag.Bool("scale", false, "measure actors at scale (memory, activation, start-up) instead of the webhook path")
 	sizes := flag.String("sizes", "10000,100000,1000000", "stored marquees for the start-up figure")
-	gen := flag.String("load", "auto", "load generator: wrk (Debian's wrk), go (built in), or auto (wrk if installed)")
+	gen := flag.String("load", "go", "load generator: go (built in; signs Standard Webhooks per request) or wrk (Debian's wrk; no signed path)")
+	flag.IntVar(&rounds, "rounds", rounds, "measured runs per path and connection count (the median is reported)")
 	flag.Parse()
-	if *gen == "auto" {
-		*gen = "go"
-		if _, err := exec.LookPath("wrk"); err == nil {
-			*gen = "wrk"
-		}
-	}
 	loadGen = *gen
 	if *scale {
 		var ns []int
@@ -76,9 +76,39 @@ type result struct {
 	errors   int
 	rps      float64
 	p50, p99 time.Duration
+	// cpuPerReq is the server process's CPU time (user and system, from
+	// /proc) over the run divided by the requests answered: steadier than
+	// throughput on a two-core machine the load generator shares.
+	cpuPerReq time.Duration
 }
 
-func run(duration, warmup time.Duration, out, connsFlag string, paths []string) error {
+// A path is one way of calling the webhook: the no-op baseline and the
+// durable path under each callback mode (trust.md T1-T3).
+type path struct {
+	name     string // as reported
+	endpoint string // noop or terraform
+	mode     string // shared, scoped or standard-webhooks
+}
+
+var allPaths = map[string]path{
+	"noop":      {"no-op", "noop", "shared"},
+	"terraform": {"durable (shared token)", "terraform", "shared"},
+	"scoped":    {"durable (scoped credential)", "terraform", "scoped"},
+	"signed":    {"durable (Standard Webhooks v1)", "terraform", "standard-webhooks"},
+}
+
+// bench is one run's server and what the load needs to speak to it.
+type bench struct {
+	base    string
+	client  *http.Client
+	tokens  []string // scoped credential per marquee
+	secret  []byte   // Standard Webhooks secret
+	runID   string   // unique per bench process: no delivery id repeats across runs
+	seq     atomic.Uint64
+	marquee int
+}
+
+func run(duration, warmup time.Duration, out, connsFlag string, names []string) error {
 	var conns []int
 	for _, c := range strings.Split(connsFlag, ",") {
 		var n int
@@ -86,6 +116,17 @@ func run(duration, warmup time.Duration, out, connsFlag string, paths []string) 
 			return fmt.Errorf("bad -conns %q", connsFlag)
 		}
 		conns = append(conns, n)
+	}
+	var paths []path
+	for _, n := range names {
+		p, ok := allPaths[n]
+		if !ok {
+			return fmt.Errorf("unknown path %q", n)
+		}
+		if loadGen == "wrk" && p.mode == "standard-webhooks" {
+			return fmt.Errorf("path %s needs a signature per request, which wrk's Lua cannot compute: use -load go", n)
+		}
+		paths = append(paths, p)
 	}
 	maxConns := 0
 	for _, c := range conns {
@@ -104,15 +145,26 @@ func run(duration, warmup time.Duration, out, connsFlag string, paths []string) 
 	if err := os.WriteFile(okScript, []byte("#!/bin/sh\ncat >/dev/null\necho '{\"ok\":true}'\n"), 0o755); err != nil {
 		return err
 	}
+	b := &bench{secret: make([]byte, 32), marquee: maxConns}
+	var rid [6]byte
+	_, _ = rand.Read(rid[:])
+	_, _ = rand.Read(b.secret)
+	b.runID = hex.EncodeToString(rid[:])
+	secrets := filepath.Join(tmp, "webhook-secrets")
+	if err := os.WriteFile(secrets, []byte("whsec_"+base64.StdEncoding.EncodeToString(b.secret)+"\n"), 0o600); err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	cmd := exec.Command(bin, "serve", "--listen", addr, "--data", filepath.Join(tmp, "data"), "--bench-noop",
+	data := filepath.Join(tmp, "data")
+	cmd := exec.Command(bin, "serve", "--listen", addr, "--data", data, "--bench-noop",
 		"--dispatch", "exec", "--dispatch-command", okScript, "--bootstrap", "exec", "--bootstrap-command", okScript,
-		"--pool", fmt.Sprintf("default=%d", maxConns), "--log-format", "json")
+		"--pool", fmt.Sprintf("default=%d", maxConns), "--log-format", "json",
+		"--callback-auth", "scoped,shared,standard-webhooks", "--webhook-secrets-file", secrets)
 	cmd.Env = append(os.Environ(), "WARDEN_CALLBACK_TOKEN="+callbackToken, "WARDEN_OPERATOR_TOKEN="+operatorToken)
 	logf, _ := os.Create(filepath.Join(tmp, "warden.log"))
 	cmd.Stdout, cmd.Stderr = logf, logf
@@ -120,41 +172,110 @@ func run(duration, warmup time.Duration, out, connsFlag string, paths []string) 
 		return err
 	}
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-	base := "http://" + addr
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2048, MaxConnsPerHost: 2048}, Timeout: 10 * time.Second}
-	if err := waitReady(client, base); err != nil {
+	b.base = "http://" + addr
+	b.client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2048, MaxConnsPerHost: 2048}, Timeout: 10 * time.Second}
+	if err := waitReady(b.client, b.base); err != nil {
 		return err
 	}
 	// One tutorial marquee per connection, each admitted and dispatched, so
 	// every callback lands on a live attempt of generation 1.
 	for i := 0; i < maxConns; i++ {
 		body := fmt.Sprintf(`{"id":"m-%03d","kind":"tutorial"}`, i)
-		if st, err := post(client, base+"/v1/marquees", operatorToken, body, ""); err != nil || st != 201 {
+		if st, err := post(b.client, b.base+"/v1/marquees", operatorToken, body, nil); err != nil || st != 201 {
 			return fmt.Errorf("create marquee %d: %d %v", i, st, err)
 		}
 	}
-	time.Sleep(500 * time.Millisecond)
-	wrkScript = filepath.Join(tmp, "load.lua")
-	if err := os.WriteFile(wrkScript, []byte(fmt.Sprintf(wrkLua, maxConns, callbackToken)), 0o644); err != nil {
+	keys, err := trust.LoadKeyring(filepath.Join(data, "callback-signing.key"))
+	if err != nil {
 		return err
 	}
-
-	var results []result
-	for _, c := range conns {
-		for _, path := range paths {
-			_ = load(client, base, path, c, warmup)
-			r := load(client, base, path, c, duration)
-			results = append(results, r)
-			fmt.Printf("%-9s conns=%-3d %8.0f req/s  p50 %-9s p99 %-9s (%d requests, %d errors)\n",
-				r.path, r.conns, r.rps, r.p50.Round(time.Microsecond), r.p99.Round(time.Microsecond), r.requests, r.errors)
+	for i := 0; i < maxConns; i++ {
+		b.tokens = append(b.tokens, trust.MintScoped(keys, fmt.Sprintf("m-%03d", i), 1, time.Now().Add(time.Hour)))
+	}
+	time.Sleep(500 * time.Millisecond)
+	if loadGen == "wrk" {
+		wrkScript = filepath.Join(tmp, "load.lua")
+		if err := os.WriteFile(wrkScript, []byte(wrkLua(b.tokens)), 0o644); err != nil {
+			return err
 		}
 	}
-	report := render(results, duration, conns)
+
+	// Every path runs once per round, in an order rotated each round, and
+	// the median round is reported: the store grows as the bench runs
+	// (history, dedup records, compactions), so a fixed order would charge
+	// the later paths for the earlier ones' data.
+	var results []result
+	for _, c := range conns {
+		perPath := map[string][]result{}
+		for round := 0; round < rounds; round++ {
+			for k := range paths {
+				p := paths[(k+round)%len(paths)]
+				_ = b.load(p, c, warmup)
+				dupBefore, err := duplicates(b.client, b.base)
+				if err != nil {
+					return err
+				}
+				cpuBefore := cpuTime(cmd.Process.Pid)
+				r := b.load(p, c, duration)
+				if r.requests > 0 {
+					r.cpuPerReq = (cpuTime(cmd.Process.Pid) - cpuBefore) / time.Duration(r.requests)
+				}
+				dupAfter, err := duplicates(b.client, b.base)
+				if err != nil {
+					return err
+				}
+				// A deduplicated answer costs a read, not a transition: one
+				// in a measured run would flatter the durable path.
+				if dupAfter != dupBefore {
+					return fmt.Errorf("%s at %d connections: %.0f requests were answered as duplicate deliveries; the load repeated delivery ids", p.name, c, dupAfter-dupBefore)
+				}
+				perPath[p.name] = append(perPath[p.name], r)
+				fmt.Printf("round %d %-32s conns=%-3d %8.0f req/s  p50 %-9s p99 %-9s cpu/req %-8s (%d requests, %d errors, 0 duplicates)\n",
+					round+1, r.path, r.conns, r.rps, r.p50.Round(time.Microsecond), r.p99.Round(time.Microsecond), r.cpuPerReq.Round(time.Microsecond), r.requests, r.errors)
+			}
+		}
+		for _, p := range paths {
+			rs := perPath[p.name]
+			sort.Slice(rs, func(i, j int) bool { return rs[i].rps < rs[j].rps })
+			med := rs[len(rs)/2]
+			cpus := make([]time.Duration, len(rs))
+			for i, r := range rs {
+				cpus[i] = r.cpuPerReq
+			}
+			sort.Slice(cpus, func(i, j int) bool { return cpus[i] < cpus[j] })
+			med.cpuPerReq = cpus[len(cpus)/2]
+			results = append(results, med)
+		}
+	}
+	report := render(results, duration, conns, paths) + verificationCost(results)
 	fmt.Print(report)
 	if out != "" {
 		return writeSection(out, report)
 	}
 	return nil
+}
+
+// duplicates reads the server's count of deduplicated answers.
+func duplicates(c *http.Client, base string) (float64, error) {
+	resp, err := c.Get(base + "/metrics")
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	var total float64
+	for _, line := range strings.Split(string(body), "\n") {
+		if strings.HasPrefix(line, "warden_callbacks_total{") && strings.Contains(line, `result="duplicate_delivery"`) {
+			f := strings.Fields(line)
+			var v float64
+			fmt.Sscan(f[len(f)-1], &v)
+			total += v
+		}
+	}
+	return total, nil
 }
 
 func waitReady(c *http.Client, base string) error {
@@ -171,12 +292,14 @@ func waitReady(c *http.Client, base string) error {
 	return fmt.Errorf("warden did not become ready")
 }
 
-func post(c *http.Client, url, token, body, delivery string) (int, error) {
+func post(c *http.Client, url, token, body string, headers []string) (int, error) {
 	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+token)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
 	req.Header.Set("Content-Type", "application/json")
-	if delivery != "" {
-		req.Header.Set("Webhook-Id", delivery)
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
 	}
 	resp, err := c.Do(req)
 	if err != nil {
@@ -188,33 +311,54 @@ func post(c *http.Client, url, token, body, delivery string) (int, error) {
 }
 
 var (
-	deliverySeq atomic.Uint64
-	loadGen     string
-	wrkScript   string
+	loadGen   string
+	wrkScript string
 )
 
-// wrkLua gives every request a fresh Webhook-Id and spreads requests over
-// the marquees, as a fleet of workflows would.
-const wrkLua = `
-local n = 0
-local tid = 0
-local marquees = %d
-setup = function(thread) thread:set("tid", tid); tid = tid + 1 end
+// wrkLua gives every request of every thread a delivery id no other
+// request of this bench run has: wrk runs each thread in its own Lua state
+// and does not seed math.random, so the id is built from the thread's
+// number (a global setup sets in that thread's state; a top-level "local"
+// of the same name would shadow it), a per-thread counter, and a run id
+// passed as the script's argument. Marquee i is called with its own
+// credential (the scoped path) or the shared token.
+func wrkLua(tokens []string) string {
+	var t strings.Builder
+	for _, tok := range tokens {
+		fmt.Fprintf(&t, "%q,", tok)
+	}
+	return `
+local threads = 0
+setup = function(thread)
+  thread:set("tid", threads)
+  threads = threads + 1
+end
+init = function(args)
+  run = args[1]
+  mode = args[2]
+  counter = 0
+  scoped = {` + t.String() + `}
+end
 request = function()
-  n = n + 1
-  local m = string.format("m-%%03d", (n * 7 + tid * 13) %% marquees)
-  local body = '{"marquee_id":"' .. m .. '","verb":"step","generation":1,"step":"vm_starting"}'
-  return wrk.format("POST", wrk.path, {["Authorization"]="Bearer %s", ["Content-Type"]="application/json",
-    ["Webhook-Id"]="wrk-" .. tid .. "-" .. n .. "-" .. math.random(1000000000)}, body)
+  counter = counter + 1
+  local i = (counter * 7 + tid * 13) % #scoped
+  local body = '{"marquee_id":"' .. string.format("m-%03d", i) .. '","verb":"step","generation":1,"step":"vm_starting"}'
+  local token = "` + callbackToken + `"
+  if mode == "scoped" then token = scoped[i + 1] end
+  return wrk.format("POST", wrk.path, {["Authorization"]="Bearer " .. token, ["Content-Type"]="application/json",
+    ["Webhook-Id"]="wrk-" .. run .. "-" .. tid .. "-" .. counter}, body)
 end
 `
+}
 
 // loadWrk runs Debian's wrk and reads its summary.
-func loadWrk(base, path string, conns int, d time.Duration) result {
+func (b *bench) loadWrk(p path, conns int, d time.Duration) result {
 	threads := min(conns, 2)
+	// A fresh run id per call: the warm-up and the measured run never share ids.
+	runID := fmt.Sprintf("%s-%d", b.runID, b.seq.Add(1))
 	out, err := exec.Command("wrk", "-t", fmt.Sprint(threads), "-c", fmt.Sprint(conns), "-d", fmt.Sprintf("%ds", max(1, int(d.Seconds()))),
-		"--latency", "-s", wrkScript, base+"/v1/webhooks/"+path).CombinedOutput()
-	r := result{path: path, conns: conns}
+		"--latency", "-s", wrkScript, b.base+"/v1/webhooks/"+p.endpoint, "--", runID, p.mode).CombinedOutput()
+	r := result{path: p.name, conns: conns}
 	if err != nil {
 		r.errors = 1
 		return r
@@ -240,18 +384,19 @@ func loadWrk(base, path string, conns int, d time.Duration) result {
 }
 
 // load runs conns closed-loop clients for d. Client i always speaks for
-// marquee i, each request with a fresh Webhook-Id, so every durable request
-// is a real transition: snapshot, history entry and dedup record in one
-// synced batch.
-func load(c *http.Client, base, path string, conns int, d time.Duration) result {
+// marquee i, each request with a delivery id unique in the bench run, so
+// every durable request is a real transition: snapshot, history entry and
+// dedup record in one synced batch.
+func (b *bench) load(p path, conns int, d time.Duration) result {
 	if loadGen == "wrk" {
-		return loadWrk(base, path, conns, d)
+		return b.loadWrk(p, conns, d)
 	}
 	var mu sync.Mutex
 	var lat []time.Duration
 	var errs atomic.Int64
 	stop := time.Now().Add(d)
 	var wg sync.WaitGroup
+	url := b.base + "/v1/webhooks/" + p.endpoint
 	for i := 0; i < conns; i++ {
 		wg.Add(1)
 		go func() {
@@ -260,7 +405,16 @@ func load(c *http.Client, base, path string, conns int, d time.Duration) result 
 			local := make([]time.Duration, 0, 4096)
 			for time.Now().Before(stop) {
 				start := time.Now()
-				st, err := post(c, base+"/v1/webhooks/"+path, callbackToken, string(bytes.TrimSpace(body)), fmt.Sprintf("bench-%d", deliverySeq.Add(1)))
+				id := fmt.Sprintf("bench-%s-%d", b.runID, b.seq.Add(1))
+				token, headers := callbackToken, []string{"Webhook-Id", id}
+				switch p.mode {
+				case "scoped":
+					token = b.tokens[i]
+				case "standard-webhooks":
+					ts := strconv.FormatInt(time.Now().Unix(), 10)
+					token, headers = "", []string{"Webhook-Id", id, "Webhook-Timestamp", ts, "Webhook-Signature", trust.SignV1(b.secret, id, ts, body)}
+				}
+				st, err := post(b.client, url, token, string(body), headers)
 				if err != nil || st != 200 {
 					errs.Add(1)
 					continue
@@ -274,7 +428,7 @@ func load(c *http.Client, base, path string, conns int, d time.Duration) result 
 	}
 	wg.Wait()
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-	r := result{path: path, conns: conns, requests: len(lat), errors: int(errs.Load()), rps: float64(len(lat)) / d.Seconds()}
+	r := result{path: p.name, conns: conns, requests: len(lat), errors: int(errs.Load()), rps: float64(len(lat)) / d.Seconds()}
 	if len(lat) > 0 {
 		r.p50 = lat[len(lat)/2]
 		r.p99 = lat[min(len(lat)-1, len(lat)*99/100)]
@@ -282,28 +436,116 @@ func load(c *http.Client, base, path string, conns int, d time.Duration) result 
 	return r
 }
 
-func render(rs []result, d time.Duration, conns []int) string {
+// verificationCost measures each callback mode's authentication alone with
+// the Go benchmark BenchmarkCallbackAuth and sets it beside the durable
+// path's server CPU per request measured above: a precise figure for
+// trust.md's budget ("verification may cost at most 10% of the durable
+// throughput"), where the end-to-end rows move by more than that from run
+// to run on two shared cores.
+func verificationCost(rs []result) string {
+	out, err := exec.Command("go", "test", "./httpapi", "-run", "^$", "-bench", "BenchmarkCallbackAuth", "-benchtime", "200000x", "-count", "3").CombinedOutput()
+	if err != nil {
+		return fmt.Sprintf("Verification cost: the Go benchmark failed: %v\n\n", err)
+	}
+	perMode := map[string][]float64{}
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 4 && strings.HasPrefix(f[0], "BenchmarkCallbackAuth/") && f[3] == "ns/op" {
+			name := strings.TrimPrefix(f[0], "BenchmarkCallbackAuth/")
+			name = name[:strings.LastIndexByte(name, '-')]
+			var ns float64
+			fmt.Sscan(f[2], &ns)
+			perMode[name] = append(perMode[name], ns)
+		}
+	}
+	var durable time.Duration
+	for _, r := range rs {
+		if r.path == allPaths["terraform"].name && r.conns == slices.Max(connsOf(rs)) {
+			durable = r.cpuPerReq
+		}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "Verification cost (`go test ./httpapi -bench BenchmarkCallbackAuth -benchtime 200000x -count 3`, median; header parsing, credential check and binding to the body's marquee and generation), against the shared-token durable path's server CPU per request at the highest connection count above (%s):\n\n", durable.Round(time.Microsecond))
+	fmt.Fprintf(&b, "| mode | per request | share of the durable path's CPU |\n|---|---|---|\n")
+	for _, mode := range []string{"shared", "scoped", "standard-webhooks"} {
+		ns := perMode[mode]
+		if len(ns) == 0 {
+			continue
+		}
+		slices.Sort(ns)
+		med := time.Duration(ns[len(ns)/2])
+		share := "n/a"
+		if durable > 0 {
+			share = fmt.Sprintf("%.1f%%", 100*float64(med)/float64(durable))
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s |\n", mode, med, share)
+	}
+	b.WriteString("\n")
+	return b.String()
+}
+
+func connsOf(rs []result) []int {
+	var cs []int
+	for _, r := range rs {
+		cs = append(cs, r.conns)
+	}
+	return cs
+}
+
+// rounds is how often each path is measured; the median is reported.
+var rounds = 3
+
+// cpuTime is a process's user and system CPU time so far (/proc/<pid>/stat,
+// in clock ticks of 10 ms; over a run of seconds that is fine-grained
+// enough).
+func cpuTime(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The command name may hold spaces; fields count from after its ')'.
+	i := strings.LastIndexByte(string(b), ')')
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	var utime, stime int64
+	fmt.Sscan(f[11], &utime)
+	fmt.Sscan(f[12], &stime)
+	return time.Duration(utime+stime) * 10 * time.Millisecond
+}
+
+func render(rs []result, d time.Duration, conns []int, paths []path) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "## Durable webhook path vs no-op (loopback)\n\n")
 	fmt.Fprintf(&b, "Command: `make bench` (`go run ./cmd/warden-bench -out BENCHMARKS.md`), %s per scenario after a warm-up.\n", d)
 	host, _ := os.Hostname()
-	fmt.Fprintf(&b, "Run: %s on %s, %s/%s, %d CPUs, %s. Load generator: %s, on the same machine as the server (it shares the CPUs).\n\n",
+	fmt.Fprintf(&b, "Run: %s on %s, %s/%s, %d CPUs, %s. Load generator: %s, on the same machine as the server (it shares the CPUs). "+
+		"Every request carries a delivery id used once in the whole run; the server's count of deduplicated answers was read before and after each measured run and did not move (the bench fails if it does).\n\n",
 		time.Now().UTC().Format("2006-01-02"), host, runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version(), loadGen)
-	fmt.Fprintf(&b, "| conns | path | req/s | p50 | p99 | errors | throughput vs no-op |\n|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(&b, "Each path ran %d times per connection count, in a rotated order; the row is the median run by throughput, with the median server CPU per request.\n\n", rounds)
+	fmt.Fprintf(&b, "| conns | path | req/s | p50 | p99 | server CPU / request | errors | throughput vs no-op | vs shared-token durable | CPU vs shared-token durable |\n|---|---|---|---|---|---|---|---|---|---|\n")
 	byKey := map[string]result{}
 	for _, r := range rs {
 		byKey[fmt.Sprintf("%s/%d", r.path, r.conns)] = r
 	}
 	for _, c := range conns {
-		noop := byKey[fmt.Sprintf("noop/%d", c)]
-		for _, p := range []string{"noop", "terraform"} {
-			r := byKey[fmt.Sprintf("%s/%d", p, c)]
-			ratio := "1.00 (baseline)"
-			if p != "noop" && noop.rps > 0 {
+		noop := byKey[fmt.Sprintf("%s/%d", allPaths["noop"].name, c)]
+		shared := byKey[fmt.Sprintf("%s/%d", allPaths["terraform"].name, c)]
+		for _, p := range paths {
+			r := byKey[fmt.Sprintf("%s/%d", p.name, c)]
+			ratio, vsShared, cpuVsShared := "1.00 (baseline)", "", ""
+			if p.endpoint != "noop" && noop.rps > 0 {
 				ratio = fmt.Sprintf("%.2f", r.rps/noop.rps)
 			}
-			name := map[string]string{"noop": "no-op", "terraform": "durable"}[p]
-			fmt.Fprintf(&b, "| %d | %s | %.0f | %s | %s | %d | %s |\n", c, name, r.rps, r.p50.Round(time.Microsecond), r.p99.Round(time.Microsecond), r.errors, ratio)
+			if p.endpoint != "noop" && shared.rps > 0 {
+				vsShared = fmt.Sprintf("%.2f", r.rps/shared.rps)
+			}
+			if p.endpoint != "noop" && shared.cpuPerReq > 0 {
+				cpuVsShared = fmt.Sprintf("%.2f", float64(r.cpuPerReq)/float64(shared.cpuPerReq))
+			}
+			fmt.Fprintf(&b, "| %d | %s | %.0f | %s | %s | %s | %d | %s | %s | %s |\n", c, p.name, r.rps, r.p50.Round(time.Microsecond), r.p99.Round(time.Microsecond),
+				r.cpuPerReq.Round(time.Microsecond), r.errors, ratio, vsShared, cpuVsShared)
 		}
 	}
 	b.WriteString("\n")
