@@ -12,7 +12,7 @@ WARDEN_OPERATOR_TOKEN ?= dev-operator-token
 WARDEN_PREVIEW_DIR ?= $(DATA)/preview
 export WARDEN_CALLBACK_TOKEN WARDEN_OPERATOR_TOKEN WARDEN_PREVIEW_DIR
 
-.PHONY: build test lint run bench crash sim fuzz clean
+.PHONY: build test lint run bench crash sim fuzz clean install-check
 
 build:
 	$(GO) build -o bin/warden ./cmd/warden
@@ -65,6 +65,10 @@ fuzz:
 	$(GO) test ./actors/trust -run '^$$' -fuzz FuzzParseSignatures -fuzztime 30s
 	$(GO) test ./actors/trust -run '^$$' -fuzz FuzzVerifyScoped -fuzztime 30s
 	$(GO) test ./actors/trust -run '^$$' -fuzz FuzzKeyring -fuzztime 30s
+
+# go install into an empty GOBIN with a clean module cache (CI runs it).
+install-check:
+	./scripts/install-check.sh
 
 clean:
 	rm -rf bin

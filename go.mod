@@ -1,4 +1,4 @@
-module warden
+module github.com/wardenhq/warden
 
 go 1.26
 

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"sort"
 
-	"warden/actors/environment"
-	"warden/actors/marquee"
+	"github.com/wardenhq/warden/actors/environment"
+	"github.com/wardenhq/warden/actors/marquee"
 )
 
 // answerErr answers a routed message that will never reach an actor.

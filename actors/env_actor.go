@@ -11,9 +11,9 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"warden/actors/driver"
-	"warden/actors/environment"
-	"warden/persistence"
+	"github.com/wardenhq/warden/actors/driver"
+	"github.com/wardenhq/warden/actors/environment"
+	"github.com/wardenhq/warden/persistence"
 )
 
 const (

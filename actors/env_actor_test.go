@@ -11,11 +11,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"warden/actors/clock"
-	"warden/actors/driver"
-	"warden/actors/environment"
-	"warden/actors/marquee"
-	"warden/persistence"
+	"github.com/wardenhq/warden/actors/clock"
+	"github.com/wardenhq/warden/actors/driver"
+	"github.com/wardenhq/warden/actors/environment"
+	"github.com/wardenhq/warden/actors/marquee"
+	"github.com/wardenhq/warden/persistence"
 )
 
 // slowWorld answers every capability as a world where everything works,

@@ -11,9 +11,9 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"warden/actors/driver"
-	"warden/actors/marquee"
-	"warden/persistence"
+	"github.com/wardenhq/warden/actors/driver"
+	"github.com/wardenhq/warden/actors/marquee"
+	"github.com/wardenhq/warden/persistence"
 )
 
 // Messages to a marquee actor. Every reply channel has room for one answer.

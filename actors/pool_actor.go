@@ -7,9 +7,9 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"warden/actors/admission"
-	"warden/actors/marquee"
-	"warden/persistence"
+	"github.com/wardenhq/warden/actors/admission"
+	"github.com/wardenhq/warden/actors/marquee"
+	"github.com/wardenhq/warden/persistence"
 )
 
 // Messages to a pool actor.

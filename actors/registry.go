@@ -11,7 +11,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"warden/persistence"
+	"github.com/wardenhq/warden/persistence"
 )
 
 type kind string

@@ -19,13 +19,13 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"warden/actors/admission"
-	"warden/actors/clock"
-	"warden/actors/driver"
-	"warden/actors/environment"
-	"warden/actors/marquee"
-	"warden/actors/trust"
-	"warden/persistence"
+	"github.com/wardenhq/warden/actors/admission"
+	"github.com/wardenhq/warden/actors/clock"
+	"github.com/wardenhq/warden/actors/driver"
+	"github.com/wardenhq/warden/actors/environment"
+	"github.com/wardenhq/warden/actors/marquee"
+	"github.com/wardenhq/warden/actors/trust"
+	"github.com/wardenhq/warden/persistence"
 )
 
 // Errors the HTTP layer maps to status codes.

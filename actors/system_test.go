@@ -13,11 +13,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"warden/actors/admission"
-	"warden/actors/clock"
-	"warden/actors/driver"
-	"warden/actors/marquee"
-	"warden/persistence"
+	"github.com/wardenhq/warden/actors/admission"
+	"github.com/wardenhq/warden/actors/clock"
+	"github.com/wardenhq/warden/actors/driver"
+	"github.com/wardenhq/warden/actors/marquee"
+	"github.com/wardenhq/warden/persistence"
 )
 
 // recordingDispatcher stands in for GitHub: it records every dispatch.

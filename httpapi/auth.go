@@ -15,8 +15,8 @@ import (
 
 	"github.com/julienschmidt/httprouter"
 
-	"warden/actors"
-	"warden/actors/trust"
+	"github.com/wardenhq/warden/actors"
+	"github.com/wardenhq/warden/actors/trust"
 )
 
 // Callback modes (T2): how a workflow may prove who it is.

@@ -12,7 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"warden/actors/trust"
+	"github.com/wardenhq/warden/actors/trust"
 )
 
 // fuzzServer is a Server with every callback mode on and no actor system:

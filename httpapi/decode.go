@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"unicode/utf8"
 
-	"warden/actors/marquee"
+	"github.com/wardenhq/warden/actors/marquee"
 )
 
 // Limits on callback fields: generous for real values, small enough that

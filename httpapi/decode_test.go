@@ -7,8 +7,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"warden/actors/environment"
-	"warden/actors/marquee"
+	"github.com/wardenhq/warden/actors/environment"
+	"github.com/wardenhq/warden/actors/marquee"
 )
 
 func TestDecodeCallbackNamesTheField(t *testing.T) {

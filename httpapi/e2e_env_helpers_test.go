@@ -8,8 +8,8 @@ import (
 	"sync"
 	"testing"
 
-	"warden/actors/driver"
-	"warden/actors/environment"
+	"github.com/wardenhq/warden/actors/driver"
+	"github.com/wardenhq/warden/actors/environment"
 )
 
 // fakePreview is an in-process preview world standing behind the driver

@@ -7,8 +7,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"warden/actors/environment"
-	"warden/persistence"
+	"github.com/wardenhq/warden/actors/environment"
+	"github.com/wardenhq/warden/persistence"
 )
 
 func (w *world) envView(id string) map[string]any {

@@ -18,12 +18,12 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"warden/actors"
-	"warden/actors/clock"
-	"warden/actors/driver"
-	"warden/actors/marquee"
-	"warden/httpapi"
-	"warden/persistence"
+	"github.com/wardenhq/warden/actors"
+	"github.com/wardenhq/warden/actors/clock"
+	"github.com/wardenhq/warden/actors/driver"
+	"github.com/wardenhq/warden/actors/marquee"
+	"github.com/wardenhq/warden/httpapi"
+	"github.com/wardenhq/warden/persistence"
 )
 
 const (

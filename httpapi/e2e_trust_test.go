@@ -20,10 +20,10 @@ import (
 	"github.com/go-jose/go-jose/v4/jwt"
 	"github.com/stretchr/testify/require"
 
-	"warden/actors"
-	"warden/actors/clock"
-	"warden/actors/trust"
-	"warden/httpapi"
+	"github.com/wardenhq/warden/actors"
+	"github.com/wardenhq/warden/actors/clock"
+	"github.com/wardenhq/warden/actors/trust"
+	"github.com/wardenhq/warden/httpapi"
 )
 
 // trustWorld is a world with the trust boundary switched on: signing keys

@@ -6,7 +6,7 @@ import (
 
 	"github.com/julienschmidt/httprouter"
 
-	"warden/actors/environment"
+	"github.com/wardenhq/warden/actors/environment"
 )
 
 // wireEnvCreate is POST /v1/environments.

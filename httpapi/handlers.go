@@ -9,8 +9,8 @@ import (
 
 	"github.com/julienschmidt/httprouter"
 
-	"warden/actors"
-	"warden/actors/marquee"
+	"github.com/wardenhq/warden/actors"
+	"github.com/wardenhq/warden/actors/marquee"
 )
 
 func (s *Server) badRequest(w http.ResponseWriter, err error) {

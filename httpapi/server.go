@@ -22,10 +22,10 @@ import (
 	"github.com/julienschmidt/httprouter"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"warden/actors"
-	"warden/actors/environment"
-	"warden/actors/marquee"
-	"warden/actors/trust"
+	"github.com/wardenhq/warden/actors"
+	"github.com/wardenhq/warden/actors/environment"
+	"github.com/wardenhq/warden/actors/marquee"
+	"github.com/wardenhq/warden/actors/trust"
 )
 
 // MaxBody is the largest request body accepted (413 beyond it). A deployed

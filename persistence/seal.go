@@ -4,8 +4,8 @@ import (
 	"errors"
 	"fmt"
 
-	"warden/actors/marquee"
-	"warden/actors/trust"
+	"github.com/wardenhq/warden/actors/marquee"
+	"github.com/wardenhq/warden/actors/trust"
 )
 
 // Sealing at rest (T10): the secrets a marquee record holds (the SSH

@@ -44,10 +44,10 @@ import (
 	"github.com/cockroachdb/pebble/v2/bloom"
 	"github.com/cockroachdb/pebble/v2/vfs"
 
-	"warden/actors/admission"
-	"warden/actors/environment"
-	"warden/actors/marquee"
-	"warden/actors/trust"
+	"github.com/wardenhq/warden/actors/admission"
+	"github.com/wardenhq/warden/actors/environment"
+	"github.com/wardenhq/warden/actors/marquee"
+	"github.com/wardenhq/warden/actors/trust"
 )
 
 // codecV1 is the only encoding so far: a version byte then JSON.

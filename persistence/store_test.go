@@ -8,9 +8,9 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/stretchr/testify/require"
 
-	"warden/actors/admission"
-	"warden/actors/environment"
-	"warden/actors/marquee"
+	"github.com/wardenhq/warden/actors/admission"
+	"github.com/wardenhq/warden/actors/environment"
+	"github.com/wardenhq/warden/actors/marquee"
 )
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)

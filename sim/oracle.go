@@ -6,9 +6,9 @@ import (
 	"regexp"
 	"strings"
 
-	"warden/actors/admission"
-	"warden/actors/marquee"
-	"warden/persistence"
+	"github.com/wardenhq/warden/actors/admission"
+	"github.com/wardenhq/warden/actors/marquee"
+	"github.com/wardenhq/warden/persistence"
 )
 
 var ruleRef = regexp.MustCompile(`\b([MAE][0-9]{1,2})\b`)

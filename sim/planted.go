@@ -1,10 +1,10 @@
 package sim
 
 import (
-	"warden/actors"
-	"warden/actors/admission"
-	"warden/actors/environment"
-	"warden/actors/marquee"
+	"github.com/wardenhq/warden/actors"
+	"github.com/wardenhq/warden/actors/admission"
+	"github.com/wardenhq/warden/actors/environment"
+	"github.com/wardenhq/warden/actors/marquee"
 )
 
 // Planted bugs: each disables one guard, to prove the simulator sees it.

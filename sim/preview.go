@@ -13,9 +13,9 @@ import (
 	"strings"
 	"time"
 
-	"warden/actors"
-	"warden/actors/driver"
-	"warden/actors/environment"
+	"github.com/wardenhq/warden/actors"
+	"github.com/wardenhq/warden/actors/driver"
+	"github.com/wardenhq/warden/actors/environment"
 )
 
 // The preview world: an artifact store, databases with migration ledgers,

@@ -11,11 +11,11 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
-	"warden/actors/admission"
-	"warden/actors/clock"
-	"warden/actors/driver"
-	"warden/actors/environment"
-	"warden/actors/marquee"
+	"github.com/wardenhq/warden/actors/admission"
+	"github.com/wardenhq/warden/actors/clock"
+	"github.com/wardenhq/warden/actors/driver"
+	"github.com/wardenhq/warden/actors/environment"
+	"github.com/wardenhq/warden/actors/marquee"
 )
 
 // Result is what one seed's run produced.

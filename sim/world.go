@@ -21,15 +21,15 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
-	"warden/actors"
-	"warden/actors/admission"
-	"warden/actors/clock"
-	"warden/actors/driver"
-	"warden/actors/environment"
-	"warden/actors/marquee"
-	"warden/actors/trust"
-	"warden/httpapi"
-	"warden/persistence"
+	"github.com/wardenhq/warden/actors"
+	"github.com/wardenhq/warden/actors/admission"
+	"github.com/wardenhq/warden/actors/clock"
+	"github.com/wardenhq/warden/actors/driver"
+	"github.com/wardenhq/warden/actors/environment"
+	"github.com/wardenhq/warden/actors/marquee"
+	"github.com/wardenhq/warden/actors/trust"
+	"github.com/wardenhq/warden/httpapi"
+	"github.com/wardenhq/warden/persistence"
 )
 
 const (

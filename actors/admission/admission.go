@@ -16,7 +16,7 @@ import (
 	"sort"
 	"time"
 
-	"warden/actors/ident"
+	"github.com/wardenhq/warden/actors/ident"
 )
 
 // Status of a job in a pool.

@@ -16,7 +16,7 @@ import (
 	"slices"
 	"time"
 
-	"warden/actors/ident"
+	"github.com/wardenhq/warden/actors/ident"
 )
 
 // Phase is a durable state name.

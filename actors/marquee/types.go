@@ -15,7 +15,7 @@ import (
 	"fmt"
 	"time"
 
-	"warden/actors/ident"
+	"github.com/wardenhq/warden/actors/ident"
 )
 
 // Kind of marquee (M4, M5).

@@ -29,8 +29,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"warden/actors/trust"
-	"warden/cmd/internal/mdreport"
+	"github.com/wardenhq/warden/actors/trust"
+	"github.com/wardenhq/warden/cmd/internal/mdreport"
 )
 
 const (

@@ -9,12 +9,12 @@ import (
 	"strings"
 	"time"
 
-	"warden/actors"
-	"warden/actors/clock"
-	"warden/actors/driver"
-	"warden/actors/marquee"
-	"warden/cmd/internal/mdreport"
-	"warden/persistence"
+	"github.com/wardenhq/warden/actors"
+	"github.com/wardenhq/warden/actors/clock"
+	"github.com/wardenhq/warden/actors/driver"
+	"github.com/wardenhq/warden/actors/marquee"
+	"github.com/wardenhq/warden/cmd/internal/mdreport"
+	"github.com/wardenhq/warden/persistence"
 )
 
 type nopDriver struct{}

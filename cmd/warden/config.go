@@ -10,10 +10,10 @@ import (
 	"strings"
 	"time"
 
-	"warden/actors/environment"
-	"warden/actors/marquee"
-	"warden/actors/trust"
-	"warden/httpapi"
+	"github.com/wardenhq/warden/actors/environment"
+	"github.com/wardenhq/warden/actors/marquee"
+	"github.com/wardenhq/warden/actors/trust"
+	"github.com/wardenhq/warden/httpapi"
 )
 
 // config is everything `warden serve` is told. Every flag falls back to a

@@ -9,9 +9,9 @@ import (
 	"strings"
 	"time"
 
-	"warden/actors/marquee"
-	"warden/actors/trust"
-	"warden/persistence"
+	"github.com/wardenhq/warden/actors/marquee"
+	"github.com/wardenhq/warden/actors/trust"
+	"github.com/wardenhq/warden/persistence"
 )
 
 // rekey re-encrypts every sealed secret under a new seal key (T10),

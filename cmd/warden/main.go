@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"os"
 
-	"warden/cmd/internal/mdreport"
-	"warden/sim"
+	"github.com/wardenhq/warden/cmd/internal/mdreport"
+	"github.com/wardenhq/warden/sim"
 )
 
 func main() {

@@ -16,14 +16,14 @@ import (
 	"syscall"
 	"time"
 
-	"warden/actors"
-	"warden/actors/clock"
-	"warden/actors/driver"
-	"warden/actors/environment"
-	"warden/actors/marquee"
-	"warden/actors/trust"
-	"warden/httpapi"
-	"warden/persistence"
+	"github.com/wardenhq/warden/actors"
+	"github.com/wardenhq/warden/actors/clock"
+	"github.com/wardenhq/warden/actors/driver"
+	"github.com/wardenhq/warden/actors/environment"
+	"github.com/wardenhq/warden/actors/marquee"
+	"github.com/wardenhq/warden/actors/trust"
+	"github.com/wardenhq/warden/httpapi"
+	"github.com/wardenhq/warden/persistence"
 )
 
 func serve(args []string, getenv func(string) string, stderr io.Writer) error {

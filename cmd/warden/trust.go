@@ -13,8 +13,8 @@ import (
 	"syscall"
 	"time"
 
-	"warden/actors/trust"
-	"warden/httpapi"
+	"github.com/wardenhq/warden/actors/trust"
+	"github.com/wardenhq/warden/httpapi"
 )
 
 // trustMaterial is every key and identity serve loads before it listens.

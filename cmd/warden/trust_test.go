@@ -16,9 +16,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"warden/actors/marquee"
-	"warden/actors/trust"
-	"warden/persistence"
+	"github.com/wardenhq/warden/actors/marquee"
+	"github.com/wardenhq/warden/actors/trust"
+	"github.com/wardenhq/warden/persistence"
 )
 
 func randomHex(t *testing.T) string {
