@@ -25,6 +25,14 @@ func answerErr(msg any, err error) {
 		m.reply <- err
 	case poolPing:
 		m.reply <- err
+	case envCreate:
+		m.reply <- err
+	case envCommand:
+		m.reply <- err
+	case envReserve:
+		m.reply <- err
+	case branchNext:
+		m.reply <- err
 	}
 }
 
@@ -165,13 +173,17 @@ func (s *System) CreateEnvironment(ctx context.Context, c environment.Create) (e
 	if err := c.Validate(); err != nil {
 		return environment.Env{}, err // before a branch generation is spent on it
 	}
-	if _, err := s.cfg.Store.LoadEnv(c.ID); err == nil {
-		return environment.Env{}, fmt.Errorf("%w: environment %s already exists", environment.ErrConflict, c.ID)
+	// Claim the id first: a create refused as a duplicate (or racing
+	// another create of the same id) spends no route generation.
+	if _, err := s.ask(ctx, kindEnv, c.ID, func(reply chan<- any) any { return envReserve{reply: reply} }); err != nil {
+		return environment.Env{}, err
 	}
 	// The branch's next route generation, given out in order (a number a
-	// failed create used is simply skipped; the order is what matters).
+	// create that failed after this point used is simply skipped; the
+	// order is what matters).
 	g, err := s.ask(ctx, kindBranch, c.Branch, func(reply chan<- any) any { return branchNext{reply: reply} })
 	if err != nil {
+		s.route(kindEnv, c.ID, envUnreserve{})
 		return environment.Env{}, err
 	}
 	c.Generation = g.(uint64)

@@ -40,7 +40,12 @@ func (b *branchActor) Receive(ctx actor.Context) {
 	case *actor.Started:
 		b.name, b.entry = b.sys.entityOf(ctx.Self(), kindBranch)
 		return
-	case idleCheck, actor.SystemMessage, actor.AutoReceiveMessage, *actor.Restarting, *actor.Stopping:
+	case idleCheck:
+		// Nothing is in flight between messages: an idle branch goes, and
+		// reloads its last generation from the store when asked again.
+		ctx.Send(b.sys.registry, passivate{key: key{kindBranch, b.name}, pid: ctx.Self()})
+		return
+	case actor.SystemMessage, actor.AutoReceiveMessage, *actor.Restarting, *actor.Stopping:
 		return
 	}
 	defer b.entry.handled(b.sys.cfg.Metrics)
@@ -76,6 +81,11 @@ type (
 		ev    environment.Event
 		reply chan<- any
 	}
+	// envReserve claims an absent id for one create before the branch
+	// gives out a route generation: a create refused as a duplicate must
+	// not spend one (issue 10). envUnreserve gives the claim back.
+	envReserve   struct{ reply chan<- any }
+	envUnreserve struct{}
 	// envEvent is an effect's result or the actor's own next step.
 	envEvent struct{ ev environment.Event }
 	// envReconcile: the reconciler's turn (E14).
@@ -110,6 +120,12 @@ type EnvConfig struct {
 	Client         *http.Client
 	// Worker names this process as a lease owner (E7).
 	Worker string
+	// ExclusiveStore says no other process can write the store (a lone
+	// warden holds Pebble's lock): a lease owner other than Worker found at
+	// start is then an earlier, dead incarnation, and its leases end at
+	// once instead of at their expiry (issue 10). A store shared by several
+	// nodes (cluster.md) must leave it false.
+	ExclusiveStore bool
 	// NotifyBackoff is the first wait after a failed delivery, doubling
 	// (zero means 30 seconds).
 	NotifyBackoff time.Duration
@@ -121,11 +137,12 @@ type EnvConfig struct {
 // envActor is one preview environment: it is its own worker, taking one
 // eligible transition at a time, recording intent before every effect.
 type envActor struct {
-	sys    *System
-	id     string
-	entry  *entry
-	rec    persistence.EnvRecord
-	exists bool
+	sys      *System
+	id       string
+	entry    *entry
+	rec      persistence.EnvRecord
+	exists   bool
+	reserved bool // a create holds this id while it asks its branch
 }
 
 func (a *envActor) Receive(ctx actor.Context) {
@@ -139,7 +156,20 @@ func (a *envActor) Receive(ctx actor.Context) {
 	}
 	defer a.entry.handled(a.sys.cfg.Metrics)
 	switch m := ctx.Message().(type) {
+	case envReserve:
+		switch {
+		case a.exists:
+			m.reply <- fmt.Errorf("%w: environment %s already exists", environment.ErrConflict, a.id)
+		case a.reserved:
+			m.reply <- fmt.Errorf("%w: environment %s is being created", environment.ErrConflict, a.id)
+		default:
+			a.reserved = true
+			m.reply <- true
+		}
+	case envUnreserve:
+		a.reserved = false
 	case envCreate:
+		a.reserved = false
 		if a.exists {
 			m.reply <- fmt.Errorf("%w: environment %s already exists", environment.ErrConflict, a.id)
 			return
@@ -260,6 +290,9 @@ func (a *envActor) load() {
 	switch {
 	case err == nil:
 		a.rec, a.exists = rec, true
+		if at := rec.Env.Attempt; at != nil && a.sys.cfg.Env.ExclusiveStore && at.Lease.Owner != a.sys.cfg.Env.Worker {
+			a.applyLogged(environment.OwnerGone{Owner: at.Lease.Owner})
+		}
 		a.due()
 		// The sender's retries are timers in memory: after a restart, what
 		// the outbox still holds is sent again, with the same identity (E10).

@@ -3,9 +3,11 @@ package actors
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -163,4 +165,77 @@ func TestPendingNotificationsAreSentAfterARestart(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	require.Equal(t, []string{"env-1-1"}, keys, "the same identity")
+}
+
+// TestRefusedCreatesSpendNoRouteGeneration: issue 10. Thirty creates of
+// one id racing: one is created, the others are refused with 409 before
+// they ask the branch, so the branch's next preview gets generation 2, not
+// 31. The branch actor is passivated once idle, like a marquee's.
+func TestRefusedCreatesSpendNoRouteGeneration(t *testing.T) {
+	store, err := persistence.Open(t.TempDir(), persistence.Options{})
+	require.NoError(t, err)
+	defer store.Close()
+	sys, err := Start(Config{Store: store, Clock: clock.Real{}, Machine: marquee.Machine{Config: marquee.DefaultConfig()},
+		Pools: map[string]int{"default": 1}, Dispatcher: &recordingDispatcher{}, Bootstrapper: okBootstrap{}, ControlPlane: noChats{},
+		IdleAfter: 40 * time.Millisecond, Env: EnvConfig{Drivers: DriverForAll(slowWorld{delay: time.Millisecond}), ReconcileEvery: -1, Worker: "w1"}})
+	require.NoError(t, err)
+	defer sys.Stop(context.Background())
+	var created, conflicts atomic.Int64
+	var wg sync.WaitGroup
+	for i := 0; i < 30; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := sys.CreateEnvironment(context.Background(), environment.Create{ID: "env-x", Branch: "b", Revision: "r1"})
+			switch {
+			case err == nil:
+				created.Add(1)
+			case errors.Is(err, environment.ErrConflict):
+				conflicts.Add(1)
+			default:
+				t.Errorf("create: %v", err)
+			}
+		}()
+	}
+	wg.Wait()
+	require.Equal(t, int64(1), created.Load())
+	require.Equal(t, int64(29), conflicts.Load())
+	e, err := sys.Environment("env-x")
+	require.NoError(t, err)
+	require.Equal(t, uint64(1), e.Generation, "the one real create got the branch's first generation")
+	y, err := sys.CreateEnvironment(context.Background(), environment.Create{ID: "env-y", Branch: "b", Revision: "r1"})
+	require.NoError(t, err)
+	require.Equal(t, uint64(2), y.Generation, "refused creates spent no generation")
+
+	branchLive := func() bool {
+		for _, a := range sys.Actors() {
+			if a.Kind == string(kindBranch) {
+				return true
+			}
+		}
+		return false
+	}
+	require.True(t, branchLive())
+	require.Eventually(t, func() bool { return !branchLive() }, 10*time.Second, 5*time.Millisecond, "an idle branch actor is passivated")
+	z, err := sys.CreateEnvironment(context.Background(), environment.Create{ID: "env-z", Branch: "b", Revision: "r1"})
+	require.NoError(t, err)
+	require.Equal(t, uint64(3), z.Generation, "a reactivated branch reloads its last generation")
+}
+
+// TestEnvironmentCommandOnAnUnknownIDIsNotFound: issue 10. A removal or an
+// action on an environment that never existed is answered not-found at
+// once, not after the ask timeout.
+func TestEnvironmentCommandOnAnUnknownIDIsNotFound(t *testing.T) {
+	store, err := persistence.Open(t.TempDir(), persistence.Options{})
+	require.NoError(t, err)
+	defer store.Close()
+	sys, err := Start(Config{Store: store, Clock: clock.Real{}, Machine: marquee.Machine{Config: marquee.DefaultConfig()},
+		Pools: map[string]int{"default": 1}, Dispatcher: &recordingDispatcher{}, Bootstrapper: okBootstrap{}, ControlPlane: noChats{},
+		IdleAfter: -1, AskTimeout: time.Hour, Env: EnvConfig{ReconcileEvery: -1}})
+	require.NoError(t, err)
+	defer sys.Stop(context.Background())
+	for _, ev := range []environment.Event{environment.RemoveEnv{Reason: "x"}, environment.Action{Name: "resume", Actor: "a", Reason: "x"}} {
+		_, err := sys.EnvironmentCommand(context.Background(), "nope", ev)
+		require.ErrorIs(t, err, ErrNotFound, "%T", ev)
+	}
 }

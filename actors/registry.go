@@ -197,7 +197,7 @@ func (s *System) entityOf(self *actor.PID, k kind) (string, *entry) {
 // environment.
 func (s *System) mayExist(k key, msg any) bool {
 	switch msg.(type) {
-	case cmdCreate, envCreate:
+	case cmdCreate, envCreate, envReserve:
 		return true
 	}
 	var err error

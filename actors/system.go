@@ -227,7 +227,8 @@ func Start(cfg Config) (*System, error) {
 // armIdleSweep schedules the idle sweep: one timer for the whole system, not
 // one per actor (a timer and its closure would be an eighth of an actor's
 // memory budget). Every IdleAfter/2 it offers passivation to each marquee
-// actor that has had no message for IdleAfter.
+// and branch actor that has had no message for IdleAfter (environment
+// actors stay: the reconciler visits them anyway).
 func (s *System) armIdleSweep() {
 	if s.cfg.IdleAfter < 0 || s.stopping.Load() {
 		return
@@ -237,7 +238,7 @@ func (s *System) armIdleSweep() {
 		var idle []*actor.PID
 		s.reg.mu.Lock()
 		for k, e := range s.reg.entries {
-			if k.kind == kindMarquee && e.pid != nil && !e.passivating && !e.restart.parked &&
+			if (k.kind == kindMarquee || k.kind == kindBranch) && e.pid != nil && !e.passivating && !e.restart.parked &&
 				e.inbox.Load() == 0 && e.lastRouted.Load() <= cutoff {
 				idle = append(idle, e.pid)
 			}

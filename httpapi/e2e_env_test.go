@@ -208,3 +208,17 @@ func TestE2ETwoPreviewsOfOneBranch(t *testing.T) {
 	require.EqualValues(t, 2, w.preview.route["main"], "I14: the newer generation keeps the route")
 	w.preview.mu.Unlock()
 }
+
+// TestE2EUnknownEnvironmentIsNotFoundAtOnce: issue 10. A removal, an
+// action or a read of an environment that does not exist, or whose id is
+// not even valid, is 404, never a 503 after the ask timeout.
+func TestE2EUnknownEnvironmentIsNotFoundAtOnce(t *testing.T) {
+	w := newWorld(t, map[string]int{"default": 1})
+	for _, path := range []string{"/v1/environments/nope/remove", "/v1/environments/nope/actions/resume",
+		"/v1/environments/Not_Valid/remove", "/v1/environments/Not_Valid/actions/resume"} {
+		st, v, _ := w.do("POST", path, operatorToken, map[string]any{"reason": "x"})
+		require.Equal(t, http.StatusNotFound, st, "%s: %v", path, v)
+	}
+	st, _, _ := w.do("GET", "/v1/environments/Not_Valid", operatorToken, nil)
+	require.Equal(t, http.StatusNotFound, st)
+}

@@ -110,6 +110,10 @@ func (s *Server) listEnvs(w http.ResponseWriter, _ *http.Request, _ httprouter.P
 }
 
 func (s *Server) getEnv(w http.ResponseWriter, _ *http.Request, p httprouter.Params, _ Operator) {
+	if !environment.ValidID(p.ByName("id")) {
+		writeError(w, http.StatusNotFound, "not_found", "no such environment")
+		return
+	}
 	e, err := s.sys.Environment(p.ByName("id"))
 	if err != nil {
 		s.writeErr(w, err)
@@ -145,6 +149,10 @@ func (s *Server) envCommand(w http.ResponseWriter, r *http.Request, p httprouter
 	in, err := decodeReason(body)
 	if err != nil {
 		s.badRequest(w, err)
+		return
+	}
+	if !environment.ValidID(p.ByName("id")) {
+		writeError(w, http.StatusNotFound, "not_found", "no such environment")
 		return
 	}
 	e, err := s.sys.EnvironmentCommand(r.Context(), p.ByName("id"), build(in.Reason))

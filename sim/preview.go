@@ -601,5 +601,8 @@ func (w *world) envConfig(inc int) actors.EnvConfig {
 	mc.Plant = w.opts.Plant
 	return actors.EnvConfig{Machine: environment.Machine{Config: mc}, Drivers: actors.DriverForAll(previewDriver{w}), Worker: fmt.Sprintf("warden-%d", inc),
 		NotifyEndpoint: "https://notify.sim/hook", Client: &http.Client{Transport: notifyTransport{w}},
-		NotifyBackoff: time.Minute, ReconcileEvery: 15 * time.Minute}
+		NotifyBackoff: time.Minute, ReconcileEvery: 15 * time.Minute,
+		// One process on its own store: an earlier incarnation's leases end
+		// when the next one starts (issue 10).
+		ExclusiveStore: true}
 }

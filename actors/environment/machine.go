@@ -142,6 +142,13 @@ type Action struct {
 	Name, Actor, Reason string
 }
 
+// OwnerGone says a lease owner is known to be dead: a process that
+// restarted on a store only one process can open knows that every other
+// owner named in it was an earlier incarnation of itself (issue 10). Its
+// lease ends now instead of at its expiry; the next worker still takes
+// the attempt over by observing first (E7).
+type OwnerGone struct{ Owner string }
+
 // Delivered is the notification sender's report (E10).
 type Delivered struct {
 	Key string
@@ -157,6 +164,7 @@ func (Expire) isEvent()     {}
 func (AtRest) isEvent()     {}
 func (Action) isEvent()     {}
 func (Delivered) isEvent()  {}
+func (OwnerGone) isEvent()  {}
 
 // --- effects -------------------------------------------------------------------
 
@@ -259,6 +267,8 @@ func (m Machine) Step(e Env, ev Event, now time.Time) (Env, Output) {
 			out = m.result(&e, ev, now)
 		case RenewLease:
 			out = m.renew(&e, ev, now)
+		case OwnerGone:
+			out = m.ownerGone(&e, ev, now)
 		case RemoveEnv:
 			if ev.By != "" && e.Desired != "removed" {
 				e.Audit = append(e.Audit, AuditEntry{Actor: ev.By, Action: "remove", Reason: ev.Reason, At: now})
@@ -446,6 +456,15 @@ func (m Machine) do(e *Env, op Op) Do {
 		d.ExpectedRoute = e.Generation - 1 // the predecessor this activation replaces (E8)
 	}
 	return d
+}
+
+func (m Machine) ownerGone(e *Env, g OwnerGone, now time.Time) Output {
+	a := e.Attempt
+	if a == nil || a.Lease.Owner != g.Owner || !now.Before(a.Lease.ExpiresAt) {
+		return Output{Note: "no live lease of " + g.Owner}
+	}
+	a.Lease.ExpiresAt = now
+	return Output{Note: fmt.Sprintf("lease of attempt %s held by %s, which is gone, ends now; the next worker observes first (E7)", a.ID, g.Owner)}
 }
 
 func (m Machine) renew(e *Env, r RenewLease, now time.Time) Output {
@@ -759,14 +778,19 @@ func (m Machine) atRest(e *Env, r AtRest, now time.Time) Output {
 		if e.SupersededBy > 0 {
 			return Output{Note: fmt.Sprintf("superseded by route generation %d; the route is not ours (I14)", e.SupersededBy)}
 		}
-		if o.Exists && o.RouteTarget == e.Generation {
+		// As desired means all of it: our generation, pointing at this
+		// environment, at its application (the driver's Matches). A route
+		// changed by hand to another environment or port under the same
+		// generation is drift too.
+		if o.Exists && o.RouteTarget == e.Generation && o.Owner == e.ID && o.Matches {
 			return Output{Note: "route as desired"}
 		}
 		if o.Exists && o.RouteTarget > e.Generation {
 			m.supersede(e, o.RouteTarget, now)
 			return Output{Note: fmt.Sprintf("a newer preview of the branch holds the route (generation %d): superseded, never pulled back (E15, I14)", o.RouteTarget)}
 		}
-		d.Desired, d.Observed = fmt.Sprintf("generation %d", e.Generation), fmt.Sprintf("generation %d (exists=%t)", o.RouteTarget, o.Exists)
+		d.Desired = fmt.Sprintf("generation %d -> %s, its application", e.Generation, e.ID)
+		d.Observed = fmt.Sprintf("generation %d (exists=%t) -> %q, target matches=%t", o.RouteTarget, o.Exists, o.Owner, o.Matches)
 		if !o.Exists && !waiting && (e.ExpiresAt.IsZero() || now.Before(e.ExpiresAt)) {
 			d.Outcome = "auto-repair"
 			e.Drift = append(e.Drift, d)

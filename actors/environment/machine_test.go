@@ -81,6 +81,8 @@ func TestMachine(t *testing.T) {
 					Owner: arg("owner", e.ID), Matches: d.HasArg("matches"), RouteTarget: num("route"), Detail: arg("detail", ""), ProviderID: arg("provider", "")}})
 			case "stale":
 				return step(Result{AttemptID: arg("attempt", ""), LeaseGeneration: num("lease"), OK: true})
+			case "owner-gone":
+				return step(OwnerGone{Owner: arg("owner", "")})
 			case "renew":
 				id, lg := cur()
 				return step(RenewLease{AttemptID: id, LeaseGeneration: lg})

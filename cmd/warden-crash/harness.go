@@ -43,12 +43,18 @@ type Report struct {
 	SilentVerified    int // silent workflows whose retries fired once each
 	Envs              int // preview environments settled and checked at the end
 	EnvsChecked       int // environment records found again after restarts
-	Elapsed           time.Duration
+	// EnvResumes counts environments found mid-transition under a killed
+	// process's lease after a restart; EnvResumeMax is the longest any of
+	// them waited, from the new process being ready to its takeover.
+	EnvResumes   int
+	EnvResumeMax time.Duration
+	Elapsed      time.Duration
 }
 
 func (r Report) String() string {
-	return fmt.Sprintf("seed=%d kills=%d restarts=%d marquees=%d applied-callbacks-checked=%d admissions-checked=%d dispatches=%d silent-workflows-verified=%d environments=%d environment-records-checked=%d elapsed=%s",
-		r.Seed, r.Kills, r.Restarts, r.Marquees, r.AppliedChecked, r.AdmissionsChecked, r.Dispatches, r.SilentVerified, r.Envs, r.EnvsChecked, r.Elapsed.Round(time.Second))
+	return fmt.Sprintf("seed=%d kills=%d restarts=%d marquees=%d applied-callbacks-checked=%d admissions-checked=%d dispatches=%d silent-workflows-verified=%d environments=%d environment-records-checked=%d environments-resumed-after-restart=%d longest-resume-wait=%s elapsed=%s",
+		r.Seed, r.Kills, r.Restarts, r.Marquees, r.AppliedChecked, r.AdmissionsChecked, r.Dispatches, r.SilentVerified, r.Envs, r.EnvsChecked,
+		r.EnvResumes, r.EnvResumeMax.Round(time.Millisecond), r.Elapsed.Round(time.Second))
 }
 
 const (
@@ -62,16 +68,18 @@ const (
 )
 
 type harness struct {
-	o      Options
-	rnd    *rand.Rand
-	rndMu  sync.Mutex
-	dir    string
-	addr   string
-	bin    string
-	cmd    *exec.Cmd
-	client *http.Client
-	gh     *httptest.Server
-	stop   atomic.Bool
+	o     Options
+	rnd   *rand.Rand
+	rndMu sync.Mutex
+	dir   string
+	addr  string
+	bin   string
+	cmd   *exec.Cmd
+	// readyAt is when the running process first answered /readyz.
+	readyAt time.Time
+	client  *http.Client
+	gh      *httptest.Server
+	stop    atomic.Bool
 
 	mu        sync.Mutex
 	dispatch  map[string]map[uint64]int // marquee -> generation -> times dispatched
@@ -217,6 +225,7 @@ func (h *harness) startWarden(script string) error {
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
 		if st, _, err := h.do("GET", "/readyz", "", nil, ""); err == nil && st == 200 {
+			h.readyAt = time.Now()
 			return nil
 		}
 		time.Sleep(10 * time.Millisecond)

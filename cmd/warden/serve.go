@@ -192,7 +192,10 @@ func envConfig(c config) actors.EnvConfig {
 	// another worker, which takes over only after the lease expires (E7).
 	host, _ := os.Hostname()
 	ec := actors.EnvConfig{Machine: environment.Machine{Config: mc}, Worker: fmt.Sprintf("warden@%s/%d", host, os.Getpid()),
-		NotifyEndpoint: c.NotifyURL, Client: &http.Client{Timeout: 10 * time.Second}, ReconcileEvery: c.EnvReconcileEvery}
+		NotifyEndpoint: c.NotifyURL, Client: &http.Client{Timeout: 10 * time.Second}, ReconcileEvery: c.EnvReconcileEvery,
+		// One process holds the Pebble lock: a lease owner other than this
+		// process found at start died with its process.
+		ExclusiveStore: true}
 	if len(c.EnvDriverCommand) > 0 {
 		d := &driver.ExecCapability{Exec: driver.Exec{Command: c.EnvDriverCommand, Timeout: c.EnvDriverTimeout, PassEnv: c.DriverEnv}}
 		ec.Drivers = actors.DriverForAll(d)

@@ -245,9 +245,13 @@ func (d drivers) do(r request) (result, error) {
 		a, _ := d.app("app-" + r.EnvID)
 		return result{OK: true}, writeJSON(d.path("routes", r.Branch+".json"), routeFile{Generation: r.Generation, Env: r.EnvID, Port: a.Port})
 	case "route/observe":
+		// Owner is the environment the route names; it matches only if it
+		// leads to that environment's live application (a port changed by
+		// hand does not).
 		var cur routeFile
 		err := readJSON(d.path("routes", r.Branch+".json"), &cur)
-		res := observed(err == nil, cur.Env, err == nil, fmt.Sprintf("generation %d -> %s:%d", cur.Generation, cur.Env, cur.Port))
+		a, alive := d.app("app-" + cur.Env)
+		res := observed(err == nil, cur.Env, err == nil && alive && a.Port == cur.Port, fmt.Sprintf("generation %d -> %s:%d", cur.Generation, cur.Env, cur.Port))
 		res.Observation.RouteTarget = cur.Generation
 		return res, nil
 	case "route/remove":

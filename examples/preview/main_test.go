@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"testing"
 )
 
@@ -45,5 +46,36 @@ func TestNamesMustBePlain(t *testing.T) {
 		if err != nil || res.Category != "configuration" {
 			t.Errorf("%+v: want a configuration failure, got %+v %v", bad, res, err)
 		}
+	}
+}
+
+// TestRouteObservationSeesAHandEdit: issue 10. A route changed by hand
+// under the same generation, to another port or another environment, is
+// observed as not matching (another port) or as someone else's (another
+// environment), so the controller records drift instead of "as desired".
+func TestRouteObservationSeesAHandEdit(t *testing.T) {
+	d := drivers{root: t.TempDir()}
+	if err := writeJSON(d.path("apps", "app-env-1.json"), appFile{PID: os.Getpid(), Port: 4100, Owner: "env-1"}); err != nil {
+		t.Fatal(err)
+	}
+	observe := func(rt routeFile) *observation {
+		t.Helper()
+		if err := writeJSON(d.path("routes", "main.json"), rt); err != nil {
+			t.Fatal(err)
+		}
+		res, err := d.fenced(request{Capability: "route", Op: "observe", EnvID: "env-1", Identity: "route-main-3", Generation: 3, Branch: "main"})
+		if err != nil || res.Observation == nil {
+			t.Fatalf("observe: %+v %v", res, err)
+		}
+		return res.Observation
+	}
+	if o := observe(routeFile{Generation: 3, Env: "env-1", Port: 4100}); !o.Exists || !o.Matches || o.Owner != "env-1" || o.RouteTarget != 3 {
+		t.Fatalf("the route as activated: %+v", o)
+	}
+	if o := observe(routeFile{Generation: 3, Env: "env-1", Port: 4999}); o.Matches {
+		t.Fatalf("another port must not match: %+v", o)
+	}
+	if o := observe(routeFile{Generation: 3, Env: "env-9", Port: 4100}); o.Owner != "env-9" || o.Matches {
+		t.Fatalf("another environment is named as the owner: %+v", o)
 	}
 }
