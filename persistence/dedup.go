@@ -1,0 +1,68 @@
+package persistence
+
+import (
+	"bytes"
+	"time"
+)
+
+// Webhook deliveries: the first answer to each (marquee, delivery id),
+// kept for --dedup-retention (M20, T5).
+
+// DedupRecord is the first answer to a webhook delivery (M20), keyed by
+// marquee and delivery id (T5).
+type DedupRecord struct {
+	DeliveryID string    `json:"delivery_id"`
+	At         time.Time `json:"at"`
+	MarqueeID  string    `json:"marquee_id"`
+	Status     int       `json:"status"`
+	Body       []byte    `json:"body"`
+	// BodySHA256 is the hash of the request body that got this answer: a
+	// repeat with another body is a different message under a reused id.
+	BodySHA256 []byte `json:"body_sha256,omitempty"`
+}
+
+// SameBody reports whether a delivery's body is the one this record
+// answered. A record written before bodies were hashed answers as before.
+func (r DedupRecord) SameBody(h [32]byte) bool {
+	return len(r.BodySHA256) == 0 || bytes.Equal(r.BodySHA256, h[:])
+}
+
+// Dedup returns the first answer to a marquee's delivery id, or
+// ErrNotFound. The same delivery id of another marquee is another
+// delivery (T5).
+func (s *Store) Dedup(marqueeID, deliveryID string) (DedupRecord, error) {
+	var r DedupRecord
+	err := s.get(dedupKey(marqueeID, deliveryID), &r)
+	if err == nil && r.MarqueeID != marqueeID {
+		// A record of the layout before T5 ("d/<delivery>") whose id
+		// happens to read as this marquee's: not this delivery.
+		return DedupRecord{}, ErrNotFound
+	}
+	return r, err
+}
+
+// PruneDedup deletes delivery records older than cutoff (http-api.md keeps
+// them at least 72 hours) and returns how many went.
+func (s *Store) PruneDedup(cutoff time.Time) (int, error) {
+	b := s.db.NewBatch()
+	defer b.Close()
+	n := 0
+	err := s.scan([]byte("d/"), nil, func(k, v []byte) (bool, error) {
+		var r DedupRecord
+		if err := decode(k, v, &r); err != nil || r.At.Before(cutoff) {
+			// A record that does not decode can never answer a duplicate.
+			n++
+			return true, b.Delete(append([]byte(nil), k...), nil)
+		}
+		return true, nil
+	})
+	if err != nil || n == 0 {
+		return 0, err
+	}
+	return n, b.Commit(s.writeOpts)
+}
+
+// PutDedup records the first answer to a delivery.
+func (b *Batch) PutDedup(r DedupRecord) {
+	_ = b.b.Set(dedupKey(r.MarqueeID, r.DeliveryID), encode(r), nil)
+}

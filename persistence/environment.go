@@ -1,0 +1,88 @@
+package persistence
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/wardenhq/warden/actors/environment"
+)
+
+// Preview environments and the route generations of their branches
+// (E1, E8).
+
+// EnvRecord is an environment's durable record with the store's
+// bookkeeping.
+type EnvRecord struct {
+	Env    environment.Env `json:"env"`
+	WakeAt time.Time       `json:"wake_at,omitzero"`
+}
+
+// LoadEnv reads one environment record; ErrNotFound or a *CorruptError.
+func (s *Store) LoadEnv(id string) (EnvRecord, error) {
+	var r EnvRecord
+	key := envKey(id)
+	if err := s.get(key, &r); err != nil {
+		return EnvRecord{}, err
+	}
+	if !environment.ValidID(r.Env.ID) || r.Env.ID != id {
+		return EnvRecord{}, &CorruptError{Malformed{Key: string(key), Reason: fmt.Sprintf("record names environment %q", r.Env.ID)}}
+	}
+	return r, nil
+}
+
+// ListEnvs returns every environment record in id order (tombstones
+// included: they are kept for leak audits, E12), and the malformed ones.
+func (s *Store) ListEnvs() ([]environment.Env, []Malformed, error) {
+	var out []environment.Env
+	var bad []Malformed
+	err := s.scan([]byte("e/"), nil, func(k, v []byte) (bool, error) {
+		var r EnvRecord
+		if err := decode(k, v, &r); err != nil {
+			bad = append(bad, err.(*CorruptError).Malformed)
+			return true, nil
+		}
+		out = append(out, r.Env)
+		return true, nil
+	})
+	return out, bad, err
+}
+
+// ListEnvIDs lists every stored environment's id, in key order, without
+// decoding the records (the reconciler's sweep; each actor reads its own).
+func (s *Store) ListEnvIDs() ([]string, error) {
+	var out []string
+	err := s.scan([]byte("e/"), nil, func(k, _ []byte) (bool, error) {
+		out = append(out, string(k[len("e/"):]))
+		return true, nil
+	})
+	return out, err
+}
+
+// BranchGeneration reads the last route generation given out for a branch.
+func (s *Store) BranchGeneration(branch string) (uint64, error) {
+	var g uint64
+	err := s.get(branchKey(branch), &g)
+	if errors.Is(err, ErrNotFound) {
+		return 0, nil
+	}
+	return g, err
+}
+
+// PutEnv writes an environment record and moves its wake-index entry from
+// oldWake to r.WakeAt.
+func (b *Batch) PutEnv(r EnvRecord, oldWake time.Time) {
+	id := r.Env.ID
+	if !oldWake.IsZero() && !oldWake.Equal(r.WakeAt) {
+		_ = b.b.Delete(wakeKeyOf(oldWake, KindEnvironment, id), nil)
+	}
+	if !r.WakeAt.IsZero() {
+		_ = b.b.Set(wakeKeyOf(r.WakeAt, KindEnvironment, id), nil, nil)
+	}
+	_ = b.b.Set(envKey(id), encode(r), nil)
+}
+
+// PutBranchGeneration records the last route generation of a branch.
+func (b *Batch) PutBranchGeneration(branch string, g uint64) {
+	_ = b.b.Set(branchKey(branch), encode(g), nil)
+}

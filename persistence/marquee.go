@@ -1,0 +1,114 @@
+package persistence
+
+import (
+	"time"
+
+	"github.com/wardenhq/warden/actors/marquee"
+)
+
+// Marquee snapshots and their bounded history.
+
+// HistoryLimit bounds the history kept per marquee: enough to reconstruct a
+// stale-callback story over a day of retries, small enough that a noisy
+// workflow cannot grow a row without bound.
+const HistoryLimit = 200
+
+// MarqueeRecord is a marquee snapshot with the store's bookkeeping.
+type MarqueeRecord struct {
+	State marquee.State `json:"state"`
+	// HistorySeq is the sequence of the newest history entry.
+	HistorySeq uint64 `json:"history_seq"`
+	// WakeAt is the wake-index entry this snapshot owns (zero: none).
+	WakeAt time.Time `json:"wake_at,omitzero"`
+}
+
+// LoadMarquee reads one marquee snapshot. ErrNotFound if there is none; a
+// *CorruptError if it does not decode or validate.
+func (s *Store) LoadMarquee(id string) (MarqueeRecord, error) {
+	var r MarqueeRecord
+	key := marqueeKey(id)
+	if err := s.get(key, &r); err != nil {
+		return MarqueeRecord{}, err
+	}
+	if err := s.openMarquee(key, &r); err != nil {
+		return MarqueeRecord{}, err
+	}
+	return r, nil
+}
+
+// ListMarquees returns up to limit live (non-tombstone) marquees with ids
+// after `after`, in id order, the cursor to continue from ("" at the end),
+// and the malformed records met on the way.
+func (s *Store) ListMarquees(after string, limit int, keep func(marquee.State) bool) ([]marquee.State, string, []Malformed, error) {
+	var out []marquee.State
+	var bad []Malformed
+	var start []byte
+	if after != "" {
+		start = append(marqueeKey(after), 0)
+	}
+	next := ""
+	err := s.scan([]byte("m/"), start, func(k, v []byte) (bool, error) {
+		var r MarqueeRecord
+		if err := decode(k, v, &r); err != nil {
+			bad = append(bad, err.(*CorruptError).Malformed)
+			return true, nil
+		}
+		if err := s.openMarquee(k, &r); err != nil {
+			bad = append(bad, err.(*CorruptError).Malformed)
+			return true, nil
+		}
+		if r.State.Tombstone != nil || (keep != nil && !keep(r.State)) {
+			return true, nil
+		}
+		if len(out) == limit {
+			next = out[len(out)-1].ID
+			return false, nil
+		}
+		out = append(out, r.State)
+		return true, nil
+	})
+	return out, next, bad, err
+}
+
+// History returns up to limit entries of a marquee's history, newest first.
+func (s *Store) History(id string, limit int) ([]marquee.Entry, error) {
+	var all []marquee.Entry
+	err := s.scan([]byte("h/"+id+"/"), nil, func(k, v []byte) (bool, error) {
+		var e marquee.Entry
+		if err := decode(k, v, &e); err != nil {
+			return false, err
+		}
+		all = append(all, e)
+		return true, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]marquee.Entry, 0, min(limit, len(all)))
+	for i := len(all) - 1; i >= 0 && len(out) < limit; i-- {
+		out = append(out, all[i])
+	}
+	return out, nil
+}
+
+// PutMarquee writes the snapshot and moves its wake-index entry from
+// oldWake to r.WakeAt.
+func (b *Batch) PutMarquee(r MarqueeRecord, oldWake time.Time) {
+	id := r.State.ID
+	if !oldWake.IsZero() && !oldWake.Equal(r.WakeAt) {
+		_ = b.b.Delete(wakeKey(oldWake, id), nil)
+	}
+	if !r.WakeAt.IsZero() {
+		_ = b.b.Set(wakeKey(r.WakeAt, id), nil, nil)
+	}
+	_ = b.b.Set(marqueeKey(id), encode(b.s.sealMarquee(r)), nil)
+}
+
+// AppendHistory writes entry number seq and drops the one that falls out of
+// the window, so a marquee never holds more than HistoryLimit entries.
+func (b *Batch) AppendHistory(id string, seq uint64, e marquee.Entry) {
+	_ = b.b.Set(historyKey(id, seq), encode(e), nil)
+	if seq > HistoryLimit {
+		_ = b.b.Delete(historyKey(id, seq-HistoryLimit), nil)
+	}
+}

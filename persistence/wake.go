@@ -1,0 +1,42 @@
+package persistence
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// The wake index: entities with a deadline or unsettled effects, by time
+// (M23).
+
+// Wake is one entry of the wake index.
+type Wake struct {
+	At   time.Time
+	Kind string // KindMarquee or KindEnvironment
+	ID   string
+}
+
+// Wakes returns every wake-index entry due at or before until, earliest
+// first. Only entities with work due are listed, so start-up cost follows the
+// work, not the number of stored marquees.
+func (s *Store) Wakes(until time.Time) ([]Wake, error) {
+	var out []Wake
+	end := wakeKey(until, "\xff")
+	err := s.scan([]byte("w/"), nil, func(k, _ []byte) (bool, error) {
+		if bytes.Compare(k, end) > 0 {
+			return false, nil
+		}
+		var nanos uint64
+		parts := strings.SplitN(string(k), "/", 4)
+		if len(parts) != 4 || (parts[2] != KindMarquee && parts[2] != KindEnvironment) {
+			return true, nil // not ours; never written by this version
+		}
+		if _, err := fmt.Sscanf(parts[1], "%016x", &nanos); err != nil {
+			return true, nil
+		}
+		out = append(out, Wake{At: time.Unix(0, int64(nanos)).UTC(), Kind: parts[2], ID: parts[3]})
+		return true, nil
+	})
+	return out, err
+}
