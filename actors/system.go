@@ -10,7 +10,6 @@ package actors
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sort"
@@ -26,18 +25,20 @@ import (
 	"github.com/wardenhq/warden/actors/marquee"
 	"github.com/wardenhq/warden/actors/trust"
 	"github.com/wardenhq/warden/persistence"
+
+	"github.com/wardenhq/warden/actors/errs"
 )
 
 // Errors the HTTP layer maps to status codes.
 var (
-	ErrNotFound    = errors.New("not found")
-	ErrUnavailable = errors.New("unavailable")
+	ErrNotFound    error = errs.NotFound
+	ErrUnavailable error = errs.Unavailable
 	// ErrIdempotencyKeyReused: a delivery id came again with another body
 	// (T5), 409.
-	ErrIdempotencyKeyReused = errors.New("idempotency key reused")
+	ErrIdempotencyKeyReused error = errs.IdempotencyKeyReused
 	// ErrOverloaded: the entity's mailbox is past MaxInbox; the caller is
 	// told to come back rather than queued without bound.
-	ErrOverloaded = errors.New("overloaded")
+	ErrOverloaded error = errs.Overloaded
 )
 
 // MaxInbox bounds the messages waiting for one entity actor. A marquee sees

@@ -2,7 +2,11 @@ package httpapi
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
+	"errors"
+	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -12,7 +16,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/wardenhq/warden/actors"
+	"github.com/wardenhq/warden/actors/environment"
+	"github.com/wardenhq/warden/actors/marquee"
 	"github.com/wardenhq/warden/actors/trust"
+	"github.com/wardenhq/warden/persistence"
 )
 
 // fuzzServer is a Server with every callback mode on and no actor system:
@@ -124,5 +132,31 @@ func BenchmarkCallbackAuth(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestOneAnswerPerErrorKind: every kind maps to its status in one table,
+// whatever package wrapped it; an error of no kind is a 500, not a 503
+// that would invite a retry of a bug.
+func TestOneAnswerPerErrorKind(t *testing.T) {
+	s := &Server{log: slog.New(slog.DiscardHandler)}
+	for err, status := range map[error]int{
+		fmt.Errorf("%w: marquee m-9", actors.ErrNotFound):            404,
+		fmt.Errorf("%w: enable needs disabled", marquee.ErrConflict): 409,
+		fmt.Errorf("%w: id", environment.ErrInvalid):                 400,
+		fmt.Errorf("%w: run 7", marquee.ErrForbidden):                403,
+		fmt.Errorf("%w: d-1", actors.ErrIdempotencyKeyReused):        409,
+		fmt.Errorf("%w: 1000 waiting", actors.ErrOverloaded):         503,
+		fmt.Errorf("%w: persist", actors.ErrUnavailable):             503,
+		fmt.Errorf("ask: %w", context.DeadlineExceeded):              503,
+		errors.New("pebble: something nobody classified"):            500,
+		fmt.Errorf("store: %w", persistence.ErrNotFound):             404,
+	} {
+		rec := httptest.NewRecorder()
+		s.writeErr(rec, err)
+		require.Equal(t, status, rec.Code, "%v", err)
+		if status == 503 {
+			require.NotEmpty(t, rec.Header().Get("Retry-After"), "%v", err)
+		}
 	}
 }

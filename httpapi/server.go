@@ -6,7 +6,6 @@
 package httpapi
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
@@ -23,7 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/wardenhq/warden/actors"
-	"github.com/wardenhq/warden/actors/environment"
+	"github.com/wardenhq/warden/actors/errs"
 	"github.com/wardenhq/warden/actors/marquee"
 	"github.com/wardenhq/warden/actors/trust"
 )
@@ -273,26 +272,34 @@ func writeRaw(w http.ResponseWriter, status int, b []byte) {
 	_, _ = w.Write(append(b, '\n'))
 }
 
-// writeErr maps an actor-layer error to the contract.
+// answerOf is the one place an error kind becomes a status code, a code
+// word and, for the retryable ones, a Retry-After (http-api.md "Errors").
+var answerOf = map[errs.Kind]struct {
+	status     int
+	code       string
+	retryAfter string
+}{
+	errs.Invalid:              {http.StatusBadRequest, "invalid_request", ""},
+	errs.NotFound:             {http.StatusNotFound, "not_found", ""},
+	errs.Conflict:             {http.StatusConflict, "conflict", ""},
+	errs.Forbidden:            {http.StatusForbidden, "forbidden", ""},
+	errs.IdempotencyKeyReused: {http.StatusConflict, "idempotency_key_reused", ""},
+	errs.Overloaded:           {http.StatusServiceUnavailable, "overloaded", "1"},
+	errs.Unavailable:          {http.StatusServiceUnavailable, "unavailable", "5"},
+}
+
+// writeErr answers an error by its kind. An error of no known kind is a
+// bug or an I/O failure nobody classified: logged, and answered 500 so it
+// is seen rather than retried as if it were load.
 func (s *Server) writeErr(w http.ResponseWriter, err error) {
-	switch {
-	case errors.Is(err, actors.ErrNotFound):
-		writeError(w, http.StatusNotFound, "not_found", err.Error())
-	case errors.Is(err, marquee.ErrForbidden):
-		writeError(w, http.StatusForbidden, "forbidden", err.Error())
-	case errors.Is(err, actors.ErrIdempotencyKeyReused):
-		writeError(w, http.StatusConflict, "idempotency_key_reused", err.Error())
-	case errors.Is(err, marquee.ErrConflict), errors.Is(err, environment.ErrConflict):
-		writeError(w, http.StatusConflict, "conflict", err.Error())
-	case errors.Is(err, marquee.ErrInvalid), errors.Is(err, environment.ErrInvalid):
-		writeError(w, http.StatusBadRequest, "invalid_request", err.Error())
-	case errors.Is(err, actors.ErrOverloaded):
-		w.Header().Set("Retry-After", "1")
-		writeError(w, http.StatusServiceUnavailable, "overloaded", err.Error())
-	case errors.Is(err, actors.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
-		unavailable(w, err.Error())
-	default:
+	a, ok := answerOf[errs.KindOf(err)]
+	if !ok {
 		s.log.Error("request failed", "err", err)
-		unavailable(w, "internal error; try again")
+		writeError(w, http.StatusInternalServerError, "internal", "internal error")
+		return
 	}
+	if a.retryAfter != "" {
+		w.Header().Set("Retry-After", a.retryAfter)
+	}
+	writeError(w, a.status, a.code, err.Error())
 }

@@ -41,6 +41,8 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/wardenhq/warden/actors/trust"
+
+	"github.com/wardenhq/warden/actors/errs"
 )
 
 // CacheSize is Pebble's block cache: snapshots of active marquees, recent
@@ -49,7 +51,7 @@ import (
 const CacheSize = 64 << 20
 
 // ErrNotFound is returned for a key that holds nothing.
-var ErrNotFound = errors.New("not found")
+var ErrNotFound error = errs.NotFound
 
 // Malformed is a stored record that could not be used, with why.
 type Malformed struct {

@@ -3,7 +3,6 @@ package driver
 import (
 	"context"
 	"errors"
-	"strings"
 )
 
 // CapabilityRequest is one call of a preview-environment driver (E13): the
@@ -72,7 +71,7 @@ func (c *ExecCapability) Do(ctx context.Context, r CapabilityRequest) (Capabilit
 	var de *Error
 	switch {
 	case err == nil:
-	case errors.As(err, &de) && de.Kind == Transient && isTimeout(de):
+	case errors.As(err, &de) && de.Timeout:
 		return CapabilityResult{}, ErrTimeout
 	case errors.As(err, &de) && de.Kind == Scoped:
 		// A scoped failure: keep the category the script named, if any.
@@ -92,8 +91,6 @@ func (c *ExecCapability) Do(ctx context.Context, r CapabilityRequest) (Capabilit
 	}
 	return res, nil
 }
-
-func isTimeout(e *Error) bool { return strings.Contains(e.Msg, "timed out") }
 
 // Receipt is what the controller records of a call: the input and the
 // output, verbatim (E13).

@@ -31,6 +31,8 @@ const (
 type Error struct {
 	Kind Kind
 	Msg  string
+	// Timeout: the call ran out of time, so its outcome is unknown.
+	Timeout bool
 }
 
 func (e *Error) Error() string { return string(e.Kind) + ": " + e.Msg }

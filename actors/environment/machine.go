@@ -1,11 +1,12 @@
 package environment
 
 import (
-	"errors"
 	"fmt"
 	"reflect"
 	"slices"
 	"time"
+
+	"github.com/wardenhq/warden/actors/errs"
 )
 
 // Limits on what one record keeps. A long-lived preview repaired again and
@@ -19,10 +20,10 @@ const (
 )
 
 // ErrConflict refuses an action that is not available now (http 409).
-var ErrConflict = errors.New("conflict")
+var ErrConflict error = errs.Conflict
 
 // ErrInvalid refuses a command with a bad argument (http 400).
-var ErrInvalid = errors.New("invalid")
+var ErrInvalid error = errs.Invalid
 
 // Config holds the machine's limits.
 type Config struct {

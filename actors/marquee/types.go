@@ -11,11 +11,12 @@
 package marquee
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/wardenhq/warden/actors/ident"
+
+	"github.com/wardenhq/warden/actors/errs"
 )
 
 // Kind of marquee (M4, M5).
@@ -310,7 +311,7 @@ func (s State) Clone() State {
 
 // ErrForbidden refuses a callback whose credential does not speak for
 // this marquee or generation (T1, T4): http 403.
-var ErrForbidden = errors.New("forbidden")
+var ErrForbidden error = errs.Forbidden
 
 // AuthorizeRun checks an OIDC callback's run id against the runs warden
 // dispatched for this marquee (T4): a recorded run speaks only for the
@@ -338,10 +339,10 @@ func AuthorizeRun(s State, runID, generation uint64, scopedVouched bool) error {
 
 // ErrConflict is an operator command that is not allowed in the current
 // state (http 409).
-var ErrConflict = errors.New("conflict")
+var ErrConflict error = errs.Conflict
 
 // ErrInvalid is an operator command with a bad argument (http 400).
-var ErrInvalid = errors.New("invalid")
+var ErrInvalid error = errs.Invalid
 
 func conflictf(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrConflict, fmt.Sprintf(format, args...))

@@ -1,0 +1,65 @@
+// Package errs gives every error warden answers with a Kind, upspin-style:
+// a Kind is itself an error, so a package wraps it with its own words
+// (fmt.Errorf("%w: marquee %s", errs.NotFound, id)), errors.Is still finds
+// it, and the HTTP layer maps each kind to one status code in one table
+// instead of a ladder of sentinels from every package.
+package errs
+
+import (
+	"context"
+	"errors"
+)
+
+// Kind classifies an error by what the caller can do about it.
+type Kind uint8
+
+const (
+	// Other is an unexpected failure: nothing the caller did, and nothing
+	// it can fix; it may try again.
+	Other Kind = iota
+	// Invalid: the request is malformed or breaks a rule about its own
+	// content (400).
+	Invalid
+	// NotFound: the entity never existed (404).
+	NotFound
+	// Conflict: not allowed in the entity's current state (409).
+	Conflict
+	// Forbidden: a valid credential that does not speak for this entity
+	// (403).
+	Forbidden
+	// IdempotencyKeyReused: a delivery id came again with another body
+	// (409, T5).
+	IdempotencyKeyReused
+	// Overloaded: too much waits for the entity; come back soon (503).
+	Overloaded
+	// Unavailable: not now (starting, stopping, a write failed, an actor
+	// did not answer in time); try again (503).
+	Unavailable
+)
+
+var names = [...]string{"other", "invalid", "not found", "conflict", "forbidden", "idempotency key reused", "overloaded", "unavailable"}
+
+func (k Kind) String() string {
+	if int(k) < len(names) {
+		return names[k]
+	}
+	return "kind?"
+}
+
+// Error makes a Kind an error of its own: the sentinel every package wraps.
+func (k Kind) Error() string { return k.String() }
+
+// KindOf is the kind of err: the outermost Kind it wraps; a context
+// deadline is Unavailable; anything else is Other.
+func KindOf(err error) Kind {
+	var k Kind
+	switch {
+	case err == nil:
+		return Other
+	case errors.As(err, &k):
+		return k
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		return Unavailable
+	}
+	return Other
+}
