@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"reflect"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -290,19 +291,19 @@ func (m Machine) callback(s *State, c Callback, now time.Time) Output {
 // healthy handles a healthy signal on a provisioned marquee (M16): it clears
 // a pending null and withdraws a downgrade that waits for the control plane.
 func (m Machine) healthy(s *State, now time.Time, done func(Result, string, ...Effect) Output) Output {
-	cleared := ""
+	var cleared []string
 	if s.NullPending(now) {
-		cleared = "pending null cleared"
+		cleared = append(cleared, "pending null cleared")
 	}
 	s.NullPendingUntil = time.Time{}
 	if s.Downgrade != nil {
 		s.Downgrade = nil
-		cleared += "; pending downgrade withdrawn"
+		cleared = append(cleared, "pending downgrade withdrawn")
 	}
-	if cleared == "" {
+	if len(cleared) == 0 {
 		return done(Ignored, "healthy signal; nothing pending")
 	}
-	return done(Applied, "healthy signal: "+cleared+" (M16)")
+	return done(Applied, "healthy signal: "+strings.Join(cleared, "; ")+" (M16)")
 }
 
 func (m Machine) lockedOrDuplicate(s *State, c Connection, done func(Result, string, ...Effect) Output) Output {
@@ -324,8 +325,10 @@ func (m Machine) downgrade(s *State, c Callback, now time.Time, done func(Result
 		return done(Checking, "a downgrade already waits for the control plane (M18)")
 	}
 	if s.Serving != Active {
+		// Described before the downgrade changes what it describes.
+		detail := fmt.Sprintf("%s on a %s marquee: nothing to preserve (M18)", c.Verb, s.Serving)
 		effects := m.applyDowngrade(s, c.Verb)
-		return done(Applied, fmt.Sprintf("%s on a %s marquee: nothing to preserve (M18)", c.Verb, s.Serving), effects...)
+		return done(Applied, detail, effects...)
 	}
 	s.Downgrade = &Downgrade{Verb: c.Verb, Generation: s.Generation, Reason: clip(c.Reason), Asking: true}
 	return done(Checking, "asking the control plane for live chats before downgrading (M18)", AskChats{Generation: s.Generation})

@@ -351,6 +351,27 @@ func conflictf(format string, args ...any) error {
 // ValidID accepts [a-z0-9][a-z0-9-]{0,62}.
 func ValidID(id string) bool { return ident.Valid(id) }
 
+// CheckInvariants checks what must hold of every state the machine can
+// reach, on top of Validate: I1 (an active marquee serves only the
+// connection its current generation reported) and I9 (a settled marquee
+// holds no admission). Golden fixtures that build a state by hand are
+// checked with it, so they cannot describe an impossible one.
+func (s State) CheckInvariants() error {
+	if err := s.Validate(); err != nil {
+		return err
+	}
+	if s.Kind == Tutorial && s.Serving == Active && s.Connection != nil && s.ConnectionGeneration != s.Generation {
+		return fmt.Errorf("I1: active with the connection of generation %d at generation %d", s.ConnectionGeneration, s.Generation)
+	}
+	if s.Kind == Tutorial && s.Serving == Active && s.Lifecycle != Provisioned {
+		return fmt.Errorf("I1: active while %s", s.Lifecycle)
+	}
+	if s.Lifecycle.Settled() && s.Admission != nil {
+		return fmt.Errorf("I9: %s and still holding admission %s", s.Lifecycle, s.Admission.Status)
+	}
+	return nil
+}
+
 // Validate checks a decoded snapshot before it is used (A9): a record that
 // fails is reported, never acted on.
 func (s State) Validate() error {
