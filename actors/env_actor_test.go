@@ -80,9 +80,15 @@ func TestLeaseIsRenewedDuringLongEffects(t *testing.T) {
 }
 
 // leakyWorld works, and echoes a secret in everything it says.
-type leakyWorld struct{ secret string }
+type leakyWorld struct {
+	secret   string
+	observes *atomic.Int64 // observations so far: a test waits for more
+}
 
 func (l leakyWorld) Do(_ context.Context, r driver.CapabilityRequest) (driver.CapabilityResult, error) {
+	if r.Op == "observe" {
+		l.observes.Add(1)
+	}
 	obs := &driver.CapabilityObservation{Exists: r.Op != "remove", Owner: r.EnvID, Matches: true, RouteTarget: r.Generation,
 		Detail: "connected with " + l.secret}
 	if r.Capability == "artifact" {
@@ -99,7 +105,8 @@ func TestReceiptsNeverHoldSecrets(t *testing.T) {
 	store, err := persistence.Open(t.TempDir(), persistence.Options{})
 	require.NoError(t, err)
 	defer store.Close()
-	sys := startEnvSystem(t, store, []string{secret}, EnvConfig{Drivers: DriverForAll(leakyWorld{secret: secret}),
+	observes := &atomic.Int64{}
+	sys := startEnvSystem(t, store, []string{secret}, EnvConfig{Drivers: DriverForAll(leakyWorld{secret: secret, observes: observes}),
 		ReconcileEvery: 10 * time.Millisecond, Worker: "w1"})
 	defer sys.Stop(context.Background())
 	_, err = sys.CreateEnvironment(context.Background(), environment.Create{ID: "env-1", Branch: "main", Revision: "r1"})
@@ -108,7 +115,8 @@ func TestReceiptsNeverHoldSecrets(t *testing.T) {
 		e, err := sys.Environment("env-1")
 		return err == nil && e.State == environment.Ready
 	}, 10*time.Second, 5*time.Millisecond)
-	time.Sleep(50 * time.Millisecond) // a few reconciliations at rest
+	before := observes.Load()
+	require.Eventually(t, func() bool { return observes.Load() >= before+8 }, 10*time.Second, 2*time.Millisecond, "a few reconciliations at rest")
 	e, err := sys.Environment("env-1")
 	require.NoError(t, err)
 	raw, err := json.Marshal(e)

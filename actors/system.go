@@ -321,6 +321,14 @@ wait:
 	s.as.Shutdown()
 }
 
+// Quiescent reports whether nothing is in flight: no driver call, no
+// message waiting for an entity actor, no internal event waiting to be
+// retried. With a manual clock it is how a test knows that "nothing
+// happened" has had its chance to be false, instead of sleeping.
+func (s *System) Quiescent() bool {
+	return s.effects.Load() == 0 && s.pending() == 0 && s.retries.Load() == 0
+}
+
 // PendingRetries is how many internal events wait to be tried again after a
 // failed write (the simulator's oracles wait for them).
 func (s *System) PendingRetries() int64 { return s.retries.Load() }

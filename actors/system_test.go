@@ -144,12 +144,13 @@ func TestStuckRetryIsDurableAndFiresOnce(t *testing.T) {
 	h.eventually("retry recorded", func() bool { return h.state("m-1").RetryCount == 1 })
 
 	h.restart()
-	time.Sleep(50 * time.Millisecond)
+	require.NoError(t, h.sys.Activate(context.Background(), "m-1")) // loaded and reconciled
+	h.eventually("quiescent after the restart", h.sys.Quiescent)
 	require.Equal(t, []uint64{1, 2}, h.disp.gens("m-1"), "M23: a fired deadline never fires twice")
 
 	// The next retry is due one minute after the first (M21).
 	h.clock.Advance(59 * time.Second)
-	time.Sleep(20 * time.Millisecond)
+	h.eventually("quiescent a second early", h.sys.Quiescent)
 	require.Len(t, h.disp.gens("m-1"), 2)
 	h.clock.Advance(2 * time.Second)
 	h.eventually("second retry", func() bool { return len(h.disp.gens("m-1")) == 3 })

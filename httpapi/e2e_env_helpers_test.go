@@ -7,6 +7,9 @@ import (
 	"net/http/httptest"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/wardenhq/warden/actors/driver"
 	"github.com/wardenhq/warden/actors/environment"
@@ -20,10 +23,27 @@ type fakePreview struct {
 	res    map[string]string
 	ledger map[string]bool
 	route  map[string]uint64
+	// observed counts observations per capability: a test waits for the
+	// reconciler to have looked again instead of sleeping.
+	observed map[environment.Capability]int
+}
+
+// observations is how often a capability was observed so far.
+func (p *fakePreview) observations(c environment.Capability) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.observed[c]
+}
+
+// waitObserved waits until c has been observed n more times than before.
+func (p *fakePreview) waitObserved(t *testing.T, c environment.Capability, before, n int) {
+	t.Helper()
+	require.Eventually(t, func() bool { return p.observations(c) >= before+n }, 10*time.Second, 2*time.Millisecond,
+		"%s observed %d more times", c, n)
 }
 
 func newFakePreview() *fakePreview {
-	return &fakePreview{res: map[string]string{}, ledger: map[string]bool{}, route: map[string]uint64{}}
+	return &fakePreview{res: map[string]string{}, ledger: map[string]bool{}, route: map[string]uint64{}, observed: map[environment.Capability]int{}}
 }
 
 type capDriver struct {
@@ -74,6 +94,7 @@ func (d capDriver) Do(_ context.Context, r driver.CapabilityRequest) (driver.Cap
 		}
 		return driver.CapabilityResult{OK: true}, nil
 	}
+	p.observed[d.cap]++
 	o := &driver.CapabilityObservation{Owner: r.EnvID}
 	switch d.cap {
 	case environment.Route:

@@ -124,7 +124,7 @@ func TestE2EReconcilerFindsDrift(t *testing.T) {
 	w.preview.mu.Lock()
 	delete(w.preview.route, "main") // the newer preview went away
 	w.preview.mu.Unlock()
-	time.Sleep(100 * time.Millisecond) // several more reconciliations
+	w.preview.waitObserved(t, environment.Route, w.preview.observations(environment.Route), 5) // five more rounds
 	w.preview.mu.Lock()
 	_, restored := w.preview.route["main"]
 	w.preview.mu.Unlock()
@@ -142,7 +142,7 @@ func TestE2EReconcilerFindsDrift(t *testing.T) {
 		acts, _ := w.envView("env-5")["actions"].([]any)
 		return len(acts) > 0 && acts[0] == "repair"
 	}, 5*time.Second, 5*time.Millisecond, "recorded for an operator")
-	time.Sleep(100 * time.Millisecond)
+	w.preview.waitObserved(t, environment.Database, w.preview.observations(environment.Database), 5)
 	require.Len(t, w.envView("env-5")["drift"], 2, "recorded once, not on every round")
 	st, v, _ = w.do("POST", "/v1/environments/env-5/actions/adopt", operatorToken, map[string]any{"reason": "the migration owns it now", "actor": "ana"})
 	require.Equal(t, http.StatusAccepted, st)
@@ -202,8 +202,10 @@ func TestE2ETwoPreviewsOfOneBranch(t *testing.T) {
 	if gb > ga {
 		newer = "env-b"
 	}
+	older := map[string]string{"env-a": "env-b", "env-b": "env-a"}[newer]
 	require.Eventually(t, func() bool { return w.envView(newer)["state"] == "ready" }, 5*time.Second, 5*time.Millisecond)
-	time.Sleep(100 * time.Millisecond) // let the older one finish whatever it does
+	// The older one comes to rest too (whatever it did on the way).
+	require.Eventually(t, func() bool { v := w.envView(older); return v["attempt"] == nil && v["state"] == "ready" }, 5*time.Second, 5*time.Millisecond)
 	w.preview.mu.Lock()
 	require.EqualValues(t, 2, w.preview.route["main"], "I14: the newer generation keeps the route")
 	w.preview.mu.Unlock()
