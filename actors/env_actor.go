@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -201,9 +202,10 @@ func (a *envActor) Receive(ctx actor.Context) {
 		}
 		m.reply <- a.rec.Env
 	case envEvent:
-		if _, err := a.apply(m.ev); err != nil {
-			a.sys.log.Error("environment transition not persisted", "environment", a.id, "err", err)
-		}
+		a.applyRetrying(m.ev, 0)
+	case retryEvent:
+		a.sys.retries.Add(-1)
+		a.applyRetrying(m.ev.(environment.Event), m.attempt)
 	case wake:
 		a.due()
 	case envReconcile:
@@ -338,9 +340,13 @@ func (a *envActor) next() {
 	a.sys.route(kindEnv, a.id, envEvent{ev: adv})
 }
 
-func (a *envActor) applyLogged(ev environment.Event) {
+func (a *envActor) applyLogged(ev environment.Event) { a.applyRetrying(ev, 0) }
+
+// applyRetrying applies an internal event; a failed write is retried the
+// way every kind retries one (System.retryLater), never dropped.
+func (a *envActor) applyRetrying(ev environment.Event, attempt int) {
 	if _, err := a.apply(ev); err != nil {
-		a.sys.log.Error("environment transition not persisted", "environment", a.id, "err", err)
+		a.sys.retryLater(kindEnv, a.id, ev, attempt, err)
 	}
 }
 
@@ -367,7 +373,7 @@ func (a *envActor) apply(ev environment.Event) (environment.Output, error) {
 // commit persists the record (intent before effect, E5), then starts the
 // effects, then re-arms the entity's deadline.
 func (a *envActor) commit(ev environment.Event, e environment.Env, out environment.Output) error {
-	if err := a.fault(FaultBeforePersist); err != nil {
+	if err := a.sys.fault(FaultBeforePersist, a.id); err != nil {
 		return fmt.Errorf("%w: persist environment %s: %v", ErrUnavailable, e.ID, err)
 	}
 	before := a.rec.Env
@@ -378,20 +384,11 @@ func (a *envActor) commit(ev environment.Event, e environment.Env, out environme
 		return fmt.Errorf("%w: persist environment %s: %v", ErrUnavailable, e.ID, err)
 	}
 	a.rec = rec
-	if h := a.sys.cfg.Sim; h != nil && h.EnvCommitted != nil {
-		h.EnvCommitted(ev, before, e, out)
-	}
-	a.fault(FaultAfterPersist)
+	a.sys.committed(kindEnv, a.id, ev, before, e, out)
+	_ = a.sys.fault(FaultAfterPersist, a.id)
 	a.startEffects(out.Effects)
-	a.fault(FaultAfterEffects)
+	_ = a.sys.fault(FaultAfterEffects, a.id)
 	a.sys.armWake(key{kindEnv, a.id}, rec.WakeAt)
-	return nil
-}
-
-func (a *envActor) fault(point string) error {
-	if f := a.sys.cfg.Fault; f != nil {
-		return f(point, a.id)
-	}
 	return nil
 }
 
@@ -406,30 +403,14 @@ func (a *envActor) startEffects(effects []environment.Effect) {
 				Branch: env.Branch, Revision: env.Revision}
 			drv := sys.cfg.Env.Drivers[e.Capability]
 			leaseFor := sys.cfg.Env.Machine.Config.LeaseFor
-			run := sys.goEffect
+			run, renews := sys.goEffect, true
 			if h := sys.cfg.Sim; h != nil && h.EnvEffect != nil {
-				run = func(f func(ctx context.Context)) { h.EnvEffect(req, f) }
+				run = func(f func(ctx context.Context)) { renews = h.EnvEffect(req, f) }
 			}
+			done := &atomic.Bool{}
 			run(func(ctx context.Context) {
+				defer done.Store(true)
 				res := environment.Result{AttemptID: req.AttemptID, LeaseGeneration: req.LeaseGeneration}
-				// Renew the lease while the call runs (E7): a slow effect
-				// must not look like a dead worker.
-				done := make(chan struct{})
-				defer close(done)
-				if sys.cfg.Sim == nil && leaseFor > 0 {
-					go func() {
-						t := time.NewTicker(leaseFor / 3)
-						defer t.Stop()
-						for {
-							select {
-							case <-done:
-								return
-							case <-t.C:
-								sys.route(kindEnv, id, envEvent{ev: environment.RenewLease{AttemptID: req.AttemptID, LeaseGeneration: req.LeaseGeneration}})
-							}
-						}
-					}()
-				}
 				if drv == nil {
 					res.Category, res.Message = environment.Configuration, "no driver configured for "+req.Capability
 					sys.route(kindEnv, id, envEvent{ev: res})
@@ -459,10 +440,28 @@ func (a *envActor) startEffects(effects []environment.Effect) {
 				}
 				sys.route(kindEnv, id, envEvent{ev: res})
 			})
+			if renews && leaseFor > 0 {
+				sys.renewWhile(id, environment.RenewLease{AttemptID: req.AttemptID, LeaseGeneration: req.LeaseGeneration}, leaseFor/3, done)
+			}
 		case environment.Send:
 			a.send(e.Notification, 0)
 		}
 	}
+}
+
+// renewWhile renews a lease every period while its driver call runs (E7):
+// a slow effect must not look like a dead worker. The timers are the
+// System's clock's, so the simulator runs them on its virtual clock like
+// every other deadline; a renewal that races the call's end is refused by
+// the machine as the lease it names is gone, harmlessly.
+func (s *System) renewWhile(id string, renew environment.RenewLease, period time.Duration, done *atomic.Bool) {
+	s.cfg.Clock.AfterFunc(period, func() {
+		if done.Load() || s.stopping.Load() {
+			return
+		}
+		s.route(kindEnv, id, envEvent{ev: renew})
+		s.renewWhile(id, renew, period, done)
+	})
 }
 
 // MaxNotifyAttempts bounds the deliveries of one notification: with the

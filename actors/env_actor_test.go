@@ -48,35 +48,85 @@ func startEnvSystem(t *testing.T, store *persistence.Store, secrets []string, en
 	return sys
 }
 
-// TestLeaseIsRenewedDuringLongEffects: E7. An effect slower than the lease
-// keeps its lease by renewal; nobody takes the attempt over and no commit is
-// refused as stale.
+// gatedWorld answers like slowWorld, but each apply waits until the test
+// opens its gate: the call lasts exactly as long as the test says, on any
+// clock.
+type gatedWorld struct {
+	gate    chan struct{}
+	started chan string
+}
+
+func (g gatedWorld) Do(ctx context.Context, r driver.CapabilityRequest) (driver.CapabilityResult, error) {
+	if r.Op == "apply" {
+		select {
+		case g.started <- r.Capability:
+		default: // only the first call is watched
+		}
+		select {
+		case <-g.gate:
+		case <-ctx.Done():
+			return driver.CapabilityResult{}, driver.ErrTimeout
+		}
+	}
+	obs := &driver.CapabilityObservation{Exists: r.Op != "remove", Owner: r.EnvID, Matches: true, RouteTarget: r.Generation}
+	if r.Capability == "artifact" {
+		obs.Owner = ""
+	}
+	return driver.CapabilityResult{OK: true, Observation: obs}, nil
+}
+
+// TestLeaseIsRenewedDuringLongEffects: E7. A driver call that lasts longer
+// than the lease keeps its lease by renewal, on the System's clock (a
+// manual one here: no race of wall-clock durations): the lease's expiry
+// moves with every third of it, nobody takes the attempt over, and the
+// result commits.
 func TestLeaseIsRenewedDuringLongEffects(t *testing.T) {
 	store, err := persistence.Open(t.TempDir(), persistence.Options{})
 	require.NoError(t, err)
 	defer store.Close()
-	em := environment.Machine{Config: environment.DefaultConfig()}
-	em.Config.LeaseFor = 120 * time.Millisecond
-	sys := startEnvSystem(t, store, nil, EnvConfig{Machine: em, Drivers: DriverForAll(slowWorld{delay: 150 * time.Millisecond}),
-		ReconcileEvery: -1, Worker: "w1"})
+	clk := clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	em := environment.Machine{Config: environment.DefaultConfig()} // a two-minute lease
+	world := gatedWorld{gate: make(chan struct{}), started: make(chan string, 1)}
+	sys, err := Start(Config{Store: store, Clock: clk, Machine: marquee.Machine{Config: marquee.DefaultConfig()},
+		Pools: map[string]int{"default": 1}, Dispatcher: &recordingDispatcher{}, Bootstrapper: okBootstrap{}, ControlPlane: noChats{},
+		IdleAfter: -1, EffectTimeout: time.Hour, Env: EnvConfig{Machine: em, Drivers: DriverForAll(world), ReconcileEvery: -1, Worker: "w1"}})
+	require.NoError(t, err)
 	defer func() {
-		// Bounded: if leases were not renewed, work would never stop.
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		sys.Stop(ctx)
 	}()
 	_, err = sys.CreateEnvironment(context.Background(), environment.Create{ID: "env-1", Branch: "main", Revision: "r1"})
 	require.NoError(t, err)
+	require.Equal(t, "artifact", <-world.started)
+	lease := func() time.Time {
+		e, err := sys.Environment("env-1")
+		require.NoError(t, err)
+		require.NotNil(t, e.Attempt)
+		return e.Attempt.Lease.ExpiresAt
+	}
+	first := lease()
+	require.Equal(t, clk.Now().Add(2*time.Minute), first)
+	// Five thirds of the lease: past its first expiry, renewed each time.
+	for i := 1; i <= 5; i++ {
+		clk.Advance(40 * time.Second)
+		want := clk.Now().Add(2 * time.Minute)
+		require.Eventually(t, func() bool { return lease().Equal(want) }, 10*time.Second, time.Millisecond, "renewal %d", i)
+	}
+	require.True(t, clk.Now().After(first), "the call outlived its first lease")
+	e, err := sys.Environment("env-1")
+	require.NoError(t, err)
+	require.Equal(t, uint64(1), e.Attempt.Lease.Generation, "one lease, renewed, never taken over")
+	close(world.gate)
 	require.Eventually(t, func() bool {
 		e, err := sys.Environment("env-1")
-		return err == nil && e.State == environment.DataReady
-	}, 10*time.Second, 5*time.Millisecond)
-	e, err := sys.Environment("env-1")
+		return err == nil && e.State != environment.Requested
+	}, 10*time.Second, time.Millisecond, "the slow call's result committed")
+	e, err = sys.Environment("env-1")
 	require.NoError(t, err)
 	for _, a := range e.Audit {
 		require.NotEqual(t, "reject-stale-commit", a.Action, "no attempt was taken over: %+v", a)
 	}
-	require.Len(t, e.Receipts, 3, "artifact, database, migrations verified once each")
 }
 
 // leakyWorld works, and echoes a secret in everything it says.

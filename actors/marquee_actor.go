@@ -36,12 +36,6 @@ type (
 	effectDone struct{ ev marquee.Event }
 	// wake: a deadline may be due.
 	wake struct{}
-	// retryEvent is an internal event whose transition could not be
-	// persisted, tried again after a back-off.
-	retryEvent struct {
-		ev      marquee.Event
-		attempt int
-	}
 	// idleCheck: the idle timer fired. Sent straight to the actor, not
 	// counted in its inbox, so it never holds off its own passivation.
 	idleCheck struct{}
@@ -98,7 +92,7 @@ func (a *marqueeActor) Receive(ctx actor.Context) {
 		a.fireDue()
 	case retryEvent:
 		a.sys.retries.Add(-1)
-		a.applyRetrying(m.ev, m.attempt)
+		a.applyRetrying(m.ev.(marquee.Event), m.attempt)
 	case marquee.Event: // reconcile, admission decisions routed by pools
 		a.applyLogged(m)
 	}
@@ -292,31 +286,13 @@ type callbackBody struct {
 
 func (a *marqueeActor) applyLogged(ev marquee.Event) { a.applyRetrying(ev, 0) }
 
-// maxInternalRetries bounds how often an internal event (an effect's
-// result, a reconciliation, a due deadline, a pool's decision) is tried
-// again when its transition cannot be persisted: 1 s doubling, about a
-// minute in all. Nobody else would resend it, so dropping it after one
-// failed write would lose it (a slot never released, a result never seen).
-const maxInternalRetries = 6
-
 func (a *marqueeActor) applyRetrying(ev marquee.Event, attempt int) {
 	if !a.exists {
 		return
 	}
-	_, err := a.apply(ev, nil)
-	if err == nil {
-		return
+	if _, err := a.apply(ev, nil); err != nil {
+		a.sys.retryLater(kindMarquee, a.id, ev, attempt, err)
 	}
-	if attempt >= maxInternalRetries {
-		a.sys.log.Error("transition not persisted; giving up", "marquee", a.id, "event", fmt.Sprintf("%T", ev), "attempts", attempt+1, "err", err)
-		return
-	}
-	a.sys.log.Warn("transition not persisted; will retry", "marquee", a.id, "event", fmt.Sprintf("%T", ev), "err", err)
-	a.sys.retries.Add(1)
-	sys, id := a.sys, a.id
-	sys.cfg.Clock.AfterFunc(time.Second<<attempt, func() {
-		sys.route(kindMarquee, id, retryEvent{ev: ev, attempt: attempt + 1})
-	})
 }
 
 // apply is the heart of the shell: Step, persist in one synced batch, then
@@ -352,7 +328,7 @@ func (a *marqueeActor) apply(ev marquee.Event, dedup *dedupSpec) (marquee.Output
 }
 
 func (a *marqueeActor) commit(ev marquee.Event, s marquee.State, out marquee.Output, d *persistence.DedupRecord) error {
-	if err := a.fault(FaultBeforePersist); err != nil {
+	if err := a.sys.fault(FaultBeforePersist, a.id); err != nil {
 		return fmt.Errorf("%w: persist marquee %s: %v", ErrUnavailable, s.ID, err)
 	}
 	before := a.rec.State
@@ -373,12 +349,10 @@ func (a *marqueeActor) commit(ev marquee.Event, s marquee.State, out marquee.Out
 		return fmt.Errorf("%w: persist marquee %s: %v", ErrUnavailable, s.ID, err)
 	}
 	a.rec = rec
-	if h := a.sys.cfg.Sim; h != nil && h.Committed != nil {
-		h.Committed(ev, before, s, out)
-	}
-	a.fault(FaultAfterPersist)
+	a.sys.committed(kindMarquee, a.id, ev, before, s, out)
+	_ = a.sys.fault(FaultAfterPersist, a.id)
 	a.startEffects(s, out.Effects)
-	a.fault(FaultAfterEffects)
+	_ = a.sys.fault(FaultAfterEffects, a.id)
 	a.flushWaiting()
 	a.arm()
 	return nil
@@ -395,13 +369,6 @@ func (a *marqueeActor) wakeAt(s marquee.State) time.Time {
 		return ds[0].At
 	}
 	return time.Time{}
-}
-
-func (a *marqueeActor) fault(point string) error {
-	if f := a.sys.cfg.Fault; f != nil {
-		return f(point, a.id)
-	}
-	return nil
 }
 
 // arm sets the entity's wake timer to its earliest deadline.

@@ -14,14 +14,8 @@ import (
 
 // Messages to a pool actor.
 type (
-	poolAsk struct {
-		job     string
-		attempt int // retries after a failed write
-	}
-	poolRelease struct {
-		job     string
-		attempt int
-	}
+	poolAsk     struct{ job string }
+	poolRelease struct{ job string }
 	poolGet  struct{ reply chan<- any }
 	poolPing struct{ reply chan<- any }
 )
@@ -66,15 +60,12 @@ func (p *poolActor) Receive(ctx actor.Context) {
 	defer p.entry.handled(p.sys.cfg.Metrics)
 	switch m := ctx.Message().(type) {
 	case poolAsk:
-		if m.attempt > 0 {
-			p.sys.retries.Add(-1)
-		}
-		p.step(admission.Ask{Job: m.job}, m.attempt)
+		p.step(admission.Ask{Job: m.job}, 0)
 	case poolRelease:
-		if m.attempt > 0 {
-			p.sys.retries.Add(-1)
-		}
-		p.step(admission.Release{Job: m.job}, m.attempt)
+		p.step(admission.Release{Job: m.job}, 0)
+	case retryEvent:
+		p.sys.retries.Add(-1)
+		p.step(m.ev.(admission.Event), m.attempt)
 	case poolGet:
 		m.reply <- p.view()
 	case poolPing:
@@ -141,24 +132,13 @@ func (p *poolActor) step(ev admission.Event, attempt int) {
 		if err != nil {
 			// Nobody is told anything that is not durable (A10); the same
 			// question is put again after a back-off (A6 makes it safe).
-			p.sys.log.Error("admission not persisted", "pool", p.name, "err", err)
-			if attempt < maxInternalRetries {
-				p.sys.retries.Add(1)
-				sys, name := p.sys, p.name
-				var msg any = poolAsk{job: jobOf(ev), attempt: attempt + 1}
-				if _, ok := ev.(admission.Release); ok {
-					msg = poolRelease{job: jobOf(ev), attempt: attempt + 1}
-				}
-				sys.cfg.Clock.AfterFunc(time.Second<<attempt, func() { sys.route(kindPool, name, msg) })
-			}
+			p.sys.retryLater(kindPool, p.name, ev, attempt, err)
 			return
 		}
 	}
 	before := p.pool
 	p.pool = next
-	if h := p.sys.cfg.Sim; h != nil && h.PoolCommitted != nil {
-		h.PoolCommitted(ev, before, next, out)
-	}
+	p.sys.committed(kindPool, p.name, ev, before, next, out)
 	if a, ok := ev.(admission.Ask); ok {
 		p.sys.route(kindMarquee, a.Job, marquee.AdmissionDecided{Status: statusOf(out.Answer.Status), Sequence: out.Answer.Sequence})
 	}
@@ -186,14 +166,4 @@ func (p *poolActor) view() PoolView {
 		v.Queued = append(v.Queued, PoolJob{Job: j.ID, Sequence: j.Sequence, Since: j.Since})
 	}
 	return v
-}
-
-func jobOf(ev admission.Event) string {
-	switch e := ev.(type) {
-	case admission.Ask:
-		return e.Job
-	case admission.Release:
-		return e.Job
-	}
-	return ""
 }

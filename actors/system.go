@@ -18,7 +18,6 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/wardenhq/warden/actors/admission"
 	"github.com/wardenhq/warden/actors/clock"
 	"github.com/wardenhq/warden/actors/driver"
 	"github.com/wardenhq/warden/actors/environment"
@@ -107,19 +106,77 @@ type SimHooks struct {
 	Pump func() bool
 	// Effect receives a driver call to run when the simulator decides.
 	Effect func(run func(ctx context.Context))
-	// Committed sees every durable marquee transition, after the commit.
-	Committed func(ev marquee.Event, before, after marquee.State, out marquee.Output)
-	// PoolCommitted sees every durable pool transition.
-	PoolCommitted func(ev admission.Event, before, after admission.Pool, out admission.Output)
+	// Committed sees every durable transition of every kind, after the
+	// commit: one hook for the oracles, whatever the entity.
+	Committed func(c Commit)
 	// ActorFailed sees every actor failure (a panic) before the supervisor
 	// decides, so the simulator can tell injected ones from bugs.
 	ActorFailed func(actor string, reason any)
-	// EnvCommitted sees every durable environment transition.
-	EnvCommitted func(ev environment.Event, before, after environment.Env, out environment.Output)
 	// EnvEffect, when set, receives an environment driver call instead of
 	// Effect, with its request, so the simulator can pause a worker past
-	// its lease (E7).
-	EnvEffect func(req driver.CapabilityRequest, run func(ctx context.Context))
+	// its lease (E7). It answers whether the worker renews its lease while
+	// the call runs: a paused worker's renewals pause with it.
+	EnvEffect func(req driver.CapabilityRequest, run func(ctx context.Context)) (renews bool)
+}
+
+// Commit is one durable transition, shown to the simulator's oracles:
+// Event, Before, After and Output are the machine's own types for Kind
+// (marquee.Event, marquee.State, marquee.Output; admission.Event,
+// admission.Pool, admission.Output; environment.Event, environment.Env,
+// environment.Output).
+type Commit struct {
+	Kind          string
+	ID            string
+	Event         any
+	Before, After any
+	Output        any
+}
+
+// committed shows a durable transition to the simulator, if it watches.
+func (s *System) committed(k kind, id string, ev, before, after, out any) {
+	if h := s.cfg.Sim; h != nil && h.Committed != nil {
+		h.Committed(Commit{Kind: string(k), ID: id, Event: ev, Before: before, After: after, Output: out})
+	}
+}
+
+// fault calls the fault hook at a named point of a transition (tests and
+// the simulator inject crashes and failed writes there).
+func (s *System) fault(point, id string) error {
+	if f := s.cfg.Fault; f != nil {
+		return f(point, id)
+	}
+	return nil
+}
+
+// maxInternalRetries bounds how often an internal event (an effect's
+// result, a reconciliation, a due deadline, a pool's decision, a lease
+// renewal) is tried again when its transition cannot be persisted: 1 s
+// doubling, about a minute in all. Nobody else would resend it, so
+// dropping it after one failed write would lose it (a slot never released,
+// a result never seen).
+const maxInternalRetries = 6
+
+// retryEvent is an internal event whose transition could not be
+// persisted, routed to its entity again after a back-off. Every kind of
+// actor handles it the same way: apply ev with the next attempt number.
+type retryEvent struct {
+	ev      any
+	attempt int
+}
+
+// retryLater schedules an internal event of any kind of entity again
+// after a failed write (the same policy for every kind), or gives up
+// after maxInternalRetries with an error in the log.
+func (s *System) retryLater(k kind, id string, ev any, attempt int, err error) {
+	if attempt >= maxInternalRetries {
+		s.log.Error("transition not persisted; giving up", "kind", k, "id", id, "event", fmt.Sprintf("%T", ev), "attempts", attempt+1, "err", err)
+		return
+	}
+	s.log.Warn("transition not persisted; will retry", "kind", k, "id", id, "event", fmt.Sprintf("%T", ev), "err", err)
+	s.retries.Add(1)
+	s.cfg.Clock.AfterFunc(time.Second<<attempt, func() {
+		s.route(k, id, retryEvent{ev: ev, attempt: attempt + 1})
+	})
 }
 
 // PlantAnswerBeforePersist is the planted bug that answers a callback

@@ -39,6 +39,7 @@ var faultPoints = []string{
 	"env.timeout-after-effect", // external success followed by a timeout
 	"env.second-worker",        // a second worker tries a leased transition (overlapping leases)
 	"env.paused-worker",        // a worker pauses past its lease and completes after the takeover
+	"env.slow-effect",          // a driver call longer than the lease; its worker renews (E7)
 	"env.route-response-lost",  // the route was updated but the response lost
 	"env.migration-disconnect", // migrations committed but the client disconnected
 	"env.notify-down",          // the notification sink is down after readiness

@@ -3,10 +3,13 @@ package sim
 import (
 	"context"
 	"errors"
+	"fmt"
 	"regexp"
 	"strings"
 
+	"github.com/wardenhq/warden/actors"
 	"github.com/wardenhq/warden/actors/admission"
+	"github.com/wardenhq/warden/actors/environment"
 	"github.com/wardenhq/warden/actors/marquee"
 	"github.com/wardenhq/warden/persistence"
 )
@@ -15,6 +18,20 @@ var ruleRef = regexp.MustCompile(`\b([MAE][0-9]{1,2})\b`)
 
 // committed sees every durable marquee transition (the shell calls it right
 // after the synced commit).
+// onCommit hands each durable transition to its kind's oracle.
+func (w *world) onCommit(c actors.Commit) {
+	switch ev := c.Event.(type) {
+	case marquee.Event:
+		w.committed(ev, c.Before.(marquee.State), c.After.(marquee.State), c.Output.(marquee.Output))
+	case admission.Event:
+		w.poolCommitted(ev, c.Before.(admission.Pool), c.After.(admission.Pool), c.Output.(admission.Output))
+	case environment.Event:
+		w.envCommitted(ev, c.Before.(environment.Env), c.After.(environment.Env), c.Output.(environment.Output))
+	default:
+		panic(fmt.Sprintf("sim: a commit of kind %s with event %T", c.Kind, c.Event))
+	}
+}
+
 func (w *world) committed(ev marquee.Event, before, after marquee.State, out marquee.Output) {
 	w.model[after.ID] = after
 	for _, e := range out.History {

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -223,15 +224,36 @@ func (t notifyTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return respond(204, ""), nil
 }
 
+// slowCall is a driver call the simulator made slower than the lease: the
+// incarnation that made it and when it ends.
+type slowCall struct {
+	inc   int
+	until time.Time
+}
+
+// slowKey names one lease of one attempt.
+func slowKey(attempt string, leaseGeneration uint64) string {
+	return attempt + "/" + strconv.FormatUint(leaseGeneration, 10)
+}
+
 // envEffect runs an environment driver call; a paused worker comes back
 // after its lease expired (E7, I13), and a second worker may try the
 // leased transition meanwhile.
-func (w *world) envEffect(inc int) func(req driver.CapabilityRequest, run func(ctx context.Context)) {
-	return func(req driver.CapabilityRequest, run func(ctx context.Context)) {
-		delay := w.uniform(0, 3*time.Second)
-		if req.Op == "apply" && w.faults.fire("env.paused-worker") {
-			delay = environment.DefaultConfig().LeaseFor + w.uniform(10*time.Second, 2*time.Minute)
+func (w *world) envEffect(inc int) func(req driver.CapabilityRequest, run func(ctx context.Context)) bool {
+	return func(req driver.CapabilityRequest, run func(ctx context.Context)) bool {
+		delay, renews := w.uniform(0, 3*time.Second), true
+		switch {
+		case req.Op == "apply" && w.faults.fire("env.paused-worker"):
+			// The whole worker pauses, its lease renewals with it.
+			delay, renews = environment.DefaultConfig().LeaseFor+w.uniform(10*time.Second, 2*time.Minute), false
 			w.logf("worker for %s %s %s pauses %s", req.EnvID, req.Capability, req.AttemptID, delay)
+		case req.Op == "apply" && w.faults.fire("env.slow-effect"):
+			// Only the call is slow: the worker renews its lease every third
+			// of it, so nobody takes the attempt over (E7), checked when the
+			// result commits.
+			delay = environment.DefaultConfig().LeaseFor + w.uniform(10*time.Second, 3*time.Minute)
+			w.slowAttempts[slowKey(req.AttemptID, req.LeaseGeneration)] = slowCall{inc: inc, until: w.now().Add(delay)}
+			w.logf("driver call for %s %s %s is slow: %s", req.EnvID, req.Capability, req.AttemptID, delay)
 		}
 		if w.faults.fire("env.second-worker") {
 			id := req.EnvID
@@ -243,6 +265,7 @@ func (w *world) envEffect(inc int) func(req driver.CapabilityRequest, run func(c
 			})
 		}
 		w.effectAfter(inc, delay, run)
+		return renews
 	}
 }
 
@@ -255,6 +278,19 @@ func (w *world) envCommitted(ev environment.Event, before, after environment.Env
 	w.logf("%s %T %s -> %s: %s", after.ID, ev, before.State, after.State, out.Note)
 	for _, r := range ruleCite.FindAllString(out.Note, -1) {
 		w.cover(r)
+	}
+	// E7: a slow driver call whose worker keeps renewing its lease is never
+	// taken over while it runs (after a crash the new process takes over
+	// its dead predecessor's attempts, rightly; after the call ended, its
+	// result may have been lost to an actor panic, and a takeover is how
+	// the attempt is recovered).
+	if a := before.Attempt; a != nil && strings.HasPrefix(out.Note, "took over attempt") {
+		if c, slow := w.slowAttempts[slowKey(a.ID, a.Lease.Generation)]; slow && c.inc == w.inc && w.now().Before(c.until) {
+			w.violate("E7", "%s: slow attempt %s was taken over while its worker renewed the lease", after.ID, a.ID)
+		}
+	}
+	if _, ok := ev.(environment.RenewLease); ok && strings.HasPrefix(out.Note, "lease renewed") {
+		w.cover("E7")
 	}
 	switch ev := ev.(type) {
 	case environment.Create:

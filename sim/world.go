@@ -113,6 +113,10 @@ type world struct {
 	envIntents    map[string]*envIntent
 	envIDs        []string
 	lastEnvCommit environment.Output
+	// slowAttempts are the leases (attempt/generation) whose driver call
+	// the simulator made slower than the lease, with the incarnation that
+	// made the call (E7 renewal).
+	slowAttempts map[string]slowCall
 
 	// What the run reports.
 	trace     []string
@@ -231,11 +235,9 @@ func (w *world) start() {
 			Effect: func(run func(ctx context.Context)) {
 				w.effectAfter(inc, w.uniform(0, 3*time.Second), run)
 			},
-			Committed:     w.committed,
-			PoolCommitted: w.poolCommitted,
-			EnvCommitted:  w.envCommitted,
-			ActorFailed:   w.actorFailed,
-			EnvEffect:     w.envEffect(inc),
+			Committed:   w.onCommit,
+			ActorFailed: w.actorFailed,
+			EnvEffect:   w.envEffect(inc),
 		},
 	}
 	sys, err := actors.Start(cfg)
