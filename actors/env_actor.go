@@ -1,7 +1,6 @@
 package actors
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,61 +15,6 @@ import (
 	"github.com/wardenhq/warden/actors/environment"
 	"github.com/wardenhq/warden/persistence"
 )
-
-const (
-	kindEnv    kind = "environment"
-	kindBranch kind = "branch"
-)
-
-// branchNext asks a branch actor for the next route generation.
-type branchNext struct{ reply chan<- any }
-
-// branchActor gives out a branch's route generations one at a time, durably,
-// so that a newer preview of a branch always has a higher generation (E8,
-// I14) even when two are created at once.
-type branchActor struct {
-	sys    *System
-	name   string
-	entry  *entry
-	last   uint64
-	loaded bool
-}
-
-func (b *branchActor) Receive(ctx actor.Context) {
-	switch ctx.Message().(type) {
-	case *actor.Started:
-		b.name, b.entry = b.sys.entityOf(ctx.Self(), kindBranch)
-		return
-	case idleCheck:
-		// Nothing is in flight between messages: an idle branch goes, and
-		// reloads its last generation from the store when asked again.
-		ctx.Send(b.sys.registry, passivate{key: key{kindBranch, b.name}, pid: ctx.Self()})
-		return
-	case actor.SystemMessage, actor.AutoReceiveMessage, *actor.Restarting, *actor.Stopping:
-		return
-	}
-	defer b.entry.handled(b.sys.cfg.Metrics)
-	m, ok := ctx.Message().(branchNext)
-	if !ok {
-		return
-	}
-	if !b.loaded {
-		g, err := b.sys.cfg.Store.BranchGeneration(b.name)
-		if err != nil {
-			m.reply <- fmt.Errorf("%w: branch %s: %v", ErrUnavailable, b.name, err)
-			return
-		}
-		b.last, b.loaded = g, true
-	}
-	batch := b.sys.cfg.Store.NewBatch()
-	batch.PutBranchGeneration(b.name, b.last+1)
-	if err := batch.Commit(); err != nil {
-		m.reply <- fmt.Errorf("%w: branch %s: %v", ErrUnavailable, b.name, err)
-		return
-	}
-	b.last++
-	m.reply <- b.last
-}
 
 // Messages to an environment actor.
 type (
@@ -217,74 +161,6 @@ func (a *envActor) Receive(ctx actor.Context) {
 			}
 		}
 	}
-}
-
-// reconcile observes an environment at rest, or a tombstone's leftovers
-// (E14, I12): observation first, never a blind restart; each answer comes
-// back as an AtRest event the machine judges (E15). One that is not at
-// rest, with nothing in flight, is asked for its next step.
-func (a *envActor) reconcile() {
-	e := a.rec.Env
-	if !a.exists || e.Attempt != nil {
-		return
-	}
-	if e.Tombstone == nil && (e.State != environment.Ready || e.Desired != "ready") {
-		// Not at rest and nothing in flight: ask the machine whether a
-		// transition is eligible, never restart work blindly (E14).
-		a.next()
-		return
-	}
-	sys, id := a.sys, a.id
-	for _, c := range []environment.Capability{environment.Route, environment.App, environment.Database, environment.Migrations} {
-		drv := sys.cfg.Env.Drivers[c]
-		if drv == nil {
-			continue
-		}
-		req := driver.CapabilityRequest{Capability: string(c), Op: "observe", EnvID: id, Identity: e.Identity(c),
-			Generation: e.Generation, Branch: e.Branch, Revision: e.Revision}
-		sys.goEffect(func(ctx context.Context) {
-			out, err := drv.Do(ctx, req)
-			if err != nil || out.Observation == nil {
-				return // unknown is not drift; the next round looks again
-			}
-			o := out.Observation
-			sys.route(kindEnv, id, envEvent{ev: environment.AtRest{Capability: c, Observation: environment.Observation{
-				Exists: o.Exists, Owner: o.Owner, Matches: o.Matches, ProviderID: o.ProviderID, RouteTarget: o.RouteTarget, Detail: redactString(o.Detail, sys.cfg.Secrets...)}}})
-		})
-	}
-}
-
-// armReconcileSweep schedules the reconciler: every ReconcileEvery, each
-// stored environment with no attempt in flight is asked to look at itself.
-func (s *System) armReconcileSweep() {
-	every := s.cfg.Env.ReconcileEvery
-	if every < 0 || s.stopping.Load() {
-		return
-	}
-	stop := s.cfg.Clock.AfterFunc(every, func() {
-		// Counted as work in flight before the stopping check, so Stop
-		// either waits for this sweep or this sweep sees it stopping and
-		// never touches a store about to close.
-		s.effects.Add(1)
-		defer s.effects.Add(-1)
-		if s.stopping.Load() {
-			return
-		}
-		// Each actor decides from its own record; an attempt in flight is
-		// its lease's business (E7). Environment actors stay live anyway
-		// (the idle sweep passivates marquees only).
-		ids, err := s.cfg.Store.ListEnvIDs()
-		if err != nil {
-			s.log.Warn("reconciler: list environments", "err", err)
-		}
-		for _, id := range ids {
-			s.route(kindEnv, id, envReconcile{})
-		}
-		s.armReconcileSweep()
-	})
-	s.timers.mu.Lock()
-	s.timers.reconcileStop = stop
-	s.timers.mu.Unlock()
 }
 
 func (a *envActor) load() {
@@ -462,49 +338,4 @@ func (s *System) renewWhile(id string, renew environment.RenewLease, period time
 		s.route(kindEnv, id, envEvent{ev: renew})
 		s.renewWhile(id, renew, period, done)
 	})
-}
-
-// MaxNotifyAttempts bounds the deliveries of one notification: with the
-// back-off below that is most of a day, and the record stays in the outbox
-// (and the view) either way.
-const MaxNotifyAttempts = 12
-
-// send delivers a notification outside the mailbox; a failure is retried
-// with back-off (NotifyBackoff doubling), never changing readiness (E10).
-func (a *envActor) send(n environment.Notification, attempt int) {
-	sys, id := a.sys, a.id
-	sys.goEffect(func(ctx context.Context) {
-		ok := sys.notify(ctx, n)
-		sys.route(kindEnv, id, envEvent{ev: environment.Delivered{Key: n.Key, OK: ok}})
-		if !ok && attempt+1 < MaxNotifyAttempts {
-			sys.cfg.Clock.AfterFunc(sys.cfg.Env.NotifyBackoff<<min(attempt, 10), func() {
-				sys.route(kindEnv, id, envResend{n: n, attempt: attempt + 1})
-			})
-		}
-	})
-}
-
-// notify delivers one outbox record (E10). The key is sent as the
-// Idempotency-Key, so a repeated delivery carries the same identity.
-func (s *System) notify(ctx context.Context, n environment.Notification) bool {
-	if s.cfg.Env.NotifyEndpoint == "" {
-		return false
-	}
-	body, _ := json.Marshal(map[string]string{"key": n.Key, "event": n.Event, "url": n.URL})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.cfg.Env.NotifyEndpoint, bytes.NewReader(body))
-	if err != nil {
-		return false
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Idempotency-Key", n.Key)
-	client := s.cfg.Env.Client
-	if client == nil {
-		client = http.DefaultClient
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return false
-	}
-	resp.Body.Close()
-	return resp.StatusCode/100 == 2
 }

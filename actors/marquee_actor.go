@@ -161,7 +161,7 @@ func (a *marqueeActor) operator(m cmdOperator) {
 		m.reply <- fmt.Errorf("%w: marquee %s", ErrNotFound, a.id)
 		return
 	}
-	out, err := a.apply(m.ev, nil)
+	out, err := a.apply(m.ev)
 	if err != nil {
 		m.reply <- err
 		return
@@ -238,20 +238,28 @@ func (a *marqueeActor) callback(m cmdCallback) any {
 			a.sys.log.Warn("dedup record unusable; treating delivery as new", "id", a.id, "err", err)
 		}
 	}
-	var answer CallbackAnswer
-	answeredEarly := false
-	out, err := a.apply(cb, &dedupSpec{deliveryID: req.DeliveryID, bodyHash: req.BodyHash, auth: req.Auth.Mode, body: func(s marquee.State, o marquee.Output) []byte {
-		body, _ := json.Marshal(callbackBody{Result: o.Result, MarqueeID: a.id, Generation: s.Generation, ReceivedGeneration: cb.Generation})
-		answer = CallbackAnswer{Status: 200, Body: body}
-		return body
-	}, early: func(body []byte) {
-		answeredEarly = true
-		m.reply <- CallbackAnswer{Status: 200, Body: body}
-	}})
-	if answeredEarly {
-		return nil // the caller already has its (premature) answer
+	// Step, then the answer and its dedup record from the step's result,
+	// then one batch with both, then the answer (I5).
+	now := a.sys.cfg.Clock.Now()
+	next, out := a.sys.cfg.Machine.Step(a.rec.State, cb, now)
+	for i := range out.History {
+		if out.History[i].Source == marquee.SourceCallback {
+			out.History[i].DeliveryID, out.History[i].Auth = req.DeliveryID, req.Auth.Mode
+		}
 	}
-	if err != nil {
+	body, _ := json.Marshal(callbackBody{Result: out.Result, MarqueeID: a.id, Generation: next.Generation, ReceivedGeneration: cb.Generation})
+	answer := CallbackAnswer{Status: 200, Body: body}
+	var d *persistence.DedupRecord
+	if req.DeliveryID != "" {
+		d = &persistence.DedupRecord{DeliveryID: req.DeliveryID, At: now, MarqueeID: a.id, Status: 200, Body: body, BodySHA256: req.BodyHash[:]}
+		if a.sys.cfg.Plant == PlantAnswerBeforePersist {
+			// Planted bug: the caller hears the answer before it is durable.
+			m.reply <- answer
+			_ = a.persist(cb, next, out, d)
+			return nil
+		}
+	}
+	if err := a.persist(cb, next, out, d); err != nil {
 		return err
 	}
 	a.sys.cfg.Metrics.Callbacks.WithLabelValues(string(cb.Verb), string(out.Result)).Inc()
@@ -290,41 +298,29 @@ func (a *marqueeActor) applyRetrying(ev marquee.Event, attempt int) {
 	if !a.exists {
 		return
 	}
-	if _, err := a.apply(ev, nil); err != nil {
+	if _, err := a.apply(ev); err != nil {
 		a.sys.retryLater(kindMarquee, a.id, ev, attempt, err)
 	}
 }
 
-// apply is the heart of the shell: Step, persist in one synced batch, then
-// start effects, then (the caller) answer.
-func (a *marqueeActor) apply(ev marquee.Event, dedup *dedupSpec) (marquee.Output, error) {
-	now := a.sys.cfg.Clock.Now()
-	next, out := a.sys.cfg.Machine.Step(a.rec.State, ev, now)
+// apply is the heart of the shell for every event but a callback: Step,
+// persist in one synced batch, start the effects; the caller answers.
+func (a *marqueeActor) apply(ev marquee.Event) (marquee.Output, error) {
+	next, out := a.sys.cfg.Machine.Step(a.rec.State, ev, a.sys.cfg.Clock.Now())
 	if out.Err != nil {
 		return out, nil
 	}
-	var d *persistence.DedupRecord
-	if dedup != nil {
-		for i := range out.History {
-			if out.History[i].Source == marquee.SourceCallback {
-				out.History[i].DeliveryID = dedup.deliveryID
-				out.History[i].Auth = dedup.auth
-			}
-		}
-		body := dedup.body(next, out)
-		if dedup.deliveryID != "" {
-			d = &persistence.DedupRecord{DeliveryID: dedup.deliveryID, At: now, MarqueeID: a.id, Status: 200, Body: body, BodySHA256: dedup.bodyHash[:]}
-		}
-	}
+	return out, a.persist(ev, next, out, nil)
+}
+
+// persist commits a step (with a delivery's dedup record, if any) when it
+// wrote anything; a step that changed nothing only starts its effects.
+func (a *marqueeActor) persist(ev marquee.Event, next marquee.State, out marquee.Output, d *persistence.DedupRecord) error {
 	if !out.Changed && len(out.History) == 0 && d == nil {
 		a.startEffects(next, out.Effects)
-		return out, nil
+		return nil
 	}
-	if d != nil && a.sys.cfg.Plant == PlantAnswerBeforePersist && dedup.early != nil {
-		// Planted bug: the caller hears "applied" before it is durable.
-		dedup.early(d.Body)
-	}
-	return out, a.commit(ev, next, out, d)
+	return a.commit(ev, next, out, d)
 }
 
 func (a *marqueeActor) commit(ev marquee.Event, s marquee.State, out marquee.Output, d *persistence.DedupRecord) error {
@@ -468,16 +464,6 @@ func (a *marqueeActor) startEffects(s marquee.State, effects []marquee.Effect) {
 			panic(fmt.Sprintf("marquee actor: unknown effect %T", eff))
 		}
 	}
-}
-
-// dedupSpec asks apply to record the answer to a delivery in the same batch.
-type dedupSpec struct {
-	deliveryID string
-	bodyHash   [32]byte
-	auth       string
-	body       func(marquee.State, marquee.Output) []byte
-	// early answers before the commit; only PlantAnswerBeforePersist uses it.
-	early func(body []byte)
 }
 
 // redacted replaces every secret value found in err's text. Driver errors

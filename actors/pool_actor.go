@@ -16,8 +16,8 @@ import (
 type (
 	poolAsk     struct{ job string }
 	poolRelease struct{ job string }
-	poolGet  struct{ reply chan<- any }
-	poolPing struct{ reply chan<- any }
+	poolGet     struct{ reply chan<- any }
+	poolPing    struct{ reply chan<- any }
 )
 
 // PoolView is GET /v1/pools/{name}.

@@ -19,6 +19,8 @@ type kind string
 const (
 	kindMarquee kind = "marquee"
 	kindPool    kind = "pool"
+	kindEnv     kind = "environment"
+	kindBranch  kind = "branch"
 )
 
 type key struct {
@@ -200,16 +202,18 @@ func (s *System) mayExist(k key, msg any) bool {
 	case cmdCreate, envCreate, envReserve:
 		return true
 	}
+	var exists bool
 	var err error
 	switch k.kind {
 	case kindMarquee:
-		_, err = s.cfg.Store.LoadMarquee(k.id)
+		exists, err = s.cfg.Store.MarqueeExists(k.id)
 	case kindEnv:
-		_, err = s.cfg.Store.LoadEnv(k.id)
+		exists, err = s.cfg.Store.EnvExists(k.id)
 	default:
 		return true // pools and branches exist by configuration or on first use
 	}
-	return err == nil || !isNotFound(err)
+	// A read error is not "absent": the actor loads and reports it.
+	return exists || err != nil
 }
 
 func isNotFound(err error) bool { return errors.Is(err, persistence.ErrNotFound) }

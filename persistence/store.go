@@ -182,6 +182,26 @@ func prefixEnd(p []byte) []byte {
 	return nil
 }
 
+// has reports whether a key holds a value, without decoding it: enough for
+// the registry to decide whether an entity exists before activating it
+// (the actor decodes the record once, when it loads).
+func (s *Store) has(key []byte) (bool, error) {
+	_, closer, err := s.db.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("read %s: %w", key, err)
+	}
+	return true, closer.Close()
+}
+
+// MarqueeExists reports whether a marquee record (or tombstone) is stored.
+func (s *Store) MarqueeExists(id string) (bool, error) { return s.has(marqueeKey(id)) }
+
+// EnvExists reports whether an environment record (or tombstone) is stored.
+func (s *Store) EnvExists(id string) (bool, error) { return s.has(envKey(id)) }
+
 // ForEach calls f with every key and value in the store, in key order:
 // a raw view for tests that prove a refusal wrote nothing (T12) and for
 // debugging. The value is only valid during the call.
