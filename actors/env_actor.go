@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"sync/atomic"
 	"time"
 
@@ -311,7 +312,7 @@ func (a *envActor) startEffects(effects []environment.Effect) {
 					res.OK, res.Category, res.Message = out.OK, environment.Category(out.Category), redactString(out.Message, secrets...)
 					if o := out.Observation; o != nil {
 						res.Observation = &environment.Observation{Exists: o.Exists, Owner: o.Owner, Matches: o.Matches,
-							ProviderID: o.ProviderID, RouteTarget: o.RouteTarget, Detail: redactString(o.Detail, secrets...)}
+							ProviderID: o.ProviderID, RouteTarget: o.RouteTarget, URL: previewURL(o.URL), Detail: redactString(o.Detail, secrets...)}
 					}
 				}
 				sys.route(kindEnv, id, envEvent{ev: res})
@@ -323,6 +324,16 @@ func (a *envActor) startEffects(effects []environment.Effect) {
 			a.send(e.Notification, 0)
 		}
 	}
+}
+
+// previewURL keeps a URL a driver reported only if it is one: http(s),
+// bounded, no user info (it is shown and sent in notifications).
+func previewURL(s string) string {
+	u, err := url.Parse(s)
+	if len(s) > 512 || err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil {
+		return ""
+	}
+	return s
 }
 
 // renewWhile renews a lease every period while its driver call runs (E7):

@@ -171,6 +171,8 @@ type EnvView struct {
 	Branch     string `json:"branch"`
 	Revision   string `json:"revision"`
 	Generation uint64 `json:"generation"`
+	// URL is the preview's public URL (W8), when known.
+	URL string `json:"url,omitempty"`
 	// SupersededBy: a newer preview of the branch holds its route (I14).
 	SupersededBy uint64 `json:"superseded_by,omitempty"`
 	// Trimmed: old receipts and audit entries dropped to bound the record.
@@ -191,7 +193,7 @@ type EnvView struct {
 }
 
 func envViewOf(e environment.Env, m environment.Machine) EnvView {
-	v := EnvView{ID: e.ID, Branch: e.Branch, Revision: e.Revision, Generation: e.Generation, SupersededBy: e.SupersededBy,
+	v := EnvView{ID: e.ID, Branch: e.Branch, Revision: e.Revision, Generation: e.Generation, URL: m.URLOf(e), SupersededBy: e.SupersededBy,
 		Trimmed: e.Trimmed, Desired: e.Desired, State: e.State, Attempt: e.Attempt, Receipts: e.Receipts, Resources: e.Resources, Drift: e.Drift, LastFailure: e.LastFailure,
 		Actions: m.Actions(e), Audit: e.Audit, Outbox: e.Outbox, ExpiresAt: timePtr(e.ExpiresAt), Tombstone: e.Tombstone, UpdatedAt: e.UpdatedAt}
 	if v.Receipts == nil {

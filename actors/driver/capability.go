@@ -43,7 +43,9 @@ type CapabilityObservation struct {
 	Matches     bool   `json:"matches"`
 	ProviderID  string `json:"provider_id,omitempty"`
 	RouteTarget uint64 `json:"route_target,omitempty"`
-	Detail      string `json:"detail,omitempty"`
+	// URL is where a route serves the preview, if the driver knows (W8).
+	URL    string `json:"url,omitempty"`
+	Detail string `json:"detail,omitempty"`
 }
 
 // Capability performs one operation of one capability. Implementations are

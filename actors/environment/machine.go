@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/wardenhq/warden/actors/errs"
@@ -35,8 +37,10 @@ type Config struct {
 	// LeaseFor is how long a worker holds a transition before another may
 	// take it over (E7).
 	LeaseFor time.Duration
-	// NotifyURL is where environment-ready notifications point (E10).
-	NotifyURL string
+	// PreviewURL is the template of a preview's public URL, sent with its
+	// readiness notification (E10, W8): {id}, {branch} and {generation}
+	// are replaced. Empty: the URL the route driver observed, if any.
+	PreviewURL string
 	// Plant disables one guard on purpose (PlantLeaseFencing,
 	// PlantRouteCAS); only the simulator's planted-bug runs set it.
 	Plant string
@@ -55,7 +59,16 @@ const (
 
 // DefaultConfig is the defaults.
 func DefaultConfig() Config {
-	return Config{RetryBackoff: 30 * time.Second, MaxRetries: 5, LeaseFor: 2 * time.Minute, NotifyURL: "https://previews.example/"}
+	return Config{RetryBackoff: 30 * time.Second, MaxRetries: 5, LeaseFor: 2 * time.Minute}
+}
+
+// URLOf is a preview's public URL (W8): the configured template with its
+// placeholders filled, or else what the route driver observed.
+func (m Machine) URLOf(e Env) string {
+	if m.Config.PreviewURL == "" {
+		return e.URL
+	}
+	return strings.NewReplacer("{id}", e.ID, "{branch}", e.Branch, "{generation}", strconv.FormatUint(e.Generation, 10)).Replace(m.Config.PreviewURL)
 }
 
 // Machine applies the environment rules under one Config.
@@ -98,7 +111,9 @@ type Observation struct {
 	ProviderID string
 	// RouteTarget is the generation the route resolves to (0: none).
 	RouteTarget uint64
-	Detail      string
+	// URL is where a route driver says the route serves the preview (W8).
+	URL    string
+	Detail string
 }
 
 // Result is a driver's answer for one attempt, under one lease generation.
@@ -584,6 +599,9 @@ func (m Machine) verifyActivation(e *Env, o Observation, now time.Time) Output {
 	switch {
 	case o.Exists && o.RouteTarget == e.Generation:
 		m.setResource(e, Route, o.ProviderID, "present")
+		if o.URL != "" {
+			e.URL = o.URL // where the route says the preview is served (W8)
+		}
 		return m.stepDone(e, fmt.Sprintf("route resolves to generation %d (E8)", e.Generation), o.ProviderID, now)
 	case o.RouteTarget <= e.Generation:
 		// Still at the predecessor (or none): retry under the same generation.
@@ -681,7 +699,7 @@ func (m Machine) stepDone(e *Env, detail, providerID string, now time.Time) Outp
 	if t.to == Ready {
 		// E10: the notification is committed with the state change.
 		n := Notification{Key: fmt.Sprintf("%s-%d", e.ID, e.Generation), Event: "environment-ready",
-			URL: m.Config.NotifyURL + e.ID, CreatedAt: now}
+			URL: m.URLOf(*e), CreatedAt: now}
 		if !slices.ContainsFunc(e.Outbox, func(x Notification) bool { return x.Key == n.Key }) {
 			e.Outbox = append(e.Outbox, n)
 			out.Effects = append(out.Effects, Send{Notification: n})

@@ -325,3 +325,22 @@ func TestActivatesRouteNext(t *testing.T) {
 		t.Error("no transition, no activation")
 	}
 }
+
+// TestW8PreviewURL: the URL a readiness notification carries comes from
+// the configured template, or else from what the route driver observed;
+// never from an example host.
+func TestW8PreviewURL(t *testing.T) {
+	e := Env{ID: "env-7", Branch: "feature-search", Generation: 3}
+	m := Machine{Config: DefaultConfig()}
+	if got := m.URLOf(e); got != "" {
+		t.Fatalf("no template and no observation: no URL, got %q", got)
+	}
+	e.URL = "http://127.0.0.1:4100/"
+	if got := m.URLOf(e); got != e.URL {
+		t.Fatalf("the route driver's observation: got %q", got)
+	}
+	m.Config.PreviewURL = "https://{branch}.preview.acme.dev/{id}?g={generation}"
+	if got := m.URLOf(e); got != "https://feature-search.preview.acme.dev/env-7?g=3" {
+		t.Fatalf("template: got %q", got)
+	}
+}

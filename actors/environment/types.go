@@ -258,8 +258,11 @@ type Tombstone struct {
 
 // Env is the durable record of one environment (E1).
 type Env struct {
-	ID       string     `json:"id"`
-	Branch   string     `json:"branch"`
+	ID     string `json:"id"`
+	Branch string `json:"branch"`
+	// URL is the preview's public URL as its route driver observed it
+	// (W8); empty until the route is active, or when the driver says none.
+	URL      string     `json:"url,omitempty"`
 	Revision string     `json:"revision"`
 	Data     DataPolicy `json:"data"`
 	Desired  string     `json:"desired"` // ready or removed

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"sort"
 	"strconv"
 	"strings"
@@ -50,6 +51,7 @@ type config struct {
 	EnvDriverCommand  []string
 	EnvDriverTimeout  time.Duration
 	NotifyURL         string
+	PreviewURL        string
 	EnvReconcileEvery time.Duration
 	EnvLease          time.Duration
 	EnvRetryBackoff   time.Duration
@@ -190,6 +192,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.DurationVar(&c.EnvReconcileEvery, "env-reconcile-every", 30*time.Second, "how often environments at rest are observed for drift (E14)")
 	fs.DurationVar(&c.EnvLease, "env-lease", environment.DefaultConfig().LeaseFor, "how long a worker holds an environment transition before another may take it over (E7)")
 	fs.DurationVar(&c.EnvRetryBackoff, "env-retry-backoff", environment.DefaultConfig().RetryBackoff, "first wait after a transient environment failure, doubling (E9)")
+	fs.StringVar(&c.PreviewURL, "preview-url-template", "", "a preview's public URL, e.g. https://{branch}.preview.example.com; {id}, {branch}, {generation} are filled in (W8); empty: the URL the route driver observes")
 	fs.StringVar(&c.NotifyURL, "notify-url", "", "where environment-ready notifications are POSTed (E10); empty: kept in the outbox")
 	fs.BoolVar(&c.benchNoop, "bench-noop", false, "serve POST /v1/webhooks/noop (benchmark baseline)")
 	fs.Var(listFlag{&c.CallbackAuth}, "callback-auth", "accepted callback modes: scoped,shared,standard-webhooks,github-oidc (default: scoped, and shared and standard-webhooks where their secrets are configured) (T2)")
@@ -357,6 +360,12 @@ func (c *config) validate() error {
 	}
 	if c.PublicURL == "" {
 		c.PublicURL = "http://" + c.Listen
+	}
+	if c.PreviewURL != "" {
+		probe := strings.NewReplacer("{id}", "x", "{branch}", "x", "{generation}", "1").Replace(c.PreviewURL)
+		if u, err := url.Parse(probe); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || strings.ContainsAny(probe, "{}") {
+			problems = append(problems, "--preview-url-template: an http(s) URL with {id}, {branch} or {generation} in it")
+		}
 	}
 	if c.OIDCAudience == "" {
 		c.OIDCAudience = c.PublicURL

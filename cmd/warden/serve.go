@@ -187,7 +187,7 @@ func pruneDedup(store *persistence.Store, clk clock.Clock, retention time.Durati
 // capability (the request names it), if configured.
 func envConfig(c config) actors.EnvConfig {
 	mc := environment.DefaultConfig()
-	mc.LeaseFor, mc.RetryBackoff = c.EnvLease, c.EnvRetryBackoff
+	mc.LeaseFor, mc.RetryBackoff, mc.PreviewURL = c.EnvLease, c.EnvRetryBackoff, c.PreviewURL
 	// A lease owner names this process: after a restart the new process is
 	// another worker, which takes over only after the lease expires (E7).
 	host, _ := os.Hostname()

@@ -49,6 +49,7 @@ type observation struct {
 	Matches     bool   `json:"matches"`
 	ProviderID  string `json:"provider_id,omitempty"`
 	RouteTarget uint64 `json:"route_target,omitempty"`
+	URL         string `json:"url,omitempty"`
 	Detail      string `json:"detail,omitempty"`
 }
 
@@ -253,6 +254,9 @@ func (d drivers) do(r request) (result, error) {
 		a, alive := d.app("app-" + cur.Env)
 		res := observed(err == nil, cur.Env, err == nil && alive && a.Port == cur.Port, fmt.Sprintf("generation %d -> %s:%d", cur.Generation, cur.Env, cur.Port))
 		res.Observation.RouteTarget = cur.Generation
+		if cur.Port > 0 {
+			res.Observation.URL = fmt.Sprintf("http://127.0.0.1:%d/", cur.Port) // where this route serves the preview (W8)
+		}
 		return res, nil
 	case "route/remove":
 		var cur routeFile
