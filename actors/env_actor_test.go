@@ -30,11 +30,18 @@ func (s slowWorld) Do(ctx context.Context, r driver.CapabilityRequest) (driver.C
 	case <-ctx.Done():
 		return driver.CapabilityResult{}, driver.ErrTimeout
 	}
+	return worksResult(r), nil
+}
+
+// worksResult is the answer of a world where everything works: the
+// resource exists (absent after a removal), is the caller's (artifacts are
+// shared) and matches.
+func worksResult(r driver.CapabilityRequest) driver.CapabilityResult {
 	obs := &driver.CapabilityObservation{Exists: r.Op != "remove", Owner: r.EnvID, Matches: true, RouteTarget: r.Generation}
 	if r.Capability == "artifact" {
 		obs.Owner = ""
 	}
-	return driver.CapabilityResult{OK: true, Observation: obs}, nil
+	return driver.CapabilityResult{OK: true, Observation: obs}
 }
 
 // startEnvSystem starts a real System on store (real clock, one pool, the
@@ -68,11 +75,7 @@ func (g gatedWorld) Do(ctx context.Context, r driver.CapabilityRequest) (driver.
 			return driver.CapabilityResult{}, driver.ErrTimeout
 		}
 	}
-	obs := &driver.CapabilityObservation{Exists: r.Op != "remove", Owner: r.EnvID, Matches: true, RouteTarget: r.Generation}
-	if r.Capability == "artifact" {
-		obs.Owner = ""
-	}
-	return driver.CapabilityResult{OK: true, Observation: obs}, nil
+	return worksResult(r), nil
 }
 
 // TestLeaseIsRenewedDuringLongEffects: E7. A driver call that lasts longer

@@ -32,10 +32,7 @@ func rekey(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	path := *keyFile
-	if path == "" {
-		path = filepath.Join(*data, sealKeyName)
-	}
+	path := keyPath(*keyFile, *data, sealKeyName)
 	if err := prepareDataDir(*data); err != nil {
 		return err
 	}
@@ -84,10 +81,7 @@ func rotateCallbackKey(args []string, getenv func(string) string, stdout, stderr
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	path := *keyFile
-	if path == "" {
-		path = filepath.Join(*data, signingKeyName)
-	}
+	path := keyPath(*keyFile, *data, signingKeyName)
 	ring, err := trust.LoadKeyring(path)
 	if err != nil {
 		return err
@@ -123,16 +117,20 @@ func mintCallbackToken(args []string, getenv func(string) string, stdout, stderr
 	if *ttl <= 0 || *ttl > 30*24*time.Hour {
 		return errors.New("--ttl: up to 720h")
 	}
-	path := *keyFile
-	if path == "" {
-		path = filepath.Join(*data, signingKeyName)
-	}
-	ring, err := trust.LoadKeyring(path)
+	ring, err := trust.LoadKeyring(keyPath(*keyFile, *data, signingKeyName))
 	if err != nil {
 		return err
 	}
 	fmt.Fprintln(stdout, trust.MintScoped(ring, *id, *gen, time.Now().Add(*ttl)))
 	return nil
+}
+
+// keyPath is the keyring file given, or the default one beside the data.
+func keyPath(given, data, name string) string {
+	if given != "" {
+		return given
+	}
+	return filepath.Join(data, name)
 }
 
 func envOr(getenv func(string) string, name, def string) string {
