@@ -132,11 +132,10 @@ func bearer(r *http.Request) (token string, present bool, fail *authFail) {
 	return tok, true, nil
 }
 
-// operatorOf finds the operator a token belongs to, comparing its digest
+// operatorOf finds the operator a token's digest belongs to, comparing it
 // with every entry in constant time (T7): neither the content nor which
 // entry matched shows in the timing.
-func (s *Server) operatorOf(token string) (Operator, bool) {
-	got := sha256.Sum256([]byte(token))
+func (s *Server) operatorOf(got [32]byte) (Operator, bool) {
 	found := -1
 	for i := range s.operators {
 		if subtle.ConstantTimeCompare(got[:], s.operators[i].TokenSHA256[:]) == 1 {
@@ -149,8 +148,7 @@ func (s *Server) operatorOf(token string) (Operator, bool) {
 	return s.operators[found], true
 }
 
-func (s *Server) isSharedCallbackToken(token string) bool {
-	got := sha256.Sum256([]byte(token))
+func (s *Server) isSharedCallbackToken(got [32]byte) bool {
 	return s.opts.CallbackToken != "" && subtle.ConstantTimeCompare(got[:], s.callback[:]) == 1
 }
 
@@ -168,13 +166,14 @@ func (s *Server) operatorAccess(write bool, h func(http.ResponseWriter, *http.Re
 			writeError(w, http.StatusUnauthorized, "unauthorized", "a bearer token is required")
 			return
 		}
-		op, ok := s.operatorOf(token)
+		digest := sha256.Sum256([]byte(token)) // once, for every table it is compared with
+		op, ok := s.operatorOf(digest)
 		switch {
 		case ok && write && op.Role != RoleOperator:
 			writeError(w, http.StatusForbidden, "forbidden", "operator "+op.Name+" is a viewer: it may read, not change (T8)")
 		case ok:
 			h(w, r, p, op)
-		case s.isSharedCallbackToken(token) || s.validScoped(token):
+		case s.isSharedCallbackToken(digest) || s.validScoped(token):
 			writeError(w, http.StatusForbidden, "forbidden", "this token's role may not call this endpoint")
 		default:
 			writeError(w, http.StatusUnauthorized, "unauthorized", "unknown token")
@@ -271,10 +270,11 @@ func (s *Server) authenticateCallback(r *http.Request, body []byte) (callerClaim
 		}
 		return c, nil
 	}
-	if _, isOp := s.operatorOf(token); isOp {
+	digest := sha256.Sum256([]byte(token)) // once, for both tables
+	if _, isOp := s.operatorOf(digest); isOp {
 		return callerClaims{}, &authFail{http.StatusForbidden, "this token's role may not call this endpoint"}
 	}
-	if !s.isSharedCallbackToken(token) {
+	if !s.isSharedCallbackToken(digest) {
 		return callerClaims{}, unauthorized("unknown token")
 	}
 	if !s.modeOn(ModeShared) {

@@ -41,7 +41,7 @@ func strictDecode(body []byte, v any) error {
 		field := fieldName(syn.JSONPointer)
 		switch {
 		case errors.Is(syn.Err, jsontext.ErrDuplicateName):
-			return invalidf("field %s: repeated", duplicateName(syn, field))
+			return invalidf("field %s: repeated", field) // the pointer names the repeated member
 		case syn.Err.Error() == "invalid UTF-8" && field != "": // jsonwire's error is internal
 			return invalidf("field %s: invalid UTF-8", field)
 		case syn.Err.Error() == "invalid UTF-8":
@@ -52,23 +52,6 @@ func strictDecode(body []byte, v any) error {
 		return invalidf("body is not valid JSON (offset %d)", syn.ByteOffset)
 	}
 	return invalidf("body is not valid JSON")
-}
-
-// duplicateName names a repeated member: the decoder's pointer leads to
-// the object holding it, the name itself is in the error text.
-func duplicateName(syn *jsontext.SyntacticError, parent string) string {
-	msg := syn.Err.Error()
-	if i := strings.Index(msg, `"`); i >= 0 && strings.HasSuffix(msg, `"`) && len(msg) > i+1 {
-		name := clipWire(msg[i+1 : len(msg)-1])
-		if ptr := fieldName(syn.JSONPointer); ptr != "" && strings.HasSuffix(ptr, name) {
-			return ptr
-		}
-		if parent != "" {
-			return parent + "." + name
-		}
-		return name
-	}
-	return parent
 }
 
 // fieldName turns a JSON pointer (/connection/port) into the dotted name

@@ -3,6 +3,7 @@ package persistence
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/wardenhq/warden/actors/marquee"
 	"github.com/wardenhq/warden/actors/trust"
@@ -83,13 +84,12 @@ const resealBatch = 256
 // the active key (in clear, or under an older key), in synced batches
 // (`warden rekey`, T10). It is safe to run again after a crash: a record
 // already under the active key is left alone. It returns how many records
-// it rewrote and the key ids still in use afterwards.
-func (s *Store) Reseal() (rewritten int, inUse map[string]bool, err error) {
+// it rewrote; afterwards no record names any other key.
+func (s *Store) Reseal() (rewritten int, err error) {
 	if s.sealer == nil {
-		return 0, nil, errors.New("reseal: no seal key")
+		return 0, errors.New("reseal: no seal key")
 	}
 	active := s.sealer.ActiveKeyID()
-	inUse = map[string]bool{}
 	var pending []MarqueeRecord
 	flush := func() error {
 		if len(pending) == 0 {
@@ -111,19 +111,7 @@ func (s *Store) Reseal() (rewritten int, inUse map[string]bool, err error) {
 		if err := decode(k, v, &raw); err != nil {
 			return true, nil // malformed records are reported elsewhere (A8); nothing to reseal
 		}
-		stale := false
-		for _, id := range sealedUnder(raw) {
-			if id != active {
-				stale = true
-				if id != "" {
-					inUse[id] = true
-				}
-			}
-		}
-		if !stale {
-			if len(sealedUnder(raw)) > 0 {
-				inUse[active] = true
-			}
+		if !slices.ContainsFunc(sealedUnder(raw), func(id string) bool { return id != active }) {
 			return true, nil
 		}
 		if err := s.openMarquee(k, &raw); err != nil {
@@ -138,17 +126,5 @@ func (s *Store) Reseal() (rewritten int, inUse map[string]bool, err error) {
 	if err == nil {
 		err = flush()
 	}
-	if err != nil {
-		return rewritten, nil, err
-	}
-	// What was rewritten is now under the active key only.
-	for id := range inUse {
-		if id != active {
-			delete(inUse, id)
-		}
-	}
-	if rewritten > 0 {
-		inUse[active] = true
-	}
-	return rewritten, inUse, nil
+	return rewritten, err
 }

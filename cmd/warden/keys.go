@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/wardenhq/warden/actors/marquee"
@@ -53,14 +52,15 @@ func rekey(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 	if err != nil {
 		return fmt.Errorf("%w (is warden still running on %s? stop it first)", err, *data)
 	}
-	n, inUse, err := store.Reseal()
+	n, err := store.Reseal()
 	if cerr := store.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
 		return fmt.Errorf("reseal: %w; run `warden rekey` again to resume", err)
 	}
-	ring.Prune(time.Now(), 0, func(k trust.Key) bool { return inUse[k.ID] })
+	// Every sealed secret is under the active key now: the others go.
+	ring.Prune(time.Now(), 0, func(trust.Key) bool { return false })
 	if err := trust.WriteFileAtomic(path, ring.Format(keyringComment("seal key"))); err != nil {
 		return err
 	}
@@ -141,5 +141,5 @@ func envOr(getenv func(string) string, name, def string) string {
 }
 
 func keyringComment(what string) string {
-	return strings.Join([]string{"warden " + what + ": the first key is active; keep this file private (0600)"}, "\n")
+	return "warden " + what + ": the first key is active; keep this file private (0600)"
 }

@@ -124,18 +124,30 @@ func (p *proc) do(method, path, token string, body any) (int, map[string]any) {
 	return resp.StatusCode, m
 }
 
+// acceptingGitHub is a dispatch API that accepts every dispatch (204).
+func acceptingGitHub(t *testing.T) *httptest.Server {
+	gh := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(gh.Close)
+	return gh
+}
+
+// okScript is an exec driver that reads its request and succeeds.
+func okScript(t *testing.T) string {
+	script := filepath.Join(t.TempDir(), "ok.sh")
+	require.NoError(t, os.WriteFile(script, []byte("#!/bin/sh\ncat >/dev/null\necho '{\"ok\":true}'\n"), 0o755))
+	return script
+}
+
 // TestProcessRestartKeepsPoolsAndMarquees kills the real process with
 // SIGKILL and starts a new one on the same data directory: every answered
 // callback (I5) and admission (I10) is still there, the pool is rebuilt
 // with its queue in order (A7, I8), and work resumes.
 func TestProcessRestartKeepsPoolsAndMarquees(t *testing.T) {
-	gh := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		w.WriteHeader(http.StatusNoContent)
-	}))
-	defer gh.Close()
-	script := filepath.Join(t.TempDir(), "bootstrap.sh")
-	require.NoError(t, os.WriteFile(script, []byte("#!/bin/sh\ncat >/dev/null\necho '{\"ok\":true}'\n"), 0o755))
+	gh := acceptingGitHub(t)
+	script := okScript(t)
 	dir := filepath.Join(t.TempDir(), "data") // created 0700 by warden (T11)
 	addr := freePort(t)
 	flags := []string{"--dispatch", "github", "--github-api-url", gh.URL, "--github-repo", "acme/infra",

@@ -106,7 +106,7 @@ func loadKeys(given, fallback, what string, log *slog.Logger) (*trust.Keyring, e
 		}
 		return k, nil
 	}
-	k, created, err := trust.LoadOrCreateKeyring(fallback, "warden "+what+": the first key is active; keep this file private (0600)")
+	k, created, err := trust.LoadOrCreateKeyring(fallback, keyringComment(what))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
