@@ -4,6 +4,10 @@ import (
 	"fmt"
 
 	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/wardenhq/warden/actors/entity"
+	"github.com/wardenhq/warden/actors/environment"
+	"github.com/wardenhq/warden/persistence"
 )
 
 // The branch actor: route generations of one branch, given out in order.
@@ -16,21 +20,27 @@ type branchNext struct{ reply chan<- any }
 // I14) even when two are created at once.
 type branchActor struct {
 	sys    *System
-	name   string
 	entry  *entry
-	last   uint64
+	run    runner[environment.Branch, environment.NextGeneration, uint64, entity.None, entity.None]
 	loaded bool
 }
 
 func (b *branchActor) Receive(ctx actor.Context) {
 	switch ctx.Message().(type) {
 	case *actor.Started:
-		b.name, b.entry = b.sys.entityOf(ctx.Self(), kindBranch)
+		var name string
+		name, b.entry = b.sys.entityOf(ctx.Self(), kindBranch)
+		b.run = runner[environment.Branch, environment.NextGeneration, uint64, entity.None, entity.None]{
+			sys: b.sys, key: key{kindBranch, name}, rec: environment.Branch{Name: name}, step: environment.StepBranch,
+			stage: func(batch *persistence.Batch, _, next environment.Branch, _ environment.BranchReady) {
+				batch.PutBranchGeneration(next.Name, next.Last)
+			},
+			start: func(environment.Branch, []entity.None) {}}
 		return
 	case idleCheck:
 		// Nothing is in flight between messages: an idle branch goes, and
 		// reloads its last generation from the store when asked again.
-		ctx.Send(b.sys.registry, passivate{key: key{kindBranch, b.name}, pid: ctx.Self()})
+		ctx.Send(b.sys.registry, passivate{key: b.run.key, pid: ctx.Self()})
 		return
 	case actor.SystemMessage, actor.AutoReceiveMessage, *actor.Restarting, *actor.Stopping:
 		return
@@ -41,19 +51,17 @@ func (b *branchActor) Receive(ctx actor.Context) {
 		return
 	}
 	if !b.loaded {
-		g, err := b.sys.cfg.Store.BranchGeneration(b.name)
+		g, err := b.sys.cfg.Store.BranchGeneration(b.run.rec.Name)
 		if err != nil {
-			m.reply <- fmt.Errorf("%w: branch %s: %v", ErrUnavailable, b.name, err)
+			m.reply <- fmt.Errorf("%w: branch %s: %v", ErrUnavailable, b.run.rec.Name, err)
 			return
 		}
-		b.last, b.loaded = g, true
+		b.run.rec.Last, b.loaded = g, true
 	}
-	batch := b.sys.cfg.Store.NewBatch()
-	batch.PutBranchGeneration(b.name, b.last+1)
-	if err := batch.Commit(); err != nil {
-		m.reply <- fmt.Errorf("%w: branch %s: %v", ErrUnavailable, b.name, err)
+	rd, err := b.run.apply(environment.NextGeneration{})
+	if err != nil {
+		m.reply <- err
 		return
 	}
-	b.last++
-	m.reply <- b.last
+	m.reply <- rd.Answer
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/wardenhq/warden/actors/driver"
+	"github.com/wardenhq/warden/actors/entity"
 	"github.com/wardenhq/warden/actors/environment"
 	"github.com/wardenhq/warden/persistence"
 )
@@ -86,15 +87,20 @@ type envActor struct {
 	sys      *System
 	id       string
 	entry    *entry
-	rec      persistence.EnvRecord
+	run      runner[persistence.EnvRecord, environment.Event, environment.Verdict, environment.Effect, entity.None]
 	exists   bool
 	reserved bool // a create holds this id while it asks its branch
 }
+
+// env is the environment as last committed.
+func (a *envActor) env() environment.Env { return a.run.rec.Env }
 
 func (a *envActor) Receive(ctx actor.Context) {
 	switch ctx.Message().(type) {
 	case *actor.Started:
 		a.id, a.entry = a.sys.entityOf(ctx.Self(), kindEnv)
+		a.run = runner[persistence.EnvRecord, environment.Event, environment.Verdict, environment.Effect, entity.None]{
+			sys: a.sys, key: key{kindEnv, a.id}, step: a.step, stage: a.stage, start: a.start}
 		a.load()
 		return
 	case idleCheck, actor.SystemMessage, actor.AutoReceiveMessage, *actor.Restarting, *actor.Stopping:
@@ -120,43 +126,43 @@ func (a *envActor) Receive(ctx actor.Context) {
 			m.reply <- fmt.Errorf("%w: environment %s already exists", environment.ErrConflict, a.id)
 			return
 		}
-		e, err := a.sys.cfg.Env.Machine.New(m.create, a.sys.cfg.Clock.Now())
-		if err != nil {
-			m.reply <- err
+		e, rd := a.sys.cfg.Env.Machine.Create(m.create, a.sys.cfg.Clock.Now())
+		if rd.Err != nil {
+			m.reply <- rd.Err
 			return
 		}
-		if err := a.commit(m.create, e, environment.Output{}); err != nil {
+		if err := a.run.commit(m.create, persistence.EnvRecord{Env: e, WakeAt: rd.Wake}, rd, nil); err != nil {
 			m.reply <- err
 			return
 		}
 		a.exists = true
-		m.reply <- a.rec.Env
+		m.reply <- a.env()
 		a.next()
 	case envCommand:
 		if !a.exists {
 			m.reply <- fmt.Errorf("%w: environment %s", ErrNotFound, a.id)
 			return
 		}
-		out, err := a.apply(m.ev)
-		if err == nil && out.Err != nil {
-			err = out.Err
+		rd, err := a.apply(m.ev)
+		if err == nil {
+			err = rd.Err
 		}
 		if err != nil {
 			m.reply <- err
 			return
 		}
-		m.reply <- a.rec.Env
+		m.reply <- a.env()
 	case envEvent:
-		a.applyRetrying(m.ev, 0)
+		a.internal(m.ev, 0)
 	case retryEvent:
 		a.sys.retries.Add(-1)
-		a.applyRetrying(m.ev.(environment.Event), m.attempt)
+		a.internal(m.ev.(environment.Event), m.attempt)
 	case wake:
 		a.due()
 	case envReconcile:
 		a.reconcile()
 	case envResend:
-		for _, n := range a.rec.Env.Outbox {
+		for _, n := range a.env().Outbox {
 			if n.Key == m.n.Key && !n.Delivered {
 				a.send(n, m.attempt)
 			}
@@ -168,9 +174,9 @@ func (a *envActor) load() {
 	rec, err := a.sys.cfg.Store.LoadEnv(a.id)
 	switch {
 	case err == nil:
-		a.rec, a.exists = rec, true
+		a.run.rec, a.exists = rec, true
 		if at := rec.Env.Attempt; at != nil && a.sys.cfg.Env.ExclusiveStore && at.Lease.Owner != a.sys.cfg.Env.Worker {
-			a.applyLogged(environment.OwnerGone{Owner: at.Lease.Owner})
+			a.internal(environment.OwnerGone{Owner: at.Lease.Owner}, 0)
 		}
 		a.due()
 		// The sender's retries are timers in memory: after a restart, what
@@ -192,23 +198,23 @@ func (a *envActor) due() {
 	if !a.exists {
 		return
 	}
-	e := a.rec.Env
+	e := a.env()
 	if !e.ExpiresAt.IsZero() && !a.sys.cfg.Clock.Now().Before(e.ExpiresAt) && e.Desired == "ready" {
-		a.applyLogged(environment.Expire{})
+		a.internal(environment.Expire{}, 0)
 	}
 	a.next()
 }
 
 // next asks for the next eligible transition.
 func (a *envActor) next() {
-	if !a.exists || a.rec.Env.Tombstone != nil {
+	if !a.exists || a.env().Tombstone != nil {
 		return
 	}
 	adv := environment.Advance{Owner: a.sys.cfg.Env.Worker}
-	if a.rec.Env.ActivatesRouteNext() {
+	if a.env().ActivatesRouteNext() {
 		// The branch actor commits a generation before giving it out, so the
 		// store knows the newest one (I14); only activation needs it.
-		newest, err := a.sys.cfg.Store.BranchGeneration(a.rec.Env.Branch)
+		newest, err := a.sys.cfg.Store.BranchGeneration(a.env().Branch)
 		if err != nil {
 			a.sys.log.Warn("environment: branch generation unreadable", "environment", a.id, "err", err)
 		}
@@ -217,61 +223,47 @@ func (a *envActor) next() {
 	a.sys.route(kindEnv, a.id, envEvent{ev: adv})
 }
 
-func (a *envActor) applyLogged(ev environment.Event) { a.applyRetrying(ev, 0) }
-
-// applyRetrying applies an internal event; a failed write is retried the
-// way every kind retries one (System.retryLater), never dropped.
-func (a *envActor) applyRetrying(ev environment.Event, attempt int) {
+// internal applies an event nobody waits for; the runner retries a failed
+// write.
+func (a *envActor) internal(ev environment.Event, attempt int) {
 	if _, err := a.apply(ev); err != nil {
 		a.sys.retryLater(kindEnv, a.id, ev, attempt, err)
 	}
 }
 
-func (a *envActor) apply(ev environment.Event) (environment.Output, error) {
-	now := a.sys.cfg.Clock.Now()
-	next, out := a.sys.cfg.Env.Machine.Step(a.rec.Env, ev, now)
-	if out.Err != nil {
-		return out, nil
+// apply runs one step; after a step that did something, with no attempt
+// left in flight, the next eligible transition is asked for.
+func (a *envActor) apply(ev environment.Event) (environment.Outcome, error) {
+	rd, err := a.run.apply(ev)
+	if err != nil || rd.Err != nil || (!rd.Changed && len(rd.Effects) == 0) {
+		return rd, err
 	}
-	if !out.Changed && len(out.Effects) == 0 {
-		return out, nil // nothing eligible, nothing changed
-	}
-	if err := a.commit(ev, next, out); err != nil {
-		return out, err
-	}
-	if _, advanced := ev.(environment.Advance); !advanced || len(out.Effects) == 0 {
-		if a.rec.Env.Attempt == nil {
+	if _, advanced := ev.(environment.Advance); !advanced || len(rd.Effects) == 0 {
+		if a.env().Attempt == nil {
 			a.next()
 		}
 	}
-	return out, nil
+	return rd, nil
 }
 
-// commit persists the record (intent before effect, E5), then starts the
-// effects, then re-arms the entity's deadline.
-func (a *envActor) commit(ev environment.Event, e environment.Env, out environment.Output) error {
-	if err := a.sys.fault(FaultBeforePersist, a.id); err != nil {
-		return fmt.Errorf("%w: persist environment %s: %v", ErrUnavailable, e.ID, err)
-	}
-	before := a.rec.Env
-	rec := persistence.EnvRecord{Env: e, WakeAt: a.sys.cfg.Env.Machine.Wake(e)}
-	b := a.sys.cfg.Store.NewBatch()
-	b.PutEnv(rec, a.rec.WakeAt)
-	if err := b.Commit(); err != nil {
-		return fmt.Errorf("%w: persist environment %s: %v", ErrUnavailable, e.ID, err)
-	}
-	a.rec = rec
-	a.sys.committed(kindEnv, a.id, ev, before, e, out)
-	_ = a.sys.fault(FaultAfterPersist, a.id)
-	a.startEffects(out.Effects)
-	_ = a.sys.fault(FaultAfterEffects, a.id)
-	a.sys.armWake(key{kindEnv, a.id}, rec.WakeAt)
-	return nil
+// The environment's part of the runner: the record is the whole state
+// (outbox and receipts included), intent before effect (E5).
+
+func (a *envActor) step(rec persistence.EnvRecord, ev environment.Event, now time.Time) (persistence.EnvRecord, environment.Outcome) {
+	e, rd := a.sys.cfg.Env.Machine.Step(rec.Env, ev, now)
+	return persistence.EnvRecord{Env: e, WakeAt: rd.Wake}, rd
 }
 
-func (a *envActor) startEffects(effects []environment.Effect) {
+func (a *envActor) stage(b *persistence.Batch, before, next persistence.EnvRecord, _ environment.Outcome) {
+	b.PutEnv(next, before.WakeAt)
+}
+
+func (a *envActor) start(next persistence.EnvRecord, effects []environment.Effect) {
+	a.startEffects(next.Env, effects)
+}
+
+func (a *envActor) startEffects(env environment.Env, effects []environment.Effect) {
 	sys, id := a.sys, a.id
-	env := a.rec.Env
 	for _, eff := range effects {
 		switch e := eff.(type) {
 		case environment.Do:

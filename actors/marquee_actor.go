@@ -2,7 +2,6 @@ package actors
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -52,15 +51,20 @@ type marqueeActor struct {
 	sys     *System
 	id      string
 	entry   *entry
-	rec     persistence.MarqueeRecord
+	run     runner[persistence.MarqueeRecord, marquee.Event, marquee.Result, marquee.Effect, marquee.Entry]
 	exists  bool
 	waiting []chan<- any // operator answers held until the admission is durable (A10)
 }
+
+// state is the marquee as last committed.
+func (a *marqueeActor) state() marquee.State { return a.run.rec.State }
 
 func (a *marqueeActor) Receive(ctx actor.Context) {
 	switch ctx.Message().(type) {
 	case *actor.Started:
 		a.id, a.entry = a.sys.entityOf(ctx.Self(), kindMarquee)
+		a.run = runner[persistence.MarqueeRecord, marquee.Event, marquee.Result, marquee.Effect, marquee.Entry]{
+			sys: a.sys, key: key{kindMarquee, a.id}, step: a.step, stage: a.stage, start: a.start}
 		a.load()
 		return
 	case idleCheck:
@@ -87,15 +91,46 @@ func (a *marqueeActor) Receive(ctx actor.Context) {
 	case cmdActivate:
 		m.reply <- a.exists
 	case effectDone:
-		a.applyLogged(m.ev)
+		a.internal(m.ev, 0)
 	case wake:
 		a.fireDue()
 	case retryEvent:
 		a.sys.retries.Add(-1)
-		a.applyRetrying(m.ev.(marquee.Event), m.attempt)
+		a.internal(m.ev.(marquee.Event), m.attempt)
 	case marquee.Event: // reconcile, admission decisions routed by pools
-		a.applyLogged(m)
+		a.internal(m, 0)
 	}
+}
+
+// The marquee's part of the runner: its machine on the durable record, the
+// record and history in a batch, its effects.
+
+func (a *marqueeActor) step(rec persistence.MarqueeRecord, ev marquee.Event, now time.Time) (persistence.MarqueeRecord, marquee.Ready) {
+	s, rd := a.sys.cfg.Machine.Step(rec.State, ev, now)
+	return nextRecord(rec, s, rd, now), rd
+}
+
+// nextRecord is the record after a step. Its wake-index time is now while
+// effects are in flight (a crash must reconcile them at once), else the
+// earliest deadline.
+func nextRecord(rec persistence.MarqueeRecord, s marquee.State, rd marquee.Ready, now time.Time) persistence.MarqueeRecord {
+	next := persistence.MarqueeRecord{State: s, HistorySeq: rec.HistorySeq + uint64(len(rd.Records)), WakeAt: rd.Wake}
+	if marquee.NeedsReconcile(s) {
+		next.WakeAt = now
+	}
+	return next
+}
+
+func (a *marqueeActor) stage(b *persistence.Batch, before, next persistence.MarqueeRecord, rd marquee.Ready) {
+	for i, e := range rd.Records {
+		b.AppendHistory(next.State.ID, before.HistorySeq+uint64(i)+1, e)
+	}
+	b.PutMarquee(next, before.WakeAt)
+}
+
+func (a *marqueeActor) start(next persistence.MarqueeRecord, effects []marquee.Effect) {
+	a.startEffects(next.State, effects)
+	a.flushWaiting()
 }
 
 // idle passivates the actor if it holds nothing in flight: effects whose
@@ -103,7 +138,7 @@ func (a *marqueeActor) Receive(ctx actor.Context) {
 // answer keep it alive. The System's idle sweep sends idleCheck to actors
 // that have had no message for IdleAfter.
 func (a *marqueeActor) idle(ctx actor.Context) {
-	if len(a.waiting) > 0 || (a.exists && marquee.NeedsReconcile(a.rec.State)) {
+	if len(a.waiting) > 0 || (a.exists && marquee.NeedsReconcile(a.state())) {
 		return
 	}
 	ctx.Send(a.sys.registry, passivate{key: key{kindMarquee, a.id}, pid: ctx.Self()})
@@ -115,7 +150,7 @@ func (a *marqueeActor) load() {
 	rec, err := a.sys.cfg.Store.LoadMarquee(a.id)
 	switch {
 	case err == nil:
-		a.rec, a.exists = rec, true
+		a.run.rec, a.exists = rec, true
 	case errors.Is(err, persistence.ErrNotFound):
 		a.exists = false
 		return
@@ -131,8 +166,8 @@ func (a *marqueeActor) load() {
 		a.entry.restart.pending = false
 	}
 	a.sys.reg.mu.Unlock()
-	if afterFailure || marquee.NeedsReconcile(a.rec.State) {
-		a.applyLogged(marquee.Reconcile{AfterFailure: afterFailure})
+	if afterFailure || marquee.NeedsReconcile(a.state()) {
+		a.internal(marquee.Reconcile{AfterFailure: afterFailure}, 0)
 	}
 	a.fireDue()
 }
@@ -143,12 +178,12 @@ func (a *marqueeActor) create(m cmdCreate) {
 		return
 	}
 	now := a.sys.cfg.Clock.Now()
-	s, out, err := a.sys.cfg.Machine.Create(m.create, now)
-	if err != nil {
-		m.reply <- err
+	s, rd := a.sys.cfg.Machine.Create(m.create, now)
+	if rd.Err != nil {
+		m.reply <- rd.Err
 		return
 	}
-	if err := a.commit(m.create, s, out, nil); err != nil {
+	if err := a.run.commit(m.create, nextRecord(persistence.MarqueeRecord{}, s, rd, now), rd, nil); err != nil {
 		m.reply <- err
 		return
 	}
@@ -161,13 +196,12 @@ func (a *marqueeActor) operator(m cmdOperator) {
 		m.reply <- fmt.Errorf("%w: marquee %s", ErrNotFound, a.id)
 		return
 	}
-	out, err := a.apply(m.ev)
+	rd, err := a.run.apply(m.ev)
+	if err == nil {
+		err = rd.Err
+	}
 	if err != nil {
 		m.reply <- err
-		return
-	}
-	if out.Err != nil {
-		m.reply <- out.Err
 		return
 	}
 	a.answerAfterAdmission(m.reply)
@@ -176,7 +210,7 @@ func (a *marqueeActor) operator(m cmdOperator) {
 // answerAfterAdmission answers now, or, while the pool's decision is not
 // yet durable here, once it is (A10).
 func (a *marqueeActor) answerAfterAdmission(reply chan<- any) {
-	if ad := a.rec.State.Admission; ad != nil && ad.Status == marquee.AdmissionAsking {
+	if ad := a.state().Admission; ad != nil && ad.Status == marquee.AdmissionAsking {
 		const maxWaiting = 64 // a caller beyond this is told to retry rather than queued in memory
 		if len(a.waiting) >= maxWaiting {
 			reply <- fmt.Errorf("%w: too many commands waiting for admission", ErrUnavailable)
@@ -185,15 +219,15 @@ func (a *marqueeActor) answerAfterAdmission(reply chan<- any) {
 		a.waiting = append(a.waiting, reply)
 		return
 	}
-	reply <- a.rec.State.Clone()
+	reply <- a.state().Clone()
 }
 
 func (a *marqueeActor) flushWaiting() {
-	if ad := a.rec.State.Admission; ad != nil && ad.Status == marquee.AdmissionAsking {
+	if ad := a.state().Admission; ad != nil && ad.Status == marquee.AdmissionAsking {
 		return
 	}
 	for _, r := range a.waiting {
-		r <- a.rec.State.Clone()
+		r <- a.state().Clone()
 	}
 	a.waiting = nil
 }
@@ -216,7 +250,7 @@ func (a *marqueeActor) callback(m cmdCallback) any {
 		// T4: a GitHub token speaks for a run; only the marquee knows which
 		// runs it dispatched. Refused before anything is read or written
 		// (T12).
-		if err := marquee.AuthorizeRun(a.rec.State, req.Auth.RunID, cb.Generation, req.Auth.ScopedVouched); err != nil {
+		if err := marquee.AuthorizeRun(a.state(), req.Auth.RunID, cb.Generation, req.Auth.ScopedVouched); err != nil {
 			a.sys.log.Info("callback refused", "marquee", a.id, "auth", req.Auth.Mode, "err", err)
 			return err
 		}
@@ -238,41 +272,36 @@ func (a *marqueeActor) callback(m cmdCallback) any {
 			a.sys.log.Warn("dedup record unusable; treating delivery as new", "id", a.id, "err", err)
 		}
 	}
-	// Step, then the answer and its dedup record from the step's result,
-	// then one batch with both, then the answer (I5).
+	// Step; then one batch with the step and the delivery's record of its
+	// reply; then the reply (I5).
+	cb.DeliveryID, cb.Auth = req.DeliveryID, req.Auth.Mode
 	now := a.sys.cfg.Clock.Now()
-	next, out := a.sys.cfg.Machine.Step(a.rec.State, cb, now)
-	for i := range out.History {
-		if out.History[i].Source == marquee.SourceCallback {
-			out.History[i].DeliveryID, out.History[i].Auth = req.DeliveryID, req.Auth.Mode
-		}
-	}
-	body, _ := json.Marshal(callbackBody{Result: out.Result, MarqueeID: a.id, Generation: next.Generation, ReceivedGeneration: cb.Generation})
-	answer := CallbackAnswer{Status: 200, Body: body}
+	next, rd := a.step(a.run.rec, cb, now)
+	answer := CallbackAnswer{Status: 200, Body: rd.Reply}
 	var d *persistence.DedupRecord
 	if req.DeliveryID != "" {
-		d = &persistence.DedupRecord{DeliveryID: req.DeliveryID, At: now, MarqueeID: a.id, Status: 200, Body: body, BodySHA256: req.BodyHash[:]}
+		d = &persistence.DedupRecord{DeliveryID: req.DeliveryID, At: now, MarqueeID: a.id, BodySHA256: req.BodyHash[:]}
 		if a.sys.cfg.Plant == PlantAnswerBeforePersist {
 			// Planted bug: the caller hears the answer before it is durable.
 			m.reply <- answer
-			_ = a.persist(cb, next, out, d)
+			_ = a.run.commit(cb, next, rd, d)
 			return nil
 		}
 	}
-	if err := a.persist(cb, next, out, d); err != nil {
+	if err := a.run.commit(cb, next, rd, d); err != nil {
 		return err
 	}
-	a.sys.cfg.Metrics.Callbacks.WithLabelValues(string(cb.Verb), string(out.Result)).Inc()
+	a.sys.cfg.Metrics.Callbacks.WithLabelValues(string(cb.Verb), string(rd.Answer)).Inc()
 	// Rejections and held-back downgrades are logged with both numbers
 	// (M10); routine progress only at debug level, off the hot path.
 	level := slog.LevelDebug
-	switch out.Result {
+	switch rd.Answer {
 	case marquee.Stale, marquee.Locked, marquee.Vetoed, marquee.Checking, marquee.PendingConfirmation:
 		level = slog.LevelInfo
 	}
 	if a.sys.log.Enabled(context.Background(), level) {
-		a.sys.log.Log(context.Background(), level, "callback", "marquee", a.id, "verb", cb.Verb, "generation", a.rec.State.Generation,
-			"received_generation", cb.Generation, "result", out.Result, "auth", req.Auth.Mode)
+		a.sys.log.Log(context.Background(), level, "callback", "marquee", a.id, "verb", cb.Verb, "generation", a.state().Generation,
+			"received_generation", cb.Generation, "result", rd.Answer, "auth", req.Auth.Mode)
 	}
 	return answer
 }
@@ -285,95 +314,12 @@ func clipID(s string) string {
 	return s
 }
 
-type callbackBody struct {
-	Result             marquee.Result `json:"result"`
-	MarqueeID          string         `json:"marquee_id"`
-	Generation         uint64         `json:"generation"`
-	ReceivedGeneration uint64         `json:"received_generation"`
-}
-
-func (a *marqueeActor) applyLogged(ev marquee.Event) { a.applyRetrying(ev, 0) }
-
-func (a *marqueeActor) applyRetrying(ev marquee.Event, attempt int) {
-	if !a.exists {
-		return
+// internal applies an event nobody waits for; the runner retries a failed
+// write.
+func (a *marqueeActor) internal(ev marquee.Event, attempt int) {
+	if a.exists {
+		a.run.applyInternal(ev, attempt)
 	}
-	if _, err := a.apply(ev); err != nil {
-		a.sys.retryLater(kindMarquee, a.id, ev, attempt, err)
-	}
-}
-
-// apply is the heart of the shell for every event but a callback: Step,
-// persist in one synced batch, start the effects; the caller answers.
-func (a *marqueeActor) apply(ev marquee.Event) (marquee.Output, error) {
-	next, out := a.sys.cfg.Machine.Step(a.rec.State, ev, a.sys.cfg.Clock.Now())
-	if out.Err != nil {
-		return out, nil
-	}
-	return out, a.persist(ev, next, out, nil)
-}
-
-// persist commits a step (with a delivery's dedup record, if any) when it
-// wrote anything; a step that changed nothing only starts its effects.
-func (a *marqueeActor) persist(ev marquee.Event, next marquee.State, out marquee.Output, d *persistence.DedupRecord) error {
-	if !out.Changed && len(out.History) == 0 && d == nil {
-		a.startEffects(next, out.Effects)
-		return nil
-	}
-	return a.commit(ev, next, out, d)
-}
-
-func (a *marqueeActor) commit(ev marquee.Event, s marquee.State, out marquee.Output, d *persistence.DedupRecord) error {
-	if err := a.sys.fault(FaultBeforePersist, a.id); err != nil {
-		return fmt.Errorf("%w: persist marquee %s: %v", ErrUnavailable, s.ID, err)
-	}
-	before := a.rec.State
-	rec := persistence.MarqueeRecord{State: s, HistorySeq: a.rec.HistorySeq, WakeAt: a.wakeAt(s)}
-	b := a.sys.cfg.Store.NewBatch()
-	for _, e := range out.History {
-		rec.HistorySeq++
-		b.AppendHistory(s.ID, rec.HistorySeq, e)
-	}
-	b.PutMarquee(rec, a.rec.WakeAt)
-	if d != nil {
-		b.PutDedup(*d)
-	}
-	start := time.Now()
-	err := b.Commit()
-	a.sys.cfg.Metrics.Persist.Observe(time.Since(start).Seconds())
-	if err != nil {
-		return fmt.Errorf("%w: persist marquee %s: %v", ErrUnavailable, s.ID, err)
-	}
-	a.rec = rec
-	a.sys.committed(kindMarquee, a.id, ev, before, s, out)
-	_ = a.sys.fault(FaultAfterPersist, a.id)
-	a.startEffects(s, out.Effects)
-	_ = a.sys.fault(FaultAfterEffects, a.id)
-	a.flushWaiting()
-	a.arm()
-	return nil
-}
-
-// wakeAt is the wake-index time persisted with the snapshot: now if effects
-// are in flight (a crash must reconcile them at once), else the earliest
-// deadline.
-func (a *marqueeActor) wakeAt(s marquee.State) time.Time {
-	if marquee.NeedsReconcile(s) {
-		return a.sys.cfg.Clock.Now()
-	}
-	if ds := a.sys.cfg.Machine.Deadlines(s); len(ds) > 0 {
-		return ds[0].At
-	}
-	return time.Time{}
-}
-
-// arm sets the entity's wake timer to its earliest deadline.
-func (a *marqueeActor) arm() {
-	at := time.Time{}
-	if ds := a.sys.cfg.Machine.Deadlines(a.rec.State); len(ds) > 0 {
-		at = ds[0].At
-	}
-	a.sys.armWake(key{kindMarquee, a.id}, at)
 }
 
 func (a *marqueeActor) fireDue() {
@@ -384,17 +330,17 @@ func (a *marqueeActor) fireDue() {
 	// once: after it, the state no longer holds it (M23).
 	const maxPerWake = 16 // every deadline kind at most once or twice; a bound, not a loop forever
 	for i := 0; i < maxPerWake; i++ {
-		due := a.sys.cfg.Machine.Due(a.rec.State, a.sys.cfg.Clock.Now())
+		due := a.sys.cfg.Machine.Due(a.state(), a.sys.cfg.Clock.Now())
 		if len(due) == 0 {
 			break
 		}
-		before := a.rec.State.UpdatedAt
-		a.applyLogged(due[0])
-		if a.rec.State.UpdatedAt.Equal(before) {
+		before := a.state().UpdatedAt
+		a.internal(due[0], 0)
+		if a.state().UpdatedAt.Equal(before) {
 			break // nothing changed: the deadline was not really due
 		}
 	}
-	a.arm()
+	a.sys.armWake(key{kindMarquee, a.id}, a.sys.cfg.Machine.Wake(a.state()))
 }
 
 // startEffects runs each effect outside the mailbox. Results come back as

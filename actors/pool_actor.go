@@ -43,7 +43,7 @@ type poolActor struct {
 	sys       *System
 	name      string
 	entry     *entry
-	pool      admission.Pool
+	run       runner[admission.Pool, admission.Event, admission.Job, admission.Granted, admission.Job]
 	malformed []persistence.Malformed
 	loaded    bool
 }
@@ -52,6 +52,8 @@ func (p *poolActor) Receive(ctx actor.Context) {
 	switch ctx.Message().(type) {
 	case *actor.Started:
 		p.name, p.entry = p.sys.entityOf(ctx.Self(), kindPool)
+		p.run = runner[admission.Pool, admission.Event, admission.Job, admission.Granted, admission.Job]{
+			sys: p.sys, key: key{kindPool, p.name}, step: p.stepPool, stage: p.stage, start: p.start}
 		p.load()
 		return
 	case actor.SystemMessage, actor.AutoReceiveMessage, *actor.Restarting, *actor.Stopping:
@@ -95,7 +97,7 @@ func (p *poolActor) load() {
 	for _, m := range invalid {
 		bad = append(bad, persistence.Malformed{Key: "a/" + p.name + "/" + m.Job, Reason: m.Reason})
 	}
-	p.pool, p.malformed, p.loaded = pool, bad, true
+	p.run.rec, p.malformed, p.loaded = pool, bad, true
 	for _, m := range bad {
 		p.sys.log.Error("malformed admission record", "pool", p.name, "key", m.Key, "reason", m.Reason)
 		p.sys.cfg.Metrics.Malformed.WithLabelValues("admission").Inc()
@@ -105,45 +107,49 @@ func (p *poolActor) load() {
 	}
 }
 
+// The pool's part of the runner.
+
+func (p *poolActor) stepPool(pool admission.Pool, ev admission.Event, now time.Time) (admission.Pool, admission.Ready) {
+	pool.Plant = p.sys.cfg.Plant
+	return admission.Step(pool, ev, now)
+}
+
+func (p *poolActor) stage(b *persistence.Batch, _, next admission.Pool, rd admission.Ready) {
+	for _, j := range rd.Records {
+		b.PutAdmission(p.name, j)
+	}
+	b.PutPoolMeta(p.name, persistence.PoolMeta{NextSequence: next.NextSequence})
+}
+
+// start tells every job this step admitted from the queue (A4), once the
+// batch is durable (A10).
+func (p *poolActor) start(_ admission.Pool, grants []admission.Granted) {
+	for _, g := range grants {
+		p.sys.route(kindMarquee, g.Job, marquee.AdmissionDecided{Status: marquee.AdmissionReserved, Sequence: g.Sequence})
+	}
+}
+
+// step applies one ask or release; a failed write is asked again after a
+// back-off (A6 makes that safe), and nobody hears what is not durable
+// (A10).
 func (p *poolActor) step(ev admission.Event, attempt int) {
-	now := p.sys.cfg.Clock.Now()
-	p.pool.Plant = p.sys.cfg.Plant
-	next, out, err := admission.Step(p.pool, ev, now)
+	rd, err := p.run.apply(ev)
 	if err != nil {
-		p.sys.log.Warn("admission refused", "pool", p.name, "err", err)
-		if errors.Is(err, admission.ErrQueueFull) {
-			if a, ok := ev.(admission.Ask); ok {
-				// The marquee cannot wait forever for a place it will not
-				// get: it fails like a dispatch that cannot be made.
-				p.sys.route(kindMarquee, a.Job, effectDone{ev: marquee.DispatchFinished{Outcome: marquee.DispatchConfiguration}})
-			}
+		p.sys.retryLater(kindPool, p.name, ev, attempt, err)
+		return
+	}
+	a, asked := ev.(admission.Ask)
+	if rd.Err != nil {
+		p.sys.log.Warn("admission refused", "pool", p.name, "err", rd.Err)
+		if errors.Is(rd.Err, admission.ErrQueueFull) && asked {
+			// The marquee cannot wait forever for a place it will not
+			// get: it fails like a dispatch that cannot be made.
+			p.sys.route(kindMarquee, a.Job, effectDone{ev: marquee.DispatchFinished{Outcome: marquee.DispatchConfiguration}})
 		}
 		return
 	}
-	if len(out.Changed) > 0 {
-		b := p.sys.cfg.Store.NewBatch()
-		for _, j := range out.Changed {
-			b.PutAdmission(p.name, j)
-		}
-		b.PutPoolMeta(p.name, persistence.PoolMeta{NextSequence: next.NextSequence})
-		start := time.Now()
-		err := b.Commit()
-		p.sys.cfg.Metrics.Persist.Observe(time.Since(start).Seconds())
-		if err != nil {
-			// Nobody is told anything that is not durable (A10); the same
-			// question is put again after a back-off (A6 makes it safe).
-			p.sys.retryLater(kindPool, p.name, ev, attempt, err)
-			return
-		}
-	}
-	before := p.pool
-	p.pool = next
-	p.sys.committed(kindPool, p.name, ev, before, next, out)
-	if a, ok := ev.(admission.Ask); ok {
-		p.sys.route(kindMarquee, a.Job, marquee.AdmissionDecided{Status: statusOf(out.Answer.Status), Sequence: out.Answer.Sequence})
-	}
-	for _, g := range out.Granted {
-		p.sys.route(kindMarquee, g.Job, marquee.AdmissionDecided{Status: marquee.AdmissionReserved, Sequence: g.Sequence})
+	if asked {
+		p.sys.route(kindMarquee, a.Job, marquee.AdmissionDecided{Status: statusOf(rd.Answer.Status), Sequence: rd.Answer.Sequence})
 	}
 }
 
@@ -155,14 +161,14 @@ func statusOf(s admission.Status) marquee.AdmissionStatus {
 }
 
 func (p *poolActor) view() PoolView {
-	v := PoolView{Name: p.name, Limit: p.pool.Limit, Reserved: []PoolJob{}, Queued: []PoolJob{}, Malformed: p.malformed}
+	v := PoolView{Name: p.name, Limit: p.run.rec.Limit, Reserved: []PoolJob{}, Queued: []PoolJob{}, Malformed: p.malformed}
 	if v.Malformed == nil {
 		v.Malformed = []persistence.Malformed{}
 	}
-	for _, j := range p.pool.Reserved {
+	for _, j := range p.run.rec.Reserved {
 		v.Reserved = append(v.Reserved, PoolJob{Job: j.ID, Sequence: j.Sequence, Since: j.Since})
 	}
-	for _, j := range p.pool.Queued {
+	for _, j := range p.run.rec.Queued {
 		v.Queued = append(v.Queued, PoolJob{Job: j.ID, Sequence: j.Sequence, Since: j.Since})
 	}
 	return v

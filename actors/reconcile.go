@@ -15,7 +15,7 @@ import (
 // back as an AtRest event the machine judges (E15). One that is not at
 // rest, with nothing in flight, is asked for its next step.
 func (a *envActor) reconcile() {
-	e := a.rec.Env
+	e := a.env()
 	if !a.exists || e.Attempt != nil {
 		return
 	}

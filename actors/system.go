@@ -106,8 +106,9 @@ type SimHooks struct {
 	Pump func() bool
 	// Effect receives a driver call to run when the simulator decides.
 	Effect func(run func(ctx context.Context))
-	// Committed sees every durable transition of every kind, after the
-	// commit: one hook for the oracles, whatever the entity.
+	// Committed sees every step of every kind that the runner took, after
+	// its commit (or at once, when it wrote nothing): one hook for the
+	// oracles, whatever the entity.
 	Committed func(c Commit)
 	// ActorFailed sees every actor failure (a panic) before the supervisor
 	// decides, so the simulator can tell injected ones from bugs.
@@ -119,23 +120,25 @@ type SimHooks struct {
 	EnvEffect func(req driver.CapabilityRequest, run func(ctx context.Context)) (renews bool)
 }
 
-// Commit is one durable transition, shown to the simulator's oracles:
-// Event, Before, After and Output are the machine's own types for Kind
-// (marquee.Event, marquee.State, marquee.Output; admission.Event,
-// admission.Pool, admission.Output; environment.Event, environment.Env,
-// environment.Output).
+// Commit is one step the runner took, shown to the simulator's oracles:
+// Event is the machine's event, Before and After the durable record
+// (persistence.MarqueeRecord, admission.Pool, persistence.EnvRecord,
+// environment.Branch), Ready the step's entity.Ready (marquee.Ready,
+// admission.Ready, environment.Outcome, environment.BranchReady); Wrote
+// says whether it was written.
 type Commit struct {
 	Kind          string
 	ID            string
 	Event         any
 	Before, After any
-	Output        any
+	Ready         any
+	Wrote         bool
 }
 
 // committed shows a durable transition to the simulator, if it watches.
-func (s *System) committed(k kind, id string, ev, before, after, out any) {
+func (s *System) committed(k kind, id string, ev, before, after, ready any, wrote bool) {
 	if h := s.cfg.Sim; h != nil && h.Committed != nil {
-		h.Committed(Commit{Kind: string(k), ID: id, Event: ev, Before: before, After: after, Output: out})
+		h.Committed(Commit{Kind: string(k), ID: id, Event: ev, Before: before, After: after, Ready: ready, Wrote: wrote})
 	}
 }
 

@@ -16,25 +16,34 @@ import (
 
 var ruleRef = regexp.MustCompile(`\b([MAE][0-9]{1,2})\b`)
 
-// committed sees every durable marquee transition (the shell calls it right
-// after the synced commit).
-// onCommit hands each durable transition to its kind's oracle.
+// onCommit hands each durable transition to its kind's oracle (the runner
+// calls it right after the synced commit). Steps that wrote nothing are
+// judged only for pools: a repeated ask is A6's branch, and writes nothing.
 func (w *world) onCommit(c actors.Commit) {
+	if !c.Wrote && c.Kind != "pool" {
+		return
+	}
 	switch ev := c.Event.(type) {
 	case marquee.Event:
-		w.committed(ev, c.Before.(marquee.State), c.After.(marquee.State), c.Output.(marquee.Output))
+		w.committed(ev, c.Before.(persistence.MarqueeRecord).State, c.After.(persistence.MarqueeRecord).State, c.Ready.(marquee.Ready))
 	case admission.Event:
-		w.poolCommitted(ev, c.Before.(admission.Pool), c.After.(admission.Pool), c.Output.(admission.Output))
+		w.poolCommitted(ev, c.Before.(admission.Pool), c.After.(admission.Pool), c.Ready.(admission.Ready))
 	case environment.Event:
-		w.envCommitted(ev, c.Before.(environment.Env), c.After.(environment.Env), c.Output.(environment.Output))
+		w.envCommitted(ev, c.Before.(persistence.EnvRecord).Env, c.After.(persistence.EnvRecord).Env, c.Ready.(environment.Outcome))
+	case environment.NextGeneration:
+		// I14: a branch's route generations only go up.
+		if b, a := c.Before.(environment.Branch), c.After.(environment.Branch); a.Last <= b.Last {
+			w.violate("I14", "branch %s gave out generation %d after %d", a.Name, a.Last, b.Last)
+		}
 	default:
 		panic(fmt.Sprintf("sim: a commit of kind %s with event %T", c.Kind, c.Event))
 	}
 }
 
-func (w *world) committed(ev marquee.Event, before, after marquee.State, out marquee.Output) {
+// committed sees every durable marquee transition.
+func (w *world) committed(ev marquee.Event, before, after marquee.State, out marquee.Ready) {
 	w.model[after.ID] = after
-	for _, e := range out.History {
+	for _, e := range out.Records {
 		for _, m := range ruleRef.FindAllStringSubmatch(e.Detail, -1) {
 			w.cover(m[1])
 		}
@@ -48,10 +57,10 @@ func (w *world) committed(ev marquee.Event, before, after marquee.State, out mar
 		if e.Generation == 0 {
 			w.cover("M11")
 		}
-		if e.Verb == marquee.VerbFailed && out.Result == marquee.Applied {
+		if e.Verb == marquee.VerbFailed && out.Answer == marquee.Applied {
 			w.cover("M15")
 		}
-		if out.Result == marquee.Stale && out.Changed {
+		if out.Answer == marquee.Stale && out.Changed {
 			w.violate("I6", "%s: a stale %s changed the state", after.ID, e.Verb)
 		}
 	case marquee.RetryDue, marquee.ProvisioningTimedOut, marquee.BootstrapRetryDue, marquee.NullExpired, marquee.ChatsRecheckDue:
@@ -116,7 +125,7 @@ func (w *world) confirmedNull(id string) bool {
 }
 
 // poolCommitted sees every pool transition.
-func (w *world) poolCommitted(ev admission.Event, before, after admission.Pool, out admission.Output) {
+func (w *world) poolCommitted(ev admission.Event, before, after admission.Pool, out admission.Ready) {
 	w.pools[after.Name] = after
 	w.cover("A1")
 	if len(after.Reserved) > after.Limit {
@@ -131,7 +140,7 @@ func (w *world) poolCommitted(ev admission.Event, before, after admission.Pool, 
 	switch ev.(type) {
 	case admission.Ask:
 		w.cover("A3")
-		if len(out.Changed) == 0 {
+		if len(out.Records) == 0 && out.Err == nil {
 			w.cover("A6")
 		} else if out.Answer.Status == admission.Reserved {
 			reserve(out.Answer.ID, out.Answer.Sequence)
@@ -139,7 +148,7 @@ func (w *world) poolCommitted(ev admission.Event, before, after admission.Pool, 
 	case admission.Release:
 		w.cover("A5")
 	}
-	for _, g := range out.Granted {
+	for _, g := range out.Effects {
 		w.cover("A4")
 		reserve(g.Job, g.Sequence)
 	}

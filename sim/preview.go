@@ -272,11 +272,11 @@ func (w *world) envEffect(inc int) func(req driver.CapabilityRequest, run func(c
 var ruleCite = regexp.MustCompile(`\bE[0-9]+\b`)
 
 // envCommitted is the oracle on every durable environment transition.
-func (w *world) envCommitted(ev environment.Event, before, after environment.Env, out environment.Output) {
+func (w *world) envCommitted(ev environment.Event, before, after environment.Env, out environment.Outcome) {
 	w.envs[after.ID] = after
 	w.lastEnvCommit = out
-	w.logf("%s %T %s -> %s: %s", after.ID, ev, before.State, after.State, out.Note)
-	for _, r := range ruleCite.FindAllString(out.Note, -1) {
+	w.logf("%s %T %s -> %s: %s", after.ID, ev, before.State, after.State, out.Answer.Note)
+	for _, r := range ruleCite.FindAllString(out.Answer.Note, -1) {
 		w.cover(r)
 	}
 	// E7: a slow driver call whose worker keeps renewing its lease is never
@@ -284,12 +284,12 @@ func (w *world) envCommitted(ev environment.Event, before, after environment.Env
 	// its dead predecessor's attempts, rightly; after the call ended, its
 	// result may have been lost to an actor panic, and a takeover is how
 	// the attempt is recovered).
-	if a := before.Attempt; a != nil && strings.HasPrefix(out.Note, "took over attempt") {
+	if a := before.Attempt; a != nil && strings.HasPrefix(out.Answer.Note, "took over attempt") {
 		if c, slow := w.slowAttempts[slowKey(a.ID, a.Lease.Generation)]; slow && c.inc == w.inc && w.now().Before(c.until) {
 			w.violate("E7", "%s: slow attempt %s was taken over while its worker renewed the lease", after.ID, a.ID)
 		}
 	}
-	if _, ok := ev.(environment.RenewLease); ok && strings.HasPrefix(out.Note, "lease renewed") {
+	if _, ok := ev.(environment.RenewLease); ok && strings.HasPrefix(out.Answer.Note, "lease renewed") {
 		w.cover("E7")
 	}
 	switch ev := ev.(type) {
@@ -298,10 +298,10 @@ func (w *world) envCommitted(ev environment.Event, before, after environment.Env
 	case environment.Result:
 		// I13: a result under a lease generation that is not current never
 		// commits a transition.
-		if a := before.Attempt; a != nil && ev.LeaseGeneration != a.Lease.Generation && !out.Rejected {
+		if a := before.Attempt; a != nil && ev.LeaseGeneration != a.Lease.Generation && !out.Answer.Rejected {
 			w.violate("I13", "%s: result of lease generation %d committed over current %d", after.ID, ev.LeaseGeneration, a.Lease.Generation)
 		}
-		if out.Rejected {
+		if out.Answer.Rejected {
 			w.cover("I13")
 		}
 		if ev.Observation != nil {

@@ -112,7 +112,7 @@ type world struct {
 	envs          map[string]environment.Env
 	envIntents    map[string]*envIntent
 	envIDs        []string
-	lastEnvCommit environment.Output
+	lastEnvCommit environment.Outcome
 	// slowAttempts are the leases (attempt/generation) whose driver call
 	// the simulator made slower than the lease, with the incarnation that
 	// made the call (E7 renewal).

@@ -3,8 +3,8 @@
 // (rules A1-A10 in shared/spec/admission.md).
 //
 // The machine does no I/O and reads no clock: Step takes the pool, an event
-// and the time, and returns the new pool, the effects the shell must carry
-// out after persisting, and the answer. The shell (an actor per pool) makes
+// and the time, and returns the new pool and a Ready (actors/entity): the
+// answer, the records to persist and the grants to announce after. The shell (an actor per pool) makes
 // Step the only code that ever reserves a slot (A2), persists its result
 // before telling anyone (A3, A10), and rebuilds the pool from storage in
 // sequence order after a restart (A7).
@@ -16,6 +16,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/wardenhq/warden/actors/entity"
 	"github.com/wardenhq/warden/actors/ident"
 )
 
@@ -93,26 +94,37 @@ type Granted struct {
 	Sequence uint64
 }
 
-// Output is what one Step produced.
-type Output struct {
-	// Answer is the asked job's admission after the step (None after a
-	// release).
-	Answer Job
-	// Changed lists every job record that was written or deleted, so that the
-	// shell persists exactly these in one batch. A deleted record has status
-	// None.
-	Changed []Job
-	// Granted lists queued jobs admitted by this step, in sequence order.
-	Granted []Granted
-}
+// Ready is what one Step produced (entity.Ready): the asked job's
+// admission after the step as its Answer (None after a release); every job
+// record written or deleted as its Records (a deleted record has status
+// None), persisted in one batch with the pool's next sequence; the queued
+// jobs this step admitted, in sequence order, as its Effects: each must be
+// told, after the batch is durable (A10). Err refuses an ask (a full
+// queue).
+type Ready = entity.Ready[Job, Granted, Job]
+
+// String prints a grant in golden files and logs.
+func (g Granted) String() string { return fmt.Sprintf("grant(%s#%d)", g.Job, g.Sequence) }
+
+// String prints a job as "id#sequence status".
+func (j Job) String() string { return fmt.Sprintf("%s#%d %s", j.ID, j.Sequence, j.Status) }
 
 // Step applies one event to the pool.
-func Step(p Pool, ev Event, now time.Time) (Pool, Output, error) {
-	p = p.clone()
+func Step(p Pool, ev Event, now time.Time) (Pool, Ready) {
+	before := p
+	next, out, err := step(p.clone(), ev, now)
+	if err != nil {
+		return before, Ready{Err: err}
+	}
+	out.Changed = len(out.Records) > 0
+	return next, out
+}
+
+func step(p Pool, ev Event, now time.Time) (Pool, Ready, error) {
 	switch e := ev.(type) {
 	case Ask:
 		if j, ok := p.find(e.Job); ok {
-			return p, Output{Answer: j}, nil // A6: never a second slot or place
+			return p, Ready{Answer: j}, nil // A6: never a second slot or place
 		}
 		if p.NextSequence == 0 {
 			p.NextSequence = 1
@@ -125,29 +137,29 @@ func Step(p Pool, ev Event, now time.Time) (Pool, Output, error) {
 			p.Reserved = append(p.Reserved, j)
 		} else {
 			if len(p.Queued) >= MaxQueue {
-				return p, Output{}, fmt.Errorf("pool %s: %w (%d waiting)", p.Name, ErrQueueFull, len(p.Queued))
+				return p, Ready{}, fmt.Errorf("pool %s: %w (%d waiting)", p.Name, ErrQueueFull, len(p.Queued))
 			}
 			j.Status = Queued
 			p.Queued = append(p.Queued, j)
 		}
 		p.NextSequence++
-		return p, Output{Answer: j, Changed: []Job{j}}, nil
+		return p, Ready{Answer: j, Records: []Job{j}}, nil
 	case Release:
-		out := Output{Answer: Job{ID: e.Job, Status: None}}
+		out := Ready{Answer: Job{ID: e.Job, Status: None}}
 		j, ok := p.find(e.Job)
 		if !ok {
 			return p, out, nil
 		}
 		p.remove(e.Job)
-		out.Changed = append(out.Changed, Job{ID: j.ID, Sequence: j.Sequence, Status: None})
+		out.Records = append(out.Records, Job{ID: j.ID, Sequence: j.Sequence, Status: None})
 		p, granted := p.fill(now)
-		out.Changed = append(out.Changed, granted...)
+		out.Records = append(out.Records, granted...)
 		for _, g := range granted {
-			out.Granted = append(out.Granted, Granted{Job: g.ID, Sequence: g.Sequence})
+			out.Effects = append(out.Effects, Granted{Job: g.ID, Sequence: g.Sequence})
 		}
 		return p, out, nil
 	default:
-		return p, Output{}, fmt.Errorf("admission: unknown event %T", ev)
+		return p, Ready{}, fmt.Errorf("admission: unknown event %T", ev)
 	}
 }
 

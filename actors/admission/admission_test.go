@@ -8,6 +8,7 @@ import (
 
 	"github.com/cockroachdb/datadriven"
 	"github.com/stretchr/testify/require"
+	"github.com/wardenhq/warden/actors/entity"
 )
 
 var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -42,12 +43,12 @@ func TestAdmission(t *testing.T) {
 				if d.Cmd == "release" {
 					ev = Release{Job: job}
 				}
-				next, out, err := Step(p, ev, now)
-				if err != nil {
-					return "error: " + err.Error()
-				}
+				next, out := Step(p, ev, now)
 				p = next
-				return fmt.Sprintf("answer: %s\n%s%s", fmtJob(out.Answer), fmtGranted(out.Granted), show(p))
+				if out.Err != nil {
+					return entity.Format(out, now)
+				}
+				return entity.Format(out, now) + show(p)
 			case "rebuild":
 				var limit int
 				var next uint64
@@ -78,21 +79,6 @@ func TestAdmission(t *testing.T) {
 	})
 }
 
-func fmtJob(j Job) string {
-	if j.Status == None {
-		return j.ID + " none"
-	}
-	return fmt.Sprintf("%s %s seq=%d", j.ID, j.Status, j.Sequence)
-}
-
-func fmtGranted(gs []Granted) string {
-	var b strings.Builder
-	for _, g := range gs {
-		fmt.Fprintf(&b, "granted: %s seq=%d\n", g.Job, g.Sequence)
-	}
-	return b.String()
-}
-
 func show(p Pool) string {
 	var r, q []string
 	for _, j := range p.Reserved {
@@ -109,10 +95,10 @@ func show(p Pool) string {
 // failed persist must leave the previous pool intact in memory.
 func TestStepDoesNotMutateItsInput(t *testing.T) {
 	p := New("default", 1)
-	p, _, _ = Step(p, Ask{Job: "a"}, epoch)
-	p, _, _ = Step(p, Ask{Job: "b"}, epoch)
+	p, _ = Step(p, Ask{Job: "a"}, epoch)
+	p, _ = Step(p, Ask{Job: "b"}, epoch)
 	before := show(p)
-	_, _, _ = Step(p, Release{Job: "a"}, epoch)
+	_, _ = Step(p, Release{Job: "a"}, epoch)
 	require.Equal(t, before, show(p))
 }
 
@@ -123,10 +109,10 @@ func TestQueueIsBounded(t *testing.T) {
 		p.Queued = append(p.Queued, Job{ID: fmt.Sprintf("j%d", i), Sequence: uint64(i + 1), Status: Queued})
 	}
 	p.NextSequence = MaxQueue
-	p, _, err := Step(p, Ask{Job: "last-place"}, epoch)
-	require.NoError(t, err)
-	_, _, err = Step(p, Ask{Job: "one-more"}, epoch)
-	require.ErrorIs(t, err, ErrQueueFull)
+	p, out := Step(p, Ask{Job: "last-place"}, epoch)
+	require.NoError(t, out.Err)
+	_, out = Step(p, Ask{Job: "one-more"}, epoch)
+	require.ErrorIs(t, out.Err, ErrQueueFull)
 }
 
 // TestI7I8I9Random drives random asks and releases and checks the pool
@@ -150,15 +136,15 @@ func TestI7I8I9Random(t *testing.T) {
 			if rnd(2) == 0 {
 				ev = Release{Job: job}
 			}
-			next, out, err := Step(p, ev, epoch)
-			require.NoError(t, err)
+			next, out := Step(p, ev, epoch)
+			require.NoError(t, out.Err)
 			require.LessOrEqual(t, len(next.Reserved), next.Limit, "I7")
 			seen := map[string]bool{}
 			for _, j := range append(append([]Job(nil), next.Reserved...), next.Queued...) {
 				require.False(t, seen[j.ID], "I9: %s twice", j.ID)
 				seen[j.ID] = true
 			}
-			for _, g := range out.Granted {
+			for _, g := range out.Effects {
 				require.Greater(t, g.Sequence, lastGranted, "I8: admitted out of order")
 				lastGranted = g.Sequence
 			}

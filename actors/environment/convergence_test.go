@@ -106,7 +106,7 @@ func drive(t *testing.T, f fault, removeAfter bool) (Env, *world, bool) {
 	if f == wrongOwnership {
 		w.res["db-env-271"] = "env-999" // a same-name database of someone else
 	}
-	step := func(ev Event) Output {
+	step := func(ev Event) Outcome {
 		next, out := m.Step(e, ev, now)
 		require.NoError(t, out.Err)
 		e = next
@@ -172,7 +172,7 @@ func drive(t *testing.T, f fault, removeAfter bool) (Env, *world, bool) {
 				now = now.Add(m.Config.LeaseFor + time.Second)
 				out = step(Advance{Owner: "worker-b"})
 				rej := step(*stale) // worker-a wakes and reports
-				require.True(t, rej.Rejected, "I13: a stale lease generation never commits")
+				require.True(t, rej.Answer.Rejected, "I13: a stale lease generation never commits")
 				continue
 			}
 			var r Result

@@ -8,13 +8,15 @@ import (
 	"strings"
 	"time"
 
+	"github.com/wardenhq/warden/actors/entity"
+
 	"github.com/wardenhq/warden/actors/errs"
 )
 
 // Limits on what one record keeps. A long-lived preview repaired again and
 // again would otherwise grow without bound, and every transition rewrites
 // the whole record. The newest entries are the ones an operator needs; a
-// drift still waiting for an outcome is never dropped.
+// drift still waiting for an decision is never dropped.
 const (
 	MaxReceipts = 100
 	MaxAudit    = 100
@@ -122,7 +124,7 @@ type Result struct {
 	LeaseGeneration uint64
 	// OK is the effect's own answer (ignored for verification, E4).
 	OK bool
-	// Timeout: no answer; the outcome is unknown.
+	// Timeout: no answer; the decision is unknown.
 	Timeout  bool
 	Category Category
 	Message  string
@@ -206,17 +208,58 @@ type Send struct{ Notification Notification }
 func (Do) isEffect()   {}
 func (Send) isEffect() {}
 
-// Output is what one step produced besides the new record.
-type Output struct {
-	Effects []Effect
-	// Note says what was decided, for the audit and the tests.
+// String prints a driver call in golden files and logs.
+func (d Do) String() string {
+	s := fmt.Sprintf("%s(%s %s att=%s lease=%d", d.Op, d.Capability, d.Identity, d.AttemptID, d.LeaseGeneration)
+	if d.Capability == Route && d.Op == Apply {
+		s += fmt.Sprintf(" expect=%d", d.ExpectedRoute)
+	}
+	return s + ")"
+}
+
+// String prints a notification to send.
+func (s Send) String() string {
+	return fmt.Sprintf("send(%s %s)", s.Notification.Event, s.Notification.Key)
+}
+
+// Outcome is what one step produced besides the new record, the
+// entity.Ready of this kind (named apart from the state Ready):
+// a Verdict as its Answer, the driver calls and notifications to start
+// after the record is durable as its Effects (intent before effect, E5),
+// and the record's next deadline as its Wake. The outbox and receipts live
+// in the record itself, so there are no separate records.
+type Outcome = entity.Ready[Verdict, Effect, entity.None]
+
+// Verdict says what a step decided, for the audit, logs and tests.
+type Verdict struct {
 	Note string
 	// Rejected: a stale worker's commit was refused (E7, I13).
 	Rejected bool
-	// Changed is false when the record is as it was (the shell skips the
-	// write if there are no effects either).
-	Changed bool
-	Err     error
+}
+
+func (v Verdict) String() string {
+	if v.Rejected {
+		return "REJECTED " + v.Note
+	}
+	return v.Note
+}
+
+// decision is what a rule's handler returns; Step makes it an Outcome.
+type decision struct {
+	Effects  []Effect
+	Note     string
+	Rejected bool
+	Err      error
+}
+
+// Create records a requested environment (New) as a step, so the shell
+// commits it the way it commits every other.
+func (m Machine) Create(c Create, now time.Time) (Env, Outcome) {
+	e, err := m.New(c, now)
+	if err != nil {
+		return Env{}, Outcome{Err: err}
+	}
+	return e, Outcome{Answer: Verdict{Note: "created"}, Changed: true, Wake: m.Wake(e)}
 }
 
 // --- the machine ----------------------------------------------------------------
@@ -260,10 +303,10 @@ func (m Machine) New(c Create, now time.Time) (Env, error) {
 }
 
 // Step applies one event. It never mutates e.
-func (m Machine) Step(e Env, ev Event, now time.Time) (Env, Output) {
+func (m Machine) Step(e Env, ev Event, now time.Time) (Env, Outcome) {
 	before := e
 	e = e.clone()
-	var out Output
+	var out decision
 	if e.Tombstone != nil {
 		switch ev := ev.(type) {
 		case AtRest:
@@ -273,7 +316,7 @@ func (m Machine) Step(e Env, ev Event, now time.Time) (Env, Output) {
 		case Delivered:
 			out = m.delivered(&e, ev)
 		default:
-			out = Output{Note: "tombstone: nothing to do"}
+			out = decision{Note: "tombstone: nothing to do"}
 		}
 	} else {
 		switch ev := ev.(type) {
@@ -292,7 +335,7 @@ func (m Machine) Step(e Env, ev Event, now time.Time) (Env, Output) {
 			out = m.remove(&e, ev.Reason, now)
 		case Expire:
 			if e.ExpiresAt.IsZero() || now.Before(e.ExpiresAt) || e.Desired == "removed" {
-				out = Output{Note: "not expired"}
+				out = decision{Note: "not expired"}
 			} else {
 				out = m.remove(&e, "ttl expired", now)
 			}
@@ -307,14 +350,15 @@ func (m Machine) Step(e Env, ev Event, now time.Time) (Env, Output) {
 		}
 	}
 	if out.Err != nil {
-		return before, Output{Err: out.Err}
+		return before, Outcome{Err: out.Err}
 	}
 	e.trim()
-	out.Changed = !reflect.DeepEqual(before, e)
-	if out.Changed {
+	r := Outcome{Answer: Verdict{Note: out.Note, Rejected: out.Rejected}, Effects: out.Effects, Changed: !reflect.DeepEqual(before, e)}
+	if r.Changed {
 		e.UpdatedAt = now
 	}
-	return e, out
+	r.Wake = m.Wake(e)
+	return e, r
 }
 
 // trim keeps the record within MaxReceipts, MaxAudit and MaxDrift.
@@ -368,7 +412,7 @@ func (m Machine) eligible(e *Env, now time.Time) (string, bool) {
 		}
 	}
 	if m.openDrift(e) >= 0 {
-		return "drift waits for an operator outcome (E15)", false
+		return "drift waits for an operator decision (E15)", false
 	}
 	return "", true
 }
@@ -406,10 +450,10 @@ func (m Machine) Wake(e Env) time.Time {
 	return at
 }
 
-func (m Machine) advance(e *Env, a Advance, now time.Time) Output {
+func (m Machine) advance(e *Env, a Advance, now time.Time) decision {
 	if at := e.Attempt; at != nil {
 		if now.Before(at.Lease.ExpiresAt) {
-			return Output{Note: fmt.Sprintf("attempt %s is leased to %s until %s", at.ID, at.Lease.Owner, at.Lease.ExpiresAt.Format(time.RFC3339))}
+			return decision{Note: fmt.Sprintf("attempt %s is leased to %s until %s", at.ID, at.Lease.Owner, at.Lease.ExpiresAt.Format(time.RFC3339))}
 		}
 		// E7: takeover only after expiry, and the previous attempt is
 		// reconciled first: observe what it may have done.
@@ -417,33 +461,33 @@ func (m Machine) advance(e *Env, a Advance, now time.Time) Output {
 		e.LeaseGeneration++
 		at.Lease = Lease{Owner: a.Owner, Generation: e.LeaseGeneration, ExpiresAt: now.Add(m.Config.LeaseFor)}
 		at.Verifying = true
-		return Output{Note: fmt.Sprintf("took over attempt %s from %s (lease expired); observing first (E7)", at.ID, prev),
+		return decision{Note: fmt.Sprintf("took over attempt %s from %s (lease expired); observing first (E7)", at.ID, prev),
 			Effects: []Effect{m.do(e, Observe)}}
 	}
 	if why, ok := m.eligible(e, now); !ok {
-		return Output{Note: why}
+		return decision{Note: why}
 	}
 	t, ok := transitionFrom(e.State)
 	if !ok {
-		return Output{Note: "no transition from " + string(e.State)}
+		return decision{Note: "no transition from " + string(e.State)}
 	}
 	if t.from == AppStopped && e.Data == Preserve && !e.DataRemovalOK {
 		e.LastFailure = &Failure{Transition: string(t.from) + " -> " + string(t.to), Category: Configuration, Retryable: false,
 			Needs: "review", Message: "data holds review-entered state; removal needs an operator decision (continue-removal, E12)", At: now}
-		return Output{Note: e.LastFailure.Message}
+		return decision{Note: e.LastFailure.Message}
 	}
 	if len(t.steps) == 0 { // resources-verified-absent -> removed
 		e.State = t.to
 		e.Tombstone = &Tombstone{Reason: e.RemovalReason, RemovedAt: now}
 		e.Attempt = nil
-		return Output{Note: "removed; tombstone kept for leak audits (E12)"}
+		return decision{Note: "removed; tombstone kept for leak audits (E12)"}
 	}
 	return m.begin(e, t, 0, a.Owner, a.BranchNewest, now)
 }
 
 // begin records the attempt (intent before effect, E5) and asks for the
 // step's effect.
-func (m Machine) begin(e *Env, t transition, stepIdx int, owner string, branchNewest uint64, now time.Time) Output {
+func (m Machine) begin(e *Env, t transition, stepIdx int, owner string, branchNewest uint64, now time.Time) decision {
 	st := t.steps[stepIdx]
 	e.AttemptSeq++
 	e.LeaseGeneration++
@@ -461,7 +505,7 @@ func (m Machine) begin(e *Env, t transition, stepIdx int, owner string, branchNe
 		// would answer for the newer one.
 		return m.stepDone(e, fmt.Sprintf("%s skipped: superseded by route generation %d (E8, I14)", st.cap, e.SupersededBy), "", now)
 	}
-	return Output{Note: fmt.Sprintf("attempt %s: %s -> %s, %s %s %s (E5)", e.Attempt.ID, t.from, t.to, st.op, st.cap, e.Attempt.Identity),
+	return decision{Note: fmt.Sprintf("attempt %s: %s -> %s, %s %s %s (E5)", e.Attempt.ID, t.from, t.to, st.op, st.cap, e.Attempt.Identity),
 		Effects: []Effect{m.do(e, st.op)}}
 }
 
@@ -474,32 +518,32 @@ func (m Machine) do(e *Env, op Op) Do {
 	return d
 }
 
-func (m Machine) ownerGone(e *Env, g OwnerGone, now time.Time) Output {
+func (m Machine) ownerGone(e *Env, g OwnerGone, now time.Time) decision {
 	a := e.Attempt
 	if a == nil || a.Lease.Owner != g.Owner || !now.Before(a.Lease.ExpiresAt) {
-		return Output{Note: "no live lease of " + g.Owner}
+		return decision{Note: "no live lease of " + g.Owner}
 	}
 	a.Lease.ExpiresAt = now
-	return Output{Note: fmt.Sprintf("lease of attempt %s held by %s, which is gone, ends now; the next worker observes first (E7)", a.ID, g.Owner)}
+	return decision{Note: fmt.Sprintf("lease of attempt %s held by %s, which is gone, ends now; the next worker observes first (E7)", a.ID, g.Owner)}
 }
 
-func (m Machine) renew(e *Env, r RenewLease, now time.Time) Output {
+func (m Machine) renew(e *Env, r RenewLease, now time.Time) decision {
 	a := e.Attempt
 	if a == nil || a.ID != r.AttemptID || a.Lease.Generation != r.LeaseGeneration {
-		return Output{Rejected: true, Note: "lease renewal by a stale worker rejected (E7)"}
+		return decision{Rejected: true, Note: "lease renewal by a stale worker rejected (E7)"}
 	}
 	a.Lease.ExpiresAt = now.Add(m.Config.LeaseFor)
-	return Output{Note: "lease renewed until " + a.Lease.ExpiresAt.Format(time.RFC3339)}
+	return decision{Note: "lease renewed until " + a.Lease.ExpiresAt.Format(time.RFC3339)}
 }
 
-func (m Machine) result(e *Env, r Result, now time.Time) Output {
+func (m Machine) result(e *Env, r Result, now time.Time) decision {
 	a := e.Attempt
 	fenced := a != nil && a.Lease.Generation != r.LeaseGeneration && m.Config.Plant != PlantLeaseFencing
 	if a == nil || a.ID != r.AttemptID || fenced {
 		// E7, I13: a paused or stale worker never completes a newer attempt.
 		e.Audit = append(e.Audit, AuditEntry{Actor: "controller", Action: "reject-stale-commit",
 			Reason: fmt.Sprintf("result for %s under lease generation %d refused", r.AttemptID, r.LeaseGeneration), At: now})
-		return Output{Rejected: true, Note: fmt.Sprintf("stale result for %s (lease generation %d) rejected and recorded (E7, I13)", r.AttemptID, r.LeaseGeneration)}
+		return decision{Rejected: true, Note: fmt.Sprintf("stale result for %s (lease generation %d) rejected and recorded (E7, I13)", r.AttemptID, r.LeaseGeneration)}
 	}
 	if !a.Verifying {
 		if r.Timeout || r.OK {
@@ -508,9 +552,9 @@ func (m Machine) result(e *Env, r Result, now time.Time) Output {
 			a.Verifying = true
 			note := "effect answered; verifying by observation (E4)"
 			if r.Timeout {
-				note = "effect timed out, outcome unknown; observing (E8)"
+				note = "effect timed out, decision unknown; observing (E8)"
 			}
-			return Output{Note: note, Effects: []Effect{m.do(e, Observe)}}
+			return decision{Note: note, Effects: []Effect{m.do(e, Observe)}}
 		}
 		return m.fail(e, r.Category, r.Message, now)
 	}
@@ -525,7 +569,7 @@ func (m Machine) result(e *Env, r Result, now time.Time) Output {
 }
 
 // verify judges an observation of the attempt's identity.
-func (m Machine) verify(e *Env, o Observation, now time.Time) Output {
+func (m Machine) verify(e *Env, o Observation, now time.Time) decision {
 	a := e.Attempt
 	op := a.Op
 	if t, _ := transitionFrom(a.From); t.steps != nil {
@@ -594,7 +638,7 @@ func (m Machine) verify(e *Env, o Observation, now time.Time) Output {
 // verifyActivation judges the route after an activation or its timeout
 // (E8): at the target, success; at the predecessor, again under the same
 // generation; at a newer generation, this preview is superseded.
-func (m Machine) verifyActivation(e *Env, o Observation, now time.Time) Output {
+func (m Machine) verifyActivation(e *Env, o Observation, now time.Time) decision {
 	a := e.Attempt
 	switch {
 	case o.Exists && o.RouteTarget == e.Generation:
@@ -606,14 +650,14 @@ func (m Machine) verifyActivation(e *Env, o Observation, now time.Time) Output {
 	case o.RouteTarget <= e.Generation:
 		// Still at the predecessor (or none): retry under the same generation.
 		a.Verifying = false
-		return Output{Note: fmt.Sprintf("route still at generation %d; retrying activation of %d (E8)", o.RouteTarget, e.Generation),
+		return decision{Note: fmt.Sprintf("route still at generation %d; retrying activation of %d (E8)", o.RouteTarget, e.Generation),
 			Effects: []Effect{m.do(e, Apply)}}
 	case m.Config.Plant == PlantRouteCAS:
 		// The planted bug: "expect what is there" defeats the CAS.
 		a.Verifying = false
 		d := m.do(e, Apply)
 		d.ExpectedRoute = o.RouteTarget
-		return Output{Note: "PLANTED: activating over a newer route generation", Effects: []Effect{d}}
+		return decision{Note: "PLANTED: activating over a newer route generation", Effects: []Effect{d}}
 	default:
 		// Newer work owns the route: this attempt is stale and must not
 		// overwrite it (E8, I14). Decided: that is supersession, not a
@@ -633,7 +677,7 @@ func (m Machine) verifyActivation(e *Env, o Observation, now time.Time) Output {
 // an operator. Found by the simulator (seed 174): an application killed by
 // hand between activation and smoke check left the preview retrying its
 // smoke check into review, and resuming could not help.
-func (m Machine) lostBeforeSmoke(e *Env, c Capability, o Observation, now time.Time) Output {
+func (m Machine) lostBeforeSmoke(e *Env, c Capability, o Observation, now time.Time) decision {
 	d := Drift{Capability: c, Identity: e.Identity(c), DetectedAt: now, Desired: fmt.Sprintf("generation %d serving", e.Generation),
 		Observed: fmt.Sprintf("route at generation %d, answered=%t (smoke check)", o.RouteTarget, o.Exists)}
 	e.Attempt = nil
@@ -643,10 +687,10 @@ func (m Machine) lostBeforeSmoke(e *Env, c Capability, o Observation, now time.T
 		e.Drift = append(e.Drift, d)
 		e.State = map[Capability]Phase{Route: AppReady, App: DataReady}[c]
 		m.setResource(e, c, "", "absent")
-		return Output{Note: fmt.Sprintf("%s lost before the smoke check: back to %s (E15)", c, e.State)}
+		return decision{Note: fmt.Sprintf("%s lost before the smoke check: back to %s (E15)", c, e.State)}
 	}
 	e.Drift = append(e.Drift, d)
-	return Output{Note: fmt.Sprintf("%s not as verified at the smoke check; recorded for an operator (E15)", c)}
+	return decision{Note: fmt.Sprintf("%s not as verified at the smoke check; recorded for an operator (E15)", c)}
 }
 
 // supersede records that a newer preview of the branch holds the route
@@ -680,7 +724,7 @@ func (m Machine) setResource(e *Env, c Capability, providerID, status string) {
 
 // stepDone records the receipt, then starts the next step or completes the
 // transition.
-func (m Machine) stepDone(e *Env, detail, providerID string, now time.Time) Output {
+func (m Machine) stepDone(e *Env, detail, providerID string, now time.Time) decision {
 	a := e.Attempt
 	t, _ := transitionFrom(a.From)
 	op := t.steps[a.Step].op
@@ -695,7 +739,7 @@ func (m Machine) stepDone(e *Env, detail, providerID string, now time.Time) Outp
 	}
 	e.State = t.to
 	e.Attempt = nil
-	out := Output{Note: fmt.Sprintf("%s; %s -> %s committed", detail, t.from, t.to)}
+	out := decision{Note: fmt.Sprintf("%s; %s -> %s committed", detail, t.from, t.to)}
 	if t.to == Ready {
 		// E10: the notification is committed with the state change.
 		n := Notification{Key: fmt.Sprintf("%s-%d", e.ID, e.Generation), Event: "environment-ready",
@@ -710,7 +754,7 @@ func (m Machine) stepDone(e *Env, detail, providerID string, now time.Time) Outp
 
 // fail records a structured failure; the environment stays in its last
 // verified state with the failed attempt attached (E9).
-func (m Machine) fail(e *Env, c Category, msg string, now time.Time) Output {
+func (m Machine) fail(e *Env, c Category, msg string, now time.Time) decision {
 	a := e.Attempt
 	f := &Failure{Transition: string(a.From) + " -> " + string(a.To), AttemptID: a.ID, Category: c, Message: msg, At: now}
 	for _, r := range e.Resources {
@@ -737,15 +781,15 @@ func (m Machine) fail(e *Env, c Category, msg string, now time.Time) Output {
 	}
 	e.LastFailure = f
 	e.Attempt = nil
-	return Output{Note: fmt.Sprintf("%s failure (%s): %s (E9)", c, f.Needs, msg)}
+	return decision{Note: fmt.Sprintf("%s failure (%s): %s (E9)", c, f.Needs, msg)}
 }
 
 // remove starts the forward removal (E11): the route detaches first; a
 // worker still holding a provisioning attempt is fenced off by a new lease
 // generation, so it can never commit (I13).
-func (m Machine) remove(e *Env, reason string, now time.Time) Output {
+func (m Machine) remove(e *Env, reason string, now time.Time) decision {
 	if e.Desired == "removed" {
-		return Output{Note: "already being removed"}
+		return decision{Note: "already being removed"}
 	}
 	e.Desired, e.RemovalReason = "removed", reason
 	// A removal is itself one of the three outcomes (E15): drift still
@@ -764,7 +808,7 @@ func (m Machine) remove(e *Env, reason string, now time.Time) Output {
 		}
 		e.LastFailure, e.Failures, e.RetryAt = nil, 0, time.Time{}
 	}
-	return Output{Note: "removal requested: " + reason + " (E11)"}
+	return decision{Note: "removal requested: " + reason + " (E11)"}
 }
 
 func (m Machine) openDrift(e *Env) int {
@@ -778,15 +822,15 @@ func (m Machine) openDrift(e *Env) int {
 
 // atRest judges the reconciler's observation of an environment at rest
 // (E14, E15). Observation first; it never restarts work blindly.
-func (m Machine) atRest(e *Env, r AtRest, now time.Time) Output {
+func (m Machine) atRest(e *Env, r AtRest, now time.Time) decision {
 	if e.Attempt != nil || e.State != Ready || e.Desired != "ready" {
-		return Output{Note: "not at rest; the attempt is reconciled by its worker"}
+		return decision{Note: "not at rest; the attempt is reconciled by its worker"}
 	}
 	o := r.Observation
 	d := Drift{Capability: r.Capability, Identity: e.Identity(r.Capability), DetectedAt: now}
 	for _, open := range e.Drift {
 		if open.Outcome == "" && open.Identity == d.Identity {
-			return Output{Note: d.Identity + ": drift already recorded, waiting for an operator (E15)"}
+			return decision{Note: d.Identity + ": drift already recorded, waiting for an operator (E15)"}
 		}
 	}
 	// While one drift waits for an operator, nothing is repaired on its own:
@@ -795,18 +839,18 @@ func (m Machine) atRest(e *Env, r AtRest, now time.Time) Output {
 	switch r.Capability {
 	case Route:
 		if e.SupersededBy > 0 {
-			return Output{Note: fmt.Sprintf("superseded by route generation %d; the route is not ours (I14)", e.SupersededBy)}
+			return decision{Note: fmt.Sprintf("superseded by route generation %d; the route is not ours (I14)", e.SupersededBy)}
 		}
 		// As desired means all of it: our generation, pointing at this
 		// environment, at its application (the driver's Matches). A route
 		// changed by hand to another environment or port under the same
 		// generation is drift too.
 		if o.Exists && o.RouteTarget == e.Generation && o.Owner == e.ID && o.Matches {
-			return Output{Note: "route as desired"}
+			return decision{Note: "route as desired"}
 		}
 		if o.Exists && o.RouteTarget > e.Generation {
 			m.supersede(e, o.RouteTarget, now)
-			return Output{Note: fmt.Sprintf("a newer preview of the branch holds the route (generation %d): superseded, never pulled back (E15, I14)", o.RouteTarget)}
+			return decision{Note: fmt.Sprintf("a newer preview of the branch holds the route (generation %d): superseded, never pulled back (E15, I14)", o.RouteTarget)}
 		}
 		d.Desired = fmt.Sprintf("generation %d -> %s, its application", e.Generation, e.ID)
 		d.Observed = fmt.Sprintf("generation %d (exists=%t) -> %q, target matches=%t", o.RouteTarget, o.Exists, o.Owner, o.Matches)
@@ -814,48 +858,48 @@ func (m Machine) atRest(e *Env, r AtRest, now time.Time) Output {
 			d.Outcome = "auto-repair"
 			e.Drift = append(e.Drift, d)
 			e.State = AppReady // re-run the activation under the same generation
-			return Output{Note: "route missing on a ready, unexpired environment: repaired automatically (E15)"}
+			return decision{Note: "route missing on a ready, unexpired environment: repaired automatically (E15)"}
 		}
 		e.Drift = append(e.Drift, d)
 		if !o.Exists {
-			return Output{Note: "route missing, but expired or another drift is open; recorded for an operator (E15)"}
+			return decision{Note: "route missing, but expired or another drift is open; recorded for an operator (E15)"}
 		}
-		return Output{Note: "route points elsewhere; recorded for an operator (E15)"}
+		return decision{Note: "route points elsewhere; recorded for an operator (E15)"}
 	case App:
 		if o.Exists && o.Matches {
-			return Output{Note: "application as desired"}
+			return decision{Note: "application as desired"}
 		}
 		d.Desired, d.Observed = "running, candidate identity", fmt.Sprintf("exists=%t matches=%t %s", o.Exists, o.Matches, o.Detail)
 		if waiting {
 			e.Drift = append(e.Drift, d)
-			return Output{Note: "application missing; another drift waits for an operator, so this one does too (E15)"}
+			return decision{Note: "application missing; another drift waits for an operator, so this one does too (E15)"}
 		}
 		d.Outcome = "auto-repair"
 		e.Drift = append(e.Drift, d)
 		e.State = DataReady // reprovision through full readiness, never "mark it running"
 		m.setResource(e, App, "", "absent")
-		return Output{Note: "application missing: reprovisioning through full readiness (E15)"}
+		return decision{Note: "application missing: reprovisioning through full readiness (E15)"}
 	default:
 		if o.Exists && o.Owner == e.ID && o.Matches {
-			return Output{Note: string(r.Capability) + " as desired"}
+			return decision{Note: string(r.Capability) + " as desired"}
 		}
 		d.Desired, d.Observed = "present, owned, matching", fmt.Sprintf("exists=%t owner=%q matches=%t", o.Exists, o.Owner, o.Matches)
 		e.Drift = append(e.Drift, d)
-		return Output{Note: string(r.Capability) + " drifted; recorded for an operator: repair, adopt or continue removal (E15)"}
+		return decision{Note: string(r.Capability) + " drifted; recorded for an operator: repair, adopt or continue removal (E15)"}
 	}
 }
 
 // atRestTombstone: a resource outliving its tombstone is detected (I12).
-func (m Machine) atRestTombstone(e *Env, r AtRest, now time.Time) Output {
+func (m Machine) atRestTombstone(e *Env, r AtRest, now time.Time) decision {
 	if !r.Observation.Exists || (r.Observation.Owner != "" && r.Observation.Owner != e.ID) {
-		return Output{Note: "nothing of ours left"}
+		return decision{Note: "nothing of ours left"}
 	}
 	if i := m.openDrift(e); i >= 0 && e.Drift[i].Identity == e.Identity(r.Capability) {
-		return Output{Note: "leak already recorded (I12)"}
+		return decision{Note: "leak already recorded (I12)"}
 	}
 	e.Drift = append(e.Drift, Drift{Capability: r.Capability, Identity: e.Identity(r.Capability), Desired: "absent",
 		Observed: "present after the tombstone", DetectedAt: now})
-	return Output{Note: string(r.Capability) + " outlives the tombstone; recorded (E15, I12)"}
+	return decision{Note: string(r.Capability) + " outlives the tombstone; recorded (E15, I12)"}
 }
 
 // Actions lists the manual actions available now (E16, E17).
@@ -881,12 +925,12 @@ func (m Machine) Actions(e Env) []string {
 	return out
 }
 
-func (m Machine) action(e *Env, a Action, now time.Time) Output {
+func (m Machine) action(e *Env, a Action, now time.Time) decision {
 	if a.Actor == "" || a.Reason == "" {
-		return Output{Err: fmt.Errorf("%w: a manual action records who and why (E16)", ErrInvalid)}
+		return decision{Err: fmt.Errorf("%w: a manual action records who and why (E16)", ErrInvalid)}
 	}
 	if !slices.Contains(m.Actions(*e), a.Name) {
-		return Output{Err: fmt.Errorf("%w: %s is not available now (available: %v)", ErrConflict, a.Name, m.Actions(*e))}
+		return decision{Err: fmt.Errorf("%w: %s is not available now (available: %v)", ErrConflict, a.Name, m.Actions(*e))}
 	}
 	e.Audit = append(e.Audit, AuditEntry{Actor: a.Actor, Action: a.Name, Reason: a.Reason, At: now})
 	i := m.openDrift(e)
@@ -894,17 +938,17 @@ func (m Machine) action(e *Env, a Action, now time.Time) Output {
 	case "resume":
 		// Reconciliation from the last verified state, never the recipe.
 		e.LastFailure, e.Failures, e.RetryAt = nil, 0, time.Time{}
-		return Output{Note: "resumed from " + string(e.State) + " (E16)"}
+		return decision{Note: "resumed from " + string(e.State) + " (E16)"}
 	case "repair", "rollback-route":
 		e.Drift[i].Outcome = a.Name
 		e.State = map[Capability]Phase{Route: AppReady, App: DataReady, Database: ArtifactReady, Migrations: ArtifactReady, Artifact: Requested}[e.Drift[i].Capability]
-		return Output{Note: fmt.Sprintf("%s toward generation %d: back to %s (E15)", a.Name, e.Generation, e.State)}
+		return decision{Note: fmt.Sprintf("%s toward generation %d: back to %s (E15)", a.Name, e.Generation, e.State)}
 	case "adopt":
 		d := &e.Drift[i]
 		d.Outcome = "adopt"
 		e.Receipts = append(e.Receipts, Receipt{Transition: "adopt", AttemptID: "manual", Capability: d.Capability, Op: Observe,
 			Identity: d.Identity, Detail: "adopted observed state: " + d.Observed, At: now})
-		return Output{Note: "observed state adopted through a recorded transition (E15)"}
+		return decision{Note: "observed state adopted through a recorded transition (E15)"}
 	case "continue-removal":
 		if i >= 0 {
 			e.Drift[i].Outcome = "continue-removal"
@@ -912,30 +956,30 @@ func (m Machine) action(e *Env, a Action, now time.Time) Output {
 				// Remove the leaked resource with the removal machinery.
 				e.Tombstone = nil
 				e.State, e.Desired = ExpiryRequest, "removed"
-				return Output{Note: "removal continues for a resource that outlived the tombstone (E15)"}
+				return decision{Note: "removal continues for a resource that outlived the tombstone (E15)"}
 			}
 			return m.remove(e, "operator: "+a.Reason, now)
 		}
 		e.DataRemovalOK = true
 		e.LastFailure = nil
-		return Output{Note: "operator decided the preserved data may be removed (E12)"}
+		return decision{Note: "operator decided the preserved data may be removed (E12)"}
 	case "abandon":
 		return m.remove(e, "abandoned by "+a.Actor+": "+a.Reason, now)
 	}
-	return Output{Err: fmt.Errorf("%w: unknown action %s", ErrInvalid, a.Name)}
+	return decision{Err: fmt.Errorf("%w: unknown action %s", ErrInvalid, a.Name)}
 }
 
-func (m Machine) delivered(e *Env, d Delivered) Output {
+func (m Machine) delivered(e *Env, d Delivered) decision {
 	for i := range e.Outbox {
 		if e.Outbox[i].Key == d.Key {
 			e.Outbox[i].Attempts++
 			if d.OK {
 				e.Outbox[i].Delivered = true
-				return Output{Note: "notification " + d.Key + " delivered"}
+				return decision{Note: "notification " + d.Key + " delivered"}
 			}
 			// A failed delivery never changes readiness (E10).
-			return Output{Note: "notification " + d.Key + " not delivered; the sender retries"}
+			return decision{Note: "notification " + d.Key + " not delivered; the sender retries"}
 		}
 	}
-	return Output{Note: "unknown notification"}
+	return decision{Note: "unknown notification"}
 }

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/cockroachdb/datadriven"
+	"github.com/stretchr/testify/require"
+	"github.com/wardenhq/warden/actors/entity"
 )
 
 var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -49,10 +51,10 @@ func TestMachine(t *testing.T) {
 			step := func(ev Event) string {
 				next, out := m.Step(e, ev, now)
 				if out.Err != nil {
-					return "error: " + out.Err.Error() + "\n"
+					return entity.Format(out, now)
 				}
 				e = next
-				return render(e, out, m)
+				return render(e, out, m, now)
 			}
 			cur := func() (string, uint64) {
 				if e.Attempt == nil {
@@ -62,13 +64,13 @@ func TestMachine(t *testing.T) {
 			}
 			switch d.Cmd {
 			case "create":
-				var err error
-				e, err = m.New(Create{ID: arg("id", "env-271"), Branch: arg("branch", "feature-search"), Revision: arg("revision", "3f2c9e1"),
+				next, out := m.Create(Create{ID: arg("id", "env-271"), Branch: arg("branch", "feature-search"), Revision: arg("revision", "3f2c9e1"),
 					Data: DataPolicy(arg("data", "")), TTL: time.Duration(num("ttl-hours")) * time.Hour}, now)
-				if err != nil {
-					return "error: " + err.Error() + "\n"
+				if out.Err != nil {
+					return entity.Format(out, now)
 				}
-				return render(e, Output{Note: "created"}, m)
+				e = next
+				return render(e, out, m, now)
 			case "advance":
 				return step(Advance{Owner: arg("owner", "worker-a"), BranchNewest: num("newest")})
 			case "ok", "timeout", "failed":
@@ -110,12 +112,12 @@ func TestMachine(t *testing.T) {
 					next, out := m.Step(e, Advance{Owner: "worker-a"}, now)
 					if len(out.Effects) == 0 && out.Changed {
 						e = next // a step satisfied without an effect
-						fmt.Fprintf(&b, "%s\n  -> %s\n", out.Note, e.State)
+						fmt.Fprintf(&b, "%s\n  -> %s\n", out.Answer.Note, e.State)
 						continue
 					}
 					if len(out.Effects) == 0 {
 						e = next
-						fmt.Fprintf(&b, "rest: %s\n", out.Note)
+						fmt.Fprintf(&b, "rest: %s\n", out.Answer.Note)
 						break
 					}
 					e = next
@@ -153,32 +155,15 @@ func TestMachine(t *testing.T) {
 	})
 }
 
-func render(e Env, out Output, m Machine) string {
-	var b strings.Builder
-	if out.Rejected {
-		b.WriteString("REJECTED\n")
-	}
-	fmt.Fprintf(&b, "note: %s\n", out.Note)
-	if len(out.Effects) > 0 {
-		fmt.Fprintf(&b, "effects:%s\n", effects(out.Effects))
-	}
-	fmt.Fprintf(&b, "state: %s\n", describe(e, m))
-	return b.String()
+// render is the one way a step is shown (entity.Format), then the record.
+func render(e Env, out Outcome, m Machine, now time.Time) string {
+	return entity.Format(out, now) + "state: " + describe(e, m) + "\n"
 }
 
 func effects(es []Effect) string {
 	var b strings.Builder
 	for _, ef := range es {
-		switch ef := ef.(type) {
-		case Do:
-			fmt.Fprintf(&b, " %s(%s %s att=%s lease=%d", ef.Op, ef.Capability, ef.Identity, ef.AttemptID, ef.LeaseGeneration)
-			if ef.Capability == Route && ef.Op == Apply {
-				fmt.Fprintf(&b, " expect=%d", ef.ExpectedRoute)
-			}
-			b.WriteString(")")
-		case Send:
-			fmt.Fprintf(&b, " send(%s %s)", ef.Notification.Event, ef.Notification.Key)
-		}
+		fmt.Fprintf(&b, " %v", ef)
 	}
 	return b.String()
 }
@@ -342,5 +327,17 @@ func TestW8PreviewURL(t *testing.T) {
 	m.Config.PreviewURL = "https://{branch}.preview.acme.dev/{id}?g={generation}"
 	if got := m.URLOf(e); got != "https://feature-search.preview.acme.dev/env-7?g=3" {
 		t.Fatalf("template: got %q", got)
+	}
+}
+
+// TestBranchGenerationsOnlyGoUp: each step gives out the next generation,
+// durable before it is answered (E8, I14).
+func TestBranchGenerationsOnlyGoUp(t *testing.T) {
+	b := Branch{Name: "main"}
+	for want := uint64(1); want <= 3; want++ {
+		var rd BranchReady
+		b, rd = StepBranch(b, NextGeneration{}, epoch)
+		require.Equal(t, want, rd.Answer)
+		require.True(t, rd.Writes(), "a generation is written before it is given out")
 	}
 }

@@ -1,6 +1,11 @@
 package marquee
 
-import "time"
+import (
+	"fmt"
+	"time"
+
+	"github.com/wardenhq/warden/actors/entity"
+)
 
 // Event is anything that can happen to a marquee: an operator command, a
 // callback, the result of an effect, or a deadline falling due.
@@ -39,6 +44,11 @@ type Callback struct {
 	Step       Progress
 	Connection *Connection
 	Reason     string
+	// DeliveryID (the Webhook-Id) and Auth (how the sender proved who it
+	// is, T2) are the shell's; the step copies them onto the history line
+	// so that every acknowledged delivery can be found again (I5).
+	DeliveryID string
+	Auth       string
 }
 
 // AdmissionDecided is the pool's answer to AskAdmission, or a later grant
@@ -184,26 +194,40 @@ type Entry struct {
 	ReceivedGeneration uint64    `json:"received_generation,omitempty"`
 	Result             Result    `json:"result"`
 	Detail             string    `json:"detail,omitempty"`
-	// DeliveryID is the callback's Webhook-Id, set by the shell, so that
-	// every acknowledged delivery can be found again (I5).
+	// DeliveryID is the callback's Webhook-Id, so that every acknowledged
+	// delivery can be found again (I5).
 	DeliveryID string `json:"delivery_id,omitempty"`
 	// Actor is the operator who asked, for operator entries (T8).
 	Actor string `json:"actor,omitempty"`
 	// Auth is how a callback proved who sent it (scoped, shared,
-	// standard-webhooks, github-oidc), set by the shell (T2).
+	// standard-webhooks, github-oidc) (T2).
 	Auth string `json:"auth,omitempty"`
 }
 
-// Output is what one step produced besides the new state.
-type Output struct {
-	// Result answers a callback (and is set for every event, for history).
-	Result Result
-	// Err refuses an operator command (ErrConflict, ErrInvalid); the state
-	// is unchanged.
-	Err     error
-	Effects []Effect
-	History []Entry
-	// Changed is false when the step left the state as it was: the shell can
-	// skip the snapshot write (history and dedup are still persisted).
-	Changed bool
+// Ready is what one step produced besides the new state: the callback's
+// result as its Answer, history lines as its Records (entity.Ready).
+type Ready = entity.Ready[Result, Effect, Entry]
+
+// String methods print effects and history lines the same way in golden
+// files and logs.
+
+func (e StartDispatch) String() string {
+	return fmt.Sprintf("dispatch(%s,gen=%d)", e.Action, e.Generation)
+}
+func (e AskAdmission) String() string { return "ask-admission(" + e.Pool + ")" }
+func (e ReleaseAdmission) String() string {
+	return "release-admission(" + e.Pool + ")"
+}
+func (e StartBootstrap) String() string { return fmt.Sprintf("bootstrap(gen=%d)", e.Generation) }
+func (e AskChats) String() string       { return fmt.Sprintf("ask-chats(gen=%d)", e.Generation) }
+func (e TeardownPlaygrounds) String() string {
+	return fmt.Sprintf("teardown-playgrounds(gen=%d)", e.Generation)
+}
+
+func (e Entry) String() string {
+	s := fmt.Sprintf("%s %s %s: %s", e.Source, e.Verb, e.Result, e.Detail)
+	if e.ReceivedGeneration != 0 {
+		s += fmt.Sprintf(" [gen %d, received %d]", e.Generation, e.ReceivedGeneration)
+	}
+	return s
 }

@@ -1,6 +1,7 @@
 package marquee
 
 import (
+	"encoding/json"
 	"fmt"
 	"reflect"
 	"sort"
@@ -60,24 +61,33 @@ type Machine struct{ Config Config }
 
 // Create makes a new marquee (M4, M5). The caller checks that the id is
 // free; Create checks the command itself.
-func (m Machine) Create(c Create, now time.Time) (State, Output, error) {
+func (m Machine) Create(c Create, now time.Time) (State, Ready) {
+	s, out, err := m.create(c, now)
+	if err != nil {
+		return State{}, Ready{Err: err}
+	}
+	out.Wake = m.Wake(s)
+	return s, out
+}
+
+func (m Machine) create(c Create, now time.Time) (State, Ready, error) {
 	if !ValidID(c.ID) {
-		return State{}, Output{}, fmt.Errorf("%w: id %q must match [a-z0-9][a-z0-9-]{0,62}", ErrInvalid, c.ID)
+		return State{}, Ready{}, fmt.Errorf("%w: id %q must match [a-z0-9][a-z0-9-]{0,62}", ErrInvalid, c.ID)
 	}
 	s := State{ID: c.ID, Kind: c.Kind, CreatedAt: now, UpdatedAt: now}
-	out := Output{Result: Applied, Changed: true}
+	out := Ready{Answer: Applied, Changed: true}
 	switch c.Kind {
 	case BYO: // M4
 		if c.Connection == nil {
-			return State{}, Output{}, fmt.Errorf("%w: connection is required for a byo marquee", ErrInvalid)
+			return State{}, Ready{}, fmt.Errorf("%w: connection is required for a byo marquee", ErrInvalid)
 		}
 		conn := *c.Connection
 		s.Connection = &conn
 		s.Serving = Active
-		out.History = []Entry{{At: now, Source: SourceOperator, Verb: "create", Result: Applied, Actor: c.By, Detail: "byo marquee stored with its connection (M4)"}}
+		out.Records = []Entry{{At: now, Source: SourceOperator, Verb: "create", Result: Applied, Actor: c.By, Detail: "byo marquee stored with its connection (M4)"}}
 	case Tutorial: // M5
 		if c.Connection != nil {
-			return State{}, Output{}, fmt.Errorf("%w: connection is reported by the workflow for a tutorial marquee, not given at create", ErrInvalid)
+			return State{}, Ready{}, fmt.Errorf("%w: connection is reported by the workflow for a tutorial marquee, not given at create", ErrInvalid)
 		}
 		if c.Pool == "" {
 			c.Pool = "default"
@@ -89,18 +99,18 @@ func (m Machine) Create(c Create, now time.Time) (State, Output, error) {
 		s.Attempt = &Attempt{Action: ActionApply, Dispatch: DispatchWaiting}
 		s.Admission = &Admission{Pool: c.Pool, Status: AdmissionAsking}
 		out.Effects = []Effect{AskAdmission{Pool: c.Pool}}
-		out.History = []Entry{{At: now, Source: SourceOperator, Verb: "create", Result: Applied, Actor: c.By, Detail: "tutorial marquee queued; asking pool " + c.Pool + " for a slot (M5)"}}
+		out.Records = []Entry{{At: now, Source: SourceOperator, Verb: "create", Result: Applied, Actor: c.By, Detail: "tutorial marquee queued; asking pool " + c.Pool + " for a slot (M5)"}}
 	default:
-		return State{}, Output{}, fmt.Errorf("%w: kind %q must be byo or tutorial", ErrInvalid, c.Kind)
+		return State{}, Ready{}, fmt.Errorf("%w: kind %q must be byo or tutorial", ErrInvalid, c.Kind)
 	}
 	return s, out, nil
 }
 
 // Step applies one event. It never mutates s.
-func (m Machine) Step(s State, ev Event, now time.Time) (State, Output) {
+func (m Machine) Step(s State, ev Event, now time.Time) (State, Ready) {
 	before := s
 	s = s.Clone()
-	var out Output
+	var out Ready
 	if s.Tombstone != nil {
 		out = m.onTombstone(s, ev, now)
 	} else {
@@ -140,48 +150,79 @@ func (m Machine) Step(s State, ev Event, now time.Time) (State, Output) {
 		}
 	}
 	if out.Err != nil {
-		return before, Output{Err: out.Err}
+		return before, Ready{Err: out.Err}
 	}
 	out.Changed = !reflect.DeepEqual(before, s)
 	if out.Changed {
 		s.UpdatedAt = now
 	}
+	if c, ok := ev.(Callback); ok {
+		out.Reply = Reply(s, c, out.Answer)
+	}
+	out.Wake = m.Wake(s)
 	return s, out
 }
 
+// CallbackReply is the body of every callback answer (http-api.md).
+type CallbackReply struct {
+	Result             Result `json:"result"`
+	MarqueeID          string `json:"marquee_id"`
+	Generation         uint64 `json:"generation"`
+	ReceivedGeneration uint64 `json:"received_generation"`
+}
+
+// Reply encodes a callback's answer after the step, as the caller hears it
+// and as a repeated delivery hears it again (M20).
+func Reply(s State, c Callback, r Result) []byte {
+	b, err := json.Marshal(CallbackReply{Result: r, MarqueeID: s.ID, Generation: s.Generation, ReceivedGeneration: c.Generation})
+	if err != nil {
+		panic(err) // strings and numbers always encode
+	}
+	return b
+}
+
+// Wake is the state's earliest deadline, the time the shell arms.
+func (m Machine) Wake(s State) time.Time {
+	if ds := m.Deadlines(s); len(ds) > 0 {
+		return ds[0].At
+	}
+	return time.Time{}
+}
+
 // operatorBy records who asked on an operator command's history (T8).
-func operatorBy(out Output, by string) Output {
-	for i := range out.History {
-		if out.History[i].Source == SourceOperator {
-			out.History[i].Actor = by
+func operatorBy(out Ready, by string) Ready {
+	for i := range out.Records {
+		if out.Records[i].Source == SourceOperator {
+			out.Records[i].Actor = by
 		}
 	}
 	return out
 }
 
-func (m Machine) onTombstone(s State, ev Event, now time.Time) Output {
+func (m Machine) onTombstone(s State, ev Event, now time.Time) Ready {
 	switch e := ev.(type) {
 	case Callback:
 		// http-api.md: a callback for a reaped marquee gets 200 stale.
-		return Output{Result: Stale, History: []Entry{{At: now, Source: SourceCallback, Verb: string(e.Verb), Generation: s.Generation,
+		return Ready{Answer: Stale, Records: []Entry{{At: now, Source: SourceCallback, Verb: string(e.Verb), Generation: s.Generation, DeliveryID: e.DeliveryID, Auth: e.Auth,
 			ReceivedGeneration: e.Generation, Result: Stale, Detail: "marquee is a tombstone"}}}
 	case Redeploy, Destroy, Disable, Enable:
-		return Output{Err: conflictf("marquee %s is a tombstone (reaped %s)", s.ID, s.Tombstone.At.Format(time.RFC3339))}
+		return Ready{Err: conflictf("marquee %s is a tombstone (reaped %s)", s.ID, s.Tombstone.At.Format(time.RFC3339))}
 	case AdmissionDecided:
 		// A grant that raced the reap: give the slot straight back.
-		return Output{Result: Ignored, Effects: []Effect{ReleaseAdmission{Pool: s.Pool}}}
+		return Ready{Answer: Ignored, Effects: []Effect{ReleaseAdmission{Pool: s.Pool}}}
 	default:
-		return Output{Result: Ignored}
+		return Ready{Answer: Ignored}
 	}
 }
 
 // --- callbacks ------------------------------------------------------------
 
-func (m Machine) callback(s *State, c Callback, now time.Time) Output {
-	entry := Entry{At: now, Source: SourceCallback, Verb: string(c.Verb), Generation: s.Generation, ReceivedGeneration: c.Generation}
-	done := func(r Result, detail string, effects ...Effect) Output {
+func (m Machine) callback(s *State, c Callback, now time.Time) Ready {
+	entry := Entry{At: now, Source: SourceCallback, Verb: string(c.Verb), Generation: s.Generation, ReceivedGeneration: c.Generation,
+		DeliveryID: c.DeliveryID, Auth: c.Auth}
+	done := func(r Result, detail string, effects ...Effect) Ready {
 		entry.Result, entry.Detail = r, detail
-		return Output{Result: r, Effects: effects, History: []Entry{entry}}
+		return Ready{Answer: r, Effects: effects, Records: []Entry{entry}}
 	}
 	if s.Kind != Tutorial {
 		return done(Ignored, "byo marquees have no infrastructure lifecycle")
@@ -290,7 +331,7 @@ func (m Machine) callback(s *State, c Callback, now time.Time) Output {
 
 // healthy handles a healthy signal on a provisioned marquee (M16): it clears
 // a pending null and withdraws a downgrade that waits for the control plane.
-func (m Machine) healthy(s *State, now time.Time, done func(Result, string, ...Effect) Output) Output {
+func (m Machine) healthy(s *State, now time.Time, done func(Result, string, ...Effect) Ready) Ready {
 	var cleared []string
 	if s.NullPending(now) {
 		cleared = append(cleared, "pending null cleared")
@@ -306,7 +347,7 @@ func (m Machine) healthy(s *State, now time.Time, done func(Result, string, ...E
 	return done(Applied, "healthy signal: "+strings.Join(cleared, "; ")+" (M16)")
 }
 
-func (m Machine) lockedOrDuplicate(s *State, c Connection, done func(Result, string, ...Effect) Output) Output {
+func (m Machine) lockedOrDuplicate(s *State, c Connection, done func(Result, string, ...Effect) Ready) Ready {
 	switch {
 	case !s.Connection.sameLocked(c):
 		return done(Locked, "deployed tried to change locked connection fields (M13)")
@@ -320,7 +361,7 @@ func (m Machine) lockedOrDuplicate(s *State, c Connection, done func(Result, str
 // downgrade starts the veto check of a confirmed null or a failed on a
 // provisioned marquee (M18). Only an active one can be vetoed, so only then
 // is the control plane asked.
-func (m Machine) downgrade(s *State, c Callback, now time.Time, done func(Result, string, ...Effect) Output) Output {
+func (m Machine) downgrade(s *State, c Callback, now time.Time, done func(Result, string, ...Effect) Ready) Ready {
 	if s.Downgrade != nil {
 		return done(Checking, "a downgrade already waits for the control plane (M18)")
 	}
@@ -402,9 +443,9 @@ func (m Machine) dispatch(s *State, a Action, now time.Time) Effect {
 	return StartDispatch{Generation: s.Generation, Action: a}
 }
 
-func (m Machine) redeploy(s *State, now time.Time) Output {
+func (m Machine) redeploy(s *State, now time.Time) Ready {
 	if s.Kind != Tutorial {
-		return Output{Err: conflictf("redeploy is for tutorial marquees; %s is %s (M6)", s.ID, s.Kind)}
+		return Ready{Err: conflictf("redeploy is for tutorial marquees; %s is %s (M6)", s.ID, s.Kind)}
 	}
 	// M6: supersede at once, so that no callback of the old attempt counts
 	// while the new one waits for its slot.
@@ -433,12 +474,12 @@ func (m Machine) redeploy(s *State, now time.Time) Output {
 		effects = append(effects, AskAdmission{Pool: s.Pool})
 		entry.Detail = "superseded; asking pool " + s.Pool + " for a slot (M6)"
 	}
-	return Output{Result: Applied, Effects: effects, History: []Entry{entry}}
+	return Ready{Answer: Applied, Effects: effects, Records: []Entry{entry}}
 }
 
-func (m Machine) destroy(s *State, d Destroy, now time.Time) Output {
+func (m Machine) destroy(s *State, d Destroy, now time.Time) Ready {
 	if s.Kind != Tutorial {
-		return Output{Err: conflictf("destroy is for tutorial marquees; %s is %s (M7)", s.ID, s.Kind)}
+		return Ready{Err: conflictf("destroy is for tutorial marquees; %s is %s (M7)", s.ID, s.Kind)}
 	}
 	entry := Entry{At: now, Source: SourceOperator, Verb: "destroy", Result: Applied}
 	switch s.Lifecycle {
@@ -447,14 +488,14 @@ func (m Machine) destroy(s *State, d Destroy, now time.Time) Output {
 		// reap request is remembered.
 		s.ReapOnDestroyed = s.ReapOnDestroyed || d.Reap
 		entry.Generation, entry.Detail = s.Generation, "already destroying"
-		return Output{Result: Ignored, History: []Entry{entry}}
+		return Ready{Answer: Ignored, Records: []Entry{entry}}
 	case Destroyed:
 		if !d.Reap {
-			return Output{Err: conflictf("marquee %s is already destroyed", s.ID)}
+			return Ready{Err: conflictf("marquee %s is already destroyed", s.ID)}
 		}
 		s.Tombstone = &Tombstone{Reason: "reaped after destroy", At: now}
 		entry.Generation, entry.Detail = s.Generation, "already destroyed; reaped (M14)"
-		return Output{Result: Applied, History: []Entry{entry}}
+		return Ready{Answer: Applied, Records: []Entry{entry}}
 	}
 	effects := m.settle(s) // M7: destroy never waits for a slot and releases one it holds
 	s.NullPendingUntil = time.Time{}
@@ -465,44 +506,44 @@ func (m Machine) destroy(s *State, d Destroy, now time.Time) Output {
 	s.ReapOnDestroyed = d.Reap
 	effects = append(effects, m.dispatch(s, ActionDestroy, now))
 	entry.Generation, entry.Detail = s.Generation, "destroy dispatched (M7)"
-	return Output{Result: Applied, Effects: effects, History: []Entry{entry}}
+	return Ready{Answer: Applied, Effects: effects, Records: []Entry{entry}}
 }
 
-func (m Machine) disable(s *State, now time.Time) Output {
+func (m Machine) disable(s *State, now time.Time) Ready {
 	entry := Entry{At: now, Source: SourceOperator, Verb: "disable", Generation: s.Generation, Result: Applied, Detail: "serving disabled (M8)"}
 	if s.Serving == Disabled {
 		entry.Result, entry.Detail = Ignored, "already disabled"
 	}
 	s.Serving = Disabled
-	return Output{Result: entry.Result, History: []Entry{entry}}
+	return Ready{Answer: entry.Result, Records: []Entry{entry}}
 }
 
-func (m Machine) enable(s *State, now time.Time) Output {
+func (m Machine) enable(s *State, now time.Time) Ready {
 	if s.Serving != Disabled {
-		return Output{Err: conflictf("enable needs serving=disabled; %s is %s (M8)", s.ID, s.Serving)}
+		return Ready{Err: conflictf("enable needs serving=disabled; %s is %s (M8)", s.ID, s.Serving)}
 	}
 	if s.Kind == Tutorial && s.Lifecycle != Provisioned {
-		return Output{Err: conflictf("enable needs lifecycle=provisioned; %s is %s (M8)", s.ID, s.Lifecycle)}
+		return Ready{Err: conflictf("enable needs lifecycle=provisioned; %s is %s (M8)", s.ID, s.Lifecycle)}
 	}
 	s.Serving = Active
-	return Output{Result: Applied, History: []Entry{{At: now, Source: SourceOperator, Verb: "enable", Generation: s.Generation, Result: Applied, Detail: "serving active (M8)"}}}
+	return Ready{Answer: Applied, Records: []Entry{{At: now, Source: SourceOperator, Verb: "enable", Generation: s.Generation, Result: Applied, Detail: "serving active (M8)"}}}
 }
 
 // --- results of effects -------------------------------------------------------
 
-func (m Machine) admissionDecided(s *State, d AdmissionDecided, now time.Time) Output {
+func (m Machine) admissionDecided(s *State, d AdmissionDecided, now time.Time) Ready {
 	entry := Entry{At: now, Source: SourceAdmission, Verb: "admission", Generation: s.Generation}
 	if s.Admission == nil {
 		// The marquee stopped wanting a slot (destroyed, failed) before the
 		// pool's answer came in: hand it straight back (A5, I9).
 		entry.Result, entry.Detail = Ignored, fmt.Sprintf("pool answered %s after the marquee settled; released", d.Status)
-		return Output{Result: Ignored, Effects: []Effect{ReleaseAdmission{Pool: s.Pool}}, History: []Entry{entry}}
+		return Ready{Answer: Ignored, Effects: []Effect{ReleaseAdmission{Pool: s.Pool}}, Records: []Entry{entry}}
 	}
 	s.Admission.Status, s.Admission.Sequence = d.Status, d.Sequence
 	entry.Result = Applied
 	if d.Status != AdmissionReserved {
 		entry.Detail = fmt.Sprintf("queued in pool %s at sequence %d (A3)", s.Admission.Pool, d.Sequence)
-		return Output{Result: Applied, History: []Entry{entry}}
+		return Ready{Answer: Applied, Records: []Entry{entry}}
 	}
 	var effects []Effect
 	if s.Attempt != nil && s.Attempt.Dispatch == DispatchWaiting {
@@ -512,14 +553,14 @@ func (m Machine) admissionDecided(s *State, d AdmissionDecided, now time.Time) O
 	} else {
 		entry.Detail = fmt.Sprintf("slot reserved in pool %s at sequence %d", s.Admission.Pool, d.Sequence)
 	}
-	return Output{Result: Applied, Effects: effects, History: []Entry{entry}}
+	return Ready{Answer: Applied, Effects: effects, Records: []Entry{entry}}
 }
 
-func (m Machine) dispatchFinished(s *State, d DispatchFinished, now time.Time) Output {
+func (m Machine) dispatchFinished(s *State, d DispatchFinished, now time.Time) Ready {
 	entry := Entry{At: now, Source: SourceDispatch, Verb: "dispatch", Generation: s.Generation, ReceivedGeneration: d.Generation}
 	if s.Attempt == nil || s.Attempt.Generation != d.Generation || (s.Attempt.Dispatch != DispatchPending && s.Attempt.Dispatch != DispatchSent) {
 		entry.Result, entry.Detail = Stale, fmt.Sprintf("dispatch result for generation %d arrived after the attempt moved on", d.Generation)
-		return Output{Result: Stale, History: []Entry{entry}}
+		return Ready{Answer: Stale, Records: []Entry{entry}}
 	}
 	if s.Attempt.Dispatch == DispatchSent {
 		// Already observed through the run's own callbacks; its run id is
@@ -528,9 +569,9 @@ func (m Machine) dispatchFinished(s *State, d DispatchFinished, now time.Time) O
 		if d.Outcome == DispatchOK && d.RunID != 0 && s.Attempt.RunID == 0 {
 			recordRun(s, d)
 			entry.Result = Applied
-			return Output{Result: Applied, History: []Entry{entry}}
+			return Ready{Answer: Applied, Records: []Entry{entry}}
 		}
-		return Output{Result: Ignored, History: []Entry{entry}}
+		return Ready{Answer: Ignored, Records: []Entry{entry}}
 	}
 	switch d.Outcome {
 	case DispatchOK:
@@ -540,19 +581,19 @@ func (m Machine) dispatchFinished(s *State, d DispatchFinished, now time.Time) O
 			recordRun(s, d)
 			entry.Detail += fmt.Sprintf(" as run %d (W6)", d.RunID)
 		}
-		return Output{Result: Applied, History: []Entry{entry}}
+		return Ready{Answer: Applied, Records: []Entry{entry}}
 	case DispatchConfiguration:
 		// Retrying a request GitHub refused as malformed cannot help.
 		s.Attempt.Dispatch = DispatchFailed
 		effects := m.settleFailed(s, true)
 		entry.Result, entry.Detail = Applied, "dispatch refused (configuration): "+clip(d.Detail)
-		return Output{Result: Applied, Effects: effects, History: []Entry{entry}}
+		return Ready{Answer: Applied, Effects: effects, Records: []Entry{entry}}
 	default:
 		// Transient: no callback will come, so the stuck retries (M21)
 		// dispatch again under a new generation.
 		s.Attempt.Dispatch = DispatchFailed
 		entry.Result, entry.Detail = Applied, "dispatch failed (transient; the stuck retry will dispatch again): "+clip(d.Detail)
-		return Output{Result: Applied, History: []Entry{entry}}
+		return Ready{Answer: Applied, Records: []Entry{entry}}
 	}
 }
 
@@ -566,55 +607,55 @@ func recordRun(s *State, d DispatchFinished) {
 	}
 }
 
-func (m Machine) bootstrapFinished(s *State, b BootstrapFinished, now time.Time) Output {
+func (m Machine) bootstrapFinished(s *State, b BootstrapFinished, now time.Time) Ready {
 	entry := Entry{At: now, Source: SourceBootstrap, Verb: "bootstrap", Generation: s.Generation, ReceivedGeneration: b.Generation}
 	if s.Bootstrap == nil || !s.Bootstrap.Running || b.Generation != s.Generation || s.Lifecycle != Provisioning {
 		entry.Result, entry.Detail = Stale, fmt.Sprintf("bootstrap result for generation %d ignored (M19)", b.Generation)
-		return Output{Result: Stale, History: []Entry{entry}}
+		return Ready{Answer: Stale, Records: []Entry{entry}}
 	}
 	if b.OK {
 		s.Serving = Active
 		s.Lifecycle = Provisioned
 		effects := m.settle(s)
 		entry.Result, entry.Detail = Applied, "bootstrap verified: active and provisioned (M19)"
-		return Output{Result: Applied, Effects: effects, History: []Entry{entry}}
+		return Ready{Answer: Applied, Effects: effects, Records: []Entry{entry}}
 	}
 	s.Bootstrap.Failures++
 	s.Bootstrap.Running = false
 	if s.Bootstrap.Failures > m.Config.BootstrapRetries {
 		effects := m.settleFailed(s, false)
 		entry.Result, entry.Detail = Applied, fmt.Sprintf("bootstrap failed %d times; giving up (M19): %s", m.Config.BootstrapRetries+1, clip(b.Detail))
-		return Output{Result: Applied, Effects: effects, History: []Entry{entry}}
+		return Ready{Answer: Applied, Effects: effects, Records: []Entry{entry}}
 	}
 	s.Bootstrap.RetryAt = now.Add(m.Config.BootstrapBackoff << (s.Bootstrap.Failures - 1))
 	entry.Result, entry.Detail = Applied, fmt.Sprintf("bootstrap failed (%d of %d retries left), retry at %s: %s",
 		m.Config.BootstrapRetries-s.Bootstrap.Failures+1, m.Config.BootstrapRetries, s.Bootstrap.RetryAt.Format(time.RFC3339), clip(b.Detail))
-	return Output{Result: Applied, History: []Entry{entry}}
+	return Ready{Answer: Applied, Records: []Entry{entry}}
 }
 
-func (m Machine) bootstrapRetryDue(s *State, e BootstrapRetryDue, now time.Time) Output {
+func (m Machine) bootstrapRetryDue(s *State, e BootstrapRetryDue, now time.Time) Ready {
 	b := s.Bootstrap
 	if b == nil || b.Running || b.Generation != e.Generation || now.Before(b.RetryAt) {
-		return Output{Result: Ignored}
+		return Ready{Answer: Ignored}
 	}
 	b.Running = true
 	b.RetryAt = time.Time{}
-	return Output{Result: Applied, Effects: []Effect{StartBootstrap{Generation: b.Generation}},
-		History: []Entry{{At: now, Source: SourceTimer, Verb: "bootstrap_retry", Generation: s.Generation, Result: Applied, Detail: fmt.Sprintf("bootstrap retry %d (M19)", b.Failures)}}}
+	return Ready{Answer: Applied, Effects: []Effect{StartBootstrap{Generation: b.Generation}},
+		Records: []Entry{{At: now, Source: SourceTimer, Verb: "bootstrap_retry", Generation: s.Generation, Result: Applied, Detail: fmt.Sprintf("bootstrap retry %d (M19)", b.Failures)}}}
 }
 
-func (m Machine) chatsAnswered(s *State, c ChatsAnswered, now time.Time) Output {
+func (m Machine) chatsAnswered(s *State, c ChatsAnswered, now time.Time) Ready {
 	entry := Entry{At: now, Source: SourceControlPlane, Verb: "chats", Generation: s.Generation, ReceivedGeneration: c.Generation}
 	d := s.Downgrade
 	if d == nil || !d.Asking || d.Generation != c.Generation || s.Generation != c.Generation {
 		entry.Result, entry.Detail = Stale, "control-plane answer for a downgrade no longer pending"
-		return Output{Result: Stale, History: []Entry{entry}}
+		return Ready{Answer: Stale, Records: []Entry{entry}}
 	}
 	verb := d.Verb
 	if !(s.Kind == Tutorial && s.Serving == Active && s.Lifecycle == Provisioned) {
 		effects := m.applyDowngrade(s, verb)
 		entry.Result, entry.Detail = Applied, fmt.Sprintf("%s applied: marquee no longer active and provisioned (M18)", verb)
-		return Output{Result: Applied, Effects: effects, History: []Entry{entry}}
+		return Ready{Answer: Applied, Effects: effects, Records: []Entry{entry}}
 	}
 	if c.Err != "" {
 		// Uncertainty never tears down a live host: preserve, ask again.
@@ -622,28 +663,28 @@ func (m Machine) chatsAnswered(s *State, c ChatsAnswered, now time.Time) Output 
 		d.Unanswered++
 		d.RecheckAt = now.Add(m.Config.ChatsRecheckAfter)
 		entry.Result, entry.Detail = Vetoed, "control plane unreachable, marquee preserved; asking again at "+d.RecheckAt.Format(time.RFC3339)+" (M18): "+clip(c.Err)
-		return Output{Result: Vetoed, History: []Entry{entry}}
+		return Ready{Answer: Vetoed, Records: []Entry{entry}}
 	}
 	if min(c.Live, c.Reachable) >= 1 && m.Config.Plant != PlantVeto {
 		s.Downgrade = nil
 		s.NullPendingUntil = time.Time{}
 		entry.Result, entry.Detail = Vetoed, fmt.Sprintf("%s vetoed: %d live reachable chats; drift logged (M18, I3)", verb, min(c.Live, c.Reachable))
-		return Output{Result: Vetoed, History: []Entry{entry}}
+		return Ready{Answer: Vetoed, Records: []Entry{entry}}
 	}
 	effects := m.applyDowngrade(s, verb)
 	entry.Result, entry.Detail = Applied, fmt.Sprintf("%s applied: no live reachable chats; errored and failed (M18)", verb)
-	return Output{Result: Applied, Effects: effects, History: []Entry{entry}}
+	return Ready{Answer: Applied, Effects: effects, Records: []Entry{entry}}
 }
 
-func (m Machine) chatsRecheckDue(s *State, e ChatsRecheckDue, now time.Time) Output {
+func (m Machine) chatsRecheckDue(s *State, e ChatsRecheckDue, now time.Time) Ready {
 	d := s.Downgrade
 	if d == nil || d.Asking || d.Generation != e.Generation || now.Before(d.RecheckAt) {
-		return Output{Result: Ignored}
+		return Ready{Answer: Ignored}
 	}
 	d.Asking = true
 	d.RecheckAt = time.Time{}
-	return Output{Result: Applied, Effects: []Effect{AskChats{Generation: d.Generation}},
-		History: []Entry{{At: now, Source: SourceTimer, Verb: "chats_recheck", Generation: s.Generation, Result: Applied, Detail: "asking the control plane again (M18)"}}}
+	return Ready{Answer: Applied, Effects: []Effect{AskChats{Generation: d.Generation}},
+		Records: []Entry{{At: now, Source: SourceTimer, Verb: "chats_recheck", Generation: s.Generation, Result: Applied, Detail: "asking the control plane again (M18)"}}}
 }
 
 // --- deadlines (M16, M19, M21, M22, M18) -----------------------------------------
@@ -721,39 +762,39 @@ func (m Machine) Due(s State, now time.Time) []Event {
 	return evs
 }
 
-func (m Machine) retryDue(s *State, e RetryDue, now time.Time) Output {
+func (m Machine) retryDue(s *State, e RetryDue, now time.Time) Ready {
 	if !awaitingCallback(*s) || s.Attempt.Generation != e.Generation || now.Before(m.stuckAt(*s)) {
-		return Output{Result: Ignored}
+		return Ready{Answer: Ignored}
 	}
 	entry := Entry{At: now, Source: SourceTimer, Verb: "retry", Generation: s.Generation, Result: Applied}
 	if s.RetryCount >= len(m.Config.RetryBackoff) {
 		effects := m.settleFailed(s, true)
 		entry.Detail = fmt.Sprintf("no callback after %d retries: failed (M21)", len(m.Config.RetryBackoff))
-		return Output{Result: Applied, Effects: effects, History: []Entry{entry}}
+		return Ready{Answer: Applied, Effects: effects, Records: []Entry{entry}}
 	}
 	s.RetryCount++
 	eff := m.dispatch(s, s.Attempt.Action, now)
 	entry.Generation = s.Generation
 	entry.Detail = fmt.Sprintf("stuck: retry %d of %d, %s re-dispatched under generation %d (M21)", s.RetryCount, len(m.Config.RetryBackoff), s.Attempt.Action, s.Generation)
-	return Output{Result: Applied, Effects: []Effect{eff}, History: []Entry{entry}}
+	return Ready{Answer: Applied, Effects: []Effect{eff}, Records: []Entry{entry}}
 }
 
-func (m Machine) provisioningTimedOut(s *State, e ProvisioningTimedOut, now time.Time) Output {
+func (m Machine) provisioningTimedOut(s *State, e ProvisioningTimedOut, now time.Time) Ready {
 	a := s.Attempt
 	if s.Lifecycle != Provisioning || a == nil || a.Generation != e.Generation || a.DispatchedAt.IsZero() || now.Before(a.DispatchedAt.Add(m.Config.ProvisioningTimeout)) {
-		return Output{Result: Ignored}
+		return Ready{Answer: Ignored}
 	}
 	effects := m.settleFailed(s, false)
-	return Output{Result: Applied, Effects: effects, History: []Entry{{At: now, Source: SourceTimer, Verb: "timeout", Generation: s.Generation, Result: Applied,
+	return Ready{Answer: Applied, Effects: effects, Records: []Entry{{At: now, Source: SourceTimer, Verb: "timeout", Generation: s.Generation, Result: Applied,
 		Detail: fmt.Sprintf("attempt %d provisioning for %s: failed (M22)", a.Generation, m.Config.ProvisioningTimeout)}}}
 }
 
-func (m Machine) nullExpired(s *State, now time.Time) Output {
+func (m Machine) nullExpired(s *State, now time.Time) Ready {
 	if s.NullPendingUntil.IsZero() || now.Before(s.NullPendingUntil) {
-		return Output{Result: Ignored}
+		return Ready{Answer: Ignored}
 	}
 	s.NullPendingUntil = time.Time{}
-	return Output{Result: Applied, History: []Entry{{At: now, Source: SourceTimer, Verb: "null_expired", Generation: s.Generation, Result: Applied,
+	return Ready{Answer: Applied, Records: []Entry{{At: now, Source: SourceTimer, Verb: "null_expired", Generation: s.Generation, Result: Applied,
 		Detail: "first null was never confirmed; forgotten (M16)"}}}
 }
 
@@ -767,7 +808,7 @@ func (m Machine) nullExpired(s *State, now time.Time) Output {
 //     is an observation, safe to repeat);
 //   - a control-plane question is asked again;
 //   - an admission question is asked again (A6 makes it idempotent).
-func (m Machine) reconcile(s *State, r Reconcile, now time.Time) Output {
+func (m Machine) reconcile(s *State, r Reconcile, now time.Time) Ready {
 	var effects []Effect
 	var details []string
 	if s.Admission != nil && s.Admission.Status == AdmissionAsking {
@@ -802,7 +843,7 @@ func (m Machine) reconcile(s *State, r Reconcile, now time.Time) Output {
 		details = append(details, "playground teardown asked again")
 	}
 	if len(details) == 0 {
-		return Output{Result: Ignored}
+		return Ready{Answer: Ignored}
 	}
 	detail := ""
 	for i, d := range details {
@@ -811,7 +852,7 @@ func (m Machine) reconcile(s *State, r Reconcile, now time.Time) Output {
 		}
 		detail += d
 	}
-	return Output{Result: Applied, Effects: effects, History: []Entry{{At: now, Source: SourceRecovery, Verb: "reconcile", Generation: s.Generation, Result: Applied, Detail: detail}}}
+	return Ready{Answer: Applied, Effects: effects, Records: []Entry{{At: now, Source: SourceRecovery, Verb: "reconcile", Generation: s.Generation, Result: Applied, Detail: detail}}}
 }
 
 // clip bounds text that came from outside before it goes into history.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/datadriven"
+	"github.com/wardenhq/warden/actors/entity"
 )
 
 var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -65,9 +66,9 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 		if host := arg("host", ""); host != "" {
 			c.Connection = &Connection{Host: host, Port: 22, User: "root", SSHPrivateKey: "k"}
 		}
-		s, out, err := h.m.Create(c, h.now)
-		if err != nil {
-			return "error: " + err.Error() + "\n"
+		s, out := h.m.Create(c, h.now)
+		if out.Err != nil {
+			return entity.Format(out, h.now)
 		}
 		h.s = s
 		return h.report(out)
@@ -167,7 +168,7 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 				if out.Changed {
 					change = "-> " + diff(h.s, s)
 				}
-				fmt.Fprintf(&b, "%-9s %-7s %-20s %s%s\n", v, g.name, out.Result, change, effects(out.Effects))
+				fmt.Fprintf(&b, "%-9s %-7s %-20s %s%s\n", v, g.name, out.Answer, change, effects(out.Effects))
 				if g.name == "stale" && out.Changed {
 					t.Errorf("I6: stale %s changed the state: %s", v, diff(h.s, s))
 				}
@@ -202,27 +203,15 @@ func (h *harness) callbackFrom(t *testing.T, arg func(string, string) string) Ca
 func (h *harness) step(ev Event) string {
 	s, out := h.m.Step(h.s, ev, h.now)
 	if out.Err != nil {
-		return "error: " + out.Err.Error() + "\n"
+		return entity.Format(out, h.now)
 	}
 	h.s = s
 	return h.report(out)
 }
 
-func (h *harness) report(out Output) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "result: %s\n", out.Result)
-	if len(out.Effects) > 0 {
-		fmt.Fprintf(&b, "effects:%s\n", effects(out.Effects))
-	}
-	for _, e := range out.History {
-		fmt.Fprintf(&b, "history: %s", e.Detail)
-		if e.ReceivedGeneration != 0 {
-			fmt.Fprintf(&b, " [gen %d, received %d]", e.Generation, e.ReceivedGeneration)
-		}
-		b.WriteString("\n")
-	}
-	fmt.Fprintf(&b, "state: %s\n", h.describe())
-	return b.String()
+// report is the one way a step is shown (entity.Format), then the state.
+func (h *harness) report(out Ready) string {
+	return entity.Format(out, h.now) + "state: " + h.describe() + "\n"
 }
 
 func (h *harness) describe() string { return describeAt(h.s, h.now) }
@@ -285,22 +274,7 @@ func diff(a, b State) string {
 func effects(es []Effect) string {
 	var b strings.Builder
 	for _, e := range es {
-		switch e := e.(type) {
-		case StartDispatch:
-			fmt.Fprintf(&b, " dispatch(%s,gen=%d)", e.Action, e.Generation)
-		case AskAdmission:
-			fmt.Fprintf(&b, " ask-admission(%s)", e.Pool)
-		case ReleaseAdmission:
-			fmt.Fprintf(&b, " release-admission(%s)", e.Pool)
-		case StartBootstrap:
-			fmt.Fprintf(&b, " bootstrap(gen=%d)", e.Generation)
-		case AskChats:
-			fmt.Fprintf(&b, " ask-chats(gen=%d)", e.Generation)
-		case TeardownPlaygrounds:
-			fmt.Fprintf(&b, " teardown-playgrounds(gen=%d)", e.Generation)
-		default:
-			fmt.Fprintf(&b, " %T", e)
-		}
+		fmt.Fprintf(&b, " %v", e)
 	}
 	return b.String()
 }

@@ -2,9 +2,10 @@
 // whose VM is provisioned out of band by a Terraform workflow that calls back
 // (rules M1-M23 and invariants I1-I6 in shared/spec/marquee.md).
 //
-// Machine.Step(state, event, now) returns the new state and an Output: the
-// result to answer, the effects for the shell to start after it has
-// persisted the new state, and the history entries to persist with it. The
+// Machine.Step(state, event, now) returns the new state and a Ready
+// (actors/entity): the result to answer and its encoded reply, the history
+// entries to persist with the new state, the effects for the shell to
+// start after it has, and the earliest deadline. The
 // machine does no I/O, reads no clock, starts no goroutine and draws no
 // random number; timers are deadlines derived from the state (Deadlines),
 // and the shell turns each one that falls due into an event.

@@ -1,0 +1,88 @@
+// Package entity holds the one shape every machine's step returns, in the
+// spirit of etcd's raft Ready: a pure Step(state, event, now) gives back the
+// next state and a Ready that says everything the shell must do about it,
+// in order:
+//
+//	Step ──► Ready ──► Err?  ── yes ─► answer the error; nothing written
+//	                    │ no
+//	                    ▼
+//	         Records + state (+ Reply as the delivery's dedup record)
+//	                    │  one synced batch
+//	                    ▼
+//	         Effects started ─► Wake armed ─► Answer (or Reply) to the caller
+//
+// Marquees, pools, environments and branches all return it, so one runner
+// (actors/runner.go) drives them all and every golden suite prints a step
+// the same way (Format).
+package entity
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Ready is what one step produced besides the next state.
+type Ready[Answer, Effect, Record any] struct {
+	// Answer is what was decided, for the caller and for history: a
+	// callback's result, a pool's admission, a preview's verdict.
+	Answer Answer
+	// Err refuses the event: the state is unchanged and nothing is
+	// written (an operator command not allowed now, a full queue).
+	Err error
+	// Reply is the exact encoded answer to a delivery, stored with its
+	// dedup record so that a repeat hears the same bytes (M20).
+	Reply []byte
+	// Records are appended in the same batch as the state (history lines,
+	// admission records).
+	Records []Record
+	// Effects are started only after the batch is durable (intent before
+	// effect, E5; A10).
+	Effects []Effect
+	// Wake is the state's earliest deadline; zero means none.
+	Wake time.Time
+	// Changed is false when the state is as it was: with no records and
+	// no reply either, the shell writes nothing.
+	Changed bool
+}
+
+// Writes says whether the step has anything to persist.
+func (r Ready[A, F, R]) Writes() bool {
+	return r.Changed || len(r.Records) > 0 || r.Reply != nil
+}
+
+// Format prints a Ready the one way every golden suite shows a step:
+// the answer (or error), each record and effect on its own line, the wake
+// relative to now, and whether the state changed. Answers, records and
+// effects print with their String methods.
+func Format[A, F, R any](r Ready[A, F, R], now time.Time) string {
+	var b strings.Builder
+	if r.Err != nil {
+		fmt.Fprintf(&b, "error: %v\n", r.Err)
+		return b.String()
+	}
+	fmt.Fprintf(&b, "answer: %v\n", r.Answer)
+	if r.Reply != nil {
+		fmt.Fprintf(&b, "reply: %s\n", r.Reply)
+	}
+	for _, rec := range r.Records {
+		fmt.Fprintf(&b, "record: %v\n", rec)
+	}
+	for _, e := range r.Effects {
+		fmt.Fprintf(&b, "effect: %v\n", e)
+	}
+	switch {
+	case r.Wake.IsZero():
+	case r.Wake.After(now):
+		fmt.Fprintf(&b, "wake: +%s\n", r.Wake.Sub(now))
+	default:
+		b.WriteString("wake: now\n")
+	}
+	if !r.Changed {
+		b.WriteString("unchanged\n")
+	}
+	return b.String()
+}
+
+// None is the record type of a kind that appends nothing beside its state.
+type None struct{}

@@ -1,0 +1,95 @@
+package actors
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/wardenhq/warden/actors/entity"
+	"github.com/wardenhq/warden/persistence"
+)
+
+// runner is the one transition loop every entity actor runs, whatever its
+// kind (marquee, pool, environment, branch):
+//
+//	step (pure) ─► Err? answer it, write nothing
+//	             ─► one synced batch: records, state, a delivery's reply
+//	             ─► effects ─► wake armed ─► the caller is answered
+//
+// A kind gives three functions: its machine's Step lifted to its durable
+// record S, how a step's records and record go into a batch, and how its
+// effects start. Faults, the commit hook of the simulator, persist timing
+// and the retry of a failed internal write are the runner's, once.
+type runner[S, E, A, F, R any] struct {
+	sys *System
+	key key
+	// rec is the entity's durable record as last committed.
+	rec S
+	// step is the machine's Step on the record: pure.
+	step func(rec S, ev E, now time.Time) (S, entity.Ready[A, F, R])
+	// stage puts a committed step's writes into b: its records and the
+	// next record (before is the record it replaces, for its indexes).
+	stage func(b *persistence.Batch, before, next S, r entity.Ready[A, F, R])
+	// start starts the effects once the batch is durable.
+	start func(next S, effects []F)
+}
+
+// apply steps and commits one event. A refusal (r.Err) writes nothing and
+// is returned as the Ready's Err with a nil error; the error is the
+// commit's.
+func (r *runner[S, E, A, F, R]) apply(ev E) (entity.Ready[A, F, R], error) {
+	next, rd := r.step(r.rec, ev, r.sys.cfg.Clock.Now())
+	if rd.Err != nil {
+		return rd, nil
+	}
+	return rd, r.commit(ev, next, rd, nil)
+}
+
+// applyInternal applies an event nobody waits for (an effect's result, a
+// deadline, a reconciliation, a pool's decision, a lease renewal); a failed
+// write is retried after a back-off the same way for every kind
+// (System.retryLater), never dropped.
+func (r *runner[S, E, A, F, R]) applyInternal(ev E, attempt int) {
+	if _, err := r.apply(ev); err != nil {
+		r.sys.retryLater(r.key.kind, r.key.id, ev, attempt, err)
+	}
+}
+
+// commit makes a step durable in one synced batch, with a delivery's
+// dedup record holding the step's reply (I5, M20), then starts its
+// effects and arms its wake. A step that writes nothing is shown to the
+// simulator's oracles all the same (a pool's repeated ask is A6) and only
+// starts its effects: its wake is the one already armed (arming it again could spin
+// on a deadline the state cannot act on yet).
+func (r *runner[S, E, A, F, R]) commit(ev E, next S, rd entity.Ready[A, F, R], delivery *persistence.DedupRecord) error {
+	if !rd.Writes() && delivery == nil {
+		before := r.rec
+		r.rec = next
+		r.sys.committed(r.key.kind, r.key.id, ev, before, next, rd, false)
+		r.start(next, rd.Effects)
+		return nil
+	}
+	if err := r.sys.fault(FaultBeforePersist, r.key.id); err != nil {
+		return fmt.Errorf("%w: persist %s %s: %v", ErrUnavailable, r.key.kind, r.key.id, err)
+	}
+	b := r.sys.cfg.Store.NewBatch()
+	r.stage(b, r.rec, next, rd)
+	if delivery != nil {
+		d := *delivery
+		d.Status, d.Body = 200, rd.Reply
+		b.PutDedup(d)
+	}
+	start := time.Now()
+	err := b.Commit()
+	r.sys.cfg.Metrics.Persist.Observe(time.Since(start).Seconds())
+	if err != nil {
+		return fmt.Errorf("%w: persist %s %s: %v", ErrUnavailable, r.key.kind, r.key.id, err)
+	}
+	before := r.rec
+	r.rec = next
+	r.sys.committed(r.key.kind, r.key.id, ev, before, next, rd, true)
+	_ = r.sys.fault(FaultAfterPersist, r.key.id)
+	r.start(next, rd.Effects)
+	_ = r.sys.fault(FaultAfterEffects, r.key.id)
+	r.sys.armWake(r.key, rd.Wake)
+	return nil
+}
