@@ -77,8 +77,9 @@ func parseCallback(args []string, getenv func(string) string, stderr io.Writer) 
 Sends one callback to warden. Configuration comes from the environment the
 workflow sets, never from the command line: WARDEN_CALLBACK_URL,
 WARDEN_MARQUEE_ID, WARDEN_GENERATION and the run's scoped credential
-WARDEN_CALLBACK_TOKEN. The delivery id is derived from GITHUB_RUN_ID,
-GITHUB_RUN_ATTEMPT, the verb and the step, so a retried step is one delivery.
+WARDEN_CALLBACK_TOKEN. The delivery id is derived from GITHUB_RUN_ID and
+GITHUB_RUN_ATTEMPT (or another CI's run id in WARDEN_RUN_ID), the verb and
+the step, so a retried step is one delivery and another run is another.
 
 exit status: 0 accepted (applied, duplicate, ignored, pending_confirmation,
 checking, vetoed); 3 this run is obsolete (stale, locked): stop quietly;
@@ -154,8 +155,12 @@ func clipReason(s string) string {
 }
 
 // deliveryID is the same for every try of one callback of one run (W2,
-// M20): GitHub's run id and attempt, the verb and the step. Outside GitHub
-// it is derived from the marquee, generation, verb and step.
+// M20) and differs between runs: GitHub's run id and attempt, or another
+// CI's run id in WARDEN_RUN_ID (GitLab's CI_PIPELINE_ID, Buildkite's
+// BUILDKITE_BUILD_ID), then the verb and the step. With neither, it is
+// derived from the marquee, generation, verb and step, so two runs of one
+// generation share ids: a second run's differing body is then refused as
+// a reused key (T5) rather than taken for the first's.
 func deliveryID(getenv func(string) string, marqueeID string, generation uint64, verb, step string) string {
 	what := verb
 	if step != "" {
@@ -167,6 +172,12 @@ func deliveryID(getenv func(string) string, marqueeID string, generation uint64,
 			attempt = "1"
 		}
 		return fmt.Sprintf("gh-%s-%s-%s", run, attempt, what)
+	}
+	if run := getenv("WARDEN_RUN_ID"); run != "" {
+		h := sha256.Sum256([]byte(run))
+		// The run id is the caller's text: only its digest goes on the wire,
+		// so the id stays within Webhook-Id's alphabet and length.
+		return fmt.Sprintf("run-%s-%s", hex.EncodeToString(h[:8]), what)
 	}
 	h := sha256.Sum256([]byte(fmt.Sprintf("%s/%d/%s", marqueeID, generation, what)))
 	return fmt.Sprintf("wc-%s-%d-%s-%s", marqueeID, generation, what, hex.EncodeToString(h[:4]))

@@ -97,6 +97,29 @@ func TestW1ConfiguredFromTheEnvironment(t *testing.T) {
 	require.Contains(t, errs, "never from the command line")
 }
 
+// TestW2DeliveryIDsAreOnePerRun: every try of one callback of one run has
+// one id; another run (GitHub's run or attempt, another CI's WARDEN_RUN_ID)
+// has another; without a run id the marquee and generation stand in.
+func TestW2DeliveryIDsAreOnePerRun(t *testing.T) {
+	env := func(kv ...string) func(string) string {
+		m := map[string]string{}
+		for i := 0; i+1 < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return func(k string) string { return m[k] }
+	}
+	gh := deliveryID(env("GITHUB_RUN_ID", "777", "GITHUB_RUN_ATTEMPT", "2", "WARDEN_RUN_ID", "ignored"), "m-1", 3, "step", "vm_starting")
+	require.Equal(t, "gh-777-2-step-vm_starting", gh, "GitHub's run comes first")
+	require.NotEqual(t, gh, deliveryID(env("GITHUB_RUN_ID", "777", "GITHUB_RUN_ATTEMPT", "3"), "m-1", 3, "step", "vm_starting"), "a re-run attempt is another run")
+
+	a := deliveryID(env("WARDEN_RUN_ID", "pipeline 41"), "m-1", 3, "deployed", "")
+	require.Equal(t, a, deliveryID(env("WARDEN_RUN_ID", "pipeline 41"), "m-1", 3, "deployed", ""), "stable across tries")
+	require.NotEqual(t, a, deliveryID(env("WARDEN_RUN_ID", "pipeline 42"), "m-1", 3, "deployed", ""), "another CI run, another id")
+	require.Regexp(t, `^run-[0-9a-f]{16}-deployed$`, a, "the caller's run id is digested, never sent as is")
+
+	require.Regexp(t, `^wc-m-1-3-null-[0-9a-f]{8}$`, deliveryID(env(), "m-1", 3, "null", ""))
+}
+
 // TestW2RetriesWhatShouldBeRetried: 503 with Retry-After, 429 and a 502 are
 // sent again under the same delivery id, with growing waits; a 400 is not
 // retried; stale and locked exit with the "obsolete run" status.

@@ -14,9 +14,18 @@
 // stdin, as a real workflow gets it as the input callback_token; it never
 // travels in an environment variable or on a command line.
 //
+// With WARDEN_EXAMPLE_SCRIPTS set (the examples/github/scripts directory),
+// the run is the GitHub workflow's own steps instead: it maps the request
+// to the environment the workflow maps its inputs to, runs provision.sh
+// (real Terraform on examples/terraform/local, `warden callback` at each
+// step) and, if that fails, on-failure.sh, exactly as the workflow's
+// `if: failure()` step does. `make run` chooses this when terraform is on
+// the PATH.
+//
 // Environment: WARDEN_EXAMPLE_STEP_DELAY (pause between callbacks, default 1s),
 // WARDEN_EXAMPLE_LOG (where runs write their diagnostics, default
-// os.TempDir()/warden-example-workflow.log).
+// os.TempDir()/warden-example-workflow.log), WARDEN_EXAMPLE_SCRIPTS (above;
+// the scripts read WARDEN_BIN, WARDEN_TF_DIR and WARDEN_TF_WORK).
 package main
 
 import (
@@ -130,6 +139,9 @@ func run() error {
 	if err := readRequest(&r); err != nil {
 		return fmt.Errorf("request on stdin: %w", err)
 	}
+	if dir := os.Getenv("WARDEN_EXAMPLE_SCRIPTS"); dir != "" {
+		return runScripts(dir, r)
+	}
 	delay := time.Second
 	if d, err := time.ParseDuration(os.Getenv("WARDEN_EXAMPLE_STEP_DELAY")); err == nil {
 		delay = d
@@ -178,6 +190,35 @@ func run() error {
 		"ssh_private_key": "example key of generation " + strconv.FormatUint(r.Generation, 10) + " (not a real key)",
 		"free_domain":     r.MarqueeID + ".localhost",
 	}}, id("deployed"))
+}
+
+// runScripts runs the workflow's steps as GitHub Actions would: the inputs
+// in the environment (the credential too, as the workflow's env: maps it),
+// provision.sh, and on-failure.sh when it fails.
+func runScripts(dir string, r request) error {
+	env := append(os.Environ(),
+		"WARDEN_CALLBACK_URL="+r.CallbackURL,
+		"WARDEN_MARQUEE_ID="+r.MarqueeID,
+		"WARDEN_GENERATION="+strconv.FormatUint(r.Generation, 10),
+		"WARDEN_CALLBACK_TOKEN="+r.CallbackToken,
+		// A run of its own, as GitHub's GITHUB_RUN_ID is: its callbacks'
+		// delivery ids are its own (W2).
+		"WARDEN_RUN_ID="+fmt.Sprintf("example-%s-%d-%d", r.MarqueeID, r.Generation, time.Now().UnixNano()))
+	step := func(script string, args ...string) error {
+		cmd := exec.Command(filepath.Join(dir, script), args...)
+		cmd.Env = env
+		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+		fmt.Printf("%s gen=%d: %s %v\n", r.MarqueeID, r.Generation, script, args)
+		return cmd.Run()
+	}
+	err := step("provision.sh", r.Action)
+	if err != nil {
+		if ferr := step("on-failure.sh"); ferr != nil {
+			return fmt.Errorf("provision.sh: %v; on-failure.sh: %v", err, ferr)
+		}
+		return fmt.Errorf("provision.sh: %w (reported to warden)", err)
+	}
+	return nil
 }
 
 func bootstrap() error {
