@@ -21,6 +21,8 @@ func main() {
 		err = serve(os.Args[2:], os.Getenv, os.Stderr)
 	case "callback":
 		os.Exit(runCallback(os.Args[2:], os.Getenv, os.Stdout, os.Stderr))
+	case "env":
+		os.Exit(runEnv(os.Args[2:], os.Getenv, os.Stdout, os.Stderr))
 	case "rekey":
 		err = rekey(os.Args[2:], os.Getenv, os.Stdout, os.Stderr)
 	case "rotate-callback-key":
@@ -50,6 +52,7 @@ commands:
   serve                run the supervisor: HTTP API, actors, Pebble store (warden serve -h for flags)
   sim                  deterministic simulation: warden sim --seed N | --seeds K [--from N] [--check-determinism]
   callback             send one callback from a workflow (warden callback -h; configured from the environment)
+  env                  ask warden for a preview environment or its removal: warden env create|remove|action|get (WARDEN_URL, WARDEN_OPERATOR_TOKEN)
   rekey                re-encrypt every sealed secret under a new seal key (warden stopped; resumes after a crash)
   rotate-callback-key  start a new scoped-credential signing key; the old one verifies for --callback-token-ttl
   mint-callback-token  print a scoped callback credential: --marquee ID --generation N [--ttl 1h]`)

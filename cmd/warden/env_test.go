@@ -1,0 +1,100 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestW7EnvCommandsAgainstARealWarden: the preview workflow's client asks a
+// real warden for an environment and its removal; a repeated create with
+// --if-absent and a removal of a missing one with --if-present are
+// success (a re-run job), without them warden's refusal is the exit status
+// and its message is printed.
+func TestW7EnvCommandsAgainstARealWarden(t *testing.T) {
+	ok := okScript(t)
+	p := startProc(t, t.TempDir()+"/data", freePort(t), "--dispatch", "exec", "--dispatch-command", ok, "--bootstrap", "exec", "--bootstrap-command", ok)
+	env := func(k string) string {
+		return map[string]string{"WARDEN_URL": p.url, "WARDEN_OPERATOR_TOKEN": "op-secret"}[k]
+	}
+	run := func(args ...string) (int, string, string) {
+		var out, errs bytes.Buffer
+		code := runEnv(args, env, &out, &errs)
+		return code, out.String(), errs.String()
+	}
+	create := []string{"create", "--id", "pr-7-3f2c9e1", "--branch", "feature-search", "--revision", "3f2c9e1aa", "--ttl", "72h"}
+	code, out, errs := run(create...)
+	require.Equal(t, envExitOK, code, errs)
+	require.Contains(t, out, `"id":"pr-7-3f2c9e1"`)
+	require.Equal(t, 1, strings.Count(out, "\n"), "one line")
+
+	code, _, errs = run(create...)
+	require.Equal(t, envExitRefused, code)
+	require.Contains(t, errs, "409", "warden's refusal")
+	require.Contains(t, errs, "already exists")
+	code, out, _ = run(append(create, "--if-absent")...)
+	require.Equal(t, envExitOK, code, "a re-run job's create is success")
+	require.Contains(t, out, `"id":"pr-7-3f2c9e1"`)
+
+	code, out, errs = run("remove", "pr-7-3f2c9e1", "--reason", "pull request closed")
+	require.Equal(t, envExitOK, code, errs)
+	require.Contains(t, out, `"desired":"removed"`)
+
+	code, _, errs = run("remove", "pr-8-0000000", "--reason", "x")
+	require.Equal(t, envExitRefused, code)
+	require.Contains(t, errs, "404")
+	code, _, _ = run("remove", "pr-8-0000000", "--if-present")
+	require.Equal(t, envExitOK, code)
+
+	code, _, errs = run("create", "--id", "Bad_ID", "--branch", "b", "--revision", "r")
+	require.Equal(t, envExitRefused, code)
+	require.Contains(t, errs, "400")
+
+	// The token stays out of argv: there is no flag for it.
+	code, _, errs = run("get", "pr-7-3f2c9e1", "--token", "op-secret")
+	require.Equal(t, envExitUsage, code)
+	require.Contains(t, errs, "flag provided but not defined: -token")
+}
+
+// TestW7PreviewScriptFollowsAPullRequest runs examples/github/scripts/
+// preview.sh as the preview workflow does, against a real warden: opened
+// creates pr-<n>-<sha7> with a branch name made valid, a push creates the
+// new head's and removes the old head's, closed removes the last.
+func TestW7PreviewScriptFollowsAPullRequest(t *testing.T) {
+	ok := okScript(t)
+	p := startProc(t, t.TempDir()+"/data", freePort(t), "--dispatch", "exec", "--dispatch-command", ok, "--bootstrap", "exec", "--bootstrap-command", ok)
+	script, err := filepath.Abs("../../examples/github/scripts/preview.sh")
+	require.NoError(t, err)
+	preview := func(what string, kv ...string) string {
+		t.Helper()
+		cmd := exec.Command(script, what)
+		cmd.Env = append(os.Environ(), "WARDEN_BIN="+wardenBinary(t), "WARDEN_URL="+p.url, "WARDEN_OPERATOR_TOKEN=op-secret",
+			"PR_NUMBER=12", "PR_BRANCH=Feature/Search_v2")
+		cmd.Env = append(cmd.Env, kv...)
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "preview.sh %s: %s", what, out)
+		return string(out)
+	}
+	first, second := "ABCDEF1234567890abcdef1234567890abcdef12", "0123456789abcdef0123456789abcdef01234567"
+	out := preview("create", "HEAD_SHA="+first)
+	require.Contains(t, out, `"id":"pr-12-abcdef1"`)
+	require.Contains(t, out, `"branch":"feature-search-v2"`, "a branch name made valid")
+	preview("create", "HEAD_SHA="+first) // the job run again
+
+	preview("create", "HEAD_SHA="+second)
+	preview("remove-before", "BEFORE_SHA="+first)
+	_, old := p.do("GET", "/v1/environments/pr-12-abcdef1", "op-secret", nil)
+	require.Equal(t, "removed", old["desired"])
+	_, cur := p.do("GET", "/v1/environments/pr-12-0123456", "op-secret", nil)
+	require.Equal(t, "ready", cur["desired"])
+
+	preview("remove", "HEAD_SHA="+second)
+	_, cur = p.do("GET", "/v1/environments/pr-12-0123456", "op-secret", nil)
+	require.Equal(t, "removed", cur["desired"])
+	preview("remove", "HEAD_SHA="+second) // closed twice: still success
+}
