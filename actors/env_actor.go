@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"net/url"
 	"sync/atomic"
 	"time"
@@ -61,10 +60,10 @@ type EnvConfig struct {
 	// Drivers by capability (E13); a missing one makes its steps fail as
 	// configuration errors.
 	Drivers map[environment.Capability]driver.Capability
-	// NotifyEndpoint receives environment-ready notifications (E10); empty
-	// means none are sent (they stay in the outbox).
-	NotifyEndpoint string
-	Client         *http.Client
+	// Notifier delivers the outbox (E10, W7): a webhook, or GitHub's
+	// commit statuses and pull-request comments; nil means none are sent
+	// (they stay in the outbox, shown in the view).
+	Notifier driver.Notifier
 	// Worker names this process as a lease owner (E7).
 	Worker string
 	// ExclusiveStore says no other process can write the store (a lone

@@ -202,7 +202,7 @@ func TestPendingNotificationsAreSentAfterARestart(t *testing.T) {
 		store, err := persistence.Open(dir, persistence.Options{})
 		require.NoError(t, err)
 		return startEnvSystem(t, store, nil, EnvConfig{Drivers: DriverForAll(slowWorld{}), ReconcileEvery: 20 * time.Millisecond,
-			Worker: "w1", NotifyEndpoint: sink.URL, NotifyBackoff: time.Hour}), store
+			Worker: "w1", Notifier: &driver.Webhook{Endpoint: sink.URL}, NotifyBackoff: time.Hour}), store
 	}
 	sys, store := start()
 	_, err := sys.CreateEnvironment(context.Background(), environment.Create{ID: "env-1", Branch: "main", Revision: "r1"})

@@ -1,11 +1,9 @@
 package actors
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"net/http"
 
+	"github.com/wardenhq/warden/actors/driver"
 	"github.com/wardenhq/warden/actors/environment"
 )
 
@@ -32,27 +30,16 @@ func (a *envActor) send(n environment.Notification, attempt int) {
 	})
 }
 
-// notify delivers one outbox record (E10). The key is sent as the
-// Idempotency-Key, so a repeated delivery carries the same identity.
+// notify delivers one outbox record (E10) through the configured notifier.
 func (s *System) notify(ctx context.Context, n environment.Notification) bool {
-	if s.cfg.Env.NotifyEndpoint == "" {
+	if s.cfg.Env.Notifier == nil {
 		return false
 	}
-	body, _ := json.Marshal(map[string]string{"key": n.Key, "event": n.Event, "url": n.URL})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.cfg.Env.NotifyEndpoint, bytes.NewReader(body))
+	err := s.cfg.Env.Notifier.Notify(ctx, driver.Notification{Key: n.Key, Event: n.Event, URL: n.URL, EnvID: n.EnvID,
+		Branch: n.Branch, Revision: n.Revision, Generation: n.Generation, Detail: n.Detail})
 	if err != nil {
+		s.log.Debug("notification not delivered", "key", n.Key, "err", redacted(err, s.cfg.Secrets...))
 		return false
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Idempotency-Key", n.Key)
-	client := s.cfg.Env.Client
-	if client == nil {
-		client = http.DefaultClient
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return false
-	}
-	resp.Body.Close()
-	return resp.StatusCode/100 == 2
+	return true
 }

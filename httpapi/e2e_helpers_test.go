@@ -202,7 +202,7 @@ func (w *world) start() {
 		Bootstrapper: &driver.HTTPSProbe{RootCAs: roots, Port: port, Timeout: 5 * time.Second},
 		ControlPlane: &driver.HTTPControlPlane{URL: w.cp.srv.URL},
 		CallbackURL:  w.url + "/v1/webhooks/terraform",
-		Env: actors.EnvConfig{Drivers: w.preview.drivers(), NotifyEndpoint: w.notify.srv.URL, Worker: "test-worker",
+		Env: actors.EnvConfig{Drivers: w.preview.drivers(), Notifier: &driver.Webhook{Endpoint: w.notify.srv.URL}, Worker: "test-worker",
 			ReconcileEvery: 20 * time.Millisecond, NotifyBackoff: 10 * time.Millisecond},
 	}
 	opts := httpapi.Options{CallbackToken: callbackToken, OperatorToken: operatorToken}

@@ -353,7 +353,8 @@ func (m Machine) Step(e Env, ev Event, now time.Time) (Env, Outcome) {
 		return before, Outcome{Err: out.Err}
 	}
 	e.trim()
-	r := Outcome{Answer: Verdict{Note: out.Note, Rejected: out.Rejected}, Effects: out.Effects, Changed: !reflect.DeepEqual(before, e)}
+	r := Outcome{Answer: Verdict{Note: out.Note, Rejected: out.Rejected}, Effects: append(out.Effects, sends(before.Outbox, e.Outbox)...),
+		Changed: !reflect.DeepEqual(before, e)}
 	if r.Changed {
 		e.UpdatedAt = now
 	}
@@ -480,6 +481,7 @@ func (m Machine) advance(e *Env, a Advance, now time.Time) decision {
 		e.State = t.to
 		e.Tombstone = &Tombstone{Reason: e.RemovalReason, RemovedAt: now}
 		e.Attempt = nil
+		m.announce(e, EventRemoved, "removed: "+e.RemovalReason, now)
 		return decision{Note: "removed; tombstone kept for leak audits (E12)"}
 	}
 	return m.begin(e, t, 0, a.Owner, a.BranchNewest, now)
@@ -700,8 +702,9 @@ func (m Machine) lostBeforeSmoke(e *Env, c Capability, o Observation, now time.T
 func (m Machine) supersede(e *Env, newer uint64, now time.Time) {
 	e.SupersededBy = newer
 	m.setResource(e, Route, "", "superseded")
-	e.Audit = append(e.Audit, AuditEntry{Actor: "controller", Action: "superseded",
-		Reason: fmt.Sprintf("branch route taken by generation %d", newer), At: now})
+	reason := fmt.Sprintf("branch route taken by generation %d", newer)
+	e.Audit = append(e.Audit, AuditEntry{Actor: "controller", Action: "superseded", Reason: reason, At: now})
+	m.announce(e, EventSuperseded, reason, now)
 }
 
 func (m Machine) setResource(e *Env, c Capability, providerID, status string) {
@@ -741,12 +744,37 @@ func (m Machine) stepDone(e *Env, detail, providerID string, now time.Time) deci
 	e.Attempt = nil
 	out := decision{Note: fmt.Sprintf("%s; %s -> %s committed", detail, t.from, t.to)}
 	if t.to == Ready {
-		// E10: the notification is committed with the state change.
-		n := Notification{Key: fmt.Sprintf("%s-%d", e.ID, e.Generation), Event: "environment-ready",
-			URL: m.URLOf(*e), CreatedAt: now}
-		if !slices.ContainsFunc(e.Outbox, func(x Notification) bool { return x.Key == n.Key }) {
-			e.Outbox = append(e.Outbox, n)
-			out.Effects = append(out.Effects, Send{Notification: n})
+		m.announce(e, EventReady, "ready", now)
+	}
+	return out
+}
+
+// announce puts a notification in the outbox, committed with the state
+// change it announces (E10); Step sends every record a step added. The
+// key of a ready notification is the environment and generation (as it
+// always was); the others add their event.
+func (m Machine) announce(e *Env, event, detail string, now time.Time) {
+	key := fmt.Sprintf("%s-%d", e.ID, e.Generation)
+	if event != EventReady {
+		key += "-" + strings.TrimPrefix(event, "environment-")
+	}
+	if slices.ContainsFunc(e.Outbox, func(x Notification) bool { return x.Key == key }) {
+		return
+	}
+	n := Notification{Key: key, Event: event, EnvID: e.ID, Branch: e.Branch, Revision: e.Revision, Generation: e.Generation,
+		Detail: detail, CreatedAt: now}
+	if event != EventRemoved {
+		n.URL = m.URLOf(*e)
+	}
+	e.Outbox = append(e.Outbox, n)
+}
+
+// sends are the Send effects for the outbox records a step added.
+func sends(before, after []Notification) []Effect {
+	var out []Effect
+	for _, n := range after {
+		if !slices.ContainsFunc(before, func(x Notification) bool { return x.Key == n.Key }) {
+			out = append(out, Send{Notification: n})
 		}
 	}
 	return out

@@ -220,15 +220,33 @@ type Receipt struct {
 }
 
 // Notification is an outbox record committed with the state change it
-// announces (E10); its key is the environment and generation.
+// announces (E10): the environment is ready, superseded by a newer
+// preview of its branch, or removed (W7: a pull request's status and
+// comment follow all three). Its key names the environment, generation and
+// event, so a repeated delivery carries the same identity.
 type Notification struct {
-	Key       string    `json:"key"`
-	Event     string    `json:"event"`
-	URL       string    `json:"url"`
+	Key   string `json:"key"`
+	Event string `json:"event"`
+	URL   string `json:"url"`
+	// What the receiver needs to place the news (a commit, a pull
+	// request): the environment, its branch, revision and generation.
+	EnvID      string `json:"env_id,omitempty"`
+	Branch     string `json:"branch,omitempty"`
+	Revision   string `json:"revision,omitempty"`
+	Generation uint64 `json:"generation,omitempty"`
+	// Detail is one line for people ("superseded by generation 4").
+	Detail    string    `json:"detail,omitempty"`
 	Delivered bool      `json:"delivered"`
 	Attempts  int       `json:"attempts"`
 	CreatedAt time.Time `json:"created_at"`
 }
+
+// Notification events.
+const (
+	EventReady      = "environment-ready"
+	EventSuperseded = "environment-superseded"
+	EventRemoved    = "environment-removed"
+)
 
 // Drift is a difference between desired and observed (E15).
 type Drift struct {

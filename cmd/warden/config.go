@@ -51,6 +51,7 @@ type config struct {
 	EnvDriverCommand  []string
 	EnvDriverTimeout  time.Duration
 	NotifyURL         string
+	Notify            string
 	PreviewURL        string
 	EnvReconcileEvery time.Duration
 	EnvLease          time.Duration
@@ -193,7 +194,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.DurationVar(&c.EnvLease, "env-lease", environment.DefaultConfig().LeaseFor, "how long a worker holds an environment transition before another may take it over (E7)")
 	fs.DurationVar(&c.EnvRetryBackoff, "env-retry-backoff", environment.DefaultConfig().RetryBackoff, "first wait after a transient environment failure, doubling (E9)")
 	fs.StringVar(&c.PreviewURL, "preview-url-template", "", "a preview's public URL, e.g. https://{branch}.preview.example.com; {id}, {branch}, {generation} are filled in (W8); empty: the URL the route driver observes")
-	fs.StringVar(&c.NotifyURL, "notify-url", "", "where environment-ready notifications are POSTed (E10); empty: kept in the outbox")
+	fs.StringVar(&c.NotifyURL, "notify-url", "", "where environment notifications are POSTed with --notify webhook (E10)")
+	fs.StringVar(&c.Notify, "notify", "", "where environment notifications go: webhook (--notify-url), github (commit status and pull-request comment in --github-repo, W7) or none; default webhook if --notify-url is set, else none (they stay in the outbox)")
 	fs.BoolVar(&c.benchNoop, "bench-noop", false, "serve POST /v1/webhooks/noop (benchmark baseline)")
 	fs.Var(listFlag{&c.CallbackAuth}, "callback-auth", "accepted callback modes: scoped,shared,standard-webhooks,github-oidc (default: scoped, and shared and standard-webhooks where their secrets are configured) (T2)")
 	fs.StringVar(&c.CallbackSigningKeyFile, "callback-signing-key-file", "", "keyring that derives scoped callback credentials (default <data>/callback-signing.key, created when absent) (T1)")
@@ -342,6 +344,26 @@ func (c *config) validate() error {
 		}
 	default:
 		problems = append(problems, fmt.Sprintf("--dispatch %q: want github or exec", c.Dispatch))
+	}
+	if c.Notify == "" && c.NotifyURL != "" {
+		c.Notify = "webhook"
+	}
+	switch c.Notify {
+	case "", "none":
+		c.Notify = ""
+	case "webhook":
+		if u, err := url.Parse(c.NotifyURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			problems = append(problems, "--notify webhook needs --notify-url, an http(s) URL")
+		}
+	case "github":
+		if c.GitHubRepo == "" || !strings.Contains(c.GitHubRepo, "/") {
+			problems = append(problems, "--github-repo owner/name is required with --notify github")
+		}
+		if c.GitHubToken == "" {
+			problems = append(problems, "a GitHub token is required with --notify github (WARDEN_GITHUB_TOKEN or --github-token-file)")
+		}
+	default:
+		problems = append(problems, fmt.Sprintf("--notify %q: want webhook, github or none", c.Notify))
 	}
 	switch c.Bootstrap {
 	case "https":

@@ -2,11 +2,16 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -97,4 +102,59 @@ func TestW7PreviewScriptFollowsAPullRequest(t *testing.T) {
 	_, cur = p.do("GET", "/v1/environments/pr-12-0123456", "op-secret", nil)
 	require.Equal(t, "removed", cur["desired"])
 	preview("remove", "HEAD_SHA="+second) // closed twice: still success
+}
+
+// TestW7ServeReportsPreviewsToGitHub: `warden serve --notify github`, the
+// reference preview drivers, and a fake GitHub API: a preview of a commit
+// becomes ready and its commit gets warden's status linking the preview;
+// its removal sets the status again, without a link.
+func TestW7ServeReportsPreviewsToGitHub(t *testing.T) {
+	previewBin := filepath.Join(t.TempDir(), "example-preview")
+	out, err := exec.Command("go", "build", "-o", previewBin, "../../examples/preview").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	var mu sync.Mutex
+	var statuses []map[string]any
+	gh := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		require.Equal(t, "Bearer gh-secret", r.Header.Get("Authorization"))
+		switch {
+		case r.Method == "POST" && strings.HasPrefix(r.URL.Path, "/repos/acme/app/statuses/"):
+			var s map[string]any
+			_ = json.NewDecoder(r.Body).Decode(&s)
+			mu.Lock()
+			statuses = append(statuses, s)
+			mu.Unlock()
+			w.WriteHeader(http.StatusCreated)
+		case r.Method == "GET" && strings.HasSuffix(r.URL.Path, "/pulls"):
+			_, _ = w.Write([]byte("[]")) // a commit on no pull request: a status only
+		default:
+			w.WriteHeader(http.StatusNotFound)
+		}
+	}))
+	t.Cleanup(gh.Close)
+	ok := okScript(t)
+	p := startProcEnv(t, t.TempDir()+"/data", freePort(t), []string{"WARDEN_PREVIEW_DIR=" + t.TempDir()},
+		"--dispatch", "exec", "--dispatch-command", ok, "--bootstrap", "exec", "--bootstrap-command", ok,
+		"--env-driver-command", previewBin, "--driver-env", "WARDEN_PREVIEW_DIR",
+		"--notify", "github", "--github-repo", "acme/app", "--github-api-url", gh.URL)
+	sha := "3f2c9e1aa3f2c9e1aa3f2c9e1aa3f2c9e1aa3f2c"
+	status, _ := p.do("POST", "/v1/environments", "op-secret", map[string]any{"id": "pr-9-3f2c9e1", "branch": "feature-gh", "revision": sha})
+	require.Equal(t, 201, status)
+	last := func() map[string]any {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(statuses) == 0 {
+			return nil
+		}
+		return statuses[len(statuses)-1]
+	}
+	require.Eventually(t, func() bool { s := last(); return s != nil && s["description"] == "preview ready" }, 60*time.Second, 100*time.Millisecond, "%s", p.log)
+	_, v := p.do("GET", "/v1/environments/pr-9-3f2c9e1", "op-secret", nil)
+	require.NotEmpty(t, v["url"])
+	require.Equal(t, v["url"], last()["target_url"], "the status links the preview's own URL")
+	require.Equal(t, "warden/preview", last()["context"])
+
+	status, _ = p.do("POST", "/v1/environments/pr-9-3f2c9e1/remove", "op-secret", map[string]any{"reason": "closed"})
+	require.Equal(t, 202, status)
+	require.Eventually(t, func() bool { return last()["description"] == "preview removed" }, 60*time.Second, 100*time.Millisecond, "%s", p.log)
+	require.Nil(t, last()["target_url"])
 }

@@ -183,6 +183,20 @@ func pruneDedup(store *persistence.Store, clk clock.Clock, retention time.Durati
 	}
 }
 
+// notifier is where environment notifications go (E10, W7): GitHub's
+// commit statuses and pull-request comments, a webhook, or nowhere (they
+// stay in the outbox).
+func notifier(c config) driver.Notifier {
+	client := &http.Client{Timeout: 10 * time.Second}
+	switch c.Notify {
+	case "github":
+		return &driver.GitHubStatus{APIURL: c.GitHubAPIURL, Repo: c.GitHubRepo, Token: c.GitHubToken, Client: client}
+	case "webhook":
+		return &driver.Webhook{Endpoint: c.NotifyURL, Client: client}
+	}
+	return nil
+}
+
 // envConfig wires preview environments: one exec driver serves every
 // capability (the request names it), if configured.
 func envConfig(c config) actors.EnvConfig {
@@ -192,7 +206,7 @@ func envConfig(c config) actors.EnvConfig {
 	// another worker, which takes over only after the lease expires (E7).
 	host, _ := os.Hostname()
 	ec := actors.EnvConfig{Machine: environment.Machine{Config: mc}, Worker: fmt.Sprintf("warden@%s/%d", host, os.Getpid()),
-		NotifyEndpoint: c.NotifyURL, Client: &http.Client{Timeout: 10 * time.Second}, ReconcileEvery: c.EnvReconcileEvery,
+		Notifier: notifier(c), ReconcileEvery: c.EnvReconcileEvery,
 		// One process holds the Pebble lock: a lease owner other than this
 		// process found at start died with its process.
 		ExclusiveStore: true}
