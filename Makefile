@@ -12,6 +12,21 @@ WARDEN_OPERATOR_TOKEN ?= dev-operator-token
 WARDEN_PREVIEW_DIR ?= $(DATA)/preview
 export WARDEN_CALLBACK_TOKEN WARDEN_OPERATOR_TOKEN WARDEN_PREVIEW_DIR
 
+# With terraform on the PATH, `make run`'s dispatches run the GitHub
+# workflow's own scripts (examples/github/scripts: real Terraform on the
+# offline examples/terraform/local, `warden callback` at each step); without
+# it, the built-in example workflow calls back the same way. `make run`
+# says which when it starts.
+TERRAFORM := $(shell command -v terraform 2>/dev/null)
+ifneq ($(TERRAFORM),)
+RUN_WORKFLOW := the workflow scripts in examples/github/scripts, with $(TERRAFORM) on examples/terraform/local
+export WARDEN_EXAMPLE_SCRIPTS := $(CURDIR)/examples/github/scripts
+export WARDEN_BIN := $(CURDIR)/bin/warden
+export WARDEN_TF_WORK := $(abspath $(DATA))/terraform
+else
+RUN_WORKFLOW := the built-in example workflow (terraform is not on the PATH)
+endif
+
 .PHONY: build test lint run bench crash sim fuzz clean install-check
 
 build:
@@ -31,10 +46,12 @@ test: lint
 	$(GO) test -count=1 -run 'TestSeedsWithDeterminism' ./sim
 
 run: build
+	@echo "make run: dispatches go to $(RUN_WORKFLOW)"
 	./bin/warden serve --listen $(LISTEN) --data $(DATA) \
 		--dispatch exec --dispatch-command ./bin/example-workflow \
 		--bootstrap exec --bootstrap-command "./bin/example-workflow bootstrap" \
-		--env-driver-command ./bin/example-preview --env-reconcile-every 10s --driver-env WARDEN_PREVIEW_DIR
+		--env-driver-command ./bin/example-preview --env-reconcile-every 10s \
+		--driver-env WARDEN_PREVIEW_DIR,WARDEN_EXAMPLE_SCRIPTS,WARDEN_BIN,WARDEN_TF_WORK,TF_CLI_CONFIG_FILE
 
 bench:
 	$(GO) run ./cmd/warden-bench -out BENCHMARKS.md
