@@ -99,6 +99,14 @@ func TestW5WorkflowScriptsWithRealTerraform(t *testing.T) {
 	require.Contains(t, oldOut.String(), "obsolete")
 	require.NotContains(t, oldOut.String(), "terraform apply", "it stopped at its first callback, before touching the infrastructure")
 	require.EqualValues(t, 2, view()["generation"])
+	// The status the old run's script branched on: warden callback says
+	// "obsolete run" with its own exit status (3), not a failure.
+	late := exec.Command(bin, "callback", "--verb", "step", "--step", "ssh_configuring")
+	late.Env = oldRun.Env
+	err = late.Run()
+	var exit *exec.ExitError
+	require.ErrorAs(t, err, &exit)
+	require.Equal(t, exitObsolete, exit.ExitCode())
 
 	status, _ = p.do("POST", "/v1/marquees/m-tf/destroy", "op-secret", map[string]any{})
 	require.Equal(t, 202, status)
