@@ -636,7 +636,7 @@ func (w *world) envConfig(inc int) actors.EnvConfig {
 	mc := environment.DefaultConfig()
 	mc.Plant = w.opts.Plant
 	return actors.EnvConfig{Machine: environment.Machine{Config: mc}, Drivers: actors.DriverForAll(previewDriver{w}), Worker: fmt.Sprintf("warden-%d", inc),
-		Notifier: &driver.Webhook{Endpoint: "https://notify.sim/hook", Client: &http.Client{Transport: notifyTransport{w}}},
+		Notifier:      &driver.Webhook{Endpoint: "https://notify.sim/hook", Client: &http.Client{Transport: notifyTransport{w}}},
 		NotifyBackoff: time.Minute, ReconcileEvery: 15 * time.Minute,
 		// One process on its own store: an earlier incarnation's leases end
 		// when the next one starts (issue 10).
