@@ -104,7 +104,9 @@ func (s *System) Command(ctx context.Context, id string, ev marquee.Event) (marq
 	return r.(marquee.State), nil
 }
 
-// Marquee reads a marquee's last committed snapshot.
+// Marquee reads a marquee's last committed snapshot. A reaped marquee's
+// tombstone is returned like any other state (O3): only an id that never
+// existed is not found.
 func (s *System) Marquee(id string) (marquee.State, error) {
 	rec, err := s.cfg.Store.LoadMarquee(id)
 	if err != nil {
@@ -112,9 +114,6 @@ func (s *System) Marquee(id string) (marquee.State, error) {
 			return marquee.State{}, fmt.Errorf("%w: marquee %s", ErrNotFound, id)
 		}
 		return marquee.State{}, err
-	}
-	if rec.State.Tombstone != nil {
-		return marquee.State{}, fmt.Errorf("%w: marquee %s was reaped", ErrNotFound, id)
 	}
 	return rec.State, nil
 }

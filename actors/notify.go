@@ -19,9 +19,19 @@ const MaxNotifyAttempts = 12
 // with back-off (NotifyBackoff doubling), never changing readiness (E10).
 func (a *envActor) send(n environment.Notification, attempt int) {
 	sys, id := a.sys, a.id
+	if sys.cfg.Env.Notifier == nil {
+		// Nowhere to send: nothing is tried or retried; the view says why
+		// (O2) and the record stays in the outbox.
+		return
+	}
 	sys.goEffect(func(ctx context.Context) {
-		ok := sys.notify(ctx, n)
-		sys.route(kindEnv, id, envEvent{ev: environment.Delivered{Key: n.Key, OK: ok}})
+		err := sys.notify(ctx, n)
+		ok := err == nil
+		d := environment.Delivered{Key: n.Key, OK: ok}
+		if err != nil {
+			d.Error = err.Error()
+		}
+		sys.route(kindEnv, id, envEvent{ev: d})
 		if !ok && attempt+1 < MaxNotifyAttempts {
 			sys.cfg.Clock.AfterFunc(sys.cfg.Env.NotifyBackoff<<min(attempt, 10), func() {
 				sys.route(kindEnv, id, envResend{n: n, attempt: attempt + 1})
@@ -30,16 +40,17 @@ func (a *envActor) send(n environment.Notification, attempt int) {
 	})
 }
 
-// notify delivers one outbox record (E10) through the configured notifier.
-func (s *System) notify(ctx context.Context, n environment.Notification) bool {
-	if s.cfg.Env.Notifier == nil {
-		return false
-	}
+// notify delivers one outbox record (E10) through the configured notifier;
+// the error, secrets scrubbed, is kept on the record (O2).
+func (s *System) notify(ctx context.Context, n environment.Notification) error {
 	err := s.cfg.Env.Notifier.Notify(ctx, driver.Notification{Key: n.Key, Event: n.Event, URL: n.URL, EnvID: n.EnvID,
 		Branch: n.Branch, Revision: n.Revision, Generation: n.Generation, Detail: n.Detail})
 	if err != nil {
-		s.log.Debug("notification not delivered", "key", n.Key, "err", redacted(err, s.cfg.Secrets...))
-		return false
+		err = redacted(err, s.cfg.Secrets...)
+		s.log.Info("notification not delivered", "environment", n.EnvID, "key", n.Key, "err", err)
 	}
-	return true
+	return err
 }
+
+// Notifies reports whether notifications are sent anywhere.
+func (s *System) Notifies() bool { return s.cfg.Env.Notifier != nil }

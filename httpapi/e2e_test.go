@@ -80,7 +80,9 @@ func TestE2ENullWhileProvisioning(t *testing.T) {
 	require.Equal(t, "applied", w.result(map[string]any{"marquee_id": "m-1", "verb": "null", "generation": 1}))
 	v := w.view("m-1")
 	require.Equal(t, "failed", v["lifecycle"])
-	require.Equal(t, "queued", v["progress"])
+	require.Nil(t, v["progress"], "a settled marquee has no step in progress (issue 12)")
+	require.Equal(t, "M16", v["failure"].(map[string]any)["rule"], "O2: why it failed, as a field")
+	require.Contains(t, v["status"], "failed (generation 1)")
 	require.Nil(t, v["admission"])
 	_, p, _ := w.do("GET", "/v1/pools/default", operatorToken, nil)
 	require.Empty(t, p["reserved"], "A5: the slot is released")
@@ -115,10 +117,13 @@ func TestE2ENullNeedsTwoConfirmations(t *testing.T) {
 // TestE2EVeto: M18, I3, with live chats and with an unreachable or
 // garbage-speaking control plane.
 func TestE2EVeto(t *testing.T) {
-	for _, tc := range []struct{ name, answer string }{
-		{"live chats", `{"live": 2, "reachable": 1}`},
-		{"unreachable", "unreachable"},
-		{"garbage", "garbage"},
+	for _, tc := range []struct{ name, answer, result string }{
+		{"live chats", `{"live": 2, "reachable": 1}`, "vetoed"},
+		// Nobody said there are live chats: the downgrade is held and
+		// asked again, and history says checking, as the callback was
+		// answered (issue 12), not vetoed.
+		{"unreachable", "unreachable", "checking"},
+		{"garbage", "garbage", "checking"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := newWorld(t, defaultPools)
@@ -128,7 +133,7 @@ func TestE2EVeto(t *testing.T) {
 			require.Eventually(t, func() bool {
 				_, h, _ := w.do("GET", "/v1/marquees/m-1/history?limit=1", operatorToken, nil)
 				e := h["items"].([]any)[0].(map[string]any)
-				return e["source"] == "control_plane" && e["result"] == "vetoed"
+				return e["source"] == "control_plane" && e["result"] == tc.result
 			}, 5*time.Second, 5*time.Millisecond)
 			v := w.view("m-1")
 			require.Equal(t, "active", v["serving"], "I3: preserved")
@@ -294,8 +299,19 @@ func TestE2EOperatorLifecycle(t *testing.T) {
 	require.Equal(t, 202, st)
 	require.Equal(t, "destroying", v["lifecycle"])
 	require.Equal(t, "applied", w.result(map[string]any{"marquee_id": "m-1", "verb": "destroyed", "generation": g + 1}))
-	st, _, _ = w.do("GET", "/v1/marquees/m-1", operatorToken, nil)
-	require.Equal(t, 404, st)
+	// O3: the tombstone stays readable, with its history.
+	st, v, _ = w.do("GET", "/v1/marquees/m-1", operatorToken, nil)
+	require.Equal(t, 200, st)
+	require.Equal(t, "tombstone", v["lifecycle"])
+	require.Equal(t, "reaped after destroy", v["tombstone"].(map[string]any)["reason"])
+	require.Contains(t, v["status"], "tombstone: reaped after destroy")
+	st, h, _ := w.do("GET", "/v1/marquees/m-1/history?limit=3", operatorToken, nil)
+	require.Equal(t, 200, st)
+	require.Equal(t, "destroyed", h["items"].([]any)[0].(map[string]any)["verb"])
+	st, _, _ = w.do("GET", "/v1/marquees/never-was", operatorToken, nil)
+	require.Equal(t, 404, st, "only an id that never existed is 404")
+	_, tombs, _ := w.do("GET", "/v1/marquees?lifecycle=tombstone", operatorToken, nil)
+	require.Len(t, tombs["items"], 1, "tombstones are listed when asked for")
 	require.Equal(t, "stale", w.result(map[string]any{"marquee_id": "m-1", "verb": "step", "generation": g + 1, "step": "vm_starting"}))
 	_, list, _ := w.do("GET", "/v1/marquees", operatorToken, nil)
 	require.Empty(t, list["items"])

@@ -2,10 +2,12 @@ package httpapi
 
 import (
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/julienschmidt/httprouter"
 
+	"github.com/wardenhq/warden/actors"
 	"github.com/wardenhq/warden/actors/environment"
 )
 
@@ -67,8 +69,8 @@ func (s *Server) routeEnvironments() {
 	r := s.router
 	none := []queryRule{}
 	r.POST("/v1/environments", s.query(none, s.write(s.readyOp(s.createEnv))))
-	r.GET("/v1/environments", s.query(none, s.read(s.readyOp(s.listEnvs))))
-	r.GET("/v1/environments/:id", s.query(none, s.read(s.readyOp(s.getEnv))))
+	r.GET("/v1/environments", s.query(envListRules(), s.read(s.readyOp(s.listEnvs))))
+	r.GET("/v1/environments/:id", s.query([]queryRule{{name: "receipts"}}, s.read(s.readyOp(s.getEnv))))
 	r.POST("/v1/environments/:id/remove", s.query(none, s.write(s.readyOp(s.removeEnv))))
 	r.POST("/v1/environments/:id/actions/:action", s.query(none, s.write(s.readyOp(s.envAction))))
 }
@@ -89,27 +91,19 @@ func (s *Server) createEnv(w http.ResponseWriter, r *http.Request, _ httprouter.
 		s.writeErr(w, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, envViewOf(e, s.sys.EnvMachine()))
+	writeJSON(w, http.StatusCreated, s.envView(e, defaultReceipts))
 }
 
-func (s *Server) listEnvs(w http.ResponseWriter, _ *http.Request, _ httprouter.Params, _ Operator) {
-	envs, bad, err := s.sys.Store().ListEnvs()
-	if err != nil {
-		s.writeErr(w, err)
-		return
+func (s *Server) getEnv(w http.ResponseWriter, r *http.Request, p httprouter.Params, _ Operator) {
+	receipts := defaultReceipts
+	if v := r.URL.Query().Get("receipts"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 || n > environment.MaxReceipts {
+			s.badRequest(w, invalidf("query receipts: 0..%d", environment.MaxReceipts))
+			return
+		}
+		receipts = n
 	}
-	views := make([]EnvView, 0, len(envs))
-	for _, e := range envs {
-		views = append(views, envViewOf(e, s.sys.EnvMachine()))
-	}
-	resp := map[string]any{"items": views}
-	if len(bad) > 0 {
-		resp["malformed"] = bad
-	}
-	writeJSON(w, http.StatusOK, resp)
-}
-
-func (s *Server) getEnv(w http.ResponseWriter, _ *http.Request, p httprouter.Params, _ Operator) {
 	if !environment.ValidID(p.ByName("id")) {
 		writeError(w, http.StatusNotFound, "not_found", "no such environment")
 		return
@@ -119,7 +113,7 @@ func (s *Server) getEnv(w http.ResponseWriter, _ *http.Request, p httprouter.Par
 		s.writeErr(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, envViewOf(e, s.sys.EnvMachine()))
+	writeJSON(w, http.StatusOK, s.envView(e, receipts))
 }
 
 func (s *Server) removeEnv(w http.ResponseWriter, r *http.Request, p httprouter.Params, op Operator) {
@@ -160,42 +154,79 @@ func (s *Server) envCommand(w http.ResponseWriter, r *http.Request, p httprouter
 		s.writeErr(w, err)
 		return
 	}
-	writeJSON(w, http.StatusAccepted, envViewOf(e, s.sys.EnvMachine()))
+	writeJSON(w, http.StatusAccepted, s.envView(e, defaultReceipts))
 }
 
 // EnvView is the operator's view of an environment (E17): durable state,
 // the active attempt, observed resources, the last failure, the actions
 // available now, desired and observed side by side, and the audit trail.
 type EnvView struct {
-	ID         string `json:"id"`
-	Branch     string `json:"branch"`
-	Revision   string `json:"revision"`
-	Generation uint64 `json:"generation"`
+	ID string `json:"id"`
+	// Status, Next and Classes say what it is doing and why, and what
+	// warden does next (O1).
+	Status     string            `json:"status"`
+	Next       *environment.Next `json:"next"`
+	Classes    []string          `json:"classes"`
+	Branch     string            `json:"branch"`
+	Revision   string            `json:"revision"`
+	Generation uint64            `json:"generation"`
 	// URL is the preview's public URL (W8), when known.
 	URL string `json:"url,omitempty"`
 	// SupersededBy: a newer preview of the branch holds its route (I14).
 	SupersededBy uint64 `json:"superseded_by,omitempty"`
 	// Trimmed: old receipts and audit entries dropped to bound the record.
-	Trimmed     int                        `json:"trimmed,omitempty"`
-	Desired     string                     `json:"desired"`
-	State       environment.Phase          `json:"state"`
-	Attempt     *environment.Attempt       `json:"attempt"`
-	Receipts    []environment.Receipt      `json:"receipts"`
-	Resources   []environment.Resource     `json:"resources"`
-	Drift       []environment.Drift        `json:"drift"`
-	LastFailure *environment.Failure       `json:"last_failure"`
-	Actions     []string                   `json:"actions"`
-	Audit       []environment.AuditEntry   `json:"audit"`
-	Outbox      []environment.Notification `json:"outbox"`
-	ExpiresAt   *time.Time                 `json:"expires_at"`
-	Tombstone   *environment.Tombstone     `json:"tombstone"`
-	UpdatedAt   time.Time                  `json:"updated_at"`
+	Trimmed int                  `json:"trimmed,omitempty"`
+	Desired string               `json:"desired"`
+	State   environment.Phase    `json:"state"`
+	Attempt *environment.Attempt `json:"attempt"`
+	// Receipts are the newest ?receipts=N (default 20); ReceiptsTotal
+	// counts those kept (O4).
+	Receipts      []environment.Receipt    `json:"receipts"`
+	ReceiptsTotal int                      `json:"receipts_total"`
+	Resources     []environment.Resource   `json:"resources"`
+	Drift         []environment.Drift      `json:"drift"`
+	LastFailure   *environment.Failure     `json:"last_failure"`
+	Actions       []string                 `json:"actions"`
+	Audit         []environment.AuditEntry `json:"audit"`
+	Outbox        []NotificationView       `json:"outbox"`
+	ExpiresAt     *time.Time               `json:"expires_at"`
+	Tombstone     *environment.Tombstone   `json:"tombstone"`
+	UpdatedAt     time.Time                `json:"updated_at"`
 }
 
-func envViewOf(e environment.Env, m environment.Machine) EnvView {
-	v := EnvView{ID: e.ID, Branch: e.Branch, Revision: e.Revision, Generation: e.Generation, URL: m.URLOf(e), SupersededBy: e.SupersededBy,
-		Trimmed: e.Trimmed, Desired: e.Desired, State: e.State, Attempt: e.Attempt, Receipts: e.Receipts, Resources: e.Resources, Drift: e.Drift, LastFailure: e.LastFailure,
-		Actions: m.Actions(e), Audit: e.Audit, Outbox: e.Outbox, ExpiresAt: timePtr(e.ExpiresAt), Tombstone: e.Tombstone, UpdatedAt: e.UpdatedAt}
+// NotificationView is an outbox record and, while it is not delivered,
+// why (O2).
+type NotificationView struct {
+	environment.Notification
+	Why string `json:"why,omitempty"`
+}
+
+// defaultReceipts is how many receipts a view shows unless asked.
+const defaultReceipts = 20
+
+func (s *Server) envView(e environment.Env, receipts int) EnvView {
+	m, now := s.sys.EnvMachine(), s.sys.Now()
+	st := m.Status(e, now)
+	v := EnvView{ID: e.ID, Status: st.Text, Next: st.Next, Classes: nonNil(st.Classes), Branch: e.Branch, Revision: e.Revision, Generation: e.Generation,
+		URL: m.URLOf(e), SupersededBy: e.SupersededBy, Trimmed: e.Trimmed, Desired: e.Desired, State: e.State, Attempt: e.Attempt,
+		Receipts: e.Receipts[max(0, len(e.Receipts)-receipts):], ReceiptsTotal: len(e.Receipts), Resources: e.Resources, Drift: e.Drift,
+		LastFailure: e.LastFailure, Actions: m.Actions(e), Audit: e.Audit, Outbox: []NotificationView{}, ExpiresAt: timePtr(e.ExpiresAt),
+		Tombstone: e.Tombstone, UpdatedAt: e.UpdatedAt}
+	for _, n := range e.Outbox {
+		nv := NotificationView{Notification: n}
+		switch {
+		case n.Delivered:
+		case !s.sys.Notifies():
+			nv.Why = "not sent: no notifier is configured (warden serve --notify, --notify-url)"
+		case n.LastError != "":
+			nv.Why = "delivery failed: " + n.LastError
+		case n.Attempts >= actors.MaxNotifyAttempts:
+			nv.Why = "gave up after the last attempt"
+		default:
+			nv.Why = "being sent"
+		}
+		v.Outbox = append(v.Outbox, nv)
+	}
 	if v.Receipts == nil {
 		v.Receipts = []environment.Receipt{}
 	}

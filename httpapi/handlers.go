@@ -155,42 +155,6 @@ func queryLimit(r *http.Request, def, maxLimit int) (int, error) {
 	return n, nil
 }
 
-func (s *Server) listMarquees(w http.ResponseWriter, r *http.Request, _ httprouter.Params, _ Operator) {
-	limit, err := queryLimit(r, 100, 1000)
-	if err != nil {
-		s.badRequest(w, err)
-		return
-	}
-	q := r.URL.Query()
-	kind, serving, lifecycle := q.Get("kind"), q.Get("serving"), q.Get("lifecycle")
-	cursor := q.Get("cursor")
-	if cursor != "" && !marquee.ValidID(cursor) {
-		s.badRequest(w, invalidf("query cursor: not a cursor this server gave"))
-		return
-	}
-	items, next, bad, err := s.sys.Store().ListMarquees(cursor, limit, func(st marquee.State) bool {
-		return (kind == "" || string(st.Kind) == kind) && (serving == "" || string(st.Serving) == serving) &&
-			(lifecycle == "" || string(st.Lifecycle) == lifecycle)
-	})
-	if err != nil {
-		s.writeErr(w, err)
-		return
-	}
-	for _, m := range bad {
-		s.log.Error("malformed marquee record", "key", m.Key, "reason", m.Reason)
-	}
-	now := s.sys.Now()
-	views := make([]View, 0, len(items))
-	for _, st := range items {
-		views = append(views, viewOf(st, s.sys.Machine(), now))
-	}
-	resp := map[string]any{"items": views, "next_cursor": next}
-	if len(bad) > 0 {
-		resp["malformed"] = bad
-	}
-	writeJSON(w, http.StatusOK, resp)
-}
-
 func (s *Server) history(w http.ResponseWriter, r *http.Request, p httprouter.Params, _ Operator) {
 	limit, err := queryLimit(r, 50, 200)
 	if err != nil {
@@ -235,19 +199,31 @@ func (s *Server) actors(w http.ResponseWriter, _ *http.Request, _ httprouter.Par
 // View is the operator's view of a marquee (http-api.md). Secrets are
 // replaced by "[redacted]".
 type View struct {
-	ID               string          `json:"id"`
-	Kind             marquee.Kind    `json:"kind"`
-	Serving          marquee.Serving `json:"serving"`
-	Lifecycle        string          `json:"lifecycle,omitempty"`
-	Progress         string          `json:"progress,omitempty"`
-	Generation       uint64          `json:"generation"`
-	Attempt          *AttemptView    `json:"attempt"`
-	Connection       *ConnectionView `json:"connection"`
-	NullConfirmation *NullView       `json:"null_confirmation"`
-	Retry            *RetryView      `json:"retry"`
-	Admission        *AdmissionView  `json:"admission"`
-	Downgrade        *DowngradeView  `json:"downgrade,omitempty"`
-	UpdatedAt        time.Time       `json:"updated_at"`
+	ID        string          `json:"id"`
+	Kind      marquee.Kind    `json:"kind"`
+	Serving   marquee.Serving `json:"serving"`
+	Lifecycle string          `json:"lifecycle,omitempty"`
+	// Progress is the workflow's last step while an attempt is under way.
+	Progress   string `json:"progress,omitempty"`
+	Generation uint64 `json:"generation"`
+	// Status, Next and Classes say what it is doing and why, and what
+	// warden does next (O1).
+	Status  string        `json:"status"`
+	Next    *marquee.Next `json:"next"`
+	Classes []string      `json:"classes"`
+	// Failure: why a failed marquee failed (O2).
+	Failure *marquee.Failure `json:"failure,omitempty"`
+	// LastVeto: the last downgrade live chats held off (M18).
+	LastVeto *marquee.Veto `json:"last_veto,omitempty"`
+	// Tombstone: a reaped marquee stays readable (O3).
+	Tombstone        *marquee.Tombstone `json:"tombstone,omitempty"`
+	Attempt          *AttemptView       `json:"attempt"`
+	Connection       *ConnectionView    `json:"connection"`
+	NullConfirmation *NullView          `json:"null_confirmation"`
+	Retry            *RetryView         `json:"retry"`
+	Admission        *AdmissionView     `json:"admission"`
+	Downgrade        *DowngradeView     `json:"downgrade,omitempty"`
+	UpdatedAt        time.Time          `json:"updated_at"`
 }
 
 type AttemptView struct {
@@ -284,6 +260,8 @@ type NullView struct {
 	ExpiresAt time.Time `json:"expires_at"`
 }
 
+// RetryView is shown once a stuck retry has happened (M21): how many,
+// and when the next one is due.
 type RetryView struct {
 	Count  int        `json:"count"`
 	NextAt *time.Time `json:"next_at"`
@@ -298,6 +276,9 @@ type AdmissionView struct {
 type DowngradeView struct {
 	Verb   string `json:"verb"`
 	Asking bool   `json:"asking"`
+	// RecheckAt: when the control plane is asked again, while unanswered.
+	RecheckAt  *time.Time `json:"recheck_at"`
+	Unanswered int        `json:"unanswered"`
 }
 
 const redacted = "[redacted]"
@@ -318,9 +299,11 @@ func timePtr(t time.Time) *time.Time {
 }
 
 func viewOf(st marquee.State, m marquee.Machine, now time.Time) View {
-	v := View{ID: st.ID, Kind: st.Kind, Serving: st.Serving, Generation: st.Generation, UpdatedAt: st.UpdatedAt}
+	status := m.Status(st, now)
+	v := View{ID: st.ID, Kind: st.Kind, Serving: st.Serving, Generation: st.Generation, UpdatedAt: st.UpdatedAt,
+		Status: status.Text, Next: status.Next, Classes: nonNil(status.Classes), Failure: st.Failure, LastVeto: st.LastVeto, Tombstone: st.Tombstone}
 	if st.Kind == marquee.Tutorial {
-		v.Lifecycle, v.Progress = string(st.Lifecycle), st.Progress.String()
+		v.Lifecycle, v.Progress = lifecycleOf(st), progressOf(st)
 	}
 	if a := st.Attempt; a != nil {
 		v.Attempt = &AttemptView{Generation: a.Generation, Action: string(a.Action), Dispatch: string(a.Dispatch),
@@ -334,22 +317,22 @@ func viewOf(st marquee.State, m marquee.Machine, now time.Time) View {
 	if st.NullPending(now) {
 		v.NullConfirmation = &NullView{Pending: true, ExpiresAt: st.NullPendingUntil}
 	}
-	if st.RetryCount > 0 || st.Attempt != nil && st.Lifecycle != "" && !st.Lifecycle.Settled() {
+	// A healthy attempt's stuck deadline is not a planned retry: it is
+	// `next`. The retry block appears once a retry has happened.
+	if st.RetryCount > 0 && !st.Lifecycle.Settled() {
 		rv := &RetryView{Count: st.RetryCount}
 		for _, d := range m.Deadlines(st) {
 			if _, ok := d.Event.(marquee.RetryDue); ok {
 				rv.NextAt = timePtr(d.At)
 			}
 		}
-		if rv.Count > 0 || rv.NextAt != nil {
-			v.Retry = rv
-		}
+		v.Retry = rv
 	}
 	if a := st.Admission; a != nil {
 		v.Admission = &AdmissionView{Pool: a.Pool, Status: string(a.Status), Sequence: a.Sequence}
 	}
 	if d := st.Downgrade; d != nil {
-		v.Downgrade = &DowngradeView{Verb: string(d.Verb), Asking: d.Asking}
+		v.Downgrade = &DowngradeView{Verb: string(d.Verb), Asking: d.Asking, RecheckAt: timePtr(d.RecheckAt), Unanswered: d.Unanswered}
 	}
 	return v
 }

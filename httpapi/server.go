@@ -111,10 +111,7 @@ func New(sys *actors.System, o Options) *Server {
 		r.POST("/v1/webhooks/noop", s.query(noQuery, s.ready(s.noop)))
 	}
 	r.POST("/v1/marquees", s.query(noQuery, s.write(s.readyOp(s.createMarquee))))
-	r.GET("/v1/marquees", s.query([]queryRule{{name: "kind", values: []string{"byo", "tutorial"}},
-		{name: "serving", values: []string{"disabled", "active", "errored"}},
-		{name: "lifecycle", values: []string{"provisioning", "provisioned", "destroying", "destroyed", "failed"}},
-		{name: "limit"}, {name: "cursor"}}, s.read(s.readyOp(s.listMarquees))))
+	r.GET("/v1/marquees", s.query(marqueeListRules(), s.read(s.readyOp(s.listMarquees))))
 	r.GET("/v1/marquees/:id", s.query(noQuery, s.read(s.readyOp(s.getMarquee))))
 	r.GET("/v1/marquees/:id/history", s.query([]queryRule{{name: "limit"}}, s.read(s.readyOp(s.history))))
 	r.POST("/v1/marquees/:id/redeploy", s.query(noQuery, s.write(s.readyOp(s.command(http.StatusAccepted, func(b []byte, by string) (marquee.Event, error) {
@@ -123,6 +120,9 @@ func New(sys *actors.System, o Options) *Server {
 	r.POST("/v1/marquees/:id/destroy", s.query(noQuery, s.write(s.readyOp(s.command(http.StatusAccepted, decodeDestroy)))))
 	r.POST("/v1/marquees/:id/disable", s.query(noQuery, s.write(s.readyOp(s.command(http.StatusOK, func(b []byte, by string) (marquee.Event, error) {
 		return marquee.Disable{By: by}, decodeEmpty(b)
+	})))))
+	r.POST("/v1/marquees/:id/actions/run-now", s.query(noQuery, s.write(s.readyOp(s.command(http.StatusAccepted, func(b []byte, by string) (marquee.Event, error) {
+		return marquee.RunNow{By: by}, decodeEmpty(b)
 	})))))
 	r.POST("/v1/marquees/:id/enable", s.query(noQuery, s.write(s.readyOp(s.command(http.StatusOK, func(b []byte, by string) (marquee.Event, error) {
 		return marquee.Enable{By: by}, decodeEmpty(b)

@@ -31,21 +31,35 @@ func (s *Store) LoadEnv(id string) (EnvRecord, error) {
 	return r, nil
 }
 
-// ListEnvs returns every environment record in id order (tombstones
-// included: they are kept for leak audits, E12), and the malformed ones.
-func (s *Store) ListEnvs() ([]environment.Env, []Malformed, error) {
+// ListEnvs returns up to limit environments that keep accepts (nil: all;
+// tombstones included, they are kept for leak audits, E12) with ids after
+// `after`, in id order, the id to continue after ("" at the end), and the
+// malformed records met on the way.
+func (s *Store) ListEnvs(after string, limit int, keep func(environment.Env) bool) ([]environment.Env, string, []Malformed, error) {
 	var out []environment.Env
 	var bad []Malformed
-	err := s.scan([]byte("e/"), nil, func(k, v []byte) (bool, error) {
+	var start []byte
+	if after != "" {
+		start = append(envKey(after), 0)
+	}
+	next := ""
+	err := s.scan([]byte("e/"), start, func(k, v []byte) (bool, error) {
 		var r EnvRecord
 		if err := decode(k, v, &r); err != nil {
 			bad = append(bad, err.(*CorruptError).Malformed)
 			return true, nil
 		}
+		if keep != nil && !keep(r.Env) {
+			return true, nil
+		}
+		if len(out) == limit {
+			next = out[len(out)-1].ID
+			return false, nil
+		}
 		out = append(out, r.Env)
 		return true, nil
 	})
-	return out, bad, err
+	return out, next, bad, err
 }
 
 // ListEnvIDs lists every stored environment's id, in key order, without

@@ -171,6 +171,8 @@ type OwnerGone struct{ Owner string }
 type Delivered struct {
 	Key string
 	OK  bool
+	// Error says why a delivery failed (O2), without secrets.
+	Error string
 }
 
 func (Create) isEvent()     {}
@@ -351,6 +353,15 @@ func (m Machine) Step(e Env, ev Event, now time.Time) (Env, Outcome) {
 	}
 	if out.Err != nil {
 		return before, Outcome{Err: out.Err}
+	}
+	if (e.State == Ready && before.State != Ready) || (e.Tombstone != nil && before.Tombstone == nil) {
+		// A drift whose outcome was decided is resolved once the preview
+		// is ready again, or gone (O2).
+		for i := range e.Drift {
+			if e.Drift[i].Outcome != "" && e.Drift[i].ResolvedAt.IsZero() {
+				e.Drift[i].ResolvedAt = now
+			}
+		}
 	}
 	e.trim()
 	r := Outcome{Answer: Verdict{Note: out.Note, Rejected: out.Rejected}, Effects: append(out.Effects, sends(before.Outbox, e.Outbox)...),
@@ -769,6 +780,14 @@ func (m Machine) announce(e *Env, event, detail string, now time.Time) {
 	e.Outbox = append(e.Outbox, n)
 }
 
+// clipNote bounds a driver's message kept in the record.
+func clipNote(s string) string {
+	if len(s) > 300 {
+		return s[:300] + "..."
+	}
+	return s
+}
+
 // sends are the Send effects for the outbox records a step added.
 func sends(before, after []Notification) []Effect {
 	var out []Effect
@@ -1003,8 +1022,10 @@ func (m Machine) delivered(e *Env, d Delivered) decision {
 			e.Outbox[i].Attempts++
 			if d.OK {
 				e.Outbox[i].Delivered = true
+				e.Outbox[i].LastError = ""
 				return decision{Note: "notification " + d.Key + " delivered"}
 			}
+			e.Outbox[i].LastError = clipNote(d.Error)
 			// A failed delivery never changes readiness (E10).
 			return decision{Note: "notification " + d.Key + " not delivered; the sender retries"}
 		}

@@ -99,6 +99,18 @@ func TestMachine(t *testing.T) {
 				return step(Action{Name: arg("name", ""), Actor: arg("actor", ""), Reason: arg("reason", "")})
 			case "delivered":
 				return step(Delivered{Key: arg("key", ""), OK: d.HasArg("ok")})
+			case "status":
+				// O1: what it is doing and why, and warden's next step.
+				st := m.Status(e, now)
+				var b strings.Builder
+				fmt.Fprintf(&b, "status: %s\n", st.Text)
+				if st.Next != nil {
+					fmt.Fprintf(&b, "next: +%s %s\n", st.Next.At.Sub(now), st.Next.What)
+				}
+				if len(st.Classes) > 0 {
+					fmt.Fprintf(&b, "classes: %s\n", strings.Join(st.Classes, " "))
+				}
+				return b.String()
 			case "advance-time":
 				now = now.Add(time.Duration(num("minutes")) * time.Minute)
 				return fmt.Sprintf("now +%s\n", now.Sub(epoch))
@@ -193,7 +205,11 @@ func describe(e Env, m Machine) string {
 		parts = append(parts, fmt.Sprintf("outbox=%s(delivered=%t)", n.Key, n.Delivered))
 	}
 	for _, d := range e.Drift {
-		parts = append(parts, fmt.Sprintf("drift=%s[%s]", d.Identity, d.Outcome))
+		resolved := ""
+		if !d.ResolvedAt.IsZero() {
+			resolved = ",resolved" // O2
+		}
+		parts = append(parts, fmt.Sprintf("drift=%s[%s%s]", d.Identity, d.Outcome, resolved))
 	}
 	if e.Tombstone != nil {
 		parts = append(parts, "TOMBSTONE("+e.Tombstone.Reason+")")

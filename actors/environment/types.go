@@ -39,6 +39,10 @@ const (
 	Removed        Phase = "removed"
 )
 
+// Phases lists every state in lifecycle order (lists filter by them).
+var Phases = []Phase{Requested, ArtifactReady, DataReady, AppStarting, AppReady, RouteActive, Ready,
+	ExpiryRequest, RouteDetached, AppStopped, DataRemoved, VerifiedAbsent, Removed}
+
 // Capability is a kind of driver (E13).
 type Capability string
 
@@ -235,8 +239,10 @@ type Notification struct {
 	Revision   string `json:"revision,omitempty"`
 	Generation uint64 `json:"generation,omitempty"`
 	// Detail is one line for people ("superseded by generation 4").
-	Detail    string    `json:"detail,omitempty"`
-	Delivered bool      `json:"delivered"`
+	Detail    string `json:"detail,omitempty"`
+	Delivered bool   `json:"delivered"`
+	// LastError is why the last delivery failed (O2).
+	LastError string    `json:"last_error,omitempty"`
 	Attempts  int       `json:"attempts"`
 	CreatedAt time.Time `json:"created_at"`
 }
@@ -258,6 +264,10 @@ type Drift struct {
 	// Outcome: auto-repair, repair, adopt, continue-removal, or "" while it
 	// waits for an operator.
 	Outcome string `json:"outcome,omitempty"`
+	// ResolvedAt is when the outcome was carried out: the preview was
+	// ready again, or removed (O2). Zero while the drift is open or its
+	// repair is under way.
+	ResolvedAt time.Time `json:"resolved_at,omitzero"`
 }
 
 // AuditEntry records a manual action: who, what, why, when (E16).

@@ -36,6 +36,10 @@ type Destroy struct {
 type Disable struct{ By string }
 type Enable struct{ By string }
 
+// RunNow is the operator's "run now" (O5): the waiting back-off is cut
+// short and its transition made at once.
+type RunNow struct{ By string }
+
 // Callback is a Terraform webhook (M9-M20), already authenticated and
 // decoded by the HTTP layer.
 type Callback struct {
@@ -125,6 +129,7 @@ func (Redeploy) isEvent()             {}
 func (Destroy) isEvent()              {}
 func (Disable) isEvent()              {}
 func (Enable) isEvent()               {}
+func (RunNow) isEvent()               {}
 func (Callback) isEvent()             {}
 func (AdmissionDecided) isEvent()     {}
 func (DispatchFinished) isEvent()     {}

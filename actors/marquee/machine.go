@@ -132,13 +132,15 @@ func (m Machine) Step(s State, ev Event, now time.Time) (State, Ready) {
 		case BootstrapFinished:
 			out = m.bootstrapFinished(&s, e, now)
 		case BootstrapRetryDue:
-			out = m.bootstrapRetryDue(&s, e, now)
+			out = m.bootstrapRetryDue(&s, e, now, false)
 		case ChatsAnswered:
 			out = m.chatsAnswered(&s, e, now)
 		case ChatsRecheckDue:
-			out = m.chatsRecheckDue(&s, e, now)
+			out = m.chatsRecheckDue(&s, e, now, false)
 		case RetryDue:
-			out = m.retryDue(&s, e, now)
+			out = m.retryDue(&s, e, now, false)
+		case RunNow:
+			out = operatorBy(m.runNow(&s, now), e.By)
 		case ProvisioningTimedOut:
 			out = m.provisioningTimedOut(&s, e, now)
 		case NullExpired:
@@ -289,7 +291,7 @@ func (m Machine) callback(s *State, c Callback, now time.Time) Ready {
 	case VerbFailed: // M15
 		switch s.Lifecycle {
 		case Provisioning, Destroying:
-			effects := m.settleFailed(s, false)
+			effects := m.settleFailed(s, false, now, "M15", "the workflow reported failure: "+clip(c.Reason))
 			return done(Applied, "workflow failed: "+clip(c.Reason), effects...)
 		case Provisioned:
 			return m.downgrade(s, c, now, done)
@@ -300,6 +302,7 @@ func (m Machine) callback(s *State, c Callback, now time.Time) Ready {
 		case Provisioning:
 			s.Lifecycle = Failed
 			s.Progress = Queued
+			s.Failure = &Failure{Reason: "the workflow's plan found nothing to provision (null while provisioning)", Rule: "M16", At: now, Generation: s.Generation}
 			effects := m.settle(s)
 			return done(Applied, "null plan while provisioning is conclusive (M16)", effects...)
 		case Provisioned:
@@ -368,7 +371,7 @@ func (m Machine) downgrade(s *State, c Callback, now time.Time, done func(Result
 	if s.Serving != Active {
 		// Described before the downgrade changes what it describes.
 		detail := fmt.Sprintf("%s on a %s marquee: nothing to preserve (M18)", c.Verb, s.Serving)
-		effects := m.applyDowngrade(s, c.Verb)
+		effects := m.applyDowngrade(s, c.Verb, now)
 		return done(Applied, detail, effects...)
 	}
 	s.Downgrade = &Downgrade{Verb: c.Verb, Generation: s.Generation, Reason: clip(c.Reason), Asking: true}
@@ -376,10 +379,14 @@ func (m Machine) downgrade(s *State, c Callback, now time.Time, done func(Result
 }
 
 // applyDowngrade moves a provisioned marquee to errored and failed.
-func (m Machine) applyDowngrade(s *State, v Verb) []Effect {
+func (m Machine) applyDowngrade(s *State, v Verb, now time.Time) []Effect {
 	s.NullPendingUntil = time.Time{}
 	s.Downgrade = nil
-	effects := m.settleFailed(s, false)
+	reason := "the workflow reported failure on a provisioned host"
+	if v == VerbNull {
+		reason = "a confirmed null: the infrastructure is gone"
+	}
+	effects := m.settleFailed(s, false, now, "M18", reason)
 	if v == VerbNull {
 		effects = append(effects, TeardownPlaygrounds{Generation: s.Generation})
 	}
@@ -402,9 +409,11 @@ func (m Machine) settle(s *State) []Effect {
 	return effects
 }
 
-func (m Machine) settleFailed(s *State, clearProgress bool) []Effect {
+// settleFailed ends an attempt in failure, saying why (O2).
+func (m Machine) settleFailed(s *State, clearProgress bool, now time.Time, rule, reason string) []Effect {
 	s.Lifecycle = Failed
 	s.Serving = Errored
+	s.Failure = &Failure{Reason: reason, Rule: rule, At: now, Generation: s.Generation}
 	if clearProgress {
 		s.Progress = Queued
 	}
@@ -414,6 +423,7 @@ func (m Machine) settleFailed(s *State, clearProgress bool) []Effect {
 func (m Machine) settleDestroyed(s *State, now time.Time) []Effect {
 	s.Lifecycle = Destroyed
 	s.Serving = Disabled
+	s.Failure, s.LastVeto = nil, nil
 	s.Connection = nil
 	s.ConnectionGeneration = 0
 	s.NullPendingUntil = time.Time{}
@@ -456,6 +466,7 @@ func (m Machine) redeploy(s *State, now time.Time) Ready {
 	s.RetryCount = 0
 	s.Bootstrap = nil
 	s.Downgrade = nil
+	s.Failure, s.LastVeto = nil, nil
 	s.Lifecycle = Provisioning
 	s.Progress = Queued
 	s.Serving = Disabled
@@ -499,6 +510,7 @@ func (m Machine) destroy(s *State, d Destroy, now time.Time) Ready {
 	}
 	effects := m.settle(s) // M7: destroy never waits for a slot and releases one it holds
 	s.NullPendingUntil = time.Time{}
+	s.Failure, s.LastVeto = nil, nil
 	s.Lifecycle = Destroying
 	// I1 (decided): the destroy takes a new generation, so the host reported
 	// by the old one stops serving now, not when "destroyed" lands.
@@ -585,7 +597,11 @@ func (m Machine) dispatchFinished(s *State, d DispatchFinished, now time.Time) R
 	case DispatchConfiguration:
 		// Retrying a request GitHub refused as malformed cannot help.
 		s.Attempt.Dispatch = DispatchFailed
-		effects := m.settleFailed(s, true)
+		reason := "dispatch refused (configuration): " + clip(d.Detail)
+		if d.Detail == "" {
+			reason = "no admission: the pool's queue is full"
+		}
+		effects := m.settleFailed(s, true, now, "M5", reason)
 		entry.Result, entry.Detail = Applied, "dispatch refused (configuration): "+clip(d.Detail)
 		return Ready{Answer: Applied, Effects: effects, Records: []Entry{entry}}
 	default:
@@ -623,7 +639,7 @@ func (m Machine) bootstrapFinished(s *State, b BootstrapFinished, now time.Time)
 	s.Bootstrap.Failures++
 	s.Bootstrap.Running = false
 	if s.Bootstrap.Failures > m.Config.BootstrapRetries {
-		effects := m.settleFailed(s, false)
+		effects := m.settleFailed(s, false, now, "M19", fmt.Sprintf("bootstrap failed %d times: %s", m.Config.BootstrapRetries+1, clip(b.Detail)))
 		entry.Result, entry.Detail = Applied, fmt.Sprintf("bootstrap failed %d times; giving up (M19): %s", m.Config.BootstrapRetries+1, clip(b.Detail))
 		return Ready{Answer: Applied, Effects: effects, Records: []Entry{entry}}
 	}
@@ -633,9 +649,9 @@ func (m Machine) bootstrapFinished(s *State, b BootstrapFinished, now time.Time)
 	return Ready{Answer: Applied, Records: []Entry{entry}}
 }
 
-func (m Machine) bootstrapRetryDue(s *State, e BootstrapRetryDue, now time.Time) Ready {
+func (m Machine) bootstrapRetryDue(s *State, e BootstrapRetryDue, now time.Time, force bool) Ready {
 	b := s.Bootstrap
-	if b == nil || b.Running || b.Generation != e.Generation || now.Before(b.RetryAt) {
+	if b == nil || b.Running || b.Generation != e.Generation || (!force && now.Before(b.RetryAt)) {
 		return Ready{Answer: Ignored}
 	}
 	b.Running = true
@@ -653,7 +669,7 @@ func (m Machine) chatsAnswered(s *State, c ChatsAnswered, now time.Time) Ready {
 	}
 	verb := d.Verb
 	if !(s.Kind == Tutorial && s.Serving == Active && s.Lifecycle == Provisioned) {
-		effects := m.applyDowngrade(s, verb)
+		effects := m.applyDowngrade(s, verb, now)
 		entry.Result, entry.Detail = Applied, fmt.Sprintf("%s applied: marquee no longer active and provisioned (M18)", verb)
 		return Ready{Answer: Applied, Effects: effects, Records: []Entry{entry}}
 	}
@@ -662,23 +678,26 @@ func (m Machine) chatsAnswered(s *State, c ChatsAnswered, now time.Time) Ready {
 		d.Asking = false
 		d.Unanswered++
 		d.RecheckAt = now.Add(m.Config.ChatsRecheckAfter)
-		entry.Result, entry.Detail = Vetoed, "control plane unreachable, marquee preserved; asking again at "+d.RecheckAt.Format(time.RFC3339)+" (M18): "+clip(c.Err)
-		return Ready{Answer: Vetoed, Records: []Entry{entry}}
+		// Held, not vetoed: nobody said there are live chats; the callback
+		// was answered checking and the check goes on (issue 12).
+		entry.Result, entry.Detail = Checking, "control plane unreachable, marquee preserved; asking again at "+d.RecheckAt.Format(time.RFC3339)+" (M18): "+clip(c.Err)
+		return Ready{Answer: Checking, Records: []Entry{entry}}
 	}
 	if min(c.Live, c.Reachable) >= 1 && m.Config.Plant != PlantVeto {
 		s.Downgrade = nil
 		s.NullPendingUntil = time.Time{}
+		s.LastVeto = &Veto{Verb: verb, Live: min(c.Live, c.Reachable), At: now}
 		entry.Result, entry.Detail = Vetoed, fmt.Sprintf("%s vetoed: %d live reachable chats; drift logged (M18, I3)", verb, min(c.Live, c.Reachable))
 		return Ready{Answer: Vetoed, Records: []Entry{entry}}
 	}
-	effects := m.applyDowngrade(s, verb)
+	effects := m.applyDowngrade(s, verb, now)
 	entry.Result, entry.Detail = Applied, fmt.Sprintf("%s applied: no live reachable chats; errored and failed (M18)", verb)
 	return Ready{Answer: Applied, Effects: effects, Records: []Entry{entry}}
 }
 
-func (m Machine) chatsRecheckDue(s *State, e ChatsRecheckDue, now time.Time) Ready {
+func (m Machine) chatsRecheckDue(s *State, e ChatsRecheckDue, now time.Time, force bool) Ready {
 	d := s.Downgrade
-	if d == nil || d.Asking || d.Generation != e.Generation || now.Before(d.RecheckAt) {
+	if d == nil || d.Asking || d.Generation != e.Generation || (!force && now.Before(d.RecheckAt)) {
 		return Ready{Answer: Ignored}
 	}
 	d.Asking = true
@@ -762,13 +781,13 @@ func (m Machine) Due(s State, now time.Time) []Event {
 	return evs
 }
 
-func (m Machine) retryDue(s *State, e RetryDue, now time.Time) Ready {
-	if !awaitingCallback(*s) || s.Attempt.Generation != e.Generation || now.Before(m.stuckAt(*s)) {
+func (m Machine) retryDue(s *State, e RetryDue, now time.Time, force bool) Ready {
+	if !awaitingCallback(*s) || s.Attempt.Generation != e.Generation || (!force && now.Before(m.stuckAt(*s))) {
 		return Ready{Answer: Ignored}
 	}
 	entry := Entry{At: now, Source: SourceTimer, Verb: "retry", Generation: s.Generation, Result: Applied}
 	if s.RetryCount >= len(m.Config.RetryBackoff) {
-		effects := m.settleFailed(s, true)
+		effects := m.settleFailed(s, true, now, "M21", fmt.Sprintf("no callback from the workflow after %d retries", len(m.Config.RetryBackoff)))
 		entry.Detail = fmt.Sprintf("no callback after %d retries: failed (M21)", len(m.Config.RetryBackoff))
 		return Ready{Answer: Applied, Effects: effects, Records: []Entry{entry}}
 	}
@@ -779,12 +798,42 @@ func (m Machine) retryDue(s *State, e RetryDue, now time.Time) Ready {
 	return Ready{Answer: Applied, Effects: []Effect{eff}, Records: []Entry{entry}}
 }
 
+// runNow cuts short the back-off that waits (O5): a stuck retry after the
+// first, a bootstrap retry, or a control-plane recheck makes its due
+// transition now, recorded as the operator's. Safety windows are not
+// back-offs: the first stuck wait (the workflow may still call), the
+// null window (M16) and the provisioning timeout (M22) are never cut.
+func (m Machine) runNow(s *State, now time.Time) Ready {
+	for _, d := range m.Deadlines(*s) {
+		var out Ready
+		switch ev := d.Event.(type) {
+		case RetryDue:
+			if s.RetryCount == 0 {
+				continue
+			}
+			out = m.retryDue(s, ev, now, true)
+		case BootstrapRetryDue:
+			out = m.bootstrapRetryDue(s, ev, now, true)
+		case ChatsRecheckDue:
+			out = m.chatsRecheckDue(s, ev, now, true)
+		default:
+			continue
+		}
+		for i := range out.Records {
+			out.Records[i].Source = SourceOperator
+			out.Records[i].Detail = fmt.Sprintf("run now (due %s): %s", d.At.UTC().Format(time.RFC3339), out.Records[i].Detail)
+		}
+		return out
+	}
+	return Ready{Err: conflictf("marquee %s has no back-off waiting: run-now cuts short a stuck retry after the first, a bootstrap retry or a control-plane recheck (O5)", s.ID)}
+}
+
 func (m Machine) provisioningTimedOut(s *State, e ProvisioningTimedOut, now time.Time) Ready {
 	a := s.Attempt
 	if s.Lifecycle != Provisioning || a == nil || a.Generation != e.Generation || a.DispatchedAt.IsZero() || now.Before(a.DispatchedAt.Add(m.Config.ProvisioningTimeout)) {
 		return Ready{Answer: Ignored}
 	}
-	effects := m.settleFailed(s, false)
+	effects := m.settleFailed(s, false, now, "M22", fmt.Sprintf("still provisioning %s after the dispatch", m.Config.ProvisioningTimeout))
 	return Ready{Answer: Applied, Effects: effects, Records: []Entry{{At: now, Source: SourceTimer, Verb: "timeout", Generation: s.Generation, Result: Applied,
 		Detail: fmt.Sprintf("attempt %d provisioning for %s: failed (M22)", a.Generation, m.Config.ProvisioningTimeout)}}}
 }

@@ -97,6 +97,8 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 			return h.step(Disable{})
 		case "enable":
 			return h.step(Enable{})
+		case "run-now":
+			return h.step(RunNow{By: "ana"})
 		}
 	case "admission":
 		return h.step(AdmissionDecided{Status: AdmissionStatus(arg("status", "reserved")), Sequence: num("seq")})
@@ -140,6 +142,18 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 		h.now = target
 		if b.Len() == 0 {
 			return "nothing due\n"
+		}
+		return b.String()
+	case "status":
+		// O1: the status line, warden's next step and the list classes.
+		st := h.m.Status(h.s, h.now)
+		var b strings.Builder
+		fmt.Fprintf(&b, "status: %s\n", st.Text)
+		if st.Next != nil {
+			fmt.Fprintf(&b, "next: +%s %s\n", st.Next.At.Sub(h.now), st.Next.What)
+		}
+		if len(st.Classes) > 0 {
+			fmt.Fprintf(&b, "classes: %s\n", strings.Join(st.Classes, " "))
 		}
 		return b.String()
 	case "deadlines":

@@ -235,6 +235,24 @@ type Downgrade struct {
 	Unanswered int       `json:"unanswered"`
 }
 
+// Failure says why a marquee failed (O2): what happened, under which
+// rule, when and for which generation. Kept until a new attempt starts.
+type Failure struct {
+	Reason     string    `json:"reason"`
+	Rule       string    `json:"rule"`
+	At         time.Time `json:"at"`
+	Generation uint64    `json:"generation"`
+}
+
+// Veto is the last downgrade the control plane's live chats held off
+// (M18): shown until the next attempt, so an operator sees why a null or
+// failed did not tear the host down.
+type Veto struct {
+	Verb Verb      `json:"verb"`
+	Live int       `json:"live"`
+	At   time.Time `json:"at"`
+}
+
 // Tombstone is what remains of a reaped marquee (M14).
 type Tombstone struct {
 	Reason string    `json:"reason"`
@@ -268,6 +286,8 @@ type State struct {
 	// whose ids the dispatch API returned (W6, T4).
 	Runs            []Run      `json:"runs,omitempty"`
 	ReapOnDestroyed bool       `json:"reap_on_destroyed,omitempty"`
+	Failure         *Failure   `json:"failure,omitempty"`
+	LastVeto        *Veto      `json:"last_veto,omitempty"`
 	Tombstone       *Tombstone `json:"tombstone,omitempty"`
 	CreatedAt       time.Time  `json:"created_at"`
 	UpdatedAt       time.Time  `json:"updated_at"`
@@ -301,6 +321,14 @@ func (s State) Clone() State {
 	if s.Downgrade != nil {
 		d := *s.Downgrade
 		s.Downgrade = &d
+	}
+	if s.Failure != nil {
+		f := *s.Failure
+		s.Failure = &f
+	}
+	if s.LastVeto != nil {
+		v := *s.LastVeto
+		s.LastVeto = &v
 	}
 	if s.Tombstone != nil {
 		t := *s.Tombstone

@@ -1,0 +1,100 @@
+package environment
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Status is the one answer to "what is this preview doing, and why" (O1):
+// a line a person reads first, the next thing warden itself will do, and
+// the classes the list filters by (O4). Derived from the record alone.
+type Status struct {
+	Text    string
+	Next    *Next
+	Classes []string
+}
+
+// Next is warden's own next step for an environment: when, and what.
+type Next struct {
+	At   time.Time `json:"at"`
+	What string    `json:"what"`
+}
+
+// Status classes a list can filter by (O4).
+const (
+	ClassRetrying        = "retrying"
+	ClassWaitingOperator = "waiting_operator"
+	ClassDriftOpen       = "drift_open"
+	ClassFailed          = "failed"
+)
+
+func clock(t, now time.Time) string {
+	t, now = t.UTC(), now.UTC()
+	if t.YearDay() == now.YearDay() && t.Year() == now.Year() {
+		return t.Format("15:04:05") + " UTC"
+	}
+	return t.Format("2006-01-02 15:04") + " UTC"
+}
+
+// Status describes e at now.
+func (m Machine) Status(e Env, now time.Time) Status {
+	var st Status
+	if e.Tombstone != nil {
+		st.Text = fmt.Sprintf("removed at %s: %s; tombstone kept for leak audits (E12)", clock(e.Tombstone.RemovedAt, now), e.Tombstone.Reason)
+		if i := m.openDrift(&e); i >= 0 {
+			d := e.Drift[i]
+			st.Classes = append(st.Classes, ClassDriftOpen, ClassWaitingOperator)
+			st.Text += fmt.Sprintf("; leftover %s %s found (E15) - actions: %s", d.Capability, d.Identity, strings.Join(m.Actions(e), ", "))
+		}
+		return st
+	}
+	next := func(at time.Time, what string) {
+		if !at.IsZero() && (st.Next == nil || at.Before(st.Next.At)) {
+			st.Next = &Next{At: at, What: what}
+		}
+	}
+	var b strings.Builder
+	f := e.LastFailure
+	switch {
+	case e.Attempt != nil:
+		a := e.Attempt
+		fmt.Fprintf(&b, "%s -> %s: %s %s %s", a.From, a.To, a.Op, a.Capability, a.Identity)
+		if a.Verifying {
+			b.WriteString(", verifying")
+		}
+		fmt.Fprintf(&b, " (attempt %s, leased to %s until %s) (E5, E7)", a.ID, a.Lease.Owner, clock(a.Lease.ExpiresAt, now))
+		next(a.Lease.ExpiresAt, fmt.Sprintf("lease of attempt %s ends: another worker may take over, observing first (E7)", a.ID))
+	case f != nil && !f.Retryable:
+		st.Classes = append(st.Classes, ClassFailed, ClassWaitingOperator)
+		fmt.Fprintf(&b, "waiting for an operator: %s (%s, needs %s) - actions: %s", f.Message, f.Category, f.Needs, strings.Join(m.Actions(e), ", "))
+	case f != nil:
+		st.Classes = append(st.Classes, ClassRetrying)
+		fmt.Fprintf(&b, "%s failed %d time(s) (%s): %s; retrying at %s (E9)", f.Transition, e.Failures, f.Category, f.Message, clock(e.RetryAt, now))
+		next(e.RetryAt, fmt.Sprintf("retry %s (E9)", f.Transition))
+	case e.State == Ready && e.Desired == "ready":
+		fmt.Fprintf(&b, "ready; route generation %d of branch %s", e.Generation, e.Branch)
+		if e.SupersededBy > 0 {
+			fmt.Fprintf(&b, ", superseded by generation %d (E8, I14)", e.SupersededBy)
+		}
+	case e.Desired == "removed":
+		fmt.Fprintf(&b, "removing (%s), at %s (E11)", e.RemovalReason, e.State)
+	default:
+		fmt.Fprintf(&b, "%s, on its way to ready", e.State)
+	}
+	if i := m.openDrift(&e); i >= 0 {
+		d := e.Drift[i]
+		st.Classes = append(st.Classes, ClassDriftOpen)
+		if !strings.Contains(b.String(), "waiting for an operator") {
+			st.Classes = append(st.Classes, ClassWaitingOperator)
+			fmt.Fprintf(&b, "; drift on %s %s: desired %s, observed %s (E15) - actions: %s", d.Capability, d.Identity, d.Desired, d.Observed,
+				strings.Join(m.Actions(e), ", "))
+		}
+	}
+	if e.Desired == "ready" && !e.ExpiresAt.IsZero() {
+		fmt.Fprintf(&b, "; expires at %s", clock(e.ExpiresAt, now))
+		next(e.ExpiresAt, "TTL ends: removal starts (E14)")
+	}
+	st.Text = b.String()
+	return st
+}

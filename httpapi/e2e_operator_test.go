@@ -1,0 +1,168 @@
+package httpapi_test
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/wardenhq/warden/actors"
+	"github.com/wardenhq/warden/actors/marquee"
+	"github.com/wardenhq/warden/httpapi"
+)
+
+// TestO1StatusAndNextInEveryView: a provisioning marquee says in words what
+// it waits for and until when, and its `next` names the stuck deadline
+// for what it is; no retry block appears before a retry has happened. An
+// environment's view says what it is doing too.
+func TestO1StatusAndNextInEveryView(t *testing.T) {
+	w := newWorld(t, defaultPools)
+	w.create("m-1")
+	v := w.waitFor("m-1", "dispatch observed", func(v map[string]any) bool { return gen(v) == 1 })
+	require.Contains(t, v["status"], "provisioning, attempt 1 of 7 (generation 1)")
+	next := v["next"].(map[string]any)
+	require.Contains(t, next["what"], "stuck retry")
+	require.Contains(t, next["what"], "(M21)")
+	require.Nil(t, v["retry"], "the stuck deadline of a healthy attempt is `next`, not a planned retry (issue 12)")
+
+	st, env, raw := w.do("POST", "/v1/environments", operatorToken, map[string]any{"id": "env-1", "branch": "main", "revision": "r1", "ttl": "72h"})
+	require.Equal(t, http.StatusCreated, st, string(raw))
+	require.NotEmpty(t, env["status"])
+	require.Eventually(t, func() bool { return w.envView("env-1")["state"] == "ready" }, 5*time.Second, 5*time.Millisecond)
+	env = w.envView("env-1")
+	require.Contains(t, env["status"], "ready; route generation 1 of branch main")
+	require.Equal(t, "TTL ends: removal starts (E14)", env["next"].(map[string]any)["what"])
+}
+
+// TestO2FailureReasonsAreFields: a failed marquee says why as a field; an
+// undelivered notification says why (no notifier configured, said once,
+// never retried).
+func TestO2FailureReasonsAreFields(t *testing.T) {
+	w := newWorldWith(t, defaultPools, func(c *actors.Config, _ *httpapi.Options) { c.Env.Notifier = nil })
+	w.create("m-1")
+	w.waitFor("m-1", "dispatch", func(v map[string]any) bool { return gen(v) == 1 })
+	require.Equal(t, "applied", w.result(map[string]any{"marquee_id": "m-1", "verb": "failed", "generation": 1, "reason": "quota exceeded"}))
+	v := w.view("m-1")
+	f := v["failure"].(map[string]any)
+	require.Equal(t, "M15", f["rule"])
+	require.Contains(t, f["reason"], "quota exceeded")
+	require.EqualValues(t, 1, f["generation"])
+	require.NotEmpty(t, f["at"])
+	require.Equal(t, []any{"failed"}, v["classes"])
+
+	st, _, raw := w.do("POST", "/v1/environments", operatorToken, map[string]any{"id": "env-1", "branch": "main", "revision": "r1"})
+	require.Equal(t, http.StatusCreated, st, string(raw))
+	require.Eventually(t, func() bool { return w.envView("env-1")["state"] == "ready" }, 5*time.Second, 5*time.Millisecond)
+	out := w.envView("env-1")["outbox"].([]any)[0].(map[string]any)
+	require.Equal(t, false, out["delivered"])
+	require.Contains(t, out["why"], "no notifier is configured")
+	require.EqualValues(t, 0, out["attempts"], "nothing is tried without a notifier")
+}
+
+// TestO4ListsFilterPageAndSummarize: limit and an opaque cursor page
+// through every marquee once; filters by state axis and status class;
+// unknown names and values are 400; rows are summaries (no connection).
+func TestO4ListsFilterPageAndSummarize(t *testing.T) {
+	w := newWorld(t, map[string]int{"default": 10})
+	for i := 0; i < 5; i++ {
+		w.create(fmt.Sprintf("m-%d", i))
+	}
+	for i := 0; i < 5; i++ {
+		w.waitFor(fmt.Sprintf("m-%d", i), "dispatch", func(v map[string]any) bool { return gen(v) == 1 })
+	}
+	require.Equal(t, "applied", w.result(map[string]any{"marquee_id": "m-3", "verb": "failed", "generation": 1, "reason": "x"}))
+
+	var seen []string
+	cursor := ""
+	for pages := 0; pages < 10; pages++ {
+		path := "/v1/marquees?limit=2"
+		if cursor != "" {
+			path += "&cursor=" + cursor
+		}
+		st, page, raw := w.do("GET", path, operatorToken, nil)
+		require.Equal(t, http.StatusOK, st, string(raw))
+		for _, it := range page["items"].([]any) {
+			row := it.(map[string]any)
+			seen = append(seen, row["id"].(string))
+			require.NotContains(t, row, "connection", "a list row is a summary")
+			require.NotEmpty(t, row["status"])
+		}
+		cursor, _ = page["next_cursor"].(string)
+		if cursor == "" {
+			break
+		}
+		require.False(t, strings.Contains(cursor, "m-"), "the cursor is opaque")
+	}
+	require.Equal(t, []string{"m-0", "m-1", "m-2", "m-3", "m-4"}, seen, "every marquee once, in order")
+
+	_, failed, _ := w.do("GET", "/v1/marquees?status=failed", operatorToken, nil)
+	require.Len(t, failed["items"], 1)
+	require.Equal(t, "m-3", failed["items"].([]any)[0].(map[string]any)["id"])
+	_, prov, _ := w.do("GET", "/v1/marquees?lifecycle=provisioning&kind=tutorial&pool=default", operatorToken, nil)
+	require.Len(t, prov["items"], 4)
+
+	for _, bad := range []string{"?state=ready", "?status=sleepy", "?lifecycle=bogus", "?limit=0", "?limit=1001", "?cursor=m-1", "?cursor=!!", "?limit=1&limit=2"} {
+		st, v, _ := w.do("GET", "/v1/marquees"+bad, operatorToken, nil)
+		require.Equal(t, http.StatusBadRequest, st, bad)
+		require.Equal(t, "invalid_request", v["error"].(map[string]any)["code"], bad)
+	}
+
+	for i := 0; i < 3; i++ {
+		st, _, raw := w.do("POST", "/v1/environments", operatorToken, map[string]any{"id": fmt.Sprintf("env-%d", i), "branch": "main", "revision": "r1"})
+		require.Equal(t, http.StatusCreated, st, string(raw))
+	}
+	st, envs, raw := w.do("GET", "/v1/environments?limit=1", operatorToken, nil)
+	require.Equal(t, http.StatusOK, st, string(raw))
+	require.Len(t, envs["items"], 1, "limit is honoured (issue 12)")
+	require.NotContains(t, envs["items"].([]any)[0], "receipts", "a list row is a summary; receipts are per id")
+	_, rest, _ := w.do("GET", "/v1/environments?cursor="+envs["next_cursor"].(string), operatorToken, nil)
+	require.Len(t, rest["items"], 2)
+	st, _, _ = w.do("GET", "/v1/environments?cursor="+cursor+"x", operatorToken, nil)
+	require.Equal(t, http.StatusBadRequest, st)
+	st, _, _ = w.do("GET", "/v1/environments?state=nowhere", operatorToken, nil)
+	require.Equal(t, http.StatusBadRequest, st)
+	require.Eventually(t, func() bool { return w.envView("env-0")["state"] == "ready" }, 5*time.Second, 5*time.Millisecond)
+	_, one, _ := w.do("GET", "/v1/environments/env-0?receipts=2", operatorToken, nil)
+	require.Len(t, one["receipts"], 2, "receipts paged behind ?receipts=N")
+	require.EqualValues(t, 7, one["receipts_total"])
+}
+
+// TestO5RunNow: run-now cuts a waiting back-off short and dispatches at
+// once, recorded with who asked; it is refused where no back-off waits,
+// and a viewer may not ask.
+func TestO5RunNow(t *testing.T) {
+	w := newWorldWith(t, defaultPools, func(c *actors.Config, o *httpapi.Options) {
+		c.Machine = marquee.Machine{Config: marquee.DefaultConfig()}
+		c.Machine.Config.StaleAfter = 100 * time.Millisecond
+		c.Machine.Config.RetryBackoff = []time.Duration{time.Hour, time.Hour}
+		ops, err := httpapi.ParseOperators([]byte(fmt.Sprintf("vic viewer %x\n", sha("vic-token"))))
+		require.NoError(t, err)
+		o.Operators = ops
+	})
+	w.create("m-1")
+	w.waitFor("m-1", "dispatch", func(v map[string]any) bool { return gen(v) == 1 })
+	st, v, _ := w.do("POST", "/v1/marquees/m-1/actions/run-now", operatorToken, nil)
+	require.Equal(t, http.StatusConflict, st, "the first stuck wait is the workflow's time, not a back-off")
+	require.Contains(t, v["error"].(map[string]any)["message"], "no back-off waiting")
+
+	v = w.waitFor("m-1", "first stuck retry", func(v map[string]any) bool { return gen(v) == 2 })
+	require.EqualValues(t, 1, v["retry"].(map[string]any)["count"])
+	st, _, _ = w.do("POST", "/v1/marquees/m-1/actions/run-now", "vic-token", nil)
+	require.Equal(t, http.StatusForbidden, st, "a viewer changes nothing")
+	st, v, raw := w.do("POST", "/v1/marquees/m-1/actions/run-now", operatorToken, nil)
+	require.Equal(t, http.StatusAccepted, st, string(raw))
+	require.EqualValues(t, 3, v["generation"], "re-dispatched now, not in an hour")
+	_, h, _ := w.do("GET", "/v1/marquees/m-1/history?limit=5", operatorToken, nil)
+	var runNow map[string]any
+	for _, e := range h["items"].([]any) {
+		if e := e.(map[string]any); strings.HasPrefix(fmt.Sprint(e["detail"]), "run now") {
+			runNow = e
+		}
+	}
+	require.NotNil(t, runNow, "recorded")
+	require.Equal(t, "operator", runNow["actor"], "with who asked")
+	require.Eventually(t, func() bool { return len(w.gh.sent()) == 3 }, 5*time.Second, 5*time.Millisecond)
+}

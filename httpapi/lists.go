@@ -1,0 +1,239 @@
+package httpapi
+
+import (
+	"encoding/base64"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/julienschmidt/httprouter"
+
+	"github.com/wardenhq/warden/actors/environment"
+	"github.com/wardenhq/warden/actors/marquee"
+)
+
+// Lists that scale (O4): limit (default 100, at most 1000), an opaque
+// cursor, filters on every state axis and on status class, unknown names
+// or values refused (checkQuery), and summaries; the full view is per id.
+
+const (
+	listDefault = 100
+	listMax     = 1000
+)
+
+// A cursor is the last id of the page, prefixed by its kind and encoded,
+// so that a client treats it as opaque and a marquee cursor is not an
+// environment one.
+func encodeCursor(kind, lastID string) string {
+	if lastID == "" {
+		return ""
+	}
+	return base64.RawURLEncoding.EncodeToString([]byte(kind + ":" + lastID))
+}
+
+func decodeCursor(kind, cursor string, valid func(string) bool) (string, error) {
+	if cursor == "" {
+		return "", nil
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(cursor)
+	id, ok := strings.CutPrefix(string(raw), kind+":")
+	if err != nil || !ok || !valid(id) {
+		return "", invalidf("query cursor: not a cursor this server gave for %ss", kind)
+	}
+	return id, nil
+}
+
+// Status classes of marquees (O4); parked is the actor's, the rest the
+// machine's.
+var marqueeClasses = []string{marquee.ClassRetrying, marquee.ClassWaitingConfirmation, marquee.ClassVetoed, marquee.ClassFailed, "parked"}
+
+// MarqueeSummary is one row of a marquee list.
+type MarqueeSummary struct {
+	ID         string          `json:"id"`
+	Kind       marquee.Kind    `json:"kind"`
+	Serving    marquee.Serving `json:"serving"`
+	Lifecycle  string          `json:"lifecycle,omitempty"`
+	Progress   string          `json:"progress,omitempty"`
+	Pool       string          `json:"pool,omitempty"`
+	Generation uint64          `json:"generation"`
+	Status     string          `json:"status"`
+	Next       *marquee.Next   `json:"next"`
+	Classes    []string        `json:"classes"`
+	UpdatedAt  time.Time       `json:"updated_at"`
+}
+
+func marqueeListRules() []queryRule {
+	return []queryRule{{name: "kind", values: []string{"byo", "tutorial"}},
+		{name: "serving", values: []string{"disabled", "active", "errored"}},
+		{name: "lifecycle", values: []string{"provisioning", "provisioned", "destroying", "destroyed", "failed", "tombstone"}},
+		{name: "progress", values: []string{"queued", "vm_starting", "ssh_configuring", "tls_provisioning", "app_deploying"}},
+		{name: "pool"}, {name: "status", values: marqueeClasses},
+		{name: "limit"}, {name: "cursor"}}
+}
+
+// lifecycleOf is the list's lifecycle axis: a reaped marquee is a
+// tombstone whatever it was before (O3).
+func lifecycleOf(st marquee.State) string {
+	if st.Tombstone != nil {
+		return "tombstone"
+	}
+	return string(st.Lifecycle)
+}
+
+// progressOf is the progress shown: only while an attempt is under way;
+// a settled marquee has no step in progress.
+func progressOf(st marquee.State) string {
+	if st.Kind != marquee.Tutorial || st.Tombstone != nil || st.Lifecycle.Settled() {
+		return ""
+	}
+	return st.Progress.String()
+}
+
+func (s *Server) listMarquees(w http.ResponseWriter, r *http.Request, _ httprouter.Params, _ Operator) {
+	limit, err := queryLimit(r, listDefault, listMax)
+	if err != nil {
+		s.badRequest(w, err)
+		return
+	}
+	q := r.URL.Query()
+	after, err := decodeCursor("marquee", q.Get("cursor"), marquee.ValidID)
+	if err != nil {
+		s.badRequest(w, err)
+		return
+	}
+	kind, serving, lifecycle, progress, pool, class := q.Get("kind"), q.Get("serving"), q.Get("lifecycle"), q.Get("progress"), q.Get("pool"), q.Get("status")
+	parked := map[string]bool{}
+	if class == "parked" {
+		for _, a := range s.sys.Actors() {
+			if a.Kind == "marquee" && a.Parked {
+				parked[a.ID] = true
+			}
+		}
+	}
+	m, now := s.sys.Machine(), s.sys.Now()
+	statuses := map[string]marquee.Status{}
+	items, last, bad, err := s.sys.Store().ListMarquees(after, limit, func(st marquee.State) bool {
+		if (kind != "" && string(st.Kind) != kind) || (serving != "" && string(st.Serving) != serving) ||
+			(pool != "" && st.Pool != pool) || (progress != "" && progressOf(st) != progress) {
+			return false
+		}
+		// Tombstones are listed only when asked for (O3).
+		if lc := lifecycleOf(st); (lifecycle == "" && lc == "tombstone") || (lifecycle != "" && lc != lifecycle) {
+			return false
+		}
+		if class == "" {
+			return true
+		}
+		if class == "parked" {
+			return parked[st.ID]
+		}
+		status := m.Status(st, now)
+		statuses[st.ID] = status
+		return slices.Contains(status.Classes, class)
+	})
+	if err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	for _, b := range bad {
+		s.log.Error("malformed marquee record", "key", b.Key, "reason", b.Reason)
+	}
+	rows := make([]MarqueeSummary, 0, len(items))
+	for _, st := range items {
+		status, ok := statuses[st.ID]
+		if !ok {
+			status = m.Status(st, now)
+		}
+		rows = append(rows, MarqueeSummary{ID: st.ID, Kind: st.Kind, Serving: st.Serving, Lifecycle: lifecycleOf(st), Progress: progressOf(st),
+			Pool: st.Pool, Generation: st.Generation, Status: status.Text, Next: status.Next, Classes: nonNil(status.Classes), UpdatedAt: st.UpdatedAt})
+	}
+	resp := map[string]any{"items": rows, "next_cursor": encodeCursor("marquee", last)}
+	if len(bad) > 0 {
+		resp["malformed"] = bad
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// Status classes of environments (O4).
+var envClasses = []string{environment.ClassRetrying, environment.ClassWaitingOperator, environment.ClassDriftOpen, environment.ClassFailed}
+
+// EnvSummary is one row of an environment list.
+type EnvSummary struct {
+	ID           string            `json:"id"`
+	Branch       string            `json:"branch"`
+	Revision     string            `json:"revision"`
+	Generation   uint64            `json:"generation"`
+	Desired      string            `json:"desired"`
+	State        environment.Phase `json:"state"`
+	URL          string            `json:"url,omitempty"`
+	SupersededBy uint64            `json:"superseded_by,omitempty"`
+	ExpiresAt    *time.Time        `json:"expires_at"`
+	Status       string            `json:"status"`
+	Next         *environment.Next `json:"next"`
+	Classes      []string          `json:"classes"`
+	UpdatedAt    time.Time         `json:"updated_at"`
+}
+
+func envListRules() []queryRule {
+	phases := make([]string, 0, len(environment.Phases))
+	for _, p := range environment.Phases {
+		phases = append(phases, string(p))
+	}
+	return []queryRule{{name: "state", values: phases}, {name: "desired", values: []string{"ready", "removed"}},
+		{name: "branch"}, {name: "status", values: envClasses}, {name: "limit"}, {name: "cursor"}}
+}
+
+func (s *Server) listEnvs(w http.ResponseWriter, r *http.Request, _ httprouter.Params, _ Operator) {
+	limit, err := queryLimit(r, listDefault, listMax)
+	if err != nil {
+		s.badRequest(w, err)
+		return
+	}
+	q := r.URL.Query()
+	after, err := decodeCursor("environment", q.Get("cursor"), environment.ValidID)
+	if err != nil {
+		s.badRequest(w, err)
+		return
+	}
+	state, desired, branch, class := q.Get("state"), q.Get("desired"), q.Get("branch"), q.Get("status")
+	m, now := s.sys.EnvMachine(), s.sys.Now()
+	statuses := map[string]environment.Status{}
+	envs, last, bad, err := s.sys.Store().ListEnvs(after, limit, func(e environment.Env) bool {
+		if (state != "" && string(e.State) != state) || (desired != "" && e.Desired != desired) || (branch != "" && e.Branch != branch) {
+			return false
+		}
+		if class == "" {
+			return true
+		}
+		st := m.Status(e, now)
+		statuses[e.ID] = st
+		return slices.Contains(st.Classes, class)
+	})
+	if err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	rows := make([]EnvSummary, 0, len(envs))
+	for _, e := range envs {
+		st, ok := statuses[e.ID]
+		if !ok {
+			st = m.Status(e, now)
+		}
+		rows = append(rows, EnvSummary{ID: e.ID, Branch: e.Branch, Revision: e.Revision, Generation: e.Generation, Desired: e.Desired, State: e.State,
+			URL: m.URLOf(e), SupersededBy: e.SupersededBy, ExpiresAt: timePtr(e.ExpiresAt), Status: st.Text, Next: st.Next, Classes: nonNil(st.Classes),
+			UpdatedAt: e.UpdatedAt})
+	}
+	resp := map[string]any{"items": rows, "next_cursor": encodeCursor("environment", last)}
+	if len(bad) > 0 {
+		resp["malformed"] = bad
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
