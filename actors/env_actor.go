@@ -99,7 +99,7 @@ func (a *envActor) Receive(ctx actor.Context) {
 	case *actor.Started:
 		a.id, a.entry = a.sys.entityOf(ctx.Self(), kindEnv)
 		a.run = runner[persistence.EnvRecord, environment.Event, environment.Verdict, environment.Effect, entity.None]{
-			sys: a.sys, key: key{kindEnv, a.id}, step: a.step, stage: a.stage, start: a.start}
+			sys: a.sys, key: key{kindEnv, a.id}, step: a.step, stage: a.stage, start: a.start, after: a.observe}
 		a.load()
 		return
 	case idleCheck, actor.SystemMessage, actor.AutoReceiveMessage, *actor.Restarting, *actor.Stopping:
@@ -284,7 +284,9 @@ func (a *envActor) startEffects(env environment.Env, effects []environment.Effec
 					sys.route(kindEnv, id, envEvent{ev: res})
 					return
 				}
+				start := time.Now()
 				out, rec, err := driver.Call(ctx, drv, req)
+				sys.observeDriver("capability", start, err)
 				in, _ := json.Marshal(rec.Request)
 				outJSON, _ := json.Marshal(rec.Result)
 				// Receipts are kept and shown (E13, E17): a driver that

@@ -64,7 +64,7 @@ func (a *marqueeActor) Receive(ctx actor.Context) {
 	case *actor.Started:
 		a.id, a.entry = a.sys.entityOf(ctx.Self(), kindMarquee)
 		a.run = runner[persistence.MarqueeRecord, marquee.Event, marquee.Result, marquee.Effect, marquee.Entry]{
-			sys: a.sys, key: key{kindMarquee, a.id}, step: a.step, stage: a.stage, start: a.start}
+			sys: a.sys, key: key{kindMarquee, a.id}, step: a.step, stage: a.stage, start: a.start, after: a.observe}
 		a.load()
 		return
 	case idleCheck:
@@ -358,7 +358,9 @@ func (a *marqueeActor) startEffects(s marquee.State, effects []marquee.Effect) {
 			req := driver.DispatchRequest{MarqueeID: id, Generation: e.Generation, Action: string(e.Action), CallbackURL: sys.cfg.CallbackURL,
 				CallbackToken: sys.mintCallbackToken(id, e.Generation)}
 			sys.goEffect(func(ctx context.Context) {
+				start := time.Now()
 				run, err := sys.cfg.Dispatcher.Dispatch(ctx, req)
+				sys.observeDriver("dispatch", start, err)
 				res := marquee.DispatchFinished{Generation: req.Generation, Outcome: marquee.DispatchOK, RunID: run.ID, RunURL: run.URL}
 				if err != nil {
 					err = redacted(err, append([]string{req.CallbackToken}, sys.cfg.Secrets...)...)
@@ -379,7 +381,9 @@ func (a *marqueeActor) startEffects(s marquee.State, effects []marquee.Effect) {
 			req := driver.BootstrapRequest{MarqueeID: id, Generation: e.Generation, Host: c.Host, Port: c.Port, User: c.User,
 				SSHKey: c.SSHPrivateKey, FreeDomain: c.FreeDomain, ACMEDNS: c.ACMEDNS}
 			sys.goEffect(func(ctx context.Context) {
+				start := time.Now()
 				err := sys.cfg.Bootstrapper.Bootstrap(ctx, req)
+				sys.observeDriver("bootstrap", start, err)
 				res := marquee.BootstrapFinished{Generation: req.Generation, OK: err == nil}
 				if err != nil {
 					// A script may echo what it was given; none of it reaches
@@ -392,7 +396,9 @@ func (a *marqueeActor) startEffects(s marquee.State, effects []marquee.Effect) {
 		case marquee.AskChats:
 			gen := e.Generation
 			sys.goEffect(func(ctx context.Context) {
+				start := time.Now()
 				chats, err := sys.cfg.ControlPlane.Chats(ctx, id)
+				sys.observeDriver("control_plane", start, err)
 				res := marquee.ChatsAnswered{Generation: gen, Live: chats.Live, Reachable: chats.Reachable}
 				if err != nil {
 					res.Err = err.Error()

@@ -18,6 +18,25 @@ type Metrics struct {
 	Restarts     *prometheus.CounterVec
 	Passivations *prometheus.CounterVec
 	Malformed    *prometheus.CounterVec
+	// Failures counts marquees that failed, by the rule that failed them;
+	// Retries the retries warden made itself, by kind (O12).
+	Failures *prometheus.CounterVec
+	Retries  *prometheus.CounterVec
+	// Drivers times every driver call by driver and outcome (O12).
+	Drivers *prometheus.HistogramVec
+	// Pool gauges: reserved, queued and limit per pool (O12).
+	PoolReserved *prometheus.GaugeVec
+	PoolQueued   *prometheus.GaugeVec
+	PoolLimit    *prometheus.GaugeVec
+	// EnvTransitions counts environment state changes by the state
+	// entered; DriftFound and DriftResolved the drift records (O12).
+	EnvTransitions *prometheus.CounterVec
+	DriftFound     prometheus.Counter
+	DriftResolved  prometheus.Counter
+	// HTTPRequests and HTTPSeconds are the API's requests by route
+	// pattern (never a raw path: ids stay out of labels) and status code.
+	HTTPRequests *prometheus.CounterVec
+	HTTPSeconds  *prometheus.HistogramVec
 }
 
 // NewMetrics registers the instruments.
@@ -42,6 +61,26 @@ func NewMetrics() *Metrics {
 		Malformed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "warden_malformed_records_total",
 			Help: "Stored records that failed to decode or validate, by family."}, []string{"family"}),
 	}
+	m.Failures = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "warden_marquee_failures_total",
+		Help: "Marquees that failed, by the rule that failed them (M15, M16, M18, M19, M21, M22, M5)."}, []string{"rule"})
+	m.Retries = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "warden_retries_total",
+		Help: "Retries warden made itself, by kind: stuck (M21), bootstrap (M19), environment (E9), internal_write."}, []string{"kind"})
+	m.Drivers = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "warden_driver_seconds",
+		Help:    "Driver call durations by driver (dispatch, bootstrap, control_plane, capability, notify) and outcome (ok, error).",
+		Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)}, []string{"driver", "outcome"})
+	m.PoolReserved = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "warden_pool_reserved", Help: "Slots held, per pool (A1)."}, []string{"pool"})
+	m.PoolQueued = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "warden_pool_queued", Help: "Jobs waiting for a slot, per pool (A4)."}, []string{"pool"})
+	m.PoolLimit = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "warden_pool_limit", Help: "The pool's limit (A1)."}, []string{"pool"})
+	m.EnvTransitions = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "warden_environment_transitions_total",
+		Help: "Environment state changes, by the state entered."}, []string{"state"})
+	m.DriftFound = prometheus.NewCounter(prometheus.CounterOpts{Name: "warden_drift_found_total", Help: "Drift records made (E15)."})
+	m.DriftResolved = prometheus.NewCounter(prometheus.CounterOpts{Name: "warden_drift_resolved_total", Help: "Drift records resolved (O2)."})
+	m.HTTPRequests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "warden_http_requests_total",
+		Help: "HTTP requests by route pattern and status code."}, []string{"route", "code"})
+	m.HTTPSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "warden_http_request_seconds",
+		Help: "HTTP request durations by route pattern.", Buckets: buckets}, []string{"route"})
+	m.Registry.MustRegister(m.HTTPRequests, m.HTTPSeconds)
+	m.Registry.MustRegister(m.Failures, m.Retries, m.Drivers, m.PoolReserved, m.PoolQueued, m.PoolLimit, m.EnvTransitions, m.DriftFound, m.DriftResolved)
 	m.Registry.MustRegister(m.Callbacks, m.Decision, m.Persist, m.MailboxDepth, m.Actors, m.Restarts, m.Passivations, m.Malformed,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"time"
 
 	"github.com/wardenhq/warden/actors/driver"
 	"github.com/wardenhq/warden/actors/environment"
@@ -43,8 +44,10 @@ func (a *envActor) send(n environment.Notification, attempt int) {
 // notify delivers one outbox record (E10) through the configured notifier;
 // the error, secrets scrubbed, is kept on the record (O2).
 func (s *System) notify(ctx context.Context, n environment.Notification) error {
+	start := time.Now()
 	err := s.cfg.Env.Notifier.Notify(ctx, driver.Notification{Key: n.Key, Event: n.Event, URL: n.URL, EnvID: n.EnvID,
 		Branch: n.Branch, Revision: n.Revision, Generation: n.Generation, Detail: n.Detail})
+	s.observeDriver("notify", start, err)
 	if err != nil {
 		err = redacted(err, s.cfg.Secrets...)
 		s.log.Info("notification not delivered", "environment", n.EnvID, "key", n.Key, "err", err)

@@ -98,6 +98,7 @@ func (p *poolActor) load() {
 		bad = append(bad, persistence.Malformed{Key: "a/" + p.name + "/" + m.Job, Reason: m.Reason})
 	}
 	p.run.rec, p.malformed, p.loaded = pool, bad, true
+	p.gauge()
 	for _, m := range bad {
 		p.sys.log.Error("malformed admission record", "pool", p.name, "key", m.Key, "reason", m.Reason)
 		p.sys.cfg.Metrics.Malformed.WithLabelValues("admission").Inc()
@@ -151,6 +152,15 @@ func (p *poolActor) step(ev admission.Event, attempt int) {
 	if asked {
 		p.sys.route(kindMarquee, a.Job, marquee.AdmissionDecided{Status: statusOf(rd.Answer.Status), Sequence: rd.Answer.Sequence})
 	}
+	p.gauge()
+}
+
+// gauge publishes the pool's occupancy (O12).
+func (p *poolActor) gauge() {
+	m, pool := p.sys.cfg.Metrics, p.run.rec
+	m.PoolReserved.WithLabelValues(p.name).Set(float64(len(pool.Reserved)))
+	m.PoolQueued.WithLabelValues(p.name).Set(float64(len(pool.Queued)))
+	m.PoolLimit.WithLabelValues(p.name).Set(float64(pool.Limit))
 }
 
 func statusOf(s admission.Status) marquee.AdmissionStatus {

@@ -31,6 +31,8 @@ type runner[S, E, A, F, R any] struct {
 	stage func(b *persistence.Batch, before, next S, r entity.Ready[A, F, R])
 	// start starts the effects once the batch is durable.
 	start func(next S, effects []F)
+	// after, if set, sees every durable step (logs and metrics, O11, O12).
+	after func(ev E, before, next S, r entity.Ready[A, F, R])
 }
 
 // apply steps and commits one event. A refusal (r.Err) writes nothing and
@@ -87,6 +89,9 @@ func (r *runner[S, E, A, F, R]) commit(ev E, next S, rd entity.Ready[A, F, R], d
 	before := r.rec
 	r.rec = next
 	r.sys.committed(r.key.kind, r.key.id, ev, before, next, rd, true)
+	if r.after != nil {
+		r.after(ev, before, next, rd)
+	}
 	_ = r.sys.fault(FaultAfterPersist, r.key.id)
 	r.start(next, rd.Effects)
 	_ = r.sys.fault(FaultAfterEffects, r.key.id)

@@ -10,6 +10,7 @@ package actors
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sort"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/wardenhq/warden/actors/clock"
 	"github.com/wardenhq/warden/actors/driver"
@@ -256,6 +258,14 @@ func Start(cfg Config) (*System, error) {
 		return slog.New(slog.DiscardHandler) // ours log; the library's would only repeat
 	}))
 	s.reg = &registryState{entries: map[key]*entry{}}
+	if cfg.Sim == nil {
+		// The census reads the store when scraped; the simulator has no
+		// scraper and must not read a wall clock.
+		var already prometheus.AlreadyRegisteredError
+		if err := cfg.Metrics.Registry.Register(newStateCounts(s)); err != nil && !errors.As(err, &already) {
+			return nil, fmt.Errorf("metrics: %w", err)
+		}
+	}
 	// One Props per kind, shared by every spawn; a lock-free mailbox holds
 	// no preallocated ring, which matters at a million marquees.
 	opts := []actor.PropsOption{actor.WithMailbox(actor.UnboundedLockfree())}

@@ -1,9 +1,13 @@
 package httpapi_test
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -165,4 +169,109 @@ func TestO5RunNow(t *testing.T) {
 	require.NotNil(t, runNow, "recorded")
 	require.Equal(t, "operator", runNow["actor"], "with who asked")
 	require.Eventually(t, func() bool { return len(w.gh.sent()) == 3 }, 5*time.Second, 5*time.Millisecond)
+}
+
+// syncBuf collects log lines from the actors while a test reads them.
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestO11EveryTransitionIsALogLine: lifecycle changes, failures and
+// operator actions (with the operator's name) are info lines, an accepted
+// progress callback stays at debug, environment creation, readiness and
+// removal are lines too, and no line carries a secret.
+func TestO11EveryTransitionIsALogLine(t *testing.T) {
+	logs := &syncBuf{}
+	w := newWorldWith(t, defaultPools, func(c *actors.Config, _ *httpapi.Options) {
+		c.Logger = slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	})
+	g := w.provisioned("m-1")
+	require.Equal(t, "applied", w.result(map[string]any{"marquee_id": "m-1", "verb": "rebooted", "generation": g}))
+	st, _, _ := w.do("POST", "/v1/marquees/m-1/disable", operatorToken, nil)
+	require.Equal(t, http.StatusOK, st)
+	st, _, raw := w.do("POST", "/v1/environments", operatorToken, map[string]any{"id": "env-1", "branch": "main", "revision": "r1"})
+	require.Equal(t, http.StatusCreated, st, string(raw))
+	require.Eventually(t, func() bool { return w.envView("env-1")["state"] == "ready" }, 5*time.Second, 5*time.Millisecond)
+	st, _, _ = w.do("POST", "/v1/environments/env-1/remove", operatorToken, map[string]any{"reason": "merged"})
+	require.Equal(t, http.StatusAccepted, st)
+	require.Eventually(t, func() bool { return w.envView("env-1")["tombstone"] != nil }, 5*time.Second, 5*time.Millisecond)
+
+	var lines []map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+		var m map[string]any
+		require.NoError(t, json.Unmarshal([]byte(l), &m), l)
+		lines = append(lines, m)
+	}
+	find := func(msg string, match func(m map[string]any) bool) map[string]any {
+		for _, l := range lines {
+			if l["msg"] == msg && match(l) {
+				return l
+			}
+		}
+		return nil
+	}
+	require.NotNil(t, find("marquee transition", func(m map[string]any) bool { return m["lifecycle"] == "provisioning -> provisioned" }), "a lifecycle change")
+	disabled := find("marquee transition", func(m map[string]any) bool { return m["event"] == "Disable" })
+	require.NotNil(t, disabled, "an operator action")
+	require.Equal(t, "operator", disabled["operator"], "with the operator's name")
+	require.Nil(t, find("marquee transition", func(m map[string]any) bool {
+		return m["event"] == "Callback" && m["lifecycle"] == nil && m["result"] == "applied"
+	}),
+		"routine accepted callbacks stay at debug")
+	for _, state := range []string{"none -> requested", "route-active -> ready", "resources-verified-absent -> removed"} {
+		require.NotNil(t, find("environment transition", func(m map[string]any) bool { return m["state"] == state }), state)
+	}
+	require.NotNil(t, find("environment action", func(m map[string]any) bool { return m["action"] == "remove" && m["operator"] == "operator" }))
+	for _, secret := range []string{operatorToken, callbackToken, githubToken, "BEGIN OPENSSH"} {
+		require.NotContains(t, logs.String(), secret)
+	}
+}
+
+// TestO12MetricsForAlerting: the scrape names marquees by lifecycle and
+// serving, environments by state, pools, failures by rule, driver calls,
+// HTTP requests by route pattern (never a raw id) and commit latency.
+func TestO12MetricsForAlerting(t *testing.T) {
+	w := newWorld(t, defaultPools)
+	w.provisioned("m-1")
+	w.create("m-2")
+	w.waitFor("m-2", "dispatch", func(v map[string]any) bool { return gen(v) == 1 })
+	require.Equal(t, "applied", w.result(map[string]any{"marquee_id": "m-2", "verb": "failed", "generation": 1, "reason": "x"}))
+	st, _, _ := w.do("POST", "/v1/environments", operatorToken, map[string]any{"id": "env-1", "branch": "main", "revision": "r1"})
+	require.Equal(t, http.StatusCreated, st)
+	require.Eventually(t, func() bool { return w.envView("env-1")["state"] == "ready" }, 5*time.Second, 5*time.Millisecond)
+	st, _, body := w.do("GET", "/metrics", "", nil)
+	require.Equal(t, http.StatusOK, st)
+	text := string(body)
+	for _, want := range []string{
+		`warden_marquees{lifecycle="provisioned",serving="active"} 1`,
+		`warden_marquees{lifecycle="failed",serving="errored"} 1`,
+		`warden_environments{state="ready"} 1`,
+		`warden_drift_open 0`,
+		`warden_pool_limit{pool="default"} 1`,
+		`warden_pool_reserved{pool="default"}`,
+		`warden_marquee_failures_total{rule="M15"} 1`,
+		`warden_driver_seconds_count{driver="dispatch",outcome="ok"}`,
+		`warden_driver_seconds_count{driver="capability",outcome="ok"}`,
+		`warden_http_requests_total{code="201",route="POST /v1/environments"} 1`,
+		`warden_http_request_seconds_count{route="GET /v1/marquees/:id"}`,
+		`warden_persist_seconds_count`,
+		`warden_actors_parked 0`,
+		`warden_callbacks_total{result="applied",verb="failed"} 1`,
+	} {
+		require.Contains(t, text, want)
+	}
+	require.NotContains(t, text, `route="GET /v1/marquees/m-1"`, "routes are patterns, never ids")
 }

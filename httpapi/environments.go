@@ -66,7 +66,7 @@ func decodeReason(body []byte) (struct{ Reason, Actor string }, error) {
 }
 
 func (s *Server) routeEnvironments() {
-	r := s.router
+	r := s.routes
 	none := []queryRule{}
 	r.POST("/v1/environments", s.query(none, s.write(s.readyOp(s.createEnv))))
 	r.GET("/v1/environments", s.query(envListRules(), s.read(s.readyOp(s.listEnvs))))

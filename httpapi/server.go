@@ -65,6 +65,7 @@ type Server struct {
 	sys       *actors.System
 	opts      Options
 	router    *httprouter.Router
+	routes    *routeTable
 	callback  [32]byte
 	operators []Operator
 	modes     []string
@@ -93,15 +94,16 @@ func New(sys *actors.System, o Options) *Server {
 			}
 		}
 	}
-	r := s.router
-	r.HandleMethodNotAllowed = true
-	r.NotFound = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	s.routes = &routeTable{s: s}
+	r := s.routes
+	s.router.HandleMethodNotAllowed = true
+	s.router.NotFound = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "no such endpoint")
 	})
-	r.MethodNotAllowed = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	s.router.MethodNotAllowed = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", "method not allowed on this endpoint")
 	})
-	r.PanicHandler = func(w http.ResponseWriter, _ *http.Request, v any) {
+	s.router.PanicHandler = func(w http.ResponseWriter, _ *http.Request, v any) {
 		s.log.Error("handler panic", "panic", fmt.Sprint(v))
 		writeError(w, http.StatusInternalServerError, "internal", "internal error")
 	}
@@ -152,6 +154,55 @@ func New(sys *actors.System, o Options) *Server {
 }
 
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.router.ServeHTTP(w, r) }
+
+// Route is one registered endpoint: its method and path pattern.
+type Route struct{ Method, Path string }
+
+// Routes lists every endpoint the router serves, in registration order
+// (the OpenAPI document must cover each, O10).
+func (s *Server) Routes() []Route { return append([]Route(nil), s.routes.list...) }
+
+// routeTable registers endpoints, remembering each and timing its
+// requests by pattern (O12).
+type routeTable struct {
+	s    *Server
+	list []Route
+}
+
+func (t *routeTable) GET(path string, h httprouter.Handle)  { t.handle(http.MethodGet, path, h) }
+func (t *routeTable) POST(path string, h httprouter.Handle) { t.handle(http.MethodPost, path, h) }
+
+func (t *routeTable) handle(method, path string, h httprouter.Handle) {
+	t.list = append(t.list, Route{Method: method, Path: path})
+	m := t.s.sys.Metrics()
+	label := method + " " + path
+	seconds := m.HTTPSeconds.WithLabelValues(label)
+	t.s.router.Handle(method, path, func(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+		start := time.Now()
+		rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
+		h(rec, r, p)
+		seconds.Observe(time.Since(start).Seconds())
+		m.HTTPRequests.WithLabelValues(label, strconv.Itoa(rec.code)).Inc()
+	})
+}
+
+// statusRecorder remembers the status code a handler wrote.
+type statusRecorder struct {
+	http.ResponseWriter
+	code int
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	r.code = code
+	r.ResponseWriter.WriteHeader(code)
+}
+
+// Flush lets live updates (server-sent events) through the recorder.
+func (r *statusRecorder) Flush() {
+	if f, ok := r.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
 
 // NewHTTPServer wraps a handler with timeouts against slow clients.
 func NewHTTPServer(addr string, h http.Handler) *http.Server {

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -157,4 +159,25 @@ func TestW7ServeReportsPreviewsToGitHub(t *testing.T) {
 	require.Equal(t, 202, status)
 	require.Eventually(t, func() bool { return last()["description"] == "preview removed" }, 60*time.Second, 100*time.Millisecond, "%s", p.log)
 	require.Nil(t, last()["target_url"])
+}
+
+// TestO14VersionAndBuildInfo: `warden version` names the version, commit
+// and Go version, and warden_build_info says the same.
+func TestO14VersionAndBuildInfo(t *testing.T) {
+	out, err := exec.Command(wardenBinary(t), "version").Output()
+	require.NoError(t, err)
+	line := strings.TrimSpace(string(out))
+	require.Regexp(t, `^warden \S+ \(commit \S+, go1\.\d+`, line)
+	ok := okScript(t)
+	p := startProc(t, t.TempDir()+"/data", freePort(t), "--dispatch", "exec", "--dispatch-command", ok, "--bootstrap", "exec", "--bootstrap-command", ok)
+	resp, err := http.Get(p.url + "/metrics")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	var version, commit string
+	_, err = fmt.Sscanf(line, "warden %s (commit %s", &version, &commit)
+	require.NoError(t, err)
+	commit = strings.TrimSuffix(commit, ",")
+	require.Contains(t, string(body), `warden_build_info{commit="`+commit+`",goversion="`)
+	require.Contains(t, string(body), `version="`+version+`"} 1`)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/wardenhq/warden/cmd/internal/buildinfo"
 	"github.com/wardenhq/warden/cmd/internal/mdreport"
 	"github.com/wardenhq/warden/sim"
 )
@@ -31,6 +32,9 @@ func main() {
 		err = mintCallbackToken(os.Args[2:], os.Getenv, os.Stdout, os.Stderr)
 	case "sim":
 		os.Exit(sim.Main(os.Args[2:], os.Stdout, os.Stderr, mdreport.Replace))
+	case "version", "--version":
+		fmt.Println(buildinfo.Read())
+		return
 	case "help", "-h", "--help":
 		usage()
 		return
@@ -50,6 +54,7 @@ func usage() {
 
 commands:
   serve                run the supervisor: HTTP API, actors, Pebble store (warden serve -h for flags)
+  version              print the version, commit and Go version
   sim                  deterministic simulation: warden sim --seed N | --seeds K [--from N] [--check-determinism]
   callback             send one callback from a workflow (warden callback -h; configured from the environment)
   env                  ask warden for a preview environment or its removal: warden env create|remove|action|get (WARDEN_URL, WARDEN_OPERATOR_TOKEN)

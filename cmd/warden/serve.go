@@ -16,12 +16,14 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/wardenhq/warden/actors"
 	"github.com/wardenhq/warden/actors/clock"
 	"github.com/wardenhq/warden/actors/driver"
 	"github.com/wardenhq/warden/actors/environment"
 	"github.com/wardenhq/warden/actors/marquee"
 	"github.com/wardenhq/warden/actors/trust"
+	"github.com/wardenhq/warden/cmd/internal/buildinfo"
 	"github.com/wardenhq/warden/httpapi"
 	"github.com/wardenhq/warden/persistence"
 )
@@ -105,11 +107,16 @@ func serve(args []string, getenv func(string) string, stderr io.Writer) error {
 		_ = srv.Close()
 		return err
 	}
+	bi := buildinfo.Read()
+	buildInfo := prometheus.NewGauge(prometheus.GaugeOpts{Name: "warden_build_info", Help: "Always 1: the running warden's version, commit and Go version (O14).",
+		ConstLabels: prometheus.Labels{"version": bi.Version, "commit": bi.CommitLabel(), "goversion": bi.GoVersion}})
+	buildInfo.Set(1)
+	sys.Metrics().Registry.MustRegister(buildInfo)
 	api := http.Handler(httpapi.New(sys, httpapi.Options{CallbackToken: c.CallbackToken, OperatorToken: c.OperatorToken,
 		Operators: tm.operators, CallbackModes: c.CallbackAuth, CallbackKeys: tm.signing, CallbackTokenTTL: c.CallbackTokenTTL,
 		Webhooks: tm.webhooks, OIDC: tm.oidc, ProtectMetrics: c.ProtectMetrics, NoopWebhook: c.benchNoop, Logger: log}))
 	live.Store(&api)
-	log.Info("ready", "data", c.Data, "dispatch", c.Dispatch, "bootstrap", c.Bootstrap, "pools", poolFlag(c.Pools).String(),
+	log.Info("ready", "version", bi.Version, "commit", bi.CommitLabel(), "data", c.Data, "dispatch", c.Dispatch, "bootstrap", c.Bootstrap, "pools", poolFlag(c.Pools).String(),
 		"callback_auth", strings.Join(c.CallbackAuth, ","), "operators", len(tm.operators)+min(1, len(c.OperatorToken)))
 
 	pruneStop := make(chan struct{})
