@@ -1,0 +1,39 @@
+// Package prometheus holds example alerting rules for warden's metrics
+// (O13); this test loads them with the Prometheus rules library, which
+// parses every expression, and checks each names a metric warden exports.
+package prometheus
+
+import (
+	"os"
+	"regexp"
+	"testing"
+
+	"github.com/prometheus/prometheus/model/rulefmt"
+	"github.com/stretchr/testify/require"
+)
+
+// exported are the metric families warden serves (actors/metrics.go,
+// actors/observe.go); a rule on any other name would never fire.
+var exported = map[string]bool{
+	"warden_marquee_failures_total": true, "warden_drift_open": true, "warden_pool_queued": true, "warden_pool_reserved": true,
+	"warden_pool_limit": true, "warden_actors_parked": true, "warden_driver_seconds_count": true, "warden_persist_seconds_bucket": true,
+}
+
+var metricName = regexp.MustCompile(`\bwarden_[a-z_]+\b`)
+
+func TestO13AlertingRulesLoad(t *testing.T) {
+	raw, err := os.ReadFile("warden-alerts.yml")
+	require.NoError(t, err)
+	groups, errs := rulefmt.Parse(raw)
+	require.Empty(t, errs, "the rules file must load in Prometheus")
+	var names []string
+	for _, g := range groups.Groups {
+		for _, r := range g.Rules {
+			names = append(names, r.Alert.Value)
+			for _, m := range metricName.FindAllString(r.Expr.Value, -1) {
+				require.True(t, exported[m], "%s uses %s, which warden does not export", r.Alert.Value, m)
+			}
+		}
+	}
+	require.Subset(t, names, []string{"WardenMarqueeRetriesExhausted", "WardenDriftOpenForLong", "WardenPoolQueueWaitingLong", "WardenActorsParked"})
+}
