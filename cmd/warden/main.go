@@ -1,10 +1,17 @@
-// Command warden is the supervisor process: `warden serve` runs the HTTP API
-// over the actor system and its Pebble store.
+// Command warden is the supervisor and its own client: `warden serve` runs
+// the HTTP API over the actor system and its Pebble store; the other
+// commands talk to a running warden (get, describe, history, the marquee
+// actions, env), call it back from a workflow (callback), manage keys, or
+// run the deterministic simulator.
 package main
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"os"
+
+	"github.com/spf13/cobra"
 
 	"github.com/wardenhq/warden/cmd/internal/buildinfo"
 	"github.com/wardenhq/warden/cmd/internal/mdreport"
@@ -12,53 +19,86 @@ import (
 )
 
 func main() {
-	if len(os.Args) < 2 {
-		usage()
-		os.Exit(2)
-	}
-	var err error
-	switch os.Args[1] {
-	case "serve":
-		err = serve(os.Args[2:], os.Getenv, os.Stderr)
-	case "callback":
-		os.Exit(runCallback(os.Args[2:], os.Getenv, os.Stdout, os.Stderr))
-	case "env":
-		os.Exit(runEnv(os.Args[2:], os.Getenv, os.Stdout, os.Stderr))
-	case "rekey":
-		err = rekey(os.Args[2:], os.Getenv, os.Stdout, os.Stderr)
-	case "rotate-callback-key":
-		err = rotateCallbackKey(os.Args[2:], os.Getenv, os.Stdout, os.Stderr)
-	case "mint-callback-token":
-		err = mintCallbackToken(os.Args[2:], os.Getenv, os.Stdout, os.Stderr)
-	case "sim":
-		os.Exit(sim.Main(os.Args[2:], os.Stdout, os.Stderr, mdreport.Replace))
-	case "version", "--version":
-		fmt.Println(buildinfo.Read())
-		return
-	case "help", "-h", "--help":
-		usage()
-		return
+	os.Exit(run(os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
+}
+
+// exitError carries a command's exit status through cobra.
+type exitError struct{ code int }
+
+func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
+// run executes one command line and returns its exit status.
+func run(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	root := newRoot(getenv, stdout, stderr)
+	root.SetArgs(args)
+	err := root.Execute()
+	var exit exitError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &exit):
+		return exit.code
 	default:
-		fmt.Fprintf(os.Stderr, "warden: unknown command %q\n", os.Args[1])
-		usage()
-		os.Exit(2)
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "warden:", err)
-		os.Exit(1)
+		fmt.Fprintln(stderr, "warden:", err)
+		return 1
 	}
 }
 
-func usage() {
-	fmt.Fprintln(os.Stderr, `usage: warden <command> [flags]
-
-commands:
-  serve                run the supervisor: HTTP API, actors, Pebble store (warden serve -h for flags)
-  version              print the version, commit and Go version
-  sim                  deterministic simulation: warden sim --seed N | --seeds K [--from N] [--check-determinism]
-  callback             send one callback from a workflow (warden callback -h; configured from the environment)
-  env                  ask warden for a preview environment or its removal: warden env create|remove|action|get (WARDEN_URL, WARDEN_OPERATOR_TOKEN)
-  rekey                re-encrypt every sealed secret under a new seal key (warden stopped; resumes after a crash)
-  rotate-callback-key  start a new scoped-credential signing key; the old one verifies for --callback-token-ttl
-  mint-callback-token  print a scoped callback credential: --marquee ID --generation N [--ttl 1h]`)
+func newRoot(getenv func(string) string, stdout, stderr io.Writer) *cobra.Command {
+	root := &cobra.Command{
+		Use:           "warden",
+		Short:         "warden supervises durable lifecycles driven by untrusted, asynchronous infrastructure",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	// Commands that parse their own flags (they predate the command
+	// library and their flag sets are tested as they are).
+	own := func(use, short string, f func(args []string) int) *cobra.Command {
+		return &cobra.Command{Use: use, Short: short, DisableFlagParsing: true,
+			RunE: func(_ *cobra.Command, args []string) error {
+				if code := f(args); code != 0 {
+					return exitError{code}
+				}
+				return nil
+			}}
+	}
+	errCode := func(err error) int {
+		if err != nil {
+			fmt.Fprintln(stderr, "warden:", err)
+			return 1
+		}
+		return 0
+	}
+	root.AddCommand(
+		own("serve", "run the supervisor: HTTP API, actors, Pebble store (warden serve -h for flags)", func(a []string) int {
+			return errCode(serve(a, getenv, stderr))
+		}),
+		own("callback", "send one callback from a workflow (configured from the environment; warden callback -h)", func(a []string) int {
+			return runCallback(a, getenv, stdout, stderr)
+		}),
+		own("env", "ask warden for a preview environment, its removal or an action: env create|remove|action|get", func(a []string) int {
+			return runEnv(a, getenv, stdout, stderr)
+		}),
+		own("rekey", "re-encrypt every sealed secret under a new seal key (warden stopped; resumes after a crash)", func(a []string) int {
+			return errCode(rekey(a, getenv, stdout, stderr))
+		}),
+		own("rotate-callback-key", "start a new scoped-credential signing key; the old one verifies for --callback-token-ttl", func(a []string) int {
+			return errCode(rotateCallbackKey(a, getenv, stdout, stderr))
+		}),
+		own("mint-callback-token", "print a scoped callback credential: --marquee ID --generation N [--ttl 1h]", func(a []string) int {
+			return errCode(mintCallbackToken(a, getenv, stdout, stderr))
+		}),
+		own("sim", "deterministic simulation: --seed N | --seeds K [--from N] [--check-determinism]", func(a []string) int {
+			return sim.Main(a, stdout, stderr, mdreport.Replace)
+		}),
+		&cobra.Command{Use: "version", Short: "print the version, commit and Go version", Args: cobra.NoArgs,
+			RunE: func(*cobra.Command, []string) error {
+				fmt.Fprintln(stdout, buildinfo.Read())
+				return nil
+			}},
+	)
+	addClientCommands(root, getenv, stdout, stderr)
+	return root
 }

@@ -1,0 +1,439 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"gopkg.in/yaml.v3"
+)
+
+// The client half of the binary (O9): get, describe, history and the
+// marquee actions against a running warden, with kubectl's conventions:
+// a table by default, -o wide for more columns, -o json or yaml for the
+// server's own answer; a refusal exits non-zero with the server's message.
+
+// clientOptions are the flags every client command shares.
+type clientOptions struct {
+	server, tokenFile, output string
+	getenv                    func(string) string
+	stdout, stderr            io.Writer
+}
+
+// maxListRows bounds how many rows `get` follows cursors for.
+const maxListRows = 10_000
+
+func (o *clientOptions) client() (*envClient, error) {
+	token := o.getenv("WARDEN_OPERATOR_TOKEN")
+	if o.tokenFile != "" {
+		raw, err := os.ReadFile(o.tokenFile)
+		if err != nil {
+			return nil, fmt.Errorf("--token-file: %w", err)
+		}
+		token = strings.TrimSpace(string(raw))
+	}
+	if token == "" {
+		return nil, fmt.Errorf("no token: set WARDEN_OPERATOR_TOKEN or --token-file (an operator's or a viewer's)")
+	}
+	u, err := url.Parse(o.server)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("--server / WARDEN_URL must be warden's http(s) base URL")
+	}
+	switch o.output {
+	case "table", "wide", "json", "yaml":
+	default:
+		return nil, fmt.Errorf("-o %q: want table, wide, json or yaml", o.output)
+	}
+	return &envClient{server: strings.TrimRight(o.server, "/"), token: token, client: &http.Client{Timeout: 30 * time.Second}, sleep: time.Sleep}, nil
+}
+
+// call sends one request and decodes the answer; a refusal becomes an
+// error holding warden's message.
+func (o *clientOptions) call(method, path string, body any) (map[string]any, error) {
+	c, err := o.client()
+	if err != nil {
+		return nil, err
+	}
+	status, raw, err := c.do(method, path, body)
+	if err != nil {
+		return nil, err
+	}
+	var answer map[string]any
+	if err := json.Unmarshal(raw, &answer); err != nil {
+		return nil, fmt.Errorf("%s %s: warden answered %d with something that is not JSON", method, path, status)
+	}
+	if status/100 != 2 {
+		if e, ok := answer["error"].(map[string]any); ok {
+			return nil, fmt.Errorf("%v (%d %v)", e["message"], status, e["code"])
+		}
+		return nil, fmt.Errorf("warden answered %d", status)
+	}
+	return answer, nil
+}
+
+// print writes v as json or yaml; false means the caller prints a table.
+func (o *clientOptions) print(v any) (bool, error) {
+	switch o.output {
+	case "json":
+		enc := json.NewEncoder(o.stdout)
+		enc.SetIndent("", "  ")
+		return true, enc.Encode(v)
+	case "yaml":
+		b, err := yaml.Marshal(v)
+		if err != nil {
+			return true, err
+		}
+		_, err = o.stdout.Write(b)
+		return true, err
+	}
+	return false, nil
+}
+
+func addClientCommands(root *cobra.Command, getenv func(string) string, stdout, stderr io.Writer) {
+	o := &clientOptions{getenv: getenv, stdout: stdout, stderr: stderr}
+	shared := func(c *cobra.Command) *cobra.Command {
+		c.Flags().StringVar(&o.server, "server", envOr(getenv, "WARDEN_URL", "http://127.0.0.1:8080"), "warden's base URL (WARDEN_URL)")
+		c.Flags().StringVar(&o.tokenFile, "token-file", "", "file holding the token (else WARDEN_OPERATOR_TOKEN)")
+		c.Flags().StringVarP(&o.output, "output", "o", "table", "table, wide, json or yaml")
+		return c
+	}
+
+	get := &cobra.Command{Use: "get", Short: "list marquees, environments, pools or actors"}
+	filters := map[string]*string{}
+	listCmd := func(use, path string, names []string, table func([]map[string]any) [][]string, wide func([]map[string]any) [][]string) *cobra.Command {
+		c := shared(&cobra.Command{Use: use, Short: "list " + use, Args: cobra.NoArgs, RunE: func(*cobra.Command, []string) error {
+			q := url.Values{}
+			for _, n := range names {
+				if v := *filters[use+"/"+n]; v != "" {
+					q.Set(n, v)
+				}
+			}
+			rows, answer, err := o.list(path, q)
+			if err != nil {
+				return err
+			}
+			if done, err := o.print(answer); done {
+				return err
+			}
+			if o.output == "wide" && wide != nil {
+				return o.table(wide(rows))
+			}
+			return o.table(table(rows))
+		}})
+		for _, n := range names {
+			v := new(string)
+			filters[use+"/"+n] = v
+			c.Flags().StringVar(v, n, "", "only those with this "+n)
+		}
+		return c
+	}
+	get.AddCommand(
+		listCmd("marquees", "/v1/marquees", []string{"kind", "serving", "lifecycle", "progress", "pool", "status"}, marqueeRows(false), marqueeRows(true)),
+		listCmd("environments", "/v1/environments", []string{"state", "desired", "branch", "status"}, envRows(false), envRows(true)),
+		listCmd("pools", "/v1/pools", nil, poolRows, nil),
+		listCmd("actors", "/v1/actors", nil, actorRows, nil),
+	)
+
+	describe := &cobra.Command{Use: "describe", Short: "one marquee or environment: status, next, timeline"}
+	describe.AddCommand(
+		shared(&cobra.Command{Use: "marquee ID", Short: "a marquee: status, next step, attempt, and its history as a timeline", Args: cobra.ExactArgs(1),
+			RunE: func(_ *cobra.Command, args []string) error { return o.describeMarquee(args[0]) }}),
+		shared(&cobra.Command{Use: "environment ID", Aliases: []string{"env"}, Short: "an environment: status, next step, desired and observed resources, drift, audit",
+			Args: cobra.ExactArgs(1), RunE: func(_ *cobra.Command, args []string) error { return o.describeEnv(args[0]) }}),
+	)
+	var historyLimit int
+	history := shared(&cobra.Command{Use: "history ID", Short: "a marquee's history, newest first", Args: cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			answer, err := o.call(http.MethodGet, "/v1/marquees/"+url.PathEscape(args[0])+"/history?limit="+strconv.Itoa(historyLimit), nil)
+			if err != nil {
+				return err
+			}
+			if done, err := o.print(answer); done {
+				return err
+			}
+			return o.table(historyRows(items(answer)))
+		}})
+	history.Flags().IntVar(&historyLimit, "limit", 50, "entries, 1..200")
+
+	action := func(use, short, path string, body func() any) *cobra.Command {
+		return shared(&cobra.Command{Use: use + " ID", Short: short, Args: cobra.ExactArgs(1), RunE: func(_ *cobra.Command, args []string) error {
+			answer, err := o.call(http.MethodPost, "/v1/marquees/"+url.PathEscape(args[0])+path, body())
+			if err != nil {
+				return err
+			}
+			if done, err := o.print(answer); done {
+				return err
+			}
+			fmt.Fprintf(o.stdout, "%s: %s\n", answer["id"], answer["status"])
+			return nil
+		}})
+	}
+	var reap bool
+	destroy := action("destroy", "tear a tutorial marquee down (M7); --reap makes it a tombstone when destroyed", "/destroy", func() any { return map[string]any{"reap": reap} })
+	destroy.Flags().BoolVar(&reap, "reap", false, "reap the marquee once destroyed (M14)")
+	root.AddCommand(get, describe, history,
+		action("redeploy", "supersede the current attempt with a new generation (M6)", "/redeploy", func() any { return nil }),
+		destroy,
+		action("disable", "stop serving (M8)", "/disable", func() any { return nil }),
+		action("enable", "serve again (M8)", "/enable", func() any { return nil }),
+		action("run-now", "cut a waiting back-off short and make its transition now (O5)", "/actions/run-now", func() any { return nil }),
+	)
+}
+
+// list follows cursors and returns every row, and the whole answer (the
+// items of all pages) for -o json and yaml.
+func (o *clientOptions) list(path string, q url.Values) ([]map[string]any, map[string]any, error) {
+	var rows []map[string]any
+	for {
+		p := path
+		if len(q) > 0 {
+			p += "?" + q.Encode()
+		}
+		answer, err := o.call(http.MethodGet, p, nil)
+		if err != nil {
+			return nil, nil, err
+		}
+		rows = append(rows, items(answer)...)
+		next, _ := answer["next_cursor"].(string)
+		if next == "" || len(rows) >= maxListRows {
+			asAny := make([]any, len(rows))
+			for i, r := range rows {
+				asAny[i] = r
+			}
+			return rows, map[string]any{"items": asAny}, nil
+		}
+		q.Set("cursor", next)
+	}
+}
+
+func items(answer map[string]any) []map[string]any {
+	list, _ := answer["items"].([]any)
+	out := make([]map[string]any, 0, len(list))
+	for _, it := range list {
+		if m, ok := it.(map[string]any); ok {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// table prints rows (the first is the header) in aligned columns.
+func (o *clientOptions) table(rows [][]string) error {
+	tw := tabwriter.NewWriter(o.stdout, 0, 4, 2, ' ', 0)
+	for _, r := range rows {
+		fmt.Fprintln(tw, strings.Join(r, "\t"))
+	}
+	return tw.Flush()
+}
+
+// str renders one field of a JSON object for a table cell.
+func str(m map[string]any, key string) string {
+	switch v := m[key].(type) {
+	case nil:
+		return ""
+	case float64:
+		return strconv.FormatFloat(v, 'f', -1, 64)
+	case map[string]any:
+		if at, ok := v["at"].(string); ok {
+			return fmt.Sprintf("%s at %s", v["what"], at)
+		}
+		b, _ := json.Marshal(v)
+		return string(b)
+	default:
+		return fmt.Sprint(v)
+	}
+}
+
+func marqueeRows(wide bool) func([]map[string]any) [][]string {
+	return func(rows []map[string]any) [][]string {
+		head := []string{"ID", "KIND", "LIFECYCLE", "SERVING", "GEN", "STATUS"}
+		if wide {
+			head = append(head, "PROGRESS", "POOL", "NEXT", "UPDATED")
+		}
+		out := [][]string{head}
+		for _, r := range rows {
+			row := []string{str(r, "id"), str(r, "kind"), str(r, "lifecycle"), str(r, "serving"), str(r, "generation"), str(r, "status")}
+			if wide {
+				row = append(row, str(r, "progress"), str(r, "pool"), str(r, "next"), str(r, "updated_at"))
+			}
+			out = append(out, row)
+		}
+		return out
+	}
+}
+
+func envRows(wide bool) func([]map[string]any) [][]string {
+	return func(rows []map[string]any) [][]string {
+		head := []string{"ID", "BRANCH", "STATE", "DESIRED", "GEN", "STATUS"}
+		if wide {
+			head = append(head, "REVISION", "URL", "EXPIRES", "NEXT")
+		}
+		out := [][]string{head}
+		for _, r := range rows {
+			row := []string{str(r, "id"), str(r, "branch"), str(r, "state"), str(r, "desired"), str(r, "generation"), str(r, "status")}
+			if wide {
+				row = append(row, str(r, "revision"), str(r, "url"), str(r, "expires_at"), str(r, "next"))
+			}
+			out = append(out, row)
+		}
+		return out
+	}
+}
+
+func poolRows(rows []map[string]any) [][]string {
+	out := [][]string{{"NAME", "LIMIT", "RESERVED", "QUEUED"}}
+	for _, r := range rows {
+		reserved, _ := r["reserved"].([]any)
+		queued, _ := r["queued"].([]any)
+		out = append(out, []string{str(r, "name"), str(r, "limit"), strconv.Itoa(len(reserved)), strconv.Itoa(len(queued))})
+	}
+	return out
+}
+
+func actorRows(rows []map[string]any) [][]string {
+	out := [][]string{{"KIND", "ID", "MAILBOX", "RESTARTS", "PARKED", "LAST FAILURE"}}
+	for _, r := range rows {
+		out = append(out, []string{str(r, "kind"), str(r, "id"), str(r, "mailbox"), str(r, "restarts"), str(r, "parked"), str(r, "last_failure")})
+	}
+	return out
+}
+
+func historyRows(rows []map[string]any) [][]string {
+	out := [][]string{{"AT", "SOURCE", "VERB", "GEN", "RECEIVED", "RESULT", "ACTOR", "DETAIL"}}
+	for _, r := range rows {
+		out = append(out, []string{str(r, "at"), str(r, "source"), str(r, "verb"), str(r, "generation"), str(r, "received_generation"),
+			str(r, "result"), str(r, "actor"), str(r, "detail")})
+	}
+	return out
+}
+
+func (o *clientOptions) describeMarquee(id string) error {
+	view, err := o.call(http.MethodGet, "/v1/marquees/"+url.PathEscape(id), nil)
+	if err != nil {
+		return err
+	}
+	hist, err := o.call(http.MethodGet, "/v1/marquees/"+url.PathEscape(id)+"/history?limit=200", nil)
+	if err != nil {
+		return err
+	}
+	if done, err := o.print(map[string]any{"marquee": view, "history": hist["items"]}); done {
+		return err
+	}
+	w := o.stdout
+	fmt.Fprintf(w, "Marquee:     %s (%s)\n", str(view, "id"), str(view, "kind"))
+	fmt.Fprintf(w, "Status:      %s\n", str(view, "status"))
+	fmt.Fprintf(w, "Next:        %s\n", orDash(str(view, "next")))
+	fmt.Fprintf(w, "Lifecycle:   %s, serving %s, generation %s\n", orDash(str(view, "lifecycle")), str(view, "serving"), str(view, "generation"))
+	if a, ok := view["attempt"].(map[string]any); ok {
+		fmt.Fprintf(w, "Attempt:     %s of generation %s, dispatch %s", str(a, "action"), str(a, "generation"), str(a, "dispatch"))
+		if u := str(a, "run_url"); u != "" {
+			fmt.Fprintf(w, ", run %s", u)
+		}
+		fmt.Fprintln(w)
+	}
+	if f, ok := view["failure"].(map[string]any); ok {
+		fmt.Fprintf(w, "Failure:     %s (%s) at %s\n", str(f, "reason"), str(f, "rule"), str(f, "at"))
+	}
+	if c, ok := view["connection"].(map[string]any); ok {
+		fmt.Fprintf(w, "Connection:  %s@%s:%s, %s (secrets redacted)\n", str(c, "user"), str(c, "host"), str(c, "port"), str(c, "free_domain"))
+	}
+	fmt.Fprintln(w, "Timeline (oldest first; each generation its band; stale and duplicate callbacks set apart):")
+	entries := items(hist)
+	band := ""
+	for i := len(entries) - 1; i >= 0; i-- {
+		e := entries[i]
+		if g := str(e, "generation"); g != band {
+			band = g
+			fmt.Fprintf(w, "  -- generation %s --\n", g)
+		}
+		mark := "  "
+		switch str(e, "result") {
+		case "stale", "duplicate", "locked":
+			mark = " x" // set apart: it changed nothing
+		}
+		who := str(e, "source")
+		if a := str(e, "actor"); a != "" {
+			who += " " + a
+		}
+		fmt.Fprintf(w, "  %s %s  %-14s %-10s %-20s %s\n", mark, str(e, "at"), who, str(e, "verb"), str(e, "result"), str(e, "detail"))
+	}
+	return nil
+}
+
+func (o *clientOptions) describeEnv(id string) error {
+	view, err := o.call(http.MethodGet, "/v1/environments/"+url.PathEscape(id), nil)
+	if err != nil {
+		return err
+	}
+	if done, err := o.print(view); done {
+		return err
+	}
+	w := o.stdout
+	fmt.Fprintf(w, "Environment: %s (branch %s, revision %s, generation %s)\n", str(view, "id"), str(view, "branch"), str(view, "revision"), str(view, "generation"))
+	fmt.Fprintf(w, "Status:      %s\n", str(view, "status"))
+	fmt.Fprintf(w, "Next:        %s\n", orDash(str(view, "next")))
+	fmt.Fprintf(w, "State:       %s (desired %s)\n", str(view, "state"), str(view, "desired"))
+	if u := str(view, "url"); u != "" {
+		fmt.Fprintf(w, "URL:         %s\n", u)
+	}
+	if a, ok := view["attempt"].(map[string]any); ok {
+		lease, _ := a["lease"].(map[string]any)
+		fmt.Fprintf(w, "Attempt:     %s: %s %s %s, leased to %s until %s\n", str(a, "id"), str(a, "op"), str(a, "capability"), str(a, "identity"),
+			str(lease, "owner"), str(lease, "expires_at"))
+	}
+	fmt.Fprintln(w, "Resources (desired | observed):")
+	rows := [][]string{{"  CAPABILITY", "IDENTITY", "DESIRED", "OBSERVED"}}
+	desired := "present"
+	if str(view, "desired") == "removed" {
+		desired = "absent"
+	}
+	for _, r := range asMaps(view["resources"]) {
+		rows = append(rows, []string{"  " + str(r, "capability"), str(r, "identity"), desired, str(r, "status")})
+	}
+	if err := o.table(rows); err != nil {
+		return err
+	}
+	if drift := asMaps(view["drift"]); len(drift) > 0 {
+		fmt.Fprintln(w, "Drift:")
+		for _, d := range drift {
+			fmt.Fprintf(w, "  %s %s: desired %s, observed %s; outcome %s; resolved %s\n", str(d, "capability"), str(d, "identity"), str(d, "desired"),
+				str(d, "observed"), orDash(str(d, "outcome")), orDash(str(d, "resolved_at")))
+		}
+	}
+	if acts, _ := view["actions"].([]any); len(acts) > 0 {
+		fmt.Fprintf(w, "Actions:     %s\n", strings.Trim(fmt.Sprint(acts), "[]"))
+	}
+	if audit := asMaps(view["audit"]); len(audit) > 0 {
+		fmt.Fprintln(w, "Audit:")
+		for _, a := range audit {
+			fmt.Fprintf(w, "  %s %s %s: %s\n", str(a, "at"), str(a, "actor"), str(a, "action"), str(a, "reason"))
+		}
+	}
+	return nil
+}
+
+func asMaps(v any) []map[string]any {
+	list, _ := v.([]any)
+	out := make([]map[string]any, 0, len(list))
+	for _, it := range list {
+		if m, ok := it.(map[string]any); ok {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
