@@ -167,6 +167,7 @@ type world struct {
 	pools     map[string]int
 	preview   *fakePreview
 	notify    *notifySink
+	api       *httpapi.Server
 }
 
 func newWorld(t *testing.T, pools map[string]int) *world {
@@ -212,7 +213,8 @@ func (w *world) start() {
 	sys, err := actors.Start(cfg)
 	require.NoError(w.t, err)
 	w.sys, w.store = sys, store
-	srv := httpapi.NewHTTPServer("", httpapi.New(sys, opts))
+	w.api = httpapi.New(sys, opts)
+	srv := httpapi.NewHTTPServer("", w.api)
 	w.srv = srv
 	go func() { _ = srv.Serve(ln) }()
 }
@@ -233,15 +235,18 @@ func (w *world) stop() {
 func (w *world) do(method, path, token string, body any, headers ...string) (int, map[string]any, []byte) {
 	w.t.Helper()
 	var rd io.Reader
+	var sent []byte
 	switch b := body.(type) {
 	case nil:
 	case []byte:
-		rd = bytes.NewReader(b)
+		sent = b
 	case string:
-		rd = strings.NewReader(b)
+		sent = []byte(b)
 	default:
-		raw, _ := json.Marshal(b)
-		rd = bytes.NewReader(raw)
+		sent, _ = json.Marshal(b)
+	}
+	if body != nil {
+		rd = bytes.NewReader(sent)
 	}
 	req, err := http.NewRequest(method, w.url+path, rd)
 	require.NoError(w.t, err)
@@ -259,6 +264,7 @@ func (w *world) do(method, path, token string, body any, headers ...string) (int
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(resp.Body)
 	require.NoError(w.t, err)
+	checkAgainstSpec(w.t, req, sent, resp.StatusCode, resp.Header, raw)
 	var m map[string]any
 	_ = json.Unmarshal(raw, &m)
 	return resp.StatusCode, m, raw

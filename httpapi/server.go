@@ -133,6 +133,7 @@ func New(sys *actors.System, o Options) *Server {
 	r.GET("/v1/pools", s.query(noQuery, s.read(s.readyOp(s.pools))))
 	r.GET("/v1/pools/:name", s.query(noQuery, s.read(s.readyOp(s.pool))))
 	r.GET("/v1/actors", s.query(noQuery, s.read(s.actors)))
+	r.GET("/v1/openapi.json", s.query(noQuery, s.openAPI))
 	r.GET("/healthz", func(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
