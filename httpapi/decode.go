@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"unicode/utf8"
 
+	"github.com/wardenhq/warden/actors/errs"
 	"github.com/wardenhq/warden/actors/marquee"
 )
 
@@ -47,6 +48,10 @@ type wireACMEDNS struct {
 type invalid struct{ msg string }
 
 func (e *invalid) Error() string { return e.msg }
+
+// Unwrap makes a decoding refusal an errs.Invalid, so the one status table
+// answers it 400 wherever it surfaces.
+func (e *invalid) Unwrap() error { return errs.Invalid }
 
 func invalidf(format string, args ...any) error { return &invalid{fmt.Sprintf(format, args...)} }
 

@@ -3,7 +3,9 @@ package httpapi
 import (
 	"encoding/base64"
 	"net/http"
+	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -91,16 +93,38 @@ func progressOf(st marquee.State) string {
 }
 
 func (s *Server) listMarquees(w http.ResponseWriter, r *http.Request, _ httprouter.Params, _ Operator) {
-	limit, err := queryLimit(r, listDefault, listMax)
+	rows, next, err := s.marqueeRows(r.URL.Query())
 	if err != nil {
-		s.badRequest(w, err)
+		s.writeErr(w, err)
 		return
 	}
-	q := r.URL.Query()
+	writeJSON(w, http.StatusOK, map[string]any{"items": rows, "next_cursor": next})
+}
+
+// limitOf reads limit from q: default listDefault, at most listMax.
+func limitOf(q url.Values) (int, error) {
+	v := q.Get("limit")
+	if v == "" {
+		return listDefault, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > listMax {
+		return 0, invalidf("query limit: 1..%d", listMax)
+	}
+	return n, nil
+}
+
+// marqueeRows is one page of marquee summaries for the filters in q (the
+// API's list and the console's); the next cursor is "" on the last page.
+// Malformed records are logged and skipped.
+func (s *Server) marqueeRows(q url.Values) ([]MarqueeSummary, string, error) {
+	limit, err := limitOf(q)
+	if err != nil {
+		return nil, "", err
+	}
 	after, err := decodeCursor("marquee", q.Get("cursor"), marquee.ValidID)
 	if err != nil {
-		s.badRequest(w, err)
-		return
+		return nil, "", err
 	}
 	kind, serving, lifecycle, progress, pool, class := q.Get("kind"), q.Get("serving"), q.Get("lifecycle"), q.Get("progress"), q.Get("pool"), q.Get("status")
 	parked := map[string]bool{}
@@ -133,8 +157,7 @@ func (s *Server) listMarquees(w http.ResponseWriter, r *http.Request, _ httprout
 		return slices.Contains(status.Classes, class)
 	})
 	if err != nil {
-		s.writeErr(w, err)
-		return
+		return nil, "", err
 	}
 	for _, b := range bad {
 		s.log.Error("malformed marquee record", "key", b.Key, "reason", b.Reason)
@@ -148,11 +171,7 @@ func (s *Server) listMarquees(w http.ResponseWriter, r *http.Request, _ httprout
 		rows = append(rows, MarqueeSummary{ID: st.ID, Kind: st.Kind, Serving: st.Serving, Lifecycle: lifecycleOf(st), Progress: progressOf(st),
 			Pool: st.Pool, Generation: st.Generation, Status: status.Text, Next: status.Next, Classes: nonNil(status.Classes), UpdatedAt: st.UpdatedAt})
 	}
-	resp := map[string]any{"items": rows, "next_cursor": encodeCursor("marquee", last)}
-	if len(bad) > 0 {
-		resp["malformed"] = bad
-	}
-	writeJSON(w, http.StatusOK, resp)
+	return rows, encodeCursor("marquee", last), nil
 }
 
 // Status classes of environments (O4).
@@ -185,16 +204,23 @@ func envListRules() []queryRule {
 }
 
 func (s *Server) listEnvs(w http.ResponseWriter, r *http.Request, _ httprouter.Params, _ Operator) {
-	limit, err := queryLimit(r, listDefault, listMax)
+	rows, next, err := s.envRows(r.URL.Query())
 	if err != nil {
-		s.badRequest(w, err)
+		s.writeErr(w, err)
 		return
 	}
-	q := r.URL.Query()
+	writeJSON(w, http.StatusOK, map[string]any{"items": rows, "next_cursor": next})
+}
+
+// envRows is one page of environment summaries for the filters in q.
+func (s *Server) envRows(q url.Values) ([]EnvSummary, string, error) {
+	limit, err := limitOf(q)
+	if err != nil {
+		return nil, "", err
+	}
 	after, err := decodeCursor("environment", q.Get("cursor"), environment.ValidID)
 	if err != nil {
-		s.badRequest(w, err)
-		return
+		return nil, "", err
 	}
 	state, desired, branch, class := q.Get("state"), q.Get("desired"), q.Get("branch"), q.Get("status")
 	m, now := s.sys.EnvMachine(), s.sys.Now()
@@ -211,8 +237,10 @@ func (s *Server) listEnvs(w http.ResponseWriter, r *http.Request, _ httprouter.P
 		return slices.Contains(st.Classes, class)
 	})
 	if err != nil {
-		s.writeErr(w, err)
-		return
+		return nil, "", err
+	}
+	for _, b := range bad {
+		s.log.Error("malformed environment record", "key", b.Key, "reason", b.Reason)
 	}
 	rows := make([]EnvSummary, 0, len(envs))
 	for _, e := range envs {
@@ -224,11 +252,7 @@ func (s *Server) listEnvs(w http.ResponseWriter, r *http.Request, _ httprouter.P
 			URL: m.URLOf(e), SupersededBy: e.SupersededBy, ExpiresAt: timePtr(e.ExpiresAt), Status: st.Text, Next: st.Next, Classes: nonNil(st.Classes),
 			UpdatedAt: e.UpdatedAt})
 	}
-	resp := map[string]any{"items": rows, "next_cursor": encodeCursor("environment", last)}
-	if len(bad) > 0 {
-		resp["malformed"] = bad
-	}
-	writeJSON(w, http.StatusOK, resp)
+	return rows, encodeCursor("environment", last), nil
 }
 
 func nonNil(s []string) []string {

@@ -66,6 +66,7 @@ type Server struct {
 	opts      Options
 	router    *httprouter.Router
 	routes    *routeTable
+	console   *console
 	callback  [32]byte
 	operators []Operator
 	modes     []string
@@ -95,6 +96,7 @@ func New(sys *actors.System, o Options) *Server {
 		}
 	}
 	s.routes = &routeTable{s: s}
+	s.console = newConsole(s)
 	r := s.routes
 	s.router.HandleMethodNotAllowed = true
 	s.router.NotFound = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
@@ -154,7 +156,15 @@ func New(sys *actors.System, o Options) *Server {
 	return s
 }
 
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.router.ServeHTTP(w, r) }
+// ServeHTTP sends console pages to the console and everything else to the
+// API router.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if isConsolePath(r.URL.Path) {
+		s.console.ServeHTTP(w, r)
+		return
+	}
+	s.router.ServeHTTP(w, r)
+}
 
 // Route is one registered endpoint: its method and path pattern.
 type Route struct{ Method, Path string }

@@ -1,0 +1,525 @@
+package httpapi
+
+import (
+	"bytes"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"embed"
+	"encoding/hex"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/wardenhq/warden/actors/environment"
+	"github.com/wardenhq/warden/actors/marquee"
+)
+
+// The console (O6-O8): server-rendered pages from templates and assets
+// embedded in the binary, a little JavaScript for confirmations and live
+// updates, signed in with an operator's or viewer's token that is kept
+// server-side (the browser holds an HttpOnly, SameSite=Strict session
+// cookie, never the token), every change confirmed, given a reason and
+// carrying the session's CSRF token, under a Content-Security-Policy with
+// no inline script or style.
+
+//go:embed console
+var consoleFS embed.FS
+
+// contentSecurityPolicy allows only the console's own files.
+const contentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; " +
+	"form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+
+const (
+	sessionCookie = "warden_session"
+	sessionTTL    = 12 * time.Hour
+	// maxSessions bounds the server-side session table; beyond it the
+	// oldest session is signed out.
+	maxSessions = 10_000
+)
+
+type session struct {
+	op      Operator
+	csrf    string
+	expires time.Time
+}
+
+// console serves the pages; it is mounted beside the API router, not in
+// it: its routes are pages, not API (the OpenAPI document covers the API).
+type console struct {
+	s        *Server
+	pages    map[string]*template.Template
+	static   http.Handler
+	mu       sync.Mutex
+	sessions map[string]*session // by the SHA-256 of the cookie value
+	counts   classCounts
+}
+
+// classCounts caches the marquee counts per status class shown at the top
+// of the list: counting reads every marquee, so at most every countTTL.
+type classCounts struct {
+	at     time.Time
+	counts map[string]int
+	total  int
+}
+
+const countTTL = 10 * time.Second
+
+func newConsole(s *Server) *console {
+	funcs := template.FuncMap{
+		"when": func(t any) string {
+			switch v := t.(type) {
+			case time.Time:
+				if v.IsZero() {
+					return "-"
+				}
+				return v.UTC().Format("2006-01-02 15:04:05")
+			case *time.Time:
+				if v == nil {
+					return "-"
+				}
+				return v.UTC().Format("2006-01-02 15:04:05")
+			}
+			return fmt.Sprint(t)
+		},
+		"has":  slices.Contains[[]string, string],
+		"list": func(s ...string) []string { return s },
+		"left": func(until *time.Time, now time.Time) string {
+			if until == nil {
+				return "-"
+			}
+			return until.Sub(now).Round(time.Minute).String()
+		},
+		"since": func(from, now time.Time) string { return now.Sub(from).Round(time.Second).String() },
+		"q": func(base url.Values, key, value string) string {
+			v := url.Values{}
+			for k, vs := range base {
+				if k != "cursor" {
+					v[k] = vs
+				}
+			}
+			if value == "" {
+				v.Del(key)
+			} else {
+				v.Set(key, value)
+			}
+			if len(v) == 0 {
+				return "?"
+			}
+			return "?" + v.Encode()
+		},
+	}
+	c := &console{s: s, pages: map[string]*template.Template{}, sessions: map[string]*session{}}
+	layout := template.Must(template.New("layout.html").Funcs(funcs).ParseFS(consoleFS, "console/templates/layout.html"))
+	for _, page := range []string{"login", "marquees", "marquee", "environments", "environment", "pools", "process"} {
+		c.pages[page] = template.Must(template.Must(layout.Clone()).ParseFS(consoleFS, "console/templates/"+page+".html"))
+	}
+	static, _ := fs.Sub(consoleFS, "console/static")
+	c.static = http.StripPrefix("/ui/static/", http.FileServer(http.FS(static)))
+	return c
+}
+
+// isConsolePath says which requests are the console's.
+func isConsolePath(p string) bool { return p == "/" || p == "/ui" || strings.HasPrefix(p, "/ui/") }
+
+func (c *console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Content-Security-Policy", contentSecurityPolicy)
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("X-Frame-Options", "DENY")
+	path := r.URL.Path
+	switch {
+	case path == "/" || path == "/ui" || path == "/ui/":
+		http.Redirect(w, r, "/ui/marquees", http.StatusSeeOther)
+		return
+	case strings.HasPrefix(path, "/ui/static/"):
+		h.Set("Cache-Control", "no-cache")
+		c.static.ServeHTTP(w, r)
+		return
+	case path == "/ui/login":
+		c.login(w, r)
+		return
+	}
+	sess := c.session(r)
+	if sess == nil {
+		if r.Method == http.MethodGet {
+			http.Redirect(w, r, "/ui/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
+			return
+		}
+		writeError(w, http.StatusUnauthorized, "unauthorized", "sign in first")
+		return
+	}
+	if r.Method == http.MethodPost {
+		c.post(w, r, sess, path)
+		return
+	}
+	if r.Method != http.MethodGet {
+		writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", "method not allowed on this page")
+		return
+	}
+	if !c.s.sys.Ready() {
+		unavailable(w, "recovering or shutting down")
+		return
+	}
+	parts := strings.Split(strings.Trim(strings.TrimPrefix(path, "/ui/"), "/"), "/")
+	switch {
+	case len(parts) == 1 && parts[0] == "marquees":
+		c.marquees(w, r, sess)
+	case len(parts) == 2 && parts[0] == "marquees":
+		c.marquee(w, r, sess, parts[1])
+	case len(parts) == 1 && parts[0] == "environments":
+		c.environments(w, r, sess)
+	case len(parts) == 2 && parts[0] == "environments":
+		c.environment(w, r, sess, parts[1])
+	case len(parts) == 1 && parts[0] == "pools":
+		c.pools(w, r, sess)
+	case len(parts) == 1 && parts[0] == "process":
+		c.render(w, r, sess, "process", "Process", map[string]any{"Actors": c.s.sys.Actors(), "Ready": c.s.sys.Ready()})
+	default:
+		c.notFound(w, r, sess)
+	}
+}
+
+func (c *console) notFound(w http.ResponseWriter, r *http.Request, sess *session) {
+	w.WriteHeader(http.StatusNotFound)
+	c.render(w, r, sess, "process", "Not found", map[string]any{"NotFound": r.URL.Path})
+}
+
+// render writes a page, or only its main part when the live-update
+// script asks for it (X-Partial).
+func (c *console) render(w http.ResponseWriter, r *http.Request, sess *session, page, title string, data map[string]any) {
+	data["Title"], data["Page"] = title, page
+	if sess != nil {
+		data["Op"], data["CSRF"], data["CanAct"] = sess.op, sess.csrf, sess.op.Role == RoleOperator
+	}
+	name := "layout.html"
+	if r.Header.Get("X-Partial") == "1" {
+		name = "main"
+	}
+	var buf bytes.Buffer
+	if err := c.pages[page].ExecuteTemplate(&buf, name, data); err != nil {
+		c.s.log.Error("console template", "page", page, "err", err)
+		writeError(w, http.StatusInternalServerError, "internal", "page could not be rendered")
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	_, _ = w.Write(buf.Bytes())
+}
+
+// login signs in with a token: it is checked like an API token, and only
+// a session id goes back to the browser.
+func (c *console) login(w http.ResponseWriter, r *http.Request) {
+	next := r.FormValue("next")
+	if !strings.HasPrefix(next, "/ui/") || strings.HasPrefix(next, "//") {
+		next = "/ui/marquees"
+	}
+	if r.Method == http.MethodPost {
+		r.Body = http.MaxBytesReader(w, r.Body, 8<<10)
+		token := strings.TrimSpace(r.PostFormValue("token"))
+		op, ok := c.s.operatorOf(sha256.Sum256([]byte(token)))
+		if token != "" && ok {
+			id, sess := c.newSession(op)
+			http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: id, Path: "/ui/", HttpOnly: true, SameSite: http.SameSiteStrictMode,
+				Secure: r.TLS != nil, Expires: sess.expires})
+			c.s.log.Info("console sign-in", "operator", op.Name, "role", op.Role)
+			http.Redirect(w, r, next, http.StatusSeeOther)
+			return
+		}
+		w.WriteHeader(http.StatusUnauthorized)
+		c.render(w, r, nil, "login", "Sign in", map[string]any{"Next": next, "Failed": true})
+		return
+	}
+	c.render(w, r, nil, "login", "Sign in", map[string]any{"Next": next})
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func (c *console) newSession(op Operator) (string, *session) {
+	id := randomHex(32)
+	sess := &session{op: op, csrf: randomHex(32), expires: time.Now().Add(sessionTTL)}
+	key := sha256.Sum256([]byte(id))
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.sessions) >= maxSessions {
+		var oldest string
+		for k, s := range c.sessions {
+			if oldest == "" || s.expires.Before(c.sessions[oldest].expires) {
+				oldest = k
+			}
+		}
+		delete(c.sessions, oldest)
+	}
+	c.sessions[hex.EncodeToString(key[:])] = sess
+	return id, sess
+}
+
+func (c *console) session(r *http.Request) *session {
+	ck, err := r.Cookie(sessionCookie)
+	if err != nil || len(ck.Value) != 64 {
+		return nil
+	}
+	key := sha256.Sum256([]byte(ck.Value))
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.sessions[hex.EncodeToString(key[:])]
+	if s == nil || time.Now().After(s.expires) {
+		return nil
+	}
+	return s
+}
+
+func (c *console) endSession(r *http.Request) {
+	if ck, err := r.Cookie(sessionCookie); err == nil {
+		key := sha256.Sum256([]byte(ck.Value))
+		c.mu.Lock()
+		delete(c.sessions, hex.EncodeToString(key[:]))
+		c.mu.Unlock()
+	}
+}
+
+// post handles the console's changes: sign-out and actions. Each needs the
+// session's CSRF token; actions need the operator role, a confirmation
+// and a reason.
+func (c *console) post(w http.ResponseWriter, r *http.Request, sess *session, path string) {
+	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
+	if err := r.ParseForm(); err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request", "form: "+err.Error())
+		return
+	}
+	csrf := r.PostFormValue("csrf")
+	if csrf == "" {
+		csrf = r.Header.Get("X-CSRF-Token")
+	}
+	if subtle.ConstantTimeCompare([]byte(csrf), []byte(sess.csrf)) != 1 {
+		writeError(w, http.StatusForbidden, "forbidden", "missing or wrong CSRF token; reload the page")
+		return
+	}
+	if path == "/ui/logout" {
+		c.endSession(r)
+		http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: "/ui/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode})
+		http.Redirect(w, r, "/ui/login", http.StatusSeeOther)
+		return
+	}
+	if path != "/ui/act" {
+		writeError(w, http.StatusNotFound, "not_found", "no such action")
+		return
+	}
+	if sess.op.Role != RoleOperator {
+		writeError(w, http.StatusForbidden, "forbidden", "a viewer changes nothing (T8)")
+		return
+	}
+	kind, id, action, reason := r.PostFormValue("kind"), r.PostFormValue("id"), r.PostFormValue("action"), strings.TrimSpace(r.PostFormValue("reason"))
+	if r.PostFormValue("confirm") != "yes" {
+		writeError(w, http.StatusBadRequest, "invalid_request", "confirm the action")
+		return
+	}
+	if reason == "" || len(reason) > maxReason {
+		writeError(w, http.StatusBadRequest, "invalid_request", fmt.Sprintf("give a reason (1..%d bytes)", maxReason))
+		return
+	}
+	var status string
+	var err error
+	switch kind {
+	case "marquee":
+		ev, ok := map[string]marquee.Event{"redeploy": marquee.Redeploy{By: sess.op.Name}, "destroy": marquee.Destroy{By: sess.op.Name},
+			"disable": marquee.Disable{By: sess.op.Name}, "enable": marquee.Enable{By: sess.op.Name}, "run-now": marquee.RunNow{By: sess.op.Name}}[action]
+		if !ok || !marquee.ValidID(id) {
+			writeError(w, http.StatusBadRequest, "invalid_request", "unknown marquee action")
+			return
+		}
+		var st marquee.State
+		if st, err = c.s.sys.Command(r.Context(), id, ev); err == nil {
+			status = c.s.sys.Machine().Status(st, c.s.sys.Now()).Text
+		}
+	case "environment":
+		if !environment.ValidID(id) {
+			writeError(w, http.StatusBadRequest, "invalid_request", "unknown environment")
+			return
+		}
+		var ev environment.Event = environment.Action{Name: action, Actor: sess.op.Name, Reason: reason}
+		if action == "remove" {
+			ev = environment.RemoveEnv{Reason: reason, By: sess.op.Name}
+		}
+		var e environment.Env
+		if e, err = c.s.sys.EnvironmentCommand(r.Context(), id, ev); err == nil {
+			status = c.s.sys.EnvMachine().Status(e, c.s.sys.Now()).Text
+		}
+	default:
+		writeError(w, http.StatusBadRequest, "invalid_request", "kind: marquee or environment")
+		return
+	}
+	if err != nil {
+		c.s.writeErr(w, err)
+		return
+	}
+	c.s.log.Info("console action", "operator", sess.op.Name, "kind", kind, "id", id, "action", action, "reason", reason)
+	writeJSON(w, http.StatusOK, map[string]string{"status": status})
+}
+
+func (c *console) marquees(w http.ResponseWriter, r *http.Request, sess *session) {
+	q := r.URL.Query()
+	if err := checkQuery(q, marqueeListRules()...); err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request", err.Error())
+		return
+	}
+	q.Set("limit", "50")
+	rows, next, err := c.s.marqueeRows(q)
+	if err != nil {
+		c.s.writeErr(w, err)
+		return
+	}
+	q.Del("limit")
+	counts, total := c.classCounts()
+	c.render(w, r, sess, "marquees", "Marquees", map[string]any{"Rows": rows, "Next": next, "Query": q,
+		"Classes": marqueeClasses, "Counts": counts, "Total": total, "Filter": q.Get("status")})
+}
+
+// classCounts counts marquees per status class, at most every countTTL.
+func (c *console) classCounts() (map[string]int, int) {
+	c.mu.Lock()
+	if time.Since(c.counts.at) < countTTL {
+		defer c.mu.Unlock()
+		return c.counts.counts, c.counts.total
+	}
+	c.mu.Unlock()
+	m, now := c.s.sys.Machine(), c.s.sys.Now()
+	counts, total := map[string]int{}, 0
+	parked := map[string]bool{}
+	for _, a := range c.s.sys.Actors() {
+		if a.Kind == "marquee" && a.Parked {
+			parked[a.ID] = true
+		}
+	}
+	_, _, _, _ = c.s.sys.Store().ListMarquees("", 0, func(st marquee.State) bool {
+		if st.Tombstone != nil {
+			return false
+		}
+		total++
+		for _, cl := range m.Status(st, now).Classes {
+			counts[cl]++
+		}
+		if parked[st.ID] {
+			counts["parked"]++
+		}
+		return false
+	})
+	c.mu.Lock()
+	c.counts = classCounts{at: time.Now(), counts: counts, total: total}
+	c.mu.Unlock()
+	return counts, total
+}
+
+// timelineEntry is one history line, banded by generation, with the
+// callbacks that changed nothing set apart.
+type timelineEntry struct {
+	marquee.Entry
+	NewBand bool
+	Aside   bool
+}
+
+func (c *console) marquee(w http.ResponseWriter, r *http.Request, sess *session, id string) {
+	if !marquee.ValidID(id) {
+		c.notFound(w, r, sess)
+		return
+	}
+	st, err := c.s.sys.Marquee(id)
+	if err != nil {
+		c.notFound(w, r, sess)
+		return
+	}
+	hist, err := c.s.sys.Store().History(id, 200)
+	if err != nil {
+		c.s.writeErr(w, err)
+		return
+	}
+	var timeline []timelineEntry
+	band := ^uint64(0)
+	for i := len(hist) - 1; i >= 0; i-- { // oldest first
+		e := hist[i]
+		te := timelineEntry{Entry: e, NewBand: e.Generation != band,
+			Aside: e.Result == marquee.Stale || e.Result == marquee.Duplicate || e.Result == marquee.Locked}
+		band = e.Generation
+		timeline = append(timeline, te)
+	}
+	v := viewOf(st, c.s.sys.Machine(), c.s.sys.Now())
+	actions := []string{}
+	if st.Tombstone == nil {
+		if st.Kind == marquee.Tutorial {
+			actions = append(actions, "redeploy", "destroy", "run-now")
+		}
+		actions = append(actions, "disable", "enable")
+	}
+	c.render(w, r, sess, "marquee", "Marquee "+id, map[string]any{"V": v, "Timeline": timeline, "Actions": actions})
+}
+
+func (c *console) environments(w http.ResponseWriter, r *http.Request, sess *session) {
+	q := r.URL.Query()
+	if err := checkQuery(q, envListRules()...); err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request", err.Error())
+		return
+	}
+	q.Set("limit", "50")
+	rows, next, err := c.s.envRows(q)
+	if err != nil {
+		c.s.writeErr(w, err)
+		return
+	}
+	q.Del("limit")
+	c.render(w, r, sess, "environments", "Environments", map[string]any{"Rows": rows, "Next": next, "Query": q, "Classes": envClasses,
+		"Filter": q.Get("status"), "Now": c.s.sys.Now()})
+}
+
+// resourceRow puts an environment resource's desired and observed values
+// side by side (E17).
+type resourceRow struct {
+	environment.Resource
+	Desired string
+	Matches bool
+}
+
+func (c *console) environment(w http.ResponseWriter, r *http.Request, sess *session, id string) {
+	if !environment.ValidID(id) {
+		c.notFound(w, r, sess)
+		return
+	}
+	e, err := c.s.sys.Environment(id)
+	if err != nil {
+		c.notFound(w, r, sess)
+		return
+	}
+	v := c.s.envView(e, defaultReceipts)
+	desired := "present"
+	if e.Desired == "removed" || e.Tombstone != nil {
+		desired = "absent"
+	}
+	var rows []resourceRow
+	for _, res := range e.Resources {
+		rows = append(rows, resourceRow{Resource: res, Desired: desired, Matches: (desired == "present") == (res.Status == "present")})
+	}
+	c.render(w, r, sess, "environment", "Environment "+id, map[string]any{"V": v, "Resources": rows, "Rules": actionRules})
+}
+
+// actionRules names the rule behind each environment action (E16).
+var actionRules = map[string]string{"resume": "E9, E16", "repair": "E15", "adopt": "E15", "continue-removal": "E11, E15",
+	"abandon": "E16", "rollback-route": "E15, I14", "remove": "E11"}
+
+func (c *console) pools(w http.ResponseWriter, r *http.Request, sess *session) {
+	ps, err := c.s.sys.Pools(r.Context())
+	if err != nil {
+		c.s.writeErr(w, err)
+		return
+	}
+	c.render(w, r, sess, "pools", "Pools", map[string]any{"Pools": ps, "Now": c.s.sys.Now()})
+}
