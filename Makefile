@@ -56,6 +56,7 @@ run: build
 bench:
 	$(GO) run ./cmd/warden-bench -out BENCHMARKS.md
 	$(GO) run ./cmd/warden-bench -scale -out BENCHMARKS.md
+	$(GO) run ./cmd/warden-bench -lists -out BENCHMARKS.md
 
 # More seeds than CI runs, with the determinism check; writes the figures.
 SIM_SEEDS ?= 1000

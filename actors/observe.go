@@ -31,7 +31,8 @@ func (a *marqueeActor) observe(ev marquee.Event, before, next persistence.Marque
 	if n.RetryCount > b.RetryCount {
 		m.Retries.WithLabelValues("stuck").Inc()
 	}
-	if n.Bootstrap != nil && b.Bootstrap != nil && n.Bootstrap.Failures > b.Bootstrap.Failures && n.Bootstrap.Failures <= a.sys.cfg.Machine.Config.BootstrapRetries {
+	bootstrapFailed := n.Bootstrap != nil && b.Bootstrap != nil && n.Bootstrap.Failures > b.Bootstrap.Failures
+	if bootstrapFailed && n.Bootstrap.Failures <= a.sys.cfg.Machine.Config.BootstrapRetries {
 		m.Retries.WithLabelValues("bootstrap").Inc()
 	}
 	var actor string
@@ -45,7 +46,7 @@ func (a *marqueeActor) observe(ev marquee.Event, before, next persistence.Marque
 	changed := b.Lifecycle != n.Lifecycle || b.Serving != n.Serving || (b.Tombstone == nil) != (n.Tombstone == nil) || b.Generation != n.Generation
 	level := slog.LevelDebug
 	switch {
-	case failed:
+	case failed || bootstrapFailed:
 		level = slog.LevelWarn
 	case changed || actor != "" || (n.Downgrade != nil) != (b.Downgrade != nil) || !sameVeto(b.LastVeto, n.LastVeto):
 		level = slog.LevelInfo

@@ -742,9 +742,13 @@ func (m Machine) stepDone(e *Env, detail, providerID string, now time.Time) deci
 	a := e.Attempt
 	t, _ := transitionFrom(a.From)
 	op := t.steps[a.Step].op
+	verifiedBy := op
+	if a.Verifying {
+		verifiedBy = Observe
+	}
 	e.Receipts = append(e.Receipts, Receipt{Transition: string(t.from) + " -> " + string(t.to), AttemptID: a.ID,
 		Capability: a.Capability, Op: op, Identity: a.Identity, ProviderID: providerID, Detail: detail, At: now,
-		Input: a.Input, Output: a.Output})
+		VerifiedBy: verifiedBy, Input: a.Input, Output: a.Output})
 	e.LastFailure, e.Failures, e.RetryAt = nil, 0, time.Time{}
 	if a.Step+1 < len(t.steps) {
 		out := m.begin(e, t, a.Step+1, a.Lease.Owner, 0, now)

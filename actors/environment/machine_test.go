@@ -357,3 +357,24 @@ func TestBranchGenerationsOnlyGoUp(t *testing.T) {
 		require.True(t, rd.Writes(), "a generation is written before it is given out")
 	}
 }
+
+// TestReceiptSaysWhichCallVerifiedTheStep: an apply step is verified by an
+// observe; the receipt says so, so its recorded request (an observe) no
+// longer contradicts its op (issue 12).
+func TestReceiptSaysWhichCallVerifiedTheStep(t *testing.T) {
+	m := Machine{Config: DefaultConfig()}
+	e, out := m.Create(Create{ID: "env-1", Branch: "main", Revision: "r1"}, epoch)
+	require.NoError(t, out.Err)
+	e, out = m.Step(e, Advance{Owner: "w"}, epoch)
+	do := out.Effects[0].(Do)
+	require.Equal(t, Apply, do.Op)
+	e, out = m.Step(e, Result{AttemptID: do.AttemptID, LeaseGeneration: do.LeaseGeneration, OK: true}, epoch)
+	obs := out.Effects[0].(Do)
+	require.Equal(t, Observe, obs.Op)
+	e, _ = m.Step(e, Result{AttemptID: obs.AttemptID, LeaseGeneration: obs.LeaseGeneration, OK: true, Input: `{"op":"observe"}`,
+		Observation: &Observation{Exists: true, Owner: "env-1", Matches: true}}, epoch)
+	r := e.Receipts[0]
+	require.Equal(t, Apply, r.Op, "the step")
+	require.Equal(t, Observe, r.VerifiedBy, "the call recorded in Input")
+	require.Equal(t, `{"op":"observe"}`, r.Input)
+}

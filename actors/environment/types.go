@@ -218,6 +218,11 @@ type Receipt struct {
 	ProviderID string     `json:"provider_id,omitempty"`
 	Detail     string     `json:"detail,omitempty"`
 	At         time.Time  `json:"at"`
+	// VerifiedBy is the op of the driver call that verified the step: an
+	// apply or remove is verified by an observe (E4), so a receipt of an
+	// apply step records an observe call (issue 12: they were told apart
+	// by nothing).
+	VerifiedBy Op `json:"verified_by"`
 	// Input and Output are the verifying driver call, verbatim (E13).
 	Input  string `json:"input,omitempty"`
 	Output string `json:"output,omitempty"`

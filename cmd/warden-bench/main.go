@@ -46,10 +46,19 @@ func main() {
 	pathsFlag := flag.String("paths", "noop,terraform,scoped,signed", "webhook paths to load, in order: noop, terraform (shared token), scoped, signed (Standard Webhooks)")
 	scale := flag.Bool("scale", false, "measure actors at scale (memory, activation, start-up) instead of the webhook path")
 	sizes := flag.String("sizes", "10000,100000,1000000", "stored marquees for the start-up figure")
+	lists := flag.Bool("lists", false, "measure the operator surfaces (lists, console pages, the metrics census) over a large store")
+	listSize := flag.Int("list-size", 100_000, "stored marquees for -lists")
 	gen := flag.String("load", "go", "load generator: go (built in; signs Standard Webhooks per request) or wrk (Debian's wrk; no signed path)")
 	flag.IntVar(&rounds, "rounds", rounds, "measured runs per path and connection count (the median is reported)")
 	flag.Parse()
 	loadGen = *gen
+	if *lists {
+		if err := runLists(*out, *listSize, 200); err != nil {
+			fmt.Fprintln(os.Stderr, "warden-bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *scale {
 		var ns []int
 		for _, f := range strings.Split(*sizes, ",") {

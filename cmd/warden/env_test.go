@@ -181,3 +181,20 @@ func TestO14VersionAndBuildInfo(t *testing.T) {
 	require.Contains(t, string(body), `warden_build_info{commit="`+commit+`",goversion="`)
 	require.Contains(t, string(body), `version="`+version+`"} 1`)
 }
+
+// TestSecondServeOnOneDataDirRefusesBeforeListening: a second warden on a
+// data directory in use refuses before it listens and says which process
+// holds it (issue 12).
+func TestSecondServeOnOneDataDirRefusesBeforeListening(t *testing.T) {
+	ok := okScript(t)
+	data := t.TempDir() + "/data"
+	first := startProc(t, data, freePort(t), "--dispatch", "exec", "--dispatch-command", ok, "--bootstrap", "exec", "--bootstrap-command", ok)
+	addr := freePort(t)
+	cmd := exec.Command(wardenBinary(t), "serve", "--listen", addr, "--data", data, "--dispatch", "exec", "--dispatch-command", ok,
+		"--bootstrap", "exec", "--bootstrap-command", ok)
+	cmd.Env = append(os.Environ(), "WARDEN_CALLBACK_TOKEN=cb-secret", "WARDEN_OPERATOR_TOKEN=op-secret")
+	out, err := cmd.CombinedOutput()
+	require.Error(t, err, "the second warden exits")
+	require.Contains(t, string(out), fmt.Sprintf("is in use by warden pid %d", first.cmd.Process.Pid))
+	require.NotContains(t, string(out), "listening", "it refused before listening")
+}

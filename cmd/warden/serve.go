@@ -47,6 +47,11 @@ func serve(args []string, getenv func(string) string, stderr io.Writer) error {
 	if err := prepareDataDir(c.Data); err != nil {
 		return err
 	}
+	lock, err := lockDataDir(c.Data)
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
 	tm, err := loadTrust(c, log)
 	if err != nil {
 		return err

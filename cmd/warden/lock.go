@@ -1,0 +1,49 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// lockName is the file in the data directory that says which warden holds
+// it. Pebble locks its own files too, but only once the store opens, after
+// warden has started listening; this lock is taken first, so a second
+// warden on the same directory refuses before it listens and names the
+// process that holds it (issue 12).
+const lockName = "warden.lock"
+
+// lockDataDir takes the data directory for this process until it exits
+// (the kernel drops the lock with the process, kill -9 included). It
+// returns the open file, which must stay open.
+func lockDataDir(dir string) (*os.File, error) {
+	path := filepath.Join(dir, lockName)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("lock data directory: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		holder, _ := os.ReadFile(path)
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			who := strings.TrimSpace(string(holder))
+			if who == "" {
+				who = "another warden"
+			}
+			return nil, fmt.Errorf("data directory %s is in use by %s; stop it first or use another --data", dir, who)
+		}
+		return nil, fmt.Errorf("lock data directory: %w", err)
+	}
+	host, _ := os.Hostname()
+	note := "warden pid " + strconv.Itoa(os.Getpid()) + " on " + host + " since " + time.Now().UTC().Format(time.RFC3339)
+	if err := f.Truncate(0); err == nil {
+		_, _ = f.WriteAt([]byte(note+"\n"), 0)
+		_ = f.Sync()
+	}
+	return f, nil
+}
