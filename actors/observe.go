@@ -237,11 +237,11 @@ func (c *stateCounts) count() {
 	byLifecycle, byState := map[[2]string]float64{}, map[string]float64{}
 	var openDrift float64
 	store := c.sys.cfg.Store
-	_, _, _, errM := store.ListMarquees("", 0, func(st marquee.State) bool {
+	_, _, _, errM := store.ListMarquees("", 0, 0, func(st marquee.State) bool {
 		byLifecycle[[2]string{lifecycleName(st), string(st.Serving)}]++
 		return false
 	})
-	_, _, _, errE := store.ListEnvs("", 0, func(e environment.Env) bool {
+	_, _, _, errE := store.ListEnvs("", 0, 0, func(e environment.Env) bool {
 		byState[string(e.State)]++
 		for _, d := range e.Drift {
 			if d.Outcome == "" {

@@ -64,9 +64,10 @@ type console struct {
 // classCounts caches the marquee counts per status class shown at the top
 // of the list: counting reads every marquee, so at most every countTTL.
 type classCounts struct {
-	at     time.Time
-	counts map[string]int
-	total  int
+	at       time.Time
+	counts   map[string]int
+	total    int
+	counting bool
 }
 
 const countTTL = 10 * time.Second
@@ -386,14 +387,30 @@ func (c *console) marquees(w http.ResponseWriter, r *http.Request, sess *session
 		"Classes": marqueeClasses, "Counts": counts, "Total": total, "Filter": q.Get("status")})
 }
 
-// classCounts counts marquees per status class, at most every countTTL.
+// classCounts counts marquees per status class, at most every countTTL,
+// in the background: a page is answered from the last count (only the
+// first page ever waits for one), so no viewer pays for a full read of
+// the store.
 func (c *console) classCounts() (map[string]int, int) {
 	c.mu.Lock()
-	if time.Since(c.counts.at) < countTTL {
-		defer c.mu.Unlock()
-		return c.counts.counts, c.counts.total
+	first := c.counts.at.IsZero()
+	stale := time.Since(c.counts.at) >= countTTL && !c.counts.counting
+	if stale {
+		c.counts.counting = true
 	}
 	c.mu.Unlock()
+	switch {
+	case first && stale:
+		c.recount()
+	case stale:
+		go c.recount()
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.counts.counts, c.counts.total
+}
+
+func (c *console) recount() {
 	m, now := c.s.sys.Machine(), c.s.sys.Now()
 	counts, total := map[string]int{}, 0
 	parked := map[string]bool{}
@@ -402,7 +419,7 @@ func (c *console) classCounts() (map[string]int, int) {
 			parked[a.ID] = true
 		}
 	}
-	_, _, _, _ = c.s.sys.Store().ListMarquees("", 0, func(st marquee.State) bool {
+	_, _, _, err := c.s.sys.Store().ListMarquees("", 0, 0, func(st marquee.State) bool {
 		if st.Tombstone != nil {
 			return false
 		}
@@ -416,9 +433,13 @@ func (c *console) classCounts() (map[string]int, int) {
 		return false
 	})
 	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.counts.counting = false
+	if err != nil {
+		c.s.log.Warn("console: counting marquees failed", "err", err)
+		return
+	}
 	c.counts = classCounts{at: time.Now(), counts: counts, total: total}
-	c.mu.Unlock()
-	return counts, total
 }
 
 // timelineEntry is one history line, banded by generation, with the

@@ -22,6 +22,12 @@ import (
 const (
 	listDefault = 100
 	listMax     = 1000
+	// maxScan bounds the records one page reads: a filter that matches
+	// little returns a short (even empty) page and a cursor to go on, so
+	// no request reads the whole store (a full scan of 100,000 marquees
+	// took about 2 s; see BENCHMARKS.md). Follow next_cursor until it is
+	// empty.
+	maxScan = 5000
 )
 
 // A cursor is the last id of the page, prefixed by its kind and encoded,
@@ -137,7 +143,7 @@ func (s *Server) marqueeRows(q url.Values) ([]MarqueeSummary, string, error) {
 	}
 	m, now := s.sys.Machine(), s.sys.Now()
 	statuses := map[string]marquee.Status{}
-	items, last, bad, err := s.sys.Store().ListMarquees(after, limit, func(st marquee.State) bool {
+	items, last, bad, err := s.sys.Store().ListMarquees(after, limit, maxScan, func(st marquee.State) bool {
 		if (kind != "" && string(st.Kind) != kind) || (serving != "" && string(st.Serving) != serving) ||
 			(pool != "" && st.Pool != pool) || (progress != "" && progressOf(st) != progress) {
 			return false
@@ -225,7 +231,7 @@ func (s *Server) envRows(q url.Values) ([]EnvSummary, string, error) {
 	state, desired, branch, class := q.Get("state"), q.Get("desired"), q.Get("branch"), q.Get("status")
 	m, now := s.sys.EnvMachine(), s.sys.Now()
 	statuses := map[string]environment.Status{}
-	envs, last, bad, err := s.sys.Store().ListEnvs(after, limit, func(e environment.Env) bool {
+	envs, last, bad, err := s.sys.Store().ListEnvs(after, limit, maxScan, func(e environment.Env) bool {
 		if (state != "" && string(e.State) != state) || (desired != "" && e.Desired != desired) || (branch != "" && e.Branch != branch) {
 			return false
 		}

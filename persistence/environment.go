@@ -34,16 +34,23 @@ func (s *Store) LoadEnv(id string) (EnvRecord, error) {
 // ListEnvs returns up to limit environments that keep accepts (nil: all;
 // tombstones included, they are kept for leak audits, E12) with ids after
 // `after`, in id order, the id to continue after ("" at the end), and the
-// malformed records met on the way.
-func (s *Store) ListEnvs(after string, limit int, keep func(environment.Env) bool) ([]environment.Env, string, []Malformed, error) {
+// malformed records met on the way; it reads at most maxScan records (0:
+// no bound), as ListMarquees does.
+func (s *Store) ListEnvs(after string, limit, maxScan int, keep func(environment.Env) bool) ([]environment.Env, string, []Malformed, error) {
 	var out []environment.Env
 	var bad []Malformed
 	var start []byte
 	if after != "" {
 		start = append(envKey(after), 0)
 	}
-	next := ""
+	next, lastRead, scanned := "", "", 0
 	err := s.scan([]byte("e/"), start, func(k, v []byte) (bool, error) {
+		if maxScan > 0 && scanned == maxScan {
+			next = lastRead
+			return false, nil
+		}
+		scanned++
+		lastRead = string(k[len("e/"):])
 		var r EnvRecord
 		if err := decode(k, v, &r); err != nil {
 			bad = append(bad, err.(*CorruptError).Malformed)

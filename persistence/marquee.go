@@ -39,16 +39,25 @@ func (s *Store) LoadMarquee(id string) (MarqueeRecord, error) {
 // ListMarquees returns up to limit marquees that keep accepts (tombstones
 // included: keep decides) with ids after `after`, in id order, the id to
 // continue after ("" at the end), and the malformed records met on the way.
-// Sealed secrets stay sealed: a list shows summaries, never connections.
-func (s *Store) ListMarquees(after string, limit int, keep func(marquee.State) bool) ([]marquee.State, string, []Malformed, error) {
+// It reads at most maxScan records (0: no bound): a page whose filter
+// matches little stops there and returns the last id read as its cursor,
+// fuller or not, so one page never reads the whole store. Sealed secrets
+// stay sealed: a list shows summaries, never connections.
+func (s *Store) ListMarquees(after string, limit, maxScan int, keep func(marquee.State) bool) ([]marquee.State, string, []Malformed, error) {
 	var out []marquee.State
 	var bad []Malformed
 	var start []byte
 	if after != "" {
 		start = append(marqueeKey(after), 0)
 	}
-	next := ""
+	next, lastRead, scanned := "", "", 0
 	err := s.scan([]byte("m/"), start, func(k, v []byte) (bool, error) {
+		if maxScan > 0 && scanned == maxScan {
+			next = lastRead // the budget is spent: continue after the last record read
+			return false, nil
+		}
+		scanned++
+		lastRead = string(k[len("m/"):])
 		var r MarqueeRecord
 		if err := decode(k, v, &r); err != nil {
 			bad = append(bad, err.(*CorruptError).Malformed)

@@ -126,12 +126,12 @@ func TestListMarqueesPagesAndReportsMalformed(t *testing.T) {
 	b.PutMarquee(MarqueeRecord{State: tomb}, time.Time{})
 	b.PutRaw("m/m-bad", []byte("not versioned"))
 	require.NoError(t, b.Commit())
-	page, next, bad, err := s.ListMarquees("", 2, nil)
+	page, next, bad, err := s.ListMarquees("", 2, 0, nil)
 	require.NoError(t, err)
 	require.Equal(t, []string{"m-0", "m-1"}, ids(page))
 	require.Equal(t, "m-1", next)
 	live := func(st marquee.State) bool { return st.Tombstone == nil }
-	page, next, bad2, err := s.ListMarquees(next, 10, live)
+	page, next, bad2, err := s.ListMarquees(next, 10, 0, live)
 	require.NoError(t, err)
 	require.Equal(t, []string{"m-2", "m-3", "m-4"}, ids(page), "the filter leaves tombstones out")
 	require.Equal(t, "", next)
@@ -224,7 +224,7 @@ func TestEnvRecordsAndTheirWakes(t *testing.T) {
 	got, err := s.LoadEnv("env-271")
 	require.NoError(t, err)
 	require.Equal(t, e, got.Env)
-	all, _, bad, err := s.ListEnvs("", 1000, nil)
+	all, _, bad, err := s.ListEnvs("", 1000, 0, nil)
 	require.NoError(t, err)
 	require.Len(t, all, 1)
 	require.Len(t, bad, 1, "a record that does not decode is reported, not hidden")
@@ -233,4 +233,32 @@ func TestEnvRecordsAndTheirWakes(t *testing.T) {
 	require.Equal(t, []Wake{{At: t0.Add(time.Minute), Kind: KindMarquee, ID: "m-1"}, {At: e.ExpiresAt, Kind: KindEnvironment, ID: "env-271"}}, ws)
 	_, err = s.LoadEnv("env-404")
 	require.ErrorIs(t, err, ErrNotFound)
+}
+
+// TestListReadsAtMostItsBudget: a page whose filter matches nothing stops
+// after maxScan records with a cursor to go on (issue 12: one request
+// never reads the whole store), and following the cursors reaches the end.
+func TestListReadsAtMostItsBudget(t *testing.T) {
+	s := openTemp(t)
+	b := s.NewBatch()
+	for i := 0; i < 12; i++ {
+		b.PutMarquee(MarqueeRecord{State: tutorial(fmt.Sprintf("m-%02d", i))}, time.Time{})
+	}
+	require.NoError(t, b.Commit())
+	read := 0
+	none := func(marquee.State) bool { read++; return false }
+	var cursors []string
+	after := ""
+	for pages := 0; pages < 10; pages++ {
+		page, next, _, err := s.ListMarquees(after, 100, 5, none)
+		require.NoError(t, err)
+		require.Empty(t, page)
+		if next == "" {
+			break
+		}
+		cursors = append(cursors, next)
+		after = next
+	}
+	require.Equal(t, []string{"m-04", "m-09"}, cursors, "five records a page, then the rest")
+	require.Equal(t, 12, read, "every record read exactly once across the pages")
 }

@@ -80,10 +80,10 @@ func runLists(out string, n, requests int) error {
 	rows := []struct{ path, reads string }{
 		{"/v1/marquees?limit=100", "the first 100 records"},
 		{"/v1/marquees?limit=100&cursor=" + cursorAt(n/2), "100 records from the middle (cursor)"},
-		{"/v1/marquees?lifecycle=provisioning&limit=100", "about 10,000 records to find 100 (1% match)"},
-		{"/v1/marquees?status=failed&limit=100", "every record, none matches (the worst filter)"},
+		{"/v1/marquees?lifecycle=provisioning&limit=100", "5,000 records, the page's budget (1% match: 50 rows and a cursor)"},
+		{"/v1/marquees?status=failed&limit=100", "5,000 records, none matches (the worst filter: an empty page and a cursor)"},
 		{"/v1/marquees/m-0050000", "one record"},
-		{"/ui/marquees", "a console page: 50 rows and the per-class counts (cached 10 s)"},
+		{"/ui/marquees", "a console page: 50 rows and the per-class counts (recounted in the background at most every 10 s)"},
 		{"/ui/marquees?status=retrying", "the same page filtered"},
 	}
 	for _, r := range rows {
@@ -111,7 +111,7 @@ func runLists(out string, n, requests int) error {
 	}
 	census := time.Since(t0)
 	fmt.Fprintf(&b, "\nThe first `/metrics` scrape, which counts every stored marquee and environment for `warden_marquees` and `warden_environments` (later scrapes within 30 s reuse the count, the next one recounts in the background): %s.\n", census.Round(time.Millisecond))
-	b.WriteString("\nAn open console page refreshes its main part every 2 s, so each open page costs one console-page request (the rows above) every 2 s; the per-class counts are counted at most every 10 s for all viewers together.\n")
+	b.WriteString("\nAn open console page refreshes its main part every 2 s, so each open page costs one console-page request (the rows above) every 2 s; the per-class counts are recounted in the background at most every 10 s for all viewers together (a full read: about the census time above).\n")
 	fmt.Print(b.String())
 	if out != "" {
 		return mdreport.Replace(out, "## Operator surfaces over a large store", b.String())
