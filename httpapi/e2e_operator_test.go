@@ -275,3 +275,29 @@ func TestO12MetricsForAlerting(t *testing.T) {
 	}
 	require.NotContains(t, text, `route="GET /v1/marquees/m-1"`, "routes are patterns, never ids")
 }
+
+// TestO3TombstonesStayReadable: a reaped marquee answers 200 with lifecycle
+// tombstone, when and why, and its history; it is listed on request; only
+// an id that never existed is 404.
+func TestO3TombstonesStayReadable(t *testing.T) {
+	w := newWorld(t, defaultPools)
+	g := w.provisioned("m-1")
+	st, _, _ := w.do("POST", "/v1/marquees/m-1/destroy", operatorToken, map[string]any{"reap": true})
+	require.Equal(t, http.StatusAccepted, st)
+	require.Equal(t, "applied", w.result(map[string]any{"marquee_id": "m-1", "verb": "destroyed", "generation": g + 1}))
+	st, v, _ := w.do("GET", "/v1/marquees/m-1", operatorToken, nil)
+	require.Equal(t, http.StatusOK, st)
+	require.Equal(t, "tombstone", v["lifecycle"])
+	tomb := v["tombstone"].(map[string]any)
+	require.Equal(t, "reaped after destroy", tomb["reason"])
+	require.NotEmpty(t, tomb["at"])
+	st, h, _ := w.do("GET", "/v1/marquees/m-1/history", operatorToken, nil)
+	require.Equal(t, http.StatusOK, st)
+	require.NotEmpty(t, h["items"])
+	_, live, _ := w.do("GET", "/v1/marquees", operatorToken, nil)
+	require.Empty(t, live["items"], "not among the live ones")
+	_, tombs, _ := w.do("GET", "/v1/marquees?lifecycle=tombstone", operatorToken, nil)
+	require.Len(t, tombs["items"], 1)
+	st, _, _ = w.do("GET", "/v1/marquees/never-was", operatorToken, nil)
+	require.Equal(t, http.StatusNotFound, st)
+}
