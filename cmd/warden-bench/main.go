@@ -43,7 +43,7 @@ func main() {
 	warmup := flag.Duration("warmup", time.Second, "unmeasured time before each scenario")
 	out := flag.String("out", "", "write the results to this markdown file (else stdout only)")
 	connsFlag := flag.String("conns", "1,64", "connection counts")
-	pathsFlag := flag.String("paths", "noop,terraform,scoped,signed", "webhook paths to load, in order: noop, terraform (shared token), scoped, signed (Standard Webhooks)")
+	pathsFlag := flag.String("paths", "noop,terraform,scoped,signed,postgres", "webhook paths to load, in order: noop, terraform (shared token), scoped, signed (Standard Webhooks), postgres (the PostgreSQL baseline; skipped with a note where PostgreSQL is not installed)")
 	scale := flag.Bool("scale", false, "measure actors at scale (memory, activation, start-up) instead of the webhook path")
 	sizes := flag.String("sizes", "10000,100000,1000000", "stored marquees for the start-up figure")
 	lists := flag.Bool("lists", false, "measure the operator surfaces (lists, console pages, the metrics census) over a large store")
@@ -97,13 +97,16 @@ type path struct {
 	name     string // as reported
 	endpoint string // noop or terraform
 	mode     string // shared, scoped or standard-webhooks
+	// postgres: the request goes to the PostgreSQL baseline, not warden.
+	postgres bool
 }
 
 var allPaths = map[string]path{
-	"noop":      {"no-op", "noop", "shared"},
-	"terraform": {"durable (shared token)", "terraform", "shared"},
-	"scoped":    {"durable (scoped credential)", "terraform", "scoped"},
-	"signed":    {"durable (Standard Webhooks v1)", "terraform", "standard-webhooks"},
+	"noop":      {"no-op", "noop", "shared", false},
+	"terraform": {"durable (shared token)", "terraform", "shared", false},
+	"scoped":    {"durable (scoped credential)", "terraform", "scoped", false},
+	"signed":    {"durable (Standard Webhooks v1)", "terraform", "standard-webhooks", false},
+	"postgres":  {"PostgreSQL 15, one transaction", "terraform", "shared", true},
 }
 
 // bench is one run's server and what the load needs to speak to it.
@@ -115,6 +118,18 @@ type bench struct {
 	runID   string   // unique per bench process: no delivery id repeats across runs
 	seq     atomic.Uint64
 	marquee int
+	// pgBase and pgCPU: the PostgreSQL baseline's server and its
+	// cluster's CPU time, when it runs.
+	pgBase string
+	pgCPU  func() time.Duration
+}
+
+// baseOf is the server a path's requests go to.
+func (b *bench) baseOf(p path) string {
+	if p.postgres {
+		return b.pgBase
+	}
+	return b.base
 }
 
 func run(duration, warmup time.Duration, out, connsFlag string, names []string) error {
@@ -202,6 +217,23 @@ func run(duration, warmup time.Duration, out, connsFlag string, names []string) 
 		b.tokens = append(b.tokens, trust.MintScoped(keys, fmt.Sprintf("m-%03d", i), 1, time.Now().Add(time.Hour)))
 	}
 	time.Sleep(500 * time.Millisecond)
+	var notes []string
+	for i := 0; i < len(paths); i++ {
+		if !paths[i].postgres {
+			continue
+		}
+		base, cpu, stop, err := startPGServer(tmp, maxConns, maxConns)
+		if err != nil {
+			note := fmt.Sprintf("The PostgreSQL baseline did not run: %v.", err)
+			fmt.Println(note)
+			notes = append(notes, note)
+			paths = append(paths[:i], paths[i+1:]...)
+			break
+		}
+		defer stop()
+		b.pgBase, b.pgCPU = base, cpu
+		break
+	}
 	if loadGen == "wrk" {
 		wrkScript = filepath.Join(tmp, "load.lua")
 		if err := os.WriteFile(wrkScript, []byte(wrkLua(b.tokens)), 0o644); err != nil {
@@ -220,16 +252,20 @@ func run(duration, warmup time.Duration, out, connsFlag string, names []string) 
 			for k := range paths {
 				p := paths[(k+round)%len(paths)]
 				_ = b.load(p, c, warmup)
-				dupBefore, err := duplicates(b.client, b.base)
+				dupBefore, err := duplicates(b.client, b.baseOf(p))
 				if err != nil {
 					return err
 				}
-				cpuBefore := cpuTime(cmd.Process.Pid)
+				cpu := func() time.Duration { return cpuTime(cmd.Process.Pid) }
+				if p.postgres {
+					cpu = b.pgCPU
+				}
+				cpuBefore := cpu()
 				r := b.load(p, c, duration)
 				if r.requests > 0 {
-					r.cpuPerReq = (cpuTime(cmd.Process.Pid) - cpuBefore) / time.Duration(r.requests)
+					r.cpuPerReq = (cpu() - cpuBefore) / time.Duration(r.requests)
 				}
-				dupAfter, err := duplicates(b.client, b.base)
+				dupAfter, err := duplicates(b.client, b.baseOf(p))
 				if err != nil {
 					return err
 				}
@@ -256,7 +292,7 @@ func run(duration, warmup time.Duration, out, connsFlag string, names []string) 
 			results = append(results, med)
 		}
 	}
-	report := render(results, duration, conns, paths) + verificationCost(results)
+	report := render(results, duration, conns, paths) + strings.Join(notes, "\n") + verificationCost(results)
 	fmt.Print(report)
 	if out != "" {
 		return writeSection(out, report)
@@ -405,7 +441,7 @@ func (b *bench) load(p path, conns int, d time.Duration) result {
 	var errs atomic.Int64
 	stop := time.Now().Add(d)
 	var wg sync.WaitGroup
-	url := b.base + "/v1/webhooks/" + p.endpoint
+	url := b.baseOf(p) + "/v1/webhooks/" + p.endpoint
 	for i := 0; i < conns; i++ {
 		wg.Add(1)
 		go func() {
@@ -558,6 +594,14 @@ func render(rs []result, d time.Duration, conns []int, paths []path) string {
 		}
 	}
 	b.WriteString("\n")
+	for _, c := range conns {
+		pg, shared := byKey[fmt.Sprintf("%s/%d", allPaths["postgres"].name, c)], byKey[fmt.Sprintf("%s/%d", allPaths["terraform"].name, c)]
+		if pg.rps > 0 && shared.rps > 0 {
+			fmt.Fprintf(&b, "At %d connection(s) the durable path (shared token) answered %.2fx the PostgreSQL baseline's throughput, p50 %s against %s. ",
+				c, shared.rps/pg.rps, shared.p50.Round(time.Microsecond), pg.p50.Round(time.Microsecond))
+		}
+	}
+	b.WriteString("The PostgreSQL row's CPU is its cluster's processes only (its HTTP handler runs inside the bench), a lower bound of its cost per request.\n\n")
 	return b.String()
 }
 
