@@ -127,7 +127,9 @@ func (w *world) confirmedNull(id string) bool {
 // poolCommitted sees every pool transition.
 func (w *world) poolCommitted(ev admission.Event, before, after admission.Pool, out admission.Ready) {
 	w.pools[after.Name] = after
-	w.cover("A1")
+	if a, ok := ev.(admission.Ask); ok && out.Err == nil && out.Answer.ID == a.Job && out.Answer.Status == admission.Queued && len(before.Reserved) >= before.Limit {
+		w.cover("A1") // the limit itself turned a job away: the branch that is A1
+	}
 	if len(after.Reserved) > after.Limit {
 		w.violate("I7", "pool %s holds %d reservations, limit %d", after.Name, len(after.Reserved), after.Limit)
 	}
