@@ -27,6 +27,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/wardenhq/warden/actors/trust"
@@ -50,6 +51,7 @@ func main() {
 	listSize := flag.Int("list-size", 100_000, "stored marquees for -lists")
 	gen := flag.String("load", "go", "load generator: go (built in; signs Standard Webhooks per request) or wrk (Debian's wrk; no signed path)")
 	flag.IntVar(&rounds, "rounds", rounds, "measured runs per path and connection count (the median is reported)")
+	flag.BoolVar(&profile, "profile", true, "profile the durable path at the highest connection count and report where its CPU goes")
 	flag.Parse()
 	loadGen = *gen
 	if *lists {
@@ -76,6 +78,76 @@ func main() {
 		fmt.Fprintln(os.Stderr, "warden-bench:", err)
 		os.Exit(1)
 	}
+}
+
+// profile: report a CPU profile of the durable path (-profile).
+var profile = true
+
+// fdatasyncP50 is the p50 of one fdatasync of a small write on the bench's
+// disk: the floor under any durable answer at one connection.
+func fdatasyncP50(dir string) (time.Duration, error) {
+	f, err := os.CreateTemp(dir, "fsync")
+	if err != nil {
+		return 0, err
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	buf := make([]byte, 128)
+	ds := make([]time.Duration, 0, 200)
+	for i := 0; i < 200; i++ {
+		buf[0] = byte(i)
+		if _, err := f.WriteAt(buf, int64(i)*128); err != nil {
+			return 0, err
+		}
+		t0 := time.Now()
+		if err := syscall.Fdatasync(int(f.Fd())); err != nil {
+			return 0, err
+		}
+		ds = append(ds, time.Since(t0))
+	}
+	return pct(ds, 50), nil
+}
+
+// goals states issue 13's targets against what this run measured.
+func goals(rs []result, conns []int, fsync time.Duration) string {
+	byKey := map[string]result{}
+	for _, r := range rs {
+		byKey[fmt.Sprintf("%s/%d", r.path, r.conns)] = r
+	}
+	top, one := conns[len(conns)-1], conns[0]
+	get := func(name string, c int) result { return byKey[fmt.Sprintf("%s/%d", allPaths[name].name, c)] }
+	noop, durable, pg := get("noop", top), get("terraform", top), get("postgres", top)
+	var b strings.Builder
+	fmt.Fprintf(&b, "\nGoals (issue 13), from this run; one fdatasync of a 128-byte write on this disk: p50 %s.\n\n", fsync.Round(time.Microsecond))
+	b.WriteString("| goal | measured | met |\n|---|---|---|\n")
+	row := func(goal string, ok bool, measured string, have bool) {
+		met := "no"
+		switch {
+		case !have:
+			met, measured = "not measured", "-"
+		case ok:
+			met = "yes"
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s |\n", goal, measured, met)
+	}
+	if noop.rps > 0 && durable.rps > 0 {
+		r := durable.rps / noop.rps
+		row(fmt.Sprintf("durable >= 0.5x the no-op at %d connections", top), r >= 0.5, fmt.Sprintf("%.2fx", r), true)
+		p := float64(durable.p99) / float64(noop.p99)
+		row(fmt.Sprintf("durable p99 <= 1.5x the no-op's at %d connections", top), p <= 1.5, fmt.Sprintf("%.2fx (%s against %s)", p, durable.p99.Round(time.Microsecond), noop.p99.Round(time.Microsecond)), true)
+	}
+	r := 0.0
+	if pg.rps > 0 {
+		r = durable.rps / pg.rps
+	}
+	row(fmt.Sprintf("durable >= 3x PostgreSQL at %d connections", top), r >= 3, fmt.Sprintf("%.2fx", r), pg.rps > 0)
+	d1 := get("terraform", one)
+	if d1.p50 > 0 && one == 1 {
+		x := float64(d1.p50) / float64(fsync)
+		row("durable p50 at 1 connection <= 2x one fdatasync", x <= 2, fmt.Sprintf("%.2fx (%s against %s)", x, d1.p50.Round(time.Microsecond), fsync.Round(time.Microsecond)), true)
+	}
+	b.WriteString("\n")
+	return b.String()
 }
 
 type result struct {
@@ -292,7 +364,18 @@ func run(duration, warmup time.Duration, out, connsFlag string, names []string) 
 			results = append(results, med)
 		}
 	}
-	report := render(results, duration, conns, paths) + strings.Join(notes, "\n") + verificationCost(results)
+	fsync, err := fdatasyncP50(tmp)
+	if err != nil {
+		return err
+	}
+	report := render(results, duration, conns, paths) + strings.Join(notes, "\n") + goals(results, conns, fsync) + verificationCost(results)
+	if profile {
+		prof, err := profileDurable(bin, okScript, tmp, maxConns, duration)
+		if err != nil {
+			return err
+		}
+		report += prof
+	}
 	fmt.Print(report)
 	if out != "" {
 		return writeSection(out, report)
@@ -607,4 +690,57 @@ func render(rs []result, d time.Duration, conns []int, paths []path) string {
 
 func writeSection(path, section string) error {
 	return mdreport.Replace(path, "## Durable webhook path vs no-op (loopback)", section)
+}
+
+// profileDurable runs the durable path (shared token) at conns against a
+// warden of its own started with --cpu-profile, then reports the top of
+// the profile: where the server's CPU goes per durable request.
+func profileDurable(bin, okScript, tmp string, conns int, d time.Duration) (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	profPath := filepath.Join(tmp, "durable.pprof")
+	cmd := exec.Command(bin, "serve", "--listen", addr, "--data", filepath.Join(tmp, "profile-data"),
+		"--dispatch", "exec", "--dispatch-command", okScript, "--bootstrap", "exec", "--bootstrap-command", okScript,
+		"--pool", fmt.Sprintf("default=%d", conns), "--log-format", "json", "--callback-auth", "shared", "--cpu-profile", profPath)
+	cmd.Env = append(os.Environ(), "WARDEN_CALLBACK_TOKEN="+callbackToken, "WARDEN_OPERATOR_TOKEN="+operatorToken)
+	if err := cmd.Start(); err != nil {
+		return "", err
+	}
+	b := &bench{base: "http://" + addr, marquee: conns, runID: "profile",
+		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2048, MaxConnsPerHost: 2048}, Timeout: 10 * time.Second}}
+	if err := waitReady(b.client, b.base); err != nil {
+		_ = cmd.Process.Kill()
+		return "", err
+	}
+	for i := 0; i < conns; i++ {
+		body := fmt.Sprintf(`{"id":"m-%03d","kind":"tutorial"}`, i)
+		if st, err := post(b.client, b.base+"/v1/marquees", operatorToken, body, nil); err != nil || st != 201 {
+			_ = cmd.Process.Kill()
+			return "", fmt.Errorf("profile: create marquee %d: %d %v", i, st, err)
+		}
+	}
+	r := b.load(allPaths["terraform"], conns, d)
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); err != nil {
+		return "", fmt.Errorf("profile: warden did not stop cleanly: %w", err)
+	}
+	top, err := exec.Command("go", "tool", "pprof", "-top", "-cum", "-nodecount=30", bin, profPath).CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("pprof: %v: %s", err, top)
+	}
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "Where the durable path's server CPU goes: `go tool pprof -top -cum` (cumulative) of a warden started with `--cpu-profile`, loaded with the shared-token durable path at %d connections for %s (%.0f req/s in that run; the profile covers the whole process, set-up included):\n\n```\n", conns, d, r.rps)
+	lines := strings.Split(strings.TrimSpace(string(top)), "\n")
+	for _, l := range lines {
+		if strings.HasPrefix(l, "File:") || strings.HasPrefix(l, "Build ID:") || strings.HasPrefix(l, "Type:") || strings.HasPrefix(l, "Time:") {
+			continue
+		}
+		sb.WriteString(l + "\n")
+	}
+	sb.WriteString("```\n\n")
+	return sb.String(), nil
 }

@@ -71,6 +71,7 @@ type config struct {
 	SealKeyFile            string
 	DriverEnv              []string
 	benchNoop              bool
+	cpuProfile             string
 }
 
 // listFlag is a comma-separated list that may also be repeated.
@@ -197,6 +198,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.StringVar(&c.NotifyURL, "notify-url", "", "where environment notifications are POSTed with --notify webhook (E10)")
 	fs.StringVar(&c.Notify, "notify", "", "where environment notifications go: webhook (--notify-url), github (commit status and pull-request comment in --github-repo, W7) or none; default webhook if --notify-url is set, else none (they stay in the outbox)")
 	fs.BoolVar(&c.benchNoop, "bench-noop", false, "serve POST /v1/webhooks/noop (benchmark baseline)")
+	fs.StringVar(&c.cpuProfile, "cpu-profile", "", "write a CPU profile of the whole run to this file (the benchmark's profile)")
 	fs.Var(listFlag{&c.CallbackAuth}, "callback-auth", "accepted callback modes: scoped,shared,standard-webhooks,github-oidc (default: scoped, and shared and standard-webhooks where their secrets are configured) (T2)")
 	fs.StringVar(&c.CallbackSigningKeyFile, "callback-signing-key-file", "", "keyring that derives scoped callback credentials (default <data>/callback-signing.key, created when absent) (T1)")
 	fs.DurationVar(&c.CallbackTokenTTL, "callback-token-ttl", 24*time.Hour, "lifetime of a scoped callback credential; a rotated-out signing key verifies this long (T1)")

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -52,6 +53,16 @@ func serve(args []string, getenv func(string) string, stderr io.Writer) error {
 		return err
 	}
 	defer lock.Close()
+	if c.cpuProfile != "" {
+		f, err := os.Create(c.cpuProfile)
+		if err != nil {
+			return fmt.Errorf("--cpu-profile: %w", err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("--cpu-profile: %w", err)
+		}
+		defer func() { pprof.StopCPUProfile(); f.Close() }()
+	}
 	tm, err := loadTrust(c, log)
 	if err != nil {
 		return err
