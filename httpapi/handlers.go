@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -144,7 +145,12 @@ func (s *Server) getMarquee(w http.ResponseWriter, _ *http.Request, p httprouter
 
 // queryLimit reads ?limit=, default def, at most maxLimit.
 func queryLimit(r *http.Request, def, maxLimit int) (int, error) {
-	v := r.URL.Query().Get("limit")
+	return limitFrom(r.URL.Query(), def, maxLimit)
+}
+
+// limitFrom reads limit from q: def when absent, 1..maxLimit otherwise.
+func limitFrom(q url.Values, def, maxLimit int) (int, error) {
+	v := q.Get("limit")
 	if v == "" {
 		return def, nil
 	}

@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -108,17 +107,7 @@ func (s *Server) listMarquees(w http.ResponseWriter, r *http.Request, _ httprout
 }
 
 // limitOf reads limit from q: default listDefault, at most listMax.
-func limitOf(q url.Values) (int, error) {
-	v := q.Get("limit")
-	if v == "" {
-		return listDefault, nil
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 || n > listMax {
-		return 0, invalidf("query limit: 1..%d", listMax)
-	}
-	return n, nil
-}
+func limitOf(q url.Values) (int, error) { return limitFrom(q, listDefault, listMax) }
 
 // marqueeRows is one page of marquee summaries for the filters in q (the
 // API's list and the console's); the next cursor is "" on the last page.

@@ -86,3 +86,21 @@ func Format[A, F, R any](r Ready[A, F, R], now time.Time) string {
 
 // None is the record type of a kind that appends nothing beside its state.
 type None struct{}
+
+// Next is an entity's next step that warden itself will take (O1): when,
+// and what it is, named for what it is (a stuck retry, a lease ending, a
+// TTL).
+type Next struct {
+	At   time.Time `json:"at"`
+	What string    `json:"what"`
+}
+
+// Clock prints a time in a status line: the time of day in UTC, with the
+// date when it is not now's day. It reads no clock: now is given.
+func Clock(t, now time.Time) string {
+	t, now = t.UTC(), now.UTC()
+	if t.YearDay() == now.YearDay() && t.Year() == now.Year() {
+		return t.Format("15:04:05") + " UTC"
+	}
+	return t.Format("2006-01-02 15:04") + " UTC"
+}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/wardenhq/warden/actors/entity"
 )
 
 // Status is the one answer to "what is this preview doing, and why" (O1):
@@ -15,11 +17,8 @@ type Status struct {
 	Classes []string
 }
 
-// Next is warden's own next step for an environment: when, and what.
-type Next struct {
-	At   time.Time `json:"at"`
-	What string    `json:"what"`
-}
+// Next is warden's own next step (entity.Next).
+type Next = entity.Next
 
 // Status classes a list can filter by (O4).
 const (
@@ -29,19 +28,11 @@ const (
 	ClassFailed          = "failed"
 )
 
-func clock(t, now time.Time) string {
-	t, now = t.UTC(), now.UTC()
-	if t.YearDay() == now.YearDay() && t.Year() == now.Year() {
-		return t.Format("15:04:05") + " UTC"
-	}
-	return t.Format("2006-01-02 15:04") + " UTC"
-}
-
 // Status describes e at now.
 func (m Machine) Status(e Env, now time.Time) Status {
 	var st Status
 	if e.Tombstone != nil {
-		st.Text = fmt.Sprintf("removed at %s: %s; tombstone kept for leak audits (E12)", clock(e.Tombstone.RemovedAt, now), e.Tombstone.Reason)
+		st.Text = fmt.Sprintf("removed at %s: %s; tombstone kept for leak audits (E12)", entity.Clock(e.Tombstone.RemovedAt, now), e.Tombstone.Reason)
 		if i := m.openDrift(&e); i >= 0 {
 			d := e.Drift[i]
 			st.Classes = append(st.Classes, ClassDriftOpen, ClassWaitingOperator)
@@ -63,14 +54,14 @@ func (m Machine) Status(e Env, now time.Time) Status {
 		if a.Verifying {
 			b.WriteString(", verifying")
 		}
-		fmt.Fprintf(&b, " (attempt %s, leased to %s until %s) (E5, E7)", a.ID, a.Lease.Owner, clock(a.Lease.ExpiresAt, now))
+		fmt.Fprintf(&b, " (attempt %s, leased to %s until %s) (E5, E7)", a.ID, a.Lease.Owner, entity.Clock(a.Lease.ExpiresAt, now))
 		next(a.Lease.ExpiresAt, fmt.Sprintf("lease of attempt %s ends: another worker may take over, observing first (E7)", a.ID))
 	case f != nil && !f.Retryable:
 		st.Classes = append(st.Classes, ClassFailed, ClassWaitingOperator)
 		fmt.Fprintf(&b, "waiting for an operator: %s (%s, needs %s) - actions: %s", f.Message, f.Category, f.Needs, strings.Join(m.Actions(e), ", "))
 	case f != nil:
 		st.Classes = append(st.Classes, ClassRetrying)
-		fmt.Fprintf(&b, "%s failed %d time(s) (%s): %s; retrying at %s (E9)", f.Transition, e.Failures, f.Category, f.Message, clock(e.RetryAt, now))
+		fmt.Fprintf(&b, "%s failed %d time(s) (%s): %s; retrying at %s (E9)", f.Transition, e.Failures, f.Category, f.Message, entity.Clock(e.RetryAt, now))
 		next(e.RetryAt, fmt.Sprintf("retry %s (E9)", f.Transition))
 	case e.State == Ready && e.Desired == "ready":
 		fmt.Fprintf(&b, "ready; route generation %d of branch %s", e.Generation, e.Branch)
@@ -92,7 +83,7 @@ func (m Machine) Status(e Env, now time.Time) Status {
 		}
 	}
 	if e.Desired == "ready" && !e.ExpiresAt.IsZero() {
-		fmt.Fprintf(&b, "; expires at %s", clock(e.ExpiresAt, now))
+		fmt.Fprintf(&b, "; expires at %s", entity.Clock(e.ExpiresAt, now))
 		next(e.ExpiresAt, "TTL ends: removal starts (E14)")
 	}
 	st.Text = b.String()

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/wardenhq/warden/actors/entity"
 )
 
 // Status is the one answer to "what is it doing, and why" (O1): a line a
@@ -18,11 +20,8 @@ type Status struct {
 	Classes []string
 }
 
-// Next is warden's own next step for an entity: when, and what it is.
-type Next struct {
-	At   time.Time `json:"at"`
-	What string    `json:"what"`
-}
+// Next is warden's own next step (entity.Next).
+type Next = entity.Next
 
 // Status classes a list can filter by (O4).
 const (
@@ -49,16 +48,6 @@ func deadlineWhat(ev Event) string {
 	return fmt.Sprintf("%T", ev)
 }
 
-// clock prints a time in a status line: the time of day in UTC, with the
-// date when it is not today's.
-func clock(t, now time.Time) string {
-	t, now = t.UTC(), now.UTC()
-	if t.YearDay() == now.YearDay() && t.Year() == now.Year() {
-		return t.Format("15:04:05") + " UTC"
-	}
-	return t.Format("2006-01-02 15:04") + " UTC"
-}
-
 // Status describes s at now.
 func (m Machine) Status(s State, now time.Time) Status {
 	var st Status
@@ -66,7 +55,7 @@ func (m Machine) Status(s State, now time.Time) Status {
 		st.Next = &Next{At: ds[0].At, What: deadlineWhat(ds[0].Event)}
 	}
 	if s.Tombstone != nil {
-		st.Text = fmt.Sprintf("tombstone: %s at %s (M14)", s.Tombstone.Reason, clock(s.Tombstone.At, now))
+		st.Text = fmt.Sprintf("tombstone: %s at %s (M14)", s.Tombstone.Reason, entity.Clock(s.Tombstone.At, now))
 		return st
 	}
 	if s.Kind != Tutorial {
@@ -102,7 +91,7 @@ func (m Machine) Status(s State, now time.Time) Status {
 		case s.Bootstrap != nil && s.Bootstrap.Running:
 			fmt.Fprintf(&b, " (generation %d): bootstrapping %s (M19)", s.Generation, hostOf(s))
 		case s.Bootstrap != nil:
-			fmt.Fprintf(&b, " (generation %d): bootstrap failed %d time(s); retry at %s (M19)", s.Generation, s.Bootstrap.Failures, clock(s.Bootstrap.RetryAt, now))
+			fmt.Fprintf(&b, " (generation %d): bootstrap failed %d time(s); retry at %s (M19)", s.Generation, s.Bootstrap.Failures, entity.Clock(s.Bootstrap.RetryAt, now))
 		case a != nil && a.Dispatch == DispatchPending:
 			b.WriteString(attempt + ": dispatching the workflow")
 		case a != nil:
@@ -112,7 +101,7 @@ func (m Machine) Status(s State, now time.Time) Status {
 			}
 		}
 		if st.Next != nil && (s.Bootstrap == nil || s.Bootstrap.Running) {
-			fmt.Fprintf(&b, "; %s at %s", shortWhat(st.Next.What), clock(st.Next.At, now))
+			fmt.Fprintf(&b, "; %s at %s", shortWhat(st.Next.What), entity.Clock(st.Next.At, now))
 		}
 	case Provisioned:
 		fmt.Fprintf(&b, " (generation %d), serving %s", s.Generation, s.Serving)
@@ -120,11 +109,11 @@ func (m Machine) Status(s State, now time.Time) Status {
 		case d != nil && d.Asking:
 			fmt.Fprintf(&b, "; %s held: asking the control plane for live chats (M18)", d.Verb)
 		case d != nil:
-			fmt.Fprintf(&b, "; %s held: control plane unanswered %d time(s), asking again at %s (M18)", d.Verb, d.Unanswered, clock(d.RecheckAt, now))
+			fmt.Fprintf(&b, "; %s held: control plane unanswered %d time(s), asking again at %s (M18)", d.Verb, d.Unanswered, entity.Clock(d.RecheckAt, now))
 		case s.NullPending(now):
-			fmt.Fprintf(&b, "; first null received, torn down only if a second null arrives before %s (M16)", clock(s.NullPendingUntil, now))
+			fmt.Fprintf(&b, "; first null received, torn down only if a second null arrives before %s (M16)", entity.Clock(s.NullPendingUntil, now))
 		case s.LastVeto != nil:
-			fmt.Fprintf(&b, "; %s vetoed at %s: %d live chat(s) (M18)", s.LastVeto.Verb, clock(s.LastVeto.At, now), s.LastVeto.Live)
+			fmt.Fprintf(&b, "; %s vetoed at %s: %d live chat(s) (M18)", s.LastVeto.Verb, entity.Clock(s.LastVeto.At, now), s.LastVeto.Live)
 		}
 	case Failed:
 		if f := s.Failure; f != nil {
