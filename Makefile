@@ -53,7 +53,11 @@ run: build
 		--env-driver-command ./bin/example-preview --env-reconcile-every 10s \
 		--driver-env WARDEN_PREVIEW_DIR,WARDEN_EXAMPLE_SCRIPTS,WARDEN_BIN,WARDEN_TF_WORK,TF_CLI_CONFIG_FILE
 
+# The PostgreSQL baseline needs Debian's postgresql package; the bench
+# installs it where it can and otherwise skips that row with a note.
 bench:
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { sudo=; [ "$$(id -u)" = 0 ] || sudo=sudo; \
+		$$sudo apt-get install -y -qq postgresql >/dev/null 2>&1 || echo "bench: postgresql not installed; the PostgreSQL row will be skipped"; }
 	$(GO) run ./cmd/warden-bench -out BENCHMARKS.md
 	$(GO) run ./cmd/warden-bench -scale -out BENCHMARKS.md
 	$(GO) run ./cmd/warden-bench -lists -out BENCHMARKS.md

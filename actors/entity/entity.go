@@ -87,6 +87,15 @@ func Format[A, F, R any](r Ready[A, F, R], now time.Time) string {
 // None is the record type of a kind that appends nothing beside its state.
 type None struct{}
 
+// Status is the one answer to "what is it doing, and why" (O1): a line a
+// person reads first, warden's own next step, and the status classes a
+// list filters by (O4). Each machine derives it from its record alone.
+type Status struct {
+	Text    string
+	Next    *Next
+	Classes []string
+}
+
 // Next is an entity's next step that warden itself will take (O1): when,
 // and what it is, named for what it is (a stuck retry, a lease ending, a
 // TTL).

@@ -8,14 +8,8 @@ import (
 	"github.com/wardenhq/warden/actors/entity"
 )
 
-// Status is the one answer to "what is this preview doing, and why" (O1):
-// a line a person reads first, the next thing warden itself will do, and
-// the classes the list filters by (O4). Derived from the record alone.
-type Status struct {
-	Text    string
-	Next    *Next
-	Classes []string
-}
+// Status is what the status line, next step and classes are (entity.Status).
+type Status = entity.Status
 
 // Next is warden's own next step (entity.Next).
 type Next = entity.Next

@@ -8,17 +8,8 @@ import (
 	"github.com/wardenhq/warden/actors/entity"
 )
 
-// Status is the one answer to "what is it doing, and why" (O1): a line a
-// person reads first, the next thing warden itself will do, and the
-// classes the lists filter by (O4). It is derived from the state alone, so
-// the view, the console and the command line all say the same.
-type Status struct {
-	Text string
-	Next *Next
-	// Classes are the status classes this marquee is in, in a fixed
-	// order: retrying, waiting_confirmation, vetoed, failed.
-	Classes []string
-}
+// Status is what the status line, next step and classes are (entity.Status).
+type Status = entity.Status
 
 // Next is warden's own next step (entity.Next).
 type Next = entity.Next
