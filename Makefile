@@ -81,6 +81,7 @@ fuzz:
 	$(GO) test ./actors/driver -run '^$$' -fuzz FuzzDecodeExecResult -fuzztime 30s
 	$(GO) test ./httpapi -run '^$$' -fuzz FuzzDecodeDestroy -fuzztime 30s
 	$(GO) test ./httpapi -run '^$$' -fuzz FuzzDecodeEnvCreate -fuzztime 30s
+	$(GO) test ./httpapi -run '^$$' -fuzz FuzzDecodeCursor -fuzztime 30s
 	$(GO) test ./httpapi -run '^$$' -fuzz FuzzDecodeReason -fuzztime 30s
 	$(GO) test ./httpapi -run '^$$' -fuzz FuzzStrictDecode -fuzztime 30s
 	$(GO) test ./httpapi -run '^$$' -fuzz FuzzAuthenticateCallback -fuzztime 60s

@@ -149,3 +149,28 @@ func FuzzDecodeReason(f *testing.F) {
 		require.LessOrEqual(t, len(r.Actor), maxField)
 	})
 }
+
+// FuzzDecodeCursor: a list cursor comes from the client; whatever it is,
+// decoding never panics, accepts only what encodeCursor can give for its
+// kind, and an accepted cursor encodes back to itself.
+func FuzzDecodeCursor(f *testing.F) {
+	f.Add("")
+	f.Add(encodeCursor("marquee", "m-1"))
+	f.Add(encodeCursor("environment", "env-271"))
+	f.Add("bWFycXVlZTpNLTE")
+	f.Add("!!")
+	f.Fuzz(func(t *testing.T, cursor string) {
+		for _, kind := range []string{"marquee", "environment"} {
+			id, err := decodeCursor(kind, cursor, marquee.ValidID)
+			if err != nil {
+				if !strings.Contains(err.Error(), "cursor") {
+					t.Fatalf("unclear error %q", err)
+				}
+				continue
+			}
+			if cursor != "" && (!marquee.ValidID(id) || encodeCursor(kind, id) != cursor) {
+				t.Fatalf("accepted %q as %q for %s", cursor, id, kind)
+			}
+		}
+	})
+}

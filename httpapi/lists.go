@@ -43,9 +43,13 @@ func decodeCursor(kind, cursor string, valid func(string) bool) (string, error) 
 	if cursor == "" {
 		return "", nil
 	}
-	raw, err := base64.RawURLEncoding.DecodeString(cursor)
+	// Strict: a cursor has one spelling (non-zero trailing bits would be
+	// another, found by FuzzDecodeCursor).
+	raw, err := base64.RawURLEncoding.Strict().DecodeString(cursor)
 	id, ok := strings.CutPrefix(string(raw), kind+":")
-	if err != nil || !ok || !valid(id) {
+	// One spelling per cursor: the decoder skips newlines, so only a
+	// cursor that encodes back to itself is one this server gave.
+	if err != nil || !ok || !valid(id) || encodeCursor(kind, id) != cursor {
 		return "", invalidf("query cursor: not a cursor this server gave for %ss", kind)
 	}
 	return id, nil
