@@ -54,7 +54,19 @@ type marqueeActor struct {
 	run     runner[persistence.MarqueeRecord, marquee.Event, marquee.Result, marquee.Effect, marquee.Entry]
 	exists  bool
 	waiting []chan<- any // operator answers held until the admission is durable (A10)
+	// deliveries holds every delivery id stored for this marquee while
+	// known is true: a delivery not in it is new without a point read of
+	// the dedup record (one in it is read, for its answer and body). Known
+	// only up to maxKnownDeliveries; beyond, every delivery is read, as
+	// before. A pruned record still in the set is read and found missing:
+	// new, which is right.
+	deliveries map[string]struct{}
+	known      bool
 }
+
+// maxKnownDeliveries bounds the ids a marquee actor keeps (about 50 bytes
+// each): a workflow run sends a handful, so this is many runs' worth.
+const maxKnownDeliveries = 20_000
 
 // state is the marquee as last committed.
 func (a *marqueeActor) state() marquee.State { return a.run.rec.State }
@@ -133,6 +145,33 @@ func (a *marqueeActor) start(next persistence.MarqueeRecord, effects []marquee.E
 	a.flushWaiting()
 }
 
+// loadDeliveries reads the delivery ids stored for this marquee (keys
+// only); more than maxKnownDeliveries, or a failed read, leaves them
+// unknown and every delivery is read from the store.
+func (a *marqueeActor) loadDeliveries() {
+	ids, complete, err := a.sys.cfg.Store.DedupIDs(a.id, maxKnownDeliveries)
+	if err != nil || !complete {
+		a.deliveries, a.known = nil, false
+		return
+	}
+	a.deliveries, a.known = make(map[string]struct{}, len(ids)), true
+	for _, id := range ids {
+		a.deliveries[id] = struct{}{}
+	}
+}
+
+// delivered records a committed delivery id.
+func (a *marqueeActor) delivered(id string) {
+	if !a.known {
+		return
+	}
+	if len(a.deliveries) >= maxKnownDeliveries {
+		a.deliveries, a.known = nil, false
+		return
+	}
+	a.deliveries[id] = struct{}{}
+}
+
 // idle passivates the actor if it holds nothing in flight: effects whose
 // results must come back to this instance and callers waiting for an
 // answer keep it alive. The System's idle sweep sends idleCheck to actors
@@ -151,8 +190,10 @@ func (a *marqueeActor) load() {
 	switch {
 	case err == nil:
 		a.run.rec, a.exists = rec, true
+		a.loadDeliveries()
 	case errors.Is(err, persistence.ErrNotFound):
 		a.exists = false
+		a.deliveries, a.known = map[string]struct{}{}, true // a new marquee has no deliveries yet
 		return
 	default:
 		// A snapshot that does not decode is reported, never acted on.
@@ -255,7 +296,8 @@ func (a *marqueeActor) callback(m cmdCallback) any {
 			return err
 		}
 	}
-	if req.DeliveryID != "" {
+	_, seen := a.deliveries[req.DeliveryID]
+	if req.DeliveryID != "" && (seen || !a.known) {
 		rec, err := a.sys.cfg.Store.Dedup(a.id, req.DeliveryID)
 		switch {
 		case err == nil && rec.SameBody(req.BodyHash):
@@ -284,12 +326,17 @@ func (a *marqueeActor) callback(m cmdCallback) any {
 		if a.sys.cfg.Plant == PlantAnswerBeforePersist {
 			// Planted bug: the caller hears the answer before it is durable.
 			m.reply <- answer
-			_ = a.run.commit(cb, next, rd, d)
+			if a.run.commit(cb, next, rd, d) == nil {
+				a.delivered(req.DeliveryID)
+			}
 			return nil
 		}
 	}
 	if err := a.run.commit(cb, next, rd, d); err != nil {
 		return err
+	}
+	if d != nil {
+		a.delivered(req.DeliveryID)
 	}
 	a.sys.cfg.Metrics.Callbacks.WithLabelValues(string(cb.Verb), string(rd.Answer)).Inc()
 	// Rejections and held-back downgrades are logged with both numbers

@@ -41,6 +41,24 @@ func (s *Store) Dedup(marqueeID, deliveryID string) (DedupRecord, error) {
 	return r, err
 }
 
+// DedupIDs lists the delivery ids stored for a marquee, reading keys only,
+// up to max; complete is false when there were more. The marquee's actor
+// keeps them so that a new delivery (almost every one) is known to be new
+// without a point read (issue 13).
+func (s *Store) DedupIDs(marqueeID string, max int) (ids []string, complete bool, err error) {
+	prefix := []byte("d/" + marqueeID + "/")
+	complete = true
+	err = s.scan(prefix, nil, func(k, _ []byte) (bool, error) {
+		if len(ids) == max {
+			complete = false
+			return false, nil
+		}
+		ids = append(ids, string(k[len(prefix):]))
+		return true, nil
+	})
+	return ids, complete, err
+}
+
 // PruneDedup deletes delivery records older than cutoff (http-api.md keeps
 // them at least 72 hours) and returns how many went.
 func (s *Store) PruneDedup(cutoff time.Time) (int, error) {

@@ -262,3 +262,28 @@ func TestListReadsAtMostItsBudget(t *testing.T) {
 	require.Equal(t, []string{"m-04", "m-09"}, cursors, "five records a page, then the rest")
 	require.Equal(t, 12, read, "every record read exactly once across the pages")
 }
+
+// TestDedupIDsListsOneMarqueesDeliveries: keys only, this marquee's only
+// (m-1's prefix must not take m-10's), bounded, saying when there were
+// more.
+func TestDedupIDsListsOneMarqueesDeliveries(t *testing.T) {
+	s := openTemp(t)
+	b := s.NewBatch()
+	for _, d := range []DedupRecord{{MarqueeID: "m-1", DeliveryID: "a"}, {MarqueeID: "m-1", DeliveryID: "b"}, {MarqueeID: "m-10", DeliveryID: "c"}} {
+		d.At, d.Status, d.Body = t0, 200, []byte("{}")
+		b.PutDedup(d)
+	}
+	require.NoError(t, b.Commit())
+	ids, complete, err := s.DedupIDs("m-1", 10)
+	require.NoError(t, err)
+	require.True(t, complete)
+	require.Equal(t, []string{"a", "b"}, ids)
+	ids, complete, err = s.DedupIDs("m-1", 1)
+	require.NoError(t, err)
+	require.False(t, complete, "more than the bound")
+	require.Len(t, ids, 1)
+	ids, complete, err = s.DedupIDs("m-2", 10)
+	require.NoError(t, err)
+	require.True(t, complete)
+	require.Empty(t, ids)
+}
