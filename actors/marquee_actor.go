@@ -59,7 +59,9 @@ type marqueeActor struct {
 	// the dedup record (one in it is read, for its answer and body). Known
 	// only up to maxKnownDeliveries; beyond, every delivery is read, as
 	// before. A pruned record still in the set is read and found missing:
-	// new, which is right.
+	// new, which is right. It relies on this actor being the only writer of
+	// its marquee's records, as the one process holding the store is; a
+	// cluster (issue 14) must load it again whenever the marquee moves.
 	deliveries map[string]struct{}
 	known      bool
 }
