@@ -36,9 +36,7 @@ func (a *marqueeActor) observe(ev marquee.Event, before, next persistence.Marque
 		m.Retries.WithLabelValues("bootstrap").Inc()
 	}
 	var actor string
-	details := make([]string, 0, len(rd.Records))
 	for _, e := range rd.Records {
-		details = append(details, e.Detail)
 		if e.Source == marquee.SourceOperator && e.Actor != "" {
 			actor = e.Actor
 		}
@@ -53,7 +51,11 @@ func (a *marqueeActor) observe(ev marquee.Event, before, next persistence.Marque
 	}
 	ctx := context.Background()
 	if !a.sys.log.Enabled(ctx, level) {
-		return
+		return // the webhook path's routine steps stop here, having built nothing
+	}
+	details := make([]string, 0, len(rd.Records))
+	for _, e := range rd.Records {
+		details = append(details, e.Detail)
 	}
 	attrs := []slog.Attr{slog.String("marquee", n.ID), slog.String("event", eventName(ev)), slog.Uint64("generation", n.Generation),
 		slog.String("result", string(rd.Answer)), slog.String("detail", strings.Join(details, "; "))}

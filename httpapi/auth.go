@@ -1,8 +1,6 @@
 package httpapi
 
 import (
-	"bufio"
-	"bytes"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
@@ -49,39 +47,36 @@ type Operator struct {
 // line, blank lines and # comments ignored (T8). Errors name the line.
 func ParseOperators(b []byte) ([]Operator, error) {
 	var out []Operator
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	line := 0
-	for sc.Scan() {
-		line++
-		text := strings.TrimSpace(sc.Text())
-		if text == "" || strings.HasPrefix(text, "#") {
-			continue
-		}
+	err := trust.EachLine(b, func(line int, text string) error {
 		f := strings.Fields(text)
 		if len(f) != 3 {
-			return nil, fmt.Errorf("line %d: want `name role sha256-of-token`", line)
+			return fmt.Errorf("line %d: want `name role sha256-of-token`", line)
 		}
 		if !validOperatorName(f[0]) {
-			return nil, fmt.Errorf("line %d: a name is 1..64 of [A-Za-z0-9._@-]", line)
+			return fmt.Errorf("line %d: a name is 1..64 of [A-Za-z0-9._@-]", line)
 		}
 		if f[1] != RoleOperator && f[1] != RoleViewer {
-			return nil, fmt.Errorf("line %d: role must be operator or viewer", line)
+			return fmt.Errorf("line %d: role must be operator or viewer", line)
 		}
 		raw, err := hex.DecodeString(f[2])
 		if err != nil || len(raw) != sha256.Size {
-			return nil, fmt.Errorf("line %d: the third field is the token's SHA-256 in hex (sha256sum)", line)
+			return fmt.Errorf("line %d: the third field is the token's SHA-256 in hex (sha256sum)", line)
 		}
 		op := Operator{Name: f[0], Role: f[1]}
 		copy(op.TokenSHA256[:], raw)
 		if slices.ContainsFunc(out, func(o Operator) bool { return o.Name == op.Name || o.TokenSHA256 == op.TokenSHA256 }) {
-			return nil, fmt.Errorf("line %d: name or token appears twice", line)
+			return fmt.Errorf("line %d: name or token appears twice", line)
 		}
 		out = append(out, op)
 		if len(out) > maxOperators {
-			return nil, fmt.Errorf("more than %d operators", maxOperators)
+			return fmt.Errorf("more than %d operators", maxOperators)
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
-	return out, sc.Err()
+	return out, nil
 }
 
 // maxOperators bounds the list every operator request is compared with.

@@ -37,36 +37,11 @@ func (s *Store) LoadEnv(id string) (EnvRecord, error) {
 // malformed records met on the way; it reads at most maxScan records (0:
 // no bound), as ListMarquees does.
 func (s *Store) ListEnvs(after string, limit, maxScan int, keep func(environment.Env) bool) ([]environment.Env, string, []Malformed, error) {
-	var out []environment.Env
-	var bad []Malformed
-	var start []byte
-	if after != "" {
-		start = append(envKey(after), 0)
-	}
-	next, lastRead, scanned := "", "", 0
-	err := s.scan([]byte("e/"), start, func(k, v []byte) (bool, error) {
-		if maxScan > 0 && scanned == maxScan {
-			next = lastRead
-			return false, nil
-		}
-		scanned++
-		lastRead = string(k[len("e/"):])
+	return listPage(s, "e/", after, limit, maxScan, func(k, v []byte) (environment.Env, error) {
 		var r EnvRecord
-		if err := decode(k, v, &r); err != nil {
-			bad = append(bad, err.(*CorruptError).Malformed)
-			return true, nil
-		}
-		if keep != nil && !keep(r.Env) {
-			return true, nil
-		}
-		if len(out) == limit {
-			next = out[len(out)-1].ID
-			return false, nil
-		}
-		out = append(out, r.Env)
-		return true, nil
-	})
-	return out, next, bad, err
+		err := decode(k, v, &r)
+		return r.Env, err
+	}, keep)
 }
 
 // ListEnvIDs lists every stored environment's id, in key order, without

@@ -44,36 +44,11 @@ func (s *Store) LoadMarquee(id string) (MarqueeRecord, error) {
 // fuller or not, so one page never reads the whole store. Sealed secrets
 // stay sealed: a list shows summaries, never connections.
 func (s *Store) ListMarquees(after string, limit, maxScan int, keep func(marquee.State) bool) ([]marquee.State, string, []Malformed, error) {
-	var out []marquee.State
-	var bad []Malformed
-	var start []byte
-	if after != "" {
-		start = append(marqueeKey(after), 0)
-	}
-	next, lastRead, scanned := "", "", 0
-	err := s.scan([]byte("m/"), start, func(k, v []byte) (bool, error) {
-		if maxScan > 0 && scanned == maxScan {
-			next = lastRead // the budget is spent: continue after the last record read
-			return false, nil
-		}
-		scanned++
-		lastRead = string(k[len("m/"):])
+	return listPage(s, "m/", after, limit, maxScan, func(k, v []byte) (marquee.State, error) {
 		var r MarqueeRecord
-		if err := decode(k, v, &r); err != nil {
-			bad = append(bad, err.(*CorruptError).Malformed)
-			return true, nil
-		}
-		if keep != nil && !keep(r.State) {
-			return true, nil
-		}
-		if len(out) == limit {
-			next = out[len(out)-1].ID
-			return false, nil
-		}
-		out = append(out, r.State)
-		return true, nil
-	})
-	return out, next, bad, err
+		err := decode(k, v, &r)
+		return r.State, err
+	}, keep)
 }
 
 // History returns up to limit entries of a marquee's history, newest first.

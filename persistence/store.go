@@ -145,6 +145,46 @@ func (s *Store) get(key []byte, v any) error {
 
 // scan calls f for every key with the prefix, in key order, from start
 // (inclusive; nil means the prefix start). f returns false to stop.
+// listPage is one page of a record family in key order, the paging,
+// filtering and scan budget every list shares: up to limit records that
+// keep accepts after the id `after`, reading at most maxScan records (0:
+// no bound; spent, the page ends at the last record read), the id to go
+// on after ("" at the end), and the records that did not decode.
+func listPage[T any](s *Store, prefix, after string, limit, maxScan int, read func(k, v []byte) (T, error), keep func(T) bool) ([]T, string, []Malformed, error) {
+	var out []T
+	var bad []Malformed
+	var start []byte
+	if after != "" {
+		start = append([]byte(prefix+after), 0)
+	}
+	next, lastRead, lastKept, scanned := "", "", "", 0
+	err := s.scan([]byte(prefix), start, func(k, v []byte) (bool, error) {
+		if maxScan > 0 && scanned == maxScan {
+			next = lastRead
+			return false, nil
+		}
+		scanned++
+		id := string(k[len(prefix):])
+		lastRead = id
+		rec, err := read(k, v)
+		if err != nil {
+			bad = append(bad, err.(*CorruptError).Malformed)
+			return true, nil
+		}
+		if keep != nil && !keep(rec) {
+			return true, nil
+		}
+		if len(out) == limit {
+			next = lastKept
+			return false, nil
+		}
+		out = append(out, rec)
+		lastKept = id
+		return true, nil
+	})
+	return out, next, bad, err
+}
+
 func (s *Store) scan(prefix, start []byte, f func(k, v []byte) (bool, error)) error {
 	lower := prefix
 	if start != nil {

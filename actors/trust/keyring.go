@@ -102,6 +102,24 @@ func validKeyID(s string) bool {
 	return true
 }
 
+// EachLine reads a line-oriented secrets file (keyrings, webhook
+// secrets, the operators file): f gets each line's trimmed text and its
+// number; blank lines and lines starting with # are skipped. It stops at
+// f's first error.
+func EachLine(b []byte, f func(line int, text string) error) error {
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for line := 1; sc.Scan(); line++ {
+		text := strings.TrimSpace(sc.Text())
+		if text == "" || strings.HasPrefix(text, "#") {
+			continue
+		}
+		if err := f(line, text); err != nil {
+			return err
+		}
+	}
+	return sc.Err()
+}
+
 // ParseKeyring reads the keyring format: one key a line,
 //
 //	<id> <base64 of 32 bytes> [retired=<RFC 3339 time>]
@@ -110,21 +128,14 @@ func validKeyID(s string) bool {
 // ignored. Errors name the line, never the key.
 func ParseKeyring(b []byte) (*Keyring, error) {
 	var k Keyring
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	line := 0
-	for sc.Scan() {
-		line++
-		text := strings.TrimSpace(sc.Text())
-		if text == "" || strings.HasPrefix(text, "#") {
-			continue
-		}
+	err := EachLine(b, func(line int, text string) error {
 		f := strings.Fields(text)
 		if len(f) < 2 || len(f) > 3 || !validKeyID(f[0]) {
-			return nil, fmt.Errorf("line %d: want <id> <base64 key> [retired=<time>]", line)
+			return fmt.Errorf("line %d: want <id> <base64 key> [retired=<time>]", line)
 		}
 		raw, err := base64.StdEncoding.DecodeString(f[1])
 		if err != nil || len(raw) != KeySize {
-			return nil, fmt.Errorf("line %d: the key is not base64 of %d bytes", line, KeySize)
+			return fmt.Errorf("line %d: the key is not base64 of %d bytes", line, KeySize)
 		}
 		key := Key{ID: f[0]}
 		copy(key.Secret[:], raw)
@@ -132,19 +143,20 @@ func ParseKeyring(b []byte) (*Keyring, error) {
 			v, ok := strings.CutPrefix(f[2], "retired=")
 			t, err := time.Parse(time.RFC3339, v)
 			if !ok || err != nil {
-				return nil, fmt.Errorf("line %d: want retired=<RFC 3339 time>", line)
+				return fmt.Errorf("line %d: want retired=<RFC 3339 time>", line)
 			}
 			key.Retired = t
 		}
 		if _, dup := k.Find(key.ID); dup {
-			return nil, fmt.Errorf("line %d: key id %s appears twice", line, key.ID)
+			return fmt.Errorf("line %d: key id %s appears twice", line, key.ID)
 		}
 		k.Keys = append(k.Keys, key)
 		if len(k.Keys) > maxKeys {
-			return nil, fmt.Errorf("more than %d keys", maxKeys)
+			return fmt.Errorf("more than %d keys", maxKeys)
 		}
-	}
-	if err := sc.Err(); err != nil {
+		return nil
+	})
+	if err != nil {
 		return nil, err
 	}
 	if len(k.Keys) == 0 {

@@ -63,19 +63,19 @@ func ParsePublicKey(s string) (ed25519.PublicKey, error) {
 // ignored) with parse; errors name the line only.
 func ParseLines[T any](b []byte, parse func(string) (T, error)) ([]T, error) {
 	var out []T
-	for i, line := range strings.Split(string(b), "\n") {
-		line = strings.TrimSpace(line)
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		v, err := parse(line)
+	err := EachLine(b, func(line int, text string) error {
+		v, err := parse(text)
 		if err != nil {
-			return nil, fmt.Errorf("line %d: %w", i+1, err)
+			return fmt.Errorf("line %d: %w", line, err)
 		}
 		out = append(out, v)
 		if len(out) > maxKeys {
-			return nil, fmt.Errorf("more than %d entries", maxKeys)
+			return fmt.Errorf("more than %d entries", maxKeys)
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }
