@@ -2,6 +2,7 @@ package persistence
 
 import (
 	"bytes"
+	"fmt"
 	"time"
 )
 
@@ -62,25 +63,39 @@ func (s *Store) DedupIDs(marqueeID string, max int) (ids []string, complete bool
 // PruneDedup deletes delivery records older than cutoff (http-api.md keeps
 // them at least 72 hours) and returns how many went.
 func (s *Store) PruneDedup(cutoff time.Time) (int, error) {
-	b := s.db.NewBatch()
-	defer b.Close()
-	n := 0
+	var stale [][]byte
 	err := s.scan([]byte("d/"), nil, func(k, v []byte) (bool, error) {
 		var r DedupRecord
 		if err := decode(k, v, &r); err != nil || r.At.Before(cutoff) {
 			// A record that does not decode can never answer a duplicate.
-			n++
-			return true, b.Delete(append([]byte(nil), k...), nil)
+			stale = append(stale, append([]byte(nil), k...))
 		}
 		return true, nil
 	})
-	if err != nil || n == 0 {
+	if err != nil {
 		return 0, err
 	}
-	return n, b.Commit(s.writeOpts)
+	// Deleted in batches of at most maxBulkWrites (etcd bounds the
+	// operations of one transaction); an expired record is nobody's
+	// decision, so the deletes need no fence.
+	pruned := len(stale)
+	for len(stale) > 0 {
+		n := min(len(stale), maxBulkWrites)
+		w := s.kv.NewWrites()
+		for _, k := range stale[:n] {
+			w.Delete(k)
+		}
+		err := w.Commit(Fence{})
+		w.Close()
+		if err != nil {
+			return 0, fmt.Errorf("prune deliveries: %w", err)
+		}
+		stale = stale[n:]
+	}
+	return pruned, nil
 }
 
 // PutDedup records the first answer to a delivery.
 func (b *Batch) PutDedup(r DedupRecord) {
-	_ = b.b.Set(dedupKey(r.MarqueeID, r.DeliveryID), encode(r), nil)
+	b.w.Set(dedupKey(r.MarqueeID, r.DeliveryID), encode(r))
 }

@@ -70,15 +70,15 @@ func (s *Store) BranchGeneration(branch string) (uint64, error) {
 func (b *Batch) PutEnv(r EnvRecord, oldWake time.Time) {
 	id := r.Env.ID
 	if !oldWake.IsZero() && !oldWake.Equal(r.WakeAt) {
-		_ = b.b.Delete(wakeKeyOf(oldWake, KindEnvironment, id), nil)
+		b.w.Delete(wakeKeyOf(oldWake, KindEnvironment, id))
 	}
 	if !r.WakeAt.IsZero() {
-		_ = b.b.Set(wakeKeyOf(r.WakeAt, KindEnvironment, id), nil, nil)
+		b.w.Set(wakeKeyOf(r.WakeAt, KindEnvironment, id), nil)
 	}
-	_ = b.b.Set(envKey(id), encode(r), nil)
+	b.w.Set(envKey(id), encode(r))
 }
 
 // PutBranchGeneration records the last route generation of a branch.
 func (b *Batch) PutBranchGeneration(branch string, g uint64) {
-	_ = b.b.Set(branchKey(branch), encode(g), nil)
+	b.w.Set(branchKey(branch), encode(g))
 }

@@ -77,19 +77,19 @@ func (s *Store) History(id string, limit int) ([]marquee.Entry, error) {
 func (b *Batch) PutMarquee(r MarqueeRecord, oldWake time.Time) {
 	id := r.State.ID
 	if !oldWake.IsZero() && !oldWake.Equal(r.WakeAt) {
-		_ = b.b.Delete(wakeKey(oldWake, id), nil)
+		b.w.Delete(wakeKey(oldWake, id))
 	}
 	if !r.WakeAt.IsZero() {
-		_ = b.b.Set(wakeKey(r.WakeAt, id), nil, nil)
+		b.w.Set(wakeKey(r.WakeAt, id), nil)
 	}
-	_ = b.b.Set(marqueeKey(id), encode(b.s.sealMarquee(r)), nil)
+	b.w.Set(marqueeKey(id), encode(b.s.sealMarquee(r)))
 }
 
 // AppendHistory writes entry number seq and drops the one that falls out of
 // the window, so a marquee never holds more than HistoryLimit entries.
 func (b *Batch) AppendHistory(id string, seq uint64, e marquee.Entry) {
-	_ = b.b.Set(historyKey(id, seq), encode(e), nil)
+	b.w.Set(historyKey(id, seq), encode(e))
 	if seq > HistoryLimit {
-		_ = b.b.Delete(historyKey(id, seq-HistoryLimit), nil)
+		b.w.Delete(historyKey(id, seq-HistoryLimit))
 	}
 }

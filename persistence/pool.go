@@ -47,11 +47,11 @@ func (s *Store) LoadPool(name string) (PoolMeta, []admission.Job, []Malformed, e
 // PutAdmission writes a job record; a job with status None is deleted.
 func (b *Batch) PutAdmission(pool string, j admission.Job) {
 	if j.Status == admission.None {
-		_ = b.b.Delete(admissionKey(pool, j.ID), nil)
+		b.w.Delete(admissionKey(pool, j.ID))
 		return
 	}
-	_ = b.b.Set(admissionKey(pool, j.ID), encode(j), nil)
+	b.w.Set(admissionKey(pool, j.ID), encode(j))
 }
 
 // PutPoolMeta writes a pool's metadata.
-func (b *Batch) PutPoolMeta(pool string, m PoolMeta) { _ = b.b.Set(poolKey(pool), encode(m), nil) }
+func (b *Batch) PutPoolMeta(pool string, m PoolMeta) { b.w.Set(poolKey(pool), encode(m)) }

@@ -78,7 +78,7 @@ func sealedUnder(r MarqueeRecord) []string {
 
 // resealBatch bounds one batch of Reseal: a crash loses at most this much
 // progress, and a batch stays small in memory.
-const resealBatch = 256
+const resealBatch = maxBulkWrites
 
 // Reseal rewrites every marquee record whose secrets are not sealed under
 // the active key (in clear, or under an older key), in synced batches
@@ -97,7 +97,7 @@ func (s *Store) Reseal() (rewritten int, err error) {
 		}
 		b := s.NewBatch()
 		for _, r := range pending {
-			_ = b.b.Set(marqueeKey(r.State.ID), encode(s.sealMarquee(r)), nil)
+			b.w.Set(marqueeKey(r.State.ID), encode(s.sealMarquee(r)))
 		}
 		if err := b.Commit(); err != nil {
 			return err

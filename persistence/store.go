@@ -1,10 +1,14 @@
-// Package persistence is warden's durable record: a Store over Pebble v2.
+// Package persistence is warden's durable record: a Store over one Backend,
+// Pebble v2 on a single node (the default) or etcd in a cluster (C1).
 //
-// Every entity transition is written as one Batch committed with
-// pebble.Sync (fsync of the WAL) before any effect starts and before anyone
-// is answered. Concurrent commits from many actors share WAL syncs through
-// Pebble's commit pipeline (group commit), so a sync per transition does not
-// mean an fsync per transition.
+// Every entity transition is written as one Batch, committed atomically and
+// durably before any effect starts and before anyone is answered: on Pebble
+// with pebble.Sync (fsync of the WAL; concurrent commits from many actors
+// share WAL syncs through Pebble's commit pipeline, so a sync per
+// transition does not mean an fsync per transition), on etcd as one
+// transaction, committed by a quorum of members. In a cluster the
+// transaction also compares the entity's shard key with the writer's epoch
+// (C3), so a writer whose lease lapsed commits nothing.
 //
 // # Key layout
 //
@@ -34,21 +38,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sync"
 
-	"github.com/cockroachdb/pebble/v2"
-	"github.com/cockroachdb/pebble/v2/bloom"
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/wardenhq/warden/actors/trust"
 
 	"github.com/wardenhq/warden/actors/errs"
 )
-
-// CacheSize is Pebble's block cache: snapshots of active marquees, recent
-// history and the filters stay in memory; 64 MiB is small for a 24 GiB host
-// and large for the working set of thousands of active marquees.
-const CacheSize = 64 << 20
 
 // ErrNotFound is returned for a key that holds nothing.
 var ErrNotFound error = errs.NotFound
@@ -78,73 +74,34 @@ type Options struct {
 	Sealer *trust.Sealer
 }
 
-// Store is the durable record over one Pebble database.
+// Store is the durable record over one Backend: Pebble for a single node,
+// etcd for a cluster (C1).
 type Store struct {
-	db        *pebble.DB
-	writeOpts *pebble.WriteOptions
-	sealer    *trust.Sealer
-	closeOnce sync.Once
-	closeErr  error
+	kv     Backend
+	sealer *trust.Sealer
 }
 
-type quietLogger struct{}
-
-func (quietLogger) Infof(string, ...any) {}
-
-func (quietLogger) Errorf(string, ...any) {}
-
-func (quietLogger) Fatalf(f string, args ...any) { panic(fmt.Sprintf(f, args...)) }
-
-// Open opens (or creates) the store in dir.
+// Open opens (or creates) a Pebble store in dir: the single-node default.
 func Open(dir string, o Options) (*Store, error) {
-	po := &pebble.Options{
-		Logger: quietLogger{},
-		// Every callback with a Webhook-Id looks its delivery up, and almost
-		// every lookup misses: bloom filters answer a miss from memory
-		// instead of reading a block of every level.
-		CacheSize: CacheSize,
-		// A history entry is deleted HistoryLimit transitions after it is
-		// written; a memtable this size usually holds both, so neither ever
-		// reaches an sstable or a compaction.
-		MemTableSize: 64 << 20,
-	}
-	for i := range po.Levels {
-		po.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
-	}
-	if o.FS != nil {
-		po.FS = o.FS
-	}
-	db, err := pebble.Open(dir, po)
+	kv, err := OpenPebble(dir, o)
 	if err != nil {
-		return nil, fmt.Errorf("open store %s: %w", dir, err)
+		return nil, err
 	}
-	wo := pebble.Sync
-	if o.NoSync {
-		wo = pebble.NoSync
-	}
-	return &Store{db: db, writeOpts: wo, sealer: o.Sealer}, nil
+	return &Store{kv: kv, sealer: o.Sealer}, nil
 }
 
-// Close flushes and closes the database. Closing twice is harmless.
-func (s *Store) Close() error {
-	s.closeOnce.Do(func() { s.closeErr = s.db.Close() })
-	return s.closeErr
+// OpenBackend wraps any Backend (the etcd one in a cluster) as a Store.
+func OpenBackend(kv Backend, sealer *trust.Sealer) *Store {
+	return &Store{kv: kv, sealer: sealer}
 }
+
+// Close closes the backend. Closing twice is harmless.
+func (s *Store) Close() error { return s.kv.Close() }
 
 func (s *Store) get(key []byte, v any) error {
-	val, closer, err := s.db.Get(key)
-	if errors.Is(err, pebble.ErrNotFound) {
-		return ErrNotFound
-	}
-	if err != nil {
-		return fmt.Errorf("read %s: %w", key, err)
-	}
-	defer closer.Close()
-	return decode(key, val, v)
+	return s.kv.Get(key, func(val []byte) error { return decode(key, val, v) })
 }
 
-// scan calls f for every key with the prefix, in key order, from start
-// (inclusive; nil means the prefix start). f returns false to stop.
 // listPage is one page of a record family in key order, the paging,
 // filtering and scan budget every list shares: up to limit records that
 // keep accepts after the id `after`, reading at most maxScan records (0:
@@ -185,30 +142,14 @@ func listPage[T any](s *Store, prefix, after string, limit, maxScan int, read fu
 	return out, next, bad, err
 }
 
+// scan calls f for every key with the prefix, in key order, from start
+// (inclusive; nil means the prefix start). f returns false to stop.
 func (s *Store) scan(prefix, start []byte, f func(k, v []byte) (bool, error)) error {
 	lower := prefix
 	if start != nil {
 		lower = start
 	}
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: prefixEnd(prefix)})
-	if err != nil {
-		return err
-	}
-	for ok := it.First(); ok; ok = it.Next() {
-		more, err := f(it.Key(), it.Value())
-		if err != nil {
-			it.Close()
-			return err
-		}
-		if !more {
-			break
-		}
-	}
-	if err := it.Error(); err != nil {
-		it.Close()
-		return err
-	}
-	return it.Close()
+	return s.kv.Scan(lower, prefixEnd(prefix), f)
 }
 
 func prefixEnd(p []byte) []byte {
@@ -226,14 +167,11 @@ func prefixEnd(p []byte) []byte {
 // the registry to decide whether an entity exists before activating it
 // (the actor decodes the record once, when it loads).
 func (s *Store) has(key []byte) (bool, error) {
-	_, closer, err := s.db.Get(key)
-	if errors.Is(err, pebble.ErrNotFound) {
+	err := s.kv.Get(key, func([]byte) error { return nil })
+	if errors.Is(err, ErrNotFound) {
 		return false, nil
 	}
-	if err != nil {
-		return false, fmt.Errorf("read %s: %w", key, err)
-	}
-	return true, closer.Close()
+	return err == nil, err
 }
 
 // MarqueeExists reports whether a marquee record (or tombstone) is stored.
@@ -252,26 +190,38 @@ func (s *Store) ForEach(f func(k, v []byte) error) error {
 // Batch collects one transition's writes; Commit makes them durable
 // together.
 type Batch struct {
-	s *Store
-	b *pebble.Batch
+	s     *Store
+	w     Writes
+	fence Fence
 }
 
 // NewBatch starts a transition.
-func (s *Store) NewBatch() *Batch { return &Batch{s: s, b: s.db.NewBatch()} }
+func (s *Store) NewBatch() *Batch { return &Batch{s: s, w: s.kv.NewWrites()} }
+
+// Fence makes the commit conditional on the writer still owning the
+// entity's shard at its epoch (C3); a batch without one is a single node's.
+func (b *Batch) Fence(f Fence) { b.fence = f }
 
 // PutRaw writes bytes as they are. Tests use it to plant malformed records.
-func (b *Batch) PutRaw(key string, val []byte) { _ = b.b.Set([]byte(key), val, nil) }
+func (b *Batch) PutRaw(key string, val []byte) { b.w.Set([]byte(key), val) }
 
-// Commit makes the batch durable (fsync unless the store is NoSync).
+// Len is the number of writes staged.
+func (b *Batch) Len() int { return b.w.Len() }
+
+// Commit makes the batch durable: synced before it returns, or not written
+// at all. A fenced batch whose fence no longer holds fails with ErrFenced.
 func (b *Batch) Commit() error {
-	defer b.b.Close()
-	if err := b.b.Commit(b.s.writeOpts); err != nil {
+	defer b.w.Close()
+	if err := b.w.Commit(b.fence); err != nil {
+		if errors.Is(err, ErrFenced) {
+			return err
+		}
 		return fmt.Errorf("commit: %w", err)
 	}
 	return nil
 }
 
 // Discard drops an uncommitted batch.
-func (b *Batch) Discard() { _ = b.b.Close() }
+func (b *Batch) Discard() { b.w.Close() }
 
 var _ io.Closer = (*Store)(nil)
