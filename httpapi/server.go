@@ -348,6 +348,7 @@ var answerOf = map[errs.Kind]struct {
 	errs.IdempotencyKeyReused: {http.StatusConflict, "idempotency_key_reused", ""},
 	errs.Overloaded:           {http.StatusServiceUnavailable, "overloaded", "1"},
 	errs.Unavailable:          {http.StatusServiceUnavailable, "unavailable", "5"},
+	errs.Moving:               {http.StatusServiceUnavailable, "shard_moving", "1"},
 }
 
 // writeErr answers an error by its kind. An error of no known kind is a

@@ -35,9 +35,12 @@ const (
 	// Unavailable: not now (starting, stopping, a write failed, an actor
 	// did not answer in time); try again (503).
 	Unavailable
+	// Moving: in a cluster, the entity's shard has no owner this moment
+	// (a node died or handed it over); try again in a second (503, C4).
+	Moving
 )
 
-var names = [...]string{"other", "invalid", "not found", "conflict", "forbidden", "idempotency key reused", "overloaded", "unavailable"}
+var names = [...]string{"other", "invalid", "not found", "conflict", "forbidden", "idempotency key reused", "overloaded", "unavailable", "shard moving"}
 
 func (k Kind) String() string {
 	if int(k) < len(names) {

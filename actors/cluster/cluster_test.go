@@ -1,0 +1,322 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/wardenhq/warden/actors/errs"
+)
+
+// fakeEtcd is a lease source and key space with etcd's semantics that
+// matter here (leases expire by a clock, keys vanish with their lease,
+// revisions only grow), so the ownership logic is tested without etcd.
+type fakeEtcd struct {
+	mu      sync.Mutex
+	now     time.Time
+	rev     int64
+	nextID  int64
+	leases  map[int64]time.Time // expiry
+	ttl     map[int64]time.Duration
+	keys    map[string]fakeKV
+	offline map[int64]bool // renewals of this lease do not get through
+}
+
+type fakeKV struct {
+	val   string
+	rev   int64
+	lease int64
+}
+
+func newFake() *fakeEtcd {
+	return &fakeEtcd{now: time.Unix(1_800_000_000, 0), leases: map[int64]time.Time{}, ttl: map[int64]time.Duration{},
+		keys: map[string]fakeKV{}, offline: map[int64]bool{}}
+}
+
+func (f *fakeEtcd) clock() time.Time { f.mu.Lock(); defer f.mu.Unlock(); return f.now }
+
+func (f *fakeEtcd) advance(d time.Duration) { f.mu.Lock(); f.now = f.now.Add(d); f.expire(); f.mu.Unlock() }
+
+func (f *fakeEtcd) expire() {
+	for id, exp := range f.leases {
+		if !f.now.Before(exp) {
+			delete(f.leases, id)
+			for k, kv := range f.keys {
+				if kv.lease == id {
+					delete(f.keys, k)
+				}
+			}
+		}
+	}
+}
+
+// a proxy so each node has its own view of "offline" (a paused node's
+// renewals do not arrive).
+type fakeClient struct {
+	f    *fakeEtcd
+	down *bool
+}
+
+func (c fakeClient) lock() func() {
+	c.f.mu.Lock()
+	c.f.expire()
+	return c.f.mu.Unlock
+}
+
+func (c fakeClient) Grant(_ context.Context, ttl time.Duration) (int64, error) {
+	defer c.lock()()
+	if *c.down {
+		return 0, fmt.Errorf("unreachable")
+	}
+	c.f.nextID++
+	c.f.leases[c.f.nextID] = c.f.now.Add(ttl)
+	c.f.ttl[c.f.nextID] = ttl
+	return c.f.nextID, nil
+}
+
+func (c fakeClient) KeepAlive(_ context.Context, lease int64) (time.Duration, error) {
+	defer c.lock()()
+	if *c.down {
+		return 0, fmt.Errorf("unreachable")
+	}
+	if _, ok := c.f.leases[lease]; !ok {
+		return 0, ErrLeaseGone
+	}
+	c.f.leases[lease] = c.f.now.Add(c.f.ttl[lease])
+	return c.f.ttl[lease], nil
+}
+
+func (c fakeClient) Revoke(_ context.Context, lease int64) error {
+	defer c.lock()()
+	c.f.leases[lease] = c.f.now
+	c.f.expire()
+	return nil
+}
+
+func (c fakeClient) put(k, v string, lease int64) int64 {
+	c.f.rev++
+	c.f.keys[k] = fakeKV{val: v, rev: c.f.rev, lease: lease}
+	return c.f.rev
+}
+
+func (c fakeClient) Register(_ context.Context, m Member, lease int64) error {
+	defer c.lock()()
+	c.put(MemberKey(m.Name), m.Name+"|"+m.URL, lease)
+	return nil
+}
+
+func (c fakeClient) Unregister(_ context.Context, name string) error {
+	defer c.lock()()
+	delete(c.f.keys, MemberKey(name))
+	return nil
+}
+
+func (c fakeClient) Members(context.Context) ([]Member, error) {
+	defer c.lock()()
+	if *c.down {
+		return nil, fmt.Errorf("unreachable")
+	}
+	var out []Member
+	for k, kv := range c.f.keys {
+		if len(k) > len(MemberKey("")) && k[:len(MemberKey(""))] == MemberKey("") {
+			name, url, _ := strings.Cut(kv.val, "|")
+			out = append(out, Member{Name: name, URL: url})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+func (c fakeClient) Holders(context.Context) (map[int]Holder, error) {
+	defer c.lock()()
+	if *c.down {
+		return nil, fmt.Errorf("unreachable")
+	}
+	out := map[int]Holder{}
+	for s := 0; s < Shards; s++ {
+		if kv, ok := c.f.keys[ShardKey(s)]; ok {
+			out[s] = Holder{Owner: kv.val, Epoch: kv.rev, Lease: kv.lease}
+		}
+	}
+	return out, nil
+}
+
+func (c fakeClient) Acquire(_ context.Context, shard int, owner string, lease int64) (int64, bool, error) {
+	defer c.lock()()
+	if _, ok := c.f.keys[ShardKey(shard)]; ok {
+		return 0, false, nil
+	}
+	return c.put(ShardKey(shard), owner, lease), true, nil
+}
+
+func (c fakeClient) Release(_ context.Context, shard int, epoch int64) error {
+	defer c.lock()()
+	if kv, ok := c.f.keys[ShardKey(shard)]; ok && kv.rev == epoch {
+		delete(c.f.keys, ShardKey(shard))
+	}
+	return nil
+}
+
+// write is a fenced commit against the fake: the compare of C3.
+func (f *fakeEtcd) write(shard int, epoch int64) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.expire()
+	kv, ok := f.keys[ShardKey(shard)]
+	return ok && kv.rev == epoch
+}
+
+type testNode struct {
+	*Node
+	down     bool
+	acquired map[int]int64
+	released []int
+}
+
+func startNode(f *fakeEtcd, name string) *testNode {
+	tn := &testNode{acquired: map[int]int64{}}
+	tn.Node = NewNode(name, "http://"+name, 3*time.Second, fakeClient{f: f, down: &tn.down}, f.clock,
+		Hooks{Acquired: func(s int, e int64) { tn.acquired[s] = e }, Released: func(s int) { tn.released = append(tn.released, s) }}, nil)
+	return tn
+}
+
+func tickAll(f *fakeEtcd, nodes ...*testNode) {
+	for _, n := range nodes {
+		if !n.down {
+			n.Tick(context.Background())
+		}
+	}
+	f.advance(tick)
+}
+
+func TestShardOfIsStableAndSpread(t *testing.T) {
+	require.Equal(t, ShardOf("marquee", "m-1"), ShardOf("marquee", "m-1"))
+	count := map[int]int{}
+	for i := 0; i < 1600; i++ {
+		count[ShardOf("marquee", fmt.Sprint("m-", i))]++
+	}
+	require.Len(t, count, Shards)
+	for s, n := range count {
+		require.Greater(t, n, 50, "shard %d gets a fair share", s)
+	}
+	require.NotEqual(t, ShardOf("marquee", "x"), ShardOf("pool", "x"), "kind is part of the hash (for this pair)")
+}
+
+// TestRendezvousMovesOnlyWhatItMust: C2. A member joining takes shards
+// only for itself; one leaving gives only its own away.
+func TestRendezvousMovesOnlyWhatItMust(t *testing.T) {
+	three := []string{"n1", "n2", "n3"}
+	four := []string{"n1", "n2", "n3", "n4"}
+	for s := 0; s < Shards; s++ {
+		before, after := Owner(s, three), Owner(s, four)
+		if before != after {
+			require.Equal(t, "n4", after, "shard %d moved between old members", s)
+		}
+		without := Owner(s, []string{"n1", "n3"})
+		if before != "n2" {
+			require.Equal(t, before, without, "shard %d moved though its owner stayed", s)
+		}
+	}
+}
+
+// TestNodeOwnsItsShareAndHandsOverAFewAtATime: C2. One node takes every
+// shard; a second joins and the first hands over at most two a tick until
+// each holds its rendezvous share, every epoch a fresh revision.
+func TestNodeOwnsItsShareAndHandsOverAFewAtATime(t *testing.T) {
+	f := newFake()
+	n1 := startNode(f, "n1")
+	tickAll(f, n1)
+	tickAll(f, n1)
+	require.Len(t, n1.Table().Owned(), Shards)
+	n2 := startNode(f, "n2")
+	prev := len(n1.Table().Owned())
+	for i := 0; i < 20; i++ {
+		tickAll(f, n1, n2)
+		now := len(n1.Table().Owned())
+		require.GreaterOrEqual(t, now, prev-maxMovesPerTick, "at most %d moves a tick", maxMovesPerTick)
+		prev = now
+	}
+	for s := 0; s < Shards; s++ {
+		want := Owner(s, []string{"n1", "n2"})
+		require.Equal(t, want == "n1", n1.Table().Owns(s), "shard %d", s)
+		require.Equal(t, want == "n2", n2.Table().Owns(s), "shard %d", s)
+	}
+	for s, e := range n2.acquired {
+		require.Greater(t, e, n1.acquired[s], "shard %d: the new owner's epoch is newer", s)
+	}
+}
+
+// TestLapsedLeaseFencesAndFailsOver: C3 and C5 with a fake lease source.
+// A node whose renewals stop (paused) may not write once its local lease
+// deadline passes, even before it runs again; after etcd expires the
+// lease, the other node takes the shards at newer epochs, and a late write
+// at the old epoch fails the compare.
+func TestLapsedLeaseFencesAndFailsOver(t *testing.T) {
+	f := newFake()
+	n1, n2 := startNode(f, "n1"), startNode(f, "n2")
+	for i := 0; i < 20; i++ {
+		tickAll(f, n1, n2)
+	}
+	owned := n1.Table().Owned()
+	require.NotEmpty(t, owned)
+	s := owned[0]
+	fence, err := n1.Table().Fence(s)
+	require.NoError(t, err)
+	require.True(t, f.write(s, fence.Epoch))
+
+	n1.down = true // paused: no ticks, no renewals
+	var lapsedAt time.Duration
+	for d := time.Duration(0); d < 10*time.Second; d += tick {
+		tickAll(f, n1, n2)
+		if _, err := n1.Table().Fence(s); err != nil && lapsedAt == 0 {
+			lapsedAt = d
+			require.ErrorIs(t, err, errs.Moving)
+		}
+		if n2.Table().Owns(s) {
+			break
+		}
+	}
+	require.NotZero(t, lapsedAt, "the paused node stopped writing by its own clock")
+	require.True(t, n2.Table().Owns(s), "the live node took the shard over")
+	require.Greater(t, n2.Table().Epoch(s), fence.Epoch)
+	require.False(t, f.write(s, fence.Epoch), "a late write at the old epoch fails the compare")
+
+	n1.down = false // SIGCONT: it learns its lease is gone and drops everything
+	tickAll(f, n1, n2)
+	require.Empty(t, n1.Table().Owned())
+	require.Subset(t, n1.released, owned, "its actors for every lost shard were stopped")
+	for i := 0; i < 20; i++ {
+		tickAll(f, n1, n2)
+	}
+	for s := 0; s < Shards; s++ {
+		require.True(t, n1.Table().Owns(s) != n2.Table().Owns(s), "shard %d has exactly one owner again", s)
+	}
+}
+
+// TestDrainHandsEverythingOver: C9.
+func TestDrainHandsEverythingOver(t *testing.T) {
+	f := newFake()
+	n1, n2 := startNode(f, "n1"), startNode(f, "n2")
+	for i := 0; i < 20; i++ {
+		tickAll(f, n1, n2)
+	}
+	require.NoError(t, n1.Drain(context.Background()))
+	require.False(t, n1.Drained())
+	for i := 0; i < 20 && !n1.Drained(); i++ {
+		tickAll(f, n1, n2)
+	}
+	require.True(t, n1.Drained())
+	for i := 0; i < 5; i++ {
+		tickAll(f, n1, n2)
+	}
+	require.Len(t, n2.Table().Owned(), Shards)
+	v := n2.View()
+	require.Equal(t, "n2", v.Node)
+	require.Equal(t, []MemberView{{Name: "n1", URL: "http://n1", Alive: false}, {Name: "n2", URL: "http://n2", Alive: true}}, v.Members)
+}
