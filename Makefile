@@ -27,7 +27,7 @@ else
 RUN_WORKFLOW := the built-in example workflow (terraform is not on the PATH)
 endif
 
-.PHONY: build test lint run bench crash sim fuzz clean install-check
+.PHONY: build test lint run cluster cluster-crash bench crash sim fuzz clean install-check
 
 build:
 	$(GO) build -o bin/warden ./cmd/warden
@@ -52,6 +52,18 @@ run: build
 		--bootstrap exec --bootstrap-command "./bin/example-workflow bootstrap" \
 		--env-driver-command ./bin/example-preview --env-reconcile-every 10s \
 		--driver-env WARDEN_PREVIEW_DIR,WARDEN_EXAMPLE_SCRIPTS,WARDEN_BIN,WARDEN_TF_WORK,TF_CLI_CONFIG_FILE
+
+# Three nodes on this machine, each embedding an etcd member (see README,
+# "Running several nodes"); Ctrl-C stops all three.
+cluster: build
+	@echo "make cluster: dispatches go to $(RUN_WORKFLOW)"
+	./scripts/cluster.sh
+
+# The cluster's fault-injection run for as long as asked:
+# make cluster-crash DURATION=10m
+DURATION ?= 5m
+cluster-crash:
+	$(GO) run ./cmd/warden-cluster-crash -duration $(DURATION)
 
 # The PostgreSQL baseline needs Debian's postgresql package; the bench
 # installs it where it can and otherwise skips that row with a note.

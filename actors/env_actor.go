@@ -268,7 +268,7 @@ func (a *envActor) startEffects(env environment.Env, effects []environment.Effec
 		case environment.Do:
 			req := driver.CapabilityRequest{Capability: string(e.Capability), Op: string(e.Op), EnvID: id, Identity: e.Identity,
 				AttemptID: e.AttemptID, LeaseGeneration: e.LeaseGeneration, Generation: e.Generation, ExpectedRoute: e.ExpectedRoute,
-				Branch: env.Branch, Revision: env.Revision}
+				Branch: env.Branch, Revision: env.Revision, Epoch: sys.epochOf(kindEnv, id)}
 			drv := sys.cfg.Env.Drivers[e.Capability]
 			leaseFor := sys.cfg.Env.Machine.Config.LeaseFor
 			run, renews := sys.goEffect, true

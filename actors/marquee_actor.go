@@ -405,7 +405,7 @@ func (a *marqueeActor) startEffects(s marquee.State, effects []marquee.Effect) {
 			sys.route(kindPool, e.Pool, poolRelease{job: id})
 		case marquee.StartDispatch:
 			req := driver.DispatchRequest{MarqueeID: id, Generation: e.Generation, Action: string(e.Action), CallbackURL: sys.cfg.CallbackURL,
-				CallbackToken: sys.mintCallbackToken(id, e.Generation)}
+				CallbackToken: sys.mintCallbackToken(id, e.Generation), Epoch: sys.epochOf(kindMarquee, id)}
 			sys.goEffect(func(ctx context.Context) {
 				start := time.Now()
 				run, err := sys.cfg.Dispatcher.Dispatch(ctx, req)

@@ -17,7 +17,10 @@ type Metrics struct {
 	Actors       *prometheus.CounterVec
 	Restarts     *prometheus.CounterVec
 	Passivations *prometheus.CounterVec
-	Malformed    *prometheus.CounterVec
+	// Forwarded counts requests a cluster node passed to the owner of
+	// their entity (C4), by entity kind.
+	Forwarded *prometheus.CounterVec
+	Malformed *prometheus.CounterVec
 	// Failures counts marquees that failed, by the rule that failed them;
 	// Retries the retries warden made itself, by kind (O12).
 	Failures *prometheus.CounterVec
@@ -56,6 +59,8 @@ func NewMetrics() *Metrics {
 			Help: "Entity actors activated, by kind."}, []string{"kind"}),
 		Restarts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "warden_actor_restarts_total",
 			Help: "Entity actor failures handled by the supervisor, by kind."}, []string{"kind"}),
+		Forwarded: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "warden_cluster_forwarded_total",
+			Help: "Requests this node forwarded to the owner of their entity's shard, by kind."}, []string{"kind"}),
 		Passivations: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "warden_actor_passivations_total",
 			Help: "Idle entity actors stopped to release memory, by kind."}, []string{"kind"}),
 		Malformed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "warden_malformed_records_total",
@@ -81,7 +86,7 @@ func NewMetrics() *Metrics {
 		Help: "HTTP request durations by route pattern.", Buckets: buckets}, []string{"route"})
 	m.Registry.MustRegister(m.HTTPRequests, m.HTTPSeconds)
 	m.Registry.MustRegister(m.Failures, m.Retries, m.Drivers, m.PoolReserved, m.PoolQueued, m.PoolLimit, m.EnvTransitions, m.DriftFound, m.DriftResolved)
-	m.Registry.MustRegister(m.Callbacks, m.Decision, m.Persist, m.MailboxDepth, m.Actors, m.Restarts, m.Passivations, m.Malformed,
+	m.Registry.MustRegister(m.Callbacks, m.Decision, m.Persist, m.MailboxDepth, m.Actors, m.Restarts, m.Passivations, m.Forwarded, m.Malformed,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/wardenhq/warden/actors/errs"
 	"github.com/wardenhq/warden/persistence"
 )
 
@@ -126,6 +127,12 @@ func (r *registry) deliver(ctx actor.Context, k key, msg any) {
 	st.mu.Lock()
 	e := st.entries[k]
 	st.mu.Unlock()
+	if !r.sys.owns(k.kind, k.id) {
+		// Never a decision from a non-owner (C4): the shard moved after
+		// the message was routed.
+		answerErr(msg, fmt.Errorf("%w: %s %s is not owned by this node", errs.Moving, k.kind, k.id))
+		return
+	}
 	if e == nil {
 		if !r.sys.mayExist(k, msg) {
 			answerErr(msg, fmt.Errorf("%w: %s %s", ErrNotFound, k.kind, k.id))

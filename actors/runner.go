@@ -1,10 +1,12 @@
 package actors
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/wardenhq/warden/actors/entity"
+	"github.com/wardenhq/warden/actors/errs"
 	"github.com/wardenhq/warden/persistence"
 )
 
@@ -73,7 +75,12 @@ func (r *runner[S, E, A, F, R]) commit(ev E, next S, rd entity.Ready[A, F, R], d
 	if err := r.sys.fault(FaultBeforePersist, r.key.id); err != nil {
 		return fmt.Errorf("%w: persist %s %s: %v", ErrUnavailable, r.key.kind, r.key.id, err)
 	}
+	fence, err := r.sys.fenceOf(r.key.kind, r.key.id)
+	if err != nil {
+		return err // not this node's to write (C3): nothing is tried
+	}
 	b := r.sys.cfg.Store.NewBatch()
+	b.Fence(fence)
 	r.stage(b, r.rec, next, rd)
 	if delivery != nil {
 		d := *delivery
@@ -81,8 +88,11 @@ func (r *runner[S, E, A, F, R]) commit(ev E, next S, rd entity.Ready[A, F, R], d
 		b.PutDedup(d)
 	}
 	start := time.Now()
-	err := b.Commit()
+	err = b.Commit()
 	r.sys.cfg.Metrics.Persist.Observe(time.Since(start).Seconds())
+	if errors.Is(err, persistence.ErrFenced) {
+		return fmt.Errorf("%w: persist %s %s: %v", errs.Moving, r.key.kind, r.key.id, err)
+	}
 	if err != nil {
 		return fmt.Errorf("%w: persist %s %s: %v", ErrUnavailable, r.key.kind, r.key.id, err)
 	}
@@ -93,6 +103,12 @@ func (r *runner[S, E, A, F, R]) commit(ev E, next S, rd entity.Ready[A, F, R], d
 		r.after(ev, before, next, rd)
 	}
 	_ = r.sys.fault(FaultAfterPersist, r.key.id)
+	if !r.sys.owns(r.key.kind, r.key.id) {
+		// The lease lapsed between the commit and now: the new owner
+		// reconciles what this step would have started (C3, C5).
+		r.sys.log.Warn("effects not started: shard no longer owned", "kind", r.key.kind, "id", r.key.id)
+		return nil
+	}
 	r.start(next, rd.Effects)
 	_ = r.sys.fault(FaultAfterEffects, r.key.id)
 	r.sys.armWake(r.key, rd.Wake)

@@ -91,6 +91,11 @@ type Config struct {
 	// Secrets are the process's own secret values (tokens); driver output
 	// is scrubbed of them before it is logged or kept in history.
 	Secrets []string
+	// Cluster, when set, makes this system one node of a cluster (C2-C4):
+	// it acts only for the shards it owns, fences every commit, and hands
+	// cross-entity messages for other shards to their owners. Nil is the
+	// single-node default.
+	Cluster Cluster
 	// Plant disables one guard on purpose (see sim/planted.go); only the
 	// simulator's planted-bug runs set it.
 	Plant string
@@ -330,11 +335,12 @@ func (s *System) armIdleSweep() {
 // recover activates every pool (rebuilt from storage, A7) and wakes every
 // entity with a wake-index entry: due ones now, later ones by timer.
 func (s *System) recover() error {
-	names := make([]string, 0, len(s.cfg.Pools))
-	for n := range s.cfg.Pools {
-		names = append(names, n)
+	if s.cfg.Cluster != nil {
+		// A cluster node recovers each shard when it acquires it
+		// (AcquireShard); it owns nothing yet.
+		return nil
 	}
-	sort.Strings(names)
+	names := s.poolNames()
 	for _, n := range names {
 		if err := s.askPool(n, func(reply chan<- any) any { return poolPing{reply: reply} }); err != nil {
 			return fmt.Errorf("recover pool %s: %w", n, err)
@@ -355,6 +361,16 @@ func (s *System) recover() error {
 	}
 	s.log.Info("recovered", "pools", len(names), "wakes", len(wakes))
 	return nil
+}
+
+// poolNames are the configured pools, in order.
+func (s *System) poolNames() []string {
+	names := make([]string, 0, len(s.cfg.Pools))
+	for n := range s.cfg.Pools {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
 }
 
 // Ready reports whether recovery has finished and the system is not
@@ -436,6 +452,9 @@ func (s *System) ask(ctx context.Context, k kind, id string, build func(reply ch
 	if s.stopping.Load() {
 		return nil, ErrUnavailable
 	}
+	if !s.owns(k, id) {
+		return s.askRemote(ctx, k, id, build)
+	}
 	s.reg.mu.Lock()
 	e := s.reg.entries[key{k, id}]
 	s.reg.mu.Unlock()
@@ -483,6 +502,10 @@ func (s *System) askPool(name string, build func(reply chan<- any) any) error {
 // else (absent, parked) goes through the registry, which alone activates
 // actors, so two activations of one entity can never race.
 func (s *System) route(k kind, id string, msg any) {
+	if !s.owns(k, id) {
+		s.routeRemote(k, id, msg)
+		return
+	}
 	kk := key{k, id}
 	s.reg.mu.Lock()
 	e := s.reg.entries[kk]

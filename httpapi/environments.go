@@ -68,11 +68,15 @@ func decodeReason(body []byte) (struct{ Reason, Actor string }, error) {
 func (s *Server) routeEnvironments() {
 	r := s.routes
 	none := []queryRule{}
-	r.POST("/v1/environments", s.query(none, s.write(s.readyOp(s.createEnv))))
+	envInPath := pathEntity("environment", "id")
+	r.POST("/v1/environments", s.query(none, s.owned(bodyEntity("environment", func(b []byte) (string, error) {
+		c, err := DecodeEnvCreate(b)
+		return c.ID, err
+	}), s.write(s.readyOp(s.createEnv)))))
 	r.GET("/v1/environments", s.query(envListRules(), s.read(s.readyOp(s.listEnvs))))
 	r.GET("/v1/environments/:id", s.query([]queryRule{{name: "receipts"}}, s.read(s.readyOp(s.getEnv))))
-	r.POST("/v1/environments/:id/remove", s.query(none, s.write(s.readyOp(s.removeEnv))))
-	r.POST("/v1/environments/:id/actions/:action", s.query(none, s.write(s.readyOp(s.envAction))))
+	r.POST("/v1/environments/:id/remove", s.query(none, s.owned(envInPath, s.write(s.readyOp(s.removeEnv)))))
+	r.POST("/v1/environments/:id/actions/:action", s.query(none, s.owned(envInPath, s.write(s.readyOp(s.envAction)))))
 }
 
 func (s *Server) createEnv(w http.ResponseWriter, r *http.Request, _ httprouter.Params, op Operator) {

@@ -57,7 +57,11 @@ type Options struct {
 	// like the real webhook, answered without an actor. The benchmark's
 	// baseline; off in production.
 	NoopWebhook bool
-	Logger      *slog.Logger
+	// Cluster is this node's place in a cluster; nil is a single node.
+	// ClusterToken authenticates the nodes' messages to each other.
+	Cluster      ClusterNode
+	ClusterToken string
+	Logger       *slog.Logger
 }
 
 // Server is the API's http.Handler.
@@ -110,30 +114,40 @@ func New(sys *actors.System, o Options) *Server {
 		writeError(w, http.StatusInternalServerError, "internal", "internal error")
 	}
 	noQuery := []queryRule{}
-	r.POST("/v1/webhooks/terraform", s.query(noQuery, s.ready(s.webhook)))
+	marqueeInPath := pathEntity("marquee", "id")
+	r.POST("/v1/webhooks/terraform", s.query(noQuery, s.owned(bodyEntity("marquee", func(b []byte) (string, error) {
+		id, _, err := DecodeCallback(b)
+		return id, err
+	}), s.ready(s.webhook))))
 	if o.NoopWebhook {
 		r.POST("/v1/webhooks/noop", s.query(noQuery, s.ready(s.noop)))
 	}
-	r.POST("/v1/marquees", s.query(noQuery, s.write(s.readyOp(s.createMarquee))))
+	r.POST("/v1/marquees", s.query(noQuery, s.owned(bodyEntity("marquee", func(b []byte) (string, error) {
+		c, err := DecodeCreate(b)
+		return c.ID, err
+	}), s.write(s.readyOp(s.createMarquee)))))
 	r.GET("/v1/marquees", s.query(marqueeListRules(), s.read(s.readyOp(s.listMarquees))))
 	r.GET("/v1/marquees/:id", s.query(noQuery, s.read(s.readyOp(s.getMarquee))))
 	r.GET("/v1/marquees/:id/history", s.query([]queryRule{{name: "limit"}}, s.read(s.readyOp(s.history))))
-	r.POST("/v1/marquees/:id/redeploy", s.query(noQuery, s.write(s.readyOp(s.command(http.StatusAccepted, func(b []byte, by string) (marquee.Event, error) {
+	r.POST("/v1/marquees/:id/redeploy", s.query(noQuery, s.owned(marqueeInPath, s.write(s.readyOp(s.command(http.StatusAccepted, func(b []byte, by string) (marquee.Event, error) {
 		return marquee.Redeploy{By: by}, decodeEmpty(b)
-	})))))
-	r.POST("/v1/marquees/:id/destroy", s.query(noQuery, s.write(s.readyOp(s.command(http.StatusAccepted, decodeDestroy)))))
-	r.POST("/v1/marquees/:id/disable", s.query(noQuery, s.write(s.readyOp(s.command(http.StatusOK, func(b []byte, by string) (marquee.Event, error) {
+	}))))))
+	r.POST("/v1/marquees/:id/destroy", s.query(noQuery, s.owned(marqueeInPath, s.write(s.readyOp(s.command(http.StatusAccepted, decodeDestroy))))))
+	r.POST("/v1/marquees/:id/disable", s.query(noQuery, s.owned(marqueeInPath, s.write(s.readyOp(s.command(http.StatusOK, func(b []byte, by string) (marquee.Event, error) {
 		return marquee.Disable{By: by}, decodeEmpty(b)
-	})))))
-	r.POST("/v1/marquees/:id/actions/run-now", s.query(noQuery, s.write(s.readyOp(s.command(http.StatusAccepted, func(b []byte, by string) (marquee.Event, error) {
+	}))))))
+	r.POST("/v1/marquees/:id/actions/run-now", s.query(noQuery, s.owned(marqueeInPath, s.write(s.readyOp(s.command(http.StatusAccepted, func(b []byte, by string) (marquee.Event, error) {
 		return marquee.RunNow{By: by}, decodeEmpty(b)
-	})))))
-	r.POST("/v1/marquees/:id/enable", s.query(noQuery, s.write(s.readyOp(s.command(http.StatusOK, func(b []byte, by string) (marquee.Event, error) {
+	}))))))
+	r.POST("/v1/marquees/:id/enable", s.query(noQuery, s.owned(marqueeInPath, s.write(s.readyOp(s.command(http.StatusOK, func(b []byte, by string) (marquee.Event, error) {
 		return marquee.Enable{By: by}, decodeEmpty(b)
-	})))))
+	}))))))
 	s.routeEnvironments()
 	r.GET("/v1/pools", s.query(noQuery, s.read(s.readyOp(s.pools))))
-	r.GET("/v1/pools/:name", s.query(noQuery, s.read(s.readyOp(s.pool))))
+	r.GET("/v1/pools/:name", s.query(noQuery, s.owned(pathEntity("pool", "name"), s.read(s.readyOp(s.pool)))))
+	r.GET("/v1/cluster", s.query(noQuery, s.read(s.clusterView)))
+	r.POST("/v1/cluster/drain", s.query(noQuery, s.write(s.drain)))
+	r.POST("/v1/internal/messages", s.query(noQuery, s.internalMessage))
 	r.GET("/v1/actors", s.query(noQuery, s.read(s.actors)))
 	r.GET("/v1/openapi.json", s.query(noQuery, s.openAPI))
 	r.GET("/healthz", func(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {

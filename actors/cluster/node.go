@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net/http"
 	"sort"
 	"sync"
 	"time"
@@ -66,6 +67,10 @@ type Node struct {
 	lastRenewal time.Time
 	draining    bool
 	revoked     map[int64]bool
+
+	token    string
+	client   *http.Client
+	inflight chan struct{}
 
 	mu   sync.Mutex
 	view View

@@ -24,6 +24,9 @@ type CapabilityRequest struct {
 	ExpectedRoute   uint64 `json:"expected_route,omitempty"`
 	Branch          string `json:"branch"`
 	Revision        string `json:"revision"`
+	// Epoch is the calling node's shard epoch in a cluster, carried with
+	// the lease generation (C3, E7); 0 on a single node.
+	Epoch int64 `json:"epoch,omitempty"`
 }
 
 // CapabilityResult is the driver's machine-readable answer. For observe it

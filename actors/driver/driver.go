@@ -61,6 +61,10 @@ type DispatchRequest struct {
 	Action        string `json:"action"`
 	CallbackURL   string `json:"callback_url"`
 	CallbackToken string `json:"callback_token,omitempty"`
+	// Epoch is the dispatching node's epoch for the marquee's shard in a
+	// cluster (C3; 0 on a single node): a driver that remembers the
+	// highest epoch it saw per marquee can refuse an obsolete caller.
+	Epoch int64 `json:"epoch,omitempty"`
 }
 
 // Run is the workflow run a dispatch started, where the driver learns it

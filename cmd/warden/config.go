@@ -72,6 +72,18 @@ type config struct {
 	DriverEnv              []string
 	benchNoop              bool
 	cpuProfile             string
+	// Cluster (cluster.md): a node of several sharing one entity space on
+	// etcd; Node empty is the single-node default (C10).
+	Node               string
+	AdvertiseURL       string
+	EtcdEmbed          bool
+	EtcdPeerURL        string
+	EtcdClientURL      string
+	EtcdInitialCluster string
+	EtcdJoin           bool
+	EtcdEndpoints      []string
+	LeaseTTL           time.Duration
+	ClusterToken       string
 }
 
 // listFlag is a comma-separated list that may also be repeated.
@@ -212,6 +224,16 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.StringVar(&c.OperatorsFile, "operators-file", "", "named operators and viewers: `name role sha256-of-token` a line (T8)")
 	fs.StringVar(&c.SealKeyFile, "seal-key-file", "", "keyring that seals secrets at rest (default <data>/seal.key, created when absent) (T10)")
 	fs.Var(listFlag{&c.DriverEnv}, "driver-env", "environment variable passed to driver processes besides PATH, HOME, LANG, TMPDIR (repeatable) (T9)")
+	fs.StringVar(&c.Node, "node", "", "run as this node of a cluster on etcd (cluster.md); empty: a single node on Pebble")
+	fs.StringVar(&c.AdvertiseURL, "advertise-url", "", "URL the other nodes reach this node's HTTP on (default http://<listen>)")
+	fs.BoolVar(&c.EtcdEmbed, "etcd-embed", false, "run an etcd member inside this process, data under <data>/etcd")
+	fs.StringVar(&c.EtcdPeerURL, "etcd-peer-url", "", "the embedded member's peer URL, e.g. http://127.0.0.1:2380")
+	fs.StringVar(&c.EtcdClientURL, "etcd-client-url", "", "the embedded member's client URL, e.g. http://127.0.0.1:2379")
+	fs.StringVar(&c.EtcdInitialCluster, "etcd-initial-cluster", "", "every founding member: n1=peerURL,n2=peerURL,n3=peerURL")
+	fs.BoolVar(&c.EtcdJoin, "etcd-join", false, "the embedded member was added to a running cluster (etcdctl member add) rather than founding it")
+	fs.Var(listFlag{&c.EtcdEndpoints}, "etcd-endpoints", "client URLs of an existing etcd cluster (instead of --etcd-embed)")
+	fs.DurationVar(&c.LeaseTTL, "lease-ttl", 3*time.Second, "TTL of this node's shard lease: a dead node's shards move after about this long (C5)")
+	clusterFile := fs.String("cluster-token-file", "", "file holding the token the nodes of a cluster authenticate each other with (else WARDEN_CLUSTER_TOKEN)")
 	callbackFile := fs.String("callback-token-file", "", "file holding the callback token (else WARDEN_CALLBACK_TOKEN)")
 	operatorFile := fs.String("operator-token-file", "", "file holding the operator token (else WARDEN_OPERATOR_TOKEN)")
 	githubFile := fs.String("github-token-file", "", "file holding the GitHub token (else WARDEN_GITHUB_TOKEN)")
@@ -256,7 +278,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		file string
 		env  string
 	}{{&c.CallbackToken, *callbackFile, "WARDEN_CALLBACK_TOKEN"}, {&c.OperatorToken, *operatorFile, "WARDEN_OPERATOR_TOKEN"},
-		{&c.GitHubToken, *githubFile, "WARDEN_GITHUB_TOKEN"}, {&c.ControlPlaneToken, *cpFile, "WARDEN_CONTROL_PLANE_TOKEN"}} {
+		{&c.GitHubToken, *githubFile, "WARDEN_GITHUB_TOKEN"}, {&c.ControlPlaneToken, *cpFile, "WARDEN_CONTROL_PLANE_TOKEN"},
+		{&c.ClusterToken, *clusterFile, "WARDEN_CLUSTER_TOKEN"}} {
 		if *s.dst, err = secret(s.file, s.env, getenv); err != nil {
 			return c, err
 		}
@@ -298,6 +321,7 @@ func secret(file, env string, getenv func(string) string) (string, error) {
 
 func (c *config) validate() error {
 	var problems []string
+	problems = append(problems, c.validateCluster()...)
 	if c.OperatorToken == "" && c.OperatorsFile == "" {
 		problems = append(problems, "an operator is required (WARDEN_OPERATOR_TOKEN, --operator-token-file or --operators-file)")
 	}
@@ -398,4 +422,53 @@ func (c *config) validate() error {
 		return errors.New(strings.Join(problems, "; "))
 	}
 	return nil
+}
+
+// validateCluster checks the cluster flags: a node needs etcd (embedded or
+// external), a token for its peers, and the keys every node shares
+// (records sealed on one node are opened on another; a callback credential
+// minted by one is verified by any).
+func (c *config) validateCluster() []string {
+	var problems []string
+	if c.Node == "" {
+		if c.EtcdEmbed || len(c.EtcdEndpoints) > 0 {
+			problems = append(problems, "--etcd-embed and --etcd-endpoints need --node NAME")
+		}
+		return problems
+	}
+	if !validNodeName(c.Node) {
+		problems = append(problems, "--node: 1..32 of a-z, 0-9 and -")
+	}
+	if c.EtcdEmbed == (len(c.EtcdEndpoints) > 0) {
+		problems = append(problems, "--node needs exactly one of --etcd-embed or --etcd-endpoints")
+	}
+	if c.EtcdEmbed {
+		for name, v := range map[string]string{"--etcd-peer-url": c.EtcdPeerURL, "--etcd-client-url": c.EtcdClientURL, "--etcd-initial-cluster": c.EtcdInitialCluster} {
+			if v == "" {
+				problems = append(problems, name+" is required with --etcd-embed")
+			}
+		}
+	}
+	if c.ClusterToken == "" {
+		problems = append(problems, "a cluster token is required with --node (WARDEN_CLUSTER_TOKEN or --cluster-token-file; warden keygen DIR makes one)")
+	}
+	if c.SealKeyFile == "" || c.CallbackSigningKeyFile == "" {
+		problems = append(problems, "every node of a cluster shares its keys: --seal-key-file and --callback-signing-key-file (warden keygen DIR makes both)")
+	}
+	if c.LeaseTTL < 2*time.Second || c.LeaseTTL > time.Minute {
+		problems = append(problems, "--lease-ttl: 2s..1m")
+	}
+	return problems
+}
+
+func validNodeName(s string) bool {
+	if len(s) == 0 || len(s) > 32 {
+		return false
+	}
+	for _, r := range s {
+		if (r < 'a' || r > 'z') && (r < '0' || r > '9') && r != '-' {
+			return false
+		}
+	}
+	return true
 }

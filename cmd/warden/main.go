@@ -90,6 +90,9 @@ func newRoot(getenv func(string) string, stdout, stderr io.Writer) *cobra.Comman
 		own("mint-callback-token", "print a scoped callback credential: --marquee ID --generation N [--ttl 1h]", func(a []string) int {
 			return errCode(mintCallbackToken(a, getenv, stdout, stderr))
 		}),
+		own("keygen", "write the keys and token the nodes of a cluster share into DIR (where absent): warden keygen DIR", func(a []string) int {
+			return errCode(keygen(a, stdout))
+		}),
 		own("sim", "deterministic simulation: --seed N | --seeds K [--from N] [--check-determinism]", func(a []string) int {
 			return sim.Main(a, stdout, stderr, mdreport.Replace)
 		}),

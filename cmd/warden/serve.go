@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/wardenhq/warden/actors"
 	"github.com/wardenhq/warden/actors/clock"
+	"github.com/wardenhq/warden/actors/cluster"
 	"github.com/wardenhq/warden/actors/driver"
 	"github.com/wardenhq/warden/actors/environment"
 	"github.com/wardenhq/warden/actors/marquee"
@@ -94,13 +95,34 @@ func serve(args []string, getenv func(string) string, stderr io.Writer) error {
 	go func() { served <- srv.Serve(ln) }()
 	log.Info("listening", "addr", ln.Addr().String())
 
-	store, err := persistence.Open(c.Data, persistence.Options{Sealer: trust.NewSealer(tm.seal)})
-	if err != nil {
+	var store *persistence.Store
+	var cp *clusterParts
+	var node *cluster.Node
+	var sys *actors.System
+	if c.Node != "" {
+		if cp, err = openCluster(c, trust.NewSealer(tm.seal), log); err != nil {
+			_ = srv.Close()
+			return err
+		}
+		defer cp.close()
+		store = cp.store
+		node = cluster.NewNode(c.Node, advertiseURL(c), c.LeaseTTL, cluster.Etcd{C: cp.client}, time.Now, cluster.Hooks{
+			// The node ticks only once sys is running (runNode below).
+			Acquired: func(shard int, _ int64) { sys.AcquireShard(shard) },
+			Released: func(shard int) { sys.ReleaseShard(shard) },
+		}, log)
+		node.SetPeers(c.ClusterToken)
+	} else if store, err = persistence.Open(c.Data, persistence.Options{Sealer: trust.NewSealer(tm.seal)}); err != nil {
 		_ = srv.Close()
 		return err
 	}
 	defer store.Close()
-	sys, err := actors.Start(actors.Config{
+	var clusterCfg actors.Cluster
+	var clusterAPI httpapi.ClusterNode
+	if node != nil {
+		clusterCfg, clusterAPI = node, node
+	}
+	sys, err = actors.Start(actors.Config{
 		Store:        store,
 		Clock:        clock.Real{},
 		Machine:      marquee.Machine{Config: c.Rules},
@@ -118,6 +140,7 @@ func serve(args []string, getenv func(string) string, stderr io.Writer) error {
 		IdleAfter:        c.IdleAfter,
 		Secrets:          []string{c.CallbackToken, c.OperatorToken, c.GitHubToken, c.ControlPlaneToken},
 		Env:              envConfig(c),
+		Cluster:          clusterCfg,
 	})
 	if err != nil {
 		_ = srv.Close()
@@ -130,7 +153,8 @@ func serve(args []string, getenv func(string) string, stderr io.Writer) error {
 	sys.Metrics().Registry.MustRegister(buildInfo)
 	api := http.Handler(httpapi.New(sys, httpapi.Options{CallbackToken: c.CallbackToken, OperatorToken: c.OperatorToken,
 		Operators: tm.operators, CallbackModes: c.CallbackAuth, CallbackKeys: tm.signing, CallbackTokenTTL: c.CallbackTokenTTL,
-		Webhooks: tm.webhooks, OIDC: tm.oidc, ProtectMetrics: c.ProtectMetrics, NoopWebhook: c.benchNoop, Logger: log}))
+		Webhooks: tm.webhooks, OIDC: tm.oidc, ProtectMetrics: c.ProtectMetrics, NoopWebhook: c.benchNoop,
+		Cluster: clusterAPI, ClusterToken: c.ClusterToken, Logger: log}))
 	live.Store(&api)
 	log.Info("ready", "version", bi.Version, "commit", bi.CommitLabel(), "data", c.Data, "dispatch", c.Dispatch, "bootstrap", c.Bootstrap, "pools", poolFlag(c.Pools).String(),
 		"callback_auth", strings.Join(c.CallbackAuth, ","), "operators", len(tm.operators)+min(1, len(c.OperatorToken)))
@@ -138,21 +162,36 @@ func serve(args []string, getenv func(string) string, stderr io.Writer) error {
 	pruneStop := make(chan struct{})
 	go pruneDedup(store, clock.Real{}, c.DedupRetention, log, pruneStop)
 
+	drained := make(chan struct{})
+	nodeCtx, stopNode := context.WithCancel(context.Background())
+	defer stopNode()
+	if node != nil {
+		go runNode(nodeCtx, node, drained)
+		log.Info("cluster node", "node", c.Node, "advertise", advertiseURL(c), "lease_ttl", c.LeaseTTL)
+	}
+
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 	select {
 	case s := <-sig:
 		log.Info("shutting down", "signal", s.String())
+	case <-drained:
+		log.Info("drained: every shard handed over; stopping")
 	case err := <-served:
 		close(pruneStop)
 		return fmt.Errorf("http server: %w", err)
 	}
 	close(pruneStop)
 	// Stop accepting new work (503 + Retry-After), let what is in hand
-	// finish, then close the listener and flush the store.
+	// finish, hand the shards back (a cluster node), then close the
+	// listener and flush the store.
 	ctx, cancel := context.WithTimeout(context.Background(), c.ShutdownGrace)
 	defer cancel()
 	sys.Stop(ctx)
+	if node != nil {
+		stopNode()
+		node.Leave(ctx)
+	}
 	_ = srv.Shutdown(ctx)
 	if err := store.Close(); err != nil {
 		return fmt.Errorf("close store: %w", err)
@@ -231,8 +270,9 @@ func envConfig(c config) actors.EnvConfig {
 	ec := actors.EnvConfig{Machine: environment.Machine{Config: mc}, Worker: fmt.Sprintf("warden@%s/%d", host, os.Getpid()),
 		Notifier: notifier(c), ReconcileEvery: c.EnvReconcileEvery,
 		// One process holds the Pebble lock: a lease owner other than this
-		// process found at start died with its process.
-		ExclusiveStore: true}
+		// process found at start died with its process. On a cluster's
+		// shared store another node's worker may be alive.
+		ExclusiveStore: c.Node == ""}
 	if len(c.EnvDriverCommand) > 0 {
 		d := &driver.ExecCapability{Exec: driver.Exec{Command: c.EnvDriverCommand, Timeout: c.EnvDriverTimeout, PassEnv: c.DriverEnv}}
 		ec.Drivers = actors.DriverForAll(d)

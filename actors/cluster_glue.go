@@ -1,0 +1,249 @@
+package actors
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/wardenhq/warden/actors/errs"
+	"github.com/wardenhq/warden/actors/marquee"
+	"github.com/wardenhq/warden/persistence"
+)
+
+// Cluster is what the actor system needs from a cluster node (C2-C4); nil
+// in Config means a single node, and nothing below runs.
+type Cluster interface {
+	// Shard is the shard of an entity.
+	Shard(kind, id string) int
+	// Fence is the fence of a write in shard, or errs.Moving when this node
+	// may not write it now.
+	Fence(shard int) (persistence.Fence, error)
+	// Deliver sends a cross-entity message to the node owning shard, at
+	// least once (retried until that node accepts it or a bound passes).
+	Deliver(shard int, body []byte)
+	// Ask sends a message to the node owning shard and returns its answer.
+	Ask(ctx context.Context, shard int, body []byte) ([]byte, error)
+}
+
+// owns reports whether this node may act for the entity now (always on a
+// single node).
+func (s *System) owns(k kind, id string) bool {
+	c := s.cfg.Cluster
+	if c == nil {
+		return true
+	}
+	_, err := c.Fence(c.Shard(string(k), id))
+	return err == nil
+}
+
+// fenceOf is the fence a commit of the entity carries; zero on a single
+// node.
+func (s *System) fenceOf(k kind, id string) (persistence.Fence, error) {
+	c := s.cfg.Cluster
+	if c == nil {
+		return persistence.Fence{}, nil
+	}
+	return c.Fence(c.Shard(string(k), id))
+}
+
+// Epoch is this node's epoch for the entity's shard, carried by effects
+// beside the lease generation (C3) so that a driver can refuse an obsolete
+// caller; 0 on a single node.
+func (s *System) epochOf(k kind, id string) int64 {
+	f, _ := s.fenceOf(k, id)
+	return f.Epoch
+}
+
+// remoteMsg is a cross-entity message on the wire between nodes (C4): the
+// few messages one entity sends another (marquee and pool, environment and
+// branch). Each is idempotent (A6, E8), so at-least-once delivery is
+// enough.
+type remoteMsg struct {
+	Kind     string `json:"kind"`
+	ID       string `json:"id"`
+	Type     string `json:"type"`
+	Job      string `json:"job,omitempty"`
+	Status   string `json:"status,omitempty"`
+	Sequence uint64 `json:"sequence,omitempty"`
+}
+
+const (
+	remotePoolAsk       = "pool_ask"
+	remotePoolRelease   = "pool_release"
+	remoteAdmission     = "admission_decided"
+	remoteQueueFull     = "queue_full"
+	remoteBranchNext    = "branch_next"
+	maxRemoteMessageLen = 4 << 10
+)
+
+// encodeRemote is the wire form of a message that may cross nodes; false
+// for the rest (timers, effect results, retries), which only the owner
+// acts on and which the new owner derives again when it recovers.
+func encodeRemote(k kind, id string, msg any) ([]byte, bool) {
+	m := remoteMsg{Kind: string(k), ID: id}
+	switch v := msg.(type) {
+	case poolAsk:
+		m.Type, m.Job = remotePoolAsk, v.job
+	case poolRelease:
+		m.Type, m.Job = remotePoolRelease, v.job
+	case marquee.AdmissionDecided:
+		m.Type, m.Status, m.Sequence = remoteAdmission, string(v.Status), v.Sequence
+	case effectDone:
+		if d, ok := v.ev.(marquee.DispatchFinished); ok && d.Outcome == marquee.DispatchConfiguration && d.Generation == 0 {
+			m.Type = remoteQueueFull
+		} else {
+			return nil, false
+		}
+	case branchNext:
+		m.Type = remoteBranchNext
+	default:
+		return nil, false
+	}
+	b, _ := json.Marshal(m)
+	return b, true
+}
+
+// decodeRemote reads a message from another node: bounded, strict, and
+// only the kinds and types above.
+func decodeRemote(b []byte) (remoteMsg, error) {
+	var m remoteMsg
+	if len(b) > maxRemoteMessageLen {
+		return m, fmt.Errorf("%w: message of %d bytes; at most %d", errs.Invalid, len(b), maxRemoteMessageLen)
+	}
+	if err := json.Unmarshal(b, &m); err != nil {
+		return m, fmt.Errorf("%w: message does not decode: %v", errs.Invalid, err)
+	}
+	want := map[string]kind{remotePoolAsk: kindPool, remotePoolRelease: kindPool, remoteAdmission: kindMarquee,
+		remoteQueueFull: kindMarquee, remoteBranchNext: kindBranch}[m.Type]
+	switch {
+	case want == "":
+		return m, fmt.Errorf("%w: unknown message type %q", errs.Invalid, m.Type)
+	case kind(m.Kind) != want:
+		return m, fmt.Errorf("%w: a %s message is for a %s, not a %q", errs.Invalid, m.Type, want, m.Kind)
+	case m.ID == "" || len(m.ID) > 200:
+		return m, fmt.Errorf("%w: entity id of 1..200 bytes", errs.Invalid)
+	case m.Type == remoteAdmission && m.Status != string(marquee.AdmissionReserved) && m.Status != string(marquee.AdmissionQueued):
+		return m, fmt.Errorf("%w: admission status %q", errs.Invalid, m.Status)
+	}
+	return m, nil
+}
+
+// routeRemote hands a message for an entity this node does not own to its
+// owner, or, for one only an owner acts on, refuses it (a waiting caller
+// hears errs.Moving and tries again).
+func (s *System) routeRemote(k kind, id string, msg any) {
+	c := s.cfg.Cluster
+	if _, isAsk := msg.(branchNext); !isAsk {
+		if b, ok := encodeRemote(k, id, msg); ok {
+			c.Deliver(c.Shard(string(k), id), b)
+			return
+		}
+	}
+	answerErr(msg, fmt.Errorf("%w: %s %s is not owned by this node", errs.Moving, k, id))
+}
+
+// askRemote asks another node's entity (a branch's next route generation).
+func (s *System) askRemote(ctx context.Context, k kind, id string, build func(reply chan<- any) any) (any, error) {
+	msg := build(make(chan any, 1))
+	b, ok := encodeRemote(k, id, msg)
+	if !ok {
+		return nil, fmt.Errorf("%w: %s %s is not owned by this node", errs.Moving, k, id)
+	}
+	c := s.cfg.Cluster
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.AskTimeout)
+	defer cancel()
+	ans, err := c.Ask(ctx, c.Shard(string(k), id), b)
+	if err != nil {
+		return nil, err
+	}
+	var g struct {
+		Generation uint64 `json:"generation"`
+	}
+	if err := json.Unmarshal(ans, &g); err != nil || g.Generation == 0 {
+		return nil, fmt.Errorf("%w: %s %s answered %q", ErrUnavailable, k, id, ans)
+	}
+	return g.Generation, nil
+}
+
+// DeliverRemote takes a message another node sent (POST
+// /v1/internal/messages): routed if this node owns the entity, else
+// errs.Moving so the sender asks again; an ask's answer is returned.
+func (s *System) DeliverRemote(ctx context.Context, b []byte) ([]byte, error) {
+	m, err := decodeRemote(b)
+	if err != nil {
+		return nil, err
+	}
+	k := kind(m.Kind)
+	if !s.owns(k, m.ID) {
+		return nil, fmt.Errorf("%w: %s %s is not owned by this node", errs.Moving, k, m.ID)
+	}
+	switch m.Type {
+	case remotePoolAsk:
+		s.route(k, m.ID, poolAsk{job: m.Job})
+	case remotePoolRelease:
+		s.route(k, m.ID, poolRelease{job: m.Job})
+	case remoteAdmission:
+		s.route(k, m.ID, marquee.AdmissionDecided{Status: marquee.AdmissionStatus(m.Status), Sequence: m.Sequence})
+	case remoteQueueFull:
+		s.route(k, m.ID, effectDone{ev: marquee.DispatchFinished{Outcome: marquee.DispatchConfiguration}})
+	case remoteBranchNext:
+		g, err := s.ask(ctx, k, m.ID, func(reply chan<- any) any { return branchNext{reply: reply} })
+		if err != nil {
+			return nil, err
+		}
+		return json.Marshal(map[string]uint64{"generation": g.(uint64)})
+	}
+	return []byte(`{}`), nil
+}
+
+// AcquireShard recovers a shard this node now owns, as a single node
+// recovers at start (A7, M23): its pools are rebuilt, and its entities
+// with a wake-index entry are woken, due ones now.
+func (s *System) AcquireShard(shard int) {
+	c := s.cfg.Cluster
+	for _, name := range s.poolNames() {
+		if c.Shard(string(kindPool), name) == shard {
+			go func() {
+				if err := s.askPool(name, func(reply chan<- any) any { return poolPing{reply: reply} }); err != nil {
+					s.log.Warn("recover pool", "pool", name, "err", err)
+				}
+			}()
+		}
+	}
+	wakes, err := s.cfg.Store.Wakes(time.Unix(0, 1<<62))
+	if err != nil {
+		s.log.Error("recover shard: read wake index", "shard", shard, "err", err)
+		return
+	}
+	n := 0
+	for _, w := range wakes {
+		k := key{kindMarquee, w.ID}
+		if w.Kind == persistence.KindEnvironment {
+			k = key{kindEnv, w.ID}
+		}
+		if c.Shard(string(k.kind), k.id) == shard {
+			s.armWake(k, w.At)
+			n++
+		}
+	}
+	s.log.Info("shard recovered", "shard", shard, "wakes", n)
+}
+
+// ReleaseShard stops the actors of a shard this node no longer owns. A
+// message already in a mailbox is handled first and fails its fence, so
+// its caller hears errs.Moving at once instead of waiting out its ask.
+func (s *System) ReleaseShard(shard int) {
+	c := s.cfg.Cluster
+	s.reg.mu.Lock()
+	var pids []*entry
+	for k, e := range s.reg.entries {
+		if e.pid != nil && c.Shard(string(k.kind), k.id) == shard {
+			pids = append(pids, e)
+		}
+	}
+	s.reg.mu.Unlock()
+	for _, e := range pids {
+		s.as.Root.Poison(e.pid)
+	}
+}

@@ -1,0 +1,194 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/julienschmidt/httprouter"
+
+	"github.com/wardenhq/warden/actors/cluster"
+	"github.com/wardenhq/warden/actors/errs"
+)
+
+// ClusterNode is this process's place in a cluster (C4, C9); nil in
+// Options is a single node.
+type ClusterNode interface {
+	Name() string
+	View() cluster.View
+	// OwnerURL is the owner of shard and its URL; "" while it moves.
+	OwnerURL(shard int) (owner, url string)
+	Drain(ctx context.Context) error
+	Owns(shard int) bool
+}
+
+// forwardedBy marks a request one node passed to another: a node that
+// receives one for a shard it does not own answers 503 instead of passing
+// it on, so a request makes at most one hop and never loops (C4).
+const forwardedBy = "X-Warden-Forwarded-By"
+
+// maxForwardedAnswer bounds the owner's answer a forwarding node relays.
+const maxForwardedAnswer = 1 << 20
+
+// entityOf names the entity a request acts on: its kind (as the actor
+// system spells it) and id, from the path or, for creates and callbacks,
+// from the body; ok false when the request names none (it is answered
+// where it is, with its 400).
+type entityOf func(r *http.Request, p httprouter.Params, body []byte) (kind, id string, ok bool)
+
+func pathEntity(kind, param string) entityOf {
+	return func(_ *http.Request, p httprouter.Params, _ []byte) (string, string, bool) {
+		return kind, p.ByName(param), p.ByName(param) != ""
+	}
+}
+
+func bodyEntity(kind string, idOf func([]byte) (string, error)) entityOf {
+	return func(_ *http.Request, _ httprouter.Params, body []byte) (string, string, bool) {
+		id, err := idOf(body)
+		return kind, id, err == nil && id != ""
+	}
+}
+
+// owned wraps a route that makes a decision for one entity: on a cluster
+// node that does not own the entity it forwards the request, as it came
+// (the owner authenticates it itself), to the owner; while the shard has
+// no owner it answers 503 with Retry-After (C4). On a single node it is
+// the handler itself.
+func (s *Server) owned(ent entityOf, h httprouter.Handle) httprouter.Handle {
+	node := s.opts.Cluster
+	if node == nil {
+		return h
+	}
+	return func(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+		var body []byte
+		if r.Method == http.MethodPost {
+			b, ok := readBody(w, r, true)
+			if !ok {
+				return
+			}
+			body = b
+			r.Body = io.NopCloser(bytes.NewReader(body))
+		}
+		kind, id, ok := ent(r, p, body)
+		if !ok {
+			h(w, r, p)
+			return
+		}
+		shard := cluster.ShardOf(kind, id)
+		if node.Owns(shard) {
+			h(w, r, p)
+			return
+		}
+		owner, url := node.OwnerURL(shard)
+		switch {
+		case r.Header.Get(forwardedBy) != "":
+			s.writeErr(w, fmt.Errorf("%w: %s %s: forwarded by %s to %s, which does not own shard %d (now %q); one hop only",
+				errs.Moving, kind, id, r.Header.Get(forwardedBy), node.Name(), shard, owner))
+		case url == "":
+			s.writeErr(w, fmt.Errorf("%w: %s %s: shard %d is moving", errs.Moving, kind, id, shard))
+		default:
+			s.forward(w, r, body, url, kind, id)
+		}
+	}
+}
+
+// peerClient forwards requests to owners: loopback or LAN, so a short
+// timeout; an owner that does not answer in time is a shard about to move.
+var peerClient = &http.Client{Timeout: 15 * time.Second}
+
+// forward relays the request to the owner and its answer back. A transport
+// failure has an unknown outcome: the caller hears 503 and retries with
+// the same delivery id, which the owner deduplicates.
+func (s *Server) forward(w http.ResponseWriter, r *http.Request, body []byte, ownerURL, kind, id string) {
+	req, err := http.NewRequestWithContext(r.Context(), r.Method, strings.TrimRight(ownerURL, "/")+r.URL.RequestURI(), bytes.NewReader(body))
+	if err != nil {
+		s.writeErr(w, fmt.Errorf("%w: %s %s: %v", errs.Moving, kind, id, err))
+		return
+	}
+	for name, vals := range r.Header {
+		req.Header[name] = vals
+	}
+	req.Header.Set(forwardedBy, s.opts.Cluster.Name())
+	resp, err := peerClient.Do(req)
+	if err != nil {
+		s.writeErr(w, fmt.Errorf("%w: %s %s: its owner did not answer", errs.Moving, kind, id))
+		return
+	}
+	defer resp.Body.Close()
+	ans, err := io.ReadAll(io.LimitReader(resp.Body, maxForwardedAnswer))
+	if err != nil {
+		s.writeErr(w, fmt.Errorf("%w: %s %s: its owner's answer was cut off", errs.Moving, kind, id))
+		return
+	}
+	for _, h := range []string{"Content-Type", "Retry-After", "Location"} {
+		if v := resp.Header.Get(h); v != "" {
+			w.Header().Set(h, v)
+		}
+	}
+	s.sys.Metrics().Forwarded.WithLabelValues(kind).Inc()
+	w.WriteHeader(resp.StatusCode)
+	_, _ = w.Write(ans)
+}
+
+// clusterView is GET /v1/cluster (C9).
+func (s *Server) clusterView(w http.ResponseWriter, _ *http.Request, _ httprouter.Params, _ Operator) {
+	if s.opts.Cluster == nil {
+		writeError(w, http.StatusNotFound, "not_found", "this warden is a single node (started without --node)")
+		return
+	}
+	writeJSON(w, http.StatusOK, s.opts.Cluster.View())
+}
+
+// drain is POST /v1/cluster/drain: this node hands its shards over, then
+// the process stops (C9).
+func (s *Server) drain(w http.ResponseWriter, r *http.Request, _ httprouter.Params, op Operator) {
+	if s.opts.Cluster == nil {
+		writeError(w, http.StatusNotFound, "not_found", "this warden is a single node (started without --node)")
+		return
+	}
+	body, ok := readBody(w, r, true)
+	if !ok {
+		return
+	}
+	if err := decodeEmpty(body); err != nil {
+		s.badRequest(w, err)
+		return
+	}
+	if err := s.opts.Cluster.Drain(r.Context()); err != nil {
+		s.writeErr(w, fmt.Errorf("%w: drain: %v", errs.Unavailable, err))
+		return
+	}
+	s.log.Info("drain requested", "node", s.opts.Cluster.Name(), "by", op.Name)
+	writeJSON(w, http.StatusAccepted, s.opts.Cluster.View())
+}
+
+// internalMessage is POST /v1/internal/messages: a cross-entity message
+// from another node (C4), authenticated by the cluster's shared token.
+func (s *Server) internalMessage(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	if s.opts.Cluster == nil || s.opts.ClusterToken == "" {
+		writeError(w, http.StatusNotFound, "not_found", "no such endpoint")
+		return
+	}
+	want := sha256.Sum256([]byte(s.opts.ClusterToken))
+	got := sha256.Sum256([]byte(strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")))
+	if subtle.ConstantTimeCompare(want[:], got[:]) != 1 {
+		writeError(w, http.StatusUnauthorized, "unauthorized", "a cluster token is required")
+		return
+	}
+	body, ok := readBody(w, r, false)
+	if !ok {
+		return
+	}
+	ans, err := s.sys.DeliverRemote(r.Context(), body)
+	if err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	writeRaw(w, http.StatusOK, ans)
+}

@@ -1,0 +1,35 @@
+#!/bin/sh
+# make cluster: three warden nodes on this machine, each embedding an etcd
+# member (cluster.md C10). HTTP on 127.0.0.1:8181, :8182, :8183; etcd
+# clients on :2381-2383 and peers on :2391-2393; data under ./data/cluster.
+# Ctrl-C stops all three.
+set -eu
+BIN=${BIN:-./bin/warden}
+DIR=${CLUSTER_DATA:-./data/cluster}
+mkdir -p "$DIR"
+chmod 700 "$DIR"
+"$BIN" keygen "$DIR/shared"
+INITIAL=n1=http://127.0.0.1:2391,n2=http://127.0.0.1:2392,n3=http://127.0.0.1:2393
+pids=""
+stop() {
+	trap - INT TERM
+	[ -n "$pids" ] && kill $pids 2>/dev/null
+	wait
+	exit 0
+}
+trap stop INT TERM
+for i in 1 2 3; do
+	"$BIN" serve --node "n$i" --listen "127.0.0.1:818$i" --data "$DIR/n$i" \
+		--etcd-embed --etcd-peer-url "http://127.0.0.1:239$i" --etcd-client-url "http://127.0.0.1:238$i" \
+		--etcd-initial-cluster "$INITIAL" \
+		--seal-key-file "$DIR/shared/seal.key" --callback-signing-key-file "$DIR/shared/callback-signing.key" \
+		--cluster-token-file "$DIR/shared/cluster.token" \
+		--dispatch exec --dispatch-command ./bin/example-workflow \
+		--bootstrap exec --bootstrap-command "./bin/example-workflow bootstrap" \
+		--env-driver-command ./bin/example-preview --env-reconcile-every 10s \
+		--driver-env WARDEN_PREVIEW_DIR,WARDEN_EXAMPLE_SCRIPTS,WARDEN_BIN,WARDEN_TF_WORK,TF_CLI_CONFIG_FILE \
+		2>&1 | sed "s/^/n$i: /" &
+	pids="$pids $!"
+done
+echo "make cluster: n1 http://127.0.0.1:8181, n2 http://127.0.0.1:8182, n3 http://127.0.0.1:8183 (Ctrl-C stops all three)"
+wait
