@@ -41,7 +41,12 @@ func newFake() *fakeEtcd {
 
 func (f *fakeEtcd) clock() time.Time { f.mu.Lock(); defer f.mu.Unlock(); return f.now }
 
-func (f *fakeEtcd) advance(d time.Duration) { f.mu.Lock(); f.now = f.now.Add(d); f.expire(); f.mu.Unlock() }
+func (f *fakeEtcd) advance(d time.Duration) {
+	f.mu.Lock()
+	f.now = f.now.Add(d)
+	f.expire()
+	f.mu.Unlock()
+}
 
 func (f *fakeEtcd) expire() {
 	for id, exp := range f.leases {
