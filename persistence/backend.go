@@ -44,6 +44,11 @@ type Writes interface {
 type Fence struct {
 	Key   string
 	Epoch int64
+	// Audit, if set, is a key the transaction also writes the epoch to: a
+	// record, in the store's own history, of the epoch every write was
+	// fenced at, which the cluster harness checks against the shard key's
+	// history (no write accepted from a stale epoch, C6).
+	Audit string
 }
 
 // IsZero reports an unfenced (single-node) write.

@@ -3,6 +3,7 @@ package persistence
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -111,10 +112,14 @@ func (w *etcdWrites) Commit(f Fence) error {
 	ctx, cancel := w.e.ctx()
 	defer cancel()
 	txn := w.e.c.Txn(ctx)
+	ops := w.ops
 	if !f.IsZero() {
 		txn = txn.If(clientv3.Compare(clientv3.ModRevision(f.Key), "=", f.Epoch))
+		if f.Audit != "" {
+			ops = append(ops, clientv3.OpPut(f.Audit, strconv.FormatInt(f.Epoch, 10)))
+		}
 	}
-	r, err := txn.Then(w.ops...).Commit()
+	r, err := txn.Then(ops...).Commit()
 	if err != nil {
 		return err
 	}

@@ -46,6 +46,10 @@ func ShardOf(kind, id string) int {
 // ShardKey is the etcd key a shard's owner holds.
 func ShardKey(shard int) string { return fmt.Sprintf("warden/shard/%03d", shard) }
 
+// AuditKey is where every fenced transaction of shard writes the epoch it
+// was fenced at (persistence.Fence.Audit).
+func AuditKey(shard int) string { return fmt.Sprintf("warden/fenced/%03d", shard) }
+
 // MemberKey is the etcd key a live node holds.
 func MemberKey(name string) string { return "warden/member/" + name }
 
@@ -106,7 +110,7 @@ func (t *Table) Fence(shard int) (persistence.Fence, error) {
 	if !t.now().Before(t.validUntil) {
 		return persistence.Fence{}, fmt.Errorf("%w: this node's lease lapsed", errs.Moving)
 	}
-	return persistence.Fence{Key: ShardKey(shard), Epoch: epoch}, nil
+	return persistence.Fence{Key: ShardKey(shard), Epoch: epoch, Audit: AuditKey(shard)}, nil
 }
 
 // Owns reports whether this node may act for shard now.

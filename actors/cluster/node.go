@@ -48,7 +48,7 @@ type Hooks struct {
 // lease's local deadline for the round trip of the renewal and a clock
 // that runs a little slower than etcd's.
 const (
-	tick            = 200 * time.Millisecond
+	tick            = 100 * time.Millisecond
 	safety          = 300 * time.Millisecond
 	maxMovesPerTick = 2
 )

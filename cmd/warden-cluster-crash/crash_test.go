@@ -1,0 +1,78 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/wardenhq/warden/actors/cluster"
+)
+
+// TestClusterUnderFaults is C7's short run: three real nodes, each
+// embedding an etcd member, with owner kills, pauses past the lease, a
+// rolling restart and a member added and removed, and the history checked
+// for C6 at the end. `make cluster-crash` runs it for longer.
+func TestClusterUnderFaults(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three warden processes")
+	}
+	rep, err := Run(Options{Duration: 75 * time.Second, MinKills: 6, MinPauses: 3, Seed: time.Now().UnixNano(), Log: os.Stderr})
+	t.Log(rep)
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, rep.Kills, 6)
+	require.GreaterOrEqual(t, rep.Pauses, 3)
+	require.Equal(t, 1, rep.MembersAdded)
+	require.Equal(t, 1, rep.MembersRemoved)
+	require.Positive(t, rep.AppliedChecked, "callbacks were acknowledged and found again")
+	require.Positive(t, rep.FencedTxns, "the store's history was read and checked")
+}
+
+func put(key, val string, rev int64) *clientv3.Event {
+	return &clientv3.Event{Type: mvccpb.PUT, Kv: &mvccpb.KeyValue{Key: []byte(key), Value: []byte(val), ModRevision: rev}}
+}
+
+func del(key string, rev int64) *clientv3.Event {
+	return &clientv3.Event{Type: mvccpb.DELETE, Kv: &mvccpb.KeyValue{Key: []byte(key), ModRevision: rev}}
+}
+
+// TestHistoryCheckFindsEachViolation: the history check is not a check
+// that cannot fail. A write fenced at an epoch its shard key no longer
+// has, a data write without a fence, a write outside its fence's shard and
+// a pool over its limit are each found.
+func TestHistoryCheckFindsEachViolation(t *testing.T) {
+	s := cluster.ShardOf("marquee", "m-1")
+	shard, audit := cluster.ShardKey(s), cluster.AuditKey(s)
+	other := "m-2"
+	for cluster.ShardOf("marquee", other) == s {
+		other += "x"
+	}
+	ok := []*clientv3.Event{
+		put(shard, "n1", 5),
+		put("warden/d/m/m-1", "\x01{}", 6), put(audit, "5", 6),
+	}
+	require.NoError(t, replayHistory(ok, &Report{}))
+
+	stale := append(append([]*clientv3.Event(nil), ok...),
+		del(shard, 7), put(shard, "n2", 8),
+		put("warden/d/m/m-1", "\x01{}", 9), put(audit, "5", 9)) // n1, paused, wrote late
+	require.ErrorContains(t, replayHistory(stale, &Report{}), "stale epoch")
+
+	unfenced := append(append([]*clientv3.Event(nil), ok...), put("warden/d/m/m-1", "\x01{}", 7))
+	require.ErrorContains(t, replayHistory(unfenced, &Report{}), "without a fence")
+
+	elsewhere := append(append([]*clientv3.Event(nil), ok...), put("warden/d/m/"+other, "\x01{}", 7), put(audit, "5", 7))
+	require.ErrorContains(t, replayHistory(elsewhere, &Report{}), "wrote m/"+other)
+
+	pool := cluster.ShardOf("pool", "default")
+	over := []*clientv3.Event{put(cluster.ShardKey(pool), "n1", 2)}
+	for i := 0; i <= poolLimit; i++ {
+		rev := int64(3 + i)
+		over = append(over, put(fmt.Sprintf("warden/d/a/default/m-%d", i), "\x01{\"status\":\"reserved\"}", rev), put(cluster.AuditKey(pool), "2", rev))
+	}
+	require.ErrorContains(t, replayHistory(over, &Report{}), "I7")
+}

@@ -1,0 +1,732 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/wardenhq/warden/actors/cluster"
+)
+
+// Options of one run.
+type Options struct {
+	Duration  time.Duration
+	MinKills  int
+	MinPauses int
+	Seed      int64
+	Binary    string
+	Log       io.Writer
+}
+
+// Report is what a run measured.
+type Report struct {
+	Seed            int64
+	Kills           int
+	Pauses          int
+	RollingRestarts int
+	MembersAdded    int
+	MembersRemoved  int
+	Marquees        int
+	Dispatches      int
+	AppliedChecked  int
+	// Ops counts client operations by result: ok, failed, unknown.
+	Ops map[string]int
+	// Revisions is how many revisions of etcd's history were checked;
+	// FencedTxns how many transactions carried an epoch.
+	Revisions  int
+	FencedTxns int
+	MaxAdmit   int
+	Failovers  []time.Duration
+	Elapsed    time.Duration
+}
+
+func (r Report) String() string {
+	p50, worst := percentile(r.Failovers, 50), percentile(r.Failovers, 100)
+	return fmt.Sprintf("seed=%d owner-kills=%d pauses-past-lease=%d rolling-restarts=%d members-added=%d members-removed=%d marquees=%d dispatches=%d "+
+		"applied-callbacks-checked=%d ops-ok=%d ops-failed=%d ops-unknown=%d revisions-checked=%d fenced-transactions=%d most-reserved=%d/%d "+
+		"failover-p50=%s failover-max=%s elapsed=%s",
+		r.Seed, r.Kills, r.Pauses, r.RollingRestarts, r.MembersAdded, r.MembersRemoved, r.Marquees, r.Dispatches, r.AppliedChecked,
+		r.Ops["ok"], r.Ops["failed"], r.Ops["unknown"], r.Revisions, r.FencedTxns, r.MaxAdmit, poolLimit,
+		p50.Round(time.Millisecond), worst.Round(time.Millisecond), r.Elapsed.Round(time.Second))
+}
+
+func percentile(ds []time.Duration, p int) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[min(len(s)-1, (len(s)-1)*p/100)]
+}
+
+const (
+	cbToken   = "cluster-callback-token"
+	opToken   = "cluster-operator-token"
+	poolLimit = 3
+	// leaseTTL is the nodes' lease: the shortest --lease-ttl allows, so a
+	// run sees many failovers.
+	leaseTTL = 2 * time.Second
+)
+
+type node struct {
+	name                 string
+	httpAddr, peer, cURL string
+	dir                  string
+	cmd                  *exec.Cmd
+	exited               chan struct{}
+	up                   bool // started and not killed
+}
+
+type harness struct {
+	o      Options
+	rnd    *rand.Rand
+	rndMu  sync.Mutex
+	dir    string
+	bin    string
+	shared string
+	gh     *httptest.Server
+	client *http.Client
+	stop   atomic.Bool
+	wg     sync.WaitGroup
+
+	nodesMu sync.Mutex
+	nodes   []*node
+
+	mu        sync.Mutex
+	dispatch  map[string]map[uint64]int
+	dispCount int
+	applied   map[string][]string
+	created   []string
+	ops       map[string]int
+	seq       atomic.Uint64
+	logMu     sync.Mutex
+}
+
+func (h *harness) logf(format string, args ...any) {
+	if h.o.Log == nil {
+		return
+	}
+	h.logMu.Lock()
+	defer h.logMu.Unlock()
+	fmt.Fprintf(h.o.Log, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05.000")}, args...)...)
+}
+
+func (h *harness) intn(n int) int {
+	h.rndMu.Lock()
+	defer h.rndMu.Unlock()
+	return h.rnd.Intn(n)
+}
+
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+// Run runs one fault-injection test of a three-node cluster.
+func Run(o Options) (rep Report, err error) {
+	start := time.Now()
+	h := &harness{o: o, rnd: rand.New(rand.NewSource(o.Seed)), dispatch: map[string]map[uint64]int{},
+		applied: map[string][]string{}, ops: map[string]int{}, client: &http.Client{Timeout: 5 * time.Second}}
+	rep = Report{Seed: o.Seed}
+	defer func() {
+		h.mu.Lock()
+		rep.Marquees, rep.Dispatches, rep.Ops = len(h.created), h.dispCount, h.ops
+		h.mu.Unlock()
+		rep.Elapsed = time.Since(start)
+	}()
+	if h.dir, err = os.MkdirTemp("", "warden-cluster"); err != nil {
+		return rep, err
+	}
+	defer os.RemoveAll(h.dir)
+	if h.bin = o.Binary; h.bin == "" {
+		h.bin = filepath.Join(h.dir, "warden")
+		if out, err := exec.Command("go", "build", "-o", h.bin, "./cmd/warden").CombinedOutput(); err != nil {
+			if out2, err2 := exec.Command("go", "build", "-o", h.bin, "../warden").CombinedOutput(); err2 != nil {
+				return rep, fmt.Errorf("build warden: %v\n%s\n%s", err, out, out2)
+			}
+		}
+	}
+	h.shared = filepath.Join(h.dir, "shared")
+	if out, err := exec.Command(h.bin, "keygen", h.shared).CombinedOutput(); err != nil {
+		return rep, fmt.Errorf("keygen: %v: %s", err, out)
+	}
+	h.gh = httptest.NewServer(http.HandlerFunc(h.github))
+	defer h.gh.Close()
+	for i := 1; i <= 4; i++ { // n4 is the member added and removed
+		n := &node{name: fmt.Sprintf("n%d", i), dir: filepath.Join(h.dir, fmt.Sprintf("n%d", i))}
+		for _, p := range []*string{&n.httpAddr, &n.peer, &n.cURL} {
+			if *p, err = freeAddr(); err != nil {
+				return rep, err
+			}
+		}
+		h.nodes = append(h.nodes, n)
+	}
+	defer h.killAll()
+	initial := h.initialCluster(3)
+	for _, n := range h.nodes[:3] {
+		if err := h.start(n, initial, false); err != nil {
+			return rep, err
+		}
+	}
+	for _, n := range h.nodes[:3] {
+		if err := h.waitReady(n, time.Minute); err != nil {
+			return rep, err
+		}
+	}
+	if err := h.waitOwned(nil, 20*time.Second); err != nil {
+		return rep, err
+	}
+	h.logf("cluster up: %s", initial)
+
+	h.wg.Add(1)
+	go h.operators()
+
+	deadline := time.Now().Add(o.Duration)
+	for round := 0; time.Now().Before(deadline) || rep.Kills < o.MinKills || rep.Pauses < o.MinPauses; round++ {
+		time.Sleep(time.Duration(300+h.intn(700)) * time.Millisecond)
+		var err error
+		switch {
+		case round == 5:
+			err = h.addAndRemoveMember(&rep)
+		case round%4 == 2:
+			err = h.pauseOwner(&rep)
+		case round%13 == 8:
+			err = h.rollingRestart(&rep)
+		default:
+			err = h.killOwner(&rep)
+		}
+		if err != nil {
+			return rep, fmt.Errorf("round %d: %w", round, err)
+		}
+		if rep.Kills >= o.MinKills && rep.Pauses >= o.MinPauses && time.Now().After(deadline) {
+			break
+		}
+	}
+	// Quiet phase: no faults, no new work; workflows finish.
+	h.stop.Store(true)
+	h.wg.Wait()
+	if err := h.waitOwned(nil, 20*time.Second); err != nil {
+		return rep, err
+	}
+	time.Sleep(2 * time.Second)
+	return rep, h.check(&rep)
+}
+
+func (h *harness) initialCluster(n int) string {
+	var parts []string
+	for _, nd := range h.nodes[:n] {
+		parts = append(parts, nd.name+"=http://"+nd.peer)
+	}
+	return strings.Join(parts, ",")
+}
+
+func (h *harness) start(n *node, initial string, join bool) error {
+	args := []string{"serve", "--node", n.name, "--listen", n.httpAddr, "--data", n.dir,
+		"--etcd-embed", "--etcd-peer-url", "http://" + n.peer, "--etcd-client-url", "http://" + n.cURL, "--etcd-initial-cluster", initial,
+		"--seal-key-file", filepath.Join(h.shared, "seal.key"), "--callback-signing-key-file", filepath.Join(h.shared, "callback-signing.key"),
+		"--cluster-token-file", filepath.Join(h.shared, "cluster.token"), "--lease-ttl", leaseTTL.String(),
+		"--dispatch", "github", "--github-api-url", h.gh.URL, "--github-repo", "acme/infra",
+		"--bootstrap", "exec", "--bootstrap-command", "true", "--pool", fmt.Sprintf("default=%d", poolLimit),
+		"--callback-auth", "shared", "--stale-after", "3s", "--retry-backoff", "1s,1s,1s", "--provisioning-timeout", "1m",
+		"--log-format", "json", "--shutdown-grace", "5s"}
+	if join {
+		args = append(args, "--etcd-join")
+	}
+	cmd := exec.Command(h.bin, args...)
+	cmd.Env = append(os.Environ(), "WARDEN_CALLBACK_TOKEN="+cbToken, "WARDEN_OPERATOR_TOKEN="+opToken, "WARDEN_GITHUB_TOKEN=gh")
+	logf, err := os.OpenFile(filepath.Join(h.dir, n.name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	h.nodesMu.Lock()
+	n.cmd, n.exited, n.up = cmd, exited, true
+	h.nodesMu.Unlock()
+	return nil
+}
+
+func (h *harness) waitReady(n *node, within time.Duration) error {
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) {
+		if st, _, err := h.do(n, "GET", "/readyz", "", nil, ""); err == nil && st == 200 {
+			return nil
+		}
+		select {
+		case <-n.exited:
+			return fmt.Errorf("%s exited while starting (see %s.log)", n.name, n.name)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("%s not ready within %s", n.name, within)
+}
+
+func (h *harness) killAll() {
+	h.nodesMu.Lock()
+	defer h.nodesMu.Unlock()
+	for _, n := range h.nodes {
+		if n.cmd != nil && n.up {
+			_ = n.cmd.Process.Signal(syscall.SIGCONT)
+			_ = n.cmd.Process.Kill()
+			<-n.exited
+		}
+	}
+}
+
+// live is the nodes started and not killed, in order.
+func (h *harness) live() []*node {
+	h.nodesMu.Lock()
+	defer h.nodesMu.Unlock()
+	var out []*node
+	for _, n := range h.nodes {
+		if n.up {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func (h *harness) anyLive(except *node) *node {
+	nodes := h.live()
+	var pick []*node
+	for _, n := range nodes {
+		if n != except {
+			pick = append(pick, n)
+		}
+	}
+	if len(pick) == 0 {
+		return nil
+	}
+	return pick[h.intn(len(pick))]
+}
+
+func (h *harness) do(n *node, method, path, token string, body any, delivery string) (int, map[string]any, error) {
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, "http://"+n.httpAddr+path, rd)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if delivery != "" {
+		req.Header.Set("Webhook-Id", delivery)
+	}
+	resp, err := h.client.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	var m map[string]any
+	raw, _ := io.ReadAll(resp.Body)
+	_ = json.Unmarshal(raw, &m)
+	return resp.StatusCode, m, nil
+}
+
+// record files one client operation under Jepsen's three outcomes: ok (an
+// answer that says it happened), failed (an answer that says it did not),
+// unknown (no answer, or 5xx: it may or may not have happened).
+func (h *harness) record(st int, err error) string {
+	res := "unknown"
+	switch {
+	case err == nil && st >= 200 && st < 300:
+		res = "ok"
+	case err == nil && st >= 400 && st < 500:
+		res = "failed"
+	}
+	h.mu.Lock()
+	h.ops[res]++
+	h.mu.Unlock()
+	return res
+}
+
+// view is one node's /v1/cluster.
+type view struct {
+	Members []struct {
+		Name  string `json:"name"`
+		Alive bool   `json:"alive"`
+	} `json:"members"`
+	Shards []struct {
+		Shard int    `json:"shard"`
+		Owner string `json:"owner"`
+		Epoch int64  `json:"epoch"`
+	} `json:"shards"`
+}
+
+func (h *harness) clusterView(n *node) (view, error) {
+	req, _ := http.NewRequest("GET", "http://"+n.httpAddr+"/v1/cluster", nil)
+	req.Header.Set("Authorization", "Bearer "+opToken)
+	resp, err := h.client.Do(req)
+	if err != nil {
+		return view{}, err
+	}
+	defer resp.Body.Close()
+	var v view
+	if resp.StatusCode != 200 {
+		return v, fmt.Errorf("/v1/cluster: %d", resp.StatusCode)
+	}
+	return v, json.NewDecoder(resp.Body).Decode(&v)
+}
+
+// waitOwned waits until a live node's view has every shard owned by a live
+// node other than gone.
+func (h *harness) waitOwned(gone *node, within time.Duration) error {
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) {
+		if h.allOwned(gone) {
+			return nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return fmt.Errorf("shards not all owned by live nodes within %s", within)
+}
+
+func (h *harness) allOwned(gone *node) bool {
+	asker := h.anyLive(gone)
+	if asker == nil {
+		return false
+	}
+	v, err := h.clusterView(asker)
+	if err != nil || len(v.Shards) != cluster.Shards {
+		return false
+	}
+	live := map[string]bool{}
+	for _, n := range h.live() {
+		if n != gone {
+			live[n.name] = true
+		}
+	}
+	for _, s := range v.Shards {
+		if !live[s.Owner] {
+			return false
+		}
+	}
+	return true
+}
+
+// busiestOwner is the live node owning the shard that holds the most
+// marquees created so far.
+func (h *harness) busiestOwner() (*node, int, error) {
+	if err := h.waitOwned(nil, 20*time.Second); err != nil {
+		return nil, 0, err
+	}
+	h.mu.Lock()
+	count := map[int]int{}
+	for _, id := range h.created {
+		count[cluster.ShardOf("marquee", id)]++
+	}
+	h.mu.Unlock()
+	asker := h.anyLive(nil)
+	v, err := h.clusterView(asker)
+	if err != nil {
+		return nil, 0, err
+	}
+	best, owner := -1, ""
+	for _, s := range v.Shards {
+		if best < 0 || count[s.Shard] > count[best] {
+			best, owner = s.Shard, s.Owner
+		}
+	}
+	for _, n := range h.live() {
+		if n.name == owner {
+			return n, best, nil
+		}
+	}
+	return nil, 0, fmt.Errorf("shard %d's owner %q is not a live node", best, owner)
+}
+
+// killOwner SIGKILLs the owner of the busiest shard, measures how long
+// until every shard has a live owner again (C5), and restarts it.
+func (h *harness) killOwner(rep *Report) error {
+	if len(h.live()) < 3 {
+		return nil
+	}
+	victim, shard, err := h.busiestOwner()
+	if err != nil {
+		return err
+	}
+	killed := time.Now()
+	_ = victim.cmd.Process.Kill()
+	<-victim.exited
+	h.nodesMu.Lock()
+	victim.up = false
+	h.nodesMu.Unlock()
+	if err := h.waitOwned(victim, 30*time.Second); err != nil {
+		return fmt.Errorf("C5: after killing %s: %w", victim.name, err)
+	}
+	took := time.Since(killed)
+	rep.Kills++
+	rep.Failovers = append(rep.Failovers, took)
+	h.logf("kill %d: %s (owner of shard %d) killed; every shard owned again after %s", rep.Kills, victim.name, shard, took.Round(time.Millisecond))
+	if err := h.start(victim, h.initialCluster(3), false); err != nil {
+		return err
+	}
+	if err := h.waitReady(victim, time.Minute); err != nil {
+		return err
+	}
+	return h.waitOwned(nil, 20*time.Second)
+}
+
+// pauseOwner SIGSTOPs an owner for longer than its lease, waits until its
+// shards are owned elsewhere, then SIGCONTs it: whatever it was writing
+// when it stopped must fail the revision compare (checked at the end).
+func (h *harness) pauseOwner(rep *Report) error {
+	if len(h.live()) < 3 {
+		return nil
+	}
+	victim, shard, err := h.busiestOwner()
+	if err != nil {
+		return err
+	}
+	_ = victim.cmd.Process.Signal(syscall.SIGSTOP)
+	paused := time.Now()
+	h.nodesMu.Lock()
+	victim.up = false // not asked while paused
+	h.nodesMu.Unlock()
+	err = h.waitOwned(victim, 30*time.Second)
+	time.Sleep(max(0, leaseTTL+time.Second-time.Since(paused)))
+	_ = victim.cmd.Process.Signal(syscall.SIGCONT)
+	h.nodesMu.Lock()
+	victim.up = true
+	h.nodesMu.Unlock()
+	if err != nil {
+		return fmt.Errorf("C5: while %s was paused: %w", victim.name, err)
+	}
+	rep.Pauses++
+	h.logf("pause %d: %s (owner of shard %d) stopped for %s, then resumed", rep.Pauses, victim.name, shard, time.Since(paused).Round(time.Millisecond))
+	return h.waitOwned(nil, 20*time.Second)
+}
+
+// rollingRestart stops every node in turn with SIGTERM and starts it again.
+func (h *harness) rollingRestart(rep *Report) error {
+	for _, n := range h.nodes[:3] {
+		if !n.up {
+			continue
+		}
+		_ = n.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-n.exited:
+		case <-time.After(20 * time.Second):
+			return fmt.Errorf("%s did not stop on SIGTERM", n.name)
+		}
+		h.nodesMu.Lock()
+		n.up = false
+		h.nodesMu.Unlock()
+		if err := h.start(n, h.initialCluster(3), false); err != nil {
+			return err
+		}
+		if err := h.waitReady(n, time.Minute); err != nil {
+			return err
+		}
+		if err := h.waitOwned(nil, 20*time.Second); err != nil {
+			return err
+		}
+	}
+	rep.RollingRestarts++
+	h.logf("rolling restart %d done", rep.RollingRestarts)
+	return nil
+}
+
+// etcd is a client of the live members.
+func (h *harness) etcd() (*clientv3.Client, error) {
+	var eps []string
+	for _, n := range h.live() {
+		eps = append(eps, "http://"+n.cURL)
+	}
+	return clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second})
+}
+
+// addAndRemoveMember adds n4 as an etcd member and warden node, waits until
+// it owns shards, drains it (it stops by itself) and removes its member.
+func (h *harness) addAndRemoveMember(rep *Report) error {
+	c, err := h.etcd()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	n4 := h.nodes[3]
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	// etcd refuses a reconfiguration until every member has been active
+	// for a while (a member restarted by the last fault may not be yet).
+	var added *clientv3.MemberAddResponse
+	for {
+		added, err = c.MemberAdd(ctx, []string{"http://" + n4.peer})
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("member add: %w", err)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	if err := h.start(n4, h.initialCluster(4), true); err != nil {
+		return err
+	}
+	if err := h.waitReady(n4, time.Minute); err != nil {
+		return err
+	}
+	rep.MembersAdded++
+	owns := false
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline) && !owns; time.Sleep(50 * time.Millisecond) {
+		if v, err := h.clusterView(n4); err == nil {
+			for _, s := range v.Shards {
+				owns = owns || s.Owner == n4.name
+			}
+		}
+	}
+	if !owns {
+		return errors.New("C2: the added node was given no shard")
+	}
+	h.logf("member n4 added and owns shards; draining it")
+	if st, _, err := h.do(n4, "POST", "/v1/cluster/drain", opToken, nil, ""); err != nil || st != 202 {
+		return fmt.Errorf("C9: drain answered %d %v", st, err)
+	}
+	select {
+	case <-n4.exited:
+	case <-time.After(30 * time.Second):
+		return errors.New("C9: the drained node did not stop")
+	}
+	h.nodesMu.Lock()
+	n4.up = false
+	h.nodesMu.Unlock()
+	if err := h.waitOwned(n4, 20*time.Second); err != nil {
+		return err
+	}
+	if _, err := c.MemberRemove(ctx, added.Member.ID); err != nil {
+		return fmt.Errorf("member remove: %w", err)
+	}
+	rep.MembersRemoved++
+	h.logf("member n4 drained, stopped and removed")
+	return nil
+}
+
+// github is the fake GitHub Actions API: each dispatch is recorded (I2)
+// and starts a workflow run that calls back to any node.
+func (h *harness) github(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		Inputs map[string]string `json:"inputs"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+		w.WriteHeader(400)
+		return
+	}
+	id := body.Inputs["marquee_id"]
+	gen, _ := strconv.ParseUint(body.Inputs["generation"], 10, 64)
+	h.mu.Lock()
+	if h.dispatch[id] == nil {
+		h.dispatch[id] = map[uint64]int{}
+	}
+	h.dispatch[id][gen]++
+	h.dispCount++
+	h.mu.Unlock()
+	w.WriteHeader(http.StatusNoContent)
+	if !h.stop.Load() {
+		h.wg.Add(1)
+		go h.workflow(id, gen, body.Inputs["action"])
+	}
+}
+
+// workflow plays one run, each callback sent to a random live node and
+// retried with the same delivery id until answered, as a webhook sender
+// does.
+func (h *harness) workflow(id string, gen uint64, action string) {
+	defer h.wg.Done()
+	send := func(body map[string]any) {
+		body["marquee_id"] = id
+		delivery := fmt.Sprintf("%s-g%d-%d", id, gen, h.seq.Add(1))
+		for attempt := 0; attempt < 300 && !h.stop.Load(); attempt++ {
+			n := h.anyLive(nil)
+			if n == nil {
+				time.Sleep(50 * time.Millisecond)
+				continue
+			}
+			st, ans, err := h.do(n, "POST", "/v1/webhooks/terraform", cbToken, body, delivery)
+			if h.record(st, err) == "ok" {
+				if ans["result"] == "applied" {
+					h.mu.Lock()
+					h.applied[id] = append(h.applied[id], delivery)
+					h.mu.Unlock()
+				}
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	time.Sleep(time.Duration(20+h.intn(200)) * time.Millisecond)
+	if action == "destroy" {
+		send(map[string]any{"verb": "destroyed", "generation": gen})
+		return
+	}
+	send(map[string]any{"verb": "step", "generation": gen, "step": "vm_starting"})
+	send(map[string]any{"verb": "deployed", "generation": gen, "connection": map[string]any{"host": fmt.Sprintf("h-%d", gen), "port": 22,
+		"user": "root", "ssh_private_key": "k", "free_domain": "x.example"}})
+}
+
+func (h *harness) operators() {
+	defer h.wg.Done()
+	n := 0
+	for !h.stop.Load() {
+		time.Sleep(time.Duration(40+h.intn(120)) * time.Millisecond)
+		nd := h.anyLive(nil)
+		if nd == nil {
+			continue
+		}
+		h.mu.Lock()
+		created := append([]string(nil), h.created...)
+		h.mu.Unlock()
+		switch r := h.intn(10); {
+		case r < 4 && n < 120:
+			n++
+			id := fmt.Sprintf("m-%03d", n)
+			st, _, err := h.do(nd, "POST", "/v1/marquees", opToken, map[string]any{"id": id, "kind": "tutorial"}, "")
+			res := h.record(st, err)
+			if res == "ok" || st == 409 {
+				// 409: an earlier try was durable but its answer was lost.
+				h.mu.Lock()
+				h.created = append(h.created, id)
+				h.mu.Unlock()
+			} else if res == "unknown" {
+				n-- // try the same id again: a create is idempotent by id
+			}
+		case r < 7 && len(created) > 0:
+			st, _, err := h.do(nd, "POST", "/v1/marquees/"+created[h.intn(len(created))]+"/redeploy", opToken, nil, "")
+			h.record(st, err)
+		case r < 8 && len(created) > 0:
+			st, _, err := h.do(nd, "POST", "/v1/marquees/"+created[h.intn(len(created))]+"/destroy", opToken, nil, "")
+			h.record(st, err)
+		}
+	}
+}

@@ -1,0 +1,207 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/wardenhq/warden/actors/cluster"
+	"github.com/wardenhq/warden/persistence"
+)
+
+// check verifies C6 on the run's history: the clients' ledger against the
+// API, and etcd's own history of every key.
+func (h *harness) check(rep *Report) error {
+	h.mu.Lock()
+	created := append([]string(nil), h.created...)
+	applied := map[string][]string{}
+	for k, v := range h.applied {
+		applied[k] = append([]string(nil), v...)
+	}
+	var dupes []string
+	for id, gens := range h.dispatch {
+		for g, n := range gens {
+			if n > 1 {
+				dupes = append(dupes, fmt.Sprintf("%s generation %d dispatched %d times", id, g, n))
+			}
+		}
+	}
+	h.mu.Unlock()
+	if len(dupes) > 0 {
+		sort.Strings(dupes)
+		return fmt.Errorf("I2: %s", strings.Join(dupes, "; "))
+	}
+	// I5: every callback answered applied is in its marquee's history,
+	// read through any node.
+	for _, id := range created {
+		n := h.anyLive(nil)
+		st, hist, err := h.do(n, "GET", "/v1/marquees/"+id+"/history?limit=200", opToken, nil, "")
+		if err != nil || st != 200 {
+			return fmt.Errorf("I10: marquee %s was answered 201 and its history is not there (%d, %v)", id, st, err)
+		}
+		items, _ := hist["items"].([]any)
+		seen := map[string]bool{}
+		for _, it := range items {
+			if d, ok := it.(map[string]any)["delivery_id"].(string); ok {
+				seen[d] = true
+			}
+		}
+		if len(items) < 200 {
+			for _, d := range applied[id] {
+				if !seen[d] {
+					return fmt.Errorf("I5: callback %s to %s was answered applied and is not in its history", d, id)
+				}
+				rep.AppliedChecked++
+			}
+		}
+	}
+	return h.checkStoreHistory(rep)
+}
+
+// checkStoreHistory replays every revision etcd kept (the run is shorter
+// than the members' hourly compaction) and checks, at each one:
+//
+//   - C3/C6: a transaction that wrote data carried the epoch it was fenced
+//     at (its audit key), that epoch was the shard key's revision at that
+//     moment (no write accepted from a stale epoch, so no two owners'
+//     writes at one epoch), and every data key it wrote is in that shard;
+//   - I7: the pool never held more reserved jobs than its limit.
+func (h *harness) checkStoreHistory(rep *Report) error {
+	c, err := h.etcd()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	now, err := c.Get(ctx, "warden/")
+	if err != nil {
+		return err
+	}
+	last := now.Header.Revision
+	// Every event under warden/, in revision order.
+	var events []*clientv3.Event
+	w := c.Watch(ctx, "warden/", clientv3.WithPrefix(), clientv3.WithRev(1))
+	for resp := range w {
+		if err := resp.Err(); err != nil {
+			return fmt.Errorf("read etcd's history: %w", err)
+		}
+		events = append(events, resp.Events...)
+		if resp.Header.Revision >= last && (len(events) == 0 || events[len(events)-1].Kv.ModRevision >= last) {
+			break
+		}
+		if len(resp.Events) > 0 && resp.Events[len(resp.Events)-1].Kv.ModRevision >= last {
+			break
+		}
+	}
+	return replayHistory(events, rep)
+}
+
+// replayHistory is the check of checkStoreHistory on a list of events in
+// revision order (a unit test feeds it a planted violation of each kind).
+func replayHistory(events []*clientv3.Event, rep *Report) error {
+	epoch := map[int]int64{}
+	reserved := map[string]bool{}
+	for i := 0; i < len(events); {
+		rev := events[i].Kv.ModRevision
+		j := i
+		for j < len(events) && events[j].Kv.ModRevision == rev {
+			j++
+		}
+		txn := events[i:j]
+		i = j
+		rep.Revisions++
+		audit, auditShard := int64(0), -1
+		var data []string
+		for _, ev := range txn {
+			k := string(ev.Kv.Key)
+			switch {
+			case strings.HasPrefix(k, "warden/fenced/"):
+				auditShard, _ = strconv.Atoi(strings.TrimPrefix(k, "warden/fenced/"))
+				audit, _ = strconv.ParseInt(string(ev.Kv.Value), 10, 64)
+			case strings.HasPrefix(k, persistence.DataPrefix):
+				if ev.Type == mvccpb.PUT {
+					data = append(data, strings.TrimPrefix(k, persistence.DataPrefix))
+				}
+			}
+		}
+		if len(data) > 0 {
+			if audit == 0 {
+				return fmt.Errorf("C3: revision %d wrote %v without a fence", rev, data)
+			}
+			if epoch[auditShard] != audit {
+				return fmt.Errorf("C6: revision %d was written at epoch %d of shard %d, whose key was then at %d: a write accepted from a stale epoch",
+					rev, audit, auditShard, epoch[auditShard])
+			}
+			for _, k := range data {
+				kind, id, ok := entityOfKey(k)
+				if ok && cluster.ShardOf(kind, id) != auditShard {
+					return fmt.Errorf("C3: revision %d, fenced on shard %d, wrote %s of shard %d", rev, auditShard, k, cluster.ShardOf(kind, id))
+				}
+			}
+			rep.FencedTxns++
+		}
+		// Apply the revision: shard keys move epochs; admission records
+		// move the pool.
+		for _, ev := range txn {
+			k := string(ev.Kv.Key)
+			if strings.HasPrefix(k, "warden/shard/") {
+				s, _ := strconv.Atoi(strings.TrimPrefix(k, "warden/shard/"))
+				if ev.Type == mvccpb.PUT {
+					epoch[s] = ev.Kv.ModRevision
+				} else {
+					epoch[s] = 0
+				}
+			}
+			if job, ok := strings.CutPrefix(k, persistence.DataPrefix+"a/default/"); ok {
+				delete(reserved, job)
+				if ev.Type == mvccpb.PUT && len(ev.Kv.Value) > 1 {
+					var j struct {
+						Status string `json:"status"`
+					}
+					if json.Unmarshal(ev.Kv.Value[1:], &j) == nil && j.Status == "reserved" {
+						reserved[job] = true
+					}
+				}
+			}
+		}
+		if len(reserved) > poolLimit {
+			return fmt.Errorf("I7: at revision %d pool default held %d reserved jobs, limit %d", rev, len(reserved), poolLimit)
+		}
+		rep.MaxAdmit = max(rep.MaxAdmit, len(reserved))
+	}
+	if rep.FencedTxns == 0 {
+		return fmt.Errorf("the history holds no fenced transaction: nothing was checked")
+	}
+	return nil
+}
+
+// entityOfKey maps a record key to its entity (persistence's key layout).
+func entityOfKey(k string) (kind, id string, ok bool) {
+	family, rest, _ := strings.Cut(k, "/")
+	switch family {
+	case "m", "h", "d":
+		id, _, _ = strings.Cut(rest, "/")
+		return "marquee", id, true
+	case "p", "a":
+		id, _, _ = strings.Cut(rest, "/")
+		return "pool", id, true
+	case "e":
+		return "environment", rest, true
+	case "b":
+		return "branch", rest, true
+	case "w":
+		parts := strings.SplitN(rest, "/", 3)
+		if len(parts) == 3 {
+			return map[string]string{persistence.KindMarquee: "marquee", persistence.KindEnvironment: "environment"}[parts[1]], parts[2], true
+		}
+	}
+	return "", "", false
+}
