@@ -17,7 +17,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/wardenhq/warden/actors/cluster"
 	"github.com/wardenhq/warden/actors/environment"
+	"github.com/wardenhq/warden/actors/errs"
 	"github.com/wardenhq/warden/actors/marquee"
 )
 
@@ -118,7 +120,7 @@ func newConsole(s *Server) *console {
 	}
 	c := &console{s: s, pages: map[string]*template.Template{}, sessions: map[string]*session{}}
 	layout := template.Must(template.New("layout.html").Funcs(funcs).ParseFS(consoleFS, "console/templates/layout.html"))
-	for _, page := range []string{"login", "marquees", "marquee", "environments", "environment", "pools", "process"} {
+	for _, page := range []string{"login", "marquees", "marquee", "environments", "environment", "pools", "process", "cluster"} {
 		c.pages[page] = template.Must(template.Must(layout.Clone()).ParseFS(consoleFS, "console/templates/"+page+".html"))
 	}
 	static, _ := fs.Sub(consoleFS, "console/static")
@@ -181,6 +183,8 @@ func (c *console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		c.environment(w, r, sess, parts[1])
 	case len(parts) == 1 && parts[0] == "pools":
 		c.pools(w, r, sess)
+	case len(parts) == 1 && parts[0] == "cluster":
+		c.cluster(w, r, sess)
 	case len(parts) == 1 && parts[0] == "process":
 		c.render(w, r, sess, "process", "Process", map[string]any{"Actors": c.s.sys.Actors(), "Ready": c.s.sys.Ready()})
 	default:
@@ -313,12 +317,16 @@ func (c *console) post(w http.ResponseWriter, r *http.Request, sess *session, pa
 		http.Redirect(w, r, "/ui/login", http.StatusSeeOther)
 		return
 	}
-	if path != "/ui/act" {
+	if path != "/ui/act" && path != "/ui/drain" {
 		writeError(w, http.StatusNotFound, "not_found", "no such action")
 		return
 	}
 	if sess.op.Role != RoleOperator {
 		writeError(w, http.StatusForbidden, "forbidden", "a viewer changes nothing (T8)")
+		return
+	}
+	if path == "/ui/drain" {
+		c.drain(w, r, sess)
 		return
 	}
 	kind, id, action, reason := r.PostFormValue("kind"), r.PostFormValue("id"), r.PostFormValue("action"), strings.TrimSpace(r.PostFormValue("reason"))
@@ -329,6 +337,19 @@ func (c *console) post(w http.ResponseWriter, r *http.Request, sess *session, pa
 	if reason == "" || len(reason) > maxReason {
 		writeError(w, http.StatusBadRequest, "invalid_request", fmt.Sprintf("give a reason (1..%d bytes)", maxReason))
 		return
+	}
+	if node := c.s.opts.Cluster; node != nil && (kind == "marquee" || kind == "environment") {
+		// A console session lives on one node; an action for an entity
+		// another node owns is taken there (C4).
+		if shard := cluster.ShardOf(kind, id); !node.Owns(shard) {
+			owner, url := node.OwnerURL(shard)
+			if url == "" {
+				c.s.writeErr(w, fmt.Errorf("%w: %s %s: shard %d is moving; try again in a second", errs.Moving, kind, id, shard))
+				return
+			}
+			writeError(w, http.StatusConflict, "not_owner", fmt.Sprintf("%s %s is owned by node %s: act on its console, %s/ui/", kind, id, owner, url))
+			return
+		}
 	}
 	var status string
 	var err error
@@ -543,4 +564,39 @@ func (c *console) pools(w http.ResponseWriter, r *http.Request, sess *session) {
 		return
 	}
 	c.render(w, r, sess, "pools", "Pools", map[string]any{"Pools": ps, "Now": c.s.sys.Now()})
+}
+
+// cluster is the cluster page (C9): members, shard owners and epochs, and
+// the drain button.
+func (c *console) cluster(w http.ResponseWriter, r *http.Request, sess *session) {
+	data := map[string]any{}
+	if node := c.s.opts.Cluster; node != nil {
+		v := node.View()
+		owned := map[string]int{}
+		for _, s := range v.Shards {
+			owned[s.Owner]++
+		}
+		data["Cluster"], data["Owned"] = v, owned
+	}
+	c.render(w, r, sess, "cluster", "Cluster", data)
+}
+
+// drain is the console's drain button: confirmed, then as POST
+// /v1/cluster/drain.
+func (c *console) drain(w http.ResponseWriter, r *http.Request, sess *session) {
+	node := c.s.opts.Cluster
+	if node == nil {
+		writeError(w, http.StatusNotFound, "not_found", "this warden is a single node")
+		return
+	}
+	if r.PostFormValue("confirm") != "yes" {
+		writeError(w, http.StatusBadRequest, "invalid_request", "confirm the drain")
+		return
+	}
+	if err := node.Drain(r.Context()); err != nil {
+		c.s.writeErr(w, fmt.Errorf("%w: drain: %v", errs.Unavailable, err))
+		return
+	}
+	c.s.log.Info("console drain", "operator", sess.op.Name, "node", node.Name())
+	http.Redirect(w, r, "/ui/cluster", http.StatusSeeOther)
 }

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 
 	"github.com/wardenhq/warden/actors/cluster"
 )
@@ -565,7 +566,7 @@ func (h *harness) etcd() (*clientv3.Client, error) {
 	for _, n := range h.live() {
 		eps = append(eps, "http://"+n.cURL)
 	}
-	return clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second})
+	return clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 }
 
 // addAndRemoveMember adds n4 as an etcd member and warden node, waits until

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 
 	"github.com/wardenhq/warden/actors/cluster"
 	"github.com/wardenhq/warden/actors/trust"
@@ -54,7 +55,7 @@ func openCluster(c config, sealer *trust.Sealer, log *slog.Logger) (*clusterPart
 		p.member = m
 		endpoints = []string{c.EtcdClientURL}
 	}
-	cl, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: nil})
+	cl, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		p.close()
 		return nil, fmt.Errorf("etcd client: %w", err)

@@ -1,0 +1,164 @@
+package actors
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/wardenhq/warden/actors/clock"
+	"github.com/wardenhq/warden/actors/cluster"
+	"github.com/wardenhq/warden/actors/errs"
+	"github.com/wardenhq/warden/actors/marquee"
+	"github.com/wardenhq/warden/persistence"
+)
+
+// fakeCluster owns the shards it is told to, at epoch 42; its fences name
+// no shard key (the Pebble store under the test accepts only unfenced
+// writes), and messages for other shards are kept instead of sent.
+type fakeCluster struct {
+	mu        sync.Mutex
+	owned     map[int]bool
+	delivered []remoteMsg
+}
+
+const fakeEpoch = 42
+
+func (f *fakeCluster) Shard(kind, id string) int { return cluster.ShardOf(kind, id) }
+
+func (f *fakeCluster) Fence(shard int) (persistence.Fence, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.owned[shard] {
+		return persistence.Fence{}, errs.Moving
+	}
+	return persistence.Fence{Epoch: fakeEpoch}, nil
+}
+
+func (f *fakeCluster) set(shard int, owned bool) {
+	f.mu.Lock()
+	f.owned[shard] = owned
+	f.mu.Unlock()
+}
+
+func (f *fakeCluster) Deliver(_ int, body []byte) {
+	m, err := decodeRemote(body)
+	if err != nil {
+		panic(err)
+	}
+	f.mu.Lock()
+	f.delivered = append(f.delivered, m)
+	f.mu.Unlock()
+}
+
+func (f *fakeCluster) Ask(context.Context, int, []byte) ([]byte, error) {
+	return nil, errs.Moving
+}
+
+func (f *fakeCluster) sent() []remoteMsg {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]remoteMsg(nil), f.delivered...)
+}
+
+func startClustered(t *testing.T, fc *fakeCluster) (*System, *persistence.Store, *recordingDispatcher) {
+	store, err := persistence.Open(t.TempDir(), persistence.Options{})
+	require.NoError(t, err)
+	disp := &recordingDispatcher{}
+	sys, err := Start(Config{Store: store, Clock: clock.NewManual(start), Machine: marquee.Machine{Config: marquee.DefaultConfig()},
+		Pools: map[string]int{"default": 1}, Dispatcher: disp, Bootstrapper: okBootstrap{}, ControlPlane: noChats{},
+		AskTimeout: time.Second, IdleAfter: -1, Cluster: fc})
+	require.NoError(t, err)
+	t.Cleanup(func() { sys.Stop(context.Background()); store.Close() })
+	return sys, store, disp
+}
+
+// TestC3NonOwnerCommitsNothing: an entity whose shard this node does not
+// own (never did, or its lease lapsed) is refused with errs.Moving before
+// anything is written, and a message for it is never a decision here.
+func TestC3NonOwnerCommitsNothing(t *testing.T) {
+	fc := &fakeCluster{owned: map[int]bool{}}
+	shard := cluster.ShardOf("marquee", "m-1")
+	poolShard := cluster.ShardOf("pool", "default")
+	fc.set(shard, true)
+	fc.set(poolShard, true)
+	sys, store, _ := startClustered(t, fc)
+	sys.AcquireShard(poolShard)
+	_, err := sys.Create(context.Background(), marquee.Create{ID: "m-1", Kind: marquee.Tutorial})
+	require.NoError(t, err)
+	before := storeKeys(t, store)
+
+	fc.set(shard, false) // the lease lapsed
+	_, err = sys.Command(context.Background(), "m-1", marquee.Redeploy{By: "op"})
+	require.ErrorIs(t, err, errs.Moving)
+	_, err = sys.Create(context.Background(), marquee.Create{ID: "m-1", Kind: marquee.Tutorial})
+	require.ErrorIs(t, err, errs.Moving)
+	require.Equal(t, before, storeKeys(t, store), "nothing written by a non-owner")
+}
+
+func storeKeys(t *testing.T, s *persistence.Store) map[string]string {
+	out := map[string]string{}
+	require.NoError(t, s.ForEach(func(k, v []byte) error { out[string(k)] = string(v); return nil }))
+	return out
+}
+
+// TestC4CrossNodeMessages: a marquee whose pool another node owns asks it
+// through the cluster (at least once, idempotent by A6); the pool's answer
+// comes back as a message for the marquee; a message for a shard this node
+// does not own is refused with errs.Moving so that its sender retries.
+func TestC4CrossNodeMessages(t *testing.T) {
+	fc := &fakeCluster{owned: map[int]bool{}}
+	shard := cluster.ShardOf("marquee", "m-1")
+	require.NotEqual(t, shard, cluster.ShardOf("pool", "default"), "the test needs the pool elsewhere")
+	fc.set(shard, true)
+	sys, _, disp := startClustered(t, fc)
+	created := make(chan error, 1)
+	go func() {
+		_, err := sys.Create(context.Background(), marquee.Create{ID: "m-1", Kind: marquee.Tutorial})
+		created <- err
+	}()
+	require.Eventually(t, func() bool { return len(fc.sent()) == 1 }, 5*time.Second, time.Millisecond)
+	require.Equal(t, remoteMsg{Kind: "pool", ID: "default", Type: remotePoolAsk, Job: "m-1"}, fc.sent()[0])
+
+	// The pool's node answers: reserved.
+	ans, err := json.Marshal(remoteMsg{Kind: "marquee", ID: "m-1", Type: remoteAdmission, Status: "reserved", Sequence: 1})
+	require.NoError(t, err)
+	_, err = sys.DeliverRemote(context.Background(), ans)
+	require.NoError(t, err)
+	require.NoError(t, <-created, "the create is answered once the pool's answer is in")
+	require.Eventually(t, func() bool { return len(disp.gens("m-1")) == 1 }, 5*time.Second, time.Millisecond, "admitted, so dispatched")
+	disp.mu.Lock()
+	require.Equal(t, int64(fakeEpoch), disp.sent[0].Epoch, "C3: the effect carries the owner's epoch")
+	disp.mu.Unlock()
+
+	// A message for a shard this node does not own.
+	other := "m-2"
+	for cluster.ShardOf("marquee", other) == shard {
+		other += "x"
+	}
+	b, _ := json.Marshal(remoteMsg{Kind: "marquee", ID: other, Type: remoteAdmission, Status: "reserved", Sequence: 2})
+	_, err = sys.DeliverRemote(context.Background(), b)
+	require.ErrorIs(t, err, errs.Moving)
+}
+
+// FuzzDecodeRemote: a message from another node is bounded and strict;
+// decoding never panics, and what decodes is one of the known messages
+// for the right kind.
+func FuzzDecodeRemote(f *testing.F) {
+	f.Add([]byte(`{"kind":"pool","id":"default","type":"pool_ask","job":"m-1"}`))
+	f.Add([]byte(`{"kind":"marquee","id":"m-1","type":"admission_decided","status":"reserved","sequence":3}`))
+	f.Add([]byte(`{"kind":"branch","id":"main","type":"branch_next"}`))
+	f.Add([]byte(`{}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m, err := decodeRemote(b)
+		if err != nil {
+			require.ErrorIs(t, err, errs.Invalid)
+			return
+		}
+		require.NotEmpty(t, m.ID)
+		require.LessOrEqual(t, len(b), maxRemoteMessageLen)
+	})
+}
