@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/wardenhq/warden/actors/admission"
 	"github.com/wardenhq/warden/actors/environment"
 	"github.com/wardenhq/warden/actors/marquee"
+	"github.com/wardenhq/warden/persistence"
 )
 
 // answerErr answers a routed message that will never reach an actor.
@@ -122,6 +124,19 @@ func (s *System) Marquee(id string) (marquee.State, error) {
 func (s *System) Pool(ctx context.Context, name string) (PoolView, error) {
 	if _, ok := s.cfg.Pools[name]; !ok {
 		return PoolView{}, fmt.Errorf("%w: pool %s", ErrNotFound, name)
+	}
+	if !s.owns(kindPool, name) {
+		// Another node's pool (C4): its last committed state, read from
+		// the shared store, as every other read is.
+		meta, jobs, bad, err := s.cfg.Store.LoadPool(name)
+		if err != nil {
+			return PoolView{}, fmt.Errorf("%w: pool %s: %v", ErrUnavailable, name, err)
+		}
+		pool, invalid := admission.Rebuild(name, s.cfg.Pools[name], meta.NextSequence, jobs)
+		for _, m := range invalid {
+			bad = append(bad, persistence.Malformed{Key: "a/" + name + "/" + m.Job, Reason: m.Reason})
+		}
+		return poolView(name, pool, bad), nil
 	}
 	r, err := s.ask(ctx, kindPool, name, func(reply chan<- any) any { return poolGet{reply: reply} })
 	if err != nil {

@@ -170,15 +170,18 @@ func statusOf(s admission.Status) marquee.AdmissionStatus {
 	return marquee.AdmissionQueued
 }
 
-func (p *poolActor) view() PoolView {
-	v := PoolView{Name: p.name, Limit: p.run.rec.Limit, Reserved: []PoolJob{}, Queued: []PoolJob{}, Malformed: p.malformed}
+func (p *poolActor) view() PoolView { return poolView(p.name, p.run.rec, p.malformed) }
+
+// poolView is what GET /v1/pools/{name} shows of a pool.
+func poolView(name string, pool admission.Pool, malformed []persistence.Malformed) PoolView {
+	v := PoolView{Name: name, Limit: pool.Limit, Reserved: []PoolJob{}, Queued: []PoolJob{}, Malformed: malformed}
 	if v.Malformed == nil {
 		v.Malformed = []persistence.Malformed{}
 	}
-	for _, j := range p.run.rec.Reserved {
+	for _, j := range pool.Reserved {
 		v.Reserved = append(v.Reserved, PoolJob{Job: j.ID, Sequence: j.Sequence, Since: j.Since})
 	}
-	for _, j := range p.run.rec.Queued {
+	for _, j := range pool.Queued {
 		v.Queued = append(v.Queued, PoolJob{Job: j.ID, Sequence: j.Sequence, Since: j.Since})
 	}
 	return v

@@ -144,7 +144,7 @@ func New(sys *actors.System, o Options) *Server {
 	}))))))
 	s.routeEnvironments()
 	r.GET("/v1/pools", s.query(noQuery, s.read(s.readyOp(s.pools))))
-	r.GET("/v1/pools/:name", s.query(noQuery, s.owned(pathEntity("pool", "name"), s.read(s.readyOp(s.pool)))))
+	r.GET("/v1/pools/:name", s.query(noQuery, s.read(s.readyOp(s.pool))))
 	r.GET("/v1/cluster", s.query(noQuery, s.read(s.clusterView)))
 	r.POST("/v1/cluster/drain", s.query(noQuery, s.write(s.drain)))
 	r.POST("/v1/internal/messages", s.query(noQuery, s.internalMessage))

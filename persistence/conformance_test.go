@@ -43,7 +43,7 @@ func loopbackURL(t testing.TB) string {
 
 // testEtcd is one embedded member shared by the package's tests (starting
 // one takes about a second); each test wipes the key space first.
-func testEtcd(t *testing.T) *clientv3.Client {
+func testEtcd(t testing.TB) *clientv3.Client {
 	sharedEtcd.once.Do(func() {
 		dir, err := os.MkdirTemp("", "warden-etcd-")
 		if err != nil {

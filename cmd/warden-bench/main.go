@@ -47,6 +47,7 @@ func main() {
 	pathsFlag := flag.String("paths", "noop,terraform,scoped,signed,postgres", "webhook paths to load, in order: noop, terraform (shared token), scoped, signed (Standard Webhooks), postgres (the PostgreSQL baseline; skipped with a note where PostgreSQL is not installed)")
 	scale := flag.Bool("scale", false, "measure actors at scale (memory, activation, start-up) instead of the webhook path")
 	sizes := flag.String("sizes", "10000,100000,1000000", "stored marquees for the start-up figure")
+	clusterBench := flag.Bool("cluster", false, "measure three nodes on etcd against one node on this machine (cluster.md C8)")
 	lists := flag.Bool("lists", false, "measure the operator surfaces (lists, console pages, the metrics census) over a large store")
 	listSize := flag.Int("list-size", 100_000, "stored marquees for -lists")
 	gen := flag.String("load", "go", "load generator: go (built in; signs Standard Webhooks per request) or wrk (Debian's wrk; no signed path)")
@@ -54,6 +55,13 @@ func main() {
 	flag.BoolVar(&profile, "profile", true, "profile the durable path at the highest connection count and report where its CPU goes")
 	flag.Parse()
 	loadGen = *gen
+	if *clusterBench {
+		if err := runCluster(*out, *duration, *warmup); err != nil {
+			fmt.Fprintln(os.Stderr, "warden-bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *lists {
 		if err := runLists(*out, *listSize, 200); err != nil {
 			fmt.Fprintln(os.Stderr, "warden-bench:", err)
@@ -194,6 +202,9 @@ type bench struct {
 	// cluster's CPU time, when it runs.
 	pgBase string
 	pgCPU  func() time.Duration
+	// target, when set, is the server connection i sends to (a cluster's
+	// nodes); nil sends every connection to baseOf.
+	target func(i int) string
 }
 
 // baseOf is the server a path's requests go to.
@@ -524,8 +535,11 @@ func (b *bench) load(p path, conns int, d time.Duration) result {
 	var errs atomic.Int64
 	stop := time.Now().Add(d)
 	var wg sync.WaitGroup
-	url := b.baseOf(p) + "/v1/webhooks/" + p.endpoint
 	for i := 0; i < conns; i++ {
+		url := b.baseOf(p) + "/v1/webhooks/" + p.endpoint
+		if b.target != nil {
+			url = b.target(i) + "/v1/webhooks/" + p.endpoint
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

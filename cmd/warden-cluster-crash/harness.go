@@ -57,17 +57,39 @@ type Report struct {
 	FencedTxns int
 	MaxAdmit   int
 	Failovers  []time.Duration
-	Elapsed    time.Duration
+	// LeaderFailovers are the kills whose victim was also etcd's Raft
+	// leader: an election, and etcd renewing every lease for the new
+	// leader's sake, come before the lease can expire.
+	LeaderFailovers []time.Duration
+	Elapsed         time.Duration
 }
 
 func (r Report) String() string {
 	p50, worst := percentile(r.Failovers, 50), percentile(r.Failovers, 100)
 	return fmt.Sprintf("seed=%d owner-kills=%d pauses-past-lease=%d rolling-restarts=%d members-added=%d members-removed=%d marquees=%d dispatches=%d "+
 		"applied-callbacks-checked=%d ops-ok=%d ops-failed=%d ops-unknown=%d revisions-checked=%d fenced-transactions=%d most-reserved=%d/%d "+
-		"failover-p50=%s failover-max=%s elapsed=%s",
+		"failover-p50=%s failover-max=%s (of which etcd-leader kills=%d, their max=%s; the others' max=%s) elapsed=%s",
 		r.Seed, r.Kills, r.Pauses, r.RollingRestarts, r.MembersAdded, r.MembersRemoved, r.Marquees, r.Dispatches, r.AppliedChecked,
 		r.Ops["ok"], r.Ops["failed"], r.Ops["unknown"], r.Revisions, r.FencedTxns, r.MaxAdmit, poolLimit,
-		p50.Round(time.Millisecond), worst.Round(time.Millisecond), r.Elapsed.Round(time.Second))
+		p50.Round(time.Millisecond), worst.Round(time.Millisecond), len(r.LeaderFailovers), percentile(r.LeaderFailovers, 100).Round(time.Millisecond),
+		percentile(r.otherFailovers(), 100).Round(time.Millisecond), r.Elapsed.Round(time.Second))
+}
+
+// otherFailovers are the kills of a node that was not etcd's leader.
+func (r Report) otherFailovers() []time.Duration {
+	leader := map[time.Duration]int{}
+	for _, d := range r.LeaderFailovers {
+		leader[d]++
+	}
+	var out []time.Duration
+	for _, d := range r.Failovers {
+		if leader[d] > 0 {
+			leader[d]--
+			continue
+		}
+		out = append(out, d)
+	}
+	return out
 }
 
 func percentile(ds []time.Duration, p int) time.Duration {
@@ -478,6 +500,7 @@ func (h *harness) killOwner(rep *Report) error {
 	if err != nil {
 		return err
 	}
+	wasLeader := h.isLeader(victim)
 	killed := time.Now()
 	_ = victim.cmd.Process.Kill()
 	<-victim.exited
@@ -490,7 +513,12 @@ func (h *harness) killOwner(rep *Report) error {
 	took := time.Since(killed)
 	rep.Kills++
 	rep.Failovers = append(rep.Failovers, took)
-	h.logf("kill %d: %s (owner of shard %d) killed; every shard owned again after %s", rep.Kills, victim.name, shard, took.Round(time.Millisecond))
+	role := ""
+	if wasLeader {
+		rep.LeaderFailovers = append(rep.LeaderFailovers, took)
+		role = ", etcd's leader"
+	}
+	h.logf("kill %d: %s (owner of shard %d%s) killed; every shard owned again after %s", rep.Kills, victim.name, shard, role, took.Round(time.Millisecond))
 	if err := h.start(victim, h.initialCluster(3), false); err != nil {
 		return err
 	}
@@ -558,6 +586,19 @@ func (h *harness) rollingRestart(rep *Report) error {
 	rep.RollingRestarts++
 	h.logf("rolling restart %d done", rep.RollingRestarts)
 	return nil
+}
+
+// isLeader reports whether n's etcd member is the Raft leader.
+func (h *harness) isLeader(n *node) bool {
+	c, err := h.etcd()
+	if err != nil {
+		return false
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	st, err := c.Status(ctx, "http://"+n.cURL)
+	return err == nil && st.Leader == st.Header.MemberId
 }
 
 // etcd is a client of the live members.

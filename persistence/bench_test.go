@@ -1,0 +1,67 @@
+package persistence
+
+import (
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/wardenhq/warden/actors/marquee"
+)
+
+// BenchmarkTransition is one marquee transition's batch (snapshot, wake
+// entries, history entry and its pruning, dedup record) committed durably:
+// on Pebble (one fsync'd WAL) and on etcd (one transaction through Raft
+// on an embedded single member, the same disk). C8: the cost of a
+// transaction on etcd against one on Pebble. "serial" is one writer (the
+// latency floor); "parallel" is 64 writers (what group commit does).
+func BenchmarkTransition(b *testing.B) {
+	for _, par := range []bool{false, true} {
+		name := "serial"
+		if par {
+			name = "parallel64"
+		}
+		b.Run(name, func(b *testing.B) {
+			for _, bk := range []string{"pebble", "etcd"} {
+				b.Run(bk, func(b *testing.B) {
+					var s *Store
+					if bk == "pebble" {
+						var err error
+						if s, err = Open(b.TempDir(), Options{}); err != nil {
+							b.Fatal(err)
+						}
+						defer s.Close()
+					} else {
+						s = OpenBackend(OpenEtcd(testEtcd(b), 5*time.Second), nil)
+					}
+					var seq atomic.Uint64
+					one := func() {
+						n := seq.Add(1)
+						id := fmt.Sprintf("m-%03d", n%64)
+						w := s.NewBatch()
+						st := tutorial(id)
+						w.PutMarquee(MarqueeRecord{State: st, HistorySeq: n, WakeAt: t0.Add(time.Duration(n))}, t0.Add(time.Duration(n-1)))
+						w.AppendHistory(id, n, marquee.Entry{At: t0, Verb: "step", Generation: 1, Result: marquee.Applied, DeliveryID: fmt.Sprint("d-", n)})
+						w.PutDedup(DedupRecord{MarqueeID: id, DeliveryID: fmt.Sprint("d-", n), At: t0, Status: 200, Body: []byte(`{"result":"applied"}`)})
+						if err := w.Commit(); err != nil {
+							b.Error(err)
+						}
+					}
+					b.ResetTimer()
+					if par {
+						b.SetParallelism(32)
+						b.RunParallel(func(pb *testing.PB) {
+							for pb.Next() {
+								one()
+							}
+						})
+					} else {
+						for i := 0; i < b.N; i++ {
+							one()
+						}
+					}
+				})
+			}
+		})
+	}
+}
