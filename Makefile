@@ -73,6 +73,8 @@ bench:
 	$(GO) run ./cmd/warden-bench -out BENCHMARKS.md
 	$(GO) run ./cmd/warden-bench -scale -out BENCHMARKS.md
 	$(GO) run ./cmd/warden-bench -lists -out BENCHMARKS.md
+	$(GO) run ./cmd/warden-bench -cluster -out BENCHMARKS.md
+	$(GO) test ./persistence -run '^$$' -bench BenchmarkTransition -benchtime 3s -count 3
 
 # More seeds than CI runs, with the determinism check; writes the figures.
 SIM_SEEDS ?= 1000

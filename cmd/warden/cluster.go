@@ -24,11 +24,10 @@ import (
 )
 
 // clusterParts is what a cluster node runs besides the single-node
-// process: maybe an etcd member, a client, the node's membership.
+// process: maybe an etcd member, a client, and the store over them.
 type clusterParts struct {
 	member *etcdembed.Member
 	client *clientv3.Client
-	node   *cluster.Node
 	store  *persistence.Store
 }
 

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -220,4 +221,38 @@ func TestConfigSecretsNeverFromFlags(t *testing.T) {
 	require.Error(t, err)
 	_, err = parseConfig([]string{"--dedup-retention", "1h"}, getenv, io.Discard)
 	require.ErrorContains(t, err, "72h")
+}
+
+// TestC10SingleNodeStaysTheDefault: without --node, warden is the
+// single-node process on Pebble and the cluster flags are refused; a node
+// needs etcd (embedded or external, not both), a cluster token and the
+// shared keys, and `warden keygen` makes those.
+func TestC10SingleNodeStaysTheDefault(t *testing.T) {
+	env := map[string]string{"WARDEN_OPERATOR_TOKEN": "b", "WARDEN_DISPATCH": "exec", "WARDEN_DISPATCH_COMMAND": "echo hi"}
+	getenv := func(k string) string { return env[k] }
+	c, err := parseConfig(nil, getenv, io.Discard)
+	require.NoError(t, err)
+	require.Empty(t, c.Node, "a lone warden serve is a single node")
+	_, err = parseConfig([]string{"--etcd-embed"}, getenv, io.Discard)
+	require.ErrorContains(t, err, "need --node")
+
+	_, err = parseConfig([]string{"--node", "n1"}, getenv, io.Discard)
+	require.ErrorContains(t, err, "exactly one of --etcd-embed or --etcd-endpoints")
+	require.ErrorContains(t, err, "cluster token")
+	require.ErrorContains(t, err, "shares its keys")
+	_, err = parseConfig([]string{"--node", "N 1", "--etcd-endpoints", "http://127.0.0.1:2379"}, getenv, io.Discard)
+	require.ErrorContains(t, err, "--node: 1..32")
+
+	dir := filepath.Join(t.TempDir(), "shared")
+	var out strings.Builder
+	require.NoError(t, keygen([]string{dir}, &out))
+	require.Contains(t, out.String(), "cluster token written")
+	out.Reset()
+	require.NoError(t, keygen([]string{dir}, &out), "run again, it keeps what is there")
+	require.Empty(t, out.String())
+	c, err = parseConfig([]string{"--node", "n1", "--etcd-embed", "--etcd-peer-url", "http://127.0.0.1:2380", "--etcd-client-url", "http://127.0.0.1:2379",
+		"--etcd-initial-cluster", "n1=http://127.0.0.1:2380", "--cluster-token-file", filepath.Join(dir, "cluster.token"),
+		"--seal-key-file", filepath.Join(dir, "seal.key"), "--callback-signing-key-file", filepath.Join(dir, "callback-signing.key")}, getenv, io.Discard)
+	require.NoError(t, err)
+	require.Len(t, c.ClusterToken, 64)
 }
