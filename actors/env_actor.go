@@ -66,11 +66,15 @@ type EnvConfig struct {
 	Notifier driver.Notifier
 	// Worker names this process as a lease owner (E7).
 	Worker string
-	// ExclusiveStore says no other process can write the store (a lone
-	// warden holds Pebble's lock): a lease owner other than Worker found at
-	// start is then an earlier, dead incarnation, and its leases end at
-	// once instead of at their expiry (issue 10). A store shared by several
-	// nodes (cluster.md) must leave it false.
+	// ExclusiveStore says no other process can write an environment's
+	// records while this one runs its actor: a lone warden holds Pebble's
+	// lock; a cluster node owns the environment's shard, and every write of
+	// another node is fenced out (C3). A lease owner other than Worker found
+	// when the actor loads is then a process that can no longer commit (an
+	// earlier incarnation, or the shard's previous owner), and its leases
+	// end at once instead of at their expiry (issue 10, C5); its driver call
+	// still in flight is refused by the lease generation (E7). False only
+	// where another writer may be alive: a test's shared store.
 	ExclusiveStore bool
 	// NotifyBackoff is the first wait after a failed delivery, doubling
 	// (zero means 30 seconds).

@@ -26,6 +26,7 @@ func TestClusterUnderFaults(t *testing.T) {
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, rep.Kills, 6)
 	require.GreaterOrEqual(t, rep.Pauses, 3)
+	require.Positive(t, rep.Envs, "preview environments ran on the cluster")
 	require.Equal(t, 1, rep.MembersAdded)
 	require.Equal(t, 1, rep.MembersRemoved)
 	require.Positive(t, rep.AppliedChecked, "callbacks were acknowledged and found again")
@@ -75,4 +76,10 @@ func TestHistoryCheckFindsEachViolation(t *testing.T) {
 		over = append(over, put(fmt.Sprintf("warden/d/a/default/m-%d", i), "\x01{\"status\":\"reserved\"}", rev), put(cluster.AuditKey(pool), "2", rev))
 	}
 	require.ErrorContains(t, replayHistory(over, &Report{}), "I7")
+
+	branch := cluster.ShardOf("branch", "main")
+	back := []*clientv3.Event{put(cluster.ShardKey(branch), "n1", 2),
+		put("warden/d/b/main", "\x017", 3), put(cluster.AuditKey(branch), "2", 3),
+		put("warden/d/b/main", "\x016", 4), put(cluster.AuditKey(branch), "2", 4)}
+	require.ErrorContains(t, replayHistory(back, &Report{}), "I14")
 }

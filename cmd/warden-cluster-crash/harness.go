@@ -26,6 +26,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/wardenhq/warden/actors/cluster"
+	"github.com/wardenhq/warden/cmd/internal/previewworld"
 )
 
 // Options of one run.
@@ -47,6 +48,7 @@ type Report struct {
 	MembersAdded    int
 	MembersRemoved  int
 	Marquees        int
+	Envs            int
 	Dispatches      int
 	AppliedChecked  int
 	// Ops counts client operations by result: ok, failed, unknown.
@@ -66,10 +68,10 @@ type Report struct {
 
 func (r Report) String() string {
 	p50, worst := percentile(r.Failovers, 50), percentile(r.Failovers, 100)
-	return fmt.Sprintf("seed=%d owner-kills=%d pauses-past-lease=%d rolling-restarts=%d members-added=%d members-removed=%d marquees=%d dispatches=%d "+
+	return fmt.Sprintf("seed=%d owner-kills=%d pauses-past-lease=%d rolling-restarts=%d members-added=%d members-removed=%d marquees=%d environments=%d dispatches=%d "+
 		"applied-callbacks-checked=%d ops-ok=%d ops-failed=%d ops-unknown=%d revisions-checked=%d fenced-transactions=%d most-reserved=%d/%d "+
 		"failover-p50=%s failover-max=%s (of which etcd-leader kills=%d, their max=%s; the others' max=%s) elapsed=%s",
-		r.Seed, r.Kills, r.Pauses, r.RollingRestarts, r.MembersAdded, r.MembersRemoved, r.Marquees, r.Dispatches, r.AppliedChecked,
+		r.Seed, r.Kills, r.Pauses, r.RollingRestarts, r.MembersAdded, r.MembersRemoved, r.Marquees, r.Envs, r.Dispatches, r.AppliedChecked,
 		r.Ops["ok"], r.Ops["failed"], r.Ops["unknown"], r.Revisions, r.FencedTxns, r.MaxAdmit, poolLimit,
 		p50.Round(time.Millisecond), worst.Round(time.Millisecond), len(r.LeaderFailovers), percentile(r.LeaderFailovers, 100).Round(time.Millisecond),
 		percentile(r.otherFailovers(), 100).Round(time.Millisecond), r.Elapsed.Round(time.Second))
@@ -126,10 +128,12 @@ type harness struct {
 	dir    string
 	bin    string
 	shared string
-	gh     *httptest.Server
-	client *http.Client
-	stop   atomic.Bool
-	wg     sync.WaitGroup
+	// previewBin is the reference environment driver (examples/preview).
+	previewBin string
+	gh         *httptest.Server
+	client     *http.Client
+	stop       atomic.Bool
+	wg         sync.WaitGroup
 
 	nodesMu sync.Mutex
 	nodes   []*node
@@ -139,6 +143,7 @@ type harness struct {
 	dispCount int
 	applied   map[string][]string
 	created   []string
+	envs      []*previewworld.Env
 	ops       map[string]int
 	seq       atomic.Uint64
 	logMu     sync.Mutex
@@ -196,6 +201,10 @@ func Run(o Options) (rep Report, err error) {
 	if out, err := exec.Command(h.bin, "keygen", h.shared).CombinedOutput(); err != nil {
 		return rep, fmt.Errorf("keygen: %v: %s", err, out)
 	}
+	if h.previewBin, err = previewworld.BuildDriver(h.dir); err != nil {
+		return rep, err
+	}
+	defer previewworld.StopApps(h.previewDir())
 	h.gh = httptest.NewServer(http.HandlerFunc(h.github))
 	defer h.gh.Close()
 	for i := 1; i <= 4; i++ { // n4 is the member added and removed
@@ -224,8 +233,9 @@ func Run(o Options) (rep Report, err error) {
 	}
 	h.logf("cluster up: %s", initial)
 
-	h.wg.Add(1)
+	h.wg.Add(2)
 	go h.operators()
+	go h.envOperators()
 
 	deadline := time.Now().Add(o.Duration)
 	for round := 0; time.Now().Before(deadline) || rep.Kills < o.MinKills || rep.Pauses < o.MinPauses; round++ {
@@ -255,6 +265,9 @@ func Run(o Options) (rep Report, err error) {
 		return rep, err
 	}
 	time.Sleep(2 * time.Second)
+	if err := h.settleEnvs(&rep); err != nil {
+		return rep, fmt.Errorf("environments after the quiet phase: %w", err)
+	}
 	return rep, h.check(&rep)
 }
 
@@ -278,8 +291,10 @@ func (h *harness) start(n *node, initial string, join bool) error {
 	if join {
 		args = append(args, "--etcd-join")
 	}
+	args = append(args, h.envArgs()...)
 	cmd := exec.Command(h.bin, args...)
-	cmd.Env = append(os.Environ(), "WARDEN_CALLBACK_TOKEN="+cbToken, "WARDEN_OPERATOR_TOKEN="+opToken, "WARDEN_GITHUB_TOKEN=gh")
+	cmd.Env = append(os.Environ(), "WARDEN_CALLBACK_TOKEN="+cbToken, "WARDEN_OPERATOR_TOKEN="+opToken, "WARDEN_GITHUB_TOKEN=gh",
+		"WARDEN_PREVIEW_DIR="+h.previewDir())
 	logf, err := os.OpenFile(filepath.Join(h.dir, n.name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return err

@@ -109,6 +109,7 @@ func (h *harness) checkStoreHistory(rep *Report) error {
 func replayHistory(events []*clientv3.Event, rep *Report) error {
 	epoch := map[int]int64{}
 	reserved := map[string]bool{}
+	routeGen := map[string]uint64{}
 	for i := 0; i < len(events); {
 		rev := events[i].Kv.ModRevision
 		j := i
@@ -158,6 +159,16 @@ func replayHistory(events []*clientv3.Event, rep *Report) error {
 					epoch[s] = ev.Kv.ModRevision
 				} else {
 					epoch[s] = 0
+				}
+			}
+			if branch, ok := strings.CutPrefix(k, persistence.DataPrefix+"b/"); ok && ev.Type == mvccpb.PUT && len(ev.Kv.Value) > 1 {
+				// E8, I14: a branch's route generation only grows.
+				var g uint64
+				if json.Unmarshal(ev.Kv.Value[1:], &g) == nil {
+					if g <= routeGen[branch] {
+						return fmt.Errorf("I14: at revision %d branch %s's route generation went from %d to %d", rev, branch, routeGen[branch], g)
+					}
+					routeGen[branch] = g
 				}
 			}
 			if job, ok := strings.CutPrefix(k, persistence.DataPrefix+"a/default/"); ok {

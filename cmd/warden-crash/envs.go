@@ -1,13 +1,12 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"syscall"
 	"time"
+
+	"github.com/wardenhq/warden/cmd/internal/previewworld"
 )
 
 // Preview environments under SIGKILL: the reference drivers of
@@ -32,25 +31,6 @@ const (
 	envBranches   = 3
 )
 
-type envRecord struct {
-	id, branch string
-	seq        int // creation order on the harness side
-	removed    bool
-}
-
-// buildPreviewDriver builds the reference driver next to the warden binary.
-func (h *harness) buildPreviewDriver() (string, error) {
-	bin := filepath.Join(h.dir, "example-preview")
-	out, err := exec.Command("go", "build", "-o", bin, "./examples/preview").CombinedOutput()
-	if err != nil {
-		out2, err2 := exec.Command("go", "build", "-o", bin, "../../examples/preview").CombinedOutput()
-		if err2 != nil {
-			return "", fmt.Errorf("build example-preview: %v\n%s\n%s", err, out, out2)
-		}
-	}
-	return bin, nil
-}
-
 // envArgs are warden's flags for the preview environments of a crash run.
 func (h *harness) envArgs() []string {
 	if h.previewBin == "" {
@@ -69,8 +49,8 @@ func (h *harness) envOperators() {
 		time.Sleep(time.Duration(300+h.intn(600)) * time.Millisecond)
 		if h.intn(3) > 0 && n < maxEnvs {
 			n++
-			e := &envRecord{id: fmt.Sprintf("env-%d", n), branch: fmt.Sprintf("b%d", n%envBranches), seq: n}
-			st, _, err := h.do("POST", "/v1/environments", opToken, map[string]any{"id": e.id, "branch": e.branch, "revision": fmt.Sprintf("r%d", n)}, "")
+			e := &previewworld.Env{ID: fmt.Sprintf("env-%d", n), Branch: fmt.Sprintf("b%d", n%envBranches), Seq: n}
+			st, _, err := h.do("POST", "/v1/environments", opToken, map[string]any{"id": e.ID, "branch": e.Branch, "revision": fmt.Sprintf("r%d", n)}, "")
 			if err == nil && (st == 201 || st == 409) {
 				h.mu.Lock()
 				h.envs = append(h.envs, e)
@@ -81,9 +61,9 @@ func (h *harness) envOperators() {
 			continue
 		}
 		h.mu.Lock()
-		var oldest *envRecord
+		var oldest *previewworld.Env
 		for _, e := range h.envs {
-			if !e.removed && (oldest == nil || e.seq < oldest.seq) && e.branch == fmt.Sprintf("b%d", h.intn(envBranches)) {
+			if !e.Removed && (oldest == nil || e.Seq < oldest.Seq) && e.Branch == fmt.Sprintf("b%d", h.intn(envBranches)) {
 				oldest = e
 			}
 		}
@@ -93,9 +73,9 @@ func (h *harness) envOperators() {
 		}
 		// The wish counts whatever the answer; the quiet phase asks again.
 		h.mu.Lock()
-		oldest.removed = true
+		oldest.Removed = true
 		h.mu.Unlock()
-		_, _, _ = h.do("POST", "/v1/environments/"+oldest.id+"/remove", opToken, map[string]any{"reason": "merged", "actor": "crash"}, "")
+		_, _, _ = h.do("POST", "/v1/environments/"+oldest.ID+"/remove", opToken, map[string]any{"reason": "merged", "actor": "crash"}, "")
 	}
 }
 
@@ -104,17 +84,17 @@ func (h *harness) envOperators() {
 // over by the new process within seconds, not at the lease's end.
 func (h *harness) checkEnvs(rep *Report) error {
 	h.mu.Lock()
-	envs := append([]*envRecord(nil), h.envs...)
+	envs := append([]*previewworld.Env(nil), h.envs...)
 	h.mu.Unlock()
 	var orphaned []string
 	for _, e := range envs {
-		st, v, err := h.do("GET", "/v1/environments/"+e.id, opToken, nil, "")
+		st, v, err := h.do("GET", "/v1/environments/"+e.ID, opToken, nil, "")
 		if err != nil || st != 200 {
-			return fmt.Errorf("E1: environment %s was answered 201 and is gone (status %d, %v)", e.id, st, err)
+			return fmt.Errorf("E1: environment %s was answered 201 and is gone (status %d, %v)", e.ID, st, err)
 		}
 		rep.EnvsChecked++
 		if owner := leaseOwner(v); owner != "" && owner != h.worker() {
-			orphaned = append(orphaned, e.id)
+			orphaned = append(orphaned, e.ID)
 		}
 	}
 	for _, id := range orphaned {
@@ -156,12 +136,12 @@ func (h *harness) worker() string {
 // outcome against the preview world on disk.
 func (h *harness) settleEnvs(rep *Report) error {
 	h.mu.Lock()
-	envs := append([]*envRecord(nil), h.envs...)
+	envs := append([]*previewworld.Env(nil), h.envs...)
 	h.mu.Unlock()
 	for _, e := range envs {
-		if e.removed { // a removal whose answer a kill lost is asked again
-			if st, _, err := h.do("POST", "/v1/environments/"+e.id+"/remove", opToken, map[string]any{"reason": "merged", "actor": "crash"}, ""); err != nil || st != 202 {
-				return fmt.Errorf("remove %s again: %d %v", e.id, st, err)
+		if e.Removed { // a removal whose answer a kill lost is asked again
+			if st, _, err := h.do("POST", "/v1/environments/"+e.ID+"/remove", opToken, map[string]any{"reason": "merged", "actor": "crash"}, ""); err != nil || st != 202 {
+				return fmt.Errorf("remove %s again: %d %v", e.ID, st, err)
 			}
 		}
 	}
@@ -176,99 +156,11 @@ func (h *harness) settleEnvs(rep *Report) error {
 	return err
 }
 
-type envView struct {
-	State        string
-	Desired      string
-	Generation   uint64
-	SupersededBy uint64 `json:"superseded_by"`
-	Tombstone    *struct{ Reason string }
-	LastFailure  *struct{ Message string } `json:"last_failure"`
-}
-
-type routeFile struct {
-	Generation uint64 `json:"generation"`
-	Env        string `json:"env"`
-}
-
-func (h *harness) envOutcome(envs []*envRecord) error {
-	views := map[string]envView{}
-	for _, e := range envs {
-		st, body, err := h.do("GET", "/v1/environments/"+e.id, opToken, nil, "")
-		if err != nil || st != 200 {
-			return fmt.Errorf("environment %s: %d %v", e.id, st, err)
-		}
-		raw, _ := json.Marshal(body)
-		var v envView
-		_ = json.Unmarshal(raw, &v)
-		views[e.id] = v
-		switch {
-		case e.removed && v.Tombstone == nil:
-			return fmt.Errorf("%s: removal asked, state %s (failure %v)", e.id, v.State, v.LastFailure)
-		case !e.removed && v.State != "ready":
-			return fmt.Errorf("%s: state %s, want ready (failure %v)", e.id, v.State, v.LastFailure)
-		}
+func (h *harness) envOutcome(envs []*previewworld.Env) error {
+	branches := make([]string, envBranches)
+	for b := range branches {
+		branches[b] = fmt.Sprintf("b%d", b)
 	}
-	preview := filepath.Join(h.dir, "preview")
-	for _, e := range envs {
-		if !e.removed {
-			continue
-		}
-		// I12: nothing of a tombstone is left.
-		if _, err := os.Stat(filepath.Join(preview, "databases", "db-"+e.id)); err == nil {
-			return fmt.Errorf("I12: db-%s outlives its tombstone", e.id)
-		}
-		if pid, ok := appPID(filepath.Join(preview, "apps", "app-"+e.id+".json")); ok && syscall.Kill(pid, 0) == nil {
-			return fmt.Errorf("I12: app-%s (pid %d) outlives its tombstone", e.id, pid)
-		}
-	}
-	for b := 0; b < envBranches; b++ {
-		branch := fmt.Sprintf("b%d", b)
-		var route routeFile
-		raw, err := os.ReadFile(filepath.Join(preview, "routes", branch+".json"))
-		hasRoute := err == nil && json.Unmarshal(raw, &route) == nil
-		var newest *envRecord
-		for _, e := range envs {
-			if e.branch == branch && (newest == nil || views[e.id].Generation > views[newest.id].Generation) {
-				newest = e
-			}
-		}
-		if hasRoute {
-			holder, ok := views[route.Env]
-			if !ok || holder.Tombstone != nil || holder.Generation != route.Generation {
-				return fmt.Errorf("I12: route %s -> %s (generation %d) is not held by a live preview", branch, route.Env, route.Generation)
-			}
-			for _, e := range envs {
-				if v := views[e.id]; e.branch == branch && v.Tombstone == nil && v.Generation > route.Generation && v.SupersededBy == 0 {
-					return fmt.Errorf("I14: route %s at generation %d while live %s has generation %d", branch, route.Generation, e.id, v.Generation)
-				}
-			}
-		}
-		if newest != nil && !newest.removed && (!hasRoute || route.Env != newest.id) {
-			return fmt.Errorf("I14: the newest live preview %s of %s does not hold its route (%+v)", newest.id, branch, route)
-		}
-	}
-	return nil
-}
-
-// appPID reads the pid from a reference driver's apps/<identity>.json.
-func appPID(file string) (int, bool) {
-	raw, err := os.ReadFile(file)
-	if err != nil {
-		return 0, false
-	}
-	var a struct{ PID int }
-	if json.Unmarshal(raw, &a) != nil || a.PID <= 0 {
-		return 0, false
-	}
-	return a.PID, true
-}
-
-// stopPreviewApps ends the preview applications the drivers started.
-func (h *harness) stopPreviewApps() {
-	files, _ := filepath.Glob(filepath.Join(h.dir, "preview", "apps", "*.json"))
-	for _, f := range files {
-		if pid, ok := appPID(f); ok {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-		}
-	}
+	get := func(path string) (int, map[string]any, error) { return h.do("GET", path, opToken, nil, "") }
+	return previewworld.Outcome(envs, branches, get, filepath.Join(h.dir, "preview"))
 }

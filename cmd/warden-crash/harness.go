@@ -20,6 +20,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/wardenhq/warden/cmd/internal/previewworld"
 )
 
 // Options of one crash run.
@@ -88,7 +90,7 @@ type harness struct {
 	created   []string            // marquees whose create was answered 201
 	silent    map[string]bool
 	seq       atomic.Uint64
-	envs      []*envRecord
+	envs      []*previewworld.Env
 	wg        sync.WaitGroup
 	// previewBin is the reference environment driver (examples/preview).
 	previewBin string
@@ -131,10 +133,10 @@ func Run(o Options) (Report, error) {
 			}
 		}
 	}
-	if h.previewBin, err = h.buildPreviewDriver(); err != nil {
+	if h.previewBin, err = previewworld.BuildDriver(h.dir); err != nil {
 		return rep, err
 	}
-	defer h.stopPreviewApps()
+	defer previewworld.StopApps(filepath.Join(h.dir, "preview"))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return rep, err

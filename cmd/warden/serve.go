@@ -269,10 +269,11 @@ func envConfig(c config) actors.EnvConfig {
 	host, _ := os.Hostname()
 	ec := actors.EnvConfig{Machine: environment.Machine{Config: mc}, Worker: fmt.Sprintf("warden@%s/%d", host, os.Getpid()),
 		Notifier: notifier(c), ReconcileEvery: c.EnvReconcileEvery,
-		// One process holds the Pebble lock: a lease owner other than this
-		// process found at start died with its process. On a cluster's
-		// shared store another node's worker may be alive.
-		ExclusiveStore: c.Node == ""}
+		// One process holds the Pebble lock, or, on a cluster, this node
+		// owns the environment's shard and the previous owner is fenced: a
+		// lease owner other than this process found when an environment
+		// loads can no longer commit.
+		ExclusiveStore: true}
 	if len(c.EnvDriverCommand) > 0 {
 		d := &driver.ExecCapability{Exec: driver.Exec{Command: c.EnvDriverCommand, Timeout: c.EnvDriverTimeout, PassEnv: c.DriverEnv}}
 		ec.Drivers = actors.DriverForAll(d)

@@ -1,0 +1,106 @@
+package main
+
+import (
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/wardenhq/warden/cmd/internal/previewworld"
+)
+
+// Preview environments on the cluster: created and removed through any
+// node while nodes die, pause and restart; the reference drivers do the
+// work (one machine: one preview world shared by the nodes). At the end
+// each is ready or a tombstone as asked and each branch route is held by
+// its newest live preview (I12, I14); the history check sees every
+// branch's route generation only ever grow (E8).
+
+const (
+	maxEnvs     = 8
+	envBranches = 2
+)
+
+var envBranchNames = []string{"b0", "b1"}
+
+func (h *harness) envArgs() []string {
+	return []string{"--env-driver-command", h.previewBin, "--env-reconcile-every", "300ms", "--env-retry-backoff", "200ms",
+		"--env-driver-timeout", "20s", "--driver-env", "WARDEN_PREVIEW_DIR"}
+}
+
+func (h *harness) previewDir() string { return filepath.Join(h.dir, "preview") }
+
+func (h *harness) envOperators() {
+	defer h.wg.Done()
+	n := 0
+	for !h.stop.Load() {
+		time.Sleep(time.Duration(400+h.intn(800)) * time.Millisecond)
+		nd := h.anyLive(nil)
+		if nd == nil {
+			continue
+		}
+		if h.intn(3) > 0 && n < maxEnvs {
+			n++
+			e := &previewworld.Env{ID: fmt.Sprintf("env-%d", n), Branch: envBranchNames[n%envBranches], Seq: n}
+			st, _, err := h.do(nd, "POST", "/v1/environments", opToken, map[string]any{"id": e.ID, "branch": e.Branch, "revision": fmt.Sprintf("r%d", n)}, "")
+			if h.record(st, err) == "ok" || st == 409 {
+				h.mu.Lock()
+				h.envs = append(h.envs, e)
+				h.mu.Unlock()
+			} else {
+				n-- // not known to be created: the same id again (a lost answer's create is found by its 409)
+			}
+			continue
+		}
+		branch := envBranchNames[h.intn(envBranches)]
+		h.mu.Lock()
+		var oldest *previewworld.Env
+		for _, e := range h.envs {
+			if !e.Removed && e.Branch == branch && (oldest == nil || e.Seq < oldest.Seq) {
+				oldest = e
+			}
+		}
+		if oldest != nil {
+			oldest.Removed = true // the wish counts whatever the answer; the quiet phase asks again
+		}
+		h.mu.Unlock()
+		if oldest != nil {
+			st, _, err := h.do(nd, "POST", "/v1/environments/"+oldest.ID+"/remove", opToken, map[string]any{"reason": "merged", "actor": "cluster-crash"}, "")
+			h.record(st, err)
+		}
+	}
+}
+
+// settleEnvs asks again for every removal, then waits for every
+// environment to come to rest and checks the preview world.
+func (h *harness) settleEnvs(rep *Report) error {
+	h.mu.Lock()
+	envs := append([]*previewworld.Env(nil), h.envs...)
+	h.mu.Unlock()
+	for _, e := range envs {
+		if !e.Removed {
+			continue
+		}
+		for try := 0; ; try++ {
+			st, _, err := h.do(h.anyLive(nil), "POST", "/v1/environments/"+e.ID+"/remove", opToken, map[string]any{"reason": "merged", "actor": "cluster-crash"}, "")
+			if err == nil && st == 202 {
+				break
+			}
+			if try == 100 {
+				return fmt.Errorf("remove %s again: %d %v", e.ID, st, err)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	get := func(path string) (int, map[string]any, error) {
+		return h.do(h.anyLive(nil), "GET", path, opToken, nil, "")
+	}
+	var err error
+	for try := 0; try < 300; try++ {
+		if err = previewworld.Outcome(envs, envBranchNames, get, h.previewDir()); err == nil {
+			rep.Envs = len(envs)
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return err
+}

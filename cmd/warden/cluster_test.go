@@ -1,0 +1,58 @@
+package main
+
+import (
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/wardenhq/warden/actors/cluster"
+	"github.com/wardenhq/warden/persistence/etcdembed"
+)
+
+// TestC10NodeOnExternalEtcd: `warden serve --node NAME --etcd-endpoints`
+// runs a node on an etcd it does not embed (here a member started by the
+// test): the node takes every shard of a cluster of one, a marquee
+// created through it is in etcd, and a restart finds it there.
+func TestC10NodeOnExternalEtcd(t *testing.T) {
+	peer, client := "http://"+freePort(t), "http://"+freePort(t)
+	m, err := etcdembed.Start(etcdembed.Config{Name: "e1", Dir: filepath.Join(t.TempDir(), "etcd"), PeerURL: peer, ClientURL: client})
+	require.NoError(t, err)
+	t.Cleanup(m.Close)
+	shared := filepath.Join(t.TempDir(), "shared")
+	var out strings.Builder
+	require.NoError(t, keygen([]string{shared}, &out))
+	args := []string{"--node", "n1", "--etcd-endpoints", client, "--cluster-token-file", filepath.Join(shared, "cluster.token"),
+		"--seal-key-file", filepath.Join(shared, "seal.key"), "--callback-signing-key-file", filepath.Join(shared, "callback-signing.key"),
+		"--dispatch", "exec", "--dispatch-command", okScript(t), "--bootstrap", "exec", "--bootstrap-command", okScript(t)}
+	data, addr := t.TempDir(), freePort(t)
+	p := startProc(t, data, addr, args...)
+	owned := func() bool {
+		st, v := p.do("GET", "/v1/cluster", "op-secret", nil)
+		if st != 200 {
+			return false
+		}
+		shards, _ := v["shards"].([]any)
+		for _, s := range shards {
+			if s.(map[string]any)["owner"] != "n1" {
+				return false
+			}
+		}
+		return len(shards) == cluster.Shards
+	}
+	require.Eventually(t, owned, 10*time.Second, 20*time.Millisecond, "a cluster of one owns every shard")
+	st, _ := p.do("POST", "/v1/marquees", "op-secret", map[string]any{"id": "m-1", "kind": "tutorial"})
+	require.Equal(t, 201, st)
+
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, p.cmd.Wait(), p.log.String())
+	p = startProc(t, data, addr, args...)
+	require.Eventually(t, owned, 10*time.Second, 20*time.Millisecond, "the restarted node takes its shards back at once")
+	st, v := p.do("GET", "/v1/marquees/m-1", "op-secret", nil)
+	require.Equal(t, 200, st, "the marquee is in etcd")
+	require.Equal(t, "m-1", v["id"])
+	require.NotContains(t, p.log.String(), "cb-secret")
+}
