@@ -276,10 +276,17 @@ func (a *envActor) startEffects(env environment.Env, effects []environment.Effec
 			drv := sys.cfg.Env.Drivers[e.Capability]
 			leaseFor := sys.cfg.Env.Machine.Config.LeaseFor
 			run, renews := sys.goEffect, true
+			renewal := environment.RenewLease{AttemptID: req.AttemptID, LeaseGeneration: req.LeaseGeneration}
+			done := &atomic.Bool{}
 			if h := sys.cfg.Sim; h != nil && h.EnvEffect != nil {
 				run = func(f func(ctx context.Context)) { renews = h.EnvEffect(req, f) }
+			} else if leaseFor > 0 {
+				// Armed before the call starts, so the renewals count from
+				// the lease's own start, not from whenever this goroutine
+				// gets back to it.
+				sys.renewWhile(id, renewal, leaseFor/3, done)
+				renews = false
 			}
-			done := &atomic.Bool{}
 			run(func(ctx context.Context) {
 				defer done.Store(true)
 				res := environment.Result{AttemptID: req.AttemptID, LeaseGeneration: req.LeaseGeneration}
@@ -314,8 +321,8 @@ func (a *envActor) startEffects(env environment.Env, effects []environment.Effec
 				}
 				sys.route(kindEnv, id, envEvent{ev: res})
 			})
-			if renews && leaseFor > 0 {
-				sys.renewWhile(id, environment.RenewLease{AttemptID: req.AttemptID, LeaseGeneration: req.LeaseGeneration}, leaseFor/3, done)
+			if renews && leaseFor > 0 { // the simulator's paused worker renews or not as it says
+				sys.renewWhile(id, renewal, leaseFor/3, done)
 			}
 		case environment.Send:
 			a.send(e.Notification, 0)
