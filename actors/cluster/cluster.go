@@ -73,6 +73,9 @@ func Owner(shard int, members []string) string {
 type Member struct {
 	Name string `json:"name"`
 	URL  string `json:"url"`
+	// Lease is the lease the member's key hangs on (read from etcd, not
+	// stored in the value).
+	Lease int64 `json:"-"`
 }
 
 // Holder is who holds a shard key now.

@@ -131,7 +131,7 @@ func (c fakeClient) Members(context.Context) ([]Member, error) {
 	for k, kv := range c.f.keys {
 		if len(k) > len(MemberKey("")) && k[:len(MemberKey(""))] == MemberKey("") {
 			name, url, _ := strings.Cut(kv.val, "|")
-			out = append(out, Member{Name: name, URL: url})
+			out = append(out, Member{Name: name, URL: url, Lease: kv.lease})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
@@ -324,4 +324,50 @@ func TestDrainHandsEverythingOver(t *testing.T) {
 	v := n2.View()
 	require.Equal(t, "n2", v.Node)
 	require.Equal(t, []MemberView{{Name: "n1", URL: "http://n1", Alive: false}, {Name: "n2", URL: "http://n2", Alive: true}}, v.Members)
+}
+
+// TestSilentMemberIsRevokedBeforeItsLeaseExpires: C5. A member that stops
+// answering its health probe for suspectAfter has its lease revoked by the
+// others, so its shards move after about a second rather than a whole
+// TTL; the revoked member, if it was only paused, learns its lease is gone
+// and rejoins.
+func TestSilentMemberIsRevokedBeforeItsLeaseExpires(t *testing.T) {
+	f := newFake()
+	n1, n2 := startNode(f, "n1"), startNode(f, "n2")
+	alive := map[string]bool{"http://n1": true, "http://n2": true}
+	for _, n := range []*testNode{n1, n2} {
+		n.probe = func(_ context.Context, url string) bool { return alive[url] }
+	}
+	round := func() {
+		for _, n := range []*testNode{n1, n2} {
+			if !n.down {
+				n.Probe(context.Background())
+			}
+		}
+		tickAll(f, n1, n2)
+	}
+	for i := 0; i < 20; i++ {
+		round()
+	}
+	require.NotEmpty(t, n2.Table().Owned())
+	n2.down, alive["http://n2"] = true, false // dies: no ticks, no answers
+	var took time.Duration
+	for d := time.Duration(0); d < 3*time.Second; d += tick {
+		round()
+		if len(n1.Table().Owned()) == Shards {
+			took = d + tick
+			break
+		}
+	}
+	require.NotZero(t, took, "n1 took every shard before n2's lease (3 s) ran out")
+	require.LessOrEqual(t, took, suspectAfter+3*tick)
+
+	n2.down, alive["http://n2"] = false, true // it was only paused
+	for i := 0; i < 30; i++ {
+		round()
+	}
+	for s := 0; s < Shards; s++ {
+		require.True(t, n1.Table().Owns(s) != n2.Table().Owns(s), "shard %d has one owner again", s)
+	}
+	require.NotEmpty(t, n2.Table().Owned(), "the paused member rejoined with a new lease")
 }

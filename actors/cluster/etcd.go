@@ -72,6 +72,7 @@ func (e Etcd) Members(ctx context.Context) ([]Member, error) {
 		if len(kv.Value) > maxMemberValue || json.Unmarshal(kv.Value, &m) != nil || m.Name == "" {
 			continue // not a member record this version wrote
 		}
+		m.Lease = kv.Lease
 		out = append(out, m)
 	}
 	return out, nil

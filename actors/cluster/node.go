@@ -51,6 +51,13 @@ const (
 	tick            = 100 * time.Millisecond
 	safety          = 300 * time.Millisecond
 	maxMovesPerTick = 2
+	// suspectAfter: a member whose /healthz has not answered for this long
+	// is taken for dead and its lease revoked, instead of waiting for etcd
+	// to expire it (C5). Safe whatever the truth: a member that was only
+	// slow or cut off finds its lease gone and its writes fail the fence,
+	// exactly as after an expiry; the cost of a wrong guess is a few moves.
+	suspectAfter = time.Second
+	probeTimeout = 500 * time.Millisecond
 )
 
 // Node is one warden process's membership and shard ownership.
@@ -71,6 +78,11 @@ type Node struct {
 	token    string
 	client   *http.Client
 	inflight chan struct{}
+
+	// probe asks a member whether it is alive; health is when each member
+	// last answered (guarded by mu).
+	probe  func(ctx context.Context, url string) bool
+	health map[string]time.Time
 
 	mu   sync.Mutex
 	view View
@@ -106,7 +118,65 @@ func NewNode(name, url string, ttl time.Duration, coord Coordinator, now func() 
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Node{name: name, url: url, ttl: ttl, coord: coord, table: NewTable(now), hooks: hooks, now: now, log: log,
-		revoked: map[int64]bool{}, seen: map[string]string{}}
+		revoked: map[int64]bool{}, seen: map[string]string{}, health: map[string]time.Time{}, probe: probeHealthz}
+}
+
+// probeHealthz is a member's GET /healthz answered 200 within probeTimeout.
+func probeHealthz(ctx context.Context, url string) bool {
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"/healthz", nil)
+	if err != nil {
+		return false
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}
+
+// Probe asks every other live member once, together, and notes who
+// answered. Run calls it every tick beside Tick (a dead member's timeout
+// never delays a lease renewal).
+func (n *Node) Probe(ctx context.Context) {
+	n.mu.Lock()
+	var peers []MemberView
+	for _, m := range n.view.Members {
+		if m.Alive && m.Name != n.name {
+			peers = append(peers, m)
+		}
+	}
+	n.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, m := range peers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			started := n.now()
+			if n.probe(ctx, m.URL) {
+				n.mu.Lock()
+				n.health[m.Name] = started
+				n.mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// suspects are the members that answered a probe once and not since
+// suspectAfter: taken for dead.
+func (n *Node) suspects() map[string]bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	out := map[string]bool{}
+	for name, last := range n.health {
+		if n.now().Sub(last) > suspectAfter {
+			out[name] = true
+		}
+	}
+	return out
 }
 
 // Table is the node's ownership table (what the actor system fences with).
@@ -117,6 +187,18 @@ func (n *Node) Name() string { return n.name }
 
 // Run ticks until ctx ends, then leaves the cluster cleanly (Leave).
 func (n *Node) Run(ctx context.Context) {
+	go func() {
+		t := time.NewTicker(tick)
+		defer t.Stop()
+		for {
+			n.Probe(ctx)
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
 	t := time.NewTicker(tick)
 	defer t.Stop()
 	for {
@@ -230,9 +312,12 @@ func (n *Node) Tick(ctx context.Context) {
 		n.log.Warn("cluster: shards", "err", err)
 		return
 	}
+	suspects := n.revokeSuspects(ctx, members)
 	names := make([]string, 0, len(members))
 	for _, m := range members {
-		names = append(names, m.Name)
+		if !suspects[m.Name] {
+			names = append(names, m.Name)
+		}
 	}
 	sort.Strings(names)
 	moves := 0
@@ -274,6 +359,31 @@ func (n *Node) Tick(ctx context.Context) {
 		}
 	}
 	n.publish(members, holders)
+}
+
+// revokeSuspects revokes the lease of a member taken for dead (its member
+// key and shard keys go with it, and the live members take the shards at
+// their next tick), at most one a tick and each lease once. The member
+// leaves the health table: a restarted process of that name is probed
+// anew. It returns the suspects, which get no shard meanwhile.
+func (n *Node) revokeSuspects(ctx context.Context, members []Member) map[string]bool {
+	suspects := n.suspects()
+	for _, m := range members {
+		if m.Name == n.name || !suspects[m.Name] || m.Lease == 0 || n.revoked[m.Lease] {
+			continue
+		}
+		n.revoked[m.Lease] = true
+		if err := n.coord.Revoke(ctx, m.Lease); err != nil {
+			n.log.Warn("cluster: revoke a silent member's lease", "member", m.Name, "err", err)
+			break
+		}
+		n.log.Warn("cluster: member did not answer; its lease is revoked", "member", m.Name, "silent_for", suspectAfter)
+		n.mu.Lock()
+		delete(n.health, m.Name)
+		n.mu.Unlock()
+		break
+	}
+	return suspects
 }
 
 func (n *Node) adopt(shard int, epoch int64) {

@@ -477,6 +477,20 @@ func (h *harness) allOwned(gone *node) bool {
 // busiestOwner is the live node owning the shard that holds the most
 // marquees created so far.
 func (h *harness) busiestOwner() (*node, int, error) {
+	// Shards may move between two looks (a resumed node rejoining takes
+	// some back): look again until the busiest shard's owner is live.
+	var lastErr error
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		n, shard, err := h.busiestOwnerOnce()
+		if err == nil {
+			return n, shard, nil
+		}
+		lastErr = err
+	}
+	return nil, 0, lastErr
+}
+
+func (h *harness) busiestOwnerOnce() (*node, int, error) {
 	if err := h.waitOwned(nil, 20*time.Second); err != nil {
 		return nil, 0, err
 	}
