@@ -89,10 +89,10 @@ func eachBackend(t *testing.T, f func(t *testing.T, bk *testBackend)) {
 	})
 }
 
-// TestBackendBatchIsAtomicAndScansAreOrdered: C1. A batch of sets and
+// TestC1BackendBatchIsAtomicAndScansAreOrdered: C1. A batch of sets and
 // deletes lands whole; scans return keys in order across the etcd
 // backend's page boundary; a discarded batch writes nothing.
-func TestBackendBatchIsAtomicAndScansAreOrdered(t *testing.T) {
+func TestC1BackendBatchIsAtomicAndScansAreOrdered(t *testing.T) {
 	eachBackend(t, func(t *testing.T, bk *testBackend) {
 		s := bk.open(t)
 		const n = etcdScanPage + 37
@@ -134,12 +134,12 @@ func TestBackendBatchIsAtomicAndScansAreOrdered(t *testing.T) {
 	})
 }
 
-// TestFencedCommit: C3 where the write lands. On etcd a batch fenced on a
+// TestC3FencedCommit: C3 where the write lands. On etcd a batch fenced on a
 // shard key commits only while the key is at the writer's epoch; after the
 // key is deleted (lease lapsed) or re-created (a new owner), the batch
 // fails with ErrFenced and writes nothing. Pebble, single-node, refuses a
 // fence it cannot check rather than pretend.
-func TestFencedCommit(t *testing.T) {
+func TestC3FencedCommit(t *testing.T) {
 	eachBackend(t, func(t *testing.T, bk *testBackend) {
 		s := bk.open(t)
 		if bk.name == "pebble" {

@@ -200,7 +200,7 @@ func tickAll(f *fakeEtcd, nodes ...*testNode) {
 	f.advance(tick)
 }
 
-func TestShardOfIsStableAndSpread(t *testing.T) {
+func TestC2ShardOfIsStableAndSpread(t *testing.T) {
 	require.Equal(t, ShardOf("marquee", "m-1"), ShardOf("marquee", "m-1"))
 	count := map[int]int{}
 	for i := 0; i < 1600; i++ {
@@ -213,9 +213,9 @@ func TestShardOfIsStableAndSpread(t *testing.T) {
 	require.NotEqual(t, ShardOf("marquee", "x"), ShardOf("pool", "x"), "kind is part of the hash (for this pair)")
 }
 
-// TestRendezvousMovesOnlyWhatItMust: C2. A member joining takes shards
+// TestC2RendezvousMovesOnlyWhatItMust: C2. A member joining takes shards
 // only for itself; one leaving gives only its own away.
-func TestRendezvousMovesOnlyWhatItMust(t *testing.T) {
+func TestC2RendezvousMovesOnlyWhatItMust(t *testing.T) {
 	three := []string{"n1", "n2", "n3"}
 	four := []string{"n1", "n2", "n3", "n4"}
 	for s := 0; s < Shards; s++ {
@@ -230,10 +230,10 @@ func TestRendezvousMovesOnlyWhatItMust(t *testing.T) {
 	}
 }
 
-// TestNodeOwnsItsShareAndHandsOverAFewAtATime: C2. One node takes every
+// TestC2NodeOwnsItsShareAndHandsOverAFewAtATime: C2. One node takes every
 // shard; a second joins and the first hands over at most two a tick until
 // each holds its rendezvous share, every epoch a fresh revision.
-func TestNodeOwnsItsShareAndHandsOverAFewAtATime(t *testing.T) {
+func TestC2NodeOwnsItsShareAndHandsOverAFewAtATime(t *testing.T) {
 	f := newFake()
 	n1 := startNode(f, "n1")
 	tickAll(f, n1)
@@ -257,12 +257,12 @@ func TestNodeOwnsItsShareAndHandsOverAFewAtATime(t *testing.T) {
 	}
 }
 
-// TestLapsedLeaseFencesAndFailsOver: C3 and C5 with a fake lease source.
+// TestC3C5LapsedLeaseFencesAndFailsOver: C3 and C5 with a fake lease source.
 // A node whose renewals stop (paused) may not write once its local lease
 // deadline passes, even before it runs again; after etcd expires the
 // lease, the other node takes the shards at newer epochs, and a late write
 // at the old epoch fails the compare.
-func TestLapsedLeaseFencesAndFailsOver(t *testing.T) {
+func TestC3C5LapsedLeaseFencesAndFailsOver(t *testing.T) {
 	f := newFake()
 	n1, n2 := startNode(f, "n1"), startNode(f, "n2")
 	for i := 0; i < 20; i++ {
@@ -304,8 +304,8 @@ func TestLapsedLeaseFencesAndFailsOver(t *testing.T) {
 	}
 }
 
-// TestDrainHandsEverythingOver: C9.
-func TestDrainHandsEverythingOver(t *testing.T) {
+// TestC9DrainHandsEverythingOver: C9.
+func TestC9DrainHandsEverythingOver(t *testing.T) {
 	f := newFake()
 	n1, n2 := startNode(f, "n1"), startNode(f, "n2")
 	for i := 0; i < 20; i++ {
@@ -326,12 +326,12 @@ func TestDrainHandsEverythingOver(t *testing.T) {
 	require.Equal(t, []MemberView{{Name: "n1", URL: "http://n1", Alive: false}, {Name: "n2", URL: "http://n2", Alive: true}}, v.Members)
 }
 
-// TestSilentMemberIsRevokedBeforeItsLeaseExpires: C5. A member that stops
+// TestC5SilentMemberIsRevokedBeforeItsLeaseExpires: C5. A member that stops
 // answering its health probe for suspectAfter has its lease revoked by the
 // others, so its shards move after about a second rather than a whole
 // TTL; the revoked member, if it was only paused, learns its lease is gone
 // and rejoins.
-func TestSilentMemberIsRevokedBeforeItsLeaseExpires(t *testing.T) {
+func TestC5SilentMemberIsRevokedBeforeItsLeaseExpires(t *testing.T) {
 	f := newFake()
 	n1, n2 := startNode(f, "n1"), startNode(f, "n2")
 	alive := map[string]bool{"http://n1": true, "http://n2": true}

@@ -13,11 +13,11 @@ import (
 	"github.com/wardenhq/warden/actors/cluster"
 )
 
-// TestClusterUnderFaults is C7's short run: three real nodes, each
+// TestC7ClusterUnderFaults is C7's short run: three real nodes, each
 // embedding an etcd member, with owner kills, pauses past the lease, a
 // rolling restart and a member added and removed, and the history checked
 // for C6 at the end. `make cluster-crash` runs it for longer.
-func TestClusterUnderFaults(t *testing.T) {
+func TestC7ClusterUnderFaults(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three warden processes")
 	}
@@ -41,11 +41,11 @@ func del(key string, rev int64) *clientv3.Event {
 	return &clientv3.Event{Type: mvccpb.DELETE, Kv: &mvccpb.KeyValue{Key: []byte(key), ModRevision: rev}}
 }
 
-// TestHistoryCheckFindsEachViolation: the history check is not a check
+// TestC6HistoryCheckFindsEachViolation: the history check is not a check
 // that cannot fail. A write fenced at an epoch its shard key no longer
 // has, a data write without a fence, a write outside its fence's shard and
 // a pool over its limit are each found.
-func TestHistoryCheckFindsEachViolation(t *testing.T) {
+func TestC6HistoryCheckFindsEachViolation(t *testing.T) {
 	s := cluster.ShardOf("marquee", "m-1")
 	shard, audit := cluster.ShardKey(s), cluster.AuditKey(s)
 	other := "m-2"
