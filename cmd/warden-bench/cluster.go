@@ -17,6 +17,7 @@ import (
 
 	"github.com/wardenhq/warden/actors/cluster"
 	"github.com/wardenhq/warden/cmd/internal/mdreport"
+	"github.com/wardenhq/warden/cmd/internal/testkit"
 )
 
 // The cluster figures (C8): the durable callback path at 64 connections on
@@ -46,12 +47,12 @@ func runCluster(out string, duration, warmup time.Duration) error {
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	bin := filepath.Join(tmp, "warden")
-	if b, err := exec.Command("go", "build", "-o", bin, "./cmd/warden").CombinedOutput(); err != nil {
-		return fmt.Errorf("build: %v\n%s", err, b)
+	bin, err := testkit.BuildWarden(tmp)
+	if err != nil {
+		return err
 	}
-	okScript := filepath.Join(tmp, "ok.sh")
-	if err := os.WriteFile(okScript, []byte("#!/bin/sh\ncat >/dev/null\necho '{\"ok\":true}'\n"), 0o755); err != nil {
+	okScript, err := testkit.OKScript(tmp)
+	if err != nil {
 		return err
 	}
 	shared := filepath.Join(tmp, "shared")

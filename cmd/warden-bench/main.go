@@ -32,6 +32,7 @@ import (
 
 	"github.com/wardenhq/warden/actors/trust"
 	"github.com/wardenhq/warden/cmd/internal/mdreport"
+	"github.com/wardenhq/warden/cmd/internal/testkit"
 )
 
 const (
@@ -244,12 +245,12 @@ func run(duration, warmup time.Duration, out, connsFlag string, names []string) 
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	bin := filepath.Join(tmp, "warden")
-	if b, err := exec.Command("go", "build", "-o", bin, "./cmd/warden").CombinedOutput(); err != nil {
-		return fmt.Errorf("build: %v\n%s", err, b)
+	bin, err := testkit.BuildWarden(tmp)
+	if err != nil {
+		return err
 	}
-	okScript := filepath.Join(tmp, "ok.sh")
-	if err := os.WriteFile(okScript, []byte("#!/bin/sh\ncat >/dev/null\necho '{\"ok\":true}'\n"), 0o755); err != nil {
+	okScript, err := testkit.OKScript(tmp)
+	if err != nil {
 		return err
 	}
 	b := &bench{secret: make([]byte, 32), marquee: maxConns}

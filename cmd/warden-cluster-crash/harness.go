@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,7 +14,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -27,6 +25,7 @@ import (
 
 	"github.com/wardenhq/warden/actors/cluster"
 	"github.com/wardenhq/warden/cmd/internal/previewworld"
+	"github.com/wardenhq/warden/cmd/internal/testkit"
 )
 
 // Options of one run.
@@ -138,15 +137,15 @@ type harness struct {
 	nodesMu sync.Mutex
 	nodes   []*node
 
-	mu        sync.Mutex
-	dispatch  map[string]map[uint64]int
-	dispCount int
-	applied   map[string][]string
-	created   []string
-	envs      []*previewworld.Env
-	ops       map[string]int
-	seq       atomic.Uint64
-	logMu     sync.Mutex
+	dispatches testkit.Dispatches
+
+	mu      sync.Mutex
+	applied map[string][]string
+	created []string
+	envs    []*previewworld.Env
+	ops     map[string]int
+	seq     atomic.Uint64
+	logMu   sync.Mutex
 }
 
 func (h *harness) logf(format string, args ...any) {
@@ -176,12 +175,13 @@ func freeAddr() (string, error) {
 // Run runs one fault-injection test of a three-node cluster.
 func Run(o Options) (rep Report, err error) {
 	start := time.Now()
-	h := &harness{o: o, rnd: rand.New(rand.NewSource(o.Seed)), dispatch: map[string]map[uint64]int{},
+	h := &harness{o: o, rnd: rand.New(rand.NewSource(o.Seed)),
 		applied: map[string][]string{}, ops: map[string]int{}, client: &http.Client{Timeout: 5 * time.Second}}
 	rep = Report{Seed: o.Seed}
 	defer func() {
 		h.mu.Lock()
-		rep.Marquees, rep.Dispatches, rep.Ops = len(h.created), h.dispCount, h.ops
+		rep.Marquees, rep.Ops = len(h.created), h.ops
+		rep.Dispatches = h.dispatches.Total()
 		h.mu.Unlock()
 		rep.Elapsed = time.Since(start)
 	}()
@@ -190,11 +190,8 @@ func Run(o Options) (rep Report, err error) {
 	}
 	defer os.RemoveAll(h.dir)
 	if h.bin = o.Binary; h.bin == "" {
-		h.bin = filepath.Join(h.dir, "warden")
-		if out, err := exec.Command("go", "build", "-o", h.bin, "./cmd/warden").CombinedOutput(); err != nil {
-			if out2, err2 := exec.Command("go", "build", "-o", h.bin, "../warden").CombinedOutput(); err2 != nil {
-				return rep, fmt.Errorf("build warden: %v\n%s\n%s", err, out, out2)
-			}
+		if h.bin, err = testkit.BuildWarden(h.dir); err != nil {
+			return rep, err
 		}
 	}
 	h.shared = filepath.Join(h.dir, "shared")
@@ -367,30 +364,7 @@ func (h *harness) anyLive(except *node) *node {
 }
 
 func (h *harness) do(n *node, method, path, token string, body any, delivery string) (int, map[string]any, error) {
-	var rd io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		rd = bytes.NewReader(b)
-	}
-	req, _ := http.NewRequest(method, "http://"+n.httpAddr+path, rd)
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if delivery != "" {
-		req.Header.Set("Webhook-Id", delivery)
-	}
-	resp, err := h.client.Do(req)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer resp.Body.Close()
-	var m map[string]any
-	raw, _ := io.ReadAll(resp.Body)
-	_ = json.Unmarshal(raw, &m)
-	return resp.StatusCode, m, nil
+	return testkit.Do(h.client, "http://"+n.httpAddr, method, path, token, body, delivery)
 }
 
 // record files one client operation under Jepsen's three outcomes: ok (an
@@ -707,26 +681,10 @@ func (h *harness) addAndRemoveMember(rep *Report) error {
 // github is the fake GitHub Actions API: each dispatch is recorded (I2)
 // and starts a workflow run that calls back to any node.
 func (h *harness) github(w http.ResponseWriter, r *http.Request) {
-	var body struct {
-		Inputs map[string]string `json:"inputs"`
-	}
-	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
-		w.WriteHeader(400)
-		return
-	}
-	id := body.Inputs["marquee_id"]
-	gen, _ := strconv.ParseUint(body.Inputs["generation"], 10, 64)
-	h.mu.Lock()
-	if h.dispatch[id] == nil {
-		h.dispatch[id] = map[uint64]int{}
-	}
-	h.dispatch[id][gen]++
-	h.dispCount++
-	h.mu.Unlock()
-	w.WriteHeader(http.StatusNoContent)
-	if !h.stop.Load() {
+	d, ok := h.dispatches.Record(w, r)
+	if ok && !h.stop.Load() {
 		h.wg.Add(1)
-		go h.workflow(id, gen, body.Inputs["action"])
+		go h.workflow(d.Marquee, d.Generation, d.Action)
 	}
 }
 

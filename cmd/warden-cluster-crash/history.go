@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -25,18 +24,9 @@ func (h *harness) check(rep *Report) error {
 	for k, v := range h.applied {
 		applied[k] = append([]string(nil), v...)
 	}
-	var dupes []string
-	for id, gens := range h.dispatch {
-		for g, n := range gens {
-			if n > 1 {
-				dupes = append(dupes, fmt.Sprintf("%s generation %d dispatched %d times", id, g, n))
-			}
-		}
-	}
 	h.mu.Unlock()
-	if len(dupes) > 0 {
-		sort.Strings(dupes)
-		return fmt.Errorf("I2: %s", strings.Join(dupes, "; "))
+	if err := h.dispatches.Twice(); err != nil {
+		return err
 	}
 	// I5: every callback answered applied is in its marquee's history,
 	// read through any node.

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,8 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,6 +18,7 @@ import (
 	"time"
 
 	"github.com/wardenhq/warden/cmd/internal/previewworld"
+	"github.com/wardenhq/warden/cmd/internal/testkit"
 )
 
 // Options of one crash run.
@@ -83,15 +80,14 @@ type harness struct {
 	gh      *httptest.Server
 	stop    atomic.Bool
 
-	mu        sync.Mutex
-	dispatch  map[string]map[uint64]int // marquee -> generation -> times dispatched
-	dispCount int
-	applied   map[string][]string // marquee -> delivery ids answered applied
-	created   []string            // marquees whose create was answered 201
-	silent    map[string]bool
-	seq       atomic.Uint64
-	envs      []*previewworld.Env
-	wg        sync.WaitGroup
+	mu         sync.Mutex
+	dispatches testkit.Dispatches
+	applied    map[string][]string // marquee -> delivery ids answered applied
+	created    []string            // marquees whose create was answered 201
+	silent     map[string]bool
+	seq        atomic.Uint64
+	envs       []*previewworld.Env
+	wg         sync.WaitGroup
 	// previewBin is the reference environment driver (examples/preview).
 	previewBin string
 	logMu      sync.Mutex
@@ -115,7 +111,7 @@ func (h *harness) intn(n int) int {
 // Run runs one crash test.
 func Run(o Options) (Report, error) {
 	start := time.Now()
-	h := &harness{o: o, rnd: rand.New(rand.NewSource(o.Seed)), dispatch: map[string]map[uint64]int{},
+	h := &harness{o: o, rnd: rand.New(rand.NewSource(o.Seed)),
 		applied: map[string][]string{}, silent: map[string]bool{},
 		client: &http.Client{Timeout: 5 * time.Second}}
 	rep := Report{Seed: o.Seed}
@@ -125,12 +121,8 @@ func Run(o Options) (Report, error) {
 	}
 	defer os.RemoveAll(h.dir)
 	if h.bin = o.Binary; h.bin == "" {
-		h.bin = filepath.Join(h.dir, "warden")
-		if out, err := exec.Command("go", "build", "-o", h.bin, "./cmd/warden").CombinedOutput(); err != nil {
-			// Run from a test inside cmd/warden-crash.
-			if out2, err2 := exec.Command("go", "build", "-o", h.bin, "../warden").CombinedOutput(); err2 != nil {
-				return rep, fmt.Errorf("build warden: %v\n%s\n%s", err, out, out2)
-			}
+		if h.bin, err = testkit.BuildWarden(h.dir); err != nil {
+			return rep, err
 		}
 	}
 	if h.previewBin, err = previewworld.BuildDriver(h.dir); err != nil {
@@ -145,8 +137,8 @@ func Run(o Options) (Report, error) {
 	ln.Close()
 	h.gh = httptest.NewServer(http.HandlerFunc(h.github))
 	defer h.gh.Close()
-	okScript := filepath.Join(h.dir, "ok.sh")
-	if err := os.WriteFile(okScript, []byte("#!/bin/sh\ncat >/dev/null\necho '{\"ok\":true}'\n"), 0o755); err != nil {
+	okScript, err := testkit.OKScript(h.dir)
+	if err != nil {
 		return rep, err
 	}
 	if err := h.startWarden(okScript); err != nil {
@@ -196,8 +188,9 @@ func Run(o Options) (Report, error) {
 		return rep, fmt.Errorf("environments after the quiet phase: %w", err)
 	}
 	h.mu.Lock()
-	rep.Marquees, rep.Dispatches = len(h.created), h.dispCount
+	rep.Marquees = len(h.created)
 	h.mu.Unlock()
+	rep.Dispatches = h.dispatches.Total()
 	rep.Elapsed = time.Since(start)
 	return rep, nil
 }
@@ -236,56 +229,19 @@ func (h *harness) startWarden(script string) error {
 }
 
 func (h *harness) do(method, path, token string, body any, delivery string) (int, map[string]any, error) {
-	var rd io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		rd = bytes.NewReader(b)
-	}
-	req, _ := http.NewRequest(method, "http://"+h.addr+path, rd)
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if delivery != "" {
-		req.Header.Set("Webhook-Id", delivery)
-	}
-	resp, err := h.client.Do(req)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer resp.Body.Close()
-	var m map[string]any
-	raw, _ := io.ReadAll(resp.Body)
-	_ = json.Unmarshal(raw, &m)
-	return resp.StatusCode, m, nil
+	return testkit.Do(h.client, "http://"+h.addr, method, path, token, body, delivery)
 }
 
 // github is the fake GitHub Actions API. Each dispatch is recorded (I2) and
 // starts a workflow run that calls back, unless the marquee is silent.
 func (h *harness) github(w http.ResponseWriter, r *http.Request) {
-	var body struct {
-		Inputs map[string]string `json:"inputs"`
-	}
-	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
-		w.WriteHeader(400)
+	d, ok := h.dispatches.Record(w, r)
+	if !ok {
 		return
 	}
-	id := body.Inputs["marquee_id"]
-	gen, _ := strconv.ParseUint(body.Inputs["generation"], 10, 64)
-	h.mu.Lock()
-	if h.dispatch[id] == nil {
-		h.dispatch[id] = map[uint64]int{}
-	}
-	h.dispatch[id][gen]++
-	h.dispCount++
-	silent := h.silent[id]
-	h.mu.Unlock()
-	w.WriteHeader(http.StatusNoContent)
-	if !silent && !h.stop.Load() {
+	if !h.isSilent(d.Marquee) && !h.stop.Load() {
 		h.wg.Add(1)
-		go h.workflow(id, gen, body.Inputs["action"])
+		go h.workflow(d.Marquee, d.Generation, d.Action)
 	}
 }
 
@@ -386,18 +342,9 @@ func (h *harness) check(rep *Report, final bool) error {
 	for k, v := range h.applied {
 		applied[k] = append([]string(nil), v...)
 	}
-	var dupes []string
-	for id, gens := range h.dispatch {
-		for g, n := range gens {
-			if n > 1 {
-				dupes = append(dupes, fmt.Sprintf("%s gen %d dispatched %d times", id, g, n))
-			}
-		}
-	}
 	h.mu.Unlock()
-	if len(dupes) > 0 {
-		sort.Strings(dupes)
-		return fmt.Errorf("I2: %s", strings.Join(dupes, "; "))
+	if err := h.dispatches.Twice(); err != nil {
+		return err
 	}
 	for _, id := range created {
 		st, v, err := h.do("GET", "/v1/marquees/"+id, opToken, nil, "")

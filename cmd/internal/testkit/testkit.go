@@ -1,0 +1,141 @@
+// Package testkit is what warden's crash harnesses and benchmark share:
+// building the real binary, speaking to it over HTTP the way a webhook
+// sender and an operator do, and the fake GitHub dispatch API's ledger of
+// dispatches (I2: no generation dispatched twice).
+package testkit
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// BuildWarden builds ./cmd/warden into dir, from the repository root or
+// from a test's package directory (cmd/<name>).
+func BuildWarden(dir string) (string, error) {
+	bin := filepath.Join(dir, "warden")
+	out, err := exec.Command("go", "build", "-o", bin, "./cmd/warden").CombinedOutput()
+	if err != nil {
+		if out2, err2 := exec.Command("go", "build", "-o", bin, "../warden").CombinedOutput(); err2 != nil {
+			return "", fmt.Errorf("build warden: %v\n%s\n%s", err, out, out2)
+		}
+	}
+	return bin, nil
+}
+
+// Do sends one request to base: a JSON body when body is not nil, the
+// token as a bearer, the delivery id as Webhook-Id; the answer decoded.
+func Do(c *http.Client, base, method, path, token string, body any, delivery string) (int, map[string]any, error) {
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, base+path, rd)
+	if err != nil {
+		return 0, nil, err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if delivery != "" {
+		req.Header.Set("Webhook-Id", delivery)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	var m map[string]any
+	raw, _ := io.ReadAll(resp.Body)
+	_ = json.Unmarshal(raw, &m)
+	return resp.StatusCode, m, nil
+}
+
+// Dispatch is one workflow_dispatch the fake GitHub received.
+type Dispatch struct {
+	Marquee    string
+	Generation uint64
+	Action     string
+}
+
+// Dispatches is the fake GitHub's ledger: every dispatch counted by
+// marquee and generation.
+type Dispatches struct {
+	mu    sync.Mutex
+	byGen map[string]map[uint64]int
+	total int
+}
+
+// Record reads one dispatch request (the GitHub driver's inputs), counts
+// it and answers 204; ok is false for a body that does not decode (400).
+func (d *Dispatches) Record(w http.ResponseWriter, r *http.Request) (Dispatch, bool) {
+	var body struct {
+		Inputs map[string]string `json:"inputs"`
+	}
+	if err := json.NewDecoder(io.LimitReader(r.Body, 64<<10)).Decode(&body); err != nil {
+		w.WriteHeader(http.StatusBadRequest)
+		return Dispatch{}, false
+	}
+	gen, _ := strconv.ParseUint(body.Inputs["generation"], 10, 64)
+	ds := Dispatch{Marquee: body.Inputs["marquee_id"], Generation: gen, Action: body.Inputs["action"]}
+	d.mu.Lock()
+	if d.byGen == nil {
+		d.byGen = map[string]map[uint64]int{}
+	}
+	if d.byGen[ds.Marquee] == nil {
+		d.byGen[ds.Marquee] = map[uint64]int{}
+	}
+	d.byGen[ds.Marquee][gen]++
+	d.total++
+	d.mu.Unlock()
+	w.WriteHeader(http.StatusNoContent)
+	return ds, true
+}
+
+// Total is how many dispatches were received.
+func (d *Dispatches) Total() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.total
+}
+
+// Twice is I2's check: an error naming every generation dispatched more
+// than once, nil when none was.
+func (d *Dispatches) Twice() error {
+	d.mu.Lock()
+	var dupes []string
+	for id, gens := range d.byGen {
+		for g, n := range gens {
+			if n > 1 {
+				dupes = append(dupes, fmt.Sprintf("%s generation %d dispatched %d times", id, g, n))
+			}
+		}
+	}
+	d.mu.Unlock()
+	if len(dupes) == 0 {
+		return nil
+	}
+	sort.Strings(dupes)
+	return fmt.Errorf("I2: %s", strings.Join(dupes, "; "))
+}
+
+// OKScript writes an exec driver into dir that reads its request and
+// succeeds: the stand-in for a workflow that is dispatched and never
+// heard from (the load comes from the harness's own callbacks).
+func OKScript(dir string) (string, error) {
+	script := filepath.Join(dir, "ok.sh")
+	return script, os.WriteFile(script, []byte("#!/bin/sh\ncat >/dev/null\necho '{\"ok\":true}'\n"), 0o755)
+}
