@@ -4,10 +4,12 @@
 # clients on :2381-2383 and peers on :2391-2393; data under ./data/cluster.
 # Ctrl-C stops all three.
 set -eu
+# Everything under the data directory is private (warden refuses a data
+# directory others may read, and ./data is make run's too).
+umask 077
 BIN=${BIN:-./bin/warden}
 DIR=${CLUSTER_DATA:-./data/cluster}
 mkdir -p "$DIR"
-chmod 700 "$DIR"
 "$BIN" keygen "$DIR/shared"
 INITIAL=n1=http://127.0.0.1:2391,n2=http://127.0.0.1:2392,n3=http://127.0.0.1:2393
 pids=""
