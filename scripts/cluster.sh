@@ -1,9 +1,9 @@
-#!/bin/sh
+#!/usr/bin/env bash
 # make cluster: three warden nodes on this machine, each embedding an etcd
 # member (cluster.md C10). HTTP on 127.0.0.1:8181, :8182, :8183; etcd
 # clients on :2381-2383 and peers on :2391-2393; data under ./data/cluster.
 # Ctrl-C stops all three.
-set -eu
+set -euo pipefail
 # Everything under the data directory is private (warden refuses a data
 # directory others may read, and ./data is make run's too).
 umask 077
@@ -15,7 +15,8 @@ INITIAL=n1=http://127.0.0.1:2391,n2=http://127.0.0.1:2392,n3=http://127.0.0.1:23
 pids=""
 stop() {
 	trap - INT TERM
-	[ -n "$pids" ] && kill $pids 2>/dev/null
+	# shellcheck disable=SC2086 # one word per pid
+	[ -n "$pids" ] && kill -TERM $pids 2>/dev/null
 	wait
 	exit 0
 }
@@ -30,8 +31,8 @@ for i in 1 2 3; do
 		--bootstrap exec --bootstrap-command "./bin/example-workflow bootstrap" \
 		--env-driver-command ./bin/example-preview --env-reconcile-every 10s \
 		--driver-env WARDEN_PREVIEW_DIR,WARDEN_EXAMPLE_SCRIPTS,WARDEN_BIN,WARDEN_TF_WORK,TF_CLI_CONFIG_FILE \
-		2>&1 | sed "s/^/n$i: /" &
-	pids="$pids $!"
+		> >(sed "s/^/n$i: /") 2>&1 &
+	pids="$pids $!" # warden's own pid (the log prefix runs beside it), so a stop reaches it
 done
 echo "make cluster: n1 http://127.0.0.1:8181, n2 http://127.0.0.1:8182, n3 http://127.0.0.1:8183 (Ctrl-C stops all three)"
 wait
