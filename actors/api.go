@@ -4,12 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 
-	"github.com/wardenhq/warden/actors/admission"
 	"github.com/wardenhq/warden/actors/environment"
 	"github.com/wardenhq/warden/actors/marquee"
-	"github.com/wardenhq/warden/persistence"
 )
 
 // answerErr answers a routed message that will never reach an actor.
@@ -128,13 +125,9 @@ func (s *System) Pool(ctx context.Context, name string) (PoolView, error) {
 	if !s.owns(kindPool, name) {
 		// Another node's pool (C4): its last committed state, read from
 		// the shared store, as every other read is.
-		meta, jobs, bad, err := s.cfg.Store.LoadPool(name)
+		pool, bad, err := rebuildPool(s.cfg.Store, name, s.cfg.Pools[name])
 		if err != nil {
 			return PoolView{}, fmt.Errorf("%w: pool %s: %v", ErrUnavailable, name, err)
-		}
-		pool, invalid := admission.Rebuild(name, s.cfg.Pools[name], meta.NextSequence, jobs)
-		for _, m := range invalid {
-			bad = append(bad, persistence.Malformed{Key: "a/" + name + "/" + m.Job, Reason: m.Reason})
 		}
 		return poolView(name, pool, bad), nil
 	}
@@ -147,11 +140,7 @@ func (s *System) Pool(ctx context.Context, name string) (PoolView, error) {
 
 // Pools returns every configured pool, by name.
 func (s *System) Pools(ctx context.Context) ([]PoolView, error) {
-	names := make([]string, 0, len(s.cfg.Pools))
-	for n := range s.cfg.Pools {
-		names = append(names, n)
-	}
-	sort.Strings(names)
+	names := s.poolNames()
 	out := make([]PoolView, 0, len(names))
 	for _, n := range names {
 		v, err := s.Pool(ctx, n)

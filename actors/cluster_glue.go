@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"time"
 
 	"github.com/wardenhq/warden/actors/errs"
 	"github.com/wardenhq/warden/actors/marquee"
@@ -29,11 +28,7 @@ type Cluster interface {
 // owns reports whether this node may act for the entity now (always on a
 // single node).
 func (s *System) owns(k kind, id string) bool {
-	c := s.cfg.Cluster
-	if c == nil {
-		return true
-	}
-	_, err := c.Fence(c.Shard(string(k), id))
+	_, err := s.fenceOf(k, id)
 	return err == nil
 }
 
@@ -47,7 +42,7 @@ func (s *System) fenceOf(k kind, id string) (persistence.Fence, error) {
 	return c.Fence(c.Shard(string(k), id))
 }
 
-// Epoch is this node's epoch for the entity's shard, carried by effects
+// epochOf is this node's epoch for the entity's shard, carried by effects
 // beside the lease generation (C3) so that a driver can refuse an obsolete
 // caller; 0 on a single node.
 func (s *System) epochOf(k kind, id string) int64 {
@@ -134,6 +129,9 @@ func decodeRemote(b []byte) (remoteMsg, error) {
 // hears errs.Moving and tries again).
 func (s *System) routeRemote(k kind, id string, msg any) {
 	c := s.cfg.Cluster
+	// A branch ask that lost its shard between ask's check and here goes
+	// back to its caller as errs.Moving (it asks again); sent one way, its
+	// answer would have nowhere to go.
 	if _, isAsk := msg.(branchNext); !isAsk {
 		if b, ok := encodeRemote(k, id, msg); ok {
 			c.Deliver(c.Shard(string(k), id), b)
@@ -211,21 +209,10 @@ func (s *System) AcquireShard(shard int) {
 			}()
 		}
 	}
-	wakes, err := s.cfg.Store.Wakes(time.Unix(0, 1<<62))
+	n, err := s.armWakes(func(k key) bool { return c.Shard(string(k.kind), k.id) == shard })
 	if err != nil {
-		s.log.Error("recover shard: read wake index", "shard", shard, "err", err)
+		s.log.Error("recover shard", "shard", shard, "err", err)
 		return
-	}
-	n := 0
-	for _, w := range wakes {
-		k := key{kindMarquee, w.ID}
-		if w.Kind == persistence.KindEnvironment {
-			k = key{kindEnv, w.ID}
-		}
-		if c.Shard(string(k.kind), k.id) == shard {
-			s.armWake(k, w.At)
-			n++
-		}
 	}
 	s.log.Info("shard recovered", "shard", shard, "wakes", n)
 }

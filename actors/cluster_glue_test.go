@@ -89,6 +89,9 @@ func TestC3NonOwnerCommitsNothing(t *testing.T) {
 	sys.AcquireShard(poolShard)
 	_, err := sys.Create(context.Background(), marquee.Create{ID: "m-1", Kind: marquee.Tutorial})
 	require.NoError(t, err)
+	// The create's dispatch and its result settle first: what follows must
+	// be the only thing that could write.
+	require.Eventually(t, sys.Quiescent, 5*time.Second, time.Millisecond)
 	before := storeKeys(t, store)
 
 	fc.set(shard, false) // the lease lapsed

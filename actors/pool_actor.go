@@ -79,6 +79,22 @@ func (p *poolActor) Receive(ctx actor.Context) {
 	}
 }
 
+// rebuildPool is a pool as its stored records say (A7): queued jobs in
+// sequence order, and every record that could not be used, with why (A8).
+// The pool's actor loads itself with it; another node shows the pool with
+// it (C4).
+func rebuildPool(store *persistence.Store, name string, limit int) (admission.Pool, []persistence.Malformed, error) {
+	meta, jobs, bad, err := store.LoadPool(name)
+	if err != nil {
+		return admission.Pool{}, nil, err
+	}
+	pool, invalid := admission.Rebuild(name, limit, meta.NextSequence, jobs)
+	for _, m := range invalid {
+		bad = append(bad, persistence.Malformed{Key: "a/" + name + "/" + m.Job, Reason: m.Reason})
+	}
+	return pool, bad, nil
+}
+
 // load rebuilds the pool from storage (A7): queued jobs in sequence order,
 // malformed records reported (A8), and every reserved job reconciled with
 // its owner, which keeps or releases it, before it counts as resumed.
@@ -88,14 +104,10 @@ func (p *poolActor) load() {
 		p.sys.log.Warn("pool is not configured; using limit 1", "pool", p.name)
 		limit = 1
 	}
-	meta, jobs, bad, err := p.sys.cfg.Store.LoadPool(p.name)
+	pool, bad, err := rebuildPool(p.sys.cfg.Store, p.name, limit)
 	if err != nil {
 		p.sys.log.Error("pool not loaded", "pool", p.name, "err", err)
 		panic(fmt.Sprintf("pool %s: %v", p.name, err)) // the supervisor retries, then parks
-	}
-	pool, invalid := admission.Rebuild(p.name, limit, meta.NextSequence, jobs)
-	for _, m := range invalid {
-		bad = append(bad, persistence.Malformed{Key: "a/" + p.name + "/" + m.Job, Reason: m.Reason})
 	}
 	p.run.rec, p.malformed, p.loaded = pool, bad, true
 	p.gauge()

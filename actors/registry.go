@@ -124,15 +124,15 @@ func (r *registry) Receive(ctx actor.Context) {
 // deliver sends msg to the entity's actor, activating it if needed.
 func (r *registry) deliver(ctx actor.Context, k key, msg any) {
 	st := r.sys.reg
-	st.mu.Lock()
-	e := st.entries[k]
-	st.mu.Unlock()
 	if !r.sys.owns(k.kind, k.id) {
 		// Never a decision from a non-owner (C4): the shard moved after
 		// the message was routed.
 		answerErr(msg, fmt.Errorf("%w: %s %s is not owned by this node", errs.Moving, k.kind, k.id))
 		return
 	}
+	st.mu.Lock()
+	e := st.entries[k]
+	st.mu.Unlock()
 	if e == nil {
 		if !r.sys.mayExist(k, msg) {
 			answerErr(msg, fmt.Errorf("%w: %s %s", ErrNotFound, k.kind, k.id))

@@ -346,21 +346,34 @@ func (s *System) recover() error {
 			return fmt.Errorf("recover pool %s: %w", n, err)
 		}
 	}
+	wakes, err := s.armWakes(func(key) bool { return true })
+	if err != nil {
+		return err
+	}
+	s.log.Info("recovered", "pools", len(names), "wakes", wakes)
+	return nil
+}
+
+// armWakes arms a timer for every wake-index entry of an entity keep
+// accepts, and says how many: due ones fire now, the others stay on disk
+// until their time.
+func (s *System) armWakes(keep func(key) bool) (int, error) {
 	wakes, err := s.cfg.Store.Wakes(time.Unix(0, 1<<62))
 	if err != nil {
-		return fmt.Errorf("read wake index: %w", err)
+		return 0, fmt.Errorf("read wake index: %w", err)
 	}
-	// Only entities with work due are woken now; the others get a timer and
-	// stay on disk until it fires.
+	n := 0
 	for _, w := range wakes {
 		k := key{kindMarquee, w.ID}
 		if w.Kind == persistence.KindEnvironment {
 			k = key{kindEnv, w.ID}
 		}
-		s.armWake(k, w.At)
+		if keep(k) {
+			s.armWake(k, w.At)
+			n++
+		}
 	}
-	s.log.Info("recovered", "pools", len(names), "wakes", len(wakes))
-	return nil
+	return n, nil
 }
 
 // poolNames are the configured pools, in order.

@@ -175,9 +175,8 @@ func (s *Server) internalMessage(w http.ResponseWriter, r *http.Request, _ httpr
 		writeError(w, http.StatusNotFound, "not_found", "no such endpoint")
 		return
 	}
-	want := sha256.Sum256([]byte(s.opts.ClusterToken))
 	got := sha256.Sum256([]byte(strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")))
-	if subtle.ConstantTimeCompare(want[:], got[:]) != 1 {
+	if subtle.ConstantTimeCompare(s.clusterToken[:], got[:]) != 1 {
 		writeError(w, http.StatusUnauthorized, "unauthorized", "a cluster token is required")
 		return
 	}

@@ -66,16 +66,18 @@ type Options struct {
 
 // Server is the API's http.Handler.
 type Server struct {
-	sys       *actors.System
-	opts      Options
-	router    *httprouter.Router
-	routes    *routeTable
-	console   *console
-	callback  [32]byte
-	operators []Operator
-	modes     []string
-	log       *slog.Logger
-	now       func() time.Time
+	sys      *actors.System
+	opts     Options
+	router   *httprouter.Router
+	routes   *routeTable
+	console  *console
+	callback [32]byte
+	// clusterToken is the SHA-256 of the nodes' shared token.
+	clusterToken [32]byte
+	operators    []Operator
+	modes        []string
+	log          *slog.Logger
+	now          func() time.Time
 }
 
 // New builds the router.
@@ -87,7 +89,7 @@ func New(sys *actors.System, o Options) *Server {
 		o.CallbackTokenTTL = 24 * time.Hour
 	}
 	s := &Server{sys: sys, opts: o, router: httprouter.New(), log: o.Logger, now: sys.Now,
-		callback: sha256.Sum256([]byte(o.CallbackToken)), operators: append([]Operator(nil), o.Operators...), modes: o.CallbackModes}
+		callback: sha256.Sum256([]byte(o.CallbackToken)), clusterToken: sha256.Sum256([]byte(o.ClusterToken)), operators: append([]Operator(nil), o.Operators...), modes: o.CallbackModes}
 	if o.OperatorToken != "" {
 		s.operators = append(s.operators, Operator{Name: "operator", Role: RoleOperator, TokenSHA256: sha256.Sum256([]byte(o.OperatorToken))})
 	}

@@ -44,11 +44,20 @@ func ShardOf(kind, id string) int {
 }
 
 // ShardKey is the etcd key a shard's owner holds.
-func ShardKey(shard int) string { return fmt.Sprintf("warden/shard/%03d", shard) }
+func ShardKey(shard int) string { return shardKeys[shard] }
 
 // AuditKey is where every fenced transaction of shard writes the epoch it
 // was fenced at (persistence.Fence.Audit).
-func AuditKey(shard int) string { return fmt.Sprintf("warden/fenced/%03d", shard) }
+func AuditKey(shard int) string { return auditKeys[shard] }
+
+// The keys of each shard, spelled once: a cluster node fences every commit
+// and routes every message by them.
+var shardKeys, auditKeys = func() (sk, ak [Shards]string) {
+	for s := range Shards {
+		sk[s], ak[s] = fmt.Sprintf("warden/shard/%03d", s), fmt.Sprintf("warden/fenced/%03d", s)
+	}
+	return sk, ak
+}()
 
 // MemberKey is the etcd key a live node holds.
 func MemberKey(name string) string { return "warden/member/" + name }

@@ -312,11 +312,19 @@ func TestC9DrainHandsEverythingOver(t *testing.T) {
 		tickAll(f, n1, n2)
 	}
 	require.NoError(t, n1.Drain(context.Background()))
-	require.False(t, n1.Drained())
-	for i := 0; i < 20 && !n1.Drained(); i++ {
+	drained := func() bool {
+		select {
+		case <-n1.Drained():
+			return true
+		default:
+			return false
+		}
+	}
+	require.False(t, drained())
+	for i := 0; i < 20 && !drained(); i++ {
 		tickAll(f, n1, n2)
 	}
-	require.True(t, n1.Drained())
+	require.True(t, drained())
 	for i := 0; i < 5; i++ {
 		tickAll(f, n1, n2)
 	}

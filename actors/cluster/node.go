@@ -73,6 +73,8 @@ type Node struct {
 	lease       int64
 	lastRenewal time.Time
 	draining    bool
+	drained     chan struct{}
+	drainOnce   sync.Once
 	revoked     map[int64]bool
 
 	token    string
@@ -118,7 +120,8 @@ func NewNode(name, url string, ttl time.Duration, coord Coordinator, now func() 
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Node{name: name, url: url, ttl: ttl, coord: coord, table: NewTable(now), hooks: hooks, now: now, log: log,
-		revoked: map[int64]bool{}, seen: map[string]string{}, health: map[string]time.Time{}, probe: probeHealthz}
+		revoked: map[int64]bool{}, seen: map[string]string{}, health: map[string]time.Time{}, probe: probeHealthz,
+		drained: make(chan struct{})}
 }
 
 // probeHealthz is a member's GET /healthz answered 200 within probeTimeout.
@@ -212,7 +215,7 @@ func (n *Node) Run(ctx context.Context) {
 }
 
 // Drain makes the node hand every shard over and leave the member list
-// (C9); Drained reports when it holds none.
+// (C9); Drained is closed once it holds none.
 func (n *Node) Drain(ctx context.Context) error {
 	n.mu.Lock()
 	n.draining = true
@@ -220,13 +223,9 @@ func (n *Node) Drain(ctx context.Context) error {
 	return n.coord.Unregister(ctx, n.name)
 }
 
-// Drained reports a drained node that holds no shard.
-func (n *Node) Drained() bool {
-	n.mu.Lock()
-	d := n.draining
-	n.mu.Unlock()
-	return d && len(n.table.Owned()) == 0
-}
+// Drained is closed when a drain has handed every shard over: the process
+// then stops.
+func (n *Node) Drained() <-chan struct{} { return n.drained }
 
 // Leave hands every shard back at once and revokes the lease, so that the
 // other nodes take over at their next tick instead of after the TTL (a
@@ -359,6 +358,9 @@ func (n *Node) Tick(ctx context.Context) {
 		}
 	}
 	n.publish(members, holders)
+	if draining && len(n.table.Owned()) == 0 {
+		n.drainOnce.Do(func() { close(n.drained) })
+	}
 }
 
 // revokeSuspects revokes the lease of a member taken for dead (its member

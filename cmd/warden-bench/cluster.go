@@ -136,7 +136,7 @@ func startNodes(bin, okScript, shared, dir string, setup clusterSetup) ([]benchN
 	}
 	c := &http.Client{Timeout: 5 * time.Second}
 	for _, n := range nodes {
-		if err := waitReadyWithin(c, n.base, time.Minute); err != nil {
+		if err := waitReady(c, n.base, time.Minute); err != nil {
 			stop()
 			return nil, nil, err
 		}
@@ -148,16 +148,6 @@ func startNodes(bin, okScript, shared, dir string, setup clusterSetup) ([]benchN
 		}
 	}
 	return nodes, stop, nil
-}
-
-func waitReadyWithin(c *http.Client, base string, d time.Duration) error {
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		if err := waitReady(c, base); err == nil {
-			return nil
-		}
-	}
-	return fmt.Errorf("%s did not become ready", base)
 }
 
 // shardMap is a node's view of which node owns each shard.

@@ -282,7 +282,7 @@ func run(duration, warmup time.Duration, out, connsFlag string, names []string) 
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
 	b.base = "http://" + addr
 	b.client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2048, MaxConnsPerHost: 2048}, Timeout: 10 * time.Second}
-	if err := waitReady(b.client, b.base); err != nil {
+	if err := waitReady(b.client, b.base, 20*time.Second); err != nil {
 		return err
 	}
 	// One tutorial marquee per connection, each admitted and dispatched, so
@@ -418,8 +418,10 @@ func duplicates(c *http.Client, base string) (float64, error) {
 	return total, nil
 }
 
-func waitReady(c *http.Client, base string) error {
-	deadline := time.Now().Add(20 * time.Second)
+// waitReady waits until base answers /readyz (a cluster node waits for
+// its etcd quorum first, hence the caller's bound).
+func waitReady(c *http.Client, base string, within time.Duration) error {
+	deadline := time.Now().Add(within)
 	for time.Now().Before(deadline) {
 		if resp, err := c.Get(base + "/readyz"); err == nil {
 			resp.Body.Close()
@@ -727,7 +729,7 @@ func profileDurable(bin, okScript, tmp string, conns int, d time.Duration) (stri
 	}
 	b := &bench{base: "http://" + addr, marquee: conns, runID: "profile",
 		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2048, MaxConnsPerHost: 2048}, Timeout: 10 * time.Second}}
-	if err := waitReady(b.client, b.base); err != nil {
+	if err := waitReady(b.client, b.base, 20*time.Second); err != nil {
 		_ = cmd.Process.Kill()
 		return "", err
 	}

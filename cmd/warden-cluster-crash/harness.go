@@ -57,40 +57,43 @@ type Report struct {
 	Revisions  int
 	FencedTxns int
 	MaxAdmit   int
-	Failovers  []time.Duration
-	// LeaderFailovers are the kills whose victim was also etcd's Raft
-	// leader: an election, and etcd renewing every lease for the new
-	// leader's sake, come before the lease can expire.
-	LeaderFailovers []time.Duration
-	Elapsed         time.Duration
+	Failovers  []Failover
+	Elapsed    time.Duration
+}
+
+// Failover is one owner kill: how long until every shard had a live owner
+// again, and whether the victim was also etcd's Raft leader (then an
+// election, and etcd renewing every lease for the new leader's sake, come
+// before its lease can expire).
+type Failover struct {
+	Took   time.Duration
+	Leader bool
+}
+
+// failoverTimes are the kills' times, of every kill or of those whose
+// victim was (or was not) etcd's leader.
+func (r Report) failoverTimes(keep func(Failover) bool) []time.Duration {
+	var out []time.Duration
+	for _, f := range r.Failovers {
+		if keep(f) {
+			out = append(out, f.Took)
+		}
+	}
+	return out
 }
 
 func (r Report) String() string {
-	p50, worst := percentile(r.Failovers, 50), percentile(r.Failovers, 100)
+	all := r.failoverTimes(func(Failover) bool { return true })
+	leader := r.failoverTimes(func(f Failover) bool { return f.Leader })
+	others := r.failoverTimes(func(f Failover) bool { return !f.Leader })
+	p50, worst := percentile(all, 50), percentile(all, 100)
 	return fmt.Sprintf("seed=%d owner-kills=%d pauses-past-lease=%d rolling-restarts=%d members-added=%d members-removed=%d marquees=%d environments=%d dispatches=%d "+
 		"applied-callbacks-checked=%d ops-ok=%d ops-failed=%d ops-unknown=%d revisions-checked=%d fenced-transactions=%d most-reserved=%d/%d "+
 		"failover-p50=%s failover-max=%s (of which etcd-leader kills=%d, their max=%s; the others' max=%s) elapsed=%s",
 		r.Seed, r.Kills, r.Pauses, r.RollingRestarts, r.MembersAdded, r.MembersRemoved, r.Marquees, r.Envs, r.Dispatches, r.AppliedChecked,
 		r.Ops["ok"], r.Ops["failed"], r.Ops["unknown"], r.Revisions, r.FencedTxns, r.MaxAdmit, poolLimit,
-		p50.Round(time.Millisecond), worst.Round(time.Millisecond), len(r.LeaderFailovers), percentile(r.LeaderFailovers, 100).Round(time.Millisecond),
-		percentile(r.otherFailovers(), 100).Round(time.Millisecond), r.Elapsed.Round(time.Second))
-}
-
-// otherFailovers are the kills of a node that was not etcd's leader.
-func (r Report) otherFailovers() []time.Duration {
-	leader := map[time.Duration]int{}
-	for _, d := range r.LeaderFailovers {
-		leader[d]++
-	}
-	var out []time.Duration
-	for _, d := range r.Failovers {
-		if leader[d] > 0 {
-			leader[d]--
-			continue
-		}
-		out = append(out, d)
-	}
-	return out
+		p50.Round(time.Millisecond), worst.Round(time.Millisecond), len(leader), percentile(leader, 100).Round(time.Millisecond),
+		percentile(others, 100).Round(time.Millisecond), r.Elapsed.Round(time.Second))
 }
 
 func percentile(ds []time.Duration, p int) time.Duration {
@@ -515,10 +518,9 @@ func (h *harness) killOwner(rep *Report) error {
 	}
 	took := time.Since(killed)
 	rep.Kills++
-	rep.Failovers = append(rep.Failovers, took)
+	rep.Failovers = append(rep.Failovers, Failover{Took: took, Leader: wasLeader})
 	role := ""
 	if wasLeader {
-		rep.LeaderFailovers = append(rep.LeaderFailovers, took)
 		role = ", etcd's leader"
 	}
 	h.logf("kill %d: %s (owner of shard %d%s) killed; every shard owned again after %s", rep.Kills, victim.name, shard, role, took.Round(time.Millisecond))

@@ -12,6 +12,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/wardenhq/warden/actors/cluster"
+	"github.com/wardenhq/warden/cmd/internal/testkit"
 	"github.com/wardenhq/warden/persistence"
 )
 
@@ -32,25 +33,15 @@ func (h *harness) check(rep *Report) error {
 	// read through any node.
 	for _, id := range created {
 		n := h.anyLive(nil)
-		st, hist, err := h.do(n, "GET", "/v1/marquees/"+id+"/history?limit=200", opToken, nil, "")
+		st, hist, err := h.do(n, "GET", fmt.Sprintf("/v1/marquees/%s/history?limit=%d", id, testkit.HistoryPage), opToken, nil, "")
 		if err != nil || st != 200 {
 			return fmt.Errorf("I10: marquee %s was answered 201 and its history is not there (%d, %v)", id, st, err)
 		}
-		items, _ := hist["items"].([]any)
-		seen := map[string]bool{}
-		for _, it := range items {
-			if d, ok := it.(map[string]any)["delivery_id"].(string); ok {
-				seen[d] = true
-			}
+		checked, err := testkit.AppliedFound(id, hist, applied[id])
+		if err != nil {
+			return err
 		}
-		if len(items) < 200 {
-			for _, d := range applied[id] {
-				if !seen[d] {
-					return fmt.Errorf("I5: callback %s to %s was answered applied and is not in its history", d, id)
-				}
-				rep.AppliedChecked++
-			}
-		}
+		rep.AppliedChecked += checked
 	}
 	return h.checkStoreHistory(rep)
 }

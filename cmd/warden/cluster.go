@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -17,7 +16,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/wardenhq/warden/actors/cluster"
 	"github.com/wardenhq/warden/actors/trust"
 	"github.com/wardenhq/warden/persistence"
 	"github.com/wardenhq/warden/persistence/etcdembed"
@@ -112,24 +110,4 @@ func keygen(args []string, stdout io.Writer) error {
 		return err
 	}
 	return nil
-}
-
-// runNode ticks the node until ctx ends; drained is closed when a drain
-// has handed every shard over (the process then stops).
-func runNode(ctx context.Context, n *cluster.Node, drained chan<- struct{}) {
-	done := false
-	t := time.NewTicker(200 * time.Millisecond)
-	defer t.Stop()
-	go n.Run(ctx)
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if !done && n.Drained() {
-				done = true
-				close(drained)
-			}
-		}
-	}
 }

@@ -107,7 +107,7 @@ func serve(args []string, getenv func(string) string, stderr io.Writer) error {
 		defer cp.close()
 		store = cp.store
 		node = cluster.NewNode(c.Node, advertiseURL(c), c.LeaseTTL, cluster.Etcd{C: cp.client}, time.Now, cluster.Hooks{
-			// The node ticks only once sys is running (runNode below).
+			// The node ticks only once sys is running (node.Run below).
 			Acquired: func(shard int, _ int64) { sys.AcquireShard(shard) },
 			Released: func(shard int) { sys.ReleaseShard(shard) },
 		}, log)
@@ -162,11 +162,12 @@ func serve(args []string, getenv func(string) string, stderr io.Writer) error {
 	pruneStop := make(chan struct{})
 	go pruneDedup(store, clock.Real{}, c.DedupRetention, log, pruneStop)
 
-	drained := make(chan struct{})
+	var drained <-chan struct{} // nil, never ready, on a single node
 	nodeCtx, stopNode := context.WithCancel(context.Background())
 	defer stopNode()
 	if node != nil {
-		go runNode(nodeCtx, node, drained)
+		drained = node.Drained()
+		go node.Run(nodeCtx)
 		log.Info("cluster node", "node", c.Node, "advertise", advertiseURL(c), "lease_ttl", c.LeaseTTL)
 	}
 

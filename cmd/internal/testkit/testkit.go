@@ -139,3 +139,31 @@ func OKScript(dir string) (string, error) {
 	script := filepath.Join(dir, "ok.sh")
 	return script, os.WriteFile(script, []byte("#!/bin/sh\ncat >/dev/null\necho '{\"ok\":true}'\n"), 0o755)
 }
+
+// HistoryPage is how many of a marquee's history entries the harnesses
+// read (GET /v1/marquees/{id}/history?limit=HistoryPage).
+const HistoryPage = 200
+
+// AppliedFound is I5's check on one marquee's history page: every delivery
+// the marquee answered `applied` is in it. A full page may have aged older
+// entries out, and is not checked. It returns how many were checked.
+func AppliedFound(id string, hist map[string]any, applied []string) (int, error) {
+	items, _ := hist["items"].([]any)
+	if len(items) >= HistoryPage {
+		return 0, nil
+	}
+	seen := map[string]bool{}
+	for _, it := range items {
+		if e, ok := it.(map[string]any); ok {
+			if d, ok := e["delivery_id"].(string); ok {
+				seen[d] = true
+			}
+		}
+	}
+	for _, d := range applied {
+		if !seen[d] {
+			return 0, fmt.Errorf("I5: callback %s to %s was answered applied and is not in its history", d, id)
+		}
+	}
+	return len(applied), nil
+}
