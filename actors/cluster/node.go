@@ -93,11 +93,10 @@ type Node struct {
 
 // View is what /v1/cluster shows (C9).
 type View struct {
-	Node     string        `json:"node"`
-	Draining bool          `json:"draining"`
-	Members  []MemberView  `json:"members"`
-	Shards   []ShardView   `json:"shards"`
-	Lease    time.Duration `json:"-"`
+	Node     string       `json:"node"`
+	Draining bool         `json:"draining"`
+	Members  []MemberView `json:"members"`
+	Shards   []ShardView  `json:"shards"`
 }
 
 // MemberView is one node as this node sees it.
@@ -404,7 +403,7 @@ func (n *Node) publish(members []Member, holders map[int]Holder) {
 		alive[m.Name] = true
 		n.seen[m.Name] = m.URL
 	}
-	v := View{Node: n.name, Draining: n.draining, Lease: n.ttl}
+	v := View{Node: n.name, Draining: n.draining}
 	for name, url := range n.seen {
 		v.Members = append(v.Members, MemberView{Name: name, URL: url, Alive: alive[name]})
 	}
