@@ -45,13 +45,21 @@ test: lint
 	# detector's fivefold slowdown; under -race above it ran 30.
 	$(GO) test -count=1 -run 'TestSeedsWithDeterminism' ./sim
 
+# warden's exit statuses are in the README ("When the disk fails"); make
+# run restarts nothing, it says why warden stopped.
 run: build
 	@echo "make run: dispatches go to $(RUN_WORKFLOW)"
-	./bin/warden serve --listen $(LISTEN) --data $(DATA) \
+	@./bin/warden serve --listen $(LISTEN) --data $(DATA) \
 		--dispatch exec --dispatch-command ./bin/example-workflow \
 		--bootstrap exec --bootstrap-command "./bin/example-workflow bootstrap" \
 		--env-driver-command ./bin/example-preview --env-reconcile-every 10s \
-		--driver-env WARDEN_PREVIEW_DIR,WARDEN_EXAMPLE_SCRIPTS,WARDEN_BIN,WARDEN_TF_WORK,TF_CLI_CONFIG_FILE
+		--driver-env WARDEN_PREVIEW_DIR,WARDEN_EXAMPLE_SCRIPTS,WARDEN_BIN,WARDEN_TF_WORK,TF_CLI_CONFIG_FILE; \
+	st=$$?; case $$st in \
+		0|130) ;; \
+		74) echo "make run: warden stopped because its disk failed (status 74, see its last ERROR line); fix the disk or free space under $(DATA), then make run again";; \
+		65) echo "make run: warden refused a damaged store under $(DATA) (status 65); see README \"When the disk fails\"";; \
+		*) echo "make run: warden exited with status $$st";; \
+	esac; exit $$st
 
 # Three nodes on this machine, each embedding an etcd member (see README,
 # "Running several nodes"); Ctrl-C stops all three.
@@ -91,6 +99,7 @@ fuzz:
 	$(GO) test ./httpapi -run '^$$' -fuzz FuzzDecodeCallback -fuzztime 60s
 	$(GO) test ./httpapi -run '^$$' -fuzz FuzzDecodeCreate -fuzztime 30s
 	$(GO) test ./persistence -run '^$$' -fuzz FuzzDecode -fuzztime 30s
+	$(GO) test ./persistence -run '^$$' -fuzz FuzzCheckNewestWAL -fuzztime 30s
 	$(GO) test ./actors/driver -run '^$$' -fuzz FuzzDecodeChats -fuzztime 30s
 	$(GO) test ./actors/driver -run '^$$' -fuzz FuzzDecodeExecResult -fuzztime 30s
 	$(GO) test ./httpapi -run '^$$' -fuzz FuzzDecodeDestroy -fuzztime 30s

@@ -87,6 +87,9 @@ func (s *System) Create(ctx context.Context, c marquee.Create) (marquee.State, e
 			return marquee.State{}, fmt.Errorf("%w: pool %q is not configured", marquee.ErrInvalid, c.Pool)
 		}
 	}
+	if err := s.newWork(); err != nil {
+		return marquee.State{}, err
+	}
 	r, err := s.ask(ctx, kindMarquee, c.ID, func(reply chan<- any) any { return cmdCreate{create: c, reply: reply} })
 	if err != nil {
 		return marquee.State{}, err
@@ -96,6 +99,11 @@ func (s *System) Create(ctx context.Context, c marquee.Create) (marquee.State, e
 
 // Command runs an operator command (redeploy, destroy, disable, enable).
 func (s *System) Command(ctx context.Context, id string, ev marquee.Event) (marquee.State, error) {
+	if _, redeploy := ev.(marquee.Redeploy); redeploy {
+		if err := s.newWork(); err != nil {
+			return marquee.State{}, err // a new attempt is new work (S9)
+		}
+	}
 	r, err := s.ask(ctx, kindMarquee, id, func(reply chan<- any) any { return cmdOperator{ev: ev, reply: reply} })
 	if err != nil {
 		return marquee.State{}, err
@@ -122,9 +130,10 @@ func (s *System) Pool(ctx context.Context, name string) (PoolView, error) {
 	if _, ok := s.cfg.Pools[name]; !ok {
 		return PoolView{}, fmt.Errorf("%w: pool %s", ErrNotFound, name)
 	}
-	if !s.owns(kindPool, name) {
-		// Another node's pool (C4): its last committed state, read from
-		// the shared store, as every other read is.
+	if !s.owns(kindPool, name) || s.cfg.Store.Health().ReadOnly() != nil {
+		// Another node's pool (C4), or any pool of a read-only store (S4):
+		// its last committed state, read from the store, as every other
+		// read is.
 		pool, bad, err := rebuildPool(s.cfg.Store, name, s.cfg.Pools[name])
 		if err != nil {
 			return PoolView{}, fmt.Errorf("%w: pool %s: %v", ErrUnavailable, name, err)
@@ -175,6 +184,9 @@ func (s *System) Live() int {
 func (s *System) CreateEnvironment(ctx context.Context, c environment.Create) (environment.Env, error) {
 	if err := c.Validate(); err != nil {
 		return environment.Env{}, err // before a branch generation is spent on it
+	}
+	if err := s.newWork(); err != nil {
+		return environment.Env{}, err
 	}
 	// Claim the id first: a create refused as a duplicate (or racing
 	// another create of the same id) spends no route generation.

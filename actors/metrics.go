@@ -3,6 +3,8 @@ package actors
 import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/wardenhq/warden/persistence"
 )
 
 // Metrics are the shell's Prometheus instruments, on a registry of their own
@@ -89,4 +91,39 @@ func NewMetrics() *Metrics {
 	m.Registry.MustRegister(m.Callbacks, m.Decision, m.Persist, m.MailboxDepth, m.Actors, m.Restarts, m.Passivations, m.Forwarded, m.Malformed,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+// RegisterStorage adds the store's health and its disk's space (S2, S9):
+// read when scraped, so a failure shows at the next scrape and space is
+// never stale.
+func (m *Metrics) RegisterStorage(h *persistence.Health, reserve persistence.Reserve) {
+	flag := func(b bool) float64 {
+		if b {
+			return 1
+		}
+		return 0
+	}
+	space := func(f func(persistence.Space) float64) func() float64 {
+		return func() float64 {
+			sp, err := persistence.FreeSpace(reserve.Dir)
+			if err != nil {
+				return 0
+			}
+			return f(sp)
+		}
+	}
+	m.Registry.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "warden_storage_failed",
+			Help: "1 once a write or sync failed and the store sealed; warden then stops (S1, S3)."},
+			func() float64 { return flag(h.Failed() != nil) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "warden_storage_read_only",
+			Help: "1 while the store is open read-only because its disk cannot be written (S4)."},
+			func() float64 { return flag(h.ReadOnly() != nil) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "warden_storage_free_bytes",
+			Help: "Free space of the data directory's filesystem (S9)."},
+			space(func(sp persistence.Space) float64 { return float64(sp.Free) })),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "warden_storage_reserve_bytes",
+			Help: "The space reserve: below it new work is refused with 507 storage_low (S9)."},
+			space(func(sp persistence.Space) float64 { return float64(reserve.Of(sp.Total)) })),
+	)
 }

@@ -257,7 +257,7 @@ func (c *stateCounts) count() {
 	defer c.mu.Unlock()
 	c.counting = false
 	if errM != nil || errE != nil {
-		c.sys.log.Warn("census of stored entities failed", "err", errors.Join(errM, errE))
+		c.sys.warnStore("census of stored entities failed", errors.Join(errM, errE))
 		return
 	}
 	c.byLifecycle, c.byState, c.openDrift, c.at = byLifecycle, byState, openDrift, time.Now()

@@ -66,7 +66,7 @@ func (s *System) armReconcileSweep() {
 		// (the idle sweep passivates marquees only).
 		ids, err := s.cfg.Store.ListEnvIDs()
 		if err != nil {
-			s.log.Warn("reconciler: list environments", "err", err)
+			s.warnStore("reconciler: list environments", err)
 		}
 		for _, id := range ids {
 			s.route(kindEnv, id, envReconcile{})

@@ -73,7 +73,7 @@ func (r *runner[S, E, A, F, R]) commit(ev E, next S, rd entity.Ready[A, F, R], d
 		return nil
 	}
 	if err := r.sys.fault(FaultBeforePersist, r.key.id); err != nil {
-		return fmt.Errorf("%w: persist %s %s: %v", ErrUnavailable, r.key.kind, r.key.id, err)
+		return fmt.Errorf("%w: persist %s %s: %w", ErrUnavailable, r.key.kind, r.key.id, err)
 	}
 	fence, err := r.sys.fenceOf(r.key.kind, r.key.id)
 	if err != nil {
@@ -94,7 +94,8 @@ func (r *runner[S, E, A, F, R]) commit(ev E, next S, rd entity.Ready[A, F, R], d
 		return fmt.Errorf("%w: persist %s %s: %v", errs.Moving, r.key.kind, r.key.id, err)
 	}
 	if err != nil {
-		return fmt.Errorf("%w: persist %s %s: %v", ErrUnavailable, r.key.kind, r.key.id, err)
+		// A storage failure keeps its cause for the answer (S2).
+		return fmt.Errorf("%w: persist %s %s: %w", ErrUnavailable, r.key.kind, r.key.id, err)
 	}
 	before := r.rec
 	r.rec = next

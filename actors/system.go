@@ -96,6 +96,10 @@ type Config struct {
 	// cross-entity messages for other shards to their owners. Nil is the
 	// single-node default.
 	Cluster Cluster
+	// Reserve, when set, refuses new work (creates, redeploys) while the
+	// store's disk is below its space reserve (S9); lifecycles under way
+	// still commit.
+	Reserve interface{ Check() error }
 	// Plant disables one guard on purpose (see sim/planted.go); only the
 	// simulator's planted-bug runs set it.
 	Plant string
@@ -290,14 +294,36 @@ func Start(cfg Config) (*System, error) {
 		return nil, fmt.Errorf("spawn registry: %w", err)
 	}
 	s.registry = pid
-	if err := s.recover(); err != nil {
+	if cfg.Store.Health().ReadOnly() != nil {
+		// A read-only store (S4): reads are served from it; recovery, which
+		// would write, waits until Resume.
+		s.log.Warn("started read-only: recovery waits until the store is writable")
+		return s, nil
+	}
+	if err := s.resume(); err != nil {
 		s.as.Shutdown()
 		return nil, err
+	}
+	return s, nil
+}
+
+// Resume finishes a read-only start once the store is writable again
+// (S4): recovery runs then, once, as it would have at start.
+func (s *System) Resume() error {
+	if s.ready.Load() {
+		return nil
+	}
+	return s.resume()
+}
+
+func (s *System) resume() error {
+	if err := s.recover(); err != nil {
+		return err
 	}
 	s.ready.Store(true)
 	s.armIdleSweep()
 	s.armReconcileSweep()
-	return s, nil
+	return nil
 }
 
 // armIdleSweep schedules the idle sweep: one timer for the whole system, not
@@ -390,6 +416,33 @@ func (s *System) poolNames() []string {
 // stopping.
 func (s *System) Ready() bool { return s.ready.Load() && !s.stopping.Load() }
 
+// Readiness says why the system takes no writes now: the store's failure
+// or read-only reason (S2, S4), or that it is recovering or stopping; nil
+// when it is ready.
+func (s *System) Readiness() error {
+	if f := s.cfg.Store.Health().Problem(); f != nil {
+		return f
+	}
+	if !s.Ready() {
+		return fmt.Errorf("%w: recovering or shutting down", ErrUnavailable)
+	}
+	return nil
+}
+
+// Readable says why reads cannot be served now: a sealed store (S5), or
+// recovery that has not finished on a writable one. A read-only store is
+// read (S4).
+func (s *System) Readable() error {
+	h := s.cfg.Store.Health()
+	if f := h.Failed(); f != nil {
+		return f
+	}
+	if h.ReadOnly() != nil && !s.stopping.Load() {
+		return nil
+	}
+	return s.Readiness()
+}
+
 // Stop refuses new work, lets effects in flight finish and their results
 // land in their mailboxes (so a graceful stop leaves no outcome unknown),
 // then stops every actor after the message in hand. ctx bounds the wait.
@@ -445,6 +498,25 @@ func (s *System) pending() int64 {
 	return n
 }
 
+// warnStore logs a failed read or write of the background work (census,
+// reconciler), unless the store is sealed: that was said once, as one
+// ERROR line, and repeating it every sweep would bury it (S2).
+func (s *System) warnStore(msg string, err error) {
+	if s.cfg.Store.Health().Failed() != nil {
+		return
+	}
+	s.log.Warn(msg, "err", err)
+}
+
+// newWork is nil while new work may start: the disk is above its space
+// reserve (S9).
+func (s *System) newWork() error {
+	if s.cfg.Reserve == nil {
+		return nil
+	}
+	return s.cfg.Reserve.Check()
+}
+
 // Metrics returns the system's metrics.
 func (s *System) Metrics() *Metrics { return s.cfg.Metrics }
 
@@ -464,6 +536,10 @@ func (s *System) Now() time.Time { return s.cfg.Clock.Now() }
 func (s *System) ask(ctx context.Context, k kind, id string, build func(reply chan<- any) any) (any, error) {
 	if s.stopping.Load() {
 		return nil, ErrUnavailable
+	}
+	if f := s.cfg.Store.Health().Problem(); f != nil {
+		// Sealed or read-only: answered at once, by its cause (S2).
+		return nil, f
 	}
 	if !s.owns(k, id) {
 		return s.askRemote(ctx, k, id, build)
@@ -501,6 +577,10 @@ func (s *System) ask(ctx context.Context, k kind, id string, build func(reply ch
 			return nil, err
 		}
 		return r, nil
+	case <-s.cfg.Store.Health().Sealed():
+		// The store failed under the actor's write, which never returns
+		// (S1): the caller hears why at once (S2).
+		return nil, s.cfg.Store.Health().Failed()
 	case <-ctx.Done():
 		return nil, fmt.Errorf("%w: %s %s did not answer in time", ErrUnavailable, k, id)
 	}

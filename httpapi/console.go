@@ -167,8 +167,8 @@ func (c *console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", "method not allowed on this page")
 		return
 	}
-	if !c.s.sys.Ready() {
-		unavailable(w, "recovering or shutting down")
+	if err := c.s.sys.Readable(); err != nil {
+		c.s.writeErr(w, err)
 		return
 	}
 	parts := strings.Split(strings.Trim(strings.TrimPrefix(path, "/ui/"), "/"), "/")

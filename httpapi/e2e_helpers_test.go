@@ -156,6 +156,9 @@ type world struct {
 	// configure, if set, changes the system's and the API's configuration
 	// before they start (trust tests: keys, modes, a manual clock).
 	configure func(*actors.Config, *httpapi.Options)
+	// storeOpts open the store (a faulty disk, a logger); zero: the real
+	// disk.
+	storeOpts persistence.Options
 	url       string
 	gh        *fakeGitHub
 	cp        *fakeControlPlane
@@ -175,8 +178,12 @@ func newWorld(t *testing.T, pools map[string]int) *world {
 }
 
 func newWorldWith(t *testing.T, pools map[string]int, configure func(*actors.Config, *httpapi.Options)) *world {
+	return newWorldOn(t, pools, persistence.Options{}, configure)
+}
+
+func newWorldOn(t *testing.T, pools map[string]int, so persistence.Options, configure func(*actors.Config, *httpapi.Options)) *world {
 	w := &world{t: t, gh: newFakeGitHub(t), cp: newFakeControlPlane(t), dir: t.TempDir(), pools: pools,
-		preview: newFakePreview(), notify: newNotifySink(t), configure: configure}
+		preview: newFakePreview(), notify: newNotifySink(t), configure: configure, storeOpts: so}
 	w.https = httptest.NewTLSServer(http.HandlerFunc(func(rw http.ResponseWriter, _ *http.Request) { rw.WriteHeader(http.StatusNotFound) }))
 	t.Cleanup(w.https.Close)
 	w.start()
@@ -185,7 +192,7 @@ func newWorldWith(t *testing.T, pools map[string]int, configure func(*actors.Con
 }
 
 func (w *world) start() {
-	store, err := persistence.Open(w.dir, persistence.Options{})
+	store, err := persistence.Open(w.dir, w.storeOpts)
 	require.NoError(w.t, err)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(w.t, err)
@@ -205,6 +212,7 @@ func (w *world) start() {
 		CallbackURL:  w.url + "/v1/webhooks/terraform",
 		Env: actors.EnvConfig{Drivers: w.preview.drivers(), Notifier: &driver.Webhook{Endpoint: w.notify.srv.URL}, Worker: "test-worker",
 			ReconcileEvery: 20 * time.Millisecond, NotifyBackoff: 10 * time.Millisecond},
+		Logger: w.storeOpts.Logger,
 	}
 	opts := httpapi.Options{CallbackToken: callbackToken, OperatorToken: operatorToken}
 	if w.configure != nil {
@@ -212,6 +220,7 @@ func (w *world) start() {
 	}
 	sys, err := actors.Start(cfg)
 	require.NoError(w.t, err)
+	sys.Metrics().RegisterStorage(store.Health(), persistence.Reserve{Dir: w.dir})
 	w.sys, w.store = sys, store
 	w.api = httpapi.New(sys, opts)
 	srv := httpapi.NewHTTPServer("", w.api)
@@ -225,7 +234,14 @@ func (w *world) stop() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	w.sys.Stop(ctx)
+	// A sealed store holds an actor in Pebble for good (S1): the stop is
+	// bounded, as warden's own is (S3).
+	done := make(chan struct{})
+	go func() { w.sys.Stop(ctx); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
 	_ = w.srv.Shutdown(ctx)
 	_ = w.store.Close()
 	w.srv = nil

@@ -73,8 +73,8 @@ func (s *Server) routeEnvironments() {
 		c, err := DecodeEnvCreate(b)
 		return c.ID, err
 	}), s.write(s.readyOp(s.createEnv)))))
-	r.GET("/v1/environments", s.query(envListRules(), s.read(s.readyOp(s.listEnvs))))
-	r.GET("/v1/environments/:id", s.query([]queryRule{{name: "receipts"}}, s.read(s.readyOp(s.getEnv))))
+	r.GET("/v1/environments", s.query(envListRules(), s.read(s.readableOp(s.listEnvs))))
+	r.GET("/v1/environments/:id", s.query([]queryRule{{name: "receipts"}}, s.read(s.readableOp(s.getEnv))))
 	r.POST("/v1/environments/:id/remove", s.query(none, s.owned(envInPath, s.write(s.readyOp(s.removeEnv)))))
 	r.POST("/v1/environments/:id/actions/:action", s.query(none, s.owned(envInPath, s.write(s.readyOp(s.envAction)))))
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/wardenhq/warden/actors/errs"
 	"github.com/wardenhq/warden/actors/marquee"
 	"github.com/wardenhq/warden/actors/trust"
+	"github.com/wardenhq/warden/persistence"
 )
 
 // MaxBody is the largest request body accepted (413 beyond it). A deployed
@@ -128,9 +129,9 @@ func New(sys *actors.System, o Options) *Server {
 		c, err := DecodeCreate(b)
 		return c.ID, err
 	}), s.write(s.readyOp(s.createMarquee)))))
-	r.GET("/v1/marquees", s.query(marqueeListRules(), s.read(s.readyOp(s.listMarquees))))
-	r.GET("/v1/marquees/:id", s.query(noQuery, s.read(s.readyOp(s.getMarquee))))
-	r.GET("/v1/marquees/:id/history", s.query([]queryRule{{name: "limit"}}, s.read(s.readyOp(s.history))))
+	r.GET("/v1/marquees", s.query(marqueeListRules(), s.read(s.readableOp(s.listMarquees))))
+	r.GET("/v1/marquees/:id", s.query(noQuery, s.read(s.readableOp(s.getMarquee))))
+	r.GET("/v1/marquees/:id/history", s.query([]queryRule{{name: "limit"}}, s.read(s.readableOp(s.history))))
 	r.POST("/v1/marquees/:id/redeploy", s.query(noQuery, s.owned(marqueeInPath, s.write(s.readyOp(s.command(http.StatusAccepted, func(b []byte, by string) (marquee.Event, error) {
 		return marquee.Redeploy{By: by}, decodeEmpty(b)
 	}))))))
@@ -145,8 +146,8 @@ func New(sys *actors.System, o Options) *Server {
 		return marquee.Enable{By: by}, decodeEmpty(b)
 	}))))))
 	s.routeEnvironments()
-	r.GET("/v1/pools", s.query(noQuery, s.read(s.readyOp(s.pools))))
-	r.GET("/v1/pools/:name", s.query(noQuery, s.read(s.readyOp(s.pool))))
+	r.GET("/v1/pools", s.query(noQuery, s.read(s.readableOp(s.pools))))
+	r.GET("/v1/pools/:name", s.query(noQuery, s.read(s.readableOp(s.pool))))
 	r.GET("/v1/cluster", s.query(noQuery, s.read(s.clusterView)))
 	r.POST("/v1/cluster/drain", s.query(noQuery, s.write(s.drain)))
 	r.POST("/v1/internal/messages", s.query(noQuery, s.internalMessage))
@@ -156,8 +157,10 @@ func New(sys *actors.System, o Options) *Server {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	r.GET("/readyz", func(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
-		if !sys.Ready() {
-			unavailable(w, "recovering or shutting down")
+		// Not ready: recovering, stopping, or a store that refuses writes,
+		// with its cause (S2, S4).
+		if err := sys.Readiness(); err != nil {
+			s.writeErr(w, err)
 			return
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
@@ -244,10 +247,12 @@ func NewHTTPServer(addr string, h http.Handler) *http.Server {
 	}
 }
 
+// ready admits a request that may write only while the system takes
+// writes; otherwise it is answered at once with why (S2).
 func (s *Server) ready(h httprouter.Handle) httprouter.Handle {
 	return func(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
-		if !s.sys.Ready() {
-			unavailable(w, "recovering or shutting down")
+		if err := s.sys.Readiness(); err != nil {
+			s.writeErr(w, err)
 			return
 		}
 		h(w, r, p)
@@ -259,8 +264,20 @@ type opHandle = func(http.ResponseWriter, *http.Request, httprouter.Params, Oper
 
 func (s *Server) readyOp(h opHandle) opHandle {
 	return func(w http.ResponseWriter, r *http.Request, p httprouter.Params, op Operator) {
-		if !s.sys.Ready() {
-			unavailable(w, "recovering or shutting down")
+		if err := s.sys.Readiness(); err != nil {
+			s.writeErr(w, err)
+			return
+		}
+		h(w, r, p, op)
+	}
+}
+
+// readableOp admits a read while the store can be read: also on a
+// read-only store (S4), never on a sealed one (S5).
+func (s *Server) readableOp(h opHandle) opHandle {
+	return func(w http.ResponseWriter, r *http.Request, p httprouter.Params, op Operator) {
+		if err := s.sys.Readable(); err != nil {
+			s.writeErr(w, err)
 			return
 		}
 		h(w, r, p, op)
@@ -330,6 +347,10 @@ func writeError(w http.ResponseWriter, status int, code, msg string) {
 	writeJSON(w, status, b)
 }
 
+// Unavailable answers 503 unavailable with Retry-After: the process's own
+// answer before the API is up.
+func Unavailable(w http.ResponseWriter, msg string) { unavailable(w, msg) }
+
 func unavailable(w http.ResponseWriter, msg string) {
 	w.Header().Set("Retry-After", "5")
 	writeError(w, http.StatusServiceUnavailable, "unavailable", msg)
@@ -350,13 +371,17 @@ func writeRaw(w http.ResponseWriter, status int, b []byte) {
 	_, _ = w.Write(append(b, '\n'))
 }
 
-// answerOf is the one place an error kind becomes a status code, a code
-// word and, for the retryable ones, a Retry-After (http-api.md "Errors").
-var answerOf = map[errs.Kind]struct {
+// answer is a status code, a code word and, for the retryable ones, a
+// Retry-After.
+type answer struct {
 	status     int
 	code       string
 	retryAfter string
-}{
+}
+
+// answerOf is the one place an error kind becomes a status code, a code
+// word and, for the retryable ones, a Retry-After (http-api.md "Errors").
+var answerOf = map[errs.Kind]answer{
 	errs.Invalid:              {http.StatusBadRequest, "invalid_request", ""},
 	errs.NotFound:             {http.StatusNotFound, "not_found", ""},
 	errs.Conflict:             {http.StatusConflict, "conflict", ""},
@@ -367,11 +392,30 @@ var answerOf = map[errs.Kind]struct {
 	errs.Moving:               {http.StatusServiceUnavailable, "shard_moving", "1"},
 }
 
+// storageAnswer is the store's own refusals (S2, S7, S9): they come
+// first, since a storage failure inside an actor's answer is wrapped as
+// unavailable too, and its cause is what the caller must hear.
+func storageAnswer(err error) (answer, bool) {
+	var f *persistence.Failure
+	switch {
+	case errors.As(err, &f) && f.Cause == persistence.Corrupted:
+		return answer{http.StatusInternalServerError, "storage_corrupt", ""}, true
+	case f != nil:
+		return answer{http.StatusServiceUnavailable, "storage_unavailable", "10"}, true
+	case errors.Is(err, persistence.ErrStorageLow):
+		return answer{http.StatusInsufficientStorage, "storage_low", "60"}, true
+	}
+	return answer{}, false
+}
+
 // writeErr answers an error by its kind. An error of no known kind is a
 // bug or an I/O failure nobody classified: logged, and answered 500 so it
 // is seen rather than retried as if it were load.
 func (s *Server) writeErr(w http.ResponseWriter, err error) {
-	a, ok := answerOf[errs.KindOf(err)]
+	a, ok := storageAnswer(err)
+	if !ok {
+		a, ok = answerOf[errs.KindOf(err)]
+	}
 	if !ok {
 		s.log.Error("request failed", "err", err)
 		writeError(w, http.StatusInternalServerError, "internal", "internal error")

@@ -32,7 +32,7 @@ func BenchmarkTransition(b *testing.B) {
 						}
 						defer s.Close()
 					} else {
-						s = OpenBackend(OpenEtcd(testEtcd(b), 5*time.Second), nil)
+						s = OpenBackend(OpenEtcd(testEtcd(b), 5*time.Second), nil, nil)
 					}
 					var seq atomic.Uint64
 					one := func() {

@@ -84,7 +84,7 @@ func eachBackend(t *testing.T, f func(t *testing.T, bk *testBackend)) {
 	t.Run("etcd", func(t *testing.T) {
 		c := testEtcd(t)
 		bk := &testBackend{name: "etcd"}
-		bk.open = func(t *testing.T) *Store { return OpenBackend(OpenEtcd(c, 5*time.Second), nil) }
+		bk.open = func(t *testing.T) *Store { return OpenBackend(OpenEtcd(c, 5*time.Second), nil, nil) }
 		f(t, bk)
 	})
 }

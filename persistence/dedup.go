@@ -81,13 +81,11 @@ func (s *Store) PruneDedup(cutoff time.Time) (int, error) {
 	pruned := len(stale)
 	for len(stale) > 0 {
 		n := min(len(stale), maxBulkWrites)
-		w := s.kv.NewWrites()
+		b := s.NewBatch()
 		for _, k := range stale[:n] {
-			w.Delete(k)
+			b.w.Delete(k)
 		}
-		err := w.Commit(Fence{})
-		w.Close()
-		if err != nil {
+		if err := b.Commit(); err != nil {
 			return 0, fmt.Errorf("prune deliveries: %w", err)
 		}
 		stale = stale[n:]

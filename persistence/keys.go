@@ -39,3 +39,8 @@ const (
 	KindMarquee     = "m"
 	KindEnvironment = "e"
 )
+
+// dataLossKey is the audit entry of a repair that dropped data (S7).
+func dataLossKey(at time.Time) []byte {
+	return fmt.Appendf(nil, "z/data-loss/%016x", uint64(at.UnixNano()))
+}

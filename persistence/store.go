@@ -35,9 +35,12 @@
 package persistence
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"sync"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
@@ -72,34 +75,177 @@ type Options struct {
 	// (T10); nil keeps them in clear (in-memory stores of tests and the
 	// simulator).
 	Sealer *trust.Sealer
+	// Logger receives Pebble's messages and the store's own (S8).
+	Logger *slog.Logger
+	// OnFatal runs after Pebble reported a write-path failure and the
+	// store sealed; it must not return (S1). Nil blocks the goroutine
+	// forever; the simulator crashes its process there instead.
+	OnFatal func()
+	// Degrade opens a store that cannot be written (a full disk, a
+	// read-only filesystem) read-only instead of refusing it (S4).
+	Degrade bool
+	// AcceptDataLoss truncates a WAL damaged in the middle at the damage,
+	// keeps the original beside it and records what was dropped in an
+	// audit entry, instead of refusing to open (S7).
+	AcceptDataLoss bool
 }
 
 // Store is the durable record over one Backend: Pebble for a single node,
 // etcd for a cluster (C1).
 type Store struct {
+	// mu guards kv against the switch from read-only to read-write (S4):
+	// every use holds it shared.
+	mu     sync.RWMutex
 	kv     Backend
 	sealer *trust.Sealer
+	health *Health
+	// vis holds reads back until what they saw is durable: Pebble shows a
+	// batch to readers once it is in the memtable, before its WAL sync has
+	// returned (S5, I15). Nil for etcd, which shows only committed writes.
+	vis  *visibility
+	dir  string
+	opts Options
 }
 
 // Open opens (or creates) a Pebble store in dir: the single-node default.
 func Open(dir string, o Options) (*Store, error) {
-	kv, err := OpenPebble(dir, o)
+	h := newHealth(o.Logger)
+	kv, err := openWritable(dir, o, h)
+	var f *Failure
+	if err != nil && o.Degrade && errors.As(err, &f) && (f.Cause == DiskFull || f.Cause == ReadOnly) {
+		if kv, err = openPebble(dir, o, h, true); err == nil {
+			h.readOnly.Store(&Failure{Cause: f.Cause, Op: f.Op, Err: f.Err, Degraded: true})
+			logger(o.Logger).Warn("store opened read-only: reads are served, writes refused until the disk is writable",
+				"data", dir, "cause", string(f.Cause), "err", f.Err.Error())
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
-	return &Store{kv: kv, sealer: o.Sealer}, nil
+	return &Store{kv: kv, sealer: o.Sealer, health: h, vis: newVisibility(h), dir: dir, opts: o}, nil
 }
 
-// OpenBackend wraps any Backend (the etcd one in a cluster) as a Store.
-func OpenBackend(kv Backend, sealer *trust.Sealer) *Store {
-	return &Store{kv: kv, sealer: sealer}
+// openWritable opens dir read-write once its filesystem has shown it can
+// take a write (S4), repairing a damaged WAL first when asked (S7).
+func openWritable(dir string, o Options, h *Health) (*pebbleBackend, error) {
+	if o.FS == nil {
+		if err := probeWritable(dir); err != nil {
+			return nil, err
+		}
+	}
+	kv, err := openPebble(dir, o, h, false)
+	var c *CorruptStoreError
+	if err != nil && o.AcceptDataLoss && errors.As(err, &c) && c.WAL != "" {
+		loss, rerr := truncateWAL(o.FS, c)
+		if rerr != nil {
+			return nil, fmt.Errorf("%w; and the repair failed: %v", err, rerr)
+		}
+		if kv, err = openPebble(dir, o, h, false); err == nil {
+			err = recordDataLoss(kv, loss, logger(o.Logger))
+		}
+	}
+	return kv, err
 }
 
-// Close closes the backend. Closing twice is harmless.
-func (s *Store) Close() error { return s.kv.Close() }
+// OpenBackend wraps any Backend (the etcd one in a cluster) as a Store;
+// log receives its health's changes (nil: none).
+func OpenBackend(kv Backend, sealer *trust.Sealer, log *slog.Logger) *Store {
+	h := newHealth(log)
+	if hb, ok := kv.(interface{ setHealth(*Health) }); ok {
+		hb.setHealth(h)
+	}
+	return &Store{kv: kv, sealer: sealer, health: h}
+}
 
+// Monitor watches the cluster backend's health until ctx ends (S10); on
+// Pebble it returns at once (its failures report themselves).
+func (s *Store) Monitor(ctx context.Context) {
+	if e, ok := s.kv.(*etcdBackend); ok && e.health != nil {
+		e.monitor(ctx)
+	}
+}
+
+// Health is the store's state: sealed, read-only or writable (S1-S4).
+func (s *Store) Health() *Health { return s.health }
+
+// Close closes the backend. Closing twice is harmless; a sealed store is
+// not closed (S3: its Pebble may never finish a close).
+func (s *Store) Close() error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.kv.Close()
+}
+
+// Abandon lets go of a sealed store without waiting for it: its Pebble is
+// closed in the background, if it can be, so that a process that runs on
+// (the simulator, after a simulated crash) does not keep it forever.
+func (s *Store) Abandon() {
+	pb, ok := s.kv.(*pebbleBackend)
+	if !ok {
+		return
+	}
+	go func() {
+		defer func() { _ = recover() }() // a sealed Pebble may refuse to close
+		pb.closeOnce.Do(func() { pb.closeErr = pb.db.Close() })
+	}()
+}
+
+// TryWritable is the read-only store's retry (S4): if the data
+// directory's filesystem takes a write now, the store is reopened
+// read-write and true returned. Reads wait while it switches.
+func (s *Store) TryWritable() (bool, error) {
+	if s.health.Failed() != nil {
+		return false, nil
+	}
+	if s.health.ReadOnly() == nil {
+		return true, nil
+	}
+	if s.opts.FS == nil {
+		if err := probeWritable(s.dir); err != nil {
+			return false, nil
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.kv.Close(); err != nil {
+		return false, fmt.Errorf("close the read-only store: %w", err)
+	}
+	kv, err := openPebble(s.dir, s.opts, s.health, false)
+	if err != nil {
+		// Still not writable: back to reading.
+		ro, rerr := openPebble(s.dir, s.opts, s.health, true)
+		if rerr != nil {
+			return false, fmt.Errorf("reopen read-only after %v: %w", err, rerr)
+		}
+		s.kv = ro
+		return false, nil
+	}
+	s.kv = kv
+	s.health.readOnly.Store(nil)
+	logger(s.opts.Logger).Info("store writable again", "data", s.dir)
+	return true, nil
+}
+
+// get reads one record. Reads are refused once the store is sealed and
+// answered only once everything they may have seen is durable (S5).
 func (s *Store) get(key []byte, v any) error {
-	return s.kv.Get(key, func(val []byte) error { return decode(key, val, v) })
+	return s.read(func(kv Backend) error {
+		return kv.Get(key, func(val []byte) error { return decode(key, val, v) })
+	})
+}
+
+// read runs one read of the backend under the store's rules (S5).
+func (s *Store) read(f func(kv Backend) error) error {
+	if err := s.health.readRefusal(); err != nil {
+		return err
+	}
+	s.mu.RLock()
+	err := f(s.kv)
+	s.mu.RUnlock()
+	if werr := s.vis.wait(); werr != nil {
+		return werr
+	}
+	return err
 }
 
 // listPage is one page of a record family in key order, the paging,
@@ -149,7 +295,7 @@ func (s *Store) scan(prefix, start []byte, f func(k, v []byte) (bool, error)) er
 	if start != nil {
 		lower = start
 	}
-	return s.kv.Scan(lower, prefixEnd(prefix), f)
+	return s.read(func(kv Backend) error { return kv.Scan(lower, prefixEnd(prefix), f) })
 }
 
 func prefixEnd(p []byte) []byte {
@@ -167,7 +313,7 @@ func prefixEnd(p []byte) []byte {
 // the registry to decide whether an entity exists before activating it
 // (the actor decodes the record once, when it loads).
 func (s *Store) has(key []byte) (bool, error) {
-	err := s.kv.Get(key, func([]byte) error { return nil })
+	err := s.read(func(kv Backend) error { return kv.Get(key, func([]byte) error { return nil }) })
 	if errors.Is(err, ErrNotFound) {
 		return false, nil
 	}
@@ -191,12 +337,17 @@ func (s *Store) ForEach(f func(k, v []byte) error) error {
 // together.
 type Batch struct {
 	s     *Store
+	kv    Backend
 	w     Writes
 	fence Fence
 }
 
 // NewBatch starts a transition.
-func (s *Store) NewBatch() *Batch { return &Batch{s: s, w: s.kv.NewWrites()} }
+func (s *Store) NewBatch() *Batch {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return &Batch{s: s, kv: s.kv, w: s.kv.NewWrites()}
+}
 
 // Fence makes the commit conditional on the writer still owning the
 // entity's shard at its epoch (C3); a batch without one is a single node's.
@@ -210,10 +361,25 @@ func (b *Batch) Len() int { return b.w.Len() }
 
 // Commit makes the batch durable: synced before it returns, or not written
 // at all. A fenced batch whose fence no longer holds fails with ErrFenced.
+//
+// Nothing is tried on a sealed or read-only store (S1, S4). A write the
+// backend failed is a *Failure naming its cause.
 func (b *Batch) Commit() error {
 	defer b.w.Close()
-	if err := b.w.Commit(b.fence); err != nil {
-		if errors.Is(err, ErrFenced) {
+	if err := b.s.health.writeRefusal(); err != nil {
+		return err
+	}
+	b.s.mu.RLock()
+	defer b.s.mu.RUnlock()
+	if b.kv != b.s.kv {
+		return &Failure{Cause: Other, Op: "commit", Err: errors.New("the store was reopened while this write was prepared; try again")}
+	}
+	ticket := b.s.vis.begin()
+	err := b.w.Commit(b.fence)
+	b.s.vis.end(ticket)
+	if err != nil {
+		var f *Failure
+		if errors.Is(err, ErrFenced) || errors.As(err, &f) {
 			return err
 		}
 		return fmt.Errorf("commit: %w", err)
@@ -225,3 +391,18 @@ func (b *Batch) Commit() error {
 func (b *Batch) Discard() { b.w.Close() }
 
 var _ io.Closer = (*Store)(nil)
+
+// Flush writes the memtable to an sstable now (a backup's checkpoint, and
+// the tests that need data in sstables).
+func (s *Store) Flush() error {
+	if err := s.health.writeRefusal(); err != nil {
+		return err
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	pb, ok := s.kv.(*pebbleBackend)
+	if !ok {
+		return nil
+	}
+	return pb.db.Flush()
+}

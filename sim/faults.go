@@ -32,7 +32,8 @@ var faultPoints = []string{
 	"process.crash.after-persist",
 	"process.crash.after-effects",
 	"process.crash.between-events",
-	"storage.write-error",
+	"storage.wal-write",        // the disk is full under a WAL write: the store seals, the process exits (S1, S3)
+	"storage.wal-sync",         // a WAL sync fails (EIO): the same
 	"storage.malformed-record", // a record that does not decode, found at restart (A8)
 	// The preview world: the boundaries of I11 and the world's weather.
 	"env.crash.after-intent",   // the process dies right after an attempt's intent is durable

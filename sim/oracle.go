@@ -20,6 +20,9 @@ var ruleRef = regexp.MustCompile(`\b([MAE][0-9]{1,2})\b`)
 // calls it right after the synced commit). Steps that wrote nothing are
 // judged only for pools: a repeated ask is A6's branch, and writes nothing.
 func (w *world) onCommit(c actors.Commit) {
+	if c.Wrote {
+		w.checkSealed()
+	}
 	if !c.Wrote && c.Kind != "pool" {
 		return
 	}

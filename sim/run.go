@@ -61,7 +61,7 @@ func Run(o Options) Result {
 		granted: map[string]uint64{}, dispatched: map[string]map[uint64]bool{},
 		answered: map[string][]byte{}, created: map[string]bool{}, intents: map[string]*intent{},
 		chats: map[string]driver.Chats{}, coverage: map[string]int{},
-		preview: newPreviewWorld(), envs: map[string]environment.Env{}, envIntents: map[string]*envIntent{}, slowAttempts: map[string]slowCall{},
+		disk: &diskFaults{}, preview: newPreviewWorld(), envs: map[string]environment.Env{}, envIntents: map[string]*envIntent{}, slowAttempts: map[string]slowCall{},
 	}
 	w.logf("seed %d %s plant=%q", o.Seed, w.faults, o.Plant)
 	w.guard(w.start)

@@ -30,6 +30,7 @@ import (
 	"github.com/wardenhq/warden/actors/trust"
 	"github.com/wardenhq/warden/httpapi"
 	"github.com/wardenhq/warden/persistence"
+	"github.com/wardenhq/warden/persistence/faultfs"
 )
 
 const (
@@ -94,6 +95,10 @@ type world struct {
 	api     http.Handler
 	crashAt string // a process crash requested at this point
 	crashes int
+	// disk injects the storage faults under Pebble; refused is the
+	// transition whose write it failed, checked after the restart.
+	disk    *diskFaults
+	refused *refusedWrite
 
 	// What the oracles know.
 	model      map[string]marquee.State
@@ -196,11 +201,14 @@ func (c incClock) AfterFunc(d time.Duration, f func()) func() bool {
 func (w *world) start() {
 	w.inc++
 	w.q = &runQueue{}
-	st, err := persistence.Open("db", persistence.Options{FS: w.fs})
+	// The disk's faults act under Pebble (S11): its WAL write or sync
+	// fails, its logger's Fatalf seals the store, and the process dies there.
+	st, err := persistence.Open("db", persistence.Options{FS: faultfs.Wrap(w.fs, w.disk), OnFatal: w.storageFatal})
 	if err != nil {
 		panic(fmt.Sprintf("sim: open store: %v", err))
 	}
 	w.store = st
+	w.checkRefused() // before recovery writes anything of its own
 	inc := w.inc
 	cfg := actors.Config{
 		Store:         st,
@@ -276,7 +284,11 @@ func (w *world) crashOnce(point string) (again string) {
 	w.crashes++
 	w.logf("CRASH at %s (incarnation %d)", point, w.inc)
 	crashed := w.fs.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})
-	_ = w.store.Close()
+	if w.store.Health().Failed() != nil {
+		w.store.Abandon() // a sealed store is never closed in place (S3)
+	} else {
+		_ = w.store.Close()
+	}
 	w.fs = crashed
 	w.crashAt = ""
 	w.inc++ // the dead incarnation's timers, effects and queue go quiet
@@ -351,8 +363,8 @@ func (w *world) fault(point, id string) error {
 		w.crashAt = point
 		panic(processCrash{point: point})
 	}
-	if point == actors.FaultBeforePersist && w.faults.fire("storage.write-error") {
-		return errors.New("injected write error")
+	if point == actors.FaultBeforePersist && w.crashes < 25 {
+		w.armDiskFault(id)
 	}
 	return nil
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -166,14 +165,9 @@ func (h *harness) intn(n int) int {
 	return h.rnd.Intn(n)
 }
 
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
-}
+// freeAddr is a port a node keeps across its restarts: one the kernel
+// never hands to anything else while the node is down.
+func freeAddr() (string, error) { return testkit.StablePort() }
 
 // Run runs one fault-injection test of a three-node cluster.
 func Run(o Options) (rep Report, err error) {

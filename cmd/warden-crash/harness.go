@@ -1,11 +1,9 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"math/rand"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -74,6 +72,10 @@ type harness struct {
 	addr  string
 	bin   string
 	cmd   *exec.Cmd
+	// exited is closed when the running process has exited, with
+	// exitErr its status.
+	exited  chan struct{}
+	exitErr error
 	// readyAt is when the running process first answered /readyz.
 	readyAt time.Time
 	client  *http.Client
@@ -109,7 +111,7 @@ func (h *harness) intn(n int) int {
 }
 
 // Run runs one crash test.
-func Run(o Options) (Report, error) {
+func Run(o Options) (_ Report, runErr error) {
 	start := time.Now()
 	h := &harness{o: o, rnd: rand.New(rand.NewSource(o.Seed)),
 		applied: map[string][]string{}, silent: map[string]bool{},
@@ -119,7 +121,14 @@ func Run(o Options) (Report, error) {
 	if h.dir, err = os.MkdirTemp("", "warden-crash"); err != nil {
 		return rep, err
 	}
-	defer os.RemoveAll(h.dir)
+	defer func() {
+		if runErr != nil {
+			// The server's log says why: kept with the data for a look.
+			runErr = fmt.Errorf("%w\n(kept for inspection: %s; warden's log: %s)", runErr, h.dir, filepath.Join(h.dir, "warden.log"))
+			return
+		}
+		os.RemoveAll(h.dir)
+	}()
 	if h.bin = o.Binary; h.bin == "" {
 		if h.bin, err = testkit.BuildWarden(h.dir); err != nil {
 			return rep, err
@@ -129,12 +138,11 @@ func Run(o Options) (Report, error) {
 		return rep, err
 	}
 	defer previewworld.StopApps(filepath.Join(h.dir, "preview"))
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
+	// The process restarts on one port for the whole run: one that no
+	// other process can be handed while it is down.
+	if h.addr, err = testkit.StablePort(); err != nil {
 		return rep, err
 	}
-	h.addr = ln.Addr().String()
-	ln.Close()
 	h.gh = httptest.NewServer(http.HandlerFunc(h.github))
 	defer h.gh.Close()
 	okScript, err := testkit.OKScript(h.dir)
@@ -147,7 +155,7 @@ func Run(o Options) (Report, error) {
 	defer func() {
 		if h.cmd != nil {
 			_ = h.cmd.Process.Kill()
-			_ = h.cmd.Wait()
+			<-h.exited
 		}
 	}()
 
@@ -166,7 +174,7 @@ func Run(o Options) (Report, error) {
 		if err := h.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 			return rep, err
 		}
-		_ = h.cmd.Wait()
+		<-h.exited
 		rep.Kills++
 		if err := h.startWarden(okScript); err != nil {
 			return rep, fmt.Errorf("restart after kill %d: %w", kill, err)
@@ -217,15 +225,23 @@ func (h *harness) startWarden(script string) error {
 	if err := h.cmd.Start(); err != nil {
 		return err
 	}
+	cmd, exited := h.cmd, make(chan struct{})
+	h.exited = exited
+	go func() { h.exitErr = cmd.Wait(); close(exited) }()
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
+		select {
+		case <-exited:
+			return fmt.Errorf("warden exited while starting (%v); the end of its log:\n%s", h.exitErr, testkit.Tail(filepath.Join(h.dir, "warden.log"), 20))
+		default:
+		}
 		if st, _, err := h.do("GET", "/readyz", "", nil, ""); err == nil && st == 200 {
 			h.readyAt = time.Now()
 			return nil
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	return errors.New("warden did not become ready")
+	return fmt.Errorf("warden did not become ready in 20 s; the end of its log:\n%s", testkit.Tail(filepath.Join(h.dir, "warden.log"), 20))
 }
 
 func (h *harness) do(method, path, token string, body any, delivery string) (int, map[string]any, error) {

@@ -58,7 +58,7 @@ func openCluster(c config, sealer *trust.Sealer, log *slog.Logger) (*clusterPart
 		return nil, fmt.Errorf("etcd client: %w", err)
 	}
 	p.client = cl
-	p.store = persistence.OpenBackend(persistence.OpenEtcd(cl, etcdRequestTimeout), sealer)
+	p.store = persistence.OpenBackend(persistence.OpenEtcd(cl, etcdRequestTimeout), sealer, log)
 	return p, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/url"
 	"sort"
 	"strconv"
@@ -21,24 +22,28 @@ import (
 // WARDEN_* environment variable; secrets come only from the environment or
 // a file, never from a flag (a flag shows in ps and shell history).
 type config struct {
-	Listen            string
-	Data              string
-	PublicURL         string
-	Dispatch          string
-	GitHubAPIURL      string
-	GitHubRepo        string
-	GitHubWorkflow    string
-	GitHubRef         string
-	DispatchCommand   []string
-	DispatchTimeout   time.Duration
-	Bootstrap         string
-	BootstrapCommand  []string
-	BootstrapTimeout  time.Duration
-	ControlPlaneURL   string
-	Pools             map[string]int
-	Rules             marquee.Config
-	ProtectMetrics    bool
-	LogFormat         string
+	Listen           string
+	Data             string
+	PublicURL        string
+	Dispatch         string
+	GitHubAPIURL     string
+	GitHubRepo       string
+	GitHubWorkflow   string
+	GitHubRef        string
+	DispatchCommand  []string
+	DispatchTimeout  time.Duration
+	Bootstrap        string
+	BootstrapCommand []string
+	BootstrapTimeout time.Duration
+	ControlPlaneURL  string
+	Pools            map[string]int
+	Rules            marquee.Config
+	ProtectMetrics   bool
+	LogFormat        string
+	LogLevel         slog.Level
+	// StorageReserve is S9's reserve in bytes; zero is the default.
+	StorageReserve    uint64
+	AcceptDataLoss    bool
 	CallbackToken     string
 	OperatorToken     string
 	GitHubToken       string
@@ -196,6 +201,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.DurationVar(&c.Rules.ChatsRecheckAfter, "chats-recheck", c.Rules.ChatsRecheckAfter, "when an unanswered control-plane question is asked again (M18)")
 	fs.BoolVar(&c.ProtectMetrics, "protect-metrics", false, "require the operator token on /metrics")
 	fs.StringVar(&c.LogFormat, "log-format", "text", "log format: text or json")
+	fs.TextVar(&c.LogLevel, "log-level", slog.LevelInfo, "least level logged: debug (Pebble's routine messages too), info, warn or error")
+	fs.Var(bytesFlag{&c.StorageReserve}, "storage-reserve", "free space below which new work is refused with 507 storage_low, e.g. 512MiB or 2GiB (default: the larger of 1% of the disk and 256MiB) (S9)")
+	fs.BoolVar(&c.AcceptDataLoss, "accept-data-loss", false, "open a store whose write-ahead log is damaged by truncating it at the damage; the original is kept and an audit entry records what was dropped (S7)")
 	fs.DurationVar(&c.ShutdownGrace, "shutdown-grace", 20*time.Second, "how long SIGTERM waits for work in hand")
 	fs.DurationVar(&c.DedupRetention, "dedup-retention", 72*time.Hour, "how long Webhook-Id deliveries are remembered (at least 72h)")
 	fs.IntVar(&c.RestartLimit, "restart-limit", 5, "actor failures within --restart-window before it is parked")
@@ -244,7 +252,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		if errors.Is(err, flag.ErrHelp) {
 			return c, errFlagHelp
 		}
-		return c, err
+		return c, statusError{exitUsage, err}
 	}
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
@@ -261,10 +269,10 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		}
 	})
 	if envErr != nil {
-		return c, envErr
+		return c, configError(envErr)
 	}
 	if fs.NArg() > 0 {
-		return c, fmt.Errorf("unexpected arguments: %v", fs.Args())
+		return c, usageError("unexpected arguments: %v", fs.Args())
 	}
 	if len(c.Pools) == 0 {
 		c.Pools["default"] = 1
@@ -281,10 +289,45 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		{&c.GitHubToken, *githubFile, "WARDEN_GITHUB_TOKEN"}, {&c.ControlPlaneToken, *cpFile, "WARDEN_CONTROL_PLANE_TOKEN"},
 		{&c.ClusterToken, *clusterFile, "WARDEN_CLUSTER_TOKEN"}} {
 		if *s.dst, err = secret(s.file, s.env, getenv); err != nil {
-			return c, err
+			return c, configError(err)
 		}
 	}
-	return c, c.validate()
+	if err := c.validate(); err != nil {
+		return c, configError(err)
+	}
+	return c, nil
+}
+
+// bytesFlag is a size: a number of bytes with an optional unit (KiB, MiB,
+// GiB, TiB; KB, MB, GB, TB are powers of 1000).
+type bytesFlag struct{ n *uint64 }
+
+func (f bytesFlag) String() string {
+	if f.n == nil || *f.n == 0 {
+		return "0"
+	}
+	return strconv.FormatUint(*f.n, 10)
+}
+
+func (f bytesFlag) Set(v string) error {
+	units := []struct {
+		suffix string
+		mult   uint64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40},
+		{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}, {"B", 1}}
+	num, mult := strings.TrimSpace(v), uint64(1)
+	for _, u := range units {
+		if n, ok := strings.CutSuffix(num, u.suffix); ok {
+			num, mult = strings.TrimSpace(n), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseUint(num, 10, 64)
+	if err != nil || n > (1<<62)/mult {
+		return fmt.Errorf("size %q: want a number of bytes, e.g. 536870912, 512MiB or 2GiB", v)
+	}
+	*f.n = n * mult
+	return nil
 }
 
 // defaultCallbackAuth is T2's default: scoped always, shared and Standard

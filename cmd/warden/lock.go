@@ -24,6 +24,11 @@ const lockName = "warden.lock"
 func lockDataDir(dir string) (*os.File, error) {
 	path := filepath.Join(dir, lockName)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if errors.Is(err, syscall.EROFS) {
+		// A read-only filesystem: the store opens read-only (S4); the lock
+		// still keeps a second warden out, without the note.
+		f, err = os.Open(path)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("lock data directory: %w", err)
 	}

@@ -73,7 +73,12 @@ func newRoot(getenv func(string) string, stdout, stderr io.Writer) *cobra.Comman
 	}
 	root.AddCommand(
 		own("serve", "run the supervisor: HTTP API, actors, Pebble store (warden serve -h for flags)", func(a []string) int {
-			return errCode(serve(a, getenv, stderr))
+			err := serve(a, getenv, stderr)
+			if err != nil {
+				fmt.Fprintln(stderr, "warden:", err)
+				return exitStatusOf(err)
+			}
+			return 0
 		}),
 		own("callback", "send one callback from a workflow (configured from the environment; warden callback -h)", func(a []string) int {
 			return runCallback(a, getenv, stdout, stderr)

@@ -38,46 +38,105 @@ func serve(args []string, getenv func(string) string, stderr io.Writer) error {
 		}
 		return err
 	}
-	var handler slog.Handler = slog.NewTextHandler(stderr, nil)
-	if c.LogFormat == "json" {
-		handler = slog.NewJSONHandler(stderr, nil)
+	log := newLogger(c, stderr)
+	p := &process{c: c, log: log}
+	defer p.release()
+	if err := p.start(); err != nil {
+		return err
 	}
-	log := slog.New(handler)
+	return p.run()
+}
 
+// newLogger is the process's structured log at its --log-level.
+func newLogger(c config, stderr io.Writer) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: c.LogLevel}
+	if c.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(stderr, opts))
+	}
+	return slog.New(slog.NewTextHandler(stderr, opts))
+}
+
+// process is one `warden serve`: what it holds from start to stop.
+type process struct {
+	c       config
+	log     *slog.Logger
+	lock    *os.File
+	stopCPU func()
+	srv     *http.Server
+	served  chan error
+	live    atomic.Pointer[http.Handler]
+	store   *persistence.Store
+	cp      *clusterParts
+	node    *cluster.Node
+	sys     *actors.System
+	// quit is closed to stop the background loops (dedup pruning, the
+	// read-only store's retry).
+	quit chan struct{}
+	// stored: stop has dealt with the store (closed it, or left a sealed
+	// one alone).
+	stored bool
+}
+
+// start takes the data directory, listens (503 until ready), opens the
+// store and starts the actors and the API.
+func (p *process) start() error {
+	c := p.c
 	// Keys and modes are checked before anything listens: a refusal (T11)
 	// is a clean exit with the command that fixes it.
 	if err := prepareDataDir(c.Data); err != nil {
 		return err
 	}
-	lock, err := lockDataDir(c.Data)
+	var err error
+	if p.lock, err = lockDataDir(c.Data); err != nil {
+		return err
+	}
+	if err := p.startProfile(); err != nil {
+		return err
+	}
+	tm, err := loadTrust(c, p.log)
 	if err != nil {
 		return err
 	}
-	defer lock.Close()
-	if c.cpuProfile != "" {
-		f, err := os.Create(c.cpuProfile)
-		if err != nil {
-			return fmt.Errorf("--cpu-profile: %w", err)
-		}
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return fmt.Errorf("--cpu-profile: %w", err)
-		}
-		defer func() { pprof.StopCPUProfile(); f.Close() }()
-	}
-	tm, err := loadTrust(c, log)
-	if err != nil {
+	if err := p.listen(); err != nil {
 		return err
 	}
+	if err := p.openStore(tm); err != nil {
+		return err
+	}
+	if p.sys, err = actors.Start(p.systemConfig(tm)); err != nil {
+		return err
+	}
+	p.serveAPI(tm)
+	return nil
+}
 
-	// Listen first: /healthz answers at once and everything else is 503
-	// with Retry-After until recovery has finished (/readyz).
-	ln, err := net.Listen("tcp", c.Listen)
+// startProfile writes a CPU profile of the whole run when asked (the
+// benchmark's profile).
+func (p *process) startProfile() error {
+	if p.c.cpuProfile == "" {
+		return nil
+	}
+	f, err := os.Create(p.c.cpuProfile)
+	if err != nil {
+		return fmt.Errorf("--cpu-profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return fmt.Errorf("--cpu-profile: %w", err)
+	}
+	p.stopCPU = func() { pprof.StopCPUProfile(); f.Close() }
+	return nil
+}
+
+// listen serves at once: /healthz answers, everything else is 503 with
+// Retry-After until recovery has finished (/readyz).
+func (p *process) listen() error {
+	ln, err := net.Listen("tcp", p.c.Listen)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	var live atomic.Pointer[http.Handler]
-	srv := httpapi.NewHTTPServer(c.Listen, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if h := live.Load(); h != nil {
+	p.srv = httpapi.NewHTTPServer(p.c.Listen, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if h := p.live.Load(); h != nil {
 			(*h).ServeHTTP(w, r)
 			return
 		}
@@ -86,44 +145,44 @@ func serve(args []string, getenv func(string) string, stderr io.Writer) error {
 			_, _ = io.WriteString(w, "{\"status\":\"ok\"}\n")
 			return
 		}
-		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("Retry-After", "2")
-		w.WriteHeader(http.StatusServiceUnavailable)
-		_, _ = io.WriteString(w, "{\"error\":{\"code\":\"unavailable\",\"message\":\"recovering\"}}\n")
+		httpapi.Unavailable(w, "recovering")
 	}))
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	log.Info("listening", "addr", ln.Addr().String())
+	p.served = make(chan error, 1)
+	go func() { p.served <- p.srv.Serve(ln) }()
+	p.log.Info("listening", "addr", ln.Addr().String())
+	return nil
+}
 
-	var store *persistence.Store
-	var cp *clusterParts
-	var node *cluster.Node
-	var sys *actors.System
-	if c.Node != "" {
-		if cp, err = openCluster(c, trust.NewSealer(tm.seal), log); err != nil {
-			_ = srv.Close()
-			return err
-		}
-		defer cp.close()
-		store = cp.store
-		node = cluster.NewNode(c.Node, advertiseURL(c), c.LeaseTTL, cluster.Etcd{C: cp.client}, time.Now, cluster.Hooks{
-			// The node ticks only once sys is running (node.Run below).
-			Acquired: func(shard int, _ int64) { sys.AcquireShard(shard) },
-			Released: func(shard int) { sys.ReleaseShard(shard) },
-		}, log)
-		node.SetPeers(c.ClusterToken)
-	} else if store, err = persistence.Open(c.Data, persistence.Options{Sealer: trust.NewSealer(tm.seal)}); err != nil {
-		_ = srv.Close()
+// openStore opens Pebble (or, on a cluster node, etcd and the node). A
+// store that cannot be written opens read-only (S4); a damaged one is
+// refused with what to do (S7).
+func (p *process) openStore(tm *trustMaterial) error {
+	c := p.c
+	sealer := trust.NewSealer(tm.seal)
+	if c.Node == "" {
+		var err error
+		p.store, err = persistence.Open(c.Data, persistence.Options{Sealer: sealer, Logger: p.log,
+			Degrade: true, AcceptDataLoss: c.AcceptDataLoss})
 		return err
 	}
-	defer store.Close()
-	var clusterCfg actors.Cluster
-	var clusterAPI httpapi.ClusterNode
-	if node != nil {
-		clusterCfg, clusterAPI = node, node
+	cp, err := openCluster(c, sealer, p.log)
+	if err != nil {
+		return err
 	}
-	sys, err = actors.Start(actors.Config{
-		Store:        store,
+	p.cp, p.store = cp, cp.store
+	p.node = cluster.NewNode(c.Node, advertiseURL(c), c.LeaseTTL, cluster.Etcd{C: cp.client}, time.Now, cluster.Hooks{
+		// The node ticks only once sys is running (node.Run in run).
+		Acquired: func(shard int, _ int64) { p.sys.AcquireShard(shard) },
+		Released: func(shard int) { p.sys.ReleaseShard(shard) },
+	}, p.log)
+	p.node.SetPeers(c.ClusterToken)
+	return nil
+}
+
+func (p *process) systemConfig(tm *trustMaterial) actors.Config {
+	c := p.c
+	cfg := actors.Config{
+		Store:        p.store,
 		Clock:        clock.Real{},
 		Machine:      marquee.Machine{Config: c.Rules},
 		Pools:        c.Pools,
@@ -134,71 +193,196 @@ func serve(args []string, getenv func(string) string, stderr io.Writer) error {
 		// Scoped credentials are minted only when the mode is on (T1).
 		CallbackKeys:     callbackKeys(c, tm),
 		CallbackTokenTTL: c.CallbackTokenTTL,
-		Logger:           log,
+		Logger:           p.log,
 		RestartLimit:     c.RestartLimit,
 		RestartWindow:    c.RestartWindow,
 		IdleAfter:        c.IdleAfter,
 		Secrets:          []string{c.CallbackToken, c.OperatorToken, c.GitHubToken, c.ControlPlaneToken},
 		Env:              envConfig(c),
-		Cluster:          clusterCfg,
-	})
-	if err != nil {
-		_ = srv.Close()
-		return err
+		Reserve:          persistence.Reserve{Dir: c.Data, Bytes: c.StorageReserve},
 	}
+	if p.node != nil {
+		cfg.Cluster = p.node
+	}
+	return cfg
+}
+
+// serveAPI puts the API in front of the started system.
+func (p *process) serveAPI(tm *trustMaterial) {
+	c := p.c
 	bi := buildinfo.Read()
+	m := p.sys.Metrics()
 	buildInfo := prometheus.NewGauge(prometheus.GaugeOpts{Name: "warden_build_info", Help: "Always 1: the running warden's version, commit and Go version (O14).",
 		ConstLabels: prometheus.Labels{"version": bi.Version, "commit": bi.CommitLabel(), "goversion": bi.GoVersion}})
 	buildInfo.Set(1)
-	sys.Metrics().Registry.MustRegister(buildInfo)
-	api := http.Handler(httpapi.New(sys, httpapi.Options{CallbackToken: c.CallbackToken, OperatorToken: c.OperatorToken,
+	m.Registry.MustRegister(buildInfo)
+	m.RegisterStorage(p.store.Health(), persistence.Reserve{Dir: c.Data, Bytes: c.StorageReserve})
+	var clusterAPI httpapi.ClusterNode
+	if p.node != nil {
+		clusterAPI = p.node
+	}
+	api := http.Handler(httpapi.New(p.sys, httpapi.Options{CallbackToken: c.CallbackToken, OperatorToken: c.OperatorToken,
 		Operators: tm.operators, CallbackModes: c.CallbackAuth, CallbackKeys: tm.signing, CallbackTokenTTL: c.CallbackTokenTTL,
 		Webhooks: tm.webhooks, OIDC: tm.oidc, ProtectMetrics: c.ProtectMetrics, NoopWebhook: c.benchNoop,
-		Cluster: clusterAPI, ClusterToken: c.ClusterToken, Logger: log}))
-	live.Store(&api)
-	log.Info("ready", "version", bi.Version, "commit", bi.CommitLabel(), "data", c.Data, "dispatch", c.Dispatch, "bootstrap", c.Bootstrap, "pools", poolFlag(c.Pools).String(),
-		"callback_auth", strings.Join(c.CallbackAuth, ","), "operators", len(tm.operators)+min(1, len(c.OperatorToken)))
+		Cluster: clusterAPI, ClusterToken: c.ClusterToken, Logger: p.log}))
+	p.live.Store(&api)
+	p.log.Info("ready", "version", bi.Version, "commit", bi.CommitLabel(), "data", c.Data, "dispatch", c.Dispatch, "bootstrap", c.Bootstrap, "pools", poolFlag(c.Pools).String(),
+		"callback_auth", strings.Join(c.CallbackAuth, ","), "operators", len(tm.operators)+min(1, len(c.OperatorToken)), "read_only", p.store.Health().ReadOnly() != nil)
+}
 
-	pruneStop := make(chan struct{})
-	go pruneDedup(store, clock.Real{}, c.DedupRetention, log, pruneStop)
-
+// run serves until a signal, a drain, a failed store or a failed server,
+// then stops within bounds.
+func (p *process) run() error {
+	p.quit = make(chan struct{})
+	go pruneDedup(p.store, clock.Real{}, p.c.DedupRetention, p.log, p.quit)
+	monitorCtx, stopMonitor := context.WithCancel(context.Background())
+	defer stopMonitor()
+	go p.store.Monitor(monitorCtx)
+	go p.retryWritable()
 	var drained <-chan struct{} // nil, never ready, on a single node
 	nodeCtx, stopNode := context.WithCancel(context.Background())
 	defer stopNode()
-	if node != nil {
-		drained = node.Drained()
-		go node.Run(nodeCtx)
-		log.Info("cluster node", "node", c.Node, "advertise", advertiseURL(c), "lease_ttl", c.LeaseTTL)
+	if p.node != nil {
+		drained = p.node.Drained()
+		go p.node.Run(nodeCtx)
+		p.log.Info("cluster node", "node", p.c.Node, "advertise", advertiseURL(p.c), "lease_ttl", p.c.LeaseTTL)
 	}
-
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sig)
+	var failed *persistence.Failure
 	select {
 	case s := <-sig:
-		log.Info("shutting down", "signal", s.String())
+		p.log.Info("shutting down", "signal", s.String())
 	case <-drained:
-		log.Info("drained: every shard handed over; stopping")
-	case err := <-served:
-		close(pruneStop)
+		p.log.Info("drained: every shard handed over; stopping")
+	case <-p.store.Health().Sealed():
+		failed = p.store.Health().Failed()
+	case err := <-p.served:
+		close(p.quit)
 		return fmt.Errorf("http server: %w", err)
 	}
-	close(pruneStop)
-	// Stop accepting new work (503 + Retry-After), let what is in hand
-	// finish, hand the shards back (a cluster node), then close the
-	// listener and flush the store.
-	ctx, cancel := context.WithTimeout(context.Background(), c.ShutdownGrace)
+	close(p.quit)
+	stopNode()
+	return p.stop(failed)
+}
+
+// retryWritable tries a read-only store read-write again every 10 s and,
+// once it is writable, lets recovery run (S4).
+func (p *process) retryWritable() {
+	if p.store.Health().ReadOnly() == nil {
+		return
+	}
+	t := time.NewTicker(readOnlyRetry)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.quit:
+			return
+		case <-t.C:
+		}
+		ok, err := p.store.TryWritable()
+		if err != nil {
+			p.log.Error("the read-only store could not be reopened", "err", err)
+			continue
+		}
+		if !ok {
+			continue
+		}
+		if err := p.sys.Resume(); err != nil {
+			p.log.Error("recovery after the store became writable failed", "err", err)
+			continue
+		}
+		p.log.Info("store writable: recovered and ready")
+		return
+	}
+}
+
+// readOnlyRetry is S4's: how often a read-only store is tried read-write.
+const readOnlyRetry = 10 * time.Second
+
+// sealedDrain bounds the stop after a storage failure (S3): every caller
+// in flight was answered when the store sealed, so this only lets the
+// answers leave before the process exits.
+const sealedDrain = 2 * time.Second
+
+// storeCloseBound is how long a close may take before warden exits
+// without it (S3): a store that does not close in this time is wedged.
+const storeCloseBound = 5 * time.Second
+
+// stop refuses new work (503 + Retry-After), lets what is in hand finish
+// within the grace, hands the shards back (a cluster node), closes the
+// listener and the store. Each step has a bound: a wedged store never
+// holds the process (S3). After a storage failure it exits with
+// exitStorage.
+func (p *process) stop(failed *persistence.Failure) error {
+	grace := p.c.ShutdownGrace
+	if failed != nil {
+		grace = min(grace, sealedDrain)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
-	sys.Stop(ctx)
-	if node != nil {
-		stopNode()
-		node.Leave(ctx)
+	if !within(ctx, func() { p.sys.Stop(ctx) }) {
+		p.log.Warn("actors did not stop within the grace; exiting without them")
 	}
-	_ = srv.Shutdown(ctx)
-	if err := store.Close(); err != nil {
-		return fmt.Errorf("close store: %w", err)
+	if p.node != nil {
+		p.node.Leave(ctx)
 	}
-	log.Info("stopped")
+	_ = p.srv.Shutdown(ctx)
+	var closeErr error
+	closeCtx, cancelClose := context.WithTimeout(context.Background(), storeCloseBound)
+	defer cancelClose()
+	closed := within(closeCtx, func() { closeErr = p.store.Close() })
+	switch {
+	case failed != nil:
+		p.stored = true
+		p.log.Error("stopped after a storage failure; the store was not closed", "cause", string(failed.Cause), "exit_status", exitStorage)
+		return statusError{exitStorage, fmt.Errorf("%w; exiting with status %d so that the service manager restarts warden once the disk is fixed", failed, exitStorage)}
+	case !closed:
+		p.stored = true
+		p.log.Error("stopped; the store did not close within its bound", "bound", storeCloseBound.String(), "exit_status", exitStorage)
+		return statusError{exitStorage, fmt.Errorf("the store did not close within %s", storeCloseBound)}
+	case closeErr != nil:
+		p.stored = true
+		return statusError{exitStorage, fmt.Errorf("close store: %w", closeErr)}
+	}
+	p.stored = true
+	p.log.Info("stopped", "store_closed", true)
 	return nil
+}
+
+// release gives back what start took, whatever happened.
+func (p *process) release() {
+	if p.store != nil && !p.stored {
+		ctx, cancel := context.WithTimeout(context.Background(), storeCloseBound)
+		within(ctx, func() { _ = p.store.Close() })
+		cancel()
+	}
+	if p.cp != nil {
+		p.cp.close()
+	}
+	if p.srv != nil {
+		_ = p.srv.Close()
+	}
+	if p.stopCPU != nil {
+		p.stopCPU()
+	}
+	if p.lock != nil {
+		_ = p.lock.Close()
+	}
+}
+
+// within runs f and reports whether it returned before ctx ended; if not,
+// f goes on alone (the process is about to exit).
+func within(ctx context.Context, f func()) bool {
+	done := make(chan struct{})
+	go func() { f(); close(done) }()
+	select {
+	case <-done:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 var errFlagHelp = errors.New("flag: help requested")

@@ -31,6 +31,9 @@ type Config struct {
 	Join bool
 	// StartTimeout bounds the wait for the member to join a quorum.
 	StartTimeout time.Duration
+	// QuotaBytes is the member's space quota (etcd's
+	// --quota-backend-bytes); zero is etcd's default, 2 GiB.
+	QuotaBytes int64
 }
 
 // Member is a running embedded etcd member.
@@ -88,6 +91,7 @@ func Start(c Config) (*Member, error) {
 	// the shard key's current revision.
 	cfg.AutoCompactionMode = "periodic"
 	cfg.AutoCompactionRetention = "1h"
+	cfg.QuotaBackendBytes = c.QuotaBytes
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("etcd member %s: %w", c.Name, err)

@@ -1,0 +1,95 @@
+package persistence
+
+import (
+	"errors"
+	"io"
+	"strings"
+	"syscall"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// allOrNothingWAL makes every WAL write either whole or absent on a full
+// disk. Without it a write that meets ENOSPC half-way leaves the first
+// batches of its block in the file: their callers are refused (the sync
+// failed), yet they are replayed after a restart, so a write warden said
+// it did not make would appear (S5, I15). Pebble preallocates a WAL too,
+// but ignores a preallocation that fails; this one reserves the blocks of
+// each write before it is made and refuses the write, with nothing
+// written, when they cannot be had.
+type allOrNothingWAL struct{ vfs.FS }
+
+// walReserveAhead is how far past a write the blocks are reserved, so that
+// a reservation (one fallocate) is made once a MiB of WAL, not once a
+// commit.
+const walReserveAhead = 1 << 20
+
+func isWAL(name string) bool { return strings.HasSuffix(name, ".log") }
+
+func (fs allOrNothingWAL) Create(name string, c vfs.DiskWriteCategory) (vfs.File, error) {
+	f, err := fs.FS.Create(name, c)
+	if err != nil || !isWAL(name) {
+		return f, err
+	}
+	return &reservingFile{File: f}, nil
+}
+
+func (fs allOrNothingWAL) ReuseForWrite(oldname, newname string, c vfs.DiskWriteCategory) (vfs.File, error) {
+	f, err := fs.FS.ReuseForWrite(oldname, newname, c)
+	if err != nil || !isWAL(newname) {
+		return f, err
+	}
+	return &reservingFile{File: f}, nil
+}
+
+// Lock takes Pebble's directory lock; on a read-only filesystem, where
+// the lock file cannot be opened for writing, it is not needed: nobody
+// can write the store there, and warden.lock already keeps a second
+// warden out (S4's read-only start).
+func (fs allOrNothingWAL) Lock(name string) (io.Closer, error) {
+	c, err := fs.FS.Lock(name)
+	if errors.Is(err, syscall.EROFS) {
+		return io.NopCloser(nil), nil
+	}
+	return c, err
+}
+
+// Unwrap lets Pebble see the filesystem underneath.
+func (fs allOrNothingWAL) Unwrap() vfs.FS { return fs.FS }
+
+type reservingFile struct {
+	vfs.File
+	offset, reserved int64
+	unsupported      bool
+}
+
+func (f *reservingFile) Write(p []byte) (int, error) {
+	end := f.offset + int64(len(p))
+	if end > f.reserved && !f.unsupported {
+		if err := f.reserve(end); err != nil {
+			return 0, err
+		}
+	}
+	n, err := f.File.Write(p)
+	f.offset += int64(n)
+	return n, err
+}
+
+// reserve makes the blocks up to end (and, if it can, a MiB beyond) the
+// file's own; a filesystem without fallocate is written as it is.
+func (f *reservingFile) reserve(end int64) error {
+	err := f.File.Preallocate(f.reserved, end+walReserveAhead-f.reserved)
+	if err == nil {
+		f.reserved = end + walReserveAhead
+		return nil
+	}
+	if errors.Is(err, syscall.EOPNOTSUPP) || errors.Is(err, syscall.ENOSYS) {
+		f.unsupported = true
+		return nil
+	}
+	if err = f.File.Preallocate(f.reserved, end-f.reserved); err != nil {
+		return err // nothing of p is written
+	}
+	f.reserved = end
+	return nil
+}
