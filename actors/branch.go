@@ -31,7 +31,7 @@ func (b *branchActor) Receive(ctx actor.Context) {
 		var name string
 		name, b.entry = b.sys.entityOf(ctx.Self(), kindBranch)
 		b.run = runner[environment.Branch, environment.NextGeneration, uint64, entity.None, entity.None]{
-			sys: b.sys, key: key{kindBranch, name}, rec: environment.Branch{Name: name}, step: environment.StepBranch,
+			sys: b.sys, entry: b.entry, key: key{kindBranch, name}, rec: environment.Branch{Name: name}, step: environment.StepBranch,
 			stage: func(batch *persistence.Batch, _, next environment.Branch, _ environment.BranchReady) {
 				batch.PutBranchGeneration(next.Name, next.Last)
 			},

@@ -23,6 +23,57 @@ type Cluster interface {
 	Deliver(shard int, body []byte)
 	// Ask sends a message to the node owning shard and returns its answer.
 	Ask(ctx context.Context, shard int, body []byte) ([]byte, error)
+	// Confirm shows that this node still holds shard at epoch, by a
+	// linearizable read, or fails with errs.Moving (and stops acting for
+	// the shard).
+	Confirm(ctx context.Context, shard int, epoch int64) error
+}
+
+// confirmed is an actor's answer made safe to send on a cluster node (C4,
+// issue 20). A node may hold a shard in its table after another node took
+// it over (paused past the failure detector, short of its own lease), and
+// an answer that wrote nothing (a refusal, a stale or duplicate callback,
+// a view from memory) passed no fence. It is safe once some point inside
+// the request is shown at which the actor's record was the entity's
+// current state:
+//
+//   - a fenced commit by the same actor instance after the request was sent
+//     (before): the fence proves that no other node had written the entity
+//     since the instance loaded it, so the answer, made from that record,
+//     is the entity's state at the commit (its own commit, or a later one);
+//   - otherwise, a confirmation after the answer was made that the shard
+//     key is still at the epoch the instance loaded under: a linearizable
+//     read, coalesced per shard (its cost is in BENCHMARKS.md).
+func (s *System) confirmed(ctx context.Context, k kind, id string, before instanceMark, routed int64, r any, err error) (any, error) {
+	c := s.cfg.Cluster
+	if c == nil || errs.KindOf(err) == errs.Moving {
+		return r, err
+	}
+	after := s.instance(k, id)
+	if after.e != nil && after.e == before.e && after.commits > before.commits {
+		return r, err
+	}
+	epoch := routed
+	if after.e != nil && after.e.pid != nil {
+		epoch = after.e.epoch.Load()
+	}
+	if cerr := c.Confirm(ctx, c.Shard(string(k), id), epoch); cerr != nil {
+		s.stopOutlived(k, id, epoch)
+		return nil, cerr
+	}
+	return r, err
+}
+
+// stopOutlived stops the entity's actor if it still runs on a record
+// loaded under epoch, which a confirmation has just shown is over: its
+// next message is handled by a fresh actor.
+func (s *System) stopOutlived(k kind, id string, epoch int64) {
+	s.reg.mu.Lock()
+	e := s.reg.entries[key{k, id}]
+	s.reg.mu.Unlock()
+	if e != nil && e.pid != nil && e.epoch.Load() == epoch {
+		s.as.Root.Poison(e.pid)
+	}
 }
 
 // owns reports whether this node may act for the entity now (always on a

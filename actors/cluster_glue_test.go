@@ -23,6 +23,15 @@ type fakeCluster struct {
 	mu        sync.Mutex
 	owned     map[int]bool
 	delivered []remoteMsg
+	// epochs overrides fakeEpoch for a shard (a shard lost and taken back).
+	epochs map[int]int64
+}
+
+func (f *fakeCluster) epochOf(shard int) int64 {
+	if e, ok := f.epochs[shard]; ok {
+		return e
+	}
+	return fakeEpoch
 }
 
 const fakeEpoch = 42
@@ -35,7 +44,7 @@ func (f *fakeCluster) Fence(shard int) (persistence.Fence, error) {
 	if !f.owned[shard] {
 		return persistence.Fence{}, errs.Moving
 	}
-	return persistence.Fence{Epoch: fakeEpoch}, nil
+	return persistence.Fence{Epoch: f.epochOf(shard)}, nil
 }
 
 func (f *fakeCluster) set(shard int, owned bool) {
@@ -56,6 +65,16 @@ func (f *fakeCluster) Deliver(_ int, body []byte) {
 
 func (f *fakeCluster) Ask(context.Context, int, []byte) ([]byte, error) {
 	return nil, errs.Moving
+}
+
+// Confirm holds while the shard is still owned at the fake's epoch.
+func (f *fakeCluster) Confirm(_ context.Context, shard int, epoch int64) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.owned[shard] || epoch != f.epochOf(shard) {
+		return errs.Moving
+	}
+	return nil
 }
 
 func (f *fakeCluster) sent() []remoteMsg {
@@ -100,6 +119,44 @@ func TestC3NonOwnerCommitsNothing(t *testing.T) {
 	_, err = sys.Create(context.Background(), marquee.Create{ID: "m-1", Kind: marquee.Tutorial})
 	require.ErrorIs(t, err, errs.Moving)
 	require.Equal(t, before, storeKeys(t, store), "nothing written by a non-owner")
+}
+
+// TestIssue20AnActorThatOutlivedItsEpochNeitherWritesNorAnswers: an
+// actor spawned as its shard was released can survive the release and
+// still be live when the node takes the shard back at a new epoch,
+// holding a record another owner has changed meanwhile. Neither its
+// answers nor its writes may come from that record: the first is refused
+// as moving, the actor stops, and the next message is handled by a fresh
+// one that loads the record again.
+func TestIssue20AnActorThatOutlivedItsEpochNeitherWritesNorAnswers(t *testing.T) {
+	fc := &fakeCluster{owned: map[int]bool{}, epochs: map[int]int64{}}
+	shard := cluster.ShardOf("marquee", "m-1")
+	fc.set(shard, true)
+	sys, store, _ := startClustered(t, fc)
+	conn := &marquee.Connection{Host: "203.0.113.1", Port: 22, User: "root", SSHPrivateKey: "k"}
+	_, err := sys.Create(context.Background(), marquee.Create{ID: "m-1", Kind: marquee.BYO, Connection: conn})
+	require.NoError(t, err)
+
+	// Another owner disabled it while this node did not hold the shard;
+	// this node then took the shard back at a new epoch, its actor alive.
+	rec, err := store.LoadMarquee("m-1")
+	require.NoError(t, err)
+	rec.State.Serving = marquee.Disabled
+	b := store.NewBatch()
+	b.PutMarquee(rec, rec.WakeAt)
+	require.NoError(t, b.Commit())
+	fc.mu.Lock()
+	fc.epochs[shard] = fakeEpoch + 1
+	fc.mu.Unlock()
+
+	_, err = sys.Command(context.Background(), "m-1", marquee.Enable{By: "op"})
+	require.ErrorIs(t, err, errs.Moving, "not a refusal from the old record (enable needs disabled; it was active there)")
+	var st marquee.State
+	require.Eventually(t, func() bool {
+		st, err = sys.Command(context.Background(), "m-1", marquee.Enable{By: "op"})
+		return err == nil
+	}, 5*time.Second, 10*time.Millisecond, "a fresh actor loads the record: %v", err)
+	require.Equal(t, marquee.Active, st.Serving, "enabled from the current record")
 }
 
 func storeKeys(t *testing.T, s *persistence.Store) map[string]string {

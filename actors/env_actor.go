@@ -103,7 +103,7 @@ func (a *envActor) Receive(ctx actor.Context) {
 	case *actor.Started:
 		a.id, a.entry = a.sys.entityOf(ctx.Self(), kindEnv)
 		a.run = runner[persistence.EnvRecord, environment.Event, environment.Verdict, environment.Effect, entity.None]{
-			sys: a.sys, key: key{kindEnv, a.id}, step: a.step, stage: a.stage, start: a.start, after: a.observe}
+			sys: a.sys, entry: a.entry, key: key{kindEnv, a.id}, step: a.step, stage: a.stage, start: a.start, after: a.observe}
 		a.load()
 		return
 	case idleCheck, actor.SystemMessage, actor.AutoReceiveMessage, *actor.Restarting, *actor.Stopping:

@@ -78,7 +78,7 @@ func (a *marqueeActor) Receive(ctx actor.Context) {
 	case *actor.Started:
 		a.id, a.entry = a.sys.entityOf(ctx.Self(), kindMarquee)
 		a.run = runner[persistence.MarqueeRecord, marquee.Event, marquee.Result, marquee.Effect, marquee.Entry]{
-			sys: a.sys, key: key{kindMarquee, a.id}, step: a.step, stage: a.stage, start: a.start, after: a.observe}
+			sys: a.sys, entry: a.entry, key: key{kindMarquee, a.id}, step: a.step, stage: a.stage, start: a.start, after: a.observe}
 		a.load()
 		return
 	case idleCheck:

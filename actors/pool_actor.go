@@ -53,7 +53,7 @@ func (p *poolActor) Receive(ctx actor.Context) {
 	case *actor.Started:
 		p.name, p.entry = p.sys.entityOf(ctx.Self(), kindPool)
 		p.run = runner[admission.Pool, admission.Event, admission.Job, admission.Granted, admission.Job]{
-			sys: p.sys, key: key{kindPool, p.name}, step: p.stepPool, stage: p.stage, start: p.start}
+			sys: p.sys, entry: p.entry, key: key{kindPool, p.name}, step: p.stepPool, stage: p.stage, start: p.start}
 		p.load()
 		return
 	case actor.SystemMessage, actor.AutoReceiveMessage, *actor.Restarting, *actor.Stopping:

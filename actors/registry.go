@@ -41,6 +41,15 @@ type entry struct {
 	key   key
 	pid   *actor.PID
 	inbox atomic.Int64 // messages routed and not yet handled
+	// epoch is the shard epoch the running instance loaded its record
+	// under (0 on a single node, or if the shard was not owned then): on
+	// a cluster node it may write, and answer, only while it still is
+	// the shard's epoch (runner.commit, System.confirmed).
+	epoch atomic.Int64
+	// commits counts the instance's fenced commits: one made after a
+	// request was sent proves the instance still held its shard while the
+	// request was handled, so its answer needs no confirmation (confirmed).
+	commits atomic.Int64
 	// lastRouted is when a message was last routed to the entity (unix
 	// nanoseconds, the System clock): the idle sweep's measure.
 	lastRouted atomic.Int64
@@ -196,9 +205,14 @@ func (s *System) entityOf(self *actor.PID, k kind) (string, *entry) {
 		panic("registry: unexpected actor name " + self.Id)
 	}
 	id := self.Id[len(prefix):]
+	epoch := s.epochOf(k, id) // the instance loads its record now, under this epoch
 	s.reg.mu.Lock()
 	defer s.reg.mu.Unlock()
-	return id, s.reg.entries[key{k, id}]
+	e := s.reg.entries[key{k, id}]
+	if e != nil {
+		e.epoch.Store(epoch)
+	}
+	return id, e
 }
 
 // mayExist keeps the registry from activating actors for entities that were

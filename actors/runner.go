@@ -24,6 +24,9 @@ import (
 type runner[S, E, A, F, R any] struct {
 	sys *System
 	key key
+	// entry is the actor's registry entry: the epoch its record was
+	// loaded under.
+	entry *entry
 	// rec is the entity's durable record as last committed.
 	rec S
 	// step is the machine's Step on the record: pure.
@@ -41,6 +44,9 @@ type runner[S, E, A, F, R any] struct {
 // is returned as the Ready's Err with a nil error; the error is the
 // commit's.
 func (r *runner[S, E, A, F, R]) apply(ev E) (entity.Ready[A, F, R], error) {
+	if err := r.current(); err != nil {
+		return entity.Ready[A, F, R]{}, err // not even a refusal from a record of another epoch
+	}
 	next, rd := r.step(r.rec, ev, r.sys.cfg.Clock.Now())
 	if rd.Err != nil {
 		return rd, nil
@@ -65,6 +71,9 @@ func (r *runner[S, E, A, F, R]) applyInternal(ev E, attempt int) {
 // starts its effects: its wake is the one already armed (arming it again could spin
 // on a deadline the state cannot act on yet).
 func (r *runner[S, E, A, F, R]) commit(ev E, next S, rd entity.Ready[A, F, R], delivery *persistence.DedupRecord) error {
+	if err := r.current(); err != nil {
+		return err
+	}
 	if !rd.Writes() && delivery == nil {
 		before := r.rec
 		r.rec = next
@@ -78,6 +87,9 @@ func (r *runner[S, E, A, F, R]) commit(ev E, next S, rd entity.Ready[A, F, R], d
 	fence, err := r.sys.fenceOf(r.key.kind, r.key.id)
 	if err != nil {
 		return err // not this node's to write (C3): nothing is tried
+	}
+	if r.entry != nil && fence.Epoch != r.entry.epoch.Load() {
+		return r.outlived(fence.Epoch)
 	}
 	b := r.sys.cfg.Store.NewBatch()
 	b.Fence(fence)
@@ -97,6 +109,9 @@ func (r *runner[S, E, A, F, R]) commit(ev E, next S, rd entity.Ready[A, F, R], d
 		// A storage failure keeps its cause for the answer (S2).
 		return fmt.Errorf("%w: persist %s %s: %w", ErrUnavailable, r.key.kind, r.key.id, err)
 	}
+	if r.entry != nil {
+		r.entry.commits.Add(1)
+	}
 	before := r.rec
 	r.rec = next
 	r.sys.committed(r.key.kind, r.key.id, ev, before, next, rd, true)
@@ -114,4 +129,37 @@ func (r *runner[S, E, A, F, R]) commit(ev E, next S, rd entity.Ready[A, F, R], d
 	_ = r.sys.fault(FaultAfterEffects, r.key.id)
 	r.sys.armWake(r.key, rd.Wake)
 	return nil
+}
+
+// current refuses a step of an actor that outlived the shard epoch it
+// loaded its record under (issue 20). The fence alone cannot: it holds
+// the node's current epoch, so an actor spawned just as its shard was
+// released (the registry had checked ownership, the release had already
+// listed the shard's actors) that survived until the node took the shard
+// back would write its old record under the new epoch. Found by the
+// cluster harness: a preview environment removed on one node, written
+// back as ready by such an actor on another.
+func (r *runner[S, E, A, F, R]) current() error {
+	if r.entry == nil || r.sys.cfg.Cluster == nil {
+		return nil
+	}
+	fence, err := r.sys.fenceOf(r.key.kind, r.key.id)
+	if err != nil {
+		return err
+	}
+	if fence.Epoch != r.entry.epoch.Load() {
+		return r.outlived(fence.Epoch)
+	}
+	return nil
+}
+
+// outlived stops an actor whose record is of an older epoch; its next
+// message activates a fresh one, which loads the record again.
+func (r *runner[S, E, A, F, R]) outlived(now int64) error {
+	loaded := r.entry.epoch.Load()
+	r.sys.log.Warn("actor outlived its shard epoch; it stops and reloads", "kind", r.key.kind, "id", r.key.id, "loaded", loaded, "now", now)
+	if pid := r.entry.pid; pid != nil {
+		r.sys.as.Root.Poison(pid)
+	}
+	return fmt.Errorf("%w: %s %s was loaded under epoch %d, and its shard is now at %d", errs.Moving, r.key.kind, r.key.id, loaded, now)
 }

@@ -541,9 +541,37 @@ func (s *System) ask(ctx context.Context, k kind, id string, build func(reply ch
 		// Sealed or read-only: answered at once, by its cause (S2).
 		return nil, f
 	}
-	if !s.owns(k, id) {
+	fence, err := s.fenceOf(k, id)
+	if err != nil {
 		return s.askRemote(ctx, k, id, build)
 	}
+	before := s.instance(k, id)
+	r, err := s.askLocal(ctx, k, id, build)
+	return s.confirmed(ctx, k, id, before, fence.Epoch, r, err)
+}
+
+// instanceMark is an entity actor instance and how many fenced commits it
+// had made, when a request was sent to it.
+type instanceMark struct {
+	e       *entry
+	commits int64
+}
+
+func (s *System) instance(k kind, id string) instanceMark {
+	if s.cfg.Cluster == nil {
+		return instanceMark{}
+	}
+	s.reg.mu.Lock()
+	defer s.reg.mu.Unlock()
+	e := s.reg.entries[key{k, id}]
+	if e == nil {
+		return instanceMark{}
+	}
+	return instanceMark{e: e, commits: e.commits.Load()}
+}
+
+// askLocal asks an actor of this node and waits for its answer.
+func (s *System) askLocal(ctx context.Context, k kind, id string, build func(reply chan<- any) any) (any, error) {
 	s.reg.mu.Lock()
 	e := s.reg.entries[key{k, id}]
 	s.reg.mu.Unlock()

@@ -97,17 +97,22 @@ func validOperatorName(s string) bool {
 // authFail is a refused credential: its status (400, 401 or 403) and a
 // message that says which check failed, never the credential.
 type authFail struct {
-	status int
-	msg    string
+	status     int
+	msg        string
+	retryAfter string
 }
 
 func (f *authFail) write(w http.ResponseWriter) {
-	code := map[int]string{http.StatusBadRequest: "invalid_request", http.StatusUnauthorized: "unauthorized", http.StatusForbidden: "forbidden"}[f.status]
+	code := map[int]string{http.StatusBadRequest: "invalid_request", http.StatusUnauthorized: "unauthorized", http.StatusForbidden: "forbidden",
+		http.StatusTooManyRequests: "too_many_requests"}[f.status]
+	if f.retryAfter != "" {
+		w.Header().Set("Retry-After", f.retryAfter)
+	}
 	writeError(w, f.status, code, f.msg)
 }
 
 func unauthorized(format string, args ...any) *authFail {
-	return &authFail{http.StatusUnauthorized, fmt.Sprintf(format, args...)}
+	return &authFail{status: http.StatusUnauthorized, msg: fmt.Sprintf(format, args...)}
 }
 
 // bearer reads the Authorization header: the scheme is case-insensitive
@@ -118,7 +123,7 @@ func bearer(r *http.Request) (token string, present bool, fail *authFail) {
 		return "", false, nil
 	}
 	if len(h) > 1 {
-		return "", true, &authFail{http.StatusBadRequest, "more than one Authorization header"}
+		return "", true, &authFail{status: http.StatusBadRequest, msg: "more than one Authorization header"}
 	}
 	scheme, tok, ok := strings.Cut(h[0], " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") || tok == "" || strings.ContainsAny(tok, " \t") {
@@ -152,28 +157,43 @@ func (s *Server) isSharedCallbackToken(got [32]byte) bool {
 // callback credential here is a valid token of the wrong role (403).
 func (s *Server) operatorAccess(write bool, h func(http.ResponseWriter, *http.Request, httprouter.Params, Operator)) httprouter.Handle {
 	return func(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
-		token, present, fail := bearer(r)
+		op, fail := s.operator(r, write)
 		if fail != nil {
 			fail.write(w)
 			return
 		}
-		if !present {
-			writeError(w, http.StatusUnauthorized, "unauthorized", "a bearer token is required")
-			return
-		}
-		digest := sha256.Sum256([]byte(token)) // once, for every table it is compared with
-		op, ok := s.operatorOf(digest)
-		switch {
-		case ok && write && op.Role != RoleOperator:
-			writeError(w, http.StatusForbidden, "forbidden", "operator "+op.Name+" is a viewer: it may read, not change (T8)")
-		case ok:
-			h(w, r, p, op)
-		case s.isSharedCallbackToken(digest) || s.validScoped(token):
-			writeError(w, http.StatusForbidden, "forbidden", "this token's role may not call this endpoint")
-		default:
-			writeError(w, http.StatusUnauthorized, "unauthorized", "unknown token")
-		}
+		h(w, r, p, op)
 	}
+}
+
+// operator is the operator a request's bearer token names, with the role
+// write needs, or why not. Failures from one address are limited (a
+// guessed token costs a minute of waiting after ten, issue 21); a
+// limited address is refused before its token is looked at.
+func (s *Server) operator(r *http.Request, write bool) (Operator, *authFail) {
+	addr := clientAddr(r)
+	if fail := s.limiter.refused(addr, "api"); fail != nil {
+		return Operator{}, fail
+	}
+	token, present, fail := bearer(r)
+	if fail != nil {
+		return Operator{}, fail
+	}
+	if !present {
+		return Operator{}, unauthorized("a bearer token is required")
+	}
+	digest := sha256.Sum256([]byte(token)) // once, for every table it is compared with
+	op, ok := s.operatorOf(digest)
+	switch {
+	case ok && write && op.Role != RoleOperator:
+		return Operator{}, &authFail{status: http.StatusForbidden, msg: "operator " + op.Name + " is a viewer: it may read, not change (T8)"}
+	case ok:
+		return op, nil
+	case s.isSharedCallbackToken(digest) || s.validScoped(token):
+		return Operator{}, &authFail{status: http.StatusForbidden, msg: "this token's role may not call this endpoint"}
+	}
+	s.limiter.failed(addr)
+	return Operator{}, unauthorized("unknown token")
 }
 
 func (s *Server) read(h func(http.ResponseWriter, *http.Request, httprouter.Params, Operator)) httprouter.Handle {
@@ -218,7 +238,7 @@ func (s *Server) authenticateCallback(r *http.Request, body []byte) (callerClaim
 	signed := r.Header.Get("Webhook-Signature") != ""
 	extra := r.Header.Get(ScopedHeader)
 	if signed && (present || extra != "") {
-		return callerClaims{}, &authFail{http.StatusBadRequest, "credentials of two kinds at once: a Standard Webhooks signature and a bearer token (T7)"}
+		return callerClaims{}, &authFail{status: http.StatusBadRequest, msg: "credentials of two kinds at once: a Standard Webhooks signature and a bearer token (T7)"}
 	}
 	now := s.now()
 	if signed {
@@ -235,7 +255,7 @@ func (s *Server) authenticateCallback(r *http.Request, body []byte) (callerClaim
 		return callerClaims{}, unauthorized("a bearer token or a Standard Webhooks signature is required")
 	}
 	if extra != "" && !trust.IsJWT(token) {
-		return callerClaims{}, &authFail{http.StatusBadRequest, ScopedHeader + " only accompanies a GitHub OIDC token (T4); send a scoped credential as the bearer token instead"}
+		return callerClaims{}, &authFail{status: http.StatusBadRequest, msg: ScopedHeader + " only accompanies a GitHub OIDC token (T4); send a scoped credential as the bearer token instead"}
 	}
 	switch {
 	case trust.IsScoped(token):
@@ -267,7 +287,7 @@ func (s *Server) authenticateCallback(r *http.Request, body []byte) (callerClaim
 	}
 	digest := sha256.Sum256([]byte(token)) // once, for both tables
 	if _, isOp := s.operatorOf(digest); isOp {
-		return callerClaims{}, &authFail{http.StatusForbidden, "this token's role may not call this endpoint"}
+		return callerClaims{}, &authFail{status: http.StatusForbidden, msg: "this token's role may not call this endpoint"}
 	}
 	if !s.isSharedCallbackToken(digest) {
 		return callerClaims{}, unauthorized("unknown token")
@@ -301,10 +321,10 @@ func (c callerClaims) bind(marqueeID string, generation uint64) (actors.Callback
 		return auth, nil
 	}
 	if c.scoped.MarqueeID != marqueeID {
-		return auth, &authFail{http.StatusForbidden, fmt.Sprintf("this credential speaks for marquee %s, not %s (T1)", c.scoped.MarqueeID, marqueeID)}
+		return auth, &authFail{status: http.StatusForbidden, msg: fmt.Sprintf("this credential speaks for marquee %s, not %s (T1)", c.scoped.MarqueeID, marqueeID)}
 	}
 	if c.scoped.Generation != generation {
-		return auth, &authFail{http.StatusForbidden, fmt.Sprintf("this credential speaks for generation %d of marquee %s, not generation %d (T1)", c.scoped.Generation, marqueeID, generation)}
+		return auth, &authFail{status: http.StatusForbidden, msg: fmt.Sprintf("this credential speaks for generation %d of marquee %s, not generation %d (T1)", c.scoped.Generation, marqueeID, generation)}
 	}
 	auth.ScopedVouched = c.oidc
 	return auth, nil

@@ -55,12 +55,29 @@ func bodyEntity(kind string, idOf func([]byte) (string, error)) entityOf {
 	}
 }
 
+// admit authenticates a request before it is forwarded (issue 21): an
+// anonymous or unknown caller gets its 401 here, learns nothing about
+// which node owns what, and has nothing relayed for it.
+type admit func(r *http.Request, body []byte) *authFail
+
+// admitOperator admits an operator who may change things.
+func (s *Server) admitOperator(r *http.Request, _ []byte) *authFail {
+	_, fail := s.operator(r, true)
+	return fail
+}
+
+// admitCallback admits a callback whose credential verifies.
+func (s *Server) admitCallback(r *http.Request, body []byte) *authFail {
+	_, fail := s.authenticateCallback(r, body)
+	return fail
+}
+
 // owned wraps a route that makes a decision for one entity: on a cluster
-// node that does not own the entity it forwards the request, as it came
-// (the owner authenticates it itself), to the owner; while the shard has
-// no owner it answers 503 with Retry-After (C4). On a single node it is
-// the handler itself.
-func (s *Server) owned(ent entityOf, h httprouter.Handle) httprouter.Handle {
+// node that does not own the entity it authenticates the request, then
+// forwards it, as it came (the owner authenticates it again), to the
+// owner; while the shard has no owner it answers 503 with Retry-After
+// (C4). On a single node it is the handler itself.
+func (s *Server) owned(ent entityOf, ok admit, h httprouter.Handle) httprouter.Handle {
 	node := s.opts.Cluster
 	if node == nil {
 		return h
@@ -75,14 +92,18 @@ func (s *Server) owned(ent entityOf, h httprouter.Handle) httprouter.Handle {
 			body = b
 			r.Body = io.NopCloser(bytes.NewReader(body))
 		}
-		kind, id, ok := ent(r, p, body)
-		if !ok {
+		kind, id, named := ent(r, p, body)
+		if !named {
 			h(w, r, p)
 			return
 		}
 		shard := cluster.ShardOf(kind, id)
 		if node.Owns(shard) {
 			h(w, r, p)
+			return
+		}
+		if fail := ok(r, body); fail != nil {
+			fail.write(w)
 			return
 		}
 		owner, url := node.OwnerURL(shard)

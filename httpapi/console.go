@@ -12,10 +12,12 @@ import (
 	"io/fs"
 	"net/http"
 	"net/url"
+	"path"
 	"slices"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/wardenhq/warden/actors/cluster"
 	"github.com/wardenhq/warden/actors/environment"
@@ -143,6 +145,11 @@ func (c *console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/ui/marquees", http.StatusSeeOther)
 		return
 	case strings.HasPrefix(path, "/ui/static/"):
+		if name := strings.TrimPrefix(path, "/ui/static/"); !utf8.ValidString(name) || !fs.ValidPath(name) {
+			// A name no file can have (issue 21: an invalid byte was a 500).
+			writeError(w, http.StatusNotFound, "not_found", "no such file")
+			return
+		}
 		h.Set("Cache-Control", "no-cache")
 		c.static.ServeHTTP(w, r)
 		return
@@ -220,29 +227,116 @@ func (c *console) render(w http.ResponseWriter, r *http.Request, sess *session, 
 }
 
 // login signs in with a token: it is checked like an API token, and only
-// a session id goes back to the browser.
+// a session id goes back to the browser. The form is read within 8 KiB
+// before anything of it is looked at; it must carry the sign-in cookie's
+// token (set with the form, SameSite=Strict), so that another site cannot
+// sign a victim in as the attacker (login CSRF), and come from this
+// origin when the browser says where it comes from; and failures from one
+// address are limited (issue 21).
 func (c *console) login(w http.ResponseWriter, r *http.Request) {
-	next := r.FormValue("next")
-	if !strings.HasPrefix(next, "/ui/") || strings.HasPrefix(next, "//") {
-		next = "/ui/marquees"
-	}
-	if r.Method == http.MethodPost {
-		r.Body = http.MaxBytesReader(w, r.Body, 8<<10)
-		token := strings.TrimSpace(r.PostFormValue("token"))
-		op, ok := c.s.operatorOf(sha256.Sum256([]byte(token)))
-		if token != "" && ok {
-			id, sess := c.newSession(op)
-			http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: id, Path: "/ui/", HttpOnly: true, SameSite: http.SameSiteStrictMode,
-				Secure: r.TLS != nil, Expires: sess.expires})
-			c.s.log.Info("console sign-in", "operator", op.Name, "role", op.Role)
-			http.Redirect(w, r, next, http.StatusSeeOther)
-			return
-		}
-		w.WriteHeader(http.StatusUnauthorized)
-		c.render(w, r, nil, "login", "Sign in", map[string]any{"Next": next, "Failed": true})
+	if r.Method != http.MethodPost {
+		token := randomHex(32)
+		http.SetCookie(w, &http.Cookie{Name: loginCookie, Value: token, Path: "/ui/login", HttpOnly: true,
+			SameSite: http.SameSiteStrictMode, Secure: c.secure(r), MaxAge: int(loginTTL / time.Second)})
+		c.render(w, r, nil, "login", "Sign in", map[string]any{"Next": SafeNext(r.URL.Query().Get("next")), "LoginCSRF": token,
+			"DevToken": c.s.opts.DevTokenHint})
 		return
 	}
-	c.render(w, r, nil, "login", "Sign in", map[string]any{"Next": next})
+	r.Body = http.MaxBytesReader(w, r.Body, 8<<10)
+	if err := r.ParseForm(); err != nil {
+		writeError(w, http.StatusRequestEntityTooLarge, "too_large", "the sign-in form is at most 8 KiB")
+		return
+	}
+	next := SafeNext(r.PostFormValue("next"))
+	addr := clientAddr(r)
+	if fail := c.s.limiter.refused(addr, "console"); fail != nil {
+		fail.write(w)
+		return
+	}
+	ck, err := r.Cookie(loginCookie)
+	if err != nil || len(ck.Value) != 64 || subtle.ConstantTimeCompare([]byte(ck.Value), []byte(r.PostFormValue("csrf"))) != 1 || !c.sameOrigin(r) {
+		writeError(w, http.StatusForbidden, "forbidden", "the sign-in form must be sent from this console's own page (reload it and try again)")
+		return
+	}
+	token := strings.TrimSpace(r.PostFormValue("token"))
+	op, ok := c.s.operatorOf(sha256.Sum256([]byte(token)))
+	if token == "" || !ok {
+		c.s.limiter.failed(addr)
+		w.WriteHeader(http.StatusUnauthorized)
+		fresh := randomHex(32)
+		http.SetCookie(w, &http.Cookie{Name: loginCookie, Value: fresh, Path: "/ui/login", HttpOnly: true,
+			SameSite: http.SameSiteStrictMode, Secure: c.secure(r), MaxAge: int(loginTTL / time.Second)})
+		c.render(w, r, nil, "login", "Sign in", map[string]any{"Next": next, "Failed": true, "LoginCSRF": fresh, "DevToken": c.s.opts.DevTokenHint})
+		return
+	}
+	id, sess := c.newSession(op)
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: id, Path: "/ui/", HttpOnly: true, SameSite: http.SameSiteStrictMode,
+		Secure: c.secure(r), Expires: sess.expires})
+	http.SetCookie(w, &http.Cookie{Name: loginCookie, Value: "", Path: "/ui/login", MaxAge: -1})
+	c.s.log.Info("console sign-in", "operator", op.Name, "role", op.Role)
+	http.Redirect(w, r, next, http.StatusSeeOther)
+}
+
+// The sign-in form's own cookie: its token must come back with the form.
+const (
+	loginCookie = "warden_login"
+	loginTTL    = 30 * time.Minute
+)
+
+// secure is whether cookies must be Secure: the console is served over
+// TLS, here or (behind a proxy) at its public URL (issue 21).
+func (c *console) secure(r *http.Request) bool {
+	return r.TLS != nil || strings.HasPrefix(strings.ToLower(c.s.opts.PublicURL), "https://")
+}
+
+// sameOrigin checks the browser's Origin (or Referer) header, where it
+// sent one, against this server: the request's own host or the public
+// URL's.
+func (c *console) sameOrigin(r *http.Request) bool {
+	from := r.Header.Get("Origin")
+	if from == "" {
+		from = r.Header.Get("Referer")
+	}
+	if from == "" || from == "null" {
+		// A browser that says nothing, or "null" (what it sends under the
+		// console's no-referrer policy): the cookie's token still holds.
+		return true
+	}
+	u, err := url.Parse(from)
+	if err != nil || u.Host == "" {
+		return false
+	}
+	if u.Host == r.Host {
+		return true
+	}
+	pub, err := url.Parse(c.s.opts.PublicURL)
+	return err == nil && pub.Host != "" && strings.EqualFold(u.Host, pub.Host) && strings.EqualFold(u.Scheme, pub.Scheme)
+}
+
+// SafeNext is where a sign-in may go on to: a console page of this
+// server, decided on the path as it will be followed (decoded, cleaned),
+// never the raw string (issue 21: "/ui/..%2F%5Cevil.example" passed a
+// prefix check and became "/\evil.example", which browsers follow to
+// another host).
+func SafeNext(raw string) string {
+	const home = "/ui/marquees"
+	u, err := url.Parse(raw)
+	if raw == "" || err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || u.Opaque != "" {
+		return home
+	}
+	p := u.Path
+	if strings.ContainsAny(p, "\\\x00\r\n\t") {
+		return home
+	}
+	clean := path.Clean(p)
+	if !strings.HasPrefix(clean, "/ui/") || strings.HasPrefix(clean, "//") {
+		return home
+	}
+	out := (&url.URL{Path: clean, RawQuery: u.RawQuery}).String()
+	if !strings.HasPrefix(out, "/ui/") {
+		return home
+	}
+	return out
 }
 
 func randomHex(n int) string {

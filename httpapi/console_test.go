@@ -22,14 +22,29 @@ import (
 	"github.com/wardenhq/warden/httpapi"
 )
 
+// signIn opens the sign-in page, as a browser does (it sets the form's
+// cookie and token), and sends the form with a token.
+func signIn(t *testing.T, c *http.Client, base, token string) *http.Response {
+	t.Helper()
+	page := get(t, c, base+"/ui/login")
+	m := regexp.MustCompile(`name="csrf" value="([0-9a-f]{64})"`).FindStringSubmatch(page)
+	require.NotNil(t, m, "the sign-in form carries its token")
+	resp, err := c.PostForm(base+"/ui/login", url.Values{"token": {token}, "next": {"/ui/marquees"}, "csrf": {m[1]}})
+	require.NoError(t, err)
+	resp.Body.Close()
+	return resp
+}
+
+func browserLike() *http.Client {
+	jar, _ := cookiejar.New(nil)
+	return &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+}
+
 // consoleClient signs in to the console with a token and keeps the
 // session cookie, as a browser would.
 func consoleClient(t *testing.T, base, token string) (*http.Client, string) {
-	jar, _ := cookiejar.New(nil)
-	c := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	resp, err := c.PostForm(base+"/ui/login", url.Values{"token": {token}, "next": {"/ui/marquees"}})
-	require.NoError(t, err)
-	resp.Body.Close()
+	c := browserLike()
+	resp := signIn(t, c, base, token)
 	require.Equal(t, http.StatusSeeOther, resp.StatusCode, "signed in")
 	page := get(t, c, base+"/ui/marquees")
 	m := regexp.MustCompile(`data-csrf="([0-9a-f]{64})"`).FindStringSubmatch(page)
@@ -67,15 +82,11 @@ func TestO6ConsoleSignInSessionsAndCSRF(t *testing.T) {
 	require.NotContains(t, csp, "unsafe-inline")
 	require.Equal(t, "/ui/login?next=%2Fui%2Fmarquees", strings.TrimPrefix(resp.Request.URL.RequestURI(), ""), "signed out: to the sign-in page")
 
-	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	resp, err = noRedirect.PostForm(w.url+"/ui/login", url.Values{"token": {"wrong"}})
-	require.NoError(t, err)
-	resp.Body.Close()
+	resp = signIn(t, browserLike(), w.url, "wrong")
 	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
-	resp, err = noRedirect.PostForm(w.url+"/ui/login", url.Values{"token": {operatorToken}})
-	require.NoError(t, err)
-	resp.Body.Close()
-	cookie := resp.Header.Get("Set-Cookie")
+	resp = signIn(t, browserLike(), w.url, operatorToken)
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	cookie := strings.Join(resp.Header.Values("Set-Cookie"), "\n")
 	require.Contains(t, cookie, "HttpOnly")
 	require.Contains(t, cookie, "SameSite=Strict")
 	require.NotContains(t, cookie, operatorToken, "the token never goes back to the browser")

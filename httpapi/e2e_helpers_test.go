@@ -225,7 +225,7 @@ func (w *world) start() {
 	w.api = httpapi.New(sys, opts)
 	srv := httpapi.NewHTTPServer("", w.api)
 	w.srv = srv
-	go func() { _ = srv.Serve(ln) }()
+	go func() { _ = srv.Serve(httpapi.Listener(ln)) }()
 }
 
 func (w *world) stop() {

@@ -72,11 +72,11 @@ func (s *Server) routeEnvironments() {
 	r.POST("/v1/environments", s.query(none, s.owned(bodyEntity("environment", func(b []byte) (string, error) {
 		c, err := DecodeEnvCreate(b)
 		return c.ID, err
-	}), s.write(s.readyOp(s.createEnv)))))
+	}), s.admitOperator, s.write(s.readyOp(s.createEnv)))))
 	r.GET("/v1/environments", s.query(envListRules(), s.read(s.readableOp(s.listEnvs))))
 	r.GET("/v1/environments/:id", s.query([]queryRule{{name: "receipts"}}, s.read(s.readableOp(s.getEnv))))
-	r.POST("/v1/environments/:id/remove", s.query(none, s.owned(envInPath, s.write(s.readyOp(s.removeEnv)))))
-	r.POST("/v1/environments/:id/actions/:action", s.query(none, s.owned(envInPath, s.write(s.readyOp(s.envAction)))))
+	r.POST("/v1/environments/:id/remove", s.query(none, s.owned(envInPath, s.admitOperator, s.write(s.readyOp(s.removeEnv)))))
+	r.POST("/v1/environments/:id/actions/:action", s.query(none, s.owned(envInPath, s.admitOperator, s.write(s.readyOp(s.envAction)))))
 }
 
 func (s *Server) createEnv(w http.ResponseWriter, r *http.Request, _ httprouter.Params, op Operator) {

@@ -63,6 +63,12 @@ type Options struct {
 	Cluster      ClusterNode
 	ClusterToken string
 	Logger       *slog.Logger
+	// PublicURL is where clients reach this server; an https one makes
+	// the console's cookies Secure behind a TLS-terminating proxy.
+	PublicURL string
+	// DevTokenHint, if set, is shown on the sign-in page: where the
+	// development operator token is (make run's, which is public anyway).
+	DevTokenHint string
 }
 
 // Server is the API's http.Handler.
@@ -79,6 +85,8 @@ type Server struct {
 	modes        []string
 	log          *slog.Logger
 	now          func() time.Time
+	// limiter bounds failed sign-ins and operator tokens per address.
+	limiter *authLimiter
 }
 
 // New builds the router.
@@ -102,6 +110,7 @@ func New(sys *actors.System, o Options) *Server {
 			}
 		}
 	}
+	s.limiter = newAuthLimiter(sys.Now, sys.Metrics().Registry)
 	s.routes = &routeTable{s: s}
 	s.console = newConsole(s)
 	r := s.routes
@@ -121,28 +130,28 @@ func New(sys *actors.System, o Options) *Server {
 	r.POST("/v1/webhooks/terraform", s.query(noQuery, s.owned(bodyEntity("marquee", func(b []byte) (string, error) {
 		id, _, err := DecodeCallback(b)
 		return id, err
-	}), s.ready(s.webhook))))
+	}), s.admitCallback, s.ready(s.webhook))))
 	if o.NoopWebhook {
 		r.POST("/v1/webhooks/noop", s.query(noQuery, s.ready(s.noop)))
 	}
 	r.POST("/v1/marquees", s.query(noQuery, s.owned(bodyEntity("marquee", func(b []byte) (string, error) {
 		c, err := DecodeCreate(b)
 		return c.ID, err
-	}), s.write(s.readyOp(s.createMarquee)))))
+	}), s.admitOperator, s.write(s.readyOp(s.createMarquee)))))
 	r.GET("/v1/marquees", s.query(marqueeListRules(), s.read(s.readableOp(s.listMarquees))))
 	r.GET("/v1/marquees/:id", s.query(noQuery, s.read(s.readableOp(s.getMarquee))))
 	r.GET("/v1/marquees/:id/history", s.query([]queryRule{{name: "limit"}}, s.read(s.readableOp(s.history))))
-	r.POST("/v1/marquees/:id/redeploy", s.query(noQuery, s.owned(marqueeInPath, s.write(s.readyOp(s.command(http.StatusAccepted, func(b []byte, by string) (marquee.Event, error) {
+	r.POST("/v1/marquees/:id/redeploy", s.query(noQuery, s.owned(marqueeInPath, s.admitOperator, s.write(s.readyOp(s.command(http.StatusAccepted, func(b []byte, by string) (marquee.Event, error) {
 		return marquee.Redeploy{By: by}, decodeEmpty(b)
 	}))))))
-	r.POST("/v1/marquees/:id/destroy", s.query(noQuery, s.owned(marqueeInPath, s.write(s.readyOp(s.command(http.StatusAccepted, decodeDestroy))))))
-	r.POST("/v1/marquees/:id/disable", s.query(noQuery, s.owned(marqueeInPath, s.write(s.readyOp(s.command(http.StatusOK, func(b []byte, by string) (marquee.Event, error) {
+	r.POST("/v1/marquees/:id/destroy", s.query(noQuery, s.owned(marqueeInPath, s.admitOperator, s.write(s.readyOp(s.command(http.StatusAccepted, decodeDestroy))))))
+	r.POST("/v1/marquees/:id/disable", s.query(noQuery, s.owned(marqueeInPath, s.admitOperator, s.write(s.readyOp(s.command(http.StatusOK, func(b []byte, by string) (marquee.Event, error) {
 		return marquee.Disable{By: by}, decodeEmpty(b)
 	}))))))
-	r.POST("/v1/marquees/:id/actions/run-now", s.query(noQuery, s.owned(marqueeInPath, s.write(s.readyOp(s.command(http.StatusAccepted, func(b []byte, by string) (marquee.Event, error) {
+	r.POST("/v1/marquees/:id/actions/run-now", s.query(noQuery, s.owned(marqueeInPath, s.admitOperator, s.write(s.readyOp(s.command(http.StatusAccepted, func(b []byte, by string) (marquee.Event, error) {
 		return marquee.RunNow{By: by}, decodeEmpty(b)
 	}))))))
-	r.POST("/v1/marquees/:id/enable", s.query(noQuery, s.owned(marqueeInPath, s.write(s.readyOp(s.command(http.StatusOK, func(b []byte, by string) (marquee.Event, error) {
+	r.POST("/v1/marquees/:id/enable", s.query(noQuery, s.owned(marqueeInPath, s.admitOperator, s.write(s.readyOp(s.command(http.StatusOK, func(b []byte, by string) (marquee.Event, error) {
 		return marquee.Enable{By: by}, decodeEmpty(b)
 	}))))))
 	s.routeEnvironments()
@@ -235,10 +244,14 @@ func (r *statusRecorder) Flush() {
 }
 
 // NewHTTPServer wraps a handler with timeouts against slow clients.
+//
+// Serve it on Listener(ln): requests framed two ways are refused (issue
+// 21).
 func NewHTTPServer(addr string, h http.Handler) *http.Server {
 	return &http.Server{
 		Addr:              addr,
-		Handler:           h,
+		Handler:           framing(h),
+		ConnContext:       withRawConn,
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       15 * time.Second,
 		WriteTimeout:      30 * time.Second,

@@ -10,8 +10,12 @@ umask 077
 BIN=${BIN:-./bin/warden}
 DIR=${CLUSTER_DATA:-./data/cluster}
 mkdir -p "$DIR"
-"$BIN" keygen "$DIR/shared"
-INITIAL=n1=http://127.0.0.1:2391,n2=http://127.0.0.1:2392,n3=http://127.0.0.1:2393
+# The shared keys and token, the cluster CA, and each node's certificate
+# for etcd's mutual TLS (README, Running several nodes).
+for i in 1 2 3; do
+	"$BIN" keygen "$DIR/shared" --node "n$i" --host 127.0.0.1,localhost
+done
+INITIAL=n1=https://127.0.0.1:2391,n2=https://127.0.0.1:2392,n3=https://127.0.0.1:2393
 pids=""
 stop() {
 	trap - INT TERM
@@ -23,8 +27,9 @@ stop() {
 trap stop INT TERM
 for i in 1 2 3; do
 	"$BIN" serve --node "n$i" --listen "127.0.0.1:818$i" --data "$DIR/n$i" \
-		--etcd-embed --etcd-peer-url "http://127.0.0.1:239$i" --etcd-client-url "http://127.0.0.1:238$i" \
+		--etcd-embed --etcd-peer-url "https://127.0.0.1:239$i" --etcd-client-url "https://127.0.0.1:238$i" \
 		--etcd-initial-cluster "$INITIAL" \
+		--etcd-cert-file "$DIR/shared/n$i.crt" --etcd-key-file "$DIR/shared/n$i.key" --etcd-ca-file "$DIR/shared/cluster-ca.crt" \
 		--seal-key-file "$DIR/shared/seal.key" --callback-signing-key-file "$DIR/shared/callback-signing.key" \
 		--cluster-token-file "$DIR/shared/cluster.token" \
 		--dispatch exec --dispatch-command ./bin/example-workflow \

@@ -169,6 +169,18 @@ func (t *Table) acquired(shard int, epoch int64) {
 	t.mu.Unlock()
 }
 
+// invalidate drops shard if it is still held at epoch, and says whether
+// it was.
+func (t *Table) invalidate(shard int, epoch int64) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.owned[shard] != epoch {
+		return false
+	}
+	delete(t.owned, shard)
+	return true
+}
+
 func (t *Table) released(shard int) {
 	t.mu.Lock()
 	delete(t.owned, shard)

@@ -168,6 +168,14 @@ func (c fakeClient) Release(_ context.Context, shard int, epoch int64) error {
 	return nil
 }
 
+func (c fakeClient) Revision(_ context.Context, shard int) (int64, error) {
+	defer c.lock()()
+	if *c.down {
+		return 0, fmt.Errorf("unreachable")
+	}
+	return c.f.keys[ShardKey(shard)].rev, nil
+}
+
 // write is a fenced commit against the fake: the compare of C3.
 func (f *fakeEtcd) write(shard int, epoch int64) bool {
 	f.mu.Lock()
@@ -378,4 +386,170 @@ func TestC5SilentMemberIsRevokedBeforeItsLeaseExpires(t *testing.T) {
 		require.True(t, n1.Table().Owns(s) != n2.Table().Owns(s), "shard %d has one owner again", s)
 	}
 	require.NotEmpty(t, n2.Table().Owned(), "the paused member rejoined with a new lease")
+}
+
+// probeRound probes and ticks every live node once.
+func probeRound(f *fakeEtcd, alive map[string]bool, nodes ...*testNode) {
+	for _, n := range nodes {
+		n.probe = func(_ context.Context, url string) bool { return alive[url] }
+		if !n.down {
+			n.Probe(context.Background())
+		}
+	}
+	tickAll(f, nodes...)
+}
+
+// TestC5AReregisteredMemberIsProbedAfreshBeforeItCanBeSuspected: issue
+// 20's storm. A member killed and restarted registers a new lease; the
+// other nodes' evidence about its previous registration (silence) must
+// not count against the new one, so its fresh lease is never revoked on
+// sight, every shard has an owner again, and the revocations stay at the
+// one the kill explains.
+func TestC5AReregisteredMemberIsProbedAfreshBeforeItCanBeSuspected(t *testing.T) {
+	f := newFake()
+	n1, n2, n3 := startNode(f, "n1"), startNode(f, "n2"), startNode(f, "n3")
+	nodes := []*testNode{n1, n2, n3}
+	alive := map[string]bool{"http://n1": true, "http://n2": true, "http://n3": true}
+	for range 20 {
+		probeRound(f, alive, nodes...)
+	}
+	n3.down, alive["http://n3"] = true, false // killed
+	for range 20 {
+		probeRound(f, alive, nodes...)
+	}
+	revoked := n1.Stats().Revocations + n2.Stats().Revocations
+	require.Equal(t, int64(1), revoked, "the kill cost one revocation")
+
+	// Restarted: a new process, a new lease, answering its probes. Its
+	// first probes may lag (slow start) by most of a second.
+	n3 = startNode(f, "n3")
+	nodes[2] = n3
+	alive["http://n3"] = false
+	for i := range 60 {
+		if i == 6 {
+			alive["http://n3"] = true // up 600 ms after it registered
+		}
+		probeRound(f, alive, nodes...)
+	}
+	require.Equal(t, revoked, n1.Stats().Revocations+n2.Stats().Revocations, "the new registration was never revoked")
+	require.NotEmpty(t, n3.Table().Owned(), "the restarted member owns shards again")
+	for s := 0; s < Shards; s++ {
+		owners := 0
+		for _, n := range nodes {
+			if n.Table().Owns(s) {
+				owners++
+			}
+		}
+		require.Equal(t, 1, owners, "shard %d has one owner", s)
+	}
+}
+
+// TestC5ASuspicionNeedsEvidenceNewerThanTheRegistration: a member that
+// registers and is then silent is suspected only after probes of that
+// registration have gone unanswered for suspectAfter.
+func TestC5ASuspicionNeedsEvidenceNewerThanTheRegistration(t *testing.T) {
+	f := newFake()
+	n1 := startNode(f, "n1")
+	n1.observe([]Member{{Name: "n2", URL: "http://n2", Lease: 7}})
+	require.Empty(t, n1.suspects(), "nothing is known of a registration just seen")
+	f.advance(2 * suspectAfter)
+	require.Empty(t, n1.suspects(), "no probe of it yet: no evidence")
+	n1.probe = func(context.Context, string) bool { return false }
+	n1.mu.Lock()
+	n1.view.Members = []MemberView{{Name: "n2", URL: "http://n2", Alive: true}}
+	n1.mu.Unlock()
+	n1.Probe(context.Background())
+	require.True(t, n1.suspects()["n2"], "silent since its registration, for longer than suspectAfter, and probed")
+	n1.observe([]Member{{Name: "n2", URL: "http://n2", Lease: 8}})
+	require.Empty(t, n1.suspects(), "a new registration starts with a clean slate")
+}
+
+// TestC5ARevocationsAreBoundedAndCounted: a member that keeps registering
+// but never answers its probes (its HTTP unreachable from the others)
+// cannot make the detector revoke without bound.
+func TestC5ARevocationsAreBoundedAndCounted(t *testing.T) {
+	f := newFake()
+	n1, n2 := startNode(f, "n1"), startNode(f, "n2")
+	alive := map[string]bool{"http://n1": true, "http://n2": false}
+	for range int(3 * revocationWindow / tick / 4) { // 45 s
+		probeRound(f, alive, n1, n2)
+	}
+	st := n1.Stats()
+	require.LessOrEqual(t, st.Revocations, int64(maxRevocations), "at most %d in a window", maxRevocations)
+	require.Positive(t, st.Revocations)
+	require.Positive(t, st.RevocationsHeld, "the bound held some back, and counted them")
+	require.Positive(t, n2.Stats().LeasesLost, "the member saw its lease go, and counted it")
+}
+
+// TestC4AConfirmFindsAShardThatMovedAndStopsActingForIt: a node paused
+// past the detector still has the shard in its table; the confirmation
+// of its next answer reads the shard key, finds another owner's epoch,
+// refuses, and drops the shard at once.
+func TestC4AConfirmFindsAShardThatMovedAndStopsActingForIt(t *testing.T) {
+	f := newFake()
+	n1, n2 := startNode(f, "n1"), startNode(f, "n2")
+	alive := map[string]bool{"http://n1": true, "http://n2": true}
+	for range 20 {
+		probeRound(f, alive, n1, n2)
+	}
+	shard := n2.Table().Owned()[0]
+	epoch := n2.Table().Epoch(shard)
+	require.NoError(t, n2.Confirm(context.Background(), shard, epoch), "held: confirmed")
+
+	n2.down, alive["http://n2"] = true, false // paused: no ticks, no answers
+	for range 15 {
+		probeRound(f, alive, n1, n2)
+	}
+	require.True(t, n1.Table().Owns(shard), "the detector moved the shard to n1")
+	require.Equal(t, epoch, n2.Table().Epoch(shard), "n2, paused, still believes it holds it")
+
+	n2.down = false // resumed; its first answer is confirmed before its next tick
+	err := n2.Confirm(context.Background(), shard, epoch)
+	require.ErrorIs(t, err, errs.Moving)
+	require.Zero(t, n2.Table().Epoch(shard), "the shard is dropped at once")
+	require.Contains(t, n2.released, shard, "its actors are stopped")
+	require.Equal(t, int64(1), n2.Stats().Unconfirmed)
+	require.NoError(t, n1.Confirm(context.Background(), shard, n1.Table().Epoch(shard)))
+}
+
+// countingCoord counts confirmation reads.
+type countingCoord struct {
+	Coordinator
+	mu    sync.Mutex
+	reads int
+	gate  chan struct{}
+}
+
+func (c *countingCoord) Revision(ctx context.Context, shard int) (int64, error) {
+	c.mu.Lock()
+	c.reads++
+	c.mu.Unlock()
+	<-c.gate
+	return c.Coordinator.Revision(ctx, shard)
+}
+
+// TestC4AConfirmationsOfOneShardShareAReadThatStartedAfterThem: many
+// answers waiting at once cost one read (and the next), never a read that
+// started before an answer was made.
+func TestC4AConfirmationsOfOneShardShareAReadThatStartedAfterThem(t *testing.T) {
+	f := newFake()
+	n1 := startNode(f, "n1")
+	for range 5 {
+		tickAll(f, n1)
+	}
+	shard := n1.Table().Owned()[0]
+	cc := &countingCoord{Coordinator: n1.coord, gate: make(chan struct{})}
+	n1.coord = cc
+	errc := make(chan error, 50)
+	go func() { errc <- n1.Confirm(context.Background(), shard, n1.Table().Epoch(shard)) }()
+	require.Eventually(t, func() bool { cc.mu.Lock(); defer cc.mu.Unlock(); return cc.reads == 1 }, time.Second, time.Millisecond)
+	for range 49 { // these ask while the first read is in flight: they wait for the next
+		go func() { errc <- n1.Confirm(context.Background(), shard, n1.Table().Epoch(shard)) }()
+	}
+	time.Sleep(20 * time.Millisecond)
+	close(cc.gate)
+	for range 50 {
+		require.NoError(t, <-errc)
+	}
+	require.Equal(t, 2, cc.reads, "one read for the first, one shared by the 49 that asked during it")
 }

@@ -109,3 +109,14 @@ func (e Etcd) Release(ctx context.Context, shard int, epoch int64) error {
 	_, err := e.C.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", epoch)).Then(clientv3.OpDelete(key)).Commit()
 	return err
 }
+
+func (e Etcd) Revision(ctx context.Context, shard int) (int64, error) {
+	r, err := e.C.Get(ctx, ShardKey(shard))
+	if err != nil {
+		return 0, err
+	}
+	if len(r.Kvs) == 0 {
+		return 0, nil
+	}
+	return r.Kvs[0].ModRevision, nil
+}

@@ -3,11 +3,14 @@ package cluster
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/wardenhq/warden/actors/errs"
 )
 
 // Coordinator is what a node needs from etcd: a lease, the member list and
@@ -28,6 +31,9 @@ type Coordinator interface {
 	Acquire(ctx context.Context, shard int, owner string, lease int64) (epoch int64, ok bool, err error)
 	// Release deletes the shard key if it is still at epoch.
 	Release(ctx context.Context, shard int, epoch int64) error
+	// Revision is the shard key's revision now (0: nobody holds it), read
+	// linearizably: the confirmation of an answer that wrote nothing.
+	Revision(ctx context.Context, shard int) (int64, error)
 }
 
 // ErrLeaseGone: the lease expired (the node was paused, partitioned or too
@@ -54,10 +60,20 @@ const (
 	// suspectAfter: a member whose /healthz has not answered for this long
 	// is taken for dead and its lease revoked, instead of waiting for etcd
 	// to expire it (C5). Safe whatever the truth: a member that was only
-	// slow or cut off finds its lease gone and its writes fail the fence,
-	// exactly as after an expiry; the cost of a wrong guess is a few moves.
+	// slow or cut off finds its lease gone, its writes fail the fence and
+	// its answers fail their confirmation (Confirm), exactly as after an
+	// expiry; the cost of a wrong guess is a few moves.
 	suspectAfter = time.Second
 	probeTimeout = 500 * time.Millisecond
+	// maxRevocations in revocationWindow bound what the detector may do:
+	// more than a member's worth of revocations a minute is a detector
+	// fighting the cluster, not dead members (issue 20's storm), and it
+	// stops, saying so, until the window has room; leases still expire.
+	maxRevocations   = 6
+	revocationWindow = time.Minute
+	// confirmTimeout bounds one confirmation read; an answer that cannot be
+	// confirmed in it is a retryable 503.
+	confirmTimeout = 2 * time.Second
 )
 
 // Node is one warden process's membership and shard ownership.
@@ -81,10 +97,15 @@ type Node struct {
 	client   *http.Client
 	inflight chan struct{}
 
-	// probe asks a member whether it is alive; health is when each member
-	// last answered (guarded by mu).
+	// probe asks a member whether it is alive; health is what this node
+	// knows of each member's current registration (guarded by mu).
 	probe  func(ctx context.Context, url string) bool
-	health map[string]time.Time
+	health map[string]*peerHealth
+	// revocations are when this node revoked a member's lease, the newest
+	// last, within revocationWindow.
+	revocations []time.Time
+	stats       Stats
+	confirmers  [Shards]confirmer
 
 	mu   sync.Mutex
 	view View
@@ -119,7 +140,7 @@ func NewNode(name, url string, ttl time.Duration, coord Coordinator, now func() 
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Node{name: name, url: url, ttl: ttl, coord: coord, table: NewTable(now), hooks: hooks, now: now, log: log,
-		revoked: map[int64]bool{}, seen: map[string]string{}, health: map[string]time.Time{}, probe: probeHealthz,
+		revoked: map[int64]bool{}, seen: map[string]string{}, health: map[string]*peerHealth{}, probe: probeHealthz,
 		drained: make(chan struct{})}
 }
 
@@ -137,6 +158,38 @@ func probeHealthz(ctx context.Context, url string) bool {
 	}
 	resp.Body.Close()
 	return resp.StatusCode == http.StatusOK
+}
+
+// peerHealth is the evidence about one registration of a member: the
+// lease it registered under, when this node first saw that lease, and
+// when a probe of it last started and was answered. Evidence of an
+// earlier registration never counts against a later one.
+type peerHealth struct {
+	lease     int64
+	seen      time.Time
+	answered  time.Time
+	attempted time.Time
+}
+
+// Stats count what the failure detector and the leases did (metrics and
+// the cluster harness's report).
+type Stats struct {
+	// Revocations: leases of silent members this node revoked.
+	Revocations int64
+	// LeasesLost: this node's own lease found expired or revoked.
+	LeasesLost int64
+	// RevocationsHeld: revocations the bound held back.
+	RevocationsHeld int64
+	// Unconfirmed: answers refused because the shard was no longer this
+	// node's when confirmed.
+	Unconfirmed int64
+}
+
+// Stats is a copy of the node's counts.
+func (n *Node) Stats() Stats {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.stats
 }
 
 // Probe asks every other live member once, together, and notes who
@@ -157,24 +210,58 @@ func (n *Node) Probe(ctx context.Context) {
 		go func() {
 			defer wg.Done()
 			started := n.now()
-			if n.probe(ctx, m.URL) {
-				n.mu.Lock()
-				n.health[m.Name] = started
-				n.mu.Unlock()
+			ok := n.probe(ctx, m.URL)
+			n.mu.Lock()
+			if h := n.health[m.Name]; h != nil {
+				h.attempted = started
+				if ok {
+					h.answered = started
+				}
 			}
+			n.mu.Unlock()
 		}()
 	}
 	wg.Wait()
 }
 
-// suspects are the members that answered a probe once and not since
-// suspectAfter: taken for dead.
+// observe notes each member's current registration: a new lease starts
+// fresh evidence, probed from scratch, so that a member that re-registers
+// is never suspected on what was known of its previous life.
+func (n *Node) observe(members []Member) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	now := n.now()
+	current := map[string]bool{}
+	for _, m := range members {
+		if m.Name == n.name {
+			continue
+		}
+		current[m.Name] = true
+		if h := n.health[m.Name]; h == nil || h.lease != m.Lease {
+			n.health[m.Name] = &peerHealth{lease: m.Lease, seen: now}
+		}
+	}
+	for name := range n.health {
+		if !current[name] {
+			delete(n.health, name)
+		}
+	}
+}
+
+// suspects are the members silent since suspectAfter, on evidence newer
+// than their registration: probes of this registration started after it
+// was seen, none answered for suspectAfter.
 func (n *Node) suspects() map[string]bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	out := map[string]bool{}
-	for name, last := range n.health {
-		if n.now().Sub(last) > suspectAfter {
+	now := n.now()
+	for name, h := range n.health {
+		since := h.seen
+		if h.answered.After(since) {
+			since = h.answered
+		}
+		if h.attempted.After(since) && now.Sub(since) > suspectAfter {
 			out[name] = true
 		}
 	}
@@ -279,6 +366,9 @@ func (n *Node) Tick(ctx context.Context) {
 		switch {
 		case errors.Is(err, ErrLeaseGone):
 			n.log.Warn("cluster: lease expired; every shard is lost", "lease", n.lease)
+			n.mu.Lock()
+			n.stats.LeasesLost++
+			n.mu.Unlock()
 			for _, s := range n.table.Owned() {
 				n.drop(s)
 			}
@@ -310,6 +400,7 @@ func (n *Node) Tick(ctx context.Context) {
 		n.log.Warn("cluster: shards", "err", err)
 		return
 	}
+	n.observe(members)
 	suspects := n.revokeSuspects(ctx, members)
 	names := make([]string, 0, len(members))
 	for _, m := range members {
@@ -364,27 +455,55 @@ func (n *Node) Tick(ctx context.Context) {
 
 // revokeSuspects revokes the lease of a member taken for dead (its member
 // key and shard keys go with it, and the live members take the shards at
-// their next tick), at most one a tick and each lease once. The member
-// leaves the health table: a restarted process of that name is probed
-// anew. It returns the suspects, which get no shard meanwhile.
+// their next tick), at most one a tick, each lease once, and at most
+// maxRevocations in revocationWindow. It returns the suspects, which get
+// no shard meanwhile.
 func (n *Node) revokeSuspects(ctx context.Context, members []Member) map[string]bool {
 	suspects := n.suspects()
 	for _, m := range members {
 		if m.Name == n.name || !suspects[m.Name] || m.Lease == 0 || n.revoked[m.Lease] {
 			continue
 		}
+		if !n.mayRevoke() {
+			break
+		}
 		n.revoked[m.Lease] = true
 		if err := n.coord.Revoke(ctx, m.Lease); err != nil {
 			n.log.Warn("cluster: revoke a silent member's lease", "member", m.Name, "err", err)
 			break
 		}
-		n.log.Warn("cluster: member did not answer; its lease is revoked", "member", m.Name, "silent_for", suspectAfter)
 		n.mu.Lock()
-		delete(n.health, m.Name)
+		n.stats.Revocations++
+		n.revocations = append(n.revocations, n.now())
 		n.mu.Unlock()
+		n.log.Warn("cluster: member did not answer; its lease is revoked", "member", m.Name, "silent_for", suspectAfter)
 		break
 	}
 	return suspects
+}
+
+// mayRevoke is the detector's bound: room for one more revocation in the
+// window.
+func (n *Node) mayRevoke() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	now := n.now()
+	kept := n.revocations[:0]
+	for _, t := range n.revocations {
+		if now.Sub(t) < revocationWindow {
+			kept = append(kept, t)
+		}
+	}
+	n.revocations = kept
+	if len(kept) < maxRevocations {
+		return true
+	}
+	n.stats.RevocationsHeld++
+	if n.stats.RevocationsHeld == 1 || n.stats.RevocationsHeld%100 == 0 {
+		n.log.Error("cluster: the failure detector reached its bound; silent members wait for their leases to expire",
+			"revocations", len(kept), "window", revocationWindow.String(), "held", n.stats.RevocationsHeld)
+	}
+	return false
 }
 
 func (n *Node) adopt(shard int, epoch int64) {
@@ -443,4 +562,88 @@ func (n *Node) OwnerURL(shard int) (string, string) {
 		}
 	}
 	return owner, ""
+}
+
+// confirmer coalesces the confirmations of one shard: every caller waits
+// for a read that started after it asked, and one read serves everyone
+// who asked before it started (etcd's ReadIndex, batched the same way).
+type confirmer struct {
+	mu      sync.Mutex
+	waiting []chan confirmation
+	reading bool
+}
+
+type confirmation struct {
+	revision int64
+	err      error
+}
+
+// Confirm shows that this node still holds shard at epoch now, by a
+// linearizable read of the shard key (C4, issue 20): an answer computed
+// before the call reflects the entity's current state, because no other
+// node could write it while the key stayed at epoch. A node that finds
+// the shard gone stops acting for it at once, before its next tick, and
+// the caller hears errs.Moving (retry; the next try is forwarded).
+func (n *Node) Confirm(ctx context.Context, shard int, epoch int64) error {
+	if epoch == 0 {
+		return fmt.Errorf("%w: shard %d is not owned by this node", errs.Moving, shard)
+	}
+	c := &n.confirmers[shard]
+	ch := make(chan confirmation, 1)
+	c.mu.Lock()
+	c.waiting = append(c.waiting, ch)
+	if !c.reading {
+		c.reading = true
+		go n.confirmLoop(shard)
+	}
+	c.mu.Unlock()
+	var got confirmation
+	select {
+	case got = <-ch:
+	case <-ctx.Done():
+		return fmt.Errorf("%w: shard %d: ownership could not be confirmed in time", errs.Moving, shard)
+	}
+	switch {
+	case got.err != nil:
+		return fmt.Errorf("%w: shard %d: ownership could not be confirmed: %v", errs.Moving, shard, got.err)
+	case got.revision != epoch:
+		n.lost(shard, epoch)
+		return fmt.Errorf("%w: shard %d moved from this node (epoch %d is over)", errs.Moving, shard, epoch)
+	}
+	return nil
+}
+
+func (n *Node) confirmLoop(shard int) {
+	c := &n.confirmers[shard]
+	for {
+		c.mu.Lock()
+		batch := c.waiting
+		c.waiting = nil
+		if len(batch) == 0 {
+			c.reading = false
+			c.mu.Unlock()
+			return
+		}
+		c.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), confirmTimeout)
+		rev, err := n.coord.Revision(ctx, shard)
+		cancel()
+		for _, ch := range batch {
+			ch <- confirmation{revision: rev, err: err}
+		}
+	}
+}
+
+// lost stops acting for a shard found held by someone else: its actors
+// stop now, and forwarding takes over once the next tick sees the owner.
+func (n *Node) lost(shard int, epoch int64) {
+	n.mu.Lock()
+	n.stats.Unconfirmed++
+	n.mu.Unlock()
+	if n.table.invalidate(shard, epoch) {
+		n.log.Warn("cluster: a shard this node believed it held has moved; its actors stop", "shard", shard, "epoch", epoch)
+		if n.hooks.Released != nil {
+			n.hooks.Released(shard)
+		}
+	}
 }

@@ -30,6 +30,9 @@ import (
 
 const clusterConns = 64
 
+// wardenBin is the binary the cluster figures start (-warden).
+var wardenBin string
+
 type clusterSetup struct {
 	name  string
 	nodes int
@@ -47,9 +50,11 @@ func runCluster(out string, duration, warmup time.Duration) error {
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	bin, err := testkit.BuildWarden(tmp)
-	if err != nil {
-		return err
+	bin := wardenBin
+	if bin == "" {
+		if bin, err = testkit.BuildWarden(tmp); err != nil {
+			return err
+		}
 	}
 	okScript, err := testkit.OKScript(tmp)
 	if err != nil {

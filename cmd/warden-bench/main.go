@@ -49,6 +49,7 @@ func main() {
 	scale := flag.Bool("scale", false, "measure actors at scale (memory, activation, start-up) instead of the webhook path")
 	sizes := flag.String("sizes", "10000,100000,1000000", "stored marquees for the start-up figure")
 	clusterBench := flag.Bool("cluster", false, "measure three nodes on etcd against one node on this machine (cluster.md C8)")
+	flag.StringVar(&wardenBin, "warden", "", "the warden binary -cluster starts (default: build ./cmd/warden); an A/B of two builds runs this twice")
 	lists := flag.Bool("lists", false, "measure the operator surfaces (lists, console pages, the metrics census) over a large store")
 	listSize := flag.Int("list-size", 100_000, "stored marquees for -lists")
 	gen := flag.String("load", "go", "load generator: go (built in; signs Standard Webhooks per request) or wrk (Debian's wrk; no signed path)")

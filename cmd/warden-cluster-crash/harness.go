@@ -35,6 +35,8 @@ type Options struct {
 	Seed      int64
 	Binary    string
 	Log       io.Writer
+	// LeaseTTL is the nodes' --lease-ttl; zero is warden's default, 3 s.
+	LeaseTTL time.Duration
 }
 
 // Report is what a run measured.
@@ -57,7 +59,17 @@ type Report struct {
 	FencedTxns int
 	MaxAdmit   int
 	Failovers  []Failover
-	Elapsed    time.Duration
+	// Pauses by length: shorter than the failure detector, between it and
+	// the lease, longer than the lease.
+	ShortPauses, DetectorPauses int
+	// Revocations of a silent member's lease, leases found lost, and
+	// revocations the detector's bound held back, from the nodes' logs.
+	Revocations, LeasesLost, RevocationsHeld int
+	// LinearOps is how many register operations were checked for
+	// linearizability (per marquee, with porcupine).
+	LinearOps int
+	TTL       time.Duration
+	Elapsed   time.Duration
 }
 
 // Failover is one owner kill: how long until every shard had a live owner
@@ -86,11 +98,13 @@ func (r Report) String() string {
 	leader := r.failoverTimes(func(f Failover) bool { return f.Leader })
 	others := r.failoverTimes(func(f Failover) bool { return !f.Leader })
 	p50, worst := percentile(all, 50), percentile(all, 100)
-	return fmt.Sprintf("seed=%d owner-kills=%d pauses-past-lease=%d rolling-restarts=%d members-added=%d members-removed=%d marquees=%d environments=%d dispatches=%d "+
-		"applied-callbacks-checked=%d ops-ok=%d ops-failed=%d ops-unknown=%d revisions-checked=%d fenced-transactions=%d most-reserved=%d/%d "+
+	return fmt.Sprintf("seed=%d lease-ttl=%s owner-kills=%d pauses-past-lease=%d pauses-past-detector=%d short-pauses=%d rolling-restarts=%d members-added=%d members-removed=%d marquees=%d environments=%d dispatches=%d "+
+		"applied-callbacks-checked=%d ops-ok=%d ops-failed=%d ops-unknown=%d linearizable-ops=%d revisions-checked=%d fenced-transactions=%d most-reserved=%d/%d "+
+		"revocations=%d leases-lost=%d revocations-held=%d "+
 		"failover-p50=%s failover-max=%s (of which etcd-leader kills=%d, their max=%s; the others' max=%s) elapsed=%s",
-		r.Seed, r.Kills, r.Pauses, r.RollingRestarts, r.MembersAdded, r.MembersRemoved, r.Marquees, r.Envs, r.Dispatches, r.AppliedChecked,
-		r.Ops["ok"], r.Ops["failed"], r.Ops["unknown"], r.Revisions, r.FencedTxns, r.MaxAdmit, poolLimit,
+		r.Seed, r.TTL, r.Kills, r.Pauses, r.DetectorPauses, r.ShortPauses, r.RollingRestarts, r.MembersAdded, r.MembersRemoved, r.Marquees, r.Envs, r.Dispatches, r.AppliedChecked,
+		r.Ops["ok"], r.Ops["failed"], r.Ops["unknown"], r.LinearOps, r.Revisions, r.FencedTxns, r.MaxAdmit, poolLimit,
+		r.Revocations, r.LeasesLost, r.RevocationsHeld,
 		p50.Round(time.Millisecond), worst.Round(time.Millisecond), len(leader), percentile(leader, 100).Round(time.Millisecond),
 		percentile(others, 100).Round(time.Millisecond), r.Elapsed.Round(time.Second))
 }
@@ -108,9 +122,11 @@ const (
 	cbToken   = "cluster-callback-token"
 	opToken   = "cluster-operator-token"
 	poolLimit = 3
-	// leaseTTL is the nodes' lease: the shortest --lease-ttl allows, so a
-	// run sees many failovers.
-	leaseTTL = 2 * time.Second
+	// defaultTTL is warden's own --lease-ttl default.
+	defaultTTL = 3 * time.Second
+	// detector is warden's failure detector (a second of silence), which
+	// the pauses fall either side of.
+	detector = time.Second
 )
 
 type node struct {
@@ -148,6 +164,13 @@ type harness struct {
 	ops     map[string]int
 	seq     atomic.Uint64
 	logMu   sync.Mutex
+
+	ttl time.Duration
+	reg *regHistory
+	// resumed is the node last resumed from a pause, until resumedUntil:
+	// the register clients ask it more than the others.
+	resumed      *node
+	resumedUntil time.Time
 }
 
 func (h *harness) logf(format string, args ...any) {
@@ -169,67 +192,108 @@ func (h *harness) intn(n int) int {
 // never hands to anything else while the node is down.
 func freeAddr() (string, error) { return testkit.StablePort() }
 
+// newHarness is a harness with nothing started yet.
+func newHarness(o Options) *harness {
+	if o.LeaseTTL == 0 {
+		o.LeaseTTL = defaultTTL
+	}
+	return &harness{o: o, rnd: rand.New(rand.NewSource(o.Seed)), ttl: o.LeaseTTL, reg: newRegHistory(),
+		applied: map[string][]string{}, ops: map[string]int{}, client: &http.Client{Timeout: 5 * time.Second}}
+}
+
+// up builds what a run needs and starts three nodes, each embedding an
+// etcd member, until every shard is owned.
+func (h *harness) up() (err error) {
+	if h.dir, err = os.MkdirTemp("", "warden-cluster"); err != nil {
+		return err
+	}
+	if h.bin = h.o.Binary; h.bin == "" {
+		if h.bin, err = testkit.BuildWarden(h.dir); err != nil {
+			return err
+		}
+	}
+	h.shared = filepath.Join(h.dir, "shared")
+	if out, err := exec.Command(h.bin, "keygen", h.shared).CombinedOutput(); err != nil {
+		return fmt.Errorf("keygen: %v: %s", err, out)
+	}
+	if h.previewBin, err = previewworld.BuildDriver(h.dir); err != nil {
+		return err
+	}
+	h.gh = httptest.NewServer(http.HandlerFunc(h.github))
+	for i := 1; i <= 4; i++ { // n4 is the member added and removed
+		n := &node{name: fmt.Sprintf("n%d", i), dir: filepath.Join(h.dir, fmt.Sprintf("n%d", i))}
+		for _, p := range []*string{&n.httpAddr, &n.peer, &n.cURL} {
+			if *p, err = freeAddr(); err != nil {
+				return err
+			}
+		}
+		h.nodes = append(h.nodes, n)
+	}
+	initial := h.initialCluster(3)
+	for _, n := range h.nodes[:3] {
+		if err := h.start(n, initial, false); err != nil {
+			return err
+		}
+	}
+	for _, n := range h.nodes[:3] {
+		if err := h.waitReady(n, time.Minute); err != nil {
+			return err
+		}
+	}
+	if err := h.waitOwned(nil, 20*time.Second); err != nil {
+		return err
+	}
+	h.logf("cluster up: %s", initial)
+	return nil
+}
+
+// close stops everything up started; on a failure the nodes' logs are
+// kept and the error says where.
+func (h *harness) close(err error) error {
+	h.killAll()
+	if h.previewBin != "" {
+		previewworld.StopApps(h.previewDir())
+	}
+	if h.gh != nil {
+		h.gh.Close()
+	}
+	if h.dir == "" {
+		return err
+	}
+	if err != nil {
+		return fmt.Errorf("%w\n(the nodes' logs are kept in %s)", err, h.dir)
+	}
+	os.RemoveAll(h.dir)
+	return nil
+}
+
 // Run runs one fault-injection test of a three-node cluster.
 func Run(o Options) (rep Report, err error) {
 	start := time.Now()
-	h := &harness{o: o, rnd: rand.New(rand.NewSource(o.Seed)),
-		applied: map[string][]string{}, ops: map[string]int{}, client: &http.Client{Timeout: 5 * time.Second}}
-	rep = Report{Seed: o.Seed}
+	h := newHarness(o)
+	defer func() { err = h.close(err) }() // last: the report below reads the nodes' logs first
+	rep = Report{Seed: o.Seed, TTL: h.ttl}
 	defer func() {
 		h.mu.Lock()
 		rep.Marquees, rep.Ops = len(h.created), h.ops
 		rep.Dispatches = h.dispatches.Total()
 		h.mu.Unlock()
+		rep.Revocations, rep.LeasesLost, rep.RevocationsHeld = h.detectorCounts()
 		rep.Elapsed = time.Since(start)
 	}()
-	if h.dir, err = os.MkdirTemp("", "warden-cluster"); err != nil {
+	if err := h.up(); err != nil {
 		return rep, err
 	}
-	defer os.RemoveAll(h.dir)
-	if h.bin = o.Binary; h.bin == "" {
-		if h.bin, err = testkit.BuildWarden(h.dir); err != nil {
-			return rep, err
-		}
-	}
-	h.shared = filepath.Join(h.dir, "shared")
-	if out, err := exec.Command(h.bin, "keygen", h.shared).CombinedOutput(); err != nil {
-		return rep, fmt.Errorf("keygen: %v: %s", err, out)
-	}
-	if h.previewBin, err = previewworld.BuildDriver(h.dir); err != nil {
+	if err := h.createRegisters(); err != nil {
 		return rep, err
 	}
-	defer previewworld.StopApps(h.previewDir())
-	h.gh = httptest.NewServer(http.HandlerFunc(h.github))
-	defer h.gh.Close()
-	for i := 1; i <= 4; i++ { // n4 is the member added and removed
-		n := &node{name: fmt.Sprintf("n%d", i), dir: filepath.Join(h.dir, fmt.Sprintf("n%d", i))}
-		for _, p := range []*string{&n.httpAddr, &n.peer, &n.cURL} {
-			if *p, err = freeAddr(); err != nil {
-				return rep, err
-			}
-		}
-		h.nodes = append(h.nodes, n)
-	}
-	defer h.killAll()
-	initial := h.initialCluster(3)
-	for _, n := range h.nodes[:3] {
-		if err := h.start(n, initial, false); err != nil {
-			return rep, err
-		}
-	}
-	for _, n := range h.nodes[:3] {
-		if err := h.waitReady(n, time.Minute); err != nil {
-			return rep, err
-		}
-	}
-	if err := h.waitOwned(nil, 20*time.Second); err != nil {
-		return rep, err
-	}
-	h.logf("cluster up: %s", initial)
 
-	h.wg.Add(2)
+	h.wg.Add(2 + registerClients)
 	go h.operators()
 	go h.envOperators()
+	for c := range registerClients {
+		go h.registerClient(c)
+	}
 
 	deadline := time.Now().Add(o.Duration)
 	for round := 0; time.Now().Before(deadline) || rep.Kills < o.MinKills || rep.Pauses < o.MinPauses; round++ {
@@ -239,7 +303,11 @@ func Run(o Options) (rep Report, err error) {
 		case round == 5:
 			err = h.addAndRemoveMember(&rep)
 		case round%4 == 2:
-			err = h.pauseOwner(&rep)
+			err = h.pauseOwner(&rep, h.ttl+time.Second)
+		case round%4 == 1 && round%8 == 1:
+			err = h.pauseOwner(&rep, detector+h.ttl/4) // past the detector, short of the lease
+		case round%4 == 1:
+			err = h.pauseOwner(&rep, detector/2)
 		case round%13 == 8:
 			err = h.rollingRestart(&rep)
 		default:
@@ -262,6 +330,14 @@ func Run(o Options) (rep Report, err error) {
 	if err := h.settleEnvs(&rep); err != nil {
 		return rep, fmt.Errorf("environments after the quiet phase: %w", err)
 	}
+	ops := h.reg.operations()
+	rep.LinearOps = len(ops)
+	if err := checkLinearizable(ops); err != nil {
+		return rep, fmt.Errorf("C4 (issue 20): %w", err)
+	}
+	if err := h.checkDetector(&rep); err != nil {
+		return rep, err
+	}
 	return rep, h.check(&rep)
 }
 
@@ -277,7 +353,7 @@ func (h *harness) start(n *node, initial string, join bool) error {
 	args := []string{"serve", "--node", n.name, "--listen", n.httpAddr, "--data", n.dir,
 		"--etcd-embed", "--etcd-peer-url", "http://" + n.peer, "--etcd-client-url", "http://" + n.cURL, "--etcd-initial-cluster", initial,
 		"--seal-key-file", filepath.Join(h.shared, "seal.key"), "--callback-signing-key-file", filepath.Join(h.shared, "callback-signing.key"),
-		"--cluster-token-file", filepath.Join(h.shared, "cluster.token"), "--lease-ttl", leaseTTL.String(),
+		"--cluster-token-file", filepath.Join(h.shared, "cluster.token"), "--lease-ttl", h.ttl.String(),
 		"--dispatch", "github", "--github-api-url", h.gh.URL, "--github-repo", "acme/infra",
 		"--bootstrap", "exec", "--bootstrap-command", "true", "--pool", fmt.Sprintf("default=%d", poolLimit),
 		"--callback-auth", "shared", "--stale-after", "3s", "--retry-backoff", "1s,1s,1s", "--provisioning-timeout", "1m",
@@ -527,10 +603,12 @@ func (h *harness) killOwner(rep *Report) error {
 	return h.waitOwned(nil, 20*time.Second)
 }
 
-// pauseOwner SIGSTOPs an owner for longer than its lease, waits until its
-// shards are owned elsewhere, then SIGCONTs it: whatever it was writing
-// when it stopped must fail the revision compare (checked at the end).
-func (h *harness) pauseOwner(rep *Report) error {
+// pauseOwner SIGSTOPs the busiest shard's owner for d and resumes it:
+// shorter than the failure detector nothing moves; past the detector or
+// the lease its shards are taken elsewhere first, and whatever it then
+// writes must fail the revision compare (checked at the end) and whatever
+// it answers must be confirmed (the register clients ask it at once).
+func (h *harness) pauseOwner(rep *Report, d time.Duration) error {
 	if len(h.live()) < 3 {
 		return nil
 	}
@@ -543,17 +621,30 @@ func (h *harness) pauseOwner(rep *Report) error {
 	h.nodesMu.Lock()
 	victim.up = false // not asked while paused
 	h.nodesMu.Unlock()
-	err = h.waitOwned(victim, 30*time.Second)
-	time.Sleep(max(0, leaseTTL+time.Second-time.Since(paused)))
+	if d > detector {
+		err = h.waitOwned(victim, 30*time.Second)
+	}
+	time.Sleep(max(0, d-time.Since(paused)))
 	_ = victim.cmd.Process.Signal(syscall.SIGCONT)
 	h.nodesMu.Lock()
 	victim.up = true
+	h.resumed, h.resumedUntil = victim, time.Now().Add(2*time.Second)
 	h.nodesMu.Unlock()
 	if err != nil {
 		return fmt.Errorf("C5: while %s was paused: %w", victim.name, err)
 	}
-	rep.Pauses++
-	h.logf("pause %d: %s (owner of shard %d) stopped for %s, then resumed", rep.Pauses, victim.name, shard, time.Since(paused).Round(time.Millisecond))
+	kind := "past the lease"
+	switch {
+	case d <= detector:
+		rep.ShortPauses++
+		kind = "shorter than the detector"
+	case d <= h.ttl:
+		rep.DetectorPauses++
+		kind = "past the detector, short of the lease"
+	default:
+		rep.Pauses++
+	}
+	h.logf("pause: %s (owner of shard %d) stopped for %s (%s), then resumed", victim.name, shard, time.Since(paused).Round(time.Millisecond), kind)
 	return h.waitOwned(nil, 20*time.Second)
 }
 

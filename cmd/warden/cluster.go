@@ -4,9 +4,10 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
-	"io/fs"
+	fs2 "io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -39,20 +40,32 @@ const etcdRequestTimeout = 5 * time.Second
 func openCluster(c config, sealer *trust.Sealer, log *slog.Logger) (*clusterParts, error) {
 	p := &clusterParts{}
 	endpoints := c.EtcdEndpoints
+	var tlsFiles *etcdembed.TLSFiles
+	if c.EtcdCert != "" {
+		tlsFiles = &etcdembed.TLSFiles{CertFile: c.EtcdCert, KeyFile: c.EtcdKey, CAFile: c.EtcdCA}
+	}
 	if c.EtcdEmbed {
 		if _, err := etcdembed.ParseInitialCluster(c.EtcdInitialCluster); err != nil {
 			return nil, err
 		}
-		log.Info("starting the embedded etcd member; it waits for a quorum of --etcd-initial-cluster", "member", c.Node, "peer", c.EtcdPeerURL)
+		log.Info("starting the embedded etcd member; it waits for a quorum of --etcd-initial-cluster", "member", c.Node, "peer", c.EtcdPeerURL, "tls", tlsFiles != nil)
 		m, err := etcdembed.Start(etcdembed.Config{Name: c.Node, Dir: filepath.Join(c.Data, "etcd"), PeerURL: c.EtcdPeerURL,
-			ClientURL: c.EtcdClientURL, InitialCluster: c.EtcdInitialCluster, Join: c.EtcdJoin})
+			ClientURL: c.EtcdClientURL, InitialCluster: c.EtcdInitialCluster, Join: c.EtcdJoin, TLS: tlsFiles})
 		if err != nil {
 			return nil, err
 		}
 		p.member = m
 		endpoints = []string{c.EtcdClientURL}
 	}
-	cl, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	cc := clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()}
+	if tlsFiles != nil {
+		var err error
+		if cc.TLS, err = tlsFiles.ClientConfig(); err != nil {
+			p.close()
+			return nil, fmt.Errorf("etcd client TLS: %w", err)
+		}
+	}
+	cl, err := clientv3.New(cc)
 	if err != nil {
 		p.close()
 		return nil, fmt.Errorf("etcd client: %w", err)
@@ -80,13 +93,27 @@ func advertiseURL(c config) string {
 }
 
 // keygen writes what the nodes of a cluster share into dir, each only if
-// absent: the seal keyring, the callback signing keyring and the cluster
-// token, all 0600. `make cluster` runs it once before starting the nodes.
+// absent: the seal keyring, the callback signing keyring, the cluster
+// token and the cluster CA, all 0600. With --node it also writes that
+// node's certificate for etcd's mutual TLS (--host: the addresses and
+// names it is reached by; --rotate: a new one even if it has one).
+// `make cluster` runs it before starting the nodes.
 func keygen(args []string, stdout io.Writer) error {
-	if len(args) != 1 || strings.HasPrefix(args[0], "-") {
-		return errors.New("usage: warden keygen DIR (writes seal.key, callback-signing.key and cluster.token where absent)")
+	fs := flag.NewFlagSet("warden keygen", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	node := fs.String("node", "", "also write this node's certificate (NAME.crt, NAME.key)")
+	hosts := fs.String("host", "127.0.0.1,localhost", "the node's IP addresses and DNS names, comma-separated (its certificate's names)")
+	rotate := fs.Bool("rotate", false, "replace the node's certificate and key (restart that node afterwards)")
+	dir, rest := "", args
+	if len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
+		dir, rest = rest[0], rest[1:]
 	}
-	dir := args[0]
+	if err := fs.Parse(rest); err != nil || dir == "" || fs.NArg() > 0 {
+		return usageError("usage: warden keygen DIR [--node NAME [--host ADDR,...] [--rotate]] (writes seal.key, callback-signing.key, cluster.token and the cluster CA where absent)")
+	}
+	if *node != "" && !validNodeName(*node) {
+		return usageError("--node: 1..32 of a-z, 0-9 and -")
+	}
 	if err := prepareDataDir(dir); err != nil {
 		return err
 	}
@@ -99,7 +126,7 @@ func keygen(args []string, stdout io.Writer) error {
 		}
 	}
 	path := filepath.Join(dir, "cluster.token")
-	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+	if _, err := os.Stat(path); errors.Is(err, fs2.ErrNotExist) {
 		b := make([]byte, 32)
 		_, _ = rand.Read(b)
 		if err := trust.WriteFileAtomic(path, []byte(hex.EncodeToString(b)+"\n")); err != nil {
@@ -108,6 +135,21 @@ func keygen(args []string, stdout io.Writer) error {
 		fmt.Fprintf(stdout, "cluster token written to %s\n", path)
 	} else if err != nil {
 		return err
+	}
+	if created, err := ensureCA(dir); err != nil {
+		return fmt.Errorf("cluster CA: %w", err)
+	} else if created {
+		fmt.Fprintf(stdout, "cluster CA written to %s\n", filepath.Join(dir, caName))
+	}
+	if *node == "" {
+		return nil
+	}
+	written, err := nodeCert(dir, *node, hostsOf(*hosts), *rotate)
+	if err != nil {
+		return fmt.Errorf("certificate of %s: %w", *node, err)
+	}
+	if written {
+		fmt.Fprintf(stdout, "certificate of %s (%s) written to %s\n", *node, *hosts, filepath.Join(dir, *node+".crt"))
 	}
 	return nil
 }

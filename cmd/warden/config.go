@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/url"
 	"sort"
 	"strconv"
@@ -89,6 +90,9 @@ type config struct {
 	EtcdEndpoints      []string
 	LeaseTTL           time.Duration
 	ClusterToken       string
+	// EtcdCert, EtcdKey and EtcdCA are this node's certificate for etcd's
+	// mutual TLS and the cluster CA (issue 21).
+	EtcdCert, EtcdKey, EtcdCA string
 }
 
 // listFlag is a comma-separated list that may also be repeated.
@@ -240,6 +244,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.StringVar(&c.EtcdInitialCluster, "etcd-initial-cluster", "", "every founding member: n1=peerURL,n2=peerURL,n3=peerURL")
 	fs.BoolVar(&c.EtcdJoin, "etcd-join", false, "the embedded member was added to a running cluster (etcdctl member add) rather than founding it")
 	fs.Var(listFlag{&c.EtcdEndpoints}, "etcd-endpoints", "client URLs of an existing etcd cluster (instead of --etcd-embed)")
+	fs.StringVar(&c.EtcdCert, "etcd-cert-file", "", "this node's certificate for etcd's mutual TLS, embedded member or external (warden keygen DIR --node NAME writes it)")
+	fs.StringVar(&c.EtcdKey, "etcd-key-file", "", "the key of --etcd-cert-file")
+	fs.StringVar(&c.EtcdCA, "etcd-ca-file", "", "the cluster CA: only certificates it signed are let in, or trusted (warden keygen DIR writes cluster-ca.crt)")
 	fs.DurationVar(&c.LeaseTTL, "lease-ttl", 3*time.Second, "TTL of this node's shard lease: a dead node's shards move after about this long (C5)")
 	clusterFile := fs.String("cluster-token-file", "", "file holding the token the nodes of a cluster authenticate each other with (else WARDEN_CLUSTER_TOKEN)")
 	callbackFile := fs.String("callback-token-file", "", "file holding the callback token (else WARDEN_CALLBACK_TOKEN)")
@@ -501,7 +508,65 @@ func (c *config) validateCluster() []string {
 	if c.LeaseTTL < 2*time.Second || c.LeaseTTL > time.Minute {
 		problems = append(problems, "--lease-ttl: 2s..1m")
 	}
-	return problems
+	return append(problems, c.validateEtcdTLS()...)
+}
+
+// validateEtcdTLS: a cluster beyond loopback talks to etcd only over
+// mutual TLS (issue 21: an open etcd gave anyone who reached its port
+// every record, and the member list the nodes forward to).
+func (c *config) validateEtcdTLS() []string {
+	given := 0
+	for _, f := range []string{c.EtcdCert, c.EtcdKey, c.EtcdCA} {
+		if f != "" {
+			given++
+		}
+	}
+	urls := c.etcdURLs()
+	switch {
+	case given > 0 && given < 3:
+		return []string{"etcd's TLS needs all three: --etcd-cert-file, --etcd-key-file and --etcd-ca-file"}
+	case given == 3:
+		for _, u := range urls {
+			if !strings.HasPrefix(u, "https://") {
+				return []string{"with etcd's TLS every etcd URL is https://: " + u}
+			}
+		}
+		return nil
+	}
+	for _, u := range urls {
+		if !loopbackURL(u) {
+			return []string{"a cluster on addresses beyond loopback needs etcd's mutual TLS (" + u + "): --etcd-cert-file, --etcd-key-file, --etcd-ca-file; `warden keygen DIR --node NAME --host ADDR` writes them (README, Running several nodes)"}
+		}
+	}
+	return nil
+}
+
+// etcdURLs are every etcd URL this node uses or announces.
+func (c *config) etcdURLs() []string {
+	urls := append([]string(nil), c.EtcdEndpoints...)
+	if c.EtcdEmbed {
+		urls = append(urls, c.EtcdPeerURL, c.EtcdClientURL)
+		for _, part := range strings.Split(c.EtcdInitialCluster, ",") {
+			if _, u, ok := strings.Cut(part, "="); ok {
+				urls = append(urls, u)
+			}
+		}
+	}
+	return urls
+}
+
+// loopbackURL reports whether u's host is this machine's loopback.
+func loopbackURL(u string) bool {
+	p, err := url.Parse(u)
+	if err != nil {
+		return false
+	}
+	host := p.Hostname()
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 func validNodeName(s string) bool {

@@ -148,7 +148,7 @@ func (p *process) listen() error {
 		httpapi.Unavailable(w, "recovering")
 	}))
 	p.served = make(chan error, 1)
-	go func() { p.served <- p.srv.Serve(ln) }()
+	go func() { p.served <- p.srv.Serve(httpapi.Listener(ln)) }()
 	p.log.Info("listening", "addr", ln.Addr().String())
 	return nil
 }
@@ -220,11 +220,12 @@ func (p *process) serveAPI(tm *trustMaterial) {
 	var clusterAPI httpapi.ClusterNode
 	if p.node != nil {
 		clusterAPI = p.node
+		registerClusterMetrics(m.Registry, p.node)
 	}
 	api := http.Handler(httpapi.New(p.sys, httpapi.Options{CallbackToken: c.CallbackToken, OperatorToken: c.OperatorToken,
 		Operators: tm.operators, CallbackModes: c.CallbackAuth, CallbackKeys: tm.signing, CallbackTokenTTL: c.CallbackTokenTTL,
 		Webhooks: tm.webhooks, OIDC: tm.oidc, ProtectMetrics: c.ProtectMetrics, NoopWebhook: c.benchNoop,
-		Cluster: clusterAPI, ClusterToken: c.ClusterToken, Logger: p.log}))
+		Cluster: clusterAPI, ClusterToken: c.ClusterToken, Logger: p.log, PublicURL: c.PublicURL, DevTokenHint: devTokenHint(c)}))
 	p.live.Store(&api)
 	p.log.Info("ready", "version", bi.Version, "commit", bi.CommitLabel(), "data", c.Data, "dispatch", c.Dispatch, "bootstrap", c.Bootstrap, "pools", poolFlag(c.Pools).String(),
 		"callback_auth", strings.Join(c.CallbackAuth, ","), "operators", len(tm.operators)+min(1, len(c.OperatorToken)), "read_only", p.store.Health().ReadOnly() != nil)
@@ -349,6 +350,38 @@ func (p *process) stop(failed *persistence.Failure) error {
 	p.stored = true
 	p.log.Info("stopped", "store_closed", true)
 	return nil
+}
+
+// devOperatorToken is make run's operator token, public in the Makefile
+// and the README; only it is ever named on the sign-in page.
+const devOperatorToken = "dev-operator-token"
+
+// devTokenHint tells the sign-in page where make run's token is, when
+// warden runs with it.
+func devTokenHint(c config) string {
+	if c.OperatorToken != devOperatorToken {
+		return ""
+	}
+	return "This warden runs with make run's development token: sign in with " + devOperatorToken + " (WARDEN_OPERATOR_TOKEN in the Makefile)."
+}
+
+// registerClusterMetrics exports the failure detector's and the leases'
+// counts (issue 20): a detector that storms, or a node that keeps losing
+// its lease, shows here and in the alerts.
+func registerClusterMetrics(reg *prometheus.Registry, n *cluster.Node) {
+	counter := func(name, help string, f func(cluster.Stats) int64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return float64(f(n.Stats())) })
+	}
+	reg.MustRegister(
+		counter("warden_cluster_revocations_total", "Leases of silent members this node revoked (its failure detector, C5).",
+			func(s cluster.Stats) int64 { return s.Revocations }),
+		counter("warden_cluster_revocations_held_total", "Revocations the detector's bound held back (more than a few a minute is a storm).",
+			func(s cluster.Stats) int64 { return s.RevocationsHeld }),
+		counter("warden_cluster_leases_lost_total", "Times this node found its own lease expired or revoked.",
+			func(s cluster.Stats) int64 { return s.LeasesLost }),
+		counter("warden_cluster_unconfirmed_total", "Answers refused because the shard had moved when they were confirmed (issue 20).",
+			func(s cluster.Stats) int64 { return s.Unconfirmed }),
+	)
 }
 
 // release gives back what start took, whatever happened.

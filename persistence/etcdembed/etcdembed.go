@@ -5,6 +5,7 @@
 package etcdembed
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net/url"
@@ -13,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"go.etcd.io/etcd/server/v3/embed"
 )
 
@@ -34,6 +36,30 @@ type Config struct {
 	// QuotaBytes is the member's space quota (etcd's
 	// --quota-backend-bytes); zero is etcd's default, 2 GiB.
 	QuotaBytes int64
+	// TLS, when set, makes the member serve its clients and peers over
+	// mutual TLS: only a certificate signed by the cluster CA gets in
+	// (issue 21). Its URLs are then https.
+	TLS *TLSFiles
+}
+
+// TLSFiles are a node's certificate and key and the cluster CA
+// (`warden keygen DIR --node NAME` writes them).
+type TLSFiles struct {
+	CertFile, KeyFile, CAFile string
+}
+
+// info is etcd's form of them: the same certificate serves and, to its
+// peers, identifies; a client or peer without one the CA signed is
+// refused.
+func (t TLSFiles) info() transport.TLSInfo {
+	return transport.TLSInfo{CertFile: t.CertFile, KeyFile: t.KeyFile, ClientCertFile: t.CertFile, ClientKeyFile: t.KeyFile,
+		TrustedCAFile: t.CAFile, ClientCertAuth: true}
+}
+
+// ClientConfig is the TLS of a client of such a member: it shows its
+// certificate and trusts only the cluster CA.
+func (t TLSFiles) ClientConfig() (*tls.Config, error) {
+	return transport.TLSInfo{CertFile: t.CertFile, KeyFile: t.KeyFile, TrustedCAFile: t.CAFile}.ClientConfig()
 }
 
 // Member is a running embedded etcd member.
@@ -92,6 +118,11 @@ func Start(c Config) (*Member, error) {
 	cfg.AutoCompactionMode = "periodic"
 	cfg.AutoCompactionRetention = "1h"
 	cfg.QuotaBackendBytes = c.QuotaBytes
+	if c.TLS != nil {
+		cfg.ClientTLSInfo, cfg.PeerTLSInfo = c.TLS.info(), c.TLS.info()
+	} else if peer.Scheme == "https" || client.Scheme == "https" {
+		return nil, errors.New("etcd member: https URLs need its certificate (TLS)")
+	}
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("etcd member %s: %w", c.Name, err)
