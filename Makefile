@@ -27,7 +27,7 @@ else
 RUN_WORKFLOW := the built-in example workflow (terraform is not on the PATH)
 endif
 
-.PHONY: build test lint run cluster cluster-crash bench crash sim fuzz clean install-check
+.PHONY: build test lint run cluster cluster-crash bench crash sim fuzz clean install-check screenshots
 
 build:
 	$(GO) build -o bin/warden ./cmd/warden
@@ -46,16 +46,29 @@ test: lint
 	$(GO) test -count=1 -run 'TestSeedsWithDeterminism' ./sim
 
 # warden's exit statuses are in the README ("When the disk fails"); make
-# run restarts nothing, it says why warden stopped.
+# run restarts nothing, it says why warden stopped. RUN_FLAGS adds flags
+# (e.g. RUN_FLAGS="--log-level debug"). Standard Webhooks are on under make
+# run with a development secret written on the first start to
+# WEBHOOK_SECRETS (README, callback modes), as warden writes its
+# development keys. Ctrl-C is passed to warden as SIGTERM and waited for,
+# so a clean stop is a clean exit (make would otherwise print "Interrupt").
+RUN_FLAGS ?=
+WEBHOOK_SECRETS ?= $(DATA)/webhook.secrets
 run: build
 	@echo "make run: dispatches go to $(RUN_WORKFLOW)"
-	@./bin/warden serve --listen $(LISTEN) --data $(DATA) \
+	@umask 077; mkdir -p $(DATA); test -s $(WEBHOOK_SECRETS) || { \
+		printf 'whsec_%s\n' "$$(head -c 32 /dev/urandom | base64)" > $(WEBHOOK_SECRETS) && \
+		echo "make run: wrote a development Standard Webhooks secret to $(WEBHOOK_SECRETS) (0600)"; }
+	@./bin/warden serve --listen $(LISTEN) --data $(DATA) --webhook-secrets-file $(WEBHOOK_SECRETS) \
 		--dispatch exec --dispatch-command ./bin/example-workflow \
 		--bootstrap exec --bootstrap-command "./bin/example-workflow bootstrap" \
 		--env-driver-command ./bin/example-preview --env-reconcile-every 10s \
-		--driver-env WARDEN_PREVIEW_DIR,WARDEN_EXAMPLE_SCRIPTS,WARDEN_BIN,WARDEN_TF_WORK,TF_CLI_CONFIG_FILE; \
-	st=$$?; case $$st in \
-		0|130) ;; \
+		--driver-env WARDEN_PREVIEW_DIR,WARDEN_EXAMPLE_SCRIPTS,WARDEN_BIN,WARDEN_TF_WORK,TF_CLI_CONFIG_FILE $(RUN_FLAGS) & \
+	pid=$$!; stopped=; trap 'stopped=1; kill -TERM $$pid 2>/dev/null' INT TERM; \
+	wait $$pid; st=$$?; \
+	if [ -n "$$stopped" ]; then wait $$pid; st=$$?; fi; \
+	case $$st in \
+		0) ;; \
 		74) echo "make run: warden stopped because its disk failed (status 74, see its last ERROR line); fix the disk or free space under $(DATA), then make run again";; \
 		65) echo "make run: warden refused a damaged store under $(DATA) (status 65); see README \"When the disk fails\"";; \
 		*) echo "make run: warden exited with status $$st";; \
@@ -111,6 +124,12 @@ fuzz:
 	$(GO) test ./actors/trust -run '^$$' -fuzz FuzzParseSignatures -fuzztime 30s
 	$(GO) test ./actors/trust -run '^$$' -fuzz FuzzVerifyScoped -fuzztime 30s
 	$(GO) test ./actors/trust -run '^$$' -fuzz FuzzKeyring -fuzztime 30s
+
+# The README's console pictures, from the browser test (Debian's chromium),
+# with the digest of the templates they show; make test says when they are
+# stale.
+screenshots:
+	WARDEN_DOCS_SCREENSHOTS=1 $(GO) test -count=1 ./httpapi -run 'TestO7O8ConsoleInChromium$$'
 
 # go install into an empty GOBIN with a clean module cache (CI runs it).
 install-check:

@@ -217,6 +217,12 @@ func (a *marqueeActor) load() {
 
 func (a *marqueeActor) create(m cmdCreate) {
 	if a.exists {
+		if ts := a.state().Tombstone; ts != nil {
+			// Issue 22: "already exists" alone sent a reader looking for a
+			// live marquee; an id is never reused, even after a reap.
+			m.reply <- fmt.Errorf("%w: marquee %s already exists as a tombstone (reaped %s); ids are not reused, pick another", marquee.ErrConflict, a.id, ts.At.UTC().Format(time.RFC3339))
+			return
+		}
 		m.reply <- fmt.Errorf("%w: marquee %s already exists", marquee.ErrConflict, a.id)
 		return
 	}

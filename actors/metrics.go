@@ -86,11 +86,37 @@ func NewMetrics() *Metrics {
 		Help: "HTTP requests by route pattern and status code."}, []string{"route", "code"})
 	m.HTTPSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "warden_http_request_seconds",
 		Help: "HTTP request durations by route pattern.", Buckets: buckets}, []string{"route"})
+	m.zeroes()
 	m.Registry.MustRegister(m.HTTPRequests, m.HTTPSeconds)
 	m.Registry.MustRegister(m.Failures, m.Retries, m.Drivers, m.PoolReserved, m.PoolQueued, m.PoolLimit, m.EnvTransitions, m.DriftFound, m.DriftResolved)
 	m.Registry.MustRegister(m.Callbacks, m.Decision, m.Persist, m.MailboxDepth, m.Actors, m.Restarts, m.Passivations, m.Forwarded, m.Malformed,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+// The label values the alerting rules read (examples/prometheus), each
+// made to exist at 0 from start-up: Prometheus's increase() over a series
+// born at 1 is 0, so the first failure after every start would go
+// unalerted (issue 22).
+var (
+	failureRules  = []string{"M5", "M15", "M16", "M18", "M19", "M21", "M22"}
+	retryKinds    = []string{"stuck", "bootstrap", "environment", "internal_write"}
+	driverKinds   = []string{"dispatch", "bootstrap", "control_plane", "capability", "notify"}
+	driverOutcome = []string{"ok", "error"}
+)
+
+func (m *Metrics) zeroes() {
+	for _, r := range failureRules {
+		m.Failures.WithLabelValues(r).Add(0)
+	}
+	for _, k := range retryKinds {
+		m.Retries.WithLabelValues(k).Add(0)
+	}
+	for _, d := range driverKinds {
+		for _, o := range driverOutcome {
+			m.Drivers.WithLabelValues(d, o)
+		}
+	}
 }
 
 // RegisterStorage adds the store's health and its disk's space (S2, S9):

@@ -106,7 +106,7 @@ func (s *Server) owned(ent entityOf, ok admit, h httprouter.Handle) httprouter.H
 			fail.write(w)
 			return
 		}
-		owner, url := node.OwnerURL(shard)
+		owner, url := s.ownerOf(r.Context(), shard)
 		switch {
 		case r.Header.Get(forwardedBy) != "":
 			s.writeErr(w, fmt.Errorf("%w: %s %s: forwarded by %s to %s, which does not own shard %d (now %q); one hop only",
@@ -117,6 +117,50 @@ func (s *Server) owned(ent entityOf, ok admit, h httprouter.Handle) httprouter.H
 			s.forward(w, r, body, url, kind, id)
 		}
 	}
+}
+
+// movingWait bounds how long a request waits for a moving shard's new
+// owner before it is answered 503 (issue 22: creates sent right after the
+// nodes reported ready met shards still being placed). A move takes a
+// tick or two (100 ms each); a dead owner takes the failure detector's
+// second, by which time the caller had better retry.
+const movingWait = 2 * time.Second
+
+// ownerOf is the owner of shard and its URL, waiting up to movingWait for
+// one while the shard moves.
+func (s *Server) ownerOf(ctx context.Context, shard int) (string, string) {
+	node := s.opts.Cluster
+	owner, url := node.OwnerURL(shard)
+	for deadline := time.Now().Add(movingWait); url == "" && time.Now().Before(deadline); {
+		select {
+		case <-ctx.Done():
+			return owner, url
+		case <-time.After(50 * time.Millisecond):
+		}
+		if node.Owns(shard) {
+			return node.Name(), ""
+		}
+		owner, url = node.OwnerURL(shard)
+	}
+	return owner, url
+}
+
+// placed says whether every shard has a live owner in this node's view:
+// a cluster node is ready only then (issue 22).
+func placed(v cluster.View) bool {
+	alive := map[string]bool{}
+	for _, m := range v.Members {
+		alive[m.Name] = m.Alive
+	}
+	if len(v.Shards) != cluster.Shards {
+		return false
+	}
+	for _, sh := range v.Shards {
+		if sh.Owner == "" || !alive[sh.Owner] {
+			return false
+		}
+	}
+	return true
 }
 
 // peerClient forwards requests to owners: loopback or LAN, so a short

@@ -159,7 +159,7 @@ func (c *console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	sess := c.session(r)
 	if sess == nil {
-		if r.Method == http.MethodGet {
+		if r.Method == http.MethodGet || r.Method == http.MethodHead {
 			http.Redirect(w, r, "/ui/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
 			return
 		}
@@ -170,7 +170,7 @@ func (c *console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		c.post(w, r, sess, path)
 		return
 	}
-	if r.Method != http.MethodGet {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", "method not allowed on this page")
 		return
 	}
@@ -234,6 +234,12 @@ func (c *console) render(w http.ResponseWriter, r *http.Request, sess *session, 
 // origin when the browser says where it comes from; and failures from one
 // address are limited (issue 21).
 func (c *console) login(w http.ResponseWriter, r *http.Request) {
+	switch r.Method {
+	case http.MethodGet, http.MethodHead, http.MethodPost:
+	default:
+		writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", "method not allowed on this page")
+		return
+	}
 	if r.Method != http.MethodPost {
 		token := randomHex(32)
 		http.SetCookie(w, &http.Cookie{Name: loginCookie, Value: token, Path: "/ui/login", HttpOnly: true,
@@ -597,7 +603,7 @@ func (c *console) marquee(w http.ResponseWriter, r *http.Request, sess *session,
 		}
 		actions = append(actions, "disable", "enable")
 	}
-	c.render(w, r, sess, "marquee", "Marquee "+id, map[string]any{"V": v, "Timeline": timeline, "Actions": actions})
+	c.render(w, r, sess, "marquee", "Marquee "+id, map[string]any{"V": v, "Timeline": timeline, "Actions": actions, "ShowProgress": progressShown(st)})
 }
 
 func (c *console) environments(w http.ResponseWriter, r *http.Request, sess *session) {
@@ -636,15 +642,26 @@ func (c *console) environment(w http.ResponseWriter, r *http.Request, sess *sess
 		return
 	}
 	v := c.s.envView(e, defaultReceipts)
-	desired := "present"
-	if e.Desired == "removed" || e.Tombstone != nil {
-		desired = "absent"
-	}
 	var rows []resourceRow
 	for _, res := range e.Resources {
-		rows = append(rows, resourceRow{Resource: res, Desired: desired, Matches: (desired == "present") == (res.Status == "present")})
+		desired := desiredOf(e, res.Capability)
+		rows = append(rows, resourceRow{Resource: res, Desired: desired, Matches: desired == "kept" || (desired == "present") == (res.Status == "present")})
 	}
 	c.render(w, r, sess, "environment", "Environment "+id, map[string]any{"V": v, "Resources": rows, "Rules": actionRules})
+}
+
+// desiredOf is what an environment wants of one of its resources:
+// present while it is wanted, absent once removed, except its artifact,
+// a shared and immutable build output that removal keeps on purpose
+// (issue 22: a removed environment's artifact showed as a mismatch).
+func desiredOf(e environment.Env, c environment.Capability) string {
+	switch {
+	case e.Desired != "removed" && e.Tombstone == nil:
+		return "present"
+	case c == environment.Artifact:
+		return "kept"
+	}
+	return "absent"
 }
 
 // actionRules names the rule behind each environment action (E16).

@@ -249,4 +249,5 @@ func TestO7O8ConsoleInChromium(t *testing.T) {
 		require.NoError(t, err)
 		require.Greater(t, fi.Size(), int64(1000), name)
 	}
+	saveDocsScreenshots(t, shots)
 }

@@ -23,6 +23,8 @@ type fakeNode struct {
 	owns    bool
 	url     string
 	drained bool
+	// unplaced leaves shard 0 without an owner.
+	unplaced bool
 }
 
 func (n *fakeNode) Name() string { return "n1" }
@@ -32,6 +34,11 @@ func (n *fakeNode) View() cluster.View {
 	for s := 0; s < cluster.Shards; s++ {
 		v.Shards = append(v.Shards, cluster.ShardView{Shard: s, Owner: "n2", Epoch: 100 + int64(s)})
 	}
+	n.mu.Lock()
+	if n.unplaced {
+		v.Shards[0].Owner = ""
+	}
+	n.mu.Unlock()
 	return v
 }
 
@@ -167,4 +174,22 @@ func TestC9ClusterViewAndDrain(t *testing.T) {
 	require.Equal(t, http.StatusOK, st)
 	st, _, _ = w.do("POST", "/v1/internal/messages", "cluster-secret", map[string]any{"kind": "pool", "id": "default", "type": "nope"})
 	require.Equal(t, http.StatusBadRequest, st)
+}
+
+// TestIssue22AClusterNodeIsReadyOnceItsShardsArePlaced: /readyz of a
+// node whose view has a shard without a live owner is 503: creates sent
+// right after "ready" must not meet shards being placed.
+func TestIssue22AClusterNodeIsReadyOnceItsShardsArePlaced(t *testing.T) {
+	node := &fakeNode{unplaced: true}
+	w := newWorldWith(t, map[string]int{"default": 1}, func(_ *actors.Config, o *httpapi.Options) {
+		o.Cluster, o.ClusterToken = node, "cluster-secret"
+	})
+	st, v, _ := w.do("GET", "/readyz", "", nil)
+	require.Equal(t, http.StatusServiceUnavailable, st)
+	require.Contains(t, v["error"].(map[string]any)["message"], "still being placed")
+	node.mu.Lock()
+	node.unplaced = false
+	node.mu.Unlock()
+	st, _, _ = w.do("GET", "/readyz", "", nil)
+	require.Equal(t, http.StatusOK, st)
 }

@@ -251,8 +251,17 @@ func newLocalIssuer(t *testing.T) *localIssuer {
 	require.NoError(t, err)
 	li.signer, err = jose.NewSigner(jose.SigningKey{Algorithm: jose.RS256, Key: li.key}, (&jose.SignerOptions{}).WithType("JWT").WithHeader("kid", "k1"))
 	require.NoError(t, err)
+	// Its discovery document puts the key set where GitHub's does not:
+	// warden must follow jwks_uri (issue 22), not guess the path.
 	li.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/.well-known/jwks" {
+		switch r.URL.Path {
+		case "/.well-known/openid-configuration":
+			_ = json.NewEncoder(w).Encode(map[string]any{"issuer": li.srv.URL, "jwks_uri": li.srv.URL + "/keys/current",
+				"id_token_signing_alg_values_supported": []string{"RS256"}, "response_types_supported": []string{"id_token"},
+				"subject_types_supported": []string{"public"}})
+			return
+		case "/keys/current":
+		default:
 			w.WriteHeader(http.StatusNotFound)
 			return
 		}

@@ -41,6 +41,9 @@ func newAuthLimiter(now func() time.Time, reg *prometheus.Registry) *authLimiter
 	l := &authLimiter{now: now, buckets: map[string]*authBucket{},
 		limited: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "warden_auth_rate_limited_total",
 			Help: "Requests refused with 429 because their address failed to authenticate too often (console sign-in, operator API)."}, []string{"surface"})}
+	for _, surface := range []string{"api", "console"} {
+		l.limited.WithLabelValues(surface).Add(0) // at 0 from start-up, for increase() (issue 22)
+	}
 	var already prometheus.AlreadyRegisteredError
 	if err := reg.Register(l.limited); err != nil && !errors.As(err, &already) {
 		panic(err)

@@ -92,13 +92,21 @@ func lifecycleOf(st marquee.State) string {
 	return string(st.Lifecycle)
 }
 
-// progressOf is the progress shown: only while an attempt is under way;
-// a settled marquee has no step in progress.
+// progressOf is a tutorial marquee's progress, always: the contract
+// shows it (M16: a null while provisioning leaves it queued beside
+// lifecycle failed), and a field of the contract does not come and go.
+// The console hides it where it is noise (a settled marquee).
 func progressOf(st marquee.State) string {
-	if st.Kind != marquee.Tutorial || st.Tombstone != nil || st.Lifecycle.Settled() {
+	if st.Kind != marquee.Tutorial || st.Tombstone != nil {
 		return ""
 	}
 	return st.Progress.String()
+}
+
+// progressShown is whether the console shows the progress: only while an
+// attempt is under way.
+func progressShown(st marquee.State) bool {
+	return progressOf(st) != "" && !st.Lifecycle.Settled()
 }
 
 func (s *Server) listMarquees(w http.ResponseWriter, r *http.Request, _ httprouter.Params, _ Operator) {

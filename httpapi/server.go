@@ -172,6 +172,10 @@ func New(sys *actors.System, o Options) *Server {
 			s.writeErr(w, err)
 			return
 		}
+		if o.Cluster != nil && !placed(o.Cluster.View()) {
+			unavailable(w, "this cluster node is up; its shards are still being placed")
+			return
+		}
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 	})
 	metrics := promhttp.HandlerFor(sys.Metrics().Registry, promhttp.HandlerOpts{})
@@ -208,6 +212,8 @@ type routeTable struct {
 	list []Route
 }
 
+// GET serves HEAD as well (RFC 9110 section 9.1): the same handler,
+// whose body the server discards.
 func (t *routeTable) GET(path string, h httprouter.Handle)  { t.handle(http.MethodGet, path, h) }
 func (t *routeTable) POST(path string, h httprouter.Handle) { t.handle(http.MethodPost, path, h) }
 
@@ -216,13 +222,17 @@ func (t *routeTable) handle(method, path string, h httprouter.Handle) {
 	m := t.s.sys.Metrics()
 	label := method + " " + path
 	seconds := m.HTTPSeconds.WithLabelValues(label)
-	t.s.router.Handle(method, path, func(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+	timed := func(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 		start := time.Now()
 		rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
 		h(rec, r, p)
 		seconds.Observe(time.Since(start).Seconds())
 		m.HTTPRequests.WithLabelValues(label, strconv.Itoa(rec.code)).Inc()
-	})
+	}
+	t.s.router.Handle(method, path, timed)
+	if method == http.MethodGet {
+		t.s.router.Handle(http.MethodHead, path, timed)
+	}
 }
 
 // statusRecorder remembers the status code a handler wrote.

@@ -539,6 +539,7 @@ func (n *Node) View() View {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	v := n.view
+	v.Draining = n.draining // asked since the last tick (issue 22: a drain answered "draining": false)
 	v.Members = append([]MemberView(nil), v.Members...)
 	v.Shards = append([]ShardView(nil), v.Shards...)
 	return v

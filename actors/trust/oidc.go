@@ -2,10 +2,12 @@ package trust
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/coreos/go-oidc/v3/oidc"
@@ -29,8 +31,10 @@ const maxJWT = 8 << 10
 
 // OIDCConfig says which tokens to trust.
 type OIDCConfig struct {
-	Issuer   string
-	JWKSURL  string // default: Issuer + "/.well-known/jwks"
+	Issuer string
+	// JWKSURL is the issuer's key set; empty: the jwks_uri of the
+	// issuer's discovery document (/.well-known/openid-configuration).
+	JWKSURL  string
 	Audience string
 	// Repository ("owner/name") must equal the token's repository claim.
 	Repository string
@@ -57,33 +61,58 @@ func (e *OIDCError) Error() string { return "github oidc: " + e.Check }
 
 // OIDC verifies GitHub Actions tokens.
 type OIDC struct {
-	cfg      OIDCConfig
+	cfg OIDCConfig
+	mu  sync.Mutex
+	// verifier is built at once from a configured key set URL, else on
+	// first use from the issuer's discovery document (issue 22: an issuer
+	// whose jwks_uri is not <issuer>/.well-known/jwks was refused), so a
+	// start-up never waits for the issuer.
 	verifier *oidc.IDTokenVerifier
 }
 
-// NewOIDC builds a verifier; keys are fetched on first use, not here, so a
-// start-up never waits for the issuer.
+// NewOIDC builds a verifier; keys (and, without JWKSURL, the discovery
+// document) are fetched on first use, not here.
 func NewOIDC(cfg OIDCConfig) *OIDC {
-	if cfg.JWKSURL == "" {
-		cfg.JWKSURL = strings.TrimRight(cfg.Issuer, "/") + "/.well-known/jwks"
-	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
 	if cfg.Client == nil {
 		cfg.Client = &http.Client{Timeout: 10 * time.Second}
 	}
-	ctx := oidc.ClientContext(context.Background(), cfg.Client)
-	keys := oidc.NewRemoteKeySet(ctx, cfg.JWKSURL)
-	now := cfg.Now
-	v := oidc.NewVerifier(cfg.Issuer, keys, &oidc.Config{
-		ClientID:             cfg.Audience,
+	o := &OIDC{cfg: cfg}
+	if cfg.JWKSURL != "" {
+		ctx := oidc.ClientContext(context.Background(), cfg.Client)
+		o.verifier = oidc.NewVerifier(cfg.Issuer, oidc.NewRemoteKeySet(ctx, cfg.JWKSURL), o.config())
+	}
+	return o
+}
+
+func (o *OIDC) config() *oidc.Config {
+	now := o.cfg.Now
+	return &oidc.Config{
+		ClientID:             o.cfg.Audience,
 		SupportedSigningAlgs: []string{oidc.RS256, oidc.ES256},
 		// go-oidc compares exp with Now strictly; moving Now back gives
 		// the leeway.
 		Now: func() time.Time { return now().Add(-ExpiryLeeway) },
-	})
-	return &OIDC{cfg: cfg, verifier: v}
+	}
+}
+
+// verifierFor is the verifier, discovering the issuer's key set first if
+// it has not yet; a failed discovery is tried again on the next token.
+func (o *OIDC) verifierFor(ctx context.Context) (*oidc.IDTokenVerifier, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.verifier != nil {
+		return o.verifier, nil
+	}
+	// The provider's key set lives on past this request.
+	p, err := oidc.NewProvider(oidc.ClientContext(context.WithoutCancel(ctx), o.cfg.Client), o.cfg.Issuer)
+	if err != nil {
+		return nil, err
+	}
+	o.verifier = p.Verifier(o.config())
+	return o.verifier, nil
 }
 
 // IsJWT tells a JWT from other bearer tokens by its shape: three base64url
@@ -97,7 +126,11 @@ func (o *OIDC) Verify(ctx context.Context, raw string) (OIDCClaims, error) {
 	if len(raw) > maxJWT {
 		return OIDCClaims{}, &OIDCError{Check: fmt.Sprintf("token is over %d bytes", maxJWT)}
 	}
-	tok, err := o.verifier.Verify(oidc.ClientContext(ctx, o.cfg.Client), raw)
+	v, err := o.verifierFor(ctx)
+	if err != nil {
+		return OIDCClaims{}, &OIDCError{Check: "the issuer's discovery document could not be read: " + clip(err.Error())}
+	}
+	tok, err := v.Verify(oidc.ClientContext(ctx, o.cfg.Client), raw)
 	if err != nil {
 		return OIDCClaims{}, &OIDCError{Check: describeOIDC(err)}
 	}
@@ -139,12 +172,19 @@ func workflowMatches(want, got string) bool {
 }
 
 // describeOIDC turns go-oidc's errors into the check that failed, without
-// echoing the token.
+// echoing the token: by type where go-oidc has one (an expiry), by its
+// words for the rest, which it returns as plain errors.
 func describeOIDC(err error) string {
+	var expired *oidc.TokenExpiredError
+	var mismatch *oidc.IssuerMismatchError
+	switch {
+	case errors.As(err, &expired):
+		return "token expired"
+	case errors.As(err, &mismatch):
+		return "issuer is not the configured one"
+	}
 	msg := err.Error()
 	switch {
-	case strings.Contains(msg, "expired"):
-		return "token expired"
 	case strings.Contains(msg, "audience"):
 		return "audience is not this warden's"
 	case strings.Contains(msg, "issued by a different provider"):

@@ -106,28 +106,33 @@ func addClientCommands(root *cobra.Command, getenv func(string) string, stdout, 
 		return c
 	}
 
-	get := &cobra.Command{Use: "get", Short: "list marquees, environments, pools or actors"}
+	get := &cobra.Command{Use: "get TYPE [ID]", Short: "list marquees, environments, pools or actors, or get one",
+		Args: cobra.ArbitraryArgs, RunE: func(_ *cobra.Command, args []string) error { return unknownType("get", args) }}
 	filters := map[string]*string{}
 	listCmd := func(use, path string, names []string, table func([]map[string]any) [][]string, wide func([]map[string]any) [][]string) *cobra.Command {
-		c := shared(&cobra.Command{Use: use, Short: "list " + use, Args: cobra.NoArgs, RunE: func(*cobra.Command, []string) error {
-			q := url.Values{}
-			for _, n := range names {
-				if v := *filters[use+"/"+n]; v != "" {
-					q.Set(n, v)
+		c := shared(&cobra.Command{Use: use + " [ID]", Aliases: typeAliases[use], Short: "list " + use + ", or get one",
+			Args: cobra.MaximumNArgs(1), RunE: func(_ *cobra.Command, args []string) error {
+				if len(args) == 1 {
+					return o.getOne(path, args[0], table, wide)
 				}
-			}
-			rows, answer, err := o.list(path, q)
-			if err != nil {
-				return err
-			}
-			if done, err := o.print(answer); done {
-				return err
-			}
-			if o.output == "wide" && wide != nil {
-				return o.table(wide(rows))
-			}
-			return o.table(table(rows))
-		}})
+				q := url.Values{}
+				for _, n := range names {
+					if v := *filters[use+"/"+n]; v != "" {
+						q.Set(n, v)
+					}
+				}
+				rows, answer, err := o.list(path, q)
+				if err != nil {
+					return err
+				}
+				if done, err := o.print(answer); done {
+					return err
+				}
+				if o.output == "wide" && wide != nil {
+					return o.table(wide(rows))
+				}
+				return o.table(table(rows))
+			}})
 		for _, n := range names {
 			v := new(string)
 			filters[use+"/"+n] = v
@@ -142,11 +147,17 @@ func addClientCommands(root *cobra.Command, getenv func(string) string, stdout, 
 		listCmd("actors", "/v1/actors", nil, actorRows, nil),
 	)
 
-	describe := &cobra.Command{Use: "describe", Short: "one marquee or environment: status, next, timeline"}
+	describe := shared(&cobra.Command{Use: "describe [TYPE] ID", Short: "one marquee or environment: status, next, timeline",
+		Args: cobra.ArbitraryArgs, RunE: func(_ *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return unknownType("describe", args)
+			}
+			return o.describeAny(args[0])
+		}})
 	describe.AddCommand(
-		shared(&cobra.Command{Use: "marquee ID", Short: "a marquee: status, next step, attempt, and its history as a timeline", Args: cobra.ExactArgs(1),
+		shared(&cobra.Command{Use: "marquee ID", Aliases: typeAliases["marquees"], Short: "a marquee: status, next step, attempt, and its history as a timeline", Args: cobra.ExactArgs(1),
 			RunE: func(_ *cobra.Command, args []string) error { return o.describeMarquee(args[0]) }}),
-		shared(&cobra.Command{Use: "environment ID", Aliases: []string{"env"}, Short: "an environment: status, next step, desired and observed resources, drift, audit",
+		shared(&cobra.Command{Use: "environment ID", Aliases: typeAliases["environments"], Short: "an environment: status, next step, desired and observed resources, drift, audit",
 			Args: cobra.ExactArgs(1), RunE: func(_ *cobra.Command, args []string) error { return o.describeEnv(args[0]) }}),
 	)
 	var historyLimit int
@@ -179,13 +190,66 @@ func addClientCommands(root *cobra.Command, getenv func(string) string, stdout, 
 	var reap bool
 	destroy := action("destroy", "tear a tutorial marquee down (M7); --reap makes it a tombstone when destroyed", "/destroy", func() any { return map[string]any{"reap": reap} })
 	destroy.Flags().BoolVar(&reap, "reap", false, "reap the marquee once destroyed (M14)")
-	root.AddCommand(get, describe, history,
+	root.AddCommand(get, describe, history, o.waitCommand(shared),
 		action("redeploy", "supersede the current attempt with a new generation (M6)", "/redeploy", func() any { return nil }),
 		destroy,
 		action("disable", "stop serving (M8)", "/disable", func() any { return nil }),
 		action("enable", "serve again (M8)", "/enable", func() any { return nil }),
 		action("run-now", "cut a waiting back-off short and make its transition now (O5)", "/actions/run-now", func() any { return nil }),
 	)
+}
+
+// typeAliases are the names people type for each resource type (issue
+// 22), as kubectl takes pod, pods and po.
+var typeAliases = map[string][]string{
+	"marquees":     {"marquee", "mq", "mqs"},
+	"environments": {"environment", "env", "envs"},
+	"pools":        {"pool"},
+	"actors":       {"actor"},
+}
+
+// unknownType is the usage error of get or describe with a type it does
+// not know, or none.
+func unknownType(cmd string, args []string) error {
+	valid := "marquees (marquee, mq), environments (environment, env, envs), pools (pool), actors (actor)"
+	if cmd == "describe" {
+		valid = "marquee (mq), environment (env); or an id alone"
+	}
+	if len(args) == 0 {
+		return usageError("%s needs a resource type: %s", cmd, valid)
+	}
+	return usageError("%s: unknown resource type %q; valid types: %s", cmd, args[0], valid)
+}
+
+// getOne is `get TYPE ID`: one row of the type's table.
+func (o *clientOptions) getOne(path, id string, table, wide func([]map[string]any) [][]string) error {
+	answer, err := o.call(http.MethodGet, path+"/"+url.PathEscape(id), nil)
+	if err != nil {
+		return err
+	}
+	if done, err := o.print(answer); done {
+		return err
+	}
+	if o.output == "wide" && wide != nil {
+		return o.table(wide([]map[string]any{answer}))
+	}
+	return o.table(table([]map[string]any{answer}))
+}
+
+// describeAny is `describe ID`: the marquee of that id, else the
+// environment, else a message that names both.
+func (o *clientOptions) describeAny(id string) error {
+	if _, err := o.call(http.MethodGet, "/v1/marquees/"+url.PathEscape(id), nil); err == nil {
+		return o.describeMarquee(id)
+	} else if !strings.Contains(err.Error(), "not_found") {
+		return err
+	}
+	if _, err := o.call(http.MethodGet, "/v1/environments/"+url.PathEscape(id), nil); err == nil {
+		return o.describeEnv(id)
+	} else if !strings.Contains(err.Error(), "not_found") {
+		return err
+	}
+	return fmt.Errorf("no marquee or environment %q (say which with: warden describe marquee|environment ID)", id)
 }
 
 // list follows cursors and returns every row, and the whole answer (the
@@ -391,11 +455,15 @@ func (o *clientOptions) describeEnv(id string) error {
 	}
 	fmt.Fprintln(w, "Resources (desired | observed):")
 	rows := [][]string{{"  CAPABILITY", "IDENTITY", "DESIRED", "OBSERVED"}}
-	desired := "present"
-	if str(view, "desired") == "removed" {
-		desired = "absent"
-	}
 	for _, r := range asMaps(view["resources"]) {
+		desired := "present"
+		switch {
+		case str(view, "desired") != "removed":
+		case str(r, "capability") == "artifact":
+			desired = "kept" // shared, immutable: removal keeps it on purpose
+		default:
+			desired = "absent"
+		}
 		rows = append(rows, []string{"  " + str(r, "capability"), str(r, "identity"), desired, str(r, "status")})
 	}
 	if err := o.table(rows); err != nil {

@@ -89,3 +89,63 @@ func TestO9TheBinaryIsAlsoTheClient(t *testing.T) {
 	require.Equal(t, 0, code)
 	require.True(t, strings.HasPrefix(out, "warden "))
 }
+
+// TestIssue22TheCLIFollowsItsUsersHabits: the resource types people type
+// (aliases, one item by id, describe by id alone), a usage error that
+// says so and exits 2, and `warden wait`.
+func TestIssue22TheCLIFollowsItsUsersHabits(t *testing.T) {
+	ok := okScript(t)
+	p := startProc(t, t.TempDir()+"/data", freePort(t), "--dispatch", "exec", "--dispatch-command", ok, "--bootstrap", "exec", "--bootstrap-command", ok)
+	st, v := p.do("POST", "/v1/marquees", "op-secret", map[string]any{"id": "m-3", "kind": "tutorial"})
+	require.Equal(t, 201, st, "%v", v)
+	st, _ = p.do("POST", "/v1/environments", "op-secret", map[string]any{"id": "env-3", "branch": "main", "revision": "r1"})
+	require.Equal(t, 201, st)
+	env := func(k string) string {
+		return map[string]string{"WARDEN_URL": p.url, "WARDEN_OPERATOR_TOKEN": "op-secret"}[k]
+	}
+	cli := func(args ...string) (int, string, string) {
+		var out, errs bytes.Buffer
+		code := run(args, env, &out, &errs)
+		return code, out.String(), errs.String()
+	}
+	for _, alias := range []string{"envs", "env", "environment", "environments"} {
+		code, out, errs := cli("get", alias)
+		require.Equal(t, 0, code, "get %s: %s", alias, errs)
+		require.Contains(t, out, "env-3")
+	}
+	code, out, errs := cli("get", "marquee", "m-3")
+	require.Equal(t, 0, code, errs)
+	require.Regexp(t, `(?m)^m-3\s+tutorial`, out, "one marquee, as a row")
+	code, out, _ = cli("get", "mq", "m-3", "-o", "json")
+	require.Equal(t, 0, code)
+	require.Contains(t, out, `"id": "m-3"`)
+	code, out, _ = cli("describe", "m-3")
+	require.Equal(t, 0, code)
+	require.Contains(t, out, "Marquee:     m-3")
+	code, out, _ = cli("describe", "env-3")
+	require.Equal(t, 0, code)
+	require.Contains(t, out, "Environment: env-3")
+	code, _, errs = cli("describe", "nothing-here")
+	require.Equal(t, 1, code)
+	require.Contains(t, errs, "no marquee or environment")
+
+	for _, args := range [][]string{{"get", "frobs"}, {"get"}, {"frobnicate"}, {"get", "marquees", "--frobnicate"}, {"describe"}} {
+		code, out, errs := cli(args...)
+		require.Equal(t, exitUsage, code, "%v", args)
+		require.Empty(t, out, "%v: no help text on stdout", args)
+		require.Contains(t, errs, "Run 'warden --help' for usage.", "%v", args)
+	}
+	code, _, errs = cli("get", "frobs")
+	require.Equal(t, exitUsage, code)
+	require.Contains(t, errs, "marquees (marquee, mq), environments (environment, env, envs)")
+
+	code, out, errs = cli("wait", "mq", "m-3", "--for", "generation=1", "--for", "lifecycle=provisioning", "--timeout", "30s")
+	require.Equal(t, 0, code, errs)
+	require.Contains(t, out, "generation=1, lifecycle=provisioning")
+	code, out, errs = cli("wait", "env", "env-3", "--for", "desired=ready", "--timeout", "30s")
+	require.Equal(t, 0, code, errs)
+	require.Contains(t, out, "desired=ready")
+	code, _, errs = cli("wait", "marquee", "m-3", "--for", "lifecycle=destroyed", "--timeout", "600ms")
+	require.Equal(t, 1, code)
+	require.Contains(t, errs, `lifecycle is "provisioning", want "destroyed"`)
+}

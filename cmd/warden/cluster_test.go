@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -100,4 +101,48 @@ func TestC10MakeCluster(t *testing.T) {
 	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
 	require.NoError(t, cmd.Wait())
 	require.Equal(t, 3, strings.Count(log.String(), "msg=stopped"), "every node stopped cleanly: %s", log)
+}
+
+// TestIssue22MakeRunStopsCleanlyOnCtrlC: Ctrl-C in a terminal stops make
+// run's warden cleanly, and make prints no "*** Interrupt". Make says it
+// only on a terminal, so the test types Ctrl-C into one (tmux, Debian's
+// package; .ci/run installs it).
+func TestIssue22MakeRunStopsCleanlyOnCtrlC(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs make run in a terminal")
+	}
+	tmux, err := exec.LookPath("tmux")
+	if err != nil {
+		t.Skip("tmux is not installed (Debian package tmux; .ci/run installs it)")
+	}
+	addr, dir := freePort(t), t.TempDir()
+	root, err := filepath.Abs("../..")
+	require.NoError(t, err)
+	sock := filepath.Join(dir, "tmux.sock")
+	tm := func(args ...string) string {
+		out, err := exec.Command(tmux, append([]string{"-S", sock}, args...)...).CombinedOutput()
+		require.NoError(t, err, "tmux %v: %s", args, out)
+		return string(out)
+	}
+	tm("new-session", "-d", "-s", "run", "-x", "250", "-y", "50")
+	t.Cleanup(func() { _ = exec.Command(tmux, "-S", sock, "kill-server").Run() })
+	tm("send-keys", "-t", "run", fmt.Sprintf("make -C %s run DATA=%s/data LISTEN=%s; echo make-exited", root, dir, addr), "Enter")
+	require.Eventually(t, func() bool {
+		resp, err := http.Get("http://" + addr + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	}, 3*time.Minute, 100*time.Millisecond, "make run came up")
+	tm("send-keys", "-t", "run", "C-c")
+	var screen string
+	require.Eventually(t, func() bool {
+		screen = tm("capture-pane", "-t", "run", "-p", "-S", "-200")
+		return strings.Contains(screen, "msg=stopped")
+	}, 30*time.Second, 100*time.Millisecond, "warden stopped")
+	time.Sleep(500 * time.Millisecond)
+	screen = tm("capture-pane", "-t", "run", "-p", "-S", "-200")
+	require.Contains(t, screen, "store_closed=true")
+	require.NotContains(t, screen, "Interrupt", "make prints nothing of an interrupt:\n%s", screen)
 }

@@ -232,7 +232,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.StringVar(&c.OIDCAudience, "oidc-audience", "", "audience a GitHub OIDC token must carry (default: the public URL) (T4)")
 	fs.StringVar(&c.OIDCRepository, "oidc-repository", "", "owner/name a GitHub OIDC token must come from (T4)")
 	fs.StringVar(&c.OIDCWorkflowRef, "oidc-workflow-ref", "", "workflow (owner/name/.github/workflows/file.yml[@ref]) a GitHub OIDC token must come from (T4)")
-	fs.StringVar(&c.OIDCJWKSURL, "oidc-jwks-url", "", "the issuer's key set (default <issuer>/.well-known/jwks) (T4)")
+	fs.StringVar(&c.OIDCJWKSURL, "oidc-jwks-url", "", "the issuer's key set (default: the jwks_uri of the issuer's discovery document) (T4)")
 	fs.StringVar(&c.OperatorsFile, "operators-file", "", "named operators and viewers: `name role sha256-of-token` a line (T8)")
 	fs.StringVar(&c.SealKeyFile, "seal-key-file", "", "keyring that seals secrets at rest (default <data>/seal.key, created when absent) (T10)")
 	fs.Var(listFlag{&c.DriverEnv}, "driver-env", "environment variable passed to driver processes besides PATH, HOME, LANG, TMPDIR (repeatable) (T9)")

@@ -40,8 +40,9 @@ func runEnv(args []string, getenv func(string) string, stdout, stderr io.Writer)
        warden env get ID
 
 The server is --server or WARDEN_URL (default http://127.0.0.1:8080); the
-token is WARDEN_OPERATOR_TOKEN. Prints warden's answer (JSON) on one line;
-exits 1 with warden's message when it refuses, 2 on a usage error.
+token is WARDEN_OPERATOR_TOKEN. Prints a line about the environment, or
+with -o json warden's whole answer on one line; exits 1 with warden's
+message when it refuses, 2 on a usage error.
 `)
 	}
 	if len(args) == 0 {
@@ -61,6 +62,7 @@ exits 1 with warden's message when it refuses, 2 on a usage error.
 	reason := fs.String("reason", "", "why (remove, action)")
 	ifAbsent := fs.Bool("if-absent", false, "create: an environment that already exists is success")
 	ifPresent := fs.Bool("if-present", false, "remove: an environment that does not exist is success")
+	output := fs.String("o", "text", "text (a line about the environment) or json (warden's whole answer)")
 	// Positional arguments first (warden env remove ID --reason R), then
 	// flags: the flag package stops at the first non-flag.
 	var positional []string
@@ -71,6 +73,10 @@ exits 1 with warden's message when it refuses, 2 on a usage error.
 		return envExitUsage
 	}
 	positional = append(positional, fs.Args()...)
+	if *output != "text" && *output != "json" {
+		fmt.Fprintf(stderr, "warden env: -o %q: want text or json\n", *output)
+		return envExitUsage
+	}
 	c := &envClient{server: strings.TrimRight(*server, "/"), token: getenv("WARDEN_OPERATOR_TOKEN"),
 		client: &http.Client{Timeout: 30 * time.Second}, sleep: time.Sleep}
 	if c.token == "" {
@@ -115,7 +121,11 @@ exits 1 with warden's message when it refuses, 2 on a usage error.
 		}
 		status, answer, err = c.do(http.MethodPost, "/v1/environments/"+url.PathEscape(positional[0])+"/remove", map[string]any{"reason": *reason})
 		if err == nil && status == http.StatusNotFound && *ifPresent {
-			fmt.Fprintf(stdout, "{\"id\":%q,\"removed\":\"absent\"}\n", positional[0])
+			if *output == "json" {
+				fmt.Fprintf(stdout, "{\"id\":%q,\"removed\":\"absent\"}\n", positional[0])
+			} else {
+				fmt.Fprintf(stdout, "%s: absent, nothing to remove\n", positional[0])
+			}
 			return envExitOK
 		}
 	case "action":
@@ -143,8 +153,30 @@ exits 1 with warden's message when it refuses, 2 on a usage error.
 		fmt.Fprintf(stderr, "warden env %s: warden answered %d: %s\n", cmd, status, line)
 		return envExitRefused
 	}
-	fmt.Fprintln(stdout, line)
+	if *output == "json" {
+		fmt.Fprintln(stdout, line)
+	} else {
+		fmt.Fprintln(stdout, envSummary(answer))
+	}
 	return envExitOK
+}
+
+// envSummary is one line about an environment view: what a person reads
+// after a create or a removal (issue 22: the whole view, receipts and
+// all, was 6 KB of escaped JSON).
+func envSummary(answer []byte) string {
+	var v struct {
+		ID, Branch, State, Desired, Status, URL string
+		Generation                              uint64
+	}
+	if json.Unmarshal(answer, &v) != nil || v.ID == "" {
+		return compactJSON(answer)
+	}
+	line := fmt.Sprintf("%s (branch %s): %s (desired %s, generation %d): %s", v.ID, v.Branch, v.State, v.Desired, v.Generation, v.Status)
+	if v.URL != "" {
+		line += " " + v.URL
+	}
+	return line
 }
 
 // do sends one request; a 503 (warden starting, stopping or busy) and a

@@ -34,11 +34,16 @@ func TestW7EnvCommandsAgainstARealWarden(t *testing.T) {
 		code := runEnv(args, env, &out, &errs)
 		return code, out.String(), errs.String()
 	}
-	create := []string{"create", "--id", "pr-7-3f2c9e1", "--branch", "feature-search", "--revision", "3f2c9e1aa", "--ttl", "72h"}
+	create := []string{"create", "--id", "pr-7-3f2c9e1", "--branch", "feature-search", "--revision", "3f2c9e1aa", "--ttl", "72h", "-o", "json"}
 	code, out, errs := run(create...)
 	require.Equal(t, envExitOK, code, errs)
 	require.Contains(t, out, `"id":"pr-7-3f2c9e1"`)
 	require.Equal(t, 1, strings.Count(out, "\n"), "one line")
+	code, out, _ = run("get", "pr-7-3f2c9e1")
+	require.Equal(t, envExitOK, code)
+	require.True(t, strings.HasPrefix(out, "pr-7-3f2c9e1 (branch feature-search): "), "by default a line a person reads (issue 22): %s", out)
+	require.Contains(t, out, "desired ready, generation 1")
+	require.Less(t, len(out), 400)
 
 	code, _, errs = run(create...)
 	require.Equal(t, envExitRefused, code)
@@ -50,7 +55,7 @@ func TestW7EnvCommandsAgainstARealWarden(t *testing.T) {
 
 	code, out, errs = run("remove", "pr-7-3f2c9e1", "--reason", "pull request closed")
 	require.Equal(t, envExitOK, code, errs)
-	require.Contains(t, out, `"desired":"removed"`)
+	require.Contains(t, out, "desired removed")
 
 	code, _, errs = run("remove", "pr-8-0000000", "--reason", "x")
 	require.Equal(t, envExitRefused, code)
@@ -89,8 +94,7 @@ func TestW7PreviewScriptFollowsAPullRequest(t *testing.T) {
 	}
 	first, second := "ABCDEF1234567890abcdef1234567890abcdef12", "0123456789abcdef0123456789abcdef01234567"
 	out := preview("create", "HEAD_SHA="+first)
-	require.Contains(t, out, `"id":"pr-12-abcdef1"`)
-	require.Contains(t, out, `"branch":"feature-search-v2"`, "a branch name made valid")
+	require.Contains(t, out, "pr-12-abcdef1 (branch feature-search-v2)", "a branch name made valid")
 	preview("create", "HEAD_SHA="+first) // the job run again
 
 	preview("create", "HEAD_SHA="+second)

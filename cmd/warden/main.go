@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -31,17 +32,38 @@ func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code)
 func run(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	root := newRoot(getenv, stdout, stderr)
 	root.SetArgs(args)
+	// A flag that does not parse is a usage error, as cobra's own "unknown
+	// command" and argument-count errors are (issue 22: exit 2, and say
+	// where the usage is).
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return statusError{exitUsage, err} })
 	err := root.Execute()
 	var exit exitError
+	var se statusError
 	switch {
 	case err == nil:
 		return 0
 	case errors.As(err, &exit):
 		return exit.code
+	case errors.As(err, &se) && se.code == exitUsage, isCobraUsage(err):
+		fmt.Fprintln(stderr, "warden:", err)
+		fmt.Fprintln(stderr, "Run 'warden --help' for usage.")
+		return exitUsage
 	default:
 		fmt.Fprintln(stderr, "warden:", err)
 		return 1
 	}
+}
+
+// isCobraUsage recognizes cobra's usage errors, which it returns as plain
+// errors: an unknown command, a wrong number of arguments.
+func isCobraUsage(err error) bool {
+	msg := err.Error()
+	for _, p := range []string{"unknown command ", "accepts ", "requires at least ", "requires at most ", "unknown flag", "unknown shorthand flag"} {
+		if strings.HasPrefix(msg, p) {
+			return true
+		}
+	}
+	return false
 }
 
 func newRoot(getenv func(string) string, stdout, stderr io.Writer) *cobra.Command {

@@ -22,7 +22,7 @@ import (
 // destroy ends in destroyed with the Terraform state empty.
 func TestW5WorkflowScriptsWithRealTerraform(t *testing.T) {
 	if _, err := exec.LookPath("terraform"); err != nil {
-		t.Skip("terraform is not on the PATH: W5's end-to-end run needs it (Terraform 1.11 with no provider downloads)")
+		t.Skip("terraform is not on the PATH: W5's end-to-end run needs it (Terraform 1.5 or later, as examples/terraform requires; no provider downloads)")
 	}
 	if testing.Short() {
 		t.Skip("runs real terraform init/apply/destroy")

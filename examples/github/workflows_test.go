@@ -126,3 +126,22 @@ func TestW4ScriptsAreValidShell(t *testing.T) {
 		require.NotZero(t, fi.Mode()&0o111, "%s is not executable", s)
 	}
 }
+
+// TestIssue22ShellcheckPasses runs shellcheck, as the issue's reviewer
+// did, over every script the project ships (Debian's shellcheck; .ci/run
+// installs it).
+func TestIssue22ShellcheckPasses(t *testing.T) {
+	sc, err := exec.LookPath("shellcheck")
+	if err != nil {
+		t.Skip("shellcheck is not installed (Debian package shellcheck; .ci/run installs it)")
+	}
+	var scripts []string
+	for _, g := range []string{"scripts/*.sh", "../other-ci/*.sh", "../../scripts/*.sh", "../../.ci/run"} {
+		m, err := filepath.Glob(g)
+		require.NoError(t, err)
+		scripts = append(scripts, m...)
+	}
+	require.NotEmpty(t, scripts)
+	out, err := exec.Command(sc, scripts...).CombinedOutput()
+	require.NoError(t, err, "shellcheck:\n%s", out)
+}

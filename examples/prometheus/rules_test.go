@@ -5,6 +5,7 @@ package prometheus
 
 import (
 	"os"
+	"os/exec"
 	"regexp"
 	"testing"
 
@@ -39,4 +40,18 @@ func TestO13AlertingRulesLoad(t *testing.T) {
 	}
 	require.Subset(t, names, []string{"WardenMarqueeRetriesExhausted", "WardenDriftOpenForLong", "WardenPoolQueueWaitingLong", "WardenActorsParked",
 		"WardenStorageFailed", "WardenStorageLow"})
+}
+
+// TestO13AlertsFireOnSeriesAsWardenExportsThem runs promtool's rule unit
+// tests (warden-alerts.test.yml): among them the first M21 failure after
+// a start, over a counter that was at 0 before it (issue 22). Debian's
+// prometheus package brings promtool; .ci/run installs it.
+func TestO13AlertsFireOnSeriesAsWardenExportsThem(t *testing.T) {
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		t.Skip("promtool is not installed (Debian package prometheus; .ci/run installs it)")
+	}
+	out, err := exec.Command(promtool, "test", "rules", "warden-alerts.test.yml").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.Contains(t, string(out), "SUCCESS")
 }

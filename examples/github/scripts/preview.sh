@@ -15,11 +15,11 @@ warden=${WARDEN_BIN:-warden}
 : "${PR_NUMBER:?PR_NUMBER is not set}"
 
 # id_for names the preview of one head commit.
-id_for() { printf 'pr-%s-%s' "$PR_NUMBER" "$(printf '%s' "$1" | cut -c1-7 | tr 'A-Z' 'a-z')"; }
+id_for() { printf 'pr-%s-%s' "$PR_NUMBER" "$(printf '%s' "$1" | cut -c1-7 | tr '[:upper:]' '[:lower:]')"; }
 
 # Warden's names are [a-z0-9][a-z0-9-]{0,62}: a branch like
 # "Feature/Search_v2" becomes "feature-search-v2".
-branch=$(printf '%s' "${PR_BRANCH:-}" | tr 'A-Z' 'a-z' | tr -c 'a-z0-9\n' '-' | sed 's/^-*//; s/-*$//' | cut -c1-63)
+branch=$(printf '%s' "${PR_BRANCH:-}" | tr '[:upper:]' '[:lower:]' | tr -c 'a-z0-9\n' '-' | sed 's/^-*//; s/-*$//' | cut -c1-63)
 
 case $what in
 create)
