@@ -17,7 +17,7 @@ const (
 	maxDeliveryID = 200
 )
 
-// wireCallback is the webhook body (http-api.md).
+// wireCallback is the webhook body (docs/rules/http-api.md).
 type wireCallback struct {
 	MarqueeID  string          `json:"marquee_id"`
 	Verb       string          `json:"verb"`

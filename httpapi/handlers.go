@@ -202,7 +202,7 @@ func (s *Server) actors(w http.ResponseWriter, _ *http.Request, _ httprouter.Par
 	writeJSON(w, http.StatusOK, map[string]any{"items": s.sys.Actors(), "ready": s.sys.Ready()})
 }
 
-// View is the operator's view of a marquee (http-api.md). Secrets are
+// View is the operator's view of a marquee (docs/rules/http-api.md). Secrets are
 // replaced by "[redacted]".
 type View struct {
 	ID        string          `json:"id"`

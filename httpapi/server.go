@@ -1,6 +1,6 @@
 // Package httpapi is warden's wire surface on httprouter: the Terraform
 // webhook, the operator API over marquees, pools and actors, health,
-// readiness and metrics (shared/spec/http-api.md). Every handler turns a
+// readiness and metrics (docs/rules/http-api.md). Every handler turns a
 // request into one message to an actor and maps the answer to the
 // contract's status codes; nothing here decides a rule.
 package httpapi
@@ -403,7 +403,7 @@ type answer struct {
 }
 
 // answerOf is the one place an error kind becomes a status code, a code
-// word and, for the retryable ones, a Retry-After (http-api.md "Errors").
+// word and, for the retryable ones, a Retry-After (docs/rules/http-api.md "Errors").
 var answerOf = map[errs.Kind]answer{
 	errs.Invalid:              {http.StatusBadRequest, "invalid_request", ""},
 	errs.NotFound:             {http.StatusNotFound, "not_found", ""},

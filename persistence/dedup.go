@@ -60,7 +60,7 @@ func (s *Store) DedupIDs(marqueeID string, max int) (ids []string, complete bool
 	return ids, complete, err
 }
 
-// PruneDedup deletes delivery records older than cutoff (http-api.md keeps
+// PruneDedup deletes delivery records older than cutoff (docs/rules/http-api.md keeps
 // them at least 72 hours) and returns how many went.
 func (s *Store) PruneDedup(cutoff time.Time) (int, error) {
 	var stale [][]byte

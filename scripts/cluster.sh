@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # make cluster: three warden nodes on this machine, each embedding an etcd
-# member (cluster.md C10). HTTP on 127.0.0.1:8181, :8182, :8183; etcd
+# member (docs/rules/cluster.md C10). HTTP on 127.0.0.1:8181, :8182, :8183; etcd
 # clients on :2381-2383 and peers on :2391-2393; data under ./data/cluster.
 # Ctrl-C stops all three.
 set -euo pipefail

@@ -1,4 +1,4 @@
-// Package sim is warden's deterministic simulator (shared/spec/simulation.md):
+// Package sim is warden's deterministic simulator (docs/rules/simulation.md):
 // the real actors, state machines, HTTP handlers and Pebble store, driven on
 // one goroutine from one seed on a virtual clock, against a simulated
 // workflow runner, cloud, control plane and operators, with faults at every

@@ -14,7 +14,7 @@ func report(t *testing.T, r Result) {
 	t.Errorf("seed %d: %v\n%s\ntrace tail:\n%s\nreplay: go run ./cmd/warden sim --seed %d", r.Seed, r.Violation, r.Config, strings.Join(tail, "\n"), r.Seed)
 }
 
-// TestSeedsWithDeterminism is the CI batch (simulation.md: at least 200
+// TestSeedsWithDeterminism is the CI batch (docs/rules/simulation.md: at least 200
 // seeds, each run twice and compared, each checked against a fault-free
 // run of its workload). Under the race detector (make test runs every
 // package with it) 30 seeds show the code paths race-clean; make test then

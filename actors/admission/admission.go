@@ -1,6 +1,6 @@
 // Package admission is the pure state machine of an admission pool: the
 // capacity limit on concurrent provisioning work as one serialized transition
-// (rules A1-A10 in shared/spec/admission.md).
+// (rules A1-A10 in docs/rules/admission.md).
 //
 // The machine does no I/O and reads no clock: Step takes the pool, an event
 // and the time, and returns the new pool and a Ready (actors/entity): the

@@ -1,5 +1,5 @@
 // Package cluster runs warden on several nodes that share one entity space
-// on etcd (cluster.md C2-C5, C9).
+// on etcd (docs/rules/cluster.md C2-C5, C9).
 //
 // The entity space is split into a fixed number of shards by a hash of an
 // entity's kind and id. A node owns a shard by holding the shard's key in

@@ -50,7 +50,7 @@ func KindOf(err error) Kind {
 	return Transient
 }
 
-// DispatchRequest is one workflow dispatch (http-api.md, "Workflow
+// DispatchRequest is one workflow dispatch (docs/rules/http-api.md, "Workflow
 // dispatch"). The generation rides in the inputs so every callback echoes it.
 // CallbackToken is the run's scoped credential (T1): a secret, sent as a
 // workflow input (GitHub masks it first) or on an exec driver's stdin,

@@ -1,5 +1,5 @@
 // Package environment is the pure state machine of one preview environment
-// (rules E1-E16 and invariants I11-I14 in shared/spec/environment.md): a
+// (rules E1-E16 and invariants I11-I14 in docs/rules/environment.md): a
 // named promise that branch B at revision R is served at a URL, with every
 // resource it owns.
 //

@@ -10,7 +10,7 @@ import (
 )
 
 // Config holds the durations and limits of the rules. Every one is a
-// default the operator can change (marquee.md).
+// default the operator can change (docs/rules/marquee.md).
 type Config struct {
 	// StaleAfter: no accepted callback for this long makes an attempt
 	// stuck (M21).
@@ -165,7 +165,7 @@ func (m Machine) Step(s State, ev Event, now time.Time) (State, Ready) {
 	return s, out
 }
 
-// CallbackReply is the body of every callback answer (http-api.md).
+// CallbackReply is the body of every callback answer (docs/rules/http-api.md).
 type CallbackReply struct {
 	Result             Result `json:"result"`
 	MarqueeID          string `json:"marquee_id"`
@@ -204,7 +204,7 @@ func operatorBy(out Ready, by string) Ready {
 func (m Machine) onTombstone(s State, ev Event, now time.Time) Ready {
 	switch e := ev.(type) {
 	case Callback:
-		// http-api.md: a callback for a reaped marquee gets 200 stale.
+		// docs/rules/http-api.md: a callback for a reaped marquee gets 200 stale.
 		return Ready{Answer: Stale, Records: []Entry{{At: now, Source: SourceCallback, Verb: string(e.Verb), Generation: s.Generation, DeliveryID: e.DeliveryID, Auth: e.Auth,
 			ReceivedGeneration: e.Generation, Result: Stale, Detail: "marquee is a tombstone"}}}
 	case Redeploy, Destroy, Disable, Enable:

@@ -1,6 +1,6 @@
 // Package marquee is the pure state machine of one marquee: a Docker host
 // whose VM is provisioned out of band by a Terraform workflow that calls back
-// (rules M1-M23 and invariants I1-I6 in shared/spec/marquee.md).
+// (rules M1-M23 and invariants I1-I6 in docs/rules/marquee.md).
 //
 // Machine.Step(state, event, now) returns the new state and a Ready
 // (actors/entity): the result to answer and its encoded reply, the history
@@ -119,7 +119,7 @@ const (
 	ActionDestroy  Action = "destroy"
 )
 
-// Result is the answer word of a callback (http-api.md).
+// Result is the answer word of a callback (docs/rules/http-api.md).
 type Result string
 
 const (

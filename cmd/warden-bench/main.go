@@ -48,7 +48,7 @@ func main() {
 	pathsFlag := flag.String("paths", "noop,terraform,scoped,signed,postgres", "webhook paths to load, in order: noop, terraform (shared token), scoped, signed (Standard Webhooks), postgres (the PostgreSQL baseline; skipped with a note where PostgreSQL is not installed)")
 	scale := flag.Bool("scale", false, "measure actors at scale (memory, activation, start-up) instead of the webhook path")
 	sizes := flag.String("sizes", "10000,100000,1000000", "stored marquees for the start-up figure")
-	clusterBench := flag.Bool("cluster", false, "measure three nodes on etcd against one node on this machine (cluster.md C8)")
+	clusterBench := flag.Bool("cluster", false, "measure three nodes on etcd against one node on this machine (docs/rules/cluster.md C8)")
 	flag.StringVar(&wardenBin, "warden", "", "the warden binary -cluster starts (default: build ./cmd/warden); an A/B of two builds runs this twice")
 	lists := flag.Bool("lists", false, "measure the operator surfaces (lists, console pages, the metrics census) over a large store")
 	listSize := flag.Int("list-size", 100_000, "stored marquees for -lists")
@@ -174,7 +174,7 @@ type result struct {
 }
 
 // A path is one way of calling the webhook: the no-op baseline and the
-// durable path under each callback mode (trust.md T1-T3).
+// durable path under each callback mode (docs/rules/trust.md T1-T3).
 type path struct {
 	name     string // as reported
 	endpoint string // noop or terraform
@@ -585,7 +585,7 @@ func (b *bench) load(p path, conns int, d time.Duration) result {
 // verificationCost measures each callback mode's authentication alone with
 // the Go benchmark BenchmarkCallbackAuth and sets it beside the durable
 // path's server CPU per request measured above: a precise figure for
-// trust.md's budget ("verification may cost at most 10% of the durable
+// docs/rules/trust.md's budget ("verification may cost at most 10% of the durable
 // throughput"), where the end-to-end rows move by more than that from run
 // to run on two shared cores.
 func verificationCost(rs []result) string {

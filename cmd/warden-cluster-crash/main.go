@@ -1,5 +1,5 @@
 // Command warden-cluster-crash is the cluster's fault-injection test
-// (cluster.md C6-C8): three real warden processes on loopback, each
+// (docs/rules/cluster.md C6-C8): three real warden processes on loopback, each
 // embedding an etcd member, under load from marquee workflows and
 // operators sent to all three, while it kills the owner of the busiest
 // shard with SIGKILL, pauses an owner with SIGSTOP for longer than its

@@ -20,7 +20,7 @@ import (
 	"github.com/wardenhq/warden/actors/marquee"
 )
 
-// `warden callback` is the workflow's side of the wire (workflow.md
+// `warden callback` is the workflow's side of the wire (docs/rules/workflow.md
 // W1-W3): one callback, configured from the environment the workflow sets,
 // the credential never on the command line, retried where a retry can
 // help and stopped where it cannot, with an exit status a workflow can

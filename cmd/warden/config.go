@@ -62,7 +62,7 @@ type config struct {
 	EnvReconcileEvery time.Duration
 	EnvLease          time.Duration
 	EnvRetryBackoff   time.Duration
-	// Trust (trust.md): callback modes, keys and identities.
+	// Trust (docs/rules/trust.md): callback modes, keys and identities.
 	CallbackAuth           []string
 	CallbackSigningKeyFile string
 	CallbackTokenTTL       time.Duration
@@ -78,7 +78,7 @@ type config struct {
 	DriverEnv              []string
 	benchNoop              bool
 	cpuProfile             string
-	// Cluster (cluster.md): a node of several sharing one entity space on
+	// Cluster (docs/rules/cluster.md): a node of several sharing one entity space on
 	// etcd; Node empty is the single-node default (C10).
 	Node               string
 	AdvertiseURL       string
@@ -236,7 +236,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.StringVar(&c.OperatorsFile, "operators-file", "", "named operators and viewers: `name role sha256-of-token` a line (T8)")
 	fs.StringVar(&c.SealKeyFile, "seal-key-file", "", "keyring that seals secrets at rest (default <data>/seal.key, created when absent) (T10)")
 	fs.Var(listFlag{&c.DriverEnv}, "driver-env", "environment variable passed to driver processes besides PATH, HOME, LANG, TMPDIR (repeatable) (T9)")
-	fs.StringVar(&c.Node, "node", "", "run as this node of a cluster on etcd (cluster.md); empty: a single node on Pebble")
+	fs.StringVar(&c.Node, "node", "", "run as this node of a cluster on etcd (docs/rules/cluster.md); empty: a single node on Pebble")
 	fs.StringVar(&c.AdvertiseURL, "advertise-url", "", "URL the other nodes reach this node's HTTP on (default http://<listen>)")
 	fs.BoolVar(&c.EtcdEmbed, "etcd-embed", false, "run an etcd member inside this process, data under <data>/etcd")
 	fs.StringVar(&c.EtcdPeerURL, "etcd-peer-url", "", "the embedded member's peer URL, e.g. http://127.0.0.1:2380")
@@ -454,7 +454,7 @@ func (c *config) validate() error {
 		problems = append(problems, "--env-lease and --env-retry-backoff must be positive")
 	}
 	if c.DedupRetention < 72*time.Hour {
-		problems = append(problems, "--dedup-retention must be at least 72h (http-api.md)")
+		problems = append(problems, "--dedup-retention must be at least 72h (docs/rules/http-api.md)")
 	}
 	if c.PublicURL == "" {
 		c.PublicURL = "http://" + c.Listen

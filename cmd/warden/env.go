@@ -14,7 +14,7 @@ import (
 )
 
 // `warden env` is the client a CI job uses to ask for a preview
-// environment or its removal (workflow.md W7): the server from --server or
+// environment or its removal (docs/rules/workflow.md W7): the server from --server or
 // WARDEN_URL, the operator's token from WARDEN_OPERATOR_TOKEN (never from
 // the command line), the server's error message on a refusal.
 

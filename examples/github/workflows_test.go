@@ -1,5 +1,5 @@
 // Package github holds the GitHub side of warden's wire: the workflows
-// under workflows/ and the scripts they run under scripts/ (workflow.md
+// under workflows/ and the scripts they run under scripts/ (docs/rules/workflow.md
 // W4, W7). This file checks them: actionlint (the linter's own Go module)
 // on every workflow, and the rules the linter cannot know.
 package github

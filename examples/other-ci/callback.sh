@@ -1,5 +1,5 @@
 #!/bin/sh
-# One warden callback with nothing but POSIX sh and curl (workflow.md W9),
+# One warden callback with nothing but POSIX sh and curl (docs/rules/workflow.md W9),
 # for CI systems where `warden callback` cannot be installed (GitLab CI,
 # Buildkite, Jenkins). The same contract as `warden callback`:
 #

@@ -1,5 +1,5 @@
 // Package terraform holds the Terraform example of a tutorial marquee
-// (workflow.md W5): hcloud/, a real cloud's module, and local/, the
+// (docs/rules/workflow.md W5): hcloud/, a real cloud's module, and local/, the
 // offline flavour on terraform_data with the same variables and outputs.
 // These tests keep the two interchangeable.
 package terraform

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Reports a failed run to warden (workflow.md W4): the workflow's
+# Reports a failed run to warden (docs/rules/workflow.md W4): the workflow's
 # `if: failure()` step, and the local runner after provision.sh failed. The
 # reason names the stage provision.sh was in; logs stay with the run.
 set -u

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Asks warden for a pull request's preview environment, or for its removal
-# (workflow.md W7); ../workflows/preview.yml runs it.
+# (docs/rules/workflow.md W7); ../workflows/preview.yml runs it.
 #
 #   preview.sh create          pr-<number>-<head sha7> for the head commit
 #   preview.sh remove          the head commit's preview

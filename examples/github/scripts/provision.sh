@@ -1,6 +1,6 @@
 #!/bin/sh
 # One marquee action against a Terraform root, calling warden back as it
-# goes (workflow.md W4, W5). The GitHub workflow (../workflows/marquee.yml)
+# goes (docs/rules/workflow.md W4, W5). The GitHub workflow (../workflows/marquee.yml)
 # runs this script; so do `make run` (when terraform is on the PATH) and the
 # end-to-end test, so the steps that run in CI are the steps that are
 # tested.
