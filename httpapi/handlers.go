@@ -85,6 +85,26 @@ func (s *Server) noop(w http.ResponseWriter, r *http.Request, _ httprouter.Param
 	writeJSON(w, http.StatusOK, map[string]any{"result": "ignored", "marquee_id": id, "generation": cb.Generation, "received_generation": cb.Generation})
 }
 
+// floor is the durable path's floor (issue 23): HTTP and one synced write
+// of the request body into the same store, under a key of its own;
+// no authentication, no decoding, no actor, no decision. Only
+// --bench-noop serves it.
+func (s *Server) floor(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	body, ok := readBody(w, r, false)
+	if !ok {
+		return
+	}
+	b := s.sys.Store().NewBatch()
+	b.PutBenchFloor(s.floorSeq.Add(1), body)
+	if err := b.Commit(); err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	writeRaw(w, http.StatusOK, floorAnswer)
+}
+
+var floorAnswer = []byte(`{"result":"ok"}`)
+
 func (s *Server) createMarquee(w http.ResponseWriter, r *http.Request, _ httprouter.Params, op Operator) {
 	body, ok := readBody(w, r, false)
 	if !ok {

@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"net/url"
@@ -54,7 +55,9 @@ type Options struct {
 	OIDC *trust.OIDC
 	// ProtectMetrics requires the operator token on GET /metrics.
 	ProtectMetrics bool
-	// NoopWebhook adds POST /v1/webhooks/noop: authenticated and decoded
+	// NoopWebhook adds the benchmark's two baselines: POST
+	// /v1/webhooks/floor (the body written to the store in one synced
+	// batch, nothing else) and POST /v1/webhooks/noop: authenticated and decoded
 	// like the real webhook, answered without an actor. The benchmark's
 	// baseline; off in production.
 	NoopWebhook bool
@@ -87,6 +90,8 @@ type Server struct {
 	now          func() time.Time
 	// limiter bounds failed sign-ins and operator tokens per address.
 	limiter *authLimiter
+	// floorSeq numbers the benchmark floor's writes.
+	floorSeq atomic.Uint64
 }
 
 // New builds the router.
@@ -133,6 +138,7 @@ func New(sys *actors.System, o Options) *Server {
 	}), s.admitCallback, s.ready(s.webhook))))
 	if o.NoopWebhook {
 		r.POST("/v1/webhooks/noop", s.query(noQuery, s.ready(s.noop)))
+		r.POST("/v1/webhooks/floor", s.query(noQuery, s.ready(s.floor)))
 	}
 	r.POST("/v1/marquees", s.query(noQuery, s.owned(bodyEntity("marquee", func(b []byte) (string, error) {
 		c, err := DecodeCreate(b)

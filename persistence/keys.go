@@ -40,6 +40,10 @@ const (
 	KindEnvironment = "e"
 )
 
+// benchFloorKey is the benchmark floor's n-th write (httpapi's
+// --bench-noop route): a family of its own that no reader scans.
+func benchFloorKey(n uint64) []byte { return fmt.Appendf(nil, "x/floor/%016x", n) }
+
 // dataLossKey is the audit entry of a repair that dropped data (S7).
 func dataLossKey(at time.Time) []byte {
 	return fmt.Appendf(nil, "z/data-loss/%016x", uint64(at.UnixNano()))

@@ -356,6 +356,9 @@ func (b *Batch) Fence(f Fence) { b.fence = f }
 // PutRaw writes bytes as they are. Tests use it to plant malformed records.
 func (b *Batch) PutRaw(key string, val []byte) { b.w.Set([]byte(key), val) }
 
+// PutBenchFloor stages the benchmark floor's n-th body (benchFloorKey).
+func (b *Batch) PutBenchFloor(n uint64, body []byte) { b.w.Set(benchFloorKey(n), body) }
+
 // Len is the number of writes staged.
 func (b *Batch) Len() int { return b.w.Len() }
 
