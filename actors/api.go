@@ -4,36 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
+	"github.com/wardenhq/warden/actors/admission"
+	"github.com/wardenhq/warden/actors/clock"
 	"github.com/wardenhq/warden/actors/environment"
 	"github.com/wardenhq/warden/actors/marquee"
+	"github.com/wardenhq/warden/actors/runtime"
+	"github.com/wardenhq/warden/persistence"
 )
 
-// answerErr answers a routed message that will never reach an actor.
-func answerErr(msg any, err error) {
-	switch m := msg.(type) {
-	case cmdCreate:
-		m.reply <- err
-	case cmdOperator:
-		m.reply <- err
-	case cmdCallback:
-		m.reply <- err
-	case cmdActivate:
-		m.reply <- err
-	case poolGet:
-		m.reply <- err
-	case poolPing:
-		m.reply <- err
-	case envCreate:
-		m.reply <- err
-	case envCommand:
-		m.reply <- err
-	case envReserve:
-		m.reply <- err
-	case branchNext:
-		m.reply <- err
-	}
-}
+// The System's API: what the HTTP layer, the command line and the
+// simulator ask, typed. Writes go to the entities' mailboxes; reads of one
+// entity or a list read its last committed record from the store.
 
 // CallbackRequest is an authenticated, decoded webhook.
 type CallbackRequest struct {
@@ -54,26 +37,47 @@ type CallbackAuth struct {
 	// into the history.
 	Mode string
 	// OIDC: the token's run id (0 if it had none) and whether a scoped
-	// credential vouched for this marquee and generation too (T4). The
-	// run is checked against the marquee's recorded runs in its actor.
+	// credential vouched for this marquee and generation too (T4).
 	OIDC          bool
 	RunID         uint64
 	ScopedVouched bool
 }
 
+// CallbackAnswer is the exact answer to a webhook; a repeated delivery gets
+// these bytes again (M20).
+type CallbackAnswer struct {
+	Status int
+	Body   []byte
+}
+
 // Callback delivers an authenticated, decoded webhook to its marquee and
 // returns the exact answer, after the decision is durable (I5).
 func (s *System) Callback(ctx context.Context, req CallbackRequest) (CallbackAnswer, error) {
-	r, err := s.ask(ctx, kindMarquee, req.MarqueeID, func(reply chan<- any) any {
-		return cmdCallback{req: req, reply: reply}
-	})
+	start := s.clock().Now()
+	cb := req.Callback
+	cb.DeliveryID, cb.Auth = req.DeliveryID, req.Auth.Mode
+	if req.Auth.OIDC {
+		cb.OIDC = &marquee.OIDCRun{RunID: req.Auth.RunID, ScopedVouched: req.Auth.ScopedVouched}
+	}
+	r := runtime.Request[marquee.Event]{Mode: runtime.Command, Event: cb}
+	if req.DeliveryID != "" {
+		r.Delivery = &runtime.Delivery{ID: req.DeliveryID, BodyHash: req.BodyHash}
+	}
+	res, err := s.marquees.Ask(ctx, req.MarqueeID, r)
+	switch {
+	case errors.Is(err, ErrIdempotencyKeyReused):
+		s.cfg.Metrics.Callbacks.WithLabelValues(string(cb.Verb), "idempotency_key_reused").Inc()
+	case err == nil && res.Duplicate:
+		s.cfg.Metrics.Callbacks.WithLabelValues(string(cb.Verb), "duplicate_delivery").Inc()
+	}
 	if err != nil {
 		return CallbackAnswer{}, err
 	}
-	return r.(CallbackAnswer), nil
+	s.cfg.Metrics.Decision.Observe(s.clock().Since(start).Seconds())
+	return CallbackAnswer{Status: res.Status, Body: res.Reply}, nil
 }
 
-// Create creates a marquee; for a tutorial one it answers after the pool's
+// Create creates a marquee; a tutorial one answers after its pool's
 // decision is durable (A10).
 func (s *System) Create(ctx context.Context, c marquee.Create) (marquee.State, error) {
 	if !marquee.ValidID(c.ID) {
@@ -90,61 +94,82 @@ func (s *System) Create(ctx context.Context, c marquee.Create) (marquee.State, e
 	if err := s.newWork(); err != nil {
 		return marquee.State{}, err
 	}
-	r, err := s.ask(ctx, kindMarquee, c.ID, func(reply chan<- any) any { return cmdCreate{create: c, reply: reply} })
-	if err != nil {
-		return marquee.State{}, err
-	}
-	return r.(marquee.State), nil
+	res, err := s.marquees.Ask(ctx, c.ID, runtime.Request[marquee.Event]{Mode: runtime.Create, Event: c})
+	return res.Record.State, err
 }
 
-// Command runs an operator command (redeploy, destroy, disable, enable).
+// Command runs an operator command (redeploy, destroy, disable, enable,
+// run-now).
 func (s *System) Command(ctx context.Context, id string, ev marquee.Event) (marquee.State, error) {
 	if _, redeploy := ev.(marquee.Redeploy); redeploy {
 		if err := s.newWork(); err != nil {
 			return marquee.State{}, err // a new attempt is new work (S9)
 		}
 	}
-	r, err := s.ask(ctx, kindMarquee, id, func(reply chan<- any) any { return cmdOperator{ev: ev, reply: reply} })
-	if err != nil {
-		return marquee.State{}, err
-	}
-	return r.(marquee.State), nil
+	res, err := s.marquees.Ask(ctx, id, runtime.Request[marquee.Event]{Mode: runtime.Command, Event: ev})
+	return res.Record.State, err
 }
 
-// Marquee reads a marquee's last committed snapshot. A reaped marquee's
+// Activate makes a marquee's actor live (loading its record and
+// reconciling) without changing anything: a warm-up for operators and the
+// measure of activation latency.
+func (s *System) Activate(ctx context.Context, id string) error {
+	_, err := s.marquees.Ask(ctx, id, runtime.Request[marquee.Event]{Mode: runtime.Read})
+	return err
+}
+
+// Marquee reads a marquee's last committed record. A reaped marquee's
 // tombstone is returned like any other state (O3): only an id that never
 // existed is not found.
 func (s *System) Marquee(id string) (marquee.State, error) {
-	rec, err := s.cfg.Store.LoadMarquee(id)
+	rec, err := loadMarquee(s.cfg.Store, s.cfg.Sealer, id)
 	if err != nil {
-		if isNotFound(err) {
-			return marquee.State{}, fmt.Errorf("%w: marquee %s", ErrNotFound, id)
-		}
-		return marquee.State{}, err
+		return marquee.State{}, notFound(err, "marquee", id)
 	}
 	return rec.State, nil
 }
 
+// History is up to limit entries of a marquee's history, newest first.
+func (s *System) History(id string, limit int) ([]marquee.Entry, error) {
+	return history(s.cfg.Store, id, limit)
+}
+
+// Page is one page of a list (O4): the items, the id to go on after (""
+// at the end), and the records met that could not be read (A8).
+type Page[T any] struct {
+	Items     []T
+	Next      string
+	Malformed []persistence.Malformed
+}
+
+// Marquees is one page of stored marquees that keep accepts, after the id
+// `after`, reading at most maxScan records (0: no bound).
+func (s *System) Marquees(after string, limit, maxScan int, keep func(marquee.State) bool) (Page[marquee.State], error) {
+	items, next, bad, err := listMarquees(s.cfg.Store, after, limit, maxScan, keep)
+	return Page[marquee.State]{Items: items, Next: next, Malformed: bad}, err
+}
+
 // Pool returns a pool's view from its actor.
 func (s *System) Pool(ctx context.Context, name string) (PoolView, error) {
-	if _, ok := s.cfg.Pools[name]; !ok {
-		return PoolView{}, fmt.Errorf("%w: pool %s", ErrNotFound, name)
+	limit, ok := s.cfg.Pools[name]
+	if !ok {
+		return PoolView{}, errNotFound("pool", name)
 	}
-	if !s.owns(kindPool, name) || s.cfg.Store.Health().ReadOnly() != nil {
+	if !s.rt.Owns(s.pools.Key(name)) || s.cfg.Store.Health().ReadOnly() != nil {
 		// Another node's pool (C4), or any pool of a read-only store (S4):
 		// its last committed state, read from the store, as every other
 		// read is.
-		pool, bad, err := rebuildPool(s.cfg.Store, name, s.cfg.Pools[name])
+		pool, bad, err := rebuildPool(s.cfg.Store, name, limit)
 		if err != nil {
 			return PoolView{}, fmt.Errorf("%w: pool %s: %v", ErrUnavailable, name, err)
 		}
 		return poolView(name, pool, bad), nil
 	}
-	r, err := s.ask(ctx, kindPool, name, func(reply chan<- any) any { return poolGet{reply: reply} })
+	res, err := s.pools.Ask(ctx, name, runtime.Request[admission.Event]{Mode: runtime.Read})
 	if err != nil {
 		return PoolView{}, err
 	}
-	return r.(PoolView), nil
+	return poolView(name, res.Record.Pool, res.Record.Malformed), nil
 }
 
 // Pools returns every configured pool, by name.
@@ -161,74 +186,127 @@ func (s *System) Pools(ctx context.Context) ([]PoolView, error) {
 	return out, nil
 }
 
-// IsUnavailable reports whether err means "try again later".
-func IsUnavailable(err error) bool { return errors.Is(err, ErrUnavailable) }
-
-// Activate makes a marquee's actor live (loading its snapshot and
-// reconciling) without changing anything: a warm-up for operators and the
-// measure of activation latency.
-func (s *System) Activate(ctx context.Context, id string) error {
-	_, err := s.ask(ctx, kindMarquee, id, func(reply chan<- any) any { return cmdActivate{reply: reply} })
-	return err
-}
-
-// Live is the number of live entity actors of every kind.
-func (s *System) Live() int {
-	s.reg.mu.Lock()
-	defer s.reg.mu.Unlock()
-	return len(s.reg.entries)
-}
-
 // CreateEnvironment records a requested environment (E1) and starts its
-// lifecycle.
+// lifecycle; its branch's route generation is given out in its mailbox,
+// after the duplicate check.
 func (s *System) CreateEnvironment(ctx context.Context, c environment.Create) (environment.Env, error) {
 	if err := c.Validate(); err != nil {
-		return environment.Env{}, err // before a branch generation is spent on it
+		return environment.Env{}, err
 	}
 	if err := s.newWork(); err != nil {
 		return environment.Env{}, err
 	}
-	// Claim the id first: a create refused as a duplicate (or racing
-	// another create of the same id) spends no route generation.
-	if _, err := s.ask(ctx, kindEnv, c.ID, func(reply chan<- any) any { return envReserve{reply: reply} }); err != nil {
-		return environment.Env{}, err
-	}
-	// The branch's next route generation, given out in order (a number a
-	// create that failed after this point used is simply skipped; the
-	// order is what matters).
-	g, err := s.ask(ctx, kindBranch, c.Branch, func(reply chan<- any) any { return branchNext{reply: reply} })
-	if err != nil {
-		s.route(kindEnv, c.ID, envUnreserve{})
-		return environment.Env{}, err
-	}
-	c.Generation = g.(uint64)
-	r, err := s.ask(ctx, kindEnv, c.ID, func(reply chan<- any) any { return envCreate{create: c, reply: reply} })
-	if err != nil {
-		return environment.Env{}, err
-	}
-	return r.(environment.Env), nil
+	res, err := s.envs.Ask(ctx, c.ID, runtime.Request[environment.Event]{Mode: runtime.Create, Event: c})
+	return res.Record.Env, err
 }
 
 // EnvironmentCommand runs a removal or a manual action (E11, E16).
 func (s *System) EnvironmentCommand(ctx context.Context, id string, ev environment.Event) (environment.Env, error) {
-	r, err := s.ask(ctx, kindEnv, id, func(reply chan<- any) any { return envCommand{ev: ev, reply: reply} })
-	if err != nil {
-		return environment.Env{}, err
-	}
-	return r.(environment.Env), nil
+	res, err := s.envs.Ask(ctx, id, runtime.Request[environment.Event]{Mode: runtime.Command, Event: ev})
+	return res.Record.Env, err
 }
 
 // Environment reads an environment's last committed record.
 func (s *System) Environment(id string) (environment.Env, error) {
-	rec, err := s.cfg.Store.LoadEnv(id)
+	rec, err := loadEnv(s.cfg.Store, id)
 	if err != nil {
-		if isNotFound(err) {
-			return environment.Env{}, fmt.Errorf("%w: environment %s", ErrNotFound, id)
-		}
-		return environment.Env{}, err
+		return environment.Env{}, notFound(err, "environment", id)
 	}
 	return rec.Env, nil
 }
 
+// Environments is one page of stored environments (tombstones included,
+// E12) that keep accepts.
+func (s *System) Environments(after string, limit, maxScan int, keep func(environment.Env) bool) (Page[environment.Env], error) {
+	items, next, bad, err := listEnvs(s.cfg.Store, after, limit, maxScan, keep)
+	return Page[environment.Env]{Items: items, Next: next, Malformed: bad}, err
+}
+
+// ActorInfo is one line of GET /v1/actors.
+type ActorInfo = runtime.ActorInfo
+
+// Actors lists live actors by kind with mailbox length, restarts and last
+// failure.
+func (s *System) Actors() []ActorInfo { return s.rt.Actors() }
+
+// Live is the number of live entity actors.
+func (s *System) Live() int { return s.rt.Live() }
+
+// Ready reports whether recovery has finished and the system is not
+// stopping.
+func (s *System) Ready() bool { return s.ready.Load() && !s.rt.Stopping() }
+
+// Readiness says why the system takes no writes now: the store's failure
+// or read-only reason (S2, S4), or that it is recovering or stopping; nil
+// when it is ready.
+func (s *System) Readiness() error {
+	if f := s.cfg.Store.Health().Problem(); f != nil {
+		return f
+	}
+	if !s.Ready() {
+		return fmt.Errorf("%w: recovering or shutting down", ErrUnavailable)
+	}
+	return nil
+}
+
+// Readable says why reads cannot be served now: a sealed store (S5), or
+// recovery that has not finished on a writable one. A read-only store is
+// read (S4).
+func (s *System) Readable() error {
+	h := s.cfg.Store.Health()
+	if f := h.Failed(); f != nil {
+		return f
+	}
+	if h.ReadOnly() != nil && !s.rt.Stopping() {
+		return nil
+	}
+	return s.Readiness()
+}
+
+// Stop refuses new work, lets effects in flight finish, then stops every
+// actor after the message in hand; ctx bounds the wait.
+func (s *System) Stop(ctx context.Context) { s.rt.Stop(ctx) }
+
+// Quiescent reports whether nothing is in flight (a test's way to know
+// "nothing happened" had its chance, instead of sleeping).
+func (s *System) Quiescent() bool { return s.rt.Quiescent() }
+
+// PendingRetries is how many internal events wait to be tried again.
+func (s *System) PendingRetries() int64 { return s.rt.PendingRetries() }
+
+// Metrics returns the system's metrics.
+func (s *System) Metrics() *Metrics { return s.cfg.Metrics }
+
+// Machine is the marquee machine (its config shapes views).
+func (s *System) Machine() marquee.Machine { return s.cfg.Machine }
+
 // EnvMachine is the environment machine (its Actions shape views).
 func (s *System) EnvMachine() environment.Machine { return s.cfg.Env.Machine }
+
+// Notifies reports whether notifications are sent anywhere.
+func (s *System) Notifies() bool { return s.cfg.Env.Notifier != nil }
+
+// Now is the system clock's time.
+func (s *System) Now() time.Time { return s.clock().Now() }
+
+// Clock is the system's clock.
+func (s *System) Clock() clock.Clock { return s.cfg.Clock }
+
+// WriteFloor is the benchmark floor's write (httpapi's --bench-noop
+// route): the body, under a key of its own, in one synced batch.
+func (s *System) WriteFloor(n uint64, body []byte) error {
+	b := s.cfg.Store.NewBatch()
+	b.PutBenchFloor(n, body)
+	return b.Commit()
+}
+
+func isNotFound(err error) bool { return errors.Is(err, persistence.ErrNotFound) }
+
+// notFound is a read's error in the API's words: a missing record is
+// NotFound for that entity; anything else is as it came.
+func notFound(err error, kind, id string) error {
+	if isNotFound(err) {
+		return errNotFound(kind, id)
+	}
+	return err
+}

@@ -22,7 +22,7 @@ import (
 type fakeCluster struct {
 	mu        sync.Mutex
 	owned     map[int]bool
-	delivered []remoteMsg
+	delivered []wire
 	// epochs overrides fakeEpoch for a shard (a shard lost and taken back).
 	epochs map[int]int64
 }
@@ -53,9 +53,15 @@ func (f *fakeCluster) set(shard int, owned bool) {
 	f.mu.Unlock()
 }
 
+// wire is a message between nodes as the test reads it.
+type wire struct {
+	Kind, ID string
+	Event    json.RawMessage
+}
+
 func (f *fakeCluster) Deliver(_ int, body []byte) {
-	m, err := decodeRemote(body)
-	if err != nil {
+	var m wire
+	if err := json.Unmarshal(body, &m); err != nil {
 		panic(err)
 	}
 	f.mu.Lock()
@@ -77,10 +83,10 @@ func (f *fakeCluster) Confirm(_ context.Context, shard int, epoch int64) error {
 	return nil
 }
 
-func (f *fakeCluster) sent() []remoteMsg {
+func (f *fakeCluster) sent() []wire {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return append([]remoteMsg(nil), f.delivered...)
+	return append([]wire(nil), f.delivered...)
 }
 
 func startClustered(t *testing.T, fc *fakeCluster) (*System, *persistence.Store, *recordingDispatcher) {
@@ -139,11 +145,11 @@ func TestIssue20AnActorThatOutlivedItsEpochNeitherWritesNorAnswers(t *testing.T)
 
 	// Another owner disabled it while this node did not hold the shard;
 	// this node then took the shard back at a new epoch, its actor alive.
-	rec, err := store.LoadMarquee("m-1")
+	rec, err := loadMarquee(store, nil, "m-1")
 	require.NoError(t, err)
 	rec.State.Serving = marquee.Disabled
 	b := store.NewBatch()
-	b.PutMarquee(rec, rec.WakeAt)
+	putMarquee(b, nil, rec)
 	require.NoError(t, b.Commit())
 	fc.mu.Lock()
 	fc.epochs[shard] = fakeEpoch + 1
@@ -181,12 +187,14 @@ func TestC4CrossNodeMessages(t *testing.T) {
 		created <- err
 	}()
 	require.Eventually(t, func() bool { return len(fc.sent()) == 1 }, 5*time.Second, time.Millisecond)
-	require.Equal(t, remoteMsg{Kind: "pool", ID: "default", Type: remotePoolAsk, Job: "m-1"}, fc.sent()[0])
+	got := fc.sent()[0]
+	require.Equal(t, "pool", got.Kind)
+	require.Equal(t, "default", got.ID)
+	require.JSONEq(t, `{"type":"ask","job":"m-1"}`, string(got.Event))
 
 	// The pool's node answers: reserved.
-	ans, err := json.Marshal(remoteMsg{Kind: "marquee", ID: "m-1", Type: remoteAdmission, Status: "reserved", Sequence: 1})
-	require.NoError(t, err)
-	_, err = sys.DeliverRemote(context.Background(), ans)
+	ans := []byte(`{"kind":"marquee","id":"m-1","event":{"type":"admission_decided","status":"reserved","sequence":1}}`)
+	_, err := sys.DeliverRemote(context.Background(), ans)
 	require.NoError(t, err)
 	require.NoError(t, <-created, "the create is answered once the pool's answer is in")
 	require.Eventually(t, func() bool { return len(disp.gens("m-1")) == 1 }, 5*time.Second, time.Millisecond, "admitted, so dispatched")
@@ -199,26 +207,36 @@ func TestC4CrossNodeMessages(t *testing.T) {
 	for cluster.ShardOf("marquee", other) == shard {
 		other += "x"
 	}
-	b, _ := json.Marshal(remoteMsg{Kind: "marquee", ID: other, Type: remoteAdmission, Status: "reserved", Sequence: 2})
+	b := []byte(`{"kind":"marquee","id":"` + other + `","event":{"type":"admission_decided","status":"reserved","sequence":2}}`)
 	_, err = sys.DeliverRemote(context.Background(), b)
 	require.ErrorIs(t, err, errs.Moving)
+	_, err = sys.DeliverRemote(context.Background(), []byte(`{"kind":"marquee","id":"m-1","event":{"type":"admission_decided","status":"maybe"}}`))
+	require.ErrorIs(t, err, errs.Invalid, "an event of the kind's that does not decode")
 }
 
-// FuzzDecodeRemote: a message from another node is bounded and strict;
-// decoding never panics, and what decodes is one of the known messages
-// for the right kind.
-func FuzzDecodeRemote(f *testing.F) {
-	f.Add([]byte(`{"kind":"pool","id":"default","type":"pool_ask","job":"m-1"}`))
-	f.Add([]byte(`{"kind":"marquee","id":"m-1","type":"admission_decided","status":"reserved","sequence":3}`))
-	f.Add([]byte(`{"kind":"branch","id":"main","type":"branch_next"}`))
+// FuzzDecodeRemoteEvents: the events another node may send a marquee or
+// a pool are strict; decoding never panics, and what decodes is one of
+// the known events, which encodes back to the same event.
+func FuzzDecodeRemoteEvents(f *testing.F) {
+	f.Add([]byte(`{"type":"ask","job":"m-1"}`))
+	f.Add([]byte(`{"type":"release","job":"m-1"}`))
+	f.Add([]byte(`{"type":"admission_decided","status":"reserved","sequence":3}`))
+	f.Add([]byte(`{"type":"queue_full"}`))
 	f.Add([]byte(`{}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		m, err := decodeRemote(b)
-		if err != nil {
-			require.ErrorIs(t, err, errs.Invalid)
-			return
+		if ev, err := (marqueeKind{}).DecodeEvent(b); err == nil {
+			again, ok := (marqueeKind{}).EncodeEvent(ev)
+			require.True(t, ok, "%T has a wire form", ev)
+			ev2, err := (marqueeKind{}).DecodeEvent(again)
+			require.NoError(t, err)
+			require.Equal(t, ev, ev2)
 		}
-		require.NotEmpty(t, m.ID)
-		require.LessOrEqual(t, len(b), maxRemoteMessageLen)
+		if ev, err := (poolKind{}).DecodeEvent(b); err == nil {
+			again, ok := (poolKind{}).EncodeEvent(ev)
+			require.True(t, ok)
+			ev2, err := (poolKind{}).DecodeEvent(again)
+			require.NoError(t, err)
+			require.Equal(t, ev, ev2)
+		}
 	})
 }

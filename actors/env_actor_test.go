@@ -17,6 +17,7 @@ import (
 	"github.com/wardenhq/warden/actors/driver"
 	"github.com/wardenhq/warden/actors/environment"
 	"github.com/wardenhq/warden/actors/marquee"
+	"github.com/wardenhq/warden/actors/runtime"
 	"github.com/wardenhq/warden/persistence"
 )
 
@@ -229,18 +230,19 @@ func TestPendingNotificationsAreSentAfterARestart(t *testing.T) {
 }
 
 // TestRefusedCreatesSpendNoRouteGeneration: issue 10. Thirty creates of
-// one id racing: one is created, the others are refused with 409 before
-// they ask the branch, so the branch's next preview gets generation 2, not
-// 31. The branch actor is passivated once idle, like a marquee's.
+// one id racing: one is created, the others are refused with 409 before a
+// route generation is given out for them, so the branch's next preview
+// gets generation 2, not 31; and a new process gives out the next one
+// after the last its store holds.
 func TestRefusedCreatesSpendNoRouteGeneration(t *testing.T) {
 	store, err := persistence.Open(t.TempDir(), persistence.Options{})
 	require.NoError(t, err)
 	defer store.Close()
-	sys, err := Start(Config{Store: store, Clock: clock.Real{}, Machine: marquee.Machine{Config: marquee.DefaultConfig()},
+	cfg := Config{Store: store, Clock: clock.Real{}, Machine: marquee.Machine{Config: marquee.DefaultConfig()},
 		Pools: map[string]int{"default": 1}, Dispatcher: &recordingDispatcher{}, Bootstrapper: okBootstrap{}, ControlPlane: noChats{},
-		IdleAfter: 40 * time.Millisecond, Env: EnvConfig{Drivers: DriverForAll(slowWorld{delay: time.Millisecond}), ReconcileEvery: -1, Worker: "w1"}})
+		IdleAfter: -1, Env: EnvConfig{Drivers: DriverForAll(slowWorld{delay: time.Millisecond}), ReconcileEvery: -1, Worker: "w1"}}
+	sys, err := Start(cfg)
 	require.NoError(t, err)
-	defer sys.Stop(context.Background())
 	var created, conflicts atomic.Int64
 	var wg sync.WaitGroup
 	for i := 0; i < 30; i++ {
@@ -267,20 +269,86 @@ func TestRefusedCreatesSpendNoRouteGeneration(t *testing.T) {
 	y, err := sys.CreateEnvironment(context.Background(), environment.Create{ID: "env-y", Branch: "b", Revision: "r1"})
 	require.NoError(t, err)
 	require.Equal(t, uint64(2), y.Generation, "refused creates spent no generation")
+	sys.Stop(context.Background())
 
-	branchLive := func() bool {
-		for _, a := range sys.Actors() {
-			if a.Kind == string(kindBranch) {
-				return true
-			}
-		}
-		return false
-	}
-	require.True(t, branchLive())
-	require.Eventually(t, func() bool { return !branchLive() }, 10*time.Second, 5*time.Millisecond, "an idle branch actor is passivated")
+	sys, err = Start(cfg)
+	require.NoError(t, err)
+	defer sys.Stop(context.Background())
 	z, err := sys.CreateEnvironment(context.Background(), environment.Create{ID: "env-z", Branch: "b", Revision: "r1"})
 	require.NoError(t, err)
-	require.Equal(t, uint64(3), z.Generation, "a reactivated branch reloads its last generation")
+	require.Equal(t, uint64(3), z.Generation, "a new process reads the branch's last generation from the store")
+}
+
+// commitLog records the runtime's commits (Config.Hooks).
+type commitLog struct {
+	mu      sync.Mutex
+	commits []runtime.Commit
+}
+
+func (c *commitLog) Committed(x runtime.Commit) {
+	c.mu.Lock()
+	c.commits = append(c.commits, x)
+	c.mu.Unlock()
+}
+
+func (c *commitLog) Failed(string, any) {}
+
+func (c *commitLog) writes(kind, id string) []runtime.Commit {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []runtime.Commit
+	for _, x := range c.commits {
+		if x.Kind == kind && x.ID == id && x.Wrote {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// firstCall records what had been committed when the first driver call
+// came, then answers as a world where everything works.
+type firstCall struct {
+	log   *commitLog
+	once  sync.Once
+	seen  chan []runtime.Commit
+	envID string
+}
+
+func (f *firstCall) Do(_ context.Context, r driver.CapabilityRequest) (driver.CapabilityResult, error) {
+	f.once.Do(func() { f.seen <- f.log.writes("environment", f.envID) })
+	return worksResult(r), nil
+}
+
+// TestIssue23ACreateReachesItsFirstDriverCallAfterOneCommit: the create's
+// request is the one mailbox crossing, and its step, which takes the first
+// eligible transition too, the one synced batch, before the first driver
+// call (issue 23: it was four crossings and three fsyncs, the branch's
+// generation and the intent each a batch of their own).
+func TestIssue23ACreateReachesItsFirstDriverCallAfterOneCommit(t *testing.T) {
+	store, err := persistence.Open(t.TempDir(), persistence.Options{})
+	require.NoError(t, err)
+	defer store.Close()
+	log := &commitLog{}
+	world := &firstCall{log: log, seen: make(chan []runtime.Commit, 1), envID: "env-1"}
+	sys, err := Start(Config{Store: store, Clock: clock.Real{}, Machine: marquee.Machine{Config: marquee.DefaultConfig()},
+		Pools: map[string]int{"default": 1}, Dispatcher: &recordingDispatcher{}, Bootstrapper: okBootstrap{}, ControlPlane: noChats{},
+		IdleAfter: -1, Hooks: log, Env: EnvConfig{Drivers: DriverForAll(world), ReconcileEvery: -1, Worker: "w1"}})
+	require.NoError(t, err)
+	defer sys.Stop(context.Background())
+	e, err := sys.CreateEnvironment(context.Background(), environment.Create{ID: "env-1", Branch: "main", Revision: "r1"})
+	require.NoError(t, err)
+	require.NotNil(t, e.Attempt, "the create's answer already holds the first attempt's intent (E5)")
+	var before []runtime.Commit
+	select {
+	case before = <-world.seen:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no driver call")
+	}
+	require.Len(t, before, 1, "one commit before the first driver call")
+	require.IsType(t, environment.Create{}, before[0].Event)
+	g, err := branchGeneration(store, "main")
+	require.NoError(t, err)
+	require.Equal(t, uint64(1), g, "the branch's generation is durable in the create's batch")
 }
 
 // TestEnvironmentCommandOnAnUnknownIDIsNotFound: issue 10. A removal or an

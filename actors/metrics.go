@@ -4,6 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/wardenhq/warden/actors/runtime"
 	"github.com/wardenhq/warden/persistence"
 )
 
@@ -11,14 +12,12 @@ import (
 // (no global state, so tests and the simulator can run several systems).
 // Label values are verbs, results and kinds: never an id or a secret.
 type Metrics struct {
-	Registry     *prometheus.Registry
-	Callbacks    *prometheus.CounterVec
-	Decision     prometheus.Histogram
-	Persist      prometheus.Histogram
-	MailboxDepth prometheus.Gauge
-	Actors       *prometheus.CounterVec
-	Restarts     *prometheus.CounterVec
-	Passivations *prometheus.CounterVec
+	Registry  *prometheus.Registry
+	Callbacks *prometheus.CounterVec
+	Decision  prometheus.Histogram
+	// Runtime are the runtime's own: commit latency, mailbox depth,
+	// activations, restarts, passivations.
+	Runtime *runtime.Metrics
 	// Forwarded counts requests a cluster node passed to the owner of
 	// their entity (C4), by entity kind.
 	Forwarded *prometheus.CounterVec
@@ -52,19 +51,10 @@ func NewMetrics() *Metrics {
 		Callbacks: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "warden_callbacks_total",
 			Help: "Terraform callbacks by verb and result."}, []string{"verb", "result"}),
 		Decision: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "warden_decision_seconds",
-			Help: "Time from a callback reaching its actor to its durable decision.", Buckets: buckets}),
-		Persist: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "warden_persist_seconds",
-			Help: "Time to commit one synced transition batch.", Buckets: buckets}),
-		MailboxDepth: prometheus.NewGauge(prometheus.GaugeOpts{Name: "warden_mailbox_depth",
-			Help: "Messages routed to entity actors and not yet handled."}),
-		Actors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "warden_actor_activations_total",
-			Help: "Entity actors activated, by kind."}, []string{"kind"}),
-		Restarts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "warden_actor_restarts_total",
-			Help: "Entity actor failures handled by the supervisor, by kind."}, []string{"kind"}),
+			Help: "Time from a callback handed to its marquee to its durable decision.", Buckets: buckets}),
+		Runtime: runtime.NewMetrics(),
 		Forwarded: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "warden_cluster_forwarded_total",
 			Help: "Requests this node forwarded to the owner of their entity's shard, by kind."}, []string{"kind"}),
-		Passivations: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "warden_actor_passivations_total",
-			Help: "Idle entity actors stopped to release memory, by kind."}, []string{"kind"}),
 		Malformed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "warden_malformed_records_total",
 			Help: "Stored records that failed to decode or validate, by family."}, []string{"family"}),
 	}
@@ -89,8 +79,9 @@ func NewMetrics() *Metrics {
 	m.zeroes()
 	m.Registry.MustRegister(m.HTTPRequests, m.HTTPSeconds)
 	m.Registry.MustRegister(m.Failures, m.Retries, m.Drivers, m.PoolReserved, m.PoolQueued, m.PoolLimit, m.EnvTransitions, m.DriftFound, m.DriftResolved)
-	m.Registry.MustRegister(m.Callbacks, m.Decision, m.Persist, m.MailboxDepth, m.Actors, m.Restarts, m.Passivations, m.Forwarded, m.Malformed,
+	m.Registry.MustRegister(m.Callbacks, m.Decision, m.Forwarded, m.Malformed,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.Registry.MustRegister(m.Runtime.Collectors()...)
 	return m
 }
 

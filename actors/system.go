@@ -1,11 +1,11 @@
-// Package actors is warden's actor shell on protoactor-go. A registry actor
-// (the supervisor) activates one actor per marquee and one per admission
-// pool on demand; each entity actor serializes its entity's transitions in
-// its mailbox. For every message an entity actor runs the pure machine
-// (actors/marquee, actors/admission), writes the new snapshot, history,
-// dedup record, admission change and wake-index entry as one synced Pebble
-// batch, then starts the effects on goroutines outside the mailbox (their
-// results come back as messages that carry their generation), then answers.
+// Package actors is warden's shell: its three kinds of entity (marquees,
+// admission pools, preview environments) on the runtime (actors/runtime),
+// one page each (marquee.go, pool.go, environment.go: the record and its
+// codec, the machine lifted to it, its effects), and the System that
+// starts them, recovers them, and answers the HTTP layer through a small
+// typed API (api.go). The rules are the pure machines' (actors/marquee,
+// actors/admission, actors/environment); the shell only persists, acts and
+// answers, in that order.
 package actors
 
 import (
@@ -17,17 +17,17 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/asynkron/protoactor-go/actor"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/wardenhq/warden/actors/admission"
 	"github.com/wardenhq/warden/actors/clock"
 	"github.com/wardenhq/warden/actors/driver"
 	"github.com/wardenhq/warden/actors/environment"
+	"github.com/wardenhq/warden/actors/errs"
 	"github.com/wardenhq/warden/actors/marquee"
+	"github.com/wardenhq/warden/actors/runtime"
 	"github.com/wardenhq/warden/actors/trust"
 	"github.com/wardenhq/warden/persistence"
-
-	"github.com/wardenhq/warden/actors/errs"
 )
 
 // Errors the HTTP layer maps to status codes.
@@ -37,19 +37,24 @@ var (
 	// ErrIdempotencyKeyReused: a delivery id came again with another body
 	// (T5), 409.
 	ErrIdempotencyKeyReused error = errs.IdempotencyKeyReused
-	// ErrOverloaded: the entity's mailbox is past MaxInbox; the caller is
-	// told to come back rather than queued without bound.
+	// ErrOverloaded: the entity's mailbox is past runtime.MaxInbox; the
+	// caller is told to come back rather than queued without bound.
 	ErrOverloaded error = errs.Overloaded
 )
 
-// MaxInbox bounds the messages waiting for one entity actor. A marquee sees
-// a handful of callbacks per minute; a thousand waiting means something is
-// hammering it, and waiting longer would only time the callers out.
-const MaxInbox = 1000
+// Fault points of a transition (Config.Fault).
+const (
+	FaultBeforePersist = runtime.FaultBeforePersist
+	FaultAfterPersist  = runtime.FaultAfterPersist
+	FaultAfterEffects  = runtime.FaultAfterEffects
+)
 
 // Config wires a System.
 type Config struct {
-	Store   *persistence.Store
+	Store *persistence.Store
+	// Sealer seals the secrets a marquee's record holds before they are
+	// written (T10); nil keeps them in clear (tests, the simulator).
+	Sealer  *trust.Sealer
 	Clock   clock.Clock
 	Machine marquee.Machine
 	// Pools maps pool name to limit (A1).
@@ -75,18 +80,23 @@ type Config struct {
 	RestartWindow time.Duration
 	// IdleAfter passivates an entity actor that has had no message for this
 	// long: it is stopped and its memory released; the next message or due
-	// timer reactivates it from its snapshot. Zero means 10 minutes;
+	// timer reactivates it from its record. Zero means 10 minutes;
 	// negative means never.
 	IdleAfter time.Duration
-	// Fault, if set, is called at named points of every marquee transition
-	// (FaultBeforePersist, FaultAfterPersist, FaultAfterEffects). Tests and
-	// the simulator panic there to prove that a crash at each step is
-	// restarted into reconciliation; an error returned at
-	// FaultBeforePersist is a failed write. Production leaves it nil.
-	Fault func(point, marqueeID string) error
-	// Sim, when set, runs the system inside the deterministic simulator.
-	Sim *SimHooks
-	// Env configures preview environments (issue 5, in progress).
+	// Fault, if set, is called at the named points of every transition
+	// that writes (FaultBeforePersist, FaultAfterPersist,
+	// FaultAfterEffects): tests and the simulator panic there to prove a
+	// crash at each point is restarted into reconciliation; an error at
+	// FaultBeforePersist is a failed write.
+	Fault func(point, id string) error
+	// Scheduler runs the actors and effects (nil: goroutines); Hooks see
+	// every step and failure. The simulator gives both.
+	Scheduler runtime.Scheduler
+	Hooks     runtime.Hooks
+	// Steps wrap the kinds' pure steps (the simulator plants its bugs
+	// there); nil leaves them as they are.
+	Steps StepWrappers
+	// Env configures preview environments.
 	Env EnvConfig
 	// Secrets are the process's own secret values (tokens); driver output
 	// is scrubbed of them before it is logged or kept in history.
@@ -100,131 +110,84 @@ type Config struct {
 	// store's disk is below its space reserve (S9); lifecycles under way
 	// still commit.
 	Reserve interface{ Check() error }
-	// Plant disables one guard on purpose (see sim/planted.go); only the
-	// simulator's planted-bug runs set it.
-	Plant string
 }
 
-// SimHooks let the simulator own every source of concurrency: actors run
-// one message per step on its dispatcher, a caller waiting for an answer
-// pumps that dispatcher instead of blocking, effects are handed to it
-// instead of started on goroutines, and every durable transition is shown
-// to its oracles.
-type SimHooks struct {
-	Dispatcher actor.Dispatcher
-	Mailbox    actor.MailboxProducer
-	// Pump runs one queued actor step; false when nothing is queued.
-	Pump func() bool
-	// Effect receives a driver call to run when the simulator decides.
-	Effect func(run func(ctx context.Context))
-	// Committed sees every step of every kind that the runner took, after
-	// its commit (or at once, when it wrote nothing): one hook for the
-	// oracles, whatever the entity.
-	Committed func(c Commit)
-	// ActorFailed sees every actor failure (a panic) before the supervisor
-	// decides, so the simulator can tell injected ones from bugs.
-	ActorFailed func(actor string, reason any)
-	// EnvEffect, when set, receives an environment driver call instead of
-	// Effect, with its request, so the simulator can pause a worker past
-	// its lease (E7). It answers whether the worker renews its lease while
-	// the call runs: a paused worker's renewals pause with it.
-	EnvEffect func(req driver.CapabilityRequest, run func(ctx context.Context)) (renews bool)
-}
+// Cluster is what the System needs from a cluster node (C2-C4).
+type Cluster = runtime.Cluster
 
-// Commit is one step the runner took, shown to the simulator's oracles:
-// Event is the machine's event, Before and After the durable record
-// (persistence.MarqueeRecord, admission.Pool, persistence.EnvRecord,
-// environment.Branch), Ready the step's entity.Ready (marquee.Ready,
-// admission.Ready, environment.Outcome, environment.BranchReady); Wrote
-// says whether it was written.
-type Commit struct {
-	Kind          string
-	ID            string
-	Event         any
-	Before, After any
-	Ready         any
-	Wrote         bool
-}
-
-// committed shows a durable transition to the simulator, if it watches.
-func (s *System) committed(k kind, id string, ev, before, after, ready any, wrote bool) {
-	if h := s.cfg.Sim; h != nil && h.Committed != nil {
-		h.Committed(Commit{Kind: string(k), ID: id, Event: ev, Before: before, After: after, Ready: ready, Wrote: wrote})
-	}
-}
-
-// fault calls the fault hook at a named point of a transition (tests and
-// the simulator inject crashes and failed writes there).
-func (s *System) fault(point, id string) error {
-	if f := s.cfg.Fault; f != nil {
-		return f(point, id)
-	}
-	return nil
-}
-
-// maxInternalRetries bounds how often an internal event (an effect's
-// result, a reconciliation, a due deadline, a pool's decision, a lease
-// renewal) is tried again when its transition cannot be persisted: 1 s
-// doubling, about a minute in all. Nobody else would resend it, so
-// dropping it after one failed write would lose it (a slot never released,
-// a result never seen).
-const maxInternalRetries = 6
-
-// retryEvent is an internal event whose transition could not be
-// persisted, routed to its entity again after a back-off. Every kind of
-// actor handles it the same way: apply ev with the next attempt number.
-type retryEvent struct {
-	ev      any
-	attempt int
-}
-
-// retryLater schedules an internal event of any kind of entity again
-// after a failed write (the same policy for every kind), or gives up
-// after maxInternalRetries with an error in the log.
-func (s *System) retryLater(k kind, id string, ev any, attempt int, err error) {
-	if attempt >= maxInternalRetries {
-		s.log.Error("transition not persisted; giving up", "kind", k, "id", id, "event", fmt.Sprintf("%T", ev), "attempts", attempt+1, "err", err)
-		return
-	}
-	s.log.Warn("transition not persisted; will retry", "kind", k, "id", id, "event", fmt.Sprintf("%T", ev), "err", err)
-	s.retries.Add(1)
-	s.cfg.Clock.AfterFunc(time.Second<<attempt, func() {
-		s.route(k, id, retryEvent{ev: ev, attempt: attempt + 1})
-	})
-}
-
-// PlantAnswerBeforePersist is the planted bug that answers a callback
-// before its transition is durable (I5); see sim/planted.go.
-const PlantAnswerBeforePersist = "persist-before-answer"
-
-// Fault points of a marquee transition.
-const (
-	FaultBeforePersist = "before-persist"
-	FaultAfterPersist  = "after-persist"
-	FaultAfterEffects  = "after-effects"
+// The kinds' pure steps, as a caller may wrap them.
+type (
+	MarqueeStep func(s marquee.State, ev marquee.Event, now time.Time) (marquee.State, marquee.Ready)
+	PoolStep    func(p admission.Pool, ev admission.Event, now time.Time) (admission.Pool, admission.Ready)
+	EnvStep     func(e environment.Env, ev environment.Event, now time.Time) (environment.Env, environment.Outcome)
 )
+
+// StepWrappers wrap the kinds' steps; a nil one leaves its step alone.
+type StepWrappers struct {
+	Marquee func(MarqueeStep) MarqueeStep
+	Pool    func(PoolStep) PoolStep
+	Env     func(EnvStep) EnvStep
+}
+
+// wrap is step as w wraps it (nil: as it is).
+func wrap[F ~func(S, E, time.Time) (S, O), S, E, O any](step F, w func(F) F) F {
+	if w == nil {
+		return step
+	}
+	return w(step)
+}
 
 // System is the running shell.
 type System struct {
 	cfg      Config
-	as       *actor.ActorSystem
-	registry *actor.PID
-	reg      *registryState
+	rt       *runtime.Runtime
+	log      *slog.Logger
+	marquees *marquees
+	pools    *pools
+	envs     *environments
+	census   *census
 	ready    atomic.Bool
-	stopping atomic.Bool
-	// effects counts driver calls in flight (outside every mailbox).
-	effects atomic.Int64
-	// retries counts internal events waiting to be tried again after a
-	// failed write.
-	retries atomic.Int64
-	timers  wakeTimers
-	props   map[kind]*actor.Props
-	log     *slog.Logger
 }
 
-// Start builds the actor system, recovers every pool (A7) and wakes every
-// entity whose wake-index entry is due (M23), then reports ready.
+// Start builds the runtime and its kinds, recovers every pool (A7) and
+// wakes every entity whose wake-index entry is due (M23), then reports
+// ready. On a read-only store (S4) recovery waits for Resume.
 func Start(cfg Config) (*System, error) {
+	cfg = withDefaults(cfg)
+	rt, err := runtime.New(runtime.Config{Store: cfg.Store, Clock: cfg.Clock, Scheduler: cfg.Scheduler, Logger: cfg.Logger,
+		Metrics: cfg.Metrics.Runtime, Hooks: cfg.Hooks, Fault: cfg.Fault, Cluster: cfg.Cluster, AskTimeout: cfg.AskTimeout,
+		RestartLimit: cfg.RestartLimit, RestartWindow: cfg.RestartWindow, IdleAfter: cfg.IdleAfter})
+	if err != nil {
+		return nil, err
+	}
+	s := &System{cfg: cfg, rt: rt, log: cfg.Logger}
+	w := cfg.Steps
+	s.marquees = runtime.Register(rt, runtime.Kind[MarqueeRecord, marquee.Event, marquee.Ready](
+		marqueeKind{sys: s, step: wrap(MarqueeStep(cfg.Machine.Step), w.Marquee)}))
+	s.pools = runtime.Register(rt, runtime.Kind[PoolRecord, admission.Event, admission.Ready](
+		poolKind{sys: s, step: wrap(PoolStep(admission.Step), w.Pool)}))
+	gen := &generations{sys: s, last: map[string]uint64{}}
+	s.envs = runtime.Register(rt, runtime.Kind[EnvRecord, environment.Event, environment.Outcome](
+		envKind{sys: s, gen: gen, step: wrap(EnvStep(cfg.Env.Machine.Step), w.Env)}))
+	rt.HandleAsk(branchKind, gen.answer)
+	s.census = newCensus(s)
+	if err := cfg.Metrics.Registry.Register(s.census); err != nil && !errors.As(err, new(prometheus.AlreadyRegisteredError)) {
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
+	if cfg.Store.Health().ReadOnly() != nil {
+		// A read-only store (S4): reads are served from it; recovery, which
+		// would write, waits until Resume.
+		s.log.Warn("started read-only: recovery waits until the store is writable")
+		return s, nil
+	}
+	if err := s.resume(); err != nil {
+		rt.Shutdown()
+		return nil, err
+	}
+	return s, nil
+}
+
+func withDefaults(cfg Config) Config {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.Real{}
 	}
@@ -237,14 +200,11 @@ func Start(cfg Config) (*System, error) {
 	if cfg.EffectTimeout == 0 {
 		cfg.EffectTimeout = 30 * time.Second
 	}
+	if cfg.Scheduler == nil {
+		cfg.Scheduler = runtime.Goroutines(cfg.EffectTimeout)
+	}
 	if cfg.CallbackTokenTTL == 0 {
 		cfg.CallbackTokenTTL = 24 * time.Hour
-	}
-	if cfg.AskTimeout == 0 {
-		cfg.AskTimeout = 10 * time.Second
-	}
-	if cfg.IdleAfter == 0 {
-		cfg.IdleAfter = 10 * time.Minute
 	}
 	if cfg.Env.Machine.Config.LeaseFor == 0 {
 		cfg.Env.Machine = environment.Machine{Config: environment.DefaultConfig()}
@@ -258,53 +218,7 @@ func Start(cfg Config) (*System, error) {
 	if cfg.Env.Worker == "" {
 		cfg.Env.Worker = "warden"
 	}
-	if cfg.RestartLimit == 0 {
-		cfg.RestartLimit = 5
-		cfg.RestartWindow = time.Minute
-	}
-	s := &System{cfg: cfg, log: cfg.Logger}
-	s.as = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
-		return slog.New(slog.DiscardHandler) // ours log; the library's would only repeat
-	}))
-	s.reg = &registryState{entries: map[key]*entry{}}
-	if cfg.Sim == nil {
-		// The census reads the store when scraped; the simulator has no
-		// scraper and must not read a wall clock.
-		var already prometheus.AlreadyRegisteredError
-		if err := cfg.Metrics.Registry.Register(newStateCounts(s)); err != nil && !errors.As(err, &already) {
-			return nil, fmt.Errorf("metrics: %w", err)
-		}
-	}
-	// One Props per kind, shared by every spawn; a lock-free mailbox holds
-	// no preallocated ring, which matters at a million marquees.
-	opts := []actor.PropsOption{actor.WithMailbox(actor.UnboundedLockfree())}
-	if cfg.Sim != nil {
-		opts = []actor.PropsOption{actor.WithMailbox(cfg.Sim.Mailbox), actor.WithDispatcher(cfg.Sim.Dispatcher)}
-	}
-	s.props = map[kind]*actor.Props{
-		kindMarquee: actor.PropsFromProducer(func() actor.Actor { return &marqueeActor{sys: s} }, opts...),
-		kindPool:    actor.PropsFromProducer(func() actor.Actor { return &poolActor{sys: s} }, opts...),
-		kindEnv:     actor.PropsFromProducer(func() actor.Actor { return &envActor{sys: s} }, opts...),
-		kindBranch:  actor.PropsFromProducer(func() actor.Actor { return &branchActor{sys: s} }, opts...),
-	}
-	props := actor.PropsFromProducer(func() actor.Actor { return &registry{sys: s} },
-		append([]actor.PropsOption{actor.WithSupervisor(&boundedRestart{sys: s})}, opts...)...)
-	pid, err := s.as.Root.SpawnNamed(props, "registry")
-	if err != nil {
-		return nil, fmt.Errorf("spawn registry: %w", err)
-	}
-	s.registry = pid
-	if cfg.Store.Health().ReadOnly() != nil {
-		// A read-only store (S4): reads are served from it; recovery, which
-		// would write, waits until Resume.
-		s.log.Warn("started read-only: recovery waits until the store is writable")
-		return s, nil
-	}
-	if err := s.resume(); err != nil {
-		s.as.Shutdown()
-		return nil, err
-	}
-	return s, nil
+	return cfg
 }
 
 // Resume finishes a read-only start once the store is writable again
@@ -321,58 +235,27 @@ func (s *System) resume() error {
 		return err
 	}
 	s.ready.Store(true)
-	s.armIdleSweep()
-	s.armReconcileSweep()
+	s.rt.StartIdleSweep()
+	if s.cfg.Env.ReconcileEvery > 0 {
+		s.rt.Every(s.cfg.Env.ReconcileEvery, s.reconcileSweep)
+	}
 	return nil
 }
 
-// armIdleSweep schedules the idle sweep: one timer for the whole system, not
-// one per actor (a timer and its closure would be an eighth of an actor's
-// memory budget). Every IdleAfter/2 it offers passivation to each marquee
-// and branch actor that has had no message for IdleAfter (environment
-// actors stay: the reconciler visits them anyway).
-func (s *System) armIdleSweep() {
-	if s.cfg.IdleAfter < 0 || s.stopping.Load() {
-		return
-	}
-	stop := s.cfg.Clock.AfterFunc(s.cfg.IdleAfter/2, func() {
-		cutoff := s.cfg.Clock.Now().Add(-s.cfg.IdleAfter).UnixNano()
-		var idle []*actor.PID
-		s.reg.mu.Lock()
-		for k, e := range s.reg.entries {
-			if (k.kind == kindMarquee || k.kind == kindBranch) && e.pid != nil && !e.passivating && !e.restart.parked &&
-				e.inbox.Load() == 0 && e.lastRouted.Load() <= cutoff {
-				idle = append(idle, e.pid)
-			}
-		}
-		s.reg.mu.Unlock()
-		// Deterministic order for the simulator: by actor name.
-		sort.Slice(idle, func(i, j int) bool { return idle[i].Id < idle[j].Id })
-		for _, pid := range idle {
-			s.as.Root.Send(pid, idleCheck{})
-		}
-		s.armIdleSweep()
-	})
-	s.timers.mu.Lock()
-	s.timers.sweepStop = stop
-	s.timers.mu.Unlock()
-}
-
 // recover activates every pool (rebuilt from storage, A7) and wakes every
-// entity with a wake-index entry: due ones now, later ones by timer.
+// entity with a wake-index entry: due ones now, later ones by timer. A
+// cluster node recovers each shard when it takes it (AcquireShard).
 func (s *System) recover() error {
 	if s.cfg.Cluster != nil {
-		// A cluster node recovers each shard when it acquires it
-		// (AcquireShard); it owns nothing yet.
 		return nil
 	}
 	names := s.poolNames()
 	for _, n := range names {
-		if err := s.askPool(n, func(reply chan<- any) any { return poolPing{reply: reply} }); err != nil {
+		if _, err := s.pools.Ask(context.Background(), n, runtime.Request[admission.Event]{Mode: runtime.Read}); err != nil {
 			return fmt.Errorf("recover pool %s: %w", n, err)
 		}
 	}
-	wakes, err := s.armWakes(func(key) bool { return true })
+	wakes, err := s.rt.ArmWakes(func(runtime.Key) bool { return true })
 	if err != nil {
 		return err
 	}
@@ -380,26 +263,17 @@ func (s *System) recover() error {
 	return nil
 }
 
-// armWakes arms a timer for every wake-index entry of an entity keep
-// accepts, and says how many: due ones fire now, the others stay on disk
-// until their time.
-func (s *System) armWakes(keep func(key) bool) (int, error) {
-	wakes, err := s.cfg.Store.Wakes(time.Unix(0, 1<<62))
+// reconcileSweep gives every stored environment its reconciler's turn
+// (E14): each decides from its own record (an attempt in flight is its
+// lease's business).
+func (s *System) reconcileSweep() {
+	ids, err := listEnvIDs(s.cfg.Store)
 	if err != nil {
-		return 0, fmt.Errorf("read wake index: %w", err)
+		s.warnStore("reconciler: list environments", err)
 	}
-	n := 0
-	for _, w := range wakes {
-		k := key{kindMarquee, w.ID}
-		if w.Kind == persistence.KindEnvironment {
-			k = key{kindEnv, w.ID}
-		}
-		if keep(k) {
-			s.armWake(k, w.At)
-			n++
-		}
+	for _, id := range ids {
+		s.envs.Signal(id, envReconcile{})
 	}
-	return n, nil
 }
 
 // poolNames are the configured pools, in order.
@@ -412,90 +286,15 @@ func (s *System) poolNames() []string {
 	return names
 }
 
-// Ready reports whether recovery has finished and the system is not
-// stopping.
-func (s *System) Ready() bool { return s.ready.Load() && !s.stopping.Load() }
+func (s *System) clock() clock.Clock { return s.cfg.Clock }
 
-// Readiness says why the system takes no writes now: the store's failure
-// or read-only reason (S2, S4), or that it is recovering or stopping; nil
-// when it is ready.
-func (s *System) Readiness() error {
-	if f := s.cfg.Store.Health().Problem(); f != nil {
-		return f
+// observeDriver times one driver call by driver and outcome (O12).
+func (s *System) observeDriver(name string, start time.Time, err error) {
+	outcome := "ok"
+	if err != nil {
+		outcome = "error"
 	}
-	if !s.Ready() {
-		return fmt.Errorf("%w: recovering or shutting down", ErrUnavailable)
-	}
-	return nil
-}
-
-// Readable says why reads cannot be served now: a sealed store (S5), or
-// recovery that has not finished on a writable one. A read-only store is
-// read (S4).
-func (s *System) Readable() error {
-	h := s.cfg.Store.Health()
-	if f := h.Failed(); f != nil {
-		return f
-	}
-	if h.ReadOnly() != nil && !s.stopping.Load() {
-		return nil
-	}
-	return s.Readiness()
-}
-
-// Stop refuses new work, lets effects in flight finish and their results
-// land in their mailboxes (so a graceful stop leaves no outcome unknown),
-// then stops every actor after the message in hand. ctx bounds the wait.
-func (s *System) Stop(ctx context.Context) {
-	if s.stopping.Swap(true) {
-		return // stopping twice is harmless
-	}
-	// Effects may start more work as their results are handled, so wait
-	// until both counts are zero together (or ctx ends).
-wait:
-	for s.effects.Load() > 0 || s.pending() > 0 {
-		select {
-		case <-time.After(2 * time.Millisecond):
-		case <-ctx.Done():
-			s.log.Warn("stopping with work in flight", "effects", s.effects.Load(), "messages", s.pending())
-			break wait
-		}
-	}
-	s.stopWakes()
-	s.timers.mu.Lock()
-	for _, stop := range []func() bool{s.timers.sweepStop, s.timers.reconcileStop} {
-		if stop != nil {
-			stop()
-		}
-	}
-	s.timers.mu.Unlock()
-	_ = s.as.Root.StopFuture(s.registry).Wait()
-	s.as.Shutdown()
-}
-
-// Quiescent reports whether nothing is in flight: no driver call, no
-// message waiting for an entity actor, no internal event waiting to be
-// retried. With a manual clock it is how a test knows that "nothing
-// happened" has had its chance to be false, instead of sleeping.
-func (s *System) Quiescent() bool {
-	return s.effects.Load() == 0 && s.pending() == 0 && s.retries.Load() == 0
-}
-
-// PendingRetries is how many internal events wait to be tried again after a
-// failed write (the simulator's oracles wait for them).
-func (s *System) PendingRetries() int64 { return s.retries.Load() }
-
-// pending counts messages routed to entity actors and not yet handled.
-func (s *System) pending() int64 {
-	s.reg.mu.Lock()
-	defer s.reg.mu.Unlock()
-	var n int64
-	for _, e := range s.reg.entries {
-		if !e.restart.parked { // a parked actor's mailbox is never handled
-			n += e.inbox.Load()
-		}
-	}
-	return n
+	s.cfg.Metrics.Drivers.WithLabelValues(name, outcome).Observe(s.clock().Since(start).Seconds())
 }
 
 // warnStore logs a failed read or write of the background work (census,
@@ -517,153 +316,20 @@ func (s *System) newWork() error {
 	return s.cfg.Reserve.Check()
 }
 
-// Metrics returns the system's metrics.
-func (s *System) Metrics() *Metrics { return s.cfg.Metrics }
-
-// Store returns the durable record (read-only use by the HTTP layer).
-func (s *System) Store() *persistence.Store { return s.cfg.Store }
-
-// Machine returns the marquee machine (its config shapes views).
-func (s *System) Machine() marquee.Machine { return s.cfg.Machine }
-
-// Now is the system clock's time.
-func (s *System) Now() time.Time { return s.cfg.Clock.Now() }
-
-// --- asking actors ----------------------------------------------------------------
-
-// ask routes a message built around a reply channel and waits for the
-// answer, bounded by AskTimeout.
-func (s *System) ask(ctx context.Context, k kind, id string, build func(reply chan<- any) any) (any, error) {
-	if s.stopping.Load() {
-		return nil, ErrUnavailable
-	}
-	if f := s.cfg.Store.Health().Problem(); f != nil {
-		// Sealed or read-only: answered at once, by its cause (S2).
-		return nil, f
-	}
-	fence, err := s.fenceOf(k, id)
-	if err != nil {
-		return s.askRemote(ctx, k, id, build)
-	}
-	before := s.instance(k, id)
-	r, err := s.askLocal(ctx, k, id, build)
-	return s.confirmed(ctx, k, id, before, fence.Epoch, r, err)
-}
-
-// instanceMark is an entity actor instance and how many fenced commits it
-// had made, when a request was sent to it.
-type instanceMark struct {
-	e       *entry
-	commits int64
-}
-
-func (s *System) instance(k kind, id string) instanceMark {
-	if s.cfg.Cluster == nil {
-		return instanceMark{}
-	}
-	s.reg.mu.Lock()
-	defer s.reg.mu.Unlock()
-	e := s.reg.entries[key{k, id}]
-	if e == nil {
-		return instanceMark{}
-	}
-	return instanceMark{e: e, commits: e.commits.Load()}
-}
-
-// askLocal asks an actor of this node and waits for its answer.
-func (s *System) askLocal(ctx context.Context, k kind, id string, build func(reply chan<- any) any) (any, error) {
-	s.reg.mu.Lock()
-	e := s.reg.entries[key{k, id}]
-	s.reg.mu.Unlock()
-	if e != nil && e.inbox.Load() >= MaxInbox {
-		return nil, fmt.Errorf("%w: %s %s has %d messages waiting", ErrOverloaded, k, id, e.inbox.Load())
-	}
-	reply := make(chan any, 1)
-	s.route(k, id, build(reply))
-	if s.cfg.Sim != nil {
-		// One thread: run the actors until the answer is there. An empty
-		// queue with no answer means none will come (the actor crashed).
-		for {
-			select {
-			case r := <-reply:
-				if err, ok := r.(error); ok {
-					return nil, err
-				}
-				return r, nil
-			default:
-			}
-			if !s.cfg.Sim.Pump() {
-				return nil, fmt.Errorf("%w: %s %s did not answer", ErrUnavailable, k, id)
-			}
+// eventName is an event's type name without its package, for logs.
+func eventName(ev any) string {
+	s := fmt.Sprintf("%T", ev)
+	for i := len(s) - 1; i >= 0; i-- {
+		if s[i] == '.' {
+			return s[i+1:]
 		}
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.AskTimeout)
-	defer cancel()
-	select {
-	case r := <-reply:
-		if err, ok := r.(error); ok {
-			return nil, err
-		}
-		return r, nil
-	case <-s.cfg.Store.Health().Sealed():
-		// The store failed under the actor's write, which never returns
-		// (S1): the caller hears why at once (S2).
-		return nil, s.cfg.Store.Health().Failed()
-	case <-ctx.Done():
-		return nil, fmt.Errorf("%w: %s %s did not answer in time", ErrUnavailable, k, id)
-	}
+	return s
 }
 
-func (s *System) askPool(name string, build func(reply chan<- any) any) error {
-	_, err := s.ask(context.Background(), kindPool, name, build)
-	return err
-}
-
-// route sends msg to the entity. A live actor gets it directly; anything
-// else (absent, parked) goes through the registry, which alone activates
-// actors, so two activations of one entity can never race.
-func (s *System) route(k kind, id string, msg any) {
-	if !s.owns(k, id) {
-		s.routeRemote(k, id, msg)
-		return
+func orNone(s string) string {
+	if s == "" {
+		return "none"
 	}
-	kk := key{k, id}
-	s.reg.mu.Lock()
-	e := s.reg.entries[kk]
-	direct := e != nil && e.pid != nil && !e.restart.parked && !e.passivating
-	if direct {
-		e.inbox.Add(1)
-		e.lastRouted.Store(s.cfg.Clock.Now().UnixNano())
-	}
-	s.reg.mu.Unlock()
-	if direct {
-		s.cfg.Metrics.MailboxDepth.Inc()
-		s.as.Root.Send(e.pid, msg)
-		return
-	}
-	s.as.Root.Send(s.registry, routed{key: kk, msg: msg})
-}
-
-// goEffect runs one effect outside every mailbox, bounded by EffectTimeout.
-func (s *System) goEffect(f func(ctx context.Context)) {
-	if s.cfg.Sim != nil {
-		s.cfg.Sim.Effect(f)
-		return
-	}
-	s.effects.Add(1)
-	go func() {
-		defer s.effects.Add(-1)
-		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.EffectTimeout)
-		defer cancel()
-		f(ctx)
-	}()
-}
-
-// mintCallbackToken derives the scoped credential of one dispatch (T1); ""
-// when no signing keys are configured.
-func (s *System) mintCallbackToken(marqueeID string, generation uint64) string {
-	if s.cfg.CallbackKeys == nil {
-		return ""
-	}
-	return trust.MintScoped(s.cfg.CallbackKeys, marqueeID, generation, s.cfg.Clock.Now().Add(s.cfg.CallbackTokenTTL))
+	return s
 }

@@ -119,7 +119,7 @@ func (h *harness) state(id string) marquee.State {
 // the manual clock finds the actors at rest.
 func (h *harness) quiet() {
 	h.t.Helper()
-	h.eventually("actors quiet", func() bool { return h.sys.pending() == 0 })
+	h.eventually("actors quiet", func() bool { return h.sys.rt.Pending() == 0 })
 }
 
 func (h *harness) eventually(what string, cond func() bool) {
@@ -184,14 +184,14 @@ func TestPoolRecoveryReconcilesReservedJobs(t *testing.T) {
 	require.NoError(t, err)
 	b := store.NewBatch()
 	failed := marquee.State{ID: "m-1", Kind: marquee.Tutorial, Pool: "default", Serving: marquee.Errored, Lifecycle: marquee.Failed, Generation: 1, DispatchedGeneration: 1}
-	b.PutMarquee(persistence.MarqueeRecord{State: failed}, time.Time{})
+	putMarquee(b, nil, MarqueeRecord{State: failed})
 	waiting := marquee.State{ID: "m-2", Kind: marquee.Tutorial, Pool: "default", Serving: marquee.Disabled, Lifecycle: marquee.Provisioning,
 		Attempt: &marquee.Attempt{Action: marquee.ActionApply, Dispatch: marquee.DispatchWaiting}, Admission: &marquee.Admission{Pool: "default", Status: marquee.AdmissionQueued, Sequence: 2}}
-	b.PutMarquee(persistence.MarqueeRecord{State: waiting}, time.Time{})
-	b.PutAdmission("default", admission.Job{ID: "m-1", Sequence: 1, Status: admission.Reserved, Since: start})
-	b.PutAdmission("default", admission.Job{ID: "m-2", Sequence: 2, Status: admission.Queued, Since: start})
-	b.PutRaw("a/default/m-9", []byte("garbage"))
-	b.PutPoolMeta("default", persistence.PoolMeta{NextSequence: 3})
+	putMarquee(b, nil, MarqueeRecord{State: waiting})
+	b.Put(persistence.AdmissionKey("default", "m-1"), admission.Job{ID: "m-1", Sequence: 1, Status: admission.Reserved, Since: start})
+	b.Put(persistence.AdmissionKey("default", "m-2"), admission.Job{ID: "m-2", Sequence: 2, Status: admission.Queued, Since: start})
+	b.Set([]byte("a/default/m-9"), []byte("garbage"))
+	b.Put(persistence.PoolKey("default"), poolMeta{NextSequence: 3})
 	require.NoError(t, b.Commit())
 	require.NoError(t, store.Close())
 
@@ -224,7 +224,7 @@ func TestCrashAtEachStepIsReconciled(t *testing.T) {
 				_, err = h.sys.Create(context.Background(), marquee.Create{ID: "m-1", Kind: marquee.Tutorial})
 			}
 			if err != nil {
-				require.True(t, IsUnavailable(err), "%v", err)
+				require.ErrorIs(t, err, ErrUnavailable)
 			}
 			h.eventually("dispatched after the restart", func() bool {
 				st, err := h.sys.Marquee("m-1")
@@ -362,7 +362,9 @@ func TestMessagesRacingPassivationAreNeverLost(t *testing.T) {
 			}
 		}
 	}()
-	passivated := func() float64 { return testutilCounter(h.sys.cfg.Metrics.Passivations.WithLabelValues("marquee")) }
+	passivated := func() float64 {
+		return testutilCounter(h.sys.cfg.Metrics.Runtime.Passivations.WithLabelValues("marquee"))
+	}
 	// At least 300 callbacks, and on until several passivations really
 	// happened between them (bounded).
 	n := 0
@@ -380,7 +382,7 @@ func TestMessagesRacingPassivationAreNeverLost(t *testing.T) {
 		_, err := h.store.Dedup("m-1", fmt.Sprintf("race-%d", i))
 		require.NoError(t, err, "callback %d was recorded with its delivery", i)
 	}
-	passivations := testutilCounter(h.sys.cfg.Metrics.Passivations.WithLabelValues("marquee"))
+	passivations := testutilCounter(h.sys.cfg.Metrics.Runtime.Passivations.WithLabelValues("marquee"))
 	t.Logf("passivations during the race: %v", passivations)
 	require.Greater(t, passivations, 0.0, "the race really raced")
 }
@@ -487,7 +489,7 @@ func TestDriverOutputNeverLeaksSecrets(t *testing.T) {
 	require.NoError(t, err)
 	var detail string
 	require.Eventually(t, func() bool {
-		hist, _ := store.History("m-1", 1)
+		hist, _ := history(store, "m-1", 1)
 		if len(hist) == 1 && hist[0].Source == marquee.SourceBootstrap {
 			detail = hist[0].Detail
 			return true

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/wardenhq/warden/actors/errs"
 	"net/http"
 	"slices"
 	"strings"
@@ -94,25 +95,25 @@ func validOperatorName(s string) bool {
 	return true
 }
 
-// authFail is a refused credential: its status (400, 401 or 403) and a
-// message that says which check failed, never the credential.
+// authFail is a refused credential: its kind (invalid, unauthenticated,
+// forbidden, rate limited) and a message that says which check failed,
+// never the credential.
 type authFail struct {
-	status     int
+	kind       errs.Kind
 	msg        string
-	retryAfter string
+	retryAfter string // overrides the kind's
 }
 
 func (f *authFail) write(w http.ResponseWriter) {
-	code := map[int]string{http.StatusBadRequest: "invalid_request", http.StatusUnauthorized: "unauthorized", http.StatusForbidden: "forbidden",
-		http.StatusTooManyRequests: "too_many_requests"}[f.status]
+	a := answerOf[f.kind]
 	if f.retryAfter != "" {
-		w.Header().Set("Retry-After", f.retryAfter)
+		a.retryAfter = f.retryAfter
 	}
-	writeError(w, f.status, code, f.msg)
+	respond(w, a, f.msg)
 }
 
 func unauthorized(format string, args ...any) *authFail {
-	return &authFail{status: http.StatusUnauthorized, msg: fmt.Sprintf(format, args...)}
+	return &authFail{kind: errs.Unauthenticated, msg: fmt.Sprintf(format, args...)}
 }
 
 // bearer reads the Authorization header: the scheme is case-insensitive
@@ -123,7 +124,7 @@ func bearer(r *http.Request) (token string, present bool, fail *authFail) {
 		return "", false, nil
 	}
 	if len(h) > 1 {
-		return "", true, &authFail{status: http.StatusBadRequest, msg: "more than one Authorization header"}
+		return "", true, &authFail{kind: errs.Invalid, msg: "more than one Authorization header"}
 	}
 	scheme, tok, ok := strings.Cut(h[0], " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") || tok == "" || strings.ContainsAny(tok, " \t") {
@@ -186,11 +187,11 @@ func (s *Server) operator(r *http.Request, write bool) (Operator, *authFail) {
 	op, ok := s.operatorOf(digest)
 	switch {
 	case ok && write && op.Role != RoleOperator:
-		return Operator{}, &authFail{status: http.StatusForbidden, msg: "operator " + op.Name + " is a viewer: it may read, not change (T8)"}
+		return Operator{}, &authFail{kind: errs.Forbidden, msg: "operator " + op.Name + " is a viewer: it may read, not change (T8)"}
 	case ok:
 		return op, nil
 	case s.isSharedCallbackToken(digest) || s.validScoped(token):
-		return Operator{}, &authFail{status: http.StatusForbidden, msg: "this token's role may not call this endpoint"}
+		return Operator{}, &authFail{kind: errs.Forbidden, msg: "this token's role may not call this endpoint"}
 	}
 	s.limiter.failed(addr)
 	return Operator{}, unauthorized("unknown token")
@@ -238,7 +239,7 @@ func (s *Server) authenticateCallback(r *http.Request, body []byte) (callerClaim
 	signed := r.Header.Get("Webhook-Signature") != ""
 	extra := r.Header.Get(ScopedHeader)
 	if signed && (present || extra != "") {
-		return callerClaims{}, &authFail{status: http.StatusBadRequest, msg: "credentials of two kinds at once: a Standard Webhooks signature and a bearer token (T7)"}
+		return callerClaims{}, &authFail{kind: errs.Invalid, msg: "credentials of two kinds at once: a Standard Webhooks signature and a bearer token (T7)"}
 	}
 	now := s.now()
 	if signed {
@@ -255,7 +256,7 @@ func (s *Server) authenticateCallback(r *http.Request, body []byte) (callerClaim
 		return callerClaims{}, unauthorized("a bearer token or a Standard Webhooks signature is required")
 	}
 	if extra != "" && !trust.IsJWT(token) {
-		return callerClaims{}, &authFail{status: http.StatusBadRequest, msg: ScopedHeader + " only accompanies a GitHub OIDC token (T4); send a scoped credential as the bearer token instead"}
+		return callerClaims{}, &authFail{kind: errs.Invalid, msg: ScopedHeader + " only accompanies a GitHub OIDC token (T4); send a scoped credential as the bearer token instead"}
 	}
 	switch {
 	case trust.IsScoped(token):
@@ -287,7 +288,7 @@ func (s *Server) authenticateCallback(r *http.Request, body []byte) (callerClaim
 	}
 	digest := sha256.Sum256([]byte(token)) // once, for both tables
 	if _, isOp := s.operatorOf(digest); isOp {
-		return callerClaims{}, &authFail{status: http.StatusForbidden, msg: "this token's role may not call this endpoint"}
+		return callerClaims{}, &authFail{kind: errs.Forbidden, msg: "this token's role may not call this endpoint"}
 	}
 	if !s.isSharedCallbackToken(digest) {
 		return callerClaims{}, unauthorized("unknown token")
@@ -321,10 +322,10 @@ func (c callerClaims) bind(marqueeID string, generation uint64) (actors.Callback
 		return auth, nil
 	}
 	if c.scoped.MarqueeID != marqueeID {
-		return auth, &authFail{status: http.StatusForbidden, msg: fmt.Sprintf("this credential speaks for marquee %s, not %s (T1)", c.scoped.MarqueeID, marqueeID)}
+		return auth, &authFail{kind: errs.Forbidden, msg: fmt.Sprintf("this credential speaks for marquee %s, not %s (T1)", c.scoped.MarqueeID, marqueeID)}
 	}
 	if c.scoped.Generation != generation {
-		return auth, &authFail{status: http.StatusForbidden, msg: fmt.Sprintf("this credential speaks for generation %d of marquee %s, not generation %d (T1)", c.scoped.Generation, marqueeID, generation)}
+		return auth, &authFail{kind: errs.Forbidden, msg: fmt.Sprintf("this credential speaks for generation %d of marquee %s, not generation %d (T1)", c.scoped.Generation, marqueeID, generation)}
 	}
 	auth.ScopedVouched = c.oidc
 	return auth, nil

@@ -13,6 +13,7 @@ import (
 
 	"github.com/julienschmidt/httprouter"
 
+	"github.com/wardenhq/warden/actors/clock"
 	"github.com/wardenhq/warden/actors/cluster"
 	"github.com/wardenhq/warden/actors/errs"
 )
@@ -131,11 +132,10 @@ const movingWait = 2 * time.Second
 func (s *Server) ownerOf(ctx context.Context, shard int) (string, string) {
 	node := s.opts.Cluster
 	owner, url := node.OwnerURL(shard)
-	for deadline := time.Now().Add(movingWait); url == "" && time.Now().Before(deadline); {
-		select {
-		case <-ctx.Done():
+	clk := s.sys.Clock()
+	for deadline := clk.Now().Add(movingWait); url == "" && clk.Now().Before(deadline); {
+		if clock.Sleep(ctx, clk, 50*time.Millisecond) != nil {
 			return owner, url
-		case <-time.After(50 * time.Millisecond):
 		}
 		if node.Owns(shard) {
 			return node.Name(), ""
@@ -204,7 +204,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, body []byte, ow
 // clusterView is GET /v1/cluster (C9).
 func (s *Server) clusterView(w http.ResponseWriter, _ *http.Request, _ httprouter.Params, _ Operator) {
 	if s.opts.Cluster == nil {
-		writeError(w, http.StatusNotFound, "not_found", "this warden is a single node (started without --node)")
+		refuse(w, errs.NotFound, "this warden is a single node (started without --node)")
 		return
 	}
 	writeJSON(w, http.StatusOK, s.opts.Cluster.View())
@@ -214,7 +214,7 @@ func (s *Server) clusterView(w http.ResponseWriter, _ *http.Request, _ httproute
 // the process stops (C9).
 func (s *Server) drain(w http.ResponseWriter, r *http.Request, _ httprouter.Params, op Operator) {
 	if s.opts.Cluster == nil {
-		writeError(w, http.StatusNotFound, "not_found", "this warden is a single node (started without --node)")
+		refuse(w, errs.NotFound, "this warden is a single node (started without --node)")
 		return
 	}
 	body, ok := readBody(w, r, true)
@@ -237,12 +237,12 @@ func (s *Server) drain(w http.ResponseWriter, r *http.Request, _ httprouter.Para
 // from another node (C4), authenticated by the cluster's shared token.
 func (s *Server) internalMessage(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 	if s.opts.Cluster == nil || s.opts.ClusterToken == "" {
-		writeError(w, http.StatusNotFound, "not_found", "no such endpoint")
+		refuse(w, errs.NotFound, "no such endpoint")
 		return
 	}
 	got := sha256.Sum256([]byte(strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")))
 	if subtle.ConstantTimeCompare(s.clusterToken[:], got[:]) != 1 {
-		writeError(w, http.StatusUnauthorized, "unauthorized", "a cluster token is required")
+		refuse(w, errs.Unauthenticated, "a cluster token is required")
 		return
 	}
 	body, ok := readBody(w, r, false)

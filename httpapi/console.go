@@ -62,19 +62,7 @@ type console struct {
 	static   http.Handler
 	mu       sync.Mutex
 	sessions map[string]*session // by the SHA-256 of the cookie value
-	counts   classCounts
 }
-
-// classCounts caches the marquee counts per status class shown at the top
-// of the list: counting reads every marquee, so at most every countTTL.
-type classCounts struct {
-	at       time.Time
-	counts   map[string]int
-	total    int
-	counting bool
-}
-
-const countTTL = 10 * time.Second
 
 func newConsole(s *Server) *console {
 	funcs := template.FuncMap{
@@ -147,7 +135,7 @@ func (c *console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case strings.HasPrefix(path, "/ui/static/"):
 		if name := strings.TrimPrefix(path, "/ui/static/"); !utf8.ValidString(name) || !fs.ValidPath(name) {
 			// A name no file can have (issue 21: an invalid byte was a 500).
-			writeError(w, http.StatusNotFound, "not_found", "no such file")
+			refuse(w, errs.NotFound, "no such file")
 			return
 		}
 		h.Set("Cache-Control", "no-cache")
@@ -163,7 +151,7 @@ func (c *console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			http.Redirect(w, r, "/ui/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
 			return
 		}
-		writeError(w, http.StatusUnauthorized, "unauthorized", "sign in first")
+		refuse(w, errs.Unauthenticated, "sign in first")
 		return
 	}
 	if r.Method == http.MethodPost {
@@ -171,7 +159,7 @@ func (c *console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", "method not allowed on this page")
+		refuse(w, errs.MethodNotAllowed, "method not allowed on this page")
 		return
 	}
 	if err := c.s.sys.Readable(); err != nil {
@@ -218,7 +206,7 @@ func (c *console) render(w http.ResponseWriter, r *http.Request, sess *session, 
 	var buf bytes.Buffer
 	if err := c.pages[page].ExecuteTemplate(&buf, name, data); err != nil {
 		c.s.log.Error("console template", "page", page, "err", err)
-		writeError(w, http.StatusInternalServerError, "internal", "page could not be rendered")
+		refuse(w, errs.Other, "page could not be rendered")
 		return
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
@@ -237,7 +225,7 @@ func (c *console) login(w http.ResponseWriter, r *http.Request) {
 	switch r.Method {
 	case http.MethodGet, http.MethodHead, http.MethodPost:
 	default:
-		writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", "method not allowed on this page")
+		refuse(w, errs.MethodNotAllowed, "method not allowed on this page")
 		return
 	}
 	if r.Method != http.MethodPost {
@@ -250,7 +238,7 @@ func (c *console) login(w http.ResponseWriter, r *http.Request) {
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, 8<<10)
 	if err := r.ParseForm(); err != nil {
-		writeError(w, http.StatusRequestEntityTooLarge, "too_large", "the sign-in form is at most 8 KiB")
+		refuse(w, errs.TooLarge, "the sign-in form is at most 8 KiB")
 		return
 	}
 	next := SafeNext(r.PostFormValue("next"))
@@ -261,7 +249,7 @@ func (c *console) login(w http.ResponseWriter, r *http.Request) {
 	}
 	ck, err := r.Cookie(loginCookie)
 	if err != nil || len(ck.Value) != 64 || subtle.ConstantTimeCompare([]byte(ck.Value), []byte(r.PostFormValue("csrf"))) != 1 || !c.sameOrigin(r) {
-		writeError(w, http.StatusForbidden, "forbidden", "the sign-in form must be sent from this console's own page (reload it and try again)")
+		refuse(w, errs.Forbidden, "the sign-in form must be sent from this console's own page (reload it and try again)")
 		return
 	}
 	token := strings.TrimSpace(r.PostFormValue("token"))
@@ -353,7 +341,7 @@ func randomHex(n int) string {
 
 func (c *console) newSession(op Operator) (string, *session) {
 	id := randomHex(32)
-	sess := &session{op: op, csrf: randomHex(32), expires: time.Now().Add(sessionTTL)}
+	sess := &session{op: op, csrf: randomHex(32), expires: c.s.sys.Clock().Now().Add(sessionTTL)}
 	key := sha256.Sum256([]byte(id))
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -379,7 +367,7 @@ func (c *console) session(r *http.Request) *session {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s := c.sessions[hex.EncodeToString(key[:])]
-	if s == nil || time.Now().After(s.expires) {
+	if s == nil || c.s.sys.Clock().Now().After(s.expires) {
 		return nil
 	}
 	return s
@@ -400,7 +388,7 @@ func (c *console) endSession(r *http.Request) {
 func (c *console) post(w http.ResponseWriter, r *http.Request, sess *session, path string) {
 	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
 	if err := r.ParseForm(); err != nil {
-		writeError(w, http.StatusBadRequest, "invalid_request", "form: "+err.Error())
+		refuse(w, errs.Invalid, "form: "+err.Error())
 		return
 	}
 	csrf := r.PostFormValue("csrf")
@@ -408,7 +396,7 @@ func (c *console) post(w http.ResponseWriter, r *http.Request, sess *session, pa
 		csrf = r.Header.Get("X-CSRF-Token")
 	}
 	if subtle.ConstantTimeCompare([]byte(csrf), []byte(sess.csrf)) != 1 {
-		writeError(w, http.StatusForbidden, "forbidden", "missing or wrong CSRF token; reload the page")
+		refuse(w, errs.Forbidden, "missing or wrong CSRF token; reload the page")
 		return
 	}
 	if path == "/ui/logout" {
@@ -418,11 +406,11 @@ func (c *console) post(w http.ResponseWriter, r *http.Request, sess *session, pa
 		return
 	}
 	if path != "/ui/act" && path != "/ui/drain" {
-		writeError(w, http.StatusNotFound, "not_found", "no such action")
+		refuse(w, errs.NotFound, "no such action")
 		return
 	}
 	if sess.op.Role != RoleOperator {
-		writeError(w, http.StatusForbidden, "forbidden", "a viewer changes nothing (T8)")
+		refuse(w, errs.Forbidden, "a viewer changes nothing (T8)")
 		return
 	}
 	if path == "/ui/drain" {
@@ -431,11 +419,11 @@ func (c *console) post(w http.ResponseWriter, r *http.Request, sess *session, pa
 	}
 	kind, id, action, reason := r.PostFormValue("kind"), r.PostFormValue("id"), r.PostFormValue("action"), strings.TrimSpace(r.PostFormValue("reason"))
 	if r.PostFormValue("confirm") != "yes" {
-		writeError(w, http.StatusBadRequest, "invalid_request", "confirm the action")
+		refuse(w, errs.Invalid, "confirm the action")
 		return
 	}
 	if reason == "" || len(reason) > maxReason {
-		writeError(w, http.StatusBadRequest, "invalid_request", fmt.Sprintf("give a reason (1..%d bytes)", maxReason))
+		refuse(w, errs.Invalid, fmt.Sprintf("give a reason (1..%d bytes)", maxReason))
 		return
 	}
 	if node := c.s.opts.Cluster; node != nil && (kind == "marquee" || kind == "environment") {
@@ -447,7 +435,7 @@ func (c *console) post(w http.ResponseWriter, r *http.Request, sess *session, pa
 				c.s.writeErr(w, fmt.Errorf("%w: %s %s: shard %d is moving; try again in a second", errs.Moving, kind, id, shard))
 				return
 			}
-			writeError(w, http.StatusConflict, "not_owner", fmt.Sprintf("%s %s is owned by node %s: act on its console, %s/ui/", kind, id, owner, url))
+			refuse(w, errs.NotOwner, fmt.Sprintf("%s %s is owned by node %s: act on its console, %s/ui/", kind, id, owner, url))
 			return
 		}
 	}
@@ -458,7 +446,7 @@ func (c *console) post(w http.ResponseWriter, r *http.Request, sess *session, pa
 		ev, ok := map[string]marquee.Event{"redeploy": marquee.Redeploy{By: sess.op.Name}, "destroy": marquee.Destroy{By: sess.op.Name},
 			"disable": marquee.Disable{By: sess.op.Name}, "enable": marquee.Enable{By: sess.op.Name}, "run-now": marquee.RunNow{By: sess.op.Name}}[action]
 		if !ok || !marquee.ValidID(id) {
-			writeError(w, http.StatusBadRequest, "invalid_request", "unknown marquee action")
+			refuse(w, errs.Invalid, "unknown marquee action")
 			return
 		}
 		var st marquee.State
@@ -467,7 +455,7 @@ func (c *console) post(w http.ResponseWriter, r *http.Request, sess *session, pa
 		}
 	case "environment":
 		if !environment.ValidID(id) {
-			writeError(w, http.StatusBadRequest, "invalid_request", "unknown environment")
+			refuse(w, errs.Invalid, "unknown environment")
 			return
 		}
 		var ev environment.Event = environment.Action{Name: action, Actor: sess.op.Name, Reason: reason}
@@ -479,7 +467,7 @@ func (c *console) post(w http.ResponseWriter, r *http.Request, sess *session, pa
 			status = c.s.sys.EnvMachine().Status(e, c.s.sys.Now()).Text
 		}
 	default:
-		writeError(w, http.StatusBadRequest, "invalid_request", "kind: marquee or environment")
+		refuse(w, errs.Invalid, "kind: marquee or environment")
 		return
 	}
 	if err != nil {
@@ -493,7 +481,7 @@ func (c *console) post(w http.ResponseWriter, r *http.Request, sess *session, pa
 func (c *console) marquees(w http.ResponseWriter, r *http.Request, sess *session) {
 	q := r.URL.Query()
 	if err := checkQuery(q, marqueeListRules()...); err != nil {
-		writeError(w, http.StatusBadRequest, "invalid_request", err.Error())
+		refuse(w, errs.Invalid, err.Error())
 		return
 	}
 	q.Set("limit", "50")
@@ -503,64 +491,11 @@ func (c *console) marquees(w http.ResponseWriter, r *http.Request, sess *session
 		return
 	}
 	q.Del("limit")
-	counts, total := c.classCounts()
+	// The counts are the system's census (one count of the store for the
+	// metrics and the console, at most every ten seconds).
+	census := c.s.sys.Census()
 	c.render(w, r, sess, "marquees", "Marquees", map[string]any{"Rows": rows, "Next": next, "Query": q,
-		"Classes": marqueeClasses, "Counts": counts, "Total": total, "Filter": q.Get("status")})
-}
-
-// classCounts counts marquees per status class, at most every countTTL,
-// in the background: a page is answered from the last count (only the
-// first page ever waits for one), so no viewer pays for a full read of
-// the store.
-func (c *console) classCounts() (map[string]int, int) {
-	c.mu.Lock()
-	first := c.counts.at.IsZero()
-	stale := time.Since(c.counts.at) >= countTTL && !c.counts.counting
-	if stale {
-		c.counts.counting = true
-	}
-	c.mu.Unlock()
-	switch {
-	case first && stale:
-		c.recount()
-	case stale:
-		go c.recount()
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.counts.counts, c.counts.total
-}
-
-func (c *console) recount() {
-	m, now := c.s.sys.Machine(), c.s.sys.Now()
-	counts, total := map[string]int{}, 0
-	parked := map[string]bool{}
-	for _, a := range c.s.sys.Actors() {
-		if a.Kind == "marquee" && a.Parked {
-			parked[a.ID] = true
-		}
-	}
-	_, _, _, err := c.s.sys.Store().ListMarquees("", 0, 0, func(st marquee.State) bool {
-		if st.Tombstone != nil {
-			return false
-		}
-		total++
-		for _, cl := range m.Status(st, now).Classes {
-			counts[cl]++
-		}
-		if parked[st.ID] {
-			counts["parked"]++
-		}
-		return false
-	})
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.counts.counting = false
-	if err != nil {
-		c.s.log.Warn("console: counting marquees failed", "err", err)
-		return
-	}
-	c.counts = classCounts{at: time.Now(), counts: counts, total: total}
+		"Classes": marqueeClasses, "Counts": census.Classes, "Total": census.Live, "Filter": q.Get("status")})
 }
 
 // timelineEntry is one history line, banded by generation, with the
@@ -581,7 +516,7 @@ func (c *console) marquee(w http.ResponseWriter, r *http.Request, sess *session,
 		c.notFound(w, r, sess)
 		return
 	}
-	hist, err := c.s.sys.Store().History(id, 200)
+	hist, err := c.s.sys.History(id, 200)
 	if err != nil {
 		c.s.writeErr(w, err)
 		return
@@ -609,7 +544,7 @@ func (c *console) marquee(w http.ResponseWriter, r *http.Request, sess *session,
 func (c *console) environments(w http.ResponseWriter, r *http.Request, sess *session) {
 	q := r.URL.Query()
 	if err := checkQuery(q, envListRules()...); err != nil {
-		writeError(w, http.StatusBadRequest, "invalid_request", err.Error())
+		refuse(w, errs.Invalid, err.Error())
 		return
 	}
 	q.Set("limit", "50")
@@ -697,11 +632,11 @@ func (c *console) cluster(w http.ResponseWriter, r *http.Request, sess *session)
 func (c *console) drain(w http.ResponseWriter, r *http.Request, sess *session) {
 	node := c.s.opts.Cluster
 	if node == nil {
-		writeError(w, http.StatusNotFound, "not_found", "this warden is a single node")
+		refuse(w, errs.NotFound, "this warden is a single node")
 		return
 	}
 	if r.PostFormValue("confirm") != "yes" {
-		writeError(w, http.StatusBadRequest, "invalid_request", "confirm the drain")
+		refuse(w, errs.Invalid, "confirm the drain")
 		return
 	}
 	if err := node.Drain(r.Context()); err != nil {

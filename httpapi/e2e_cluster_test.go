@@ -113,7 +113,7 @@ func TestC4AnyNodeAnswers(t *testing.T) {
 	node.set(true, "")
 	st, _, _ = entry.do("POST", "/v1/marquees", operatorToken, map[string]any{"id": "m-2", "kind": "tutorial"})
 	require.Equal(t, http.StatusCreated, st)
-	_, err = entry.store.LoadMarquee("m-2")
+	_, err = actors.LoadMarquee(entry.store, nil, "m-2")
 	require.NoError(t, err)
 }
 
@@ -167,12 +167,12 @@ func TestC9ClusterViewAndDrain(t *testing.T) {
 	require.Contains(t, string(b), "owned by node n2")
 
 	// The nodes' own channel: the cluster token only.
-	msg := map[string]any{"kind": "pool", "id": "default", "type": "pool_ask", "job": "m-9"}
+	msg := map[string]any{"kind": "pool", "id": "default", "event": map[string]any{"type": "ask", "job": "m-9"}}
 	st, _, _ = w.do("POST", "/v1/internal/messages", operatorToken, msg)
 	require.Equal(t, http.StatusUnauthorized, st, "an operator token is not a node's")
 	st, _, _ = w.do("POST", "/v1/internal/messages", "cluster-secret", msg)
 	require.Equal(t, http.StatusOK, st)
-	st, _, _ = w.do("POST", "/v1/internal/messages", "cluster-secret", map[string]any{"kind": "pool", "id": "default", "type": "nope"})
+	st, _, _ = w.do("POST", "/v1/internal/messages", "cluster-secret", map[string]any{"kind": "pool", "id": "default", "event": map[string]any{"type": "nope"}})
 	require.Equal(t, http.StatusBadRequest, st)
 }
 

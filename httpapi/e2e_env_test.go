@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/wardenhq/warden/actors"
 	"github.com/wardenhq/warden/actors/environment"
 	"github.com/wardenhq/warden/persistence"
 )
@@ -69,7 +70,7 @@ func TestE2EEnvironmentResumesFromItsRecord(t *testing.T) {
 	require.NoError(t, err)
 	e.State = environment.DataReady
 	b := store.NewBatch()
-	b.PutEnv(persistence.EnvRecord{Env: e, WakeAt: now}, time.Time{})
+	actors.SeedEnvironment(b, actors.EnvRecord{Env: e, WakeAt: now})
 	require.NoError(t, b.Commit())
 	require.NoError(t, store.Close())
 	w.preview.res["artifact-env-1-r1"] = ""

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"github.com/wardenhq/warden/actors/errs"
 	"net/http"
 	"strconv"
 	"time"
@@ -109,7 +110,7 @@ func (s *Server) getEnv(w http.ResponseWriter, r *http.Request, p httprouter.Par
 		receipts = n
 	}
 	if !environment.ValidID(p.ByName("id")) {
-		writeError(w, http.StatusNotFound, "not_found", "no such environment")
+		refuse(w, errs.NotFound, "no such environment")
 		return
 	}
 	e, err := s.sys.Environment(p.ByName("id"))
@@ -150,7 +151,7 @@ func (s *Server) envCommand(w http.ResponseWriter, r *http.Request, p httprouter
 		return
 	}
 	if !environment.ValidID(p.ByName("id")) {
-		writeError(w, http.StatusNotFound, "not_found", "no such environment")
+		refuse(w, errs.NotFound, "no such environment")
 		return
 	}
 	e, err := s.sys.EnvironmentCommand(r.Context(), p.ByName("id"), build(in.Reason))

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"bytes"
 	"context"
+	"github.com/wardenhq/warden/actors/errs"
 	"net"
 	"net/http"
 	"sync"
@@ -95,7 +96,7 @@ func framing(h http.Handler) http.Handler {
 		if len(r.TransferEncoding) > 0 {
 			w.Header().Set("Connection", "close")
 			if rc, ok := r.Context().Value(rawConnKey{}).(*rawConn); ok && rc.headHasLength(r) {
-				writeError(w, http.StatusBadRequest, "invalid_request", "a request with both Content-Length and Transfer-Encoding is refused (RFC 9112 section 6.1)")
+				refuse(w, errs.Invalid, "a request with both Content-Length and Transfer-Encoding is refused (RFC 9112 section 6.1)")
 				return
 			}
 		}

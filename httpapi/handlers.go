@@ -3,6 +3,7 @@ package httpapi
 import (
 	"crypto/sha256"
 	"errors"
+	"github.com/wardenhq/warden/actors/errs"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -17,7 +18,7 @@ import (
 func (s *Server) badRequest(w http.ResponseWriter, err error) {
 	var iv *invalid
 	if errors.As(err, &iv) {
-		writeError(w, http.StatusBadRequest, "invalid_request", iv.msg)
+		refuse(w, errs.Invalid, iv.msg)
 		return
 	}
 	s.writeErr(w, err)
@@ -39,7 +40,7 @@ func (s *Server) webhook(w http.ResponseWriter, r *http.Request, _ httprouter.Pa
 	}
 	deliveryID := r.Header.Get("Webhook-Id")
 	if deliveryID != "" && !validDeliveryID(deliveryID) {
-		writeError(w, http.StatusBadRequest, "invalid_request", "header Webhook-Id: 1..200 printable ASCII characters")
+		refuse(w, errs.Invalid, "header Webhook-Id: 1..200 printable ASCII characters")
 		return
 	}
 	id, cb, err := DecodeCallback(body)
@@ -94,9 +95,7 @@ func (s *Server) floor(w http.ResponseWriter, r *http.Request, _ httprouter.Para
 	if !ok {
 		return
 	}
-	b := s.sys.Store().NewBatch()
-	b.PutBenchFloor(s.floorSeq.Add(1), body)
-	if err := b.Commit(); err != nil {
+	if err := s.sys.WriteFloor(s.floorSeq.Add(1), body); err != nil {
 		s.writeErr(w, err)
 		return
 	}
@@ -137,7 +136,7 @@ func (s *Server) command(status int, decode func(body []byte, by string) (marque
 		}
 		id := p.ByName("id")
 		if !marquee.ValidID(id) {
-			writeError(w, http.StatusNotFound, "not_found", "no such marquee")
+			refuse(w, errs.NotFound, "no such marquee")
 			return
 		}
 		st, err := s.sys.Command(r.Context(), id, ev)
@@ -152,7 +151,7 @@ func (s *Server) command(status int, decode func(body []byte, by string) (marque
 func (s *Server) getMarquee(w http.ResponseWriter, _ *http.Request, p httprouter.Params, _ Operator) {
 	id := p.ByName("id")
 	if !marquee.ValidID(id) {
-		writeError(w, http.StatusNotFound, "not_found", "no such marquee")
+		refuse(w, errs.NotFound, "no such marquee")
 		return
 	}
 	st, err := s.sys.Marquee(id)
@@ -192,7 +191,7 @@ func (s *Server) history(w http.ResponseWriter, r *http.Request, p httprouter.Pa
 		s.writeErr(w, err)
 		return
 	}
-	items, err := s.sys.Store().History(id, limit)
+	items, err := s.sys.History(id, limit)
 	if err != nil {
 		s.writeErr(w, err)
 		return

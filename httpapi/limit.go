@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"errors"
+	"github.com/wardenhq/warden/actors/errs"
 	"net"
 	"net/http"
 	"strconv"
@@ -91,7 +92,7 @@ func (l *authLimiter) refused(addr, surface string) *authFail {
 	}
 	l.limited.WithLabelValues(surface).Inc()
 	wait := time.Duration((1 - b.tokens) * float64(authRefill))
-	return &authFail{status: http.StatusTooManyRequests, msg: "too many failed attempts from this address; wait and try again",
+	return &authFail{kind: errs.RateLimited, msg: "too many failed attempts from this address; wait and try again",
 		retryAfter: strconv.Itoa(int(wait/time.Second) + 1)}
 }
 

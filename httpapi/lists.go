@@ -144,7 +144,7 @@ func (s *Server) marqueeRows(q url.Values) ([]MarqueeSummary, string, error) {
 	}
 	m, now := s.sys.Machine(), s.sys.Now()
 	statuses := map[string]marquee.Status{}
-	items, last, bad, err := s.sys.Store().ListMarquees(after, limit, maxScan, func(st marquee.State) bool {
+	page, err := s.sys.Marquees(after, limit, maxScan, func(st marquee.State) bool {
 		if (kind != "" && string(st.Kind) != kind) || (serving != "" && string(st.Serving) != serving) ||
 			(pool != "" && st.Pool != pool) || (progress != "" && progressOf(st) != progress) {
 			return false
@@ -166,11 +166,11 @@ func (s *Server) marqueeRows(q url.Values) ([]MarqueeSummary, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	for _, b := range bad {
+	for _, b := range page.Malformed {
 		s.log.Error("malformed marquee record", "key", b.Key, "reason", b.Reason)
 	}
-	rows := make([]MarqueeSummary, 0, len(items))
-	for _, st := range items {
+	rows := make([]MarqueeSummary, 0, len(page.Items))
+	for _, st := range page.Items {
 		status, ok := statuses[st.ID]
 		if !ok {
 			status = m.Status(st, now)
@@ -178,7 +178,7 @@ func (s *Server) marqueeRows(q url.Values) ([]MarqueeSummary, string, error) {
 		rows = append(rows, MarqueeSummary{ID: st.ID, Kind: st.Kind, Serving: st.Serving, Lifecycle: lifecycleOf(st), Progress: progressOf(st),
 			Pool: st.Pool, Generation: st.Generation, Status: status.Text, Next: status.Next, Classes: nonNil(status.Classes), UpdatedAt: st.UpdatedAt})
 	}
-	return rows, encodeCursor("marquee", last), nil
+	return rows, encodeCursor("marquee", page.Next), nil
 }
 
 // Status classes of environments (O4).
@@ -232,7 +232,7 @@ func (s *Server) envRows(q url.Values) ([]EnvSummary, string, error) {
 	state, desired, branch, class := q.Get("state"), q.Get("desired"), q.Get("branch"), q.Get("status")
 	m, now := s.sys.EnvMachine(), s.sys.Now()
 	statuses := map[string]environment.Status{}
-	envs, last, bad, err := s.sys.Store().ListEnvs(after, limit, maxScan, func(e environment.Env) bool {
+	page, err := s.sys.Environments(after, limit, maxScan, func(e environment.Env) bool {
 		if (state != "" && string(e.State) != state) || (desired != "" && e.Desired != desired) || (branch != "" && e.Branch != branch) {
 			return false
 		}
@@ -246,11 +246,11 @@ func (s *Server) envRows(q url.Values) ([]EnvSummary, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	for _, b := range bad {
+	for _, b := range page.Malformed {
 		s.log.Error("malformed environment record", "key", b.Key, "reason", b.Reason)
 	}
-	rows := make([]EnvSummary, 0, len(envs))
-	for _, e := range envs {
+	rows := make([]EnvSummary, 0, len(page.Items))
+	for _, e := range page.Items {
 		st, ok := statuses[e.ID]
 		if !ok {
 			st = m.Status(e, now)
@@ -259,7 +259,7 @@ func (s *Server) envRows(q url.Values) ([]EnvSummary, string, error) {
 			URL: m.URLOf(e), SupersededBy: e.SupersededBy, ExpiresAt: timePtr(e.ExpiresAt), Status: st.Text, Next: st.Next, Classes: nonNil(st.Classes),
 			UpdatedAt: e.UpdatedAt})
 	}
-	return rows, encodeCursor("environment", last), nil
+	return rows, encodeCursor("environment", page.Next), nil
 }
 
 func nonNil(s []string) []string {

@@ -121,14 +121,14 @@ func New(sys *actors.System, o Options) *Server {
 	r := s.routes
 	s.router.HandleMethodNotAllowed = true
 	s.router.NotFound = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		writeError(w, http.StatusNotFound, "not_found", "no such endpoint")
+		refuse(w, errs.NotFound, "no such endpoint")
 	})
 	s.router.MethodNotAllowed = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", "method not allowed on this endpoint")
+		refuse(w, errs.MethodNotAllowed, "method not allowed on this endpoint")
 	})
 	s.router.PanicHandler = func(w http.ResponseWriter, _ *http.Request, v any) {
 		s.log.Error("handler panic", "panic", fmt.Sprint(v))
-		writeError(w, http.StatusInternalServerError, "internal", "internal error")
+		refuse(w, errs.Other, "internal error")
 	}
 	noQuery := []queryRule{}
 	marqueeInPath := pathEntity("marquee", "id")
@@ -228,11 +228,12 @@ func (t *routeTable) handle(method, path string, h httprouter.Handle) {
 	m := t.s.sys.Metrics()
 	label := method + " " + path
 	seconds := m.HTTPSeconds.WithLabelValues(label)
+	clk := t.s.sys.Clock()
 	timed := func(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
-		start := time.Now()
+		start := clk.Now()
 		rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
 		h(rec, r, p)
-		seconds.Observe(time.Since(start).Seconds())
+		seconds.Observe(clk.Since(start).Seconds())
 		m.HTTPRequests.WithLabelValues(label, strconv.Itoa(rec.code)).Inc()
 	}
 	t.s.router.Handle(method, path, timed)
@@ -336,16 +337,16 @@ func (s *Server) query(rules []queryRule, h httprouter.Handle) httprouter.Handle
 // readBody enforces the content type and the size limit.
 func readBody(w http.ResponseWriter, r *http.Request, optional bool) ([]byte, bool) {
 	if r.ContentLength > MaxBody {
-		writeError(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("body over %d bytes", MaxBody))
+		refuse(w, errs.TooLarge, fmt.Sprintf("body over %d bytes", MaxBody))
 		return nil, false
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			writeError(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("body over %d bytes", MaxBody))
+			refuse(w, errs.TooLarge, fmt.Sprintf("body over %d bytes", MaxBody))
 		} else {
-			writeError(w, http.StatusBadRequest, "invalid_request", "body could not be read")
+			refuse(w, errs.Invalid, "body could not be read")
 		}
 		return nil, false
 	}
@@ -353,7 +354,7 @@ func readBody(w http.ResponseWriter, r *http.Request, optional bool) ([]byte, bo
 		return nil, true
 	}
 	if ct := r.Header.Get("Content-Type"); !isJSON(ct) {
-		writeError(w, http.StatusUnsupportedMediaType, "unsupported_media_type", "Content-Type must be application/json")
+		refuse(w, errs.UnsupportedMediaType, "Content-Type must be application/json")
 		return nil, false
 	}
 	return body, true
@@ -370,20 +371,25 @@ type errorBody struct {
 	} `json:"error"`
 }
 
-func writeError(w http.ResponseWriter, status int, code, msg string) {
+// refuse answers a refusal of kind in the handler's own words, through
+// the one table (answerOf).
+func refuse(w http.ResponseWriter, kind errs.Kind, msg string) { respond(w, answerOf[kind], msg) }
+
+// respond writes an answer: its status, Retry-After and the error body.
+func respond(w http.ResponseWriter, a answer, msg string) {
+	if a.retryAfter != "" {
+		w.Header().Set("Retry-After", a.retryAfter)
+	}
 	var b errorBody
-	b.Error.Code, b.Error.Message = code, msg
-	writeJSON(w, status, b)
+	b.Error.Code, b.Error.Message = a.code, msg
+	writeJSON(w, a.status, b)
 }
 
 // Unavailable answers 503 unavailable with Retry-After: the process's own
 // answer before the API is up.
 func Unavailable(w http.ResponseWriter, msg string) { unavailable(w, msg) }
 
-func unavailable(w http.ResponseWriter, msg string) {
-	w.Header().Set("Retry-After", "5")
-	writeError(w, http.StatusServiceUnavailable, "unavailable", msg)
-}
+func unavailable(w http.ResponseWriter, msg string) { refuse(w, errs.Unavailable, msg) }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	b, err := json.Marshal(v)
@@ -411,7 +417,14 @@ type answer struct {
 // answerOf is the one place an error kind becomes a status code, a code
 // word and, for the retryable ones, a Retry-After (docs/rules/http-api.md "Errors").
 var answerOf = map[errs.Kind]answer{
+	errs.Other:                {http.StatusInternalServerError, "internal", ""},
 	errs.Invalid:              {http.StatusBadRequest, "invalid_request", ""},
+	errs.Unauthenticated:      {http.StatusUnauthorized, "unauthorized", ""},
+	errs.TooLarge:             {http.StatusRequestEntityTooLarge, "too_large", ""},
+	errs.UnsupportedMediaType: {http.StatusUnsupportedMediaType, "unsupported_media_type", ""},
+	errs.MethodNotAllowed:     {http.StatusMethodNotAllowed, "method_not_allowed", ""},
+	errs.NotOwner:             {http.StatusConflict, "not_owner", ""},
+	errs.RateLimited:          {http.StatusTooManyRequests, "too_many_requests", "60"},
 	errs.NotFound:             {http.StatusNotFound, "not_found", ""},
 	errs.Conflict:             {http.StatusConflict, "conflict", ""},
 	errs.Forbidden:            {http.StatusForbidden, "forbidden", ""},
@@ -433,6 +446,9 @@ func storageAnswer(err error) (answer, bool) {
 		return answer{http.StatusServiceUnavailable, "storage_unavailable", "10"}, true
 	case errors.Is(err, persistence.ErrStorageLow):
 		return answer{http.StatusInsufficientStorage, "storage_low", "60"}, true
+	case errors.Is(err, persistence.ErrNotFound):
+		// The store knows no error kinds (it imports nothing of actors).
+		return answerOf[errs.NotFound], true
 	}
 	return answer{}, false
 }
@@ -442,16 +458,13 @@ func storageAnswer(err error) (answer, bool) {
 // is seen rather than retried as if it were load.
 func (s *Server) writeErr(w http.ResponseWriter, err error) {
 	a, ok := storageAnswer(err)
-	if !ok {
-		a, ok = answerOf[errs.KindOf(err)]
-	}
-	if !ok {
+	if !ok && errs.KindOf(err) == errs.Other {
 		s.log.Error("request failed", "err", err)
-		writeError(w, http.StatusInternalServerError, "internal", "internal error")
+		refuse(w, errs.Other, "internal error")
 		return
 	}
-	if a.retryAfter != "" {
-		w.Header().Set("Retry-After", a.retryAfter)
+	if !ok {
+		a = answerOf[errs.KindOf(err)]
 	}
-	writeError(w, a.status, a.code, err.Error())
+	respond(w, a, err.Error())
 }

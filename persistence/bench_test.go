@@ -2,20 +2,22 @@ package persistence
 
 import (
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/wardenhq/warden/actors/marquee"
 )
 
-// BenchmarkTransition is one marquee transition's batch (snapshot, wake
-// entries, history entry and its pruning, dedup record) committed durably:
-// on Pebble (one fsync'd WAL) and on etcd (one transaction through Raft
-// on an embedded single member, the same disk). C8: the cost of a
-// transaction on etcd against one on Pebble. "serial" is one writer (the
-// latency floor); "parallel" is 64 writers (what group commit does).
+// BenchmarkTransition is one marquee transition's batch in shape (a
+// snapshot of a marquee's size, its wake entries, a history entry and its
+// pruning, a dedup record) committed durably: on Pebble (one fsync'd WAL)
+// and on etcd (one transaction through Raft on an embedded single member,
+// the same disk). C8: the cost of a transaction on etcd against one on
+// Pebble. "serial" is one writer (the latency floor); "parallel" is 64
+// writers (what group commit does).
 func BenchmarkTransition(b *testing.B) {
+	snapshot := Encode(map[string]string{"state": strings.Repeat("x", 900)})
+	entry := Encode(map[string]string{"verb": "step", "result": "applied", "detail": strings.Repeat("y", 80)})
 	for _, par := range []bool{false, true} {
 		name := "serial"
 		if par {
@@ -32,17 +34,20 @@ func BenchmarkTransition(b *testing.B) {
 						}
 						defer s.Close()
 					} else {
-						s = OpenBackend(OpenEtcd(testEtcd(b), 5*time.Second), nil, nil)
+						s = OpenBackend(OpenEtcd(testEtcd(b), 5*time.Second), nil)
 					}
 					var seq atomic.Uint64
 					one := func() {
 						n := seq.Add(1)
 						id := fmt.Sprintf("m-%03d", n%64)
 						w := s.NewBatch()
-						st := tutorial(id)
-						w.PutMarquee(MarqueeRecord{State: st, HistorySeq: n, WakeAt: t0.Add(time.Duration(n))}, t0.Add(time.Duration(n-1)))
-						w.AppendHistory(id, n, marquee.Entry{At: t0, Verb: "step", Generation: 1, Result: marquee.Applied, DeliveryID: fmt.Sprint("d-", n)})
-						w.PutDedup(DedupRecord{MarqueeID: id, DeliveryID: fmt.Sprint("d-", n), At: t0, Status: 200, Body: []byte(`{"result":"applied"}`)})
+						w.Set(MarqueeKey(id), snapshot)
+						w.MoveWake(KindMarquee, id, t0.Add(time.Duration(n-1)), t0.Add(time.Duration(n)))
+						w.Set(HistoryKey(id, n), entry)
+						if n > 200 {
+							w.Delete(HistoryKey(id, n-200))
+						}
+						w.PutDedup(DedupRecord{Entity: id, DeliveryID: fmt.Sprint("d-", n), At: t0, Status: 200, Body: []byte(`{"result":"applied"}`)})
 						if err := w.Commit(); err != nil {
 							b.Error(err)
 						}

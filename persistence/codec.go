@@ -12,7 +12,9 @@ import (
 // codecV1 is the only encoding so far: a version byte then JSON.
 const codecV1 byte = 1
 
-func encode(v any) []byte {
+// Encode is v's stored form: the version byte, then JSON. Records are the
+// project's own types, which always encode; one that does not is a bug.
+func Encode(v any) []byte {
 	b, err := json.Marshal(v)
 	if err != nil {
 		panic(fmt.Sprintf("persistence: encode %T: %v", v, err)) // our own types always encode
@@ -20,7 +22,9 @@ func encode(v any) []byte {
 	return append([]byte{codecV1}, b...)
 }
 
-func decode(key, val []byte, v any) error {
+// Decode reads a stored value into v; a value that does not decode is a
+// *CorruptError naming its key (A8).
+func Decode(key, val []byte, v any) error {
 	if len(val) == 0 {
 		return &CorruptError{Malformed{Key: string(key), Reason: "empty value"}}
 	}

@@ -84,7 +84,7 @@ func eachBackend(t *testing.T, f func(t *testing.T, bk *testBackend)) {
 	t.Run("etcd", func(t *testing.T) {
 		c := testEtcd(t)
 		bk := &testBackend{name: "etcd"}
-		bk.open = func(t *testing.T) *Store { return OpenBackend(OpenEtcd(c, 5*time.Second), nil, nil) }
+		bk.open = func(t *testing.T) *Store { return OpenBackend(OpenEtcd(c, 5*time.Second), nil) }
 		f(t, bk)
 	})
 }
@@ -99,21 +99,21 @@ func TestC1BackendBatchIsAtomicAndScansAreOrdered(t *testing.T) {
 		for start := 0; start < n; start += maxBulkWrites {
 			b := s.NewBatch()
 			for i := start; i < min(n, start+maxBulkWrites); i++ {
-				b.PutRaw(fmt.Sprintf("x/%05d", i), []byte{byte(i)})
+				b.Set(fmt.Appendf(nil, "x/%05d", i), []byte{byte(i)})
 			}
 			require.NoError(t, b.Commit())
 		}
 		b := s.NewBatch()
-		b.PutRaw("x/zz", []byte("new"))
+		b.Set([]byte("x/zz"), []byte("new"))
 		b.w.Delete([]byte("x/00003"))
 		require.Equal(t, 2, b.Len())
 		require.NoError(t, b.Commit())
 		discarded := s.NewBatch()
-		discarded.PutRaw("x/never", []byte("no"))
+		discarded.Set([]byte("x/never"), []byte("no"))
 		discarded.Discard()
 
 		var keys []string
-		require.NoError(t, s.scan([]byte("x/"), nil, func(k, _ []byte) (bool, error) {
+		require.NoError(t, s.Scan([]byte("x/"), nil, func(k, _ []byte) (bool, error) {
 			keys = append(keys, string(k))
 			return true, nil
 		}))
@@ -126,7 +126,7 @@ func TestC1BackendBatchIsAtomicAndScansAreOrdered(t *testing.T) {
 		}
 		// A scan from a start key, stopped early.
 		var some []string
-		require.NoError(t, s.scan([]byte("x/"), []byte("x/00500"), func(k, _ []byte) (bool, error) {
+		require.NoError(t, s.Scan([]byte("x/"), []byte("x/00500"), func(k, _ []byte) (bool, error) {
 			some = append(some, string(k))
 			return len(some) < 3, nil
 		}))
@@ -145,7 +145,7 @@ func TestC3FencedCommit(t *testing.T) {
 		if bk.name == "pebble" {
 			b := s.NewBatch()
 			b.Fence(Fence{Key: "warden/shard/0", Epoch: 1})
-			b.PutRaw("m/x", []byte("v"))
+			b.Set([]byte("m/x"), []byte("v"))
 			require.Error(t, b.Commit())
 			return
 		}
@@ -157,7 +157,7 @@ func TestC3FencedCommit(t *testing.T) {
 		write := func(key string, f Fence) error {
 			b := s.NewBatch()
 			b.Fence(f)
-			b.PutRaw(key, []byte("v"))
+			b.Set([]byte(key), []byte("v"))
 			return b.Commit()
 		}
 		require.NoError(t, write("m/a", Fence{Key: "warden/shard/3", Epoch: epoch}))
@@ -169,7 +169,7 @@ func TestC3FencedCommit(t *testing.T) {
 		require.ErrorIs(t, write("m/c", Fence{Key: "warden/shard/3", Epoch: epoch}), ErrFenced, "another owner, a newer epoch")
 		require.NoError(t, write("m/d", Fence{Key: "warden/shard/3", Epoch: r.Header.Revision}))
 		for key, want := range map[string]bool{"m/a": true, "m/b": false, "m/c": false, "m/d": true} {
-			has, err := s.has([]byte(key))
+			has, err := s.Has([]byte(key))
 			require.NoError(t, err)
 			require.Equal(t, want, has, key)
 		}

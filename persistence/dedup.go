@@ -6,17 +6,19 @@ import (
 	"time"
 )
 
-// Webhook deliveries: the first answer to each (marquee, delivery id),
-// kept for --dedup-retention (M20, T5).
+// Deliveries: the first answer to each (entity, delivery id), kept for
+// --dedup-retention (M20, T5). Marquees are the entities that take them.
 
-// DedupRecord is the first answer to a webhook delivery (M20), keyed by
-// marquee and delivery id (T5).
+// DedupRecord is the first answer to a delivery (M20), keyed by entity and
+// delivery id (T5).
 type DedupRecord struct {
 	DeliveryID string    `json:"delivery_id"`
 	At         time.Time `json:"at"`
-	MarqueeID  string    `json:"marquee_id"`
-	Status     int       `json:"status"`
-	Body       []byte    `json:"body"`
+	// Entity is the id of the entity the delivery was for (stored under
+	// the name it had when only marquees took deliveries).
+	Entity string `json:"marquee_id"`
+	Status int    `json:"status"`
+	Body   []byte `json:"body"`
 	// BodySHA256 is the hash of the request body that got this answer: a
 	// repeat with another body is a different message under a reused id.
 	BodySHA256 []byte `json:"body_sha256,omitempty"`
@@ -28,13 +30,13 @@ func (r DedupRecord) SameBody(h [32]byte) bool {
 	return len(r.BodySHA256) == 0 || bytes.Equal(r.BodySHA256, h[:])
 }
 
-// Dedup returns the first answer to a marquee's delivery id, or
-// ErrNotFound. The same delivery id of another marquee is another
-// delivery (T5).
-func (s *Store) Dedup(marqueeID, deliveryID string) (DedupRecord, error) {
+// Dedup returns the first answer to an entity's delivery id, or
+// ErrNotFound. The same delivery id of another entity is another delivery
+// (T5).
+func (s *Store) Dedup(entity, deliveryID string) (DedupRecord, error) {
 	var r DedupRecord
-	err := s.get(dedupKey(marqueeID, deliveryID), &r)
-	if err == nil && r.MarqueeID != marqueeID {
+	err := s.Get(DedupKey(entity, deliveryID), &r)
+	if err == nil && r.Entity != entity {
 		// A record of the layout before T5 ("d/<delivery>") whose id
 		// happens to read as this marquee's: not this delivery.
 		return DedupRecord{}, ErrNotFound
@@ -42,14 +44,14 @@ func (s *Store) Dedup(marqueeID, deliveryID string) (DedupRecord, error) {
 	return r, err
 }
 
-// DedupIDs lists the delivery ids stored for a marquee, reading keys only,
-// up to max; complete is false when there were more. The marquee's actor
+// DedupIDs lists the delivery ids stored for an entity, reading keys only,
+// up to max; complete is false when there were more. The entity's actor
 // keeps them so that a new delivery (almost every one) is known to be new
 // without a point read (issue 13).
-func (s *Store) DedupIDs(marqueeID string, max int) (ids []string, complete bool, err error) {
-	prefix := []byte("d/" + marqueeID + "/")
+func (s *Store) DedupIDs(entity string, max int) (ids []string, complete bool, err error) {
+	prefix := DedupPrefix(entity)
 	complete = true
-	err = s.scan(prefix, nil, func(k, _ []byte) (bool, error) {
+	err = s.Scan(prefix, nil, func(k, _ []byte) (bool, error) {
 		if len(ids) == max {
 			complete = false
 			return false, nil
@@ -64,9 +66,9 @@ func (s *Store) DedupIDs(marqueeID string, max int) (ids []string, complete bool
 // them at least 72 hours) and returns how many went.
 func (s *Store) PruneDedup(cutoff time.Time) (int, error) {
 	var stale [][]byte
-	err := s.scan([]byte("d/"), nil, func(k, v []byte) (bool, error) {
+	err := s.Scan([]byte(DedupFamily), nil, func(k, v []byte) (bool, error) {
 		var r DedupRecord
-		if err := decode(k, v, &r); err != nil || r.At.Before(cutoff) {
+		if err := Decode(k, v, &r); err != nil || r.At.Before(cutoff) {
 			// A record that does not decode can never answer a duplicate.
 			stale = append(stale, append([]byte(nil), k...))
 		}
@@ -95,5 +97,5 @@ func (s *Store) PruneDedup(cutoff time.Time) (int, error) {
 
 // PutDedup records the first answer to a delivery.
 func (b *Batch) PutDedup(r DedupRecord) {
-	b.w.Set(dedupKey(r.MarqueeID, r.DeliveryID), encode(r))
+	b.Put(DedupKey(r.Entity, r.DeliveryID), r)
 }

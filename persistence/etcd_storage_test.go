@@ -63,7 +63,7 @@ func TestS10EtcdQuotaAlarmIsNamed(t *testing.T) {
 	_, clients := startMembers(t, []string{"q"}, 2<<20)
 	c := etcdClient(t, clients...)
 	kv := OpenEtcd(c, 5*time.Second).(*etcdBackend)
-	s := OpenBackend(kv, nil, nil)
+	s := OpenBackend(kv, nil)
 	big := strings.Repeat("x", 512<<10)
 	var err error
 	for i := 0; i < 64 && err == nil; i++ {
@@ -76,14 +76,14 @@ func TestS10EtcdQuotaAlarmIsNamed(t *testing.T) {
 	require.Contains(t, f.Error(), "alarm disarm", "it says what to do")
 	require.Equal(t, f, s.Health().Problem(), "writes are refused until etcd is well")
 	require.Equal(t, QuotaFull, kv.check(context.Background()).Cause, "the monitor sees the alarm")
-	require.NoError(t, s.get([]byte("m/big-0"), new(string)), "reads still answer")
+	require.NoError(t, s.Get([]byte("m/big-0"), new(string)), "reads still answer")
 }
 
 func TestS10LostQuorumIsNamedAndReadsSayTheyCannotBeLinearizable(t *testing.T) {
 	members, clients := startMembers(t, []string{"a", "b", "c"}, 0)
 	c := etcdClient(t, clients[0])
 	kv := OpenEtcd(c, time.Second).(*etcdBackend)
-	s := OpenBackend(kv, nil, nil)
+	s := OpenBackend(kv, nil)
 	require.NoError(t, put(s, "m/kept", "\x01{}"))
 	members[1].Close()
 	members[2].Close()
@@ -93,7 +93,7 @@ func TestS10LostQuorumIsNamedAndReadsSayTheyCannotBeLinearizable(t *testing.T) {
 	var f *Failure
 	require.ErrorAs(t, err, &f)
 	require.Equal(t, Unreachable, f.Cause)
-	err = s.get([]byte("m/kept"), new(map[string]any))
+	err = s.Get([]byte("m/kept"), new(map[string]any))
 	require.ErrorAs(t, err, &f, "no stale answer from a member without quorum")
 	require.Contains(t, f.Error(), "linearizably")
 	require.Equal(t, Unreachable, kv.check(context.Background()).Cause)
@@ -102,14 +102,14 @@ func TestS10LostQuorumIsNamedAndReadsSayTheyCannotBeLinearizable(t *testing.T) {
 func TestS10ACommitWithoutAnAnswerIsReconciledByReading(t *testing.T) {
 	c := testEtcd(t)
 	kv := OpenEtcd(c, 5*time.Second).(*etcdBackend)
-	s := OpenBackend(kv, nil, nil)
+	s := OpenBackend(kv, nil)
 	lost := errors.Join(context.DeadlineExceeded, errors.New("the answer was lost"))
 
 	// Committed, answer lost: read back, it is applied.
 	kv.answered = func(err error) error { kv.answered = nil; return lost }
 	b := s.NewBatch()
-	b.PutRaw("m/a", []byte("\x01{\"v\":1}"))
-	b.PutRaw("h/a/1", []byte("\x01{}"))
+	b.Set([]byte("m/a"), []byte("\x01{\"v\":1}"))
+	b.Set([]byte("h/a/1"), []byte("\x01{}"))
 	require.NoError(t, b.Commit(), "found applied by reading: the commit succeeded")
 	require.Nil(t, s.Health().Problem())
 
@@ -117,13 +117,13 @@ func TestS10ACommitWithoutAnAnswerIsReconciledByReading(t *testing.T) {
 	kv.answered = func(err error) error { kv.answered = nil; return lost }
 	b = s.NewBatch()
 	b.Fence(Fence{Key: "warden/test-shard", Epoch: 12345})
-	b.PutRaw("m/a", []byte("\x01{\"v\":2}"))
+	b.Set([]byte("m/a"), []byte("\x01{\"v\":2}"))
 	err := b.Commit()
 	var f *Failure
 	require.ErrorAs(t, err, &f, "never assumed applied")
 	require.Contains(t, f.Error(), "it was not applied")
 	var v map[string]any
 	kv.health.setUnreachable(nil)
-	require.NoError(t, s.get([]byte("m/a"), &v))
+	require.NoError(t, s.Get([]byte("m/a"), &v))
 	require.Equal(t, 1.0, v["v"])
 }

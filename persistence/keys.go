@@ -1,38 +1,85 @@
 package persistence
 
 import (
+	"bytes"
 	"fmt"
 	"time"
 )
 
-// The key layout (see the package doc): one prefix a record family, so a
-// family is one contiguous range.
+// The key layout (see the package doc), spelled here and nowhere else: one
+// prefix a record family, so a family is one contiguous range. The store
+// knows the families' names, not their records: each kind's codec lives
+// with the kind (actors).
 
-func marqueeKey(id string) []byte { return []byte("m/" + id) }
+// Family prefixes.
+const (
+	MarqueePrefix       = "m/"
+	HistoryFamily       = "h/"
+	DedupFamily         = "d/"
+	PoolPrefix          = "p/"
+	AdmissionFamily     = "a/"
+	EnvPrefix           = "e/"
+	BranchFamily        = "b/"
+	WakePrefix          = "w/"
+	benchFloorPrefix    = "x/floor/"
+	dataLossPrefix      = "z/data-loss/"
+	generationKeyDigits = 16
+)
 
-func historyKey(id string, seq uint64) []byte {
-	return fmt.Appendf(nil, "h/%s/%016x", id, seq)
+// MarqueeKey is a marquee's snapshot.
+func MarqueeKey(id string) []byte { return []byte(MarqueePrefix + id) }
+
+// HistoryPrefix is a marquee's history; HistoryKey its seq-th entry.
+func HistoryPrefix(id string) []byte { return []byte(HistoryFamily + id + "/") }
+
+func HistoryKey(id string, seq uint64) []byte {
+	return fmt.Appendf(nil, "%s%s/%016x", HistoryFamily, id, seq)
 }
 
-func dedupKey(marqueeID, deliveryID string) []byte {
-	return []byte("d/" + marqueeID + "/" + deliveryID)
+// DedupPrefix is an entity's delivery records; DedupKey one of them (T5).
+func DedupPrefix(entity string) []byte { return []byte(DedupFamily + entity + "/") }
+
+func DedupKey(entity, deliveryID string) []byte {
+	return []byte(DedupFamily + entity + "/" + deliveryID)
 }
 
-func poolKey(name string) []byte { return []byte("p/" + name) }
+// PoolKey is a pool's metadata.
+func PoolKey(name string) []byte { return []byte(PoolPrefix + name) }
 
-func admissionKey(pool, job string) []byte { return []byte("a/" + pool + "/" + job) }
+// AdmissionPrefix is a pool's job records; AdmissionKey one of them.
+func AdmissionPrefix(pool string) []byte { return []byte(AdmissionFamily + pool + "/") }
 
-func admissionPrefix(pool string) []byte { return []byte("a/" + pool + "/") }
+func AdmissionKey(pool, job string) []byte { return []byte(AdmissionFamily + pool + "/" + job) }
 
-func wakeKey(at time.Time, id string) []byte { return wakeKeyOf(at, KindMarquee, id) }
+// EnvKey is an environment's record.
+func EnvKey(id string) []byte { return []byte(EnvPrefix + id) }
 
-func wakeKeyOf(at time.Time, kind, id string) []byte {
-	return fmt.Appendf(nil, "w/%016x/%s/%s", uint64(at.UnixNano()), kind, id)
+// LegacyBranchKey held a branch's last route generation before each
+// generation had a key of its own (read, never written).
+func LegacyBranchKey(branch string) []byte { return []byte(BranchFamily + branch) }
+
+// BranchGenerationPrefix is a branch's route generations; each given out
+// has a key, so that two creates of one branch committing in either order
+// leave the newest readable (the last key).
+func BranchGenerationPrefix(branch string) []byte { return []byte(BranchFamily + branch + "/") }
+
+func BranchGenerationKey(branch string, g uint64) []byte {
+	return fmt.Appendf(nil, "%s%s/%0*x", BranchFamily, branch, generationKeyDigits, g)
 }
 
-func envKey(id string) []byte { return []byte("e/" + id) }
-
-func branchKey(branch string) []byte { return []byte("b/" + branch) }
+// ParseBranchGeneration reads the generation a BranchGenerationKey names.
+func ParseBranchGeneration(prefix, key []byte) (uint64, bool) {
+	var g uint64
+	if !bytes.HasPrefix(key, prefix) {
+		return 0, false
+	}
+	rest := key[len(prefix):]
+	if len(rest) != generationKeyDigits {
+		return 0, false
+	}
+	_, err := fmt.Sscanf(string(rest), "%016x", &g)
+	return g, err == nil
+}
 
 // Entity kinds in the wake index.
 const (
@@ -40,11 +87,16 @@ const (
 	KindEnvironment = "e"
 )
 
+// WakeKey is an entity's wake-index entry at a time.
+func WakeKey(at time.Time, kind, id string) []byte {
+	return fmt.Appendf(nil, "%s%016x/%s/%s", WakePrefix, uint64(at.UnixNano()), kind, id)
+}
+
 // benchFloorKey is the benchmark floor's n-th write (httpapi's
 // --bench-noop route): a family of its own that no reader scans.
-func benchFloorKey(n uint64) []byte { return fmt.Appendf(nil, "x/floor/%016x", n) }
+func benchFloorKey(n uint64) []byte { return fmt.Appendf(nil, "%s%016x", benchFloorPrefix, n) }
 
 // dataLossKey is the audit entry of a repair that dropped data (S7).
 func dataLossKey(at time.Time) []byte {
-	return fmt.Appendf(nil, "z/data-loss/%016x", uint64(at.UnixNano()))
+	return fmt.Appendf(nil, "%s%016x", dataLossPrefix, uint64(at.UnixNano()))
 }

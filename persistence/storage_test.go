@@ -95,7 +95,7 @@ func faultyStore(t *testing.T, d *disk, o Options) (*Store, *vfs.MemFS, chan str
 
 func put(s *Store, key, val string) error {
 	b := s.NewBatch()
-	b.PutRaw(key, []byte(val))
+	b.Set([]byte(key), []byte(val))
 	return b.Commit()
 }
 
@@ -151,7 +151,8 @@ func TestS1AFailedWALWriteOrSyncSealsTheStore(t *testing.T) {
 			require.Equal(t, tc.cause, got.Cause)
 			require.Zero(t, d.after.Load(), "no WAL operation after the seal")
 			// S5: the memtable may hold the refused batch; reads are refused.
-			_, err = s.LoadMarquee("before")
+			var v struct{}
+			err = s.Get([]byte("m/before"), &v)
 			require.ErrorAs(t, err, &got)
 			require.Error(t, s.Close(), "a sealed store is not closed (S3)")
 		})
@@ -239,7 +240,7 @@ func TestS5NoReadShowsAWriteBeforeItsSyncReturns(t *testing.T) {
 			<-d.held // the batch is written and in the memtable; its sync waits
 
 			read := make(chan error, 1)
-			go func() { _, err := s.Dedup("x", "y"); read <- s.get([]byte("m/x"), new(map[string]any)); _ = err }()
+			go func() { _, err := s.Dedup("x", "y"); read <- s.Get([]byte("m/x"), new(map[string]any)); _ = err }()
 			select {
 			case err := <-read:
 				t.Fatalf("a read answered (%v) while the write it may have seen was not synced", err)
@@ -272,7 +273,7 @@ func TestS6StoresAreAtTheNewestFormatAndOldOnesRatchet(t *testing.T) {
 	require.Equal(t, FormatVersion, s.kv.(*pebbleBackend).db.FormatMajorVersion())
 	require.GreaterOrEqual(t, FormatVersion, pebble.FormatWALSyncChunks)
 	require.Equal(t, 1, strings.Count(logs.String(), "store format ratcheted"), logs.String())
-	require.NoError(t, s.get([]byte("m/kept"), new(map[string]any)))
+	require.NoError(t, s.Get([]byte("m/kept"), new(map[string]any)))
 	require.NoError(t, s.Close())
 
 	logs.Reset()
@@ -409,7 +410,7 @@ func TestS7ACorruptSSTableRefusesItsKeysWithoutAPanic(t *testing.T) {
 	defer s.Close()
 	var bad *Failure
 	for i := range 2000 {
-		if err := s.get(fmt.Appendf(nil, "m/x-%04d", i), new(map[string]any)); err != nil {
+		if err := s.Get(fmt.Appendf(nil, "m/x-%04d", i), new(map[string]any)); err != nil {
 			require.ErrorAs(t, err, &bad)
 			break
 		}
@@ -461,7 +462,7 @@ func TestS4AStoreThatCannotBeWrittenOpensReadOnlyAndSwitchesBack(t *testing.T) {
 	f := s.Health().ReadOnly()
 	require.NotNil(t, f)
 	require.Equal(t, ReadOnly, f.Cause)
-	require.NoError(t, s.get([]byte("m/kept"), new(map[string]any)), "reads are served")
+	require.NoError(t, s.Get([]byte("m/kept"), new(map[string]any)), "reads are served")
 	var got *Failure
 	require.ErrorAs(t, put(s, "m/new", "\x01{}"), &got, "writes are refused")
 	require.True(t, got.Degraded)

@@ -15,16 +15,21 @@
 // Keys are ASCII, one prefix byte and a slash per record family, so that a
 // family is one contiguous range:
 //
-//	m/<marquee id>                  marquee snapshot (MarqueeRecord)
-//	h/<marquee id>/<seq %016x>      history entry; the newest HistoryLimit kept
-//	d/<marquee id>/<delivery id>    webhook dedup record (DedupRecord, T5)
-//	p/<pool>                        pool metadata (PoolMeta)
-//	a/<pool>/<job>                  admission record (admission.Job)
-//	e/<environment id>              environment record (EnvRecord)
-//	b/<branch>                      the branch's last route generation
+//	m/<marquee id>                  marquee snapshot
+//	h/<marquee id>/<seq %016x>      history entry
+//	d/<entity id>/<delivery id>     webhook dedup record (DedupRecord, T5)
+//	p/<pool>                        pool metadata
+//	a/<pool>/<job>                  admission record
+//	e/<environment id>              environment record
+//	b/<branch>/<generation %016x>   a route generation given out (empty)
 //	w/<unix nanos %016x>/<k>/<id>   wake index: the entity (k: m marquee,
 //	                                e environment) has a deadline or unsettled
 //	                                effects at that time (empty value)
+//	x/floor/<n %016x>               the benchmark floor's writes
+//	z/data-loss/<unix nanos %016x>  audit of a repair that dropped data (S7)
+//
+// The records' codecs are their kinds' (actors): this package knows the
+// families' names, not their types, and imports nothing of actors/.
 //
 // # Encoding
 //
@@ -35,7 +40,9 @@
 package persistence
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -43,14 +50,11 @@ import (
 	"sync"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
-
-	"github.com/wardenhq/warden/actors/trust"
-
-	"github.com/wardenhq/warden/actors/errs"
 )
 
-// ErrNotFound is returned for a key that holds nothing.
-var ErrNotFound error = errs.NotFound
+// ErrNotFound is returned for a key that holds nothing; callers wrap it in
+// their own words and error kind.
+var ErrNotFound = errors.New("not found")
 
 // Malformed is a stored record that could not be used, with why.
 type Malformed struct {
@@ -71,10 +75,6 @@ type Options struct {
 	// NoSync commits without fsync. Only the benchmark's baseline uses it;
 	// it would break I5 in production.
 	NoSync bool
-	// Sealer encrypts the secrets a record holds before they are written
-	// (T10); nil keeps them in clear (in-memory stores of tests and the
-	// simulator).
-	Sealer *trust.Sealer
 	// Logger receives Pebble's messages and the store's own (S8).
 	Logger *slog.Logger
 	// OnFatal runs after Pebble reported a write-path failure and the
@@ -97,7 +97,6 @@ type Store struct {
 	// every use holds it shared.
 	mu     sync.RWMutex
 	kv     Backend
-	sealer *trust.Sealer
 	health *Health
 	// vis holds reads back until what they saw is durable: Pebble shows a
 	// batch to readers once it is in the memtable, before its WAL sync has
@@ -122,7 +121,7 @@ func Open(dir string, o Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Store{kv: kv, sealer: o.Sealer, health: h, vis: newVisibility(h), dir: dir, opts: o}, nil
+	return &Store{kv: kv, health: h, vis: newVisibility(h), dir: dir, opts: o}, nil
 }
 
 // openWritable opens dir read-write once its filesystem has shown it can
@@ -149,12 +148,12 @@ func openWritable(dir string, o Options, h *Health) (*pebbleBackend, error) {
 
 // OpenBackend wraps any Backend (the etcd one in a cluster) as a Store;
 // log receives its health's changes (nil: none).
-func OpenBackend(kv Backend, sealer *trust.Sealer, log *slog.Logger) *Store {
+func OpenBackend(kv Backend, log *slog.Logger) *Store {
 	h := newHealth(log)
 	if hb, ok := kv.(interface{ setHealth(*Health) }); ok {
 		hb.setHealth(h)
 	}
-	return &Store{kv: kv, sealer: sealer, health: h}
+	return &Store{kv: kv, health: h}
 }
 
 // Monitor watches the cluster backend's health until ctx ends (S10); on
@@ -226,11 +225,12 @@ func (s *Store) TryWritable() (bool, error) {
 	return true, nil
 }
 
-// get reads one record. Reads are refused once the store is sealed and
-// answered only once everything they may have seen is durable (S5).
-func (s *Store) get(key []byte, v any) error {
+// Get reads one record into v: ErrNotFound, a *CorruptError, or the
+// store's refusal. Reads are refused once the store is sealed and answered
+// only once everything they may have seen is durable (S5).
+func (s *Store) Get(key []byte, v any) error {
 	return s.read(func(kv Backend) error {
-		return kv.Get(key, func(val []byte) error { return decode(key, val, v) })
+		return kv.Get(key, func(val []byte) error { return Decode(key, val, v) })
 	})
 }
 
@@ -248,12 +248,12 @@ func (s *Store) read(f func(kv Backend) error) error {
 	return err
 }
 
-// listPage is one page of a record family in key order, the paging,
+// ListPage is one page of a record family in key order, the paging,
 // filtering and scan budget every list shares: up to limit records that
 // keep accepts after the id `after`, reading at most maxScan records (0:
 // no bound; spent, the page ends at the last record read), the id to go
 // on after ("" at the end), and the records that did not decode.
-func listPage[T any](s *Store, prefix, after string, limit, maxScan int, read func(k, v []byte) (T, error), keep func(T) bool) ([]T, string, []Malformed, error) {
+func ListPage[T any](s *Store, prefix, after string, limit, maxScan int, read func(k, v []byte) (T, error), keep func(T) bool) ([]T, string, []Malformed, error) {
 	var out []T
 	var bad []Malformed
 	var start []byte
@@ -261,7 +261,7 @@ func listPage[T any](s *Store, prefix, after string, limit, maxScan int, read fu
 		start = append([]byte(prefix+after), 0)
 	}
 	next, lastRead, lastKept, scanned := "", "", "", 0
-	err := s.scan([]byte(prefix), start, func(k, v []byte) (bool, error) {
+	err := s.Scan([]byte(prefix), start, func(k, v []byte) (bool, error) {
 		if maxScan > 0 && scanned == maxScan {
 			next = lastRead
 			return false, nil
@@ -288,9 +288,10 @@ func listPage[T any](s *Store, prefix, after string, limit, maxScan int, read fu
 	return out, next, bad, err
 }
 
-// scan calls f for every key with the prefix, in key order, from start
-// (inclusive; nil means the prefix start). f returns false to stop.
-func (s *Store) scan(prefix, start []byte, f func(k, v []byte) (bool, error)) error {
+// Scan calls f for every key with the prefix, in key order, from start
+// (inclusive; nil means the prefix start). f returns false to stop; k and
+// v are valid only during the call.
+func (s *Store) Scan(prefix, start []byte, f func(k, v []byte) (bool, error)) error {
 	lower := prefix
 	if start != nil {
 		lower = start
@@ -309,10 +310,10 @@ func prefixEnd(p []byte) []byte {
 	return nil
 }
 
-// has reports whether a key holds a value, without decoding it: enough for
+// Has reports whether a key holds a value, without decoding it: enough for
 // the registry to decide whether an entity exists before activating it
 // (the actor decodes the record once, when it loads).
-func (s *Store) has(key []byte) (bool, error) {
+func (s *Store) Has(key []byte) (bool, error) {
 	err := s.read(func(kv Backend) error { return kv.Get(key, func([]byte) error { return nil }) })
 	if errors.Is(err, ErrNotFound) {
 		return false, nil
@@ -320,17 +321,11 @@ func (s *Store) has(key []byte) (bool, error) {
 	return err == nil, err
 }
 
-// MarqueeExists reports whether a marquee record (or tombstone) is stored.
-func (s *Store) MarqueeExists(id string) (bool, error) { return s.has(marqueeKey(id)) }
-
-// EnvExists reports whether an environment record (or tombstone) is stored.
-func (s *Store) EnvExists(id string) (bool, error) { return s.has(envKey(id)) }
-
 // ForEach calls f with every key and value in the store, in key order:
 // a raw view for tests that prove a refusal wrote nothing (T12) and for
 // debugging. The value is only valid during the call.
 func (s *Store) ForEach(f func(k, v []byte) error) error {
-	return s.scan(nil, nil, func(k, v []byte) (bool, error) { return true, f(k, v) })
+	return s.Scan(nil, nil, func(k, v []byte) (bool, error) { return true, f(k, v) })
 }
 
 // Batch collects one transition's writes; Commit makes them durable
@@ -353,8 +348,35 @@ func (s *Store) NewBatch() *Batch {
 // entity's shard at its epoch (C3); a batch without one is a single node's.
 func (b *Batch) Fence(f Fence) { b.fence = f }
 
-// PutRaw writes bytes as they are. Tests use it to plant malformed records.
-func (b *Batch) PutRaw(key string, val []byte) { b.w.Set([]byte(key), val) }
+// Put stages v, encoded as Encode does, under key. It encodes into a
+// pooled buffer, since every backend copies what it is given: the
+// durable path's records were a third of its allocations.
+func (b *Batch) Put(key []byte, v any) {
+	buf := encodeBuffers.Get().(*bytes.Buffer)
+	buf.Reset()
+	buf.WriteByte(codecV1)
+	if err := json.NewEncoder(buf).Encode(v); err != nil {
+		panic(fmt.Sprintf("persistence: encode %T: %v", v, err)) // our own types always encode
+	}
+	val := buf.Bytes()
+	b.w.Set(key, val[:len(val)-1]) // without the Encoder's newline: Encode's bytes
+	if buf.Cap() <= maxPooledBuffer {
+		encodeBuffers.Put(buf)
+	}
+}
+
+// encodeBuffers hold Put's encodings; one over maxPooledBuffer (a rare
+// large record) is left to the collector rather than kept.
+var encodeBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+const maxPooledBuffer = 64 << 10
+
+// Set stages bytes as they are (an empty value of an index entry; tests
+// planting malformed records).
+func (b *Batch) Set(key, val []byte) { b.w.Set(key, val) }
+
+// Delete stages the removal of key.
+func (b *Batch) Delete(key []byte) { b.w.Delete(key) }
 
 // PutBenchFloor stages the benchmark floor's n-th body (benchFloorKey).
 func (b *Batch) PutBenchFloor(n uint64, body []byte) { b.w.Set(benchFloorKey(n), body) }

@@ -7,60 +7,66 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/stretchr/testify/require"
-
-	"github.com/wardenhq/warden/actors/admission"
-	"github.com/wardenhq/warden/actors/environment"
-	"github.com/wardenhq/warden/actors/marquee"
 )
+
+// The store's mechanics on both backends, with a record of the test's own:
+// the kinds' records and their codecs are tested with the kinds (actors).
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
-func tutorial(id string) marquee.State {
-	return marquee.State{ID: id, Kind: marquee.Tutorial, Serving: marquee.Disabled, Lifecycle: marquee.Provisioning, CreatedAt: t0, UpdatedAt: t0}
+// item is a record of this test's own.
+type item struct {
+	ID string `json:"id"`
+	N  int    `json:"n"`
 }
 
-func TestMarqueeRoundTripAndReopen(t *testing.T) {
+func itemKey(id string) []byte { return []byte("t/" + id) }
+
+func readItem(k, v []byte) (item, error) {
+	var it item
+	err := Decode(k, v, &it)
+	return it, err
+}
+
+func TestRecordRoundTripWakeAndReopen(t *testing.T) {
 	eachBackend(t, func(t *testing.T, bk *testBackend) {
 		s := bk.open(t)
-		st := tutorial("m-1")
-		st.Connection = &marquee.Connection{Host: "203.0.113.7", Port: 22, User: "root", SSHPrivateKey: "secret"}
 		b := s.NewBatch()
-		b.PutMarquee(MarqueeRecord{State: st, HistorySeq: 1, WakeAt: t0.Add(time.Minute)}, time.Time{})
-		b.AppendHistory("m-1", 1, marquee.Entry{At: t0, Source: marquee.SourceOperator, Verb: "create", Result: marquee.Applied})
+		b.Put(itemKey("a"), item{ID: "a", N: 1})
+		b.MoveWake(KindMarquee, "a", time.Time{}, t0.Add(time.Minute))
 		require.NoError(t, b.Commit())
-		require.NoError(t, s.Close())
-
 		s = bk.open(t)
-		r, err := s.LoadMarquee("m-1")
+		var it item
+		require.NoError(t, s.Get(itemKey("a"), &it))
+		require.Equal(t, item{ID: "a", N: 1}, it)
+		require.ErrorIs(t, s.Get(itemKey("b"), &it), ErrNotFound)
+		has, err := s.Has(itemKey("a"))
 		require.NoError(t, err)
-		require.Equal(t, st, r.State)
-		require.Equal(t, uint64(1), r.HistorySeq)
-		_, err = s.LoadMarquee("m-2")
-		require.ErrorIs(t, err, ErrNotFound)
+		require.True(t, has)
 		ws, err := s.Wakes(t0.Add(time.Hour))
 		require.NoError(t, err)
-		require.Equal(t, []Wake{{At: t0.Add(time.Minute), Kind: KindMarquee, ID: "m-1"}}, ws)
+		require.Equal(t, []Wake{{At: t0.Add(time.Minute), Kind: KindMarquee, ID: "a"}}, ws)
 	})
 }
 
-func TestWakeIndexMovesWithSnapshot(t *testing.T) {
+// TestWakeIndexMovesWithItsRecord: M23's index entry moves in the batch
+// that moves its record's deadline, and goes when it has none.
+func TestWakeIndexMovesWithItsRecord(t *testing.T) {
 	eachBackend(t, func(t *testing.T, bk *testBackend) {
 		s := bk.open(t)
-		st := tutorial("m-1")
-		b := s.NewBatch()
-		b.PutMarquee(MarqueeRecord{State: st, WakeAt: t0.Add(5 * time.Minute)}, time.Time{})
-		require.NoError(t, b.Commit())
-		b = s.NewBatch()
-		b.PutMarquee(MarqueeRecord{State: st, WakeAt: t0.Add(30 * time.Minute)}, t0.Add(5*time.Minute))
-		require.NoError(t, b.Commit())
+		for _, w := range []struct{ old, at time.Time }{{time.Time{}, t0.Add(5 * time.Minute)}, {t0.Add(5 * time.Minute), t0.Add(30 * time.Minute)}} {
+			b := s.NewBatch()
+			b.MoveWake(KindEnvironment, "e-1", w.old, w.at)
+			require.NoError(t, b.Commit())
+		}
 		ws, err := s.Wakes(t0.Add(10 * time.Minute))
 		require.NoError(t, err)
 		require.Empty(t, ws, "the old entry is gone; the new one is not due yet")
 		ws, err = s.Wakes(t0.Add(time.Hour))
 		require.NoError(t, err)
-		require.Len(t, ws, 1)
-		b = s.NewBatch()
-		b.PutMarquee(MarqueeRecord{State: st}, t0.Add(30*time.Minute))
+		require.Equal(t, []Wake{{At: t0.Add(30 * time.Minute), Kind: KindEnvironment, ID: "e-1"}}, ws)
+		b := s.NewBatch()
+		b.MoveWake(KindEnvironment, "e-1", t0.Add(30*time.Minute), time.Time{})
 		require.NoError(t, b.Commit())
 		ws, err = s.Wakes(t0.Add(time.Hour))
 		require.NoError(t, err)
@@ -68,77 +74,66 @@ func TestWakeIndexMovesWithSnapshot(t *testing.T) {
 	})
 }
 
-func TestHistoryIsBoundedAndNewestFirst(t *testing.T) {
-	eachBackend(t, func(t *testing.T, bk *testBackend) {
-		s := bk.open(t)
-		for seq := uint64(1); seq <= HistoryLimit+50; seq++ {
-			b := s.NewBatch()
-			b.AppendHistory("m-1", seq, marquee.Entry{At: t0, Verb: fmt.Sprint(seq)})
-			require.NoError(t, b.Commit())
-		}
-		all, err := s.History("m-1", 10_000)
-		require.NoError(t, err)
-		require.Len(t, all, HistoryLimit)
-		require.Equal(t, fmt.Sprint(HistoryLimit+50), all[0].Verb)
-		require.Equal(t, "51", all[len(all)-1].Verb)
-		few, err := s.History("m-1", 3)
-		require.NoError(t, err)
-		require.Len(t, few, 3)
-	})
-}
-
-// TestMalformedAdmissionRecordsAreReported: A8. A record that does not
-// decode is reported with its key and reason and never hides its neighbours.
-func TestMalformedAdmissionRecordsAreReported(t *testing.T) {
-	eachBackend(t, func(t *testing.T, bk *testBackend) {
-		s := bk.open(t)
-		b := s.NewBatch()
-		b.PutAdmission("default", admission.Job{ID: "m-1", Sequence: 1, Status: admission.Reserved, Since: t0})
-		b.PutAdmission("default", admission.Job{ID: "m-3", Sequence: 3, Status: admission.Queued, Since: t0})
-		b.PutRaw("a/default/m-2", []byte{1, '{', 'x'})
-		b.PutRaw("a/default/m-4", []byte{9, '{', '}'})
-		b.PutRaw("a/default/m-5", encode(admission.Job{ID: "m-6", Sequence: 5, Status: admission.Queued}))
-		b.PutPoolMeta("default", PoolMeta{NextSequence: 4})
-		require.NoError(t, b.Commit())
-		meta, jobs, bad, err := s.LoadPool("default")
-		require.NoError(t, err)
-		require.Equal(t, uint64(4), meta.NextSequence)
-		require.Len(t, jobs, 2)
-		require.Len(t, bad, 3)
-		require.Equal(t, "a/default/m-2", bad[0].Key)
-		require.Contains(t, bad[0].Reason, "does not decode")
-		require.Contains(t, bad[1].Reason, "unknown encoding version 9")
-		require.Contains(t, bad[2].Reason, "key does not")
-	})
-}
-
-func TestListMarqueesPagesAndReportsMalformed(t *testing.T) {
+// TestListPagesAndReportsMalformed: A8 for every list. A record that does
+// not decode is reported with its key and reason, never hides its
+// neighbours, and a filter and a cursor page the rest.
+func TestListPagesAndReportsMalformed(t *testing.T) {
 	eachBackend(t, func(t *testing.T, bk *testBackend) {
 		s := bk.open(t)
 		b := s.NewBatch()
 		for i := 0; i < 5; i++ {
-			b.PutMarquee(MarqueeRecord{State: tutorial(fmt.Sprintf("m-%d", i))}, time.Time{})
+			b.Put(itemKey(fmt.Sprintf("i-%d", i)), item{ID: fmt.Sprintf("i-%d", i), N: i})
 		}
-		tomb := tutorial("m-9")
-		tomb.Tombstone = &marquee.Tombstone{Reason: "reaped", At: t0}
-		b.PutMarquee(MarqueeRecord{State: tomb}, time.Time{})
-		b.PutRaw("m/m-bad", []byte("not versioned"))
+		b.Set(itemKey("i-bad"), []byte("not versioned"))
+		b.Set(itemKey("i-v9"), []byte{9, '{', '}'})
 		require.NoError(t, b.Commit())
-		page, next, bad, err := s.ListMarquees("", 2, 0, nil)
+		page, next, bad, err := ListPage(s, "t/", "", 2, 0, readItem, nil)
 		require.NoError(t, err)
-		require.Equal(t, []string{"m-0", "m-1"}, ids(page))
-		require.Equal(t, "m-1", next)
-		live := func(st marquee.State) bool { return st.Tombstone == nil }
-		page, next, bad2, err := s.ListMarquees(next, 10, 0, live)
-		require.NoError(t, err)
-		require.Equal(t, []string{"m-2", "m-3", "m-4"}, ids(page), "the filter leaves tombstones out")
-		require.Equal(t, "", next)
+		require.Equal(t, []item{{"i-0", 0}, {"i-1", 1}}, page)
+		require.Equal(t, "i-1", next)
 		require.Empty(t, bad)
-		require.Len(t, bad2, 1)
-		require.Equal(t, "m/m-bad", bad2[0].Key)
-		_, err = s.LoadMarquee("m-bad")
+		odd := func(it item) bool { return it.N%2 == 1 }
+		page, next, bad, err = ListPage(s, "t/", next, 10, 0, readItem, odd)
+		require.NoError(t, err)
+		require.Equal(t, []item{{"i-3", 3}}, page, "the filter leaves the others out")
+		require.Equal(t, "", next)
+		require.Len(t, bad, 2)
+		require.Equal(t, "t/i-bad", bad[0].Key)
+		require.Contains(t, bad[0].Reason, "unknown encoding version")
+		require.Contains(t, bad[1].Reason, "unknown encoding version 9")
+		var it item
 		var ce *CorruptError
-		require.ErrorAs(t, err, &ce)
+		require.ErrorAs(t, s.Get(itemKey("i-bad"), &it), &ce)
+	})
+}
+
+// TestListReadsAtMostItsBudget: a page whose filter matches nothing stops
+// after maxScan records with a cursor to go on (issue 12: one request
+// never reads the whole store), and following the cursors reaches the end.
+func TestListReadsAtMostItsBudget(t *testing.T) {
+	eachBackend(t, func(t *testing.T, bk *testBackend) {
+		s := bk.open(t)
+		b := s.NewBatch()
+		for i := 0; i < 12; i++ {
+			b.Put(itemKey(fmt.Sprintf("i-%02d", i)), item{ID: fmt.Sprintf("i-%02d", i)})
+		}
+		require.NoError(t, b.Commit())
+		read := 0
+		none := func(item) bool { read++; return false }
+		var cursors []string
+		after := ""
+		for pages := 0; pages < 10; pages++ {
+			page, next, _, err := ListPage(s, "t/", after, 100, 5, readItem, none)
+			require.NoError(t, err)
+			require.Empty(t, page)
+			if next == "" {
+				break
+			}
+			cursors = append(cursors, next)
+			after = next
+		}
+		require.Equal(t, []string{"i-04", "i-09"}, cursors, "five records a page, then the rest")
+		require.Equal(t, 12, read, "every record read exactly once across the pages")
 	})
 }
 
@@ -146,8 +141,8 @@ func TestDedupPrune(t *testing.T) {
 	eachBackend(t, func(t *testing.T, bk *testBackend) {
 		s := bk.open(t)
 		b := s.NewBatch()
-		b.PutDedup(DedupRecord{DeliveryID: "old", At: t0, MarqueeID: "m-1", Status: 200, Body: []byte(`{}`)})
-		b.PutDedup(DedupRecord{DeliveryID: "new", At: t0.Add(80 * time.Hour), MarqueeID: "m-1", Status: 200, Body: []byte(`{}`)})
+		b.PutDedup(DedupRecord{DeliveryID: "old", At: t0, Entity: "m-1", Status: 200, Body: []byte(`{}`)})
+		b.PutDedup(DedupRecord{DeliveryID: "new", At: t0.Add(80 * time.Hour), Entity: "m-1", Status: 200, Body: []byte(`{}`)})
 		require.NoError(t, b.Commit())
 		n, err := s.PruneDedup(t0.Add(80*time.Hour - 72*time.Hour))
 		require.NoError(t, err)
@@ -169,13 +164,14 @@ func TestUnsyncedWritesAreLostInACrash(t *testing.T) {
 		s, err := Open("db", Options{FS: fs, NoSync: noSync})
 		require.NoError(t, err)
 		b := s.NewBatch()
-		b.PutMarquee(MarqueeRecord{State: tutorial("m-1")}, time.Time{})
+		b.Put(itemKey("a"), item{ID: "a"})
 		require.NoError(t, b.Commit())
 		crashed := fs.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})
 		require.NoError(t, s.Close())
 		s2, err := Open("db", Options{FS: crashed})
 		require.NoError(t, err)
-		_, err = s2.LoadMarquee("m-1")
+		var it item
+		err = s2.Get(itemKey("a"), &it)
 		if noSync {
 			require.ErrorIs(t, err, ErrNotFound, "NoSync lost the write")
 		} else {
@@ -185,97 +181,33 @@ func TestUnsyncedWritesAreLostInACrash(t *testing.T) {
 	}
 }
 
-// FuzzDecode: every stored value is untrusted on the way back in; decode
-// returns a value or a CorruptError, never panics.
+// FuzzDecode: every stored value is untrusted on the way back in; Decode
+// returns a value or a CorruptError, never panics. (The kinds' codecs
+// fuzz their own records.)
 func FuzzDecode(f *testing.F) {
-	f.Add(encode(MarqueeRecord{State: tutorial("m-1")}))
-	f.Add(encode(admission.Job{ID: "m-1", Sequence: 1, Status: admission.Queued}))
+	f.Add(Encode(item{ID: "a", N: 1}))
+	f.Add(Encode(DedupRecord{DeliveryID: "d", Entity: "m-1", Status: 200, Body: []byte("{}")}))
 	f.Add([]byte{})
 	f.Add([]byte{1})
 	f.Fuzz(func(t *testing.T, val []byte) {
-		var r MarqueeRecord
-		if err := decode([]byte("m/x"), val, &r); err == nil {
-			_ = r.State.Validate()
+		var it item
+		if err := Decode([]byte("t/x"), val, &it); err != nil {
+			var ce *CorruptError
+			require.ErrorAs(t, err, &ce)
 		}
-		var j admission.Job
-		if err := decode([]byte("a/p/x"), val, &j); err == nil {
-			_ = j.Validate()
-		}
+		var d DedupRecord
+		_ = Decode([]byte("d/m/x"), val, &d)
 	})
 }
 
-func ids(ss []marquee.State) []string {
-	var out []string
-	for _, s := range ss {
-		out = append(out, s.ID)
-	}
-	return out
-}
-
-func TestEnvRecordsAndTheirWakes(t *testing.T) {
-	eachBackend(t, func(t *testing.T, bk *testBackend) {
-		s := bk.open(t)
-		m := environment.Machine{Config: environment.DefaultConfig()}
-		e, err := m.New(environment.Create{ID: "env-271", Branch: "feature-search", Revision: "3f2c9e1", TTL: 72 * time.Hour}, t0)
-		require.NoError(t, err)
-		b := s.NewBatch()
-		b.PutEnv(EnvRecord{Env: e, WakeAt: e.ExpiresAt}, time.Time{})
-		b.PutMarquee(MarqueeRecord{State: tutorial("m-1"), WakeAt: t0.Add(time.Minute)}, time.Time{})
-		b.PutRaw("e/env-bad", []byte{1, '{'})
-		require.NoError(t, b.Commit())
-		got, err := s.LoadEnv("env-271")
-		require.NoError(t, err)
-		require.Equal(t, e, got.Env)
-		all, _, bad, err := s.ListEnvs("", 1000, 0, nil)
-		require.NoError(t, err)
-		require.Len(t, all, 1)
-		require.Len(t, bad, 1, "a record that does not decode is reported, not hidden")
-		ws, err := s.Wakes(t0.Add(100 * time.Hour))
-		require.NoError(t, err)
-		require.Equal(t, []Wake{{At: t0.Add(time.Minute), Kind: KindMarquee, ID: "m-1"}, {At: e.ExpiresAt, Kind: KindEnvironment, ID: "env-271"}}, ws)
-		_, err = s.LoadEnv("env-404")
-		require.ErrorIs(t, err, ErrNotFound)
-	})
-}
-
-// TestListReadsAtMostItsBudget: a page whose filter matches nothing stops
-// after maxScan records with a cursor to go on (issue 12: one request
-// never reads the whole store), and following the cursors reaches the end.
-func TestListReadsAtMostItsBudget(t *testing.T) {
-	eachBackend(t, func(t *testing.T, bk *testBackend) {
-		s := bk.open(t)
-		b := s.NewBatch()
-		for i := 0; i < 12; i++ {
-			b.PutMarquee(MarqueeRecord{State: tutorial(fmt.Sprintf("m-%02d", i))}, time.Time{})
-		}
-		require.NoError(t, b.Commit())
-		read := 0
-		none := func(marquee.State) bool { read++; return false }
-		var cursors []string
-		after := ""
-		for pages := 0; pages < 10; pages++ {
-			page, next, _, err := s.ListMarquees(after, 100, 5, none)
-			require.NoError(t, err)
-			require.Empty(t, page)
-			if next == "" {
-				break
-			}
-			cursors = append(cursors, next)
-			after = next
-		}
-		require.Equal(t, []string{"m-04", "m-09"}, cursors, "five records a page, then the rest")
-		require.Equal(t, 12, read, "every record read exactly once across the pages")
-	})
-}
-
-// TestDedupIDsListsOneMarqueesDeliveries: keys only, this marquee's only
+// TestDedupIDsListsOneEntitysDeliveries: keys only, this entity's only
 // (m-1's prefix must not take m-10's), bounded, saying when there were
 // more.
-func TestDedupIDsListsOneMarqueesDeliveries(t *testing.T) {
+func TestDedupIDsListsOneEntitysDeliveries(t *testing.T) {
 	eachBackend(t, func(t *testing.T, bk *testBackend) {
 		s := bk.open(t)
 		b := s.NewBatch()
-		for _, d := range []DedupRecord{{MarqueeID: "m-1", DeliveryID: "a"}, {MarqueeID: "m-1", DeliveryID: "b"}, {MarqueeID: "m-10", DeliveryID: "c"}} {
+		for _, d := range []DedupRecord{{Entity: "m-1", DeliveryID: "a"}, {Entity: "m-1", DeliveryID: "b"}, {Entity: "m-10", DeliveryID: "c"}} {
 			d.At, d.Status, d.Body = t0, 200, []byte("{}")
 			b.PutDedup(d)
 		}
@@ -293,4 +225,25 @@ func TestDedupIDsListsOneMarqueesDeliveries(t *testing.T) {
 		require.True(t, complete)
 		require.Empty(t, ids)
 	})
+}
+
+// TestBranchGenerationKeysSortByGeneration: the newest generation a branch
+// gave out is the last key under its prefix, whatever order the creates
+// committed in, and a sibling branch's keys are not under it.
+func TestBranchGenerationKeysSortByGeneration(t *testing.T) {
+	p := BranchGenerationPrefix("feature")
+	var keys []string
+	for _, g := range []uint64{9, 10, 255, 4096} {
+		k := BranchGenerationKey("feature", g)
+		got, ok := ParseBranchGeneration(p, k)
+		require.True(t, ok)
+		require.Equal(t, g, got)
+		keys = append(keys, string(k))
+	}
+	for i := 1; i < len(keys); i++ {
+		require.Less(t, keys[i-1], keys[i])
+	}
+	require.NotContains(t, string(BranchGenerationKey("feature-2", 1)), string(p))
+	_, ok := ParseBranchGeneration(p, append(p, "zz"...))
+	require.False(t, ok)
 }

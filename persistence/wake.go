@@ -22,8 +22,8 @@ type Wake struct {
 // work, not the number of stored marquees.
 func (s *Store) Wakes(until time.Time) ([]Wake, error) {
 	var out []Wake
-	end := wakeKey(until, "\xff")
-	err := s.scan([]byte("w/"), nil, func(k, _ []byte) (bool, error) {
+	end := WakeKey(until, KindMarquee, "\xff")
+	err := s.Scan([]byte(WakePrefix), nil, func(k, _ []byte) (bool, error) {
 		if bytes.Compare(k, end) > 0 {
 			return false, nil
 		}
@@ -39,4 +39,22 @@ func (s *Store) Wakes(until time.Time) ([]Wake, error) {
 		return true, nil
 	})
 	return out, err
+}
+
+// MoveWake moves an entity's wake-index entry from old to at (either may
+// be zero: none), in the same batch as the record that owns it (M23).
+func (b *Batch) MoveWake(kind, id string, old, at time.Time) { moveWake(b, kind, id, old, at) }
+
+// An entry that stays where it is is not written again: only MoveWake
+// writes the index, so it is there already.
+func moveWake(w Writer, kind, id string, old, at time.Time) {
+	if old.Equal(at) {
+		return
+	}
+	if !old.IsZero() {
+		w.Delete(WakeKey(old, kind, id))
+	}
+	if !at.IsZero() {
+		w.Set(WakeKey(at, kind, id), nil)
+	}
 }

@@ -4,23 +4,57 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
+
+	"github.com/wardenhq/warden/actors"
 )
 
 // diskFaults fails the next WAL write or sync of the simulated disk, under
 // the real Pebble (S11): the store's own failure path runs, as on a real
 // disk that fills or errs.
+//
+// Pebble's own goroutines (its cleaner removing obsolete files, its WAL
+// flusher) call MaybeError too, so its state is behind a mutex; what they
+// ask about is never what the fault is armed for, so the trace does not
+// depend on them.
 type diskFaults struct {
+	mu    sync.Mutex
 	armed string // "write", "sync" or ""
 	fired bool
+}
+
+func (d *diskFaults) arm(kind string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.armed = kind
+}
+
+func (d *diskFaults) isArmed() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.armed != ""
+}
+
+// hasFired reports whether the armed fault fired; clear resets it.
+func (d *diskFaults) hasFired(clear bool) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	f := d.fired
+	if clear {
+		d.fired = false
+	}
+	return f
 }
 
 func (d *diskFaults) String() string { return "sim disk faults" }
 
 // MaybeError fails the op the armed fault is for, once.
 func (d *diskFaults) MaybeError(op errorfs.Op) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	if d.armed == "" || !strings.HasSuffix(op.Path, ".log") {
 		return nil
 	}
@@ -60,22 +94,23 @@ func (w *world) armDiskFault(id string) {
 	if !strings.HasPrefix(id, "m-") && !strings.HasPrefix(id, "env-") {
 		// A pool's or a branch's write: the fault still fires under it;
 		// only marquees and environments are compared after the restart.
-		w.disk.armed = kind
+		w.disk.arm(kind)
 		return
 	}
 	r := &refusedWrite{id: id, env: strings.HasPrefix(id, "env-")}
 	r.before, r.existed = w.storedState(r)
-	w.disk.armed, w.refused = kind, r
+	w.disk.arm(kind)
+	w.refused = r
 	w.logf("disk: the WAL %s of %s's write will fail", kind, id)
 }
 
 // storedState reads what the store holds for the entity of r.
 func (w *world) storedState(r *refusedWrite) (any, bool) {
 	if r.env {
-		rec, err := w.store.LoadEnv(r.id)
+		rec, err := actors.LoadEnvironment(w.store, r.id)
 		return rec.Env, err == nil
 	}
-	rec, err := w.store.LoadMarquee(r.id)
+	rec, err := actors.LoadMarquee(w.store, nil, r.id)
 	return rec.State, err == nil
 }
 
@@ -83,10 +118,9 @@ func (w *world) storedState(r *refusedWrite) (any, bool) {
 // sealed (S1) and the process exits (S3), which the simulator runs as a
 // crash: only what was synced survives.
 func (w *world) storageFatal() {
-	if !w.disk.fired {
+	if !w.disk.hasFired(true) {
 		w.violate("S1", "the store sealed without an injected disk fault: %v", w.store.Health().Failed())
 	}
-	w.disk.fired = false
 	w.cover("S1")
 	w.crashAt = "storage"
 	panic(processCrash{point: "storage"})
@@ -96,7 +130,7 @@ func (w *world) storageFatal() {
 // there (S5, I15), and it was not acknowledged.
 func (w *world) checkRefused() {
 	r := w.refused
-	if r == nil || w.disk.armed != "" {
+	if r == nil || w.disk.isArmed() {
 		return // not failed yet: the entity wrote nothing since it was armed
 	}
 	w.refused = nil
@@ -111,7 +145,7 @@ func (w *world) checkRefused() {
 // checkSealed: a fault that fired must have stopped the process before
 // any other commit (S1's "no further commit is attempted").
 func (w *world) checkSealed() {
-	if w.disk.fired {
+	if w.disk.hasFired(false) {
 		w.violate("S1", "a commit succeeded after the disk failed a WAL %s", "write or sync")
 	}
 }

@@ -238,35 +238,34 @@ func slowKey(attempt string, leaseGeneration uint64) string {
 
 // envEffect runs an environment driver call; a paused worker comes back
 // after its lease expired (E7, I13), and a second worker may try the
-// leased transition meanwhile.
-func (w *world) envEffect(inc int) func(req driver.CapabilityRequest, run func(ctx context.Context)) bool {
-	return func(req driver.CapabilityRequest, run func(ctx context.Context)) bool {
-		delay, renews := w.uniform(0, 3*time.Second), true
-		switch {
-		case req.Op == "apply" && w.faults.fire("env.paused-worker"):
-			// The whole worker pauses, its lease renewals with it.
-			delay, renews = environment.DefaultConfig().LeaseFor+w.uniform(10*time.Second, 2*time.Minute), false
-			w.logf("worker for %s %s %s pauses %s", req.EnvID, req.Capability, req.AttemptID, delay)
-		case req.Op == "apply" && w.faults.fire("env.slow-effect"):
-			// Only the call is slow: the worker renews its lease every third
-			// of it, so nobody takes the attempt over (E7), checked when the
-			// result commits.
-			delay = environment.DefaultConfig().LeaseFor + w.uniform(10*time.Second, 3*time.Minute)
-			w.slowAttempts[slowKey(req.AttemptID, req.LeaseGeneration)] = slowCall{inc: inc, until: w.now().Add(delay)}
-			w.logf("driver call for %s %s %s is slow: %s", req.EnvID, req.Capability, req.AttemptID, delay)
-		}
-		if w.faults.fire("env.second-worker") {
-			id := req.EnvID
-			w.after(w.uniform(0, time.Second), "worker-b", func() {
-				if w.inc == inc {
-					_, err := w.sys.EnvironmentCommand(context.Background(), id, environment.Advance{Owner: "worker-b"})
-					w.logf("worker-b advances %s: err=%v", id, err)
-				}
-			})
-		}
-		w.effectAfter(inc, delay, run)
-		return renews
+// leased transition meanwhile. It answers whether the worker renews the
+// call's lease while the call runs.
+func (w *world) envEffect(inc int, req driver.CapabilityRequest, run func(ctx context.Context)) bool {
+	delay, renews := w.uniform(0, 3*time.Second), true
+	switch {
+	case req.Op == "apply" && w.faults.fire("env.paused-worker"):
+		// The whole worker pauses, its lease renewals with it.
+		delay, renews = environment.DefaultConfig().LeaseFor+w.uniform(10*time.Second, 2*time.Minute), false
+		w.logf("worker for %s %s %s pauses %s", req.EnvID, req.Capability, req.AttemptID, delay)
+	case req.Op == "apply" && w.faults.fire("env.slow-effect"):
+		// Only the call is slow: the worker renews its lease every third
+		// of it, so nobody takes the attempt over (E7), checked when the
+		// result commits.
+		delay = environment.DefaultConfig().LeaseFor + w.uniform(10*time.Second, 3*time.Minute)
+		w.slowAttempts[slowKey(req.AttemptID, req.LeaseGeneration)] = slowCall{inc: inc, until: w.now().Add(delay)}
+		w.logf("driver call for %s %s %s is slow: %s", req.EnvID, req.Capability, req.AttemptID, delay)
 	}
+	if w.faults.fire("env.second-worker") {
+		id := req.EnvID
+		w.after(w.uniform(0, time.Second), "worker-b", func() {
+			if w.inc == inc {
+				_, err := w.sys.EnvironmentCommand(context.Background(), id, environment.Advance{Owner: "worker-b"})
+				w.logf("worker-b advances %s: err=%v", id, err)
+			}
+		})
+	}
+	w.effectAfter(inc, delay, run)
+	return renews
 }
 
 var ruleCite = regexp.MustCompile(`\bE[0-9]+\b`)
@@ -295,6 +294,11 @@ func (w *world) envCommitted(ev environment.Event, before, after environment.Env
 	switch ev := ev.(type) {
 	case environment.Create:
 		w.cover("E1")
+		// I14: a branch's route generations only go up, across crashes too.
+		if after.Generation <= w.branchLast[after.Branch] {
+			w.violate("I14", "branch %s gave out generation %d after %d", after.Branch, after.Generation, w.branchLast[after.Branch])
+		}
+		w.branchLast[after.Branch] = after.Generation
 	case environment.Result:
 		// I13: a result under a lease generation that is not current never
 		// commits a transition.
@@ -636,9 +640,7 @@ func (w *world) finalEnvs(out map[string]string) {
 
 // envConfig wires the preview world into one incarnation.
 func (w *world) envConfig(inc int) actors.EnvConfig {
-	mc := environment.DefaultConfig()
-	mc.Plant = w.opts.Plant
-	return actors.EnvConfig{Machine: environment.Machine{Config: mc}, Drivers: actors.DriverForAll(previewDriver{w}), Worker: fmt.Sprintf("warden-%d", inc),
+	return actors.EnvConfig{Machine: environment.Machine{Config: environment.DefaultConfig()}, Drivers: actors.DriverForAll(previewDriver{w}), Worker: fmt.Sprintf("warden-%d", inc),
 		Notifier:      &driver.Webhook{Endpoint: "https://notify.sim/hook", Client: &http.Client{Transport: notifyTransport{w}}},
 		NotifyBackoff: time.Minute, ReconcileEvery: 15 * time.Minute,
 		// One process on its own store: an earlier incarnation's leases end

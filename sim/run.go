@@ -53,7 +53,6 @@ func Run(o Options) Result {
 		o.QuietPhase = DefaultQuietPhase
 	}
 	mc := marquee.DefaultConfig()
-	mc.Plant = o.Plant
 	w := &world{
 		opts: o, faults: drawFaults(o.Seed, o.FaultFree, o.Once), rnd: rand.New(rand.NewPCG(o.Seed, 3)),
 		clock: clock.NewManual(epoch), end: epoch.Add(o.FaultyPhase + o.QuietPhase), machine: marquee.Machine{Config: mc},
@@ -61,7 +60,7 @@ func Run(o Options) Result {
 		granted: map[string]uint64{}, dispatched: map[string]map[uint64]bool{},
 		answered: map[string][]byte{}, created: map[string]bool{}, intents: map[string]*intent{},
 		chats: map[string]driver.Chats{}, coverage: map[string]int{},
-		disk: &diskFaults{}, preview: newPreviewWorld(), envs: map[string]environment.Env{}, envIntents: map[string]*envIntent{}, slowAttempts: map[string]slowCall{},
+		disk: &diskFaults{}, preview: newPreviewWorld(), envs: map[string]environment.Env{}, envIntents: map[string]*envIntent{}, slowAttempts: map[string]slowCall{}, branchLast: map[string]uint64{},
 	}
 	w.logf("seed %d %s plant=%q", o.Seed, w.faults, o.Plant)
 	w.guard(w.start)

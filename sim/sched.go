@@ -14,7 +14,12 @@
 package sim
 
 import (
+	"time"
+
 	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/wardenhq/warden/actors/driver"
+	"github.com/wardenhq/warden/actors/runtime"
 )
 
 // runQueue is the simulation's protoactor dispatcher: Schedule appends, the
@@ -126,3 +131,41 @@ func (m *stepMailbox) run() {
 	m.user = m.user[1:]
 	m.invoker.InvokeUserMessage(msg)
 }
+
+// scheduler is the simulation's runtime.Scheduler for one incarnation:
+// every mailbox on its run queue, every effect an event on the virtual
+// timeline, and a caller waiting for an answer runs the queue itself.
+type scheduler struct {
+	w   *world
+	inc int
+	q   *runQueue
+}
+
+func (s *scheduler) ActorOptions() []actor.PropsOption {
+	return []actor.PropsOption{actor.WithDispatcher(s.q), actor.WithMailbox(newStepMailbox)}
+}
+
+// Go schedules the effect after a drawn latency; an environment driver
+// call may instead pause its whole worker past its lease (envEffect).
+func (s *scheduler) Go(e runtime.Effect) bool {
+	if req, ok := e.Detail.(driver.CapabilityRequest); ok {
+		return s.w.envEffect(s.inc, req, e.Run)
+	}
+	s.w.effectAfter(s.inc, s.w.uniform(0, 3*time.Second), e.Run)
+	return true
+}
+
+// Wait runs queued actor steps until the answer is in or nothing is left
+// to run (or this incarnation has died meanwhile): never blocks.
+func (s *scheduler) Wait(answered func() bool) bool {
+	for !answered() && s.w.inc == s.inc && s.q.step() {
+		s.w.messages++
+	}
+	return false
+}
+
+// hooks hands the runtime's commits and failures to the oracles.
+type hooks struct{ w *world }
+
+func (h hooks) Committed(c runtime.Commit)      { h.w.onCommit(c) }
+func (h hooks) Failed(actor string, reason any) { h.w.actorFailed(actor, reason) }

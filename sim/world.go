@@ -27,6 +27,7 @@ import (
 	"github.com/wardenhq/warden/actors/driver"
 	"github.com/wardenhq/warden/actors/environment"
 	"github.com/wardenhq/warden/actors/marquee"
+	"github.com/wardenhq/warden/actors/runtime"
 	"github.com/wardenhq/warden/actors/trust"
 	"github.com/wardenhq/warden/httpapi"
 	"github.com/wardenhq/warden/persistence"
@@ -118,6 +119,7 @@ type world struct {
 	envIntents    map[string]*envIntent
 	envIDs        []string
 	lastEnvCommit environment.Outcome
+	branchLast    map[string]uint64 // the newest generation each branch gave out
 	// slowAttempts are the leases (attempt/generation) whose driver call
 	// the simulator made slower than the lease, with the incarnation that
 	// made the call (E7 renewal).
@@ -188,7 +190,12 @@ type incClock struct {
 	inc int
 }
 
-func (c incClock) Now() time.Time { return c.w.clock.Now() }
+func (c incClock) Now() time.Time                  { return c.w.clock.Now() }
+func (c incClock) Since(t time.Time) time.Duration { return c.w.clock.Since(t) }
+
+// NewTicker is the manual clock's; nothing the simulator drives uses one
+// (a ticker's reader would be a goroutine of its own).
+func (c incClock) NewTicker(d time.Duration) clock.Ticker { return c.w.clock.NewTicker(d) }
 func (c incClock) AfterFunc(d time.Duration, f func()) func() bool {
 	return c.w.clock.AfterFunc(d, func() {
 		if c.w.inc == c.inc {
@@ -203,11 +210,12 @@ func (w *world) start() {
 	w.q = &runQueue{}
 	// The disk's faults act under Pebble (S11): its WAL write or sync
 	// fails, its logger's Fatalf seals the store, and the process dies there.
-	st, err := persistence.Open("db", persistence.Options{FS: faultfs.Wrap(w.fs, w.disk), OnFatal: w.storageFatal})
+	st, err := persistence.Open("db", plantedStore(w.opts.Plant, persistence.Options{FS: faultfs.Wrap(w.fs, w.disk), OnFatal: w.storageFatal}))
 	if err != nil {
 		panic(fmt.Sprintf("sim: open store: %v", err))
 	}
 	w.store = st
+	w.checkApplied()
 	w.checkRefused() // before recovery writes anything of its own
 	inc := w.inc
 	cfg := actors.Config{
@@ -224,29 +232,11 @@ func (w *world) start() {
 		RestartLimit:  5,
 		RestartWindow: time.Minute,
 		IdleAfter:     20 * time.Minute,
-		Plant:         w.opts.Plant,
 		Env:           w.envConfig(inc),
 		Fault:         w.fault,
-		Sim: &actors.SimHooks{
-			Dispatcher: w.q,
-			Mailbox:    newStepMailbox,
-			Pump: func() bool {
-				if w.inc != inc {
-					return false
-				}
-				ok := w.q.step()
-				if ok {
-					w.messages++
-				}
-				return ok
-			},
-			Effect: func(run func(ctx context.Context)) {
-				w.effectAfter(inc, w.uniform(0, 3*time.Second), run)
-			},
-			Committed:   w.onCommit,
-			ActorFailed: w.actorFailed,
-			EnvEffect:   w.envEffect(inc),
-		},
+		Scheduler:     &scheduler{w: w, inc: inc, q: w.q},
+		Hooks:         hooks{w},
+		Steps:         plantedSteps(w.opts.Plant),
 	}
 	sys, err := actors.Start(cfg)
 	if err != nil {
@@ -296,7 +286,7 @@ func (w *world) crashOnce(point string) (again string) {
 		st, err := persistence.Open("db", persistence.Options{FS: w.fs})
 		if err == nil {
 			b := st.NewBatch()
-			b.PutRaw("a/default/zz-malformed-"+strconv.Itoa(w.crashes), []byte("\x01{not json"))
+			b.Set(persistence.AdmissionKey("default", "zz-malformed-"+strconv.Itoa(w.crashes)), []byte("\x01{not json"))
 			_ = b.Commit()
 			_ = st.Close()
 		}
@@ -344,13 +334,13 @@ const injectedPanic = "injected panic at "
 // fault is the shell's fault hook: actor panics, process crashes and
 // storage errors at each step of a transition.
 func (w *world) fault(point, id string) error {
-	if strings.HasPrefix(id, "env-") && point != actors.FaultBeforePersist && w.crashes < 25 {
+	if strings.HasPrefix(id, "env-") && point != runtime.FaultBeforePersist && w.crashes < 25 {
 		// The environment boundaries of I11: a crash right after an
 		// attempt's intent is durable, and one in the middle of a removal.
 		intent := slices.ContainsFunc(w.lastEnvCommit.Effects, func(e environment.Effect) bool { _, ok := e.(environment.Do); return ok })
 		removing := !w.envs[id].State.Provisioning()
-		if intent && point == actors.FaultAfterPersist && w.faults.fire("env.crash.after-intent") ||
-			intent && removing && point == actors.FaultAfterEffects && w.faults.fire("env.crash.mid-removal") {
+		if intent && point == runtime.FaultAfterPersist && w.faults.fire("env.crash.after-intent") ||
+			intent && removing && point == runtime.FaultAfterEffects && w.faults.fire("env.crash.mid-removal") {
 			w.crashAt = "env " + point
 			panic(processCrash{point: w.crashAt})
 		}
@@ -363,7 +353,7 @@ func (w *world) fault(point, id string) error {
 		w.crashAt = point
 		panic(processCrash{point: point})
 	}
-	if point == actors.FaultBeforePersist && w.crashes < 25 {
+	if point == runtime.FaultBeforePersist && w.crashes < 25 {
 		w.armDiskFault(id)
 	}
 	return nil

@@ -58,15 +58,7 @@ type Pool struct {
 	NextSequence uint64 `json:"next_sequence"`
 	Reserved     []Job  `json:"reserved"`
 	Queued       []Job  `json:"queued"`
-	// Plant names a guard disabled on purpose by the simulator's
-	// planted-bug runs ("admission-check": reserve without checking the
-	// limit). Never stored, never set in production.
-	Plant string `json:"-"`
 }
-
-// PlantNoLimitCheck is the planted bug that reserves a slot without
-// checking the limit (I7).
-const PlantNoLimitCheck = "admission-check"
 
 // New returns an empty pool.
 func New(name string, limit int) Pool {
@@ -130,7 +122,7 @@ func step(p Pool, ev Event, now time.Time) (Pool, Ready, error) {
 			p.NextSequence = 1
 		}
 		j := Job{ID: e.Job, Sequence: p.NextSequence, Since: now}
-		if (len(p.Reserved) < p.Limit && len(p.Queued) == 0) || p.Plant == PlantNoLimitCheck {
+		if len(p.Reserved) < p.Limit && len(p.Queued) == 0 {
 			// A4: a free slot goes to a newcomer only when nobody waits
 			// before it; otherwise waiting jobs would be overtaken.
 			j.Status = Reserved

@@ -1,13 +1,16 @@
-package admission
+package admission_test
 
 import (
 	"fmt"
+	. "github.com/wardenhq/warden/actors/admission"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/cockroachdb/datadriven"
+
 	"github.com/stretchr/testify/require"
+	"github.com/wardenhq/warden/actors"
 	"github.com/wardenhq/warden/actors/entity"
 )
 
@@ -44,11 +47,12 @@ func TestAdmission(t *testing.T) {
 					ev = Release{Job: job}
 				}
 				next, out := Step(p, ev, now)
+				before := p
 				p = next
 				if out.Err != nil {
-					return entity.Format(out, now)
+					return entity.Format(out, now) + "write: none\n"
 				}
-				return entity.Format(out, now) + show(p)
+				return entity.Format(out, now) + "write: " + actors.PoolWrite(before, next, out) + "\n" + show(p)
 			case "rebuild":
 				var limit int
 				var next uint64

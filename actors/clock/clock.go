@@ -4,18 +4,32 @@
 package clock
 
 import (
+	"context"
 	"sort"
 	"sync"
 	"time"
 )
 
-// Clock tells the time and arms timers. Every decision that depends on time
-// goes through one, so that a test or the simulator can own time.
+// Clock tells the time and arms timers. Every reader of time in the shell
+// goes through one (decisions, deadlines, durations in metrics, the
+// cluster's heartbeats, the console's sessions), so that a test or the
+// simulator can own time.
 type Clock interface {
 	Now() time.Time
+	// Since is the time elapsed since t: Now().Sub(t).
+	Since(t time.Time) time.Duration
 	// AfterFunc calls f in its own goroutine (Real) or from Advance (Manual)
 	// once d has passed. The returned stop reports whether it prevented the call.
 	AfterFunc(d time.Duration, f func()) (stop func() bool)
+	// NewTicker delivers the time on its channel every d (dropping ticks
+	// a slow reader missed, as time.Ticker does) until stopped.
+	NewTicker(d time.Duration) Ticker
+}
+
+// Ticker is a Clock's time.Ticker.
+type Ticker interface {
+	C() <-chan time.Time
+	Stop()
 }
 
 // Real is the wall clock.
@@ -23,9 +37,19 @@ type Real struct{}
 
 func (Real) Now() time.Time { return time.Now().UTC() }
 
+// Since uses the monotonic reading of t where it has one.
+func (Real) Since(t time.Time) time.Duration { return time.Since(t) }
+
 func (Real) AfterFunc(d time.Duration, f func()) func() bool {
 	return time.AfterFunc(d, f).Stop
 }
+
+func (Real) NewTicker(d time.Duration) Ticker { return realTicker{time.NewTicker(d)} }
+
+type realTicker struct{ t *time.Ticker }
+
+func (r realTicker) C() <-chan time.Time { return r.t.C }
+func (r realTicker) Stop()               { r.t.Stop() }
 
 // Manual is a clock that moves only when Advance or Set is called. Timers fire
 // synchronously inside Advance, in due order (ties in arming order), so a run
@@ -65,6 +89,55 @@ func (m *Manual) AfterFunc(d time.Duration, f func()) func() bool {
 		was := !t.stopped
 		t.stopped = true
 		return was
+	}
+}
+
+func (m *Manual) Since(t time.Time) time.Duration { return m.Now().Sub(t) }
+
+// NewTicker ticks from Advance: each period passed puts the time on the
+// channel if it has room (one tick is kept, as time.Ticker keeps one).
+func (m *Manual) NewTicker(d time.Duration) Ticker {
+	if d <= 0 {
+		panic("clock: non-positive ticker period")
+	}
+	t := &manualTicker{c: make(chan time.Time, 1)}
+	var arm func()
+	arm = func() {
+		stop := m.AfterFunc(d, func() {
+			select {
+			case t.c <- m.Now():
+			default:
+			}
+			t.mu.Lock()
+			done := t.stopped
+			t.mu.Unlock()
+			if !done {
+				arm()
+			}
+		})
+		t.mu.Lock()
+		t.stop = stop
+		t.mu.Unlock()
+	}
+	arm()
+	return t
+}
+
+type manualTicker struct {
+	c       chan time.Time
+	mu      sync.Mutex
+	stop    func() bool
+	stopped bool
+}
+
+func (t *manualTicker) C() <-chan time.Time { return t.c }
+
+func (t *manualTicker) Stop() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.stopped = true
+	if t.stop != nil {
+		t.stop()
 	}
 }
 
@@ -140,4 +213,17 @@ func (m *Manual) nextDueLocked(limit time.Time) *manualTimer {
 		return live[0]
 	}
 	return nil
+}
+
+// Sleep waits d on c, or until ctx ends (its error).
+func Sleep(ctx context.Context, c Clock, d time.Duration) error {
+	done := make(chan struct{})
+	stop := c.AfterFunc(d, func() { close(done) })
+	defer stop()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }

@@ -32,3 +32,42 @@ func TestManualNeverMovesBackwards(t *testing.T) {
 	c.Set(start.Add(-time.Hour))
 	require.Equal(t, start, c.Now())
 }
+
+func TestManualSinceAndTicker(t *testing.T) {
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	m := NewManual(start)
+	require.Equal(t, 90*time.Second, func() time.Duration { m.Advance(90 * time.Second); return m.Since(start) }())
+	tk := m.NewTicker(time.Minute)
+	m.Advance(30 * time.Second)
+	select {
+	case <-tk.C():
+		t.Fatal("ticked before its period")
+	default:
+	}
+	m.Advance(30 * time.Second)
+	require.Equal(t, start.Add(150*time.Second), <-tk.C(), "a minute after it was made, at 1m30s")
+	m.Advance(5 * time.Minute) // a slow reader keeps the first tick it missed
+	require.Equal(t, start.Add(210*time.Second), <-tk.C())
+	select {
+	case <-tk.C():
+		t.Fatal("more than one tick kept")
+	default:
+	}
+	tk.Stop()
+	m.Advance(5 * time.Minute)
+	select {
+	case <-tk.C():
+		t.Fatal("ticked after Stop")
+	default:
+	}
+	require.Zero(t, m.Pending(), "a stopped ticker arms nothing")
+}
+
+func TestRealSinceAndTicker(t *testing.T) {
+	var c Clock = Real{}
+	tk := c.NewTicker(time.Millisecond)
+	defer tk.Stop()
+	start := c.Now()
+	<-tk.C()
+	require.Greater(t, c.Since(start), time.Duration(0))
+}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/wardenhq/warden/actors/clock"
 	"github.com/wardenhq/warden/actors/errs"
 )
 
@@ -19,7 +20,7 @@ import (
 // revisions only grow), so the ownership logic is tested without etcd.
 type fakeEtcd struct {
 	mu      sync.Mutex
-	now     time.Time
+	clk     *clock.Manual
 	rev     int64
 	nextID  int64
 	leases  map[int64]time.Time // expiry
@@ -35,22 +36,20 @@ type fakeKV struct {
 }
 
 func newFake() *fakeEtcd {
-	return &fakeEtcd{now: time.Unix(1_800_000_000, 0), leases: map[int64]time.Time{}, ttl: map[int64]time.Duration{},
+	return &fakeEtcd{clk: clock.NewManual(time.Unix(1_800_000_000, 0)), leases: map[int64]time.Time{}, ttl: map[int64]time.Duration{},
 		keys: map[string]fakeKV{}, offline: map[int64]bool{}}
 }
 
-func (f *fakeEtcd) clock() time.Time { f.mu.Lock(); defer f.mu.Unlock(); return f.now }
-
 func (f *fakeEtcd) advance(d time.Duration) {
+	f.clk.Advance(d)
 	f.mu.Lock()
-	f.now = f.now.Add(d)
 	f.expire()
 	f.mu.Unlock()
 }
 
 func (f *fakeEtcd) expire() {
 	for id, exp := range f.leases {
-		if !f.now.Before(exp) {
+		if !f.clk.Now().Before(exp) {
 			delete(f.leases, id)
 			for k, kv := range f.keys {
 				if kv.lease == id {
@@ -80,7 +79,7 @@ func (c fakeClient) Grant(_ context.Context, ttl time.Duration) (int64, error) {
 		return 0, fmt.Errorf("unreachable")
 	}
 	c.f.nextID++
-	c.f.leases[c.f.nextID] = c.f.now.Add(ttl)
+	c.f.leases[c.f.nextID] = c.f.clk.Now().Add(ttl)
 	c.f.ttl[c.f.nextID] = ttl
 	return c.f.nextID, nil
 }
@@ -93,13 +92,13 @@ func (c fakeClient) KeepAlive(_ context.Context, lease int64) (time.Duration, er
 	if _, ok := c.f.leases[lease]; !ok {
 		return 0, ErrLeaseGone
 	}
-	c.f.leases[lease] = c.f.now.Add(c.f.ttl[lease])
+	c.f.leases[lease] = c.f.clk.Now().Add(c.f.ttl[lease])
 	return c.f.ttl[lease], nil
 }
 
 func (c fakeClient) Revoke(_ context.Context, lease int64) error {
 	defer c.lock()()
-	c.f.leases[lease] = c.f.now
+	c.f.leases[lease] = c.f.clk.Now()
 	c.f.expire()
 	return nil
 }
@@ -194,7 +193,7 @@ type testNode struct {
 
 func startNode(f *fakeEtcd, name string) *testNode {
 	tn := &testNode{acquired: map[int]int64{}}
-	tn.Node = NewNode(name, "http://"+name, 3*time.Second, fakeClient{f: f, down: &tn.down}, f.clock,
+	tn.Node = NewNode(name, "http://"+name, 3*time.Second, fakeClient{f: f, down: &tn.down}, f.clk,
 		Hooks{Acquired: func(s int, e int64) { tn.acquired[s] = e }, Released: func(s int) { tn.released = append(tn.released, s) }}, nil)
 	return tn
 }

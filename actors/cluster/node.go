@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/wardenhq/warden/actors/clock"
 	"github.com/wardenhq/warden/actors/errs"
 )
 
@@ -84,6 +85,7 @@ type Node struct {
 	table     *Table
 	hooks     Hooks
 	now       func() time.Time
+	clock     clock.Clock
 	log       *slog.Logger
 
 	lease       int64
@@ -135,11 +137,11 @@ type ShardView struct {
 }
 
 // NewNode builds a node; Tick (or Run) does the work.
-func NewNode(name, url string, ttl time.Duration, coord Coordinator, now func() time.Time, hooks Hooks, log *slog.Logger) *Node {
+func NewNode(name, url string, ttl time.Duration, coord Coordinator, clk clock.Clock, hooks Hooks, log *slog.Logger) *Node {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Node{name: name, url: url, ttl: ttl, coord: coord, table: NewTable(now), hooks: hooks, now: now, log: log,
+	return &Node{name: name, url: url, ttl: ttl, coord: coord, table: NewTable(clk.Now), hooks: hooks, now: clk.Now, clock: clk, log: log,
 		revoked: map[int64]bool{}, seen: map[string]string{}, health: map[string]*peerHealth{}, probe: probeHealthz,
 		drained: make(chan struct{})}
 }
@@ -277,25 +279,25 @@ func (n *Node) Name() string { return n.name }
 // Run ticks until ctx ends, then leaves the cluster cleanly (Leave).
 func (n *Node) Run(ctx context.Context) {
 	go func() {
-		t := time.NewTicker(tick)
+		t := n.clock.NewTicker(tick)
 		defer t.Stop()
 		for {
 			n.Probe(ctx)
 			select {
 			case <-ctx.Done():
 				return
-			case <-t.C:
+			case <-t.C():
 			}
 		}
 	}()
-	t := time.NewTicker(tick)
+	t := n.clock.NewTicker(tick)
 	defer t.Stop()
 	for {
 		n.Tick(ctx)
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-t.C():
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/wardenhq/warden/actors/clock"
 	"github.com/wardenhq/warden/actors/errs"
 	"github.com/wardenhq/warden/persistence"
 )
@@ -72,10 +73,8 @@ func (n *Node) Ask(ctx context.Context, shard int, body []byte) ([]byte, error) 
 		if err == nil || !retry {
 			return ans, err
 		}
-		select {
-		case <-ctx.Done():
+		if clock.Sleep(ctx, n.clock, wait) != nil {
 			return nil, fmt.Errorf("%w: shard %d: %v", errs.Moving, shard, err)
-		case <-time.After(wait):
 		}
 		wait = min(2*wait, time.Second)
 	}

@@ -11,8 +11,8 @@
 //	                    ▼
 //	         Effects started ─► Wake armed ─► Answer (or Reply) to the caller
 //
-// Marquees, pools, environments and branches all return it, so one runner
-// (actors/runner.go) drives them all and every golden suite prints a step
+// Marquees, pools and environments all return it, so one runtime
+// (actors/runtime) drives them all and every golden suite prints a step
 // the same way (Format).
 package entity
 
@@ -45,6 +45,15 @@ type Ready[Answer, Effect, Record any] struct {
 	// no reply either, the shell writes nothing.
 	Changed bool
 }
+
+// Refusal is Err: the runtime's name for a step it must not write.
+func (r Ready[A, F, R]) Refusal() error { return r.Err }
+
+// Encoded is Reply: what a delivery's record keeps.
+func (r Ready[A, F, R]) Encoded() []byte { return r.Reply }
+
+// WakeAt is Wake.
+func (r Ready[A, F, R]) WakeAt() time.Time { return r.Wake }
 
 // Writes says whether the step has anything to persist.
 func (r Ready[A, F, R]) Writes() bool {

@@ -1,7 +1,8 @@
-package environment
+package environment_test
 
 import (
 	"fmt"
+	. "github.com/wardenhq/warden/actors/environment"
 	"maps"
 	"slices"
 	"testing"

@@ -43,21 +43,7 @@ type Config struct {
 	// readiness notification (E10, W8): {id}, {branch} and {generation}
 	// are replaced. Empty: the URL the route driver observed, if any.
 	PreviewURL string
-	// Plant disables one guard on purpose (PlantLeaseFencing,
-	// PlantRouteCAS); only the simulator's planted-bug runs set it.
-	Plant string
 }
-
-// Planted bugs, each caught by the simulator (sim/planted.go).
-const (
-	// PlantLeaseFencing accepts a result whatever its lease generation (E7
-	// off): a paused worker completes an attempt taken over (I13).
-	PlantLeaseFencing = "lease-fencing"
-	// PlantRouteCAS activates a preview with a newer sibling and answers a
-	// route found at a newer generation by activating again over it (E8
-	// off): the route moves back (I14).
-	PlantRouteCAS = "route-cas"
-)
 
 // DefaultConfig is the defaults.
 func DefaultConfig() Config {
@@ -509,7 +495,7 @@ func (m Machine) begin(e *Env, t transition, stepIdx int, owner string, branchNe
 		Lease: Lease{Owner: owner, Generation: e.LeaseGeneration, ExpiresAt: now.Add(m.Config.LeaseFor)}}
 	// An observe step's effect is its own verification.
 	e.Attempt.Verifying = st.op == Observe
-	if st.cap == Route && st.op == Apply && branchNewest > e.Generation && e.SupersededBy == 0 && m.Config.Plant != PlantRouteCAS {
+	if st.cap == Route && st.op == Apply && branchNewest > e.Generation && e.SupersededBy == 0 {
 		m.supersede(e, branchNewest, now)
 	}
 	if e.SupersededBy > 0 && (st.cap == Route && st.op == Apply || st.cap == Smoke) {
@@ -551,7 +537,7 @@ func (m Machine) renew(e *Env, r RenewLease, now time.Time) decision {
 
 func (m Machine) result(e *Env, r Result, now time.Time) decision {
 	a := e.Attempt
-	fenced := a != nil && a.Lease.Generation != r.LeaseGeneration && m.Config.Plant != PlantLeaseFencing
+	fenced := a != nil && a.Lease.Generation != r.LeaseGeneration
 	if a == nil || a.ID != r.AttemptID || fenced {
 		// E7, I13: a paused or stale worker never completes a newer attempt.
 		e.Audit = append(e.Audit, AuditEntry{Actor: "controller", Action: "reject-stale-commit",
@@ -665,12 +651,6 @@ func (m Machine) verifyActivation(e *Env, o Observation, now time.Time) decision
 		a.Verifying = false
 		return decision{Note: fmt.Sprintf("route still at generation %d; retrying activation of %d (E8)", o.RouteTarget, e.Generation),
 			Effects: []Effect{m.do(e, Apply)}}
-	case m.Config.Plant == PlantRouteCAS:
-		// The planted bug: "expect what is there" defeats the CAS.
-		a.Verifying = false
-		d := m.do(e, Apply)
-		d.ExpectedRoute = o.RouteTarget
-		return decision{Note: "PLANTED: activating over a newer route generation", Effects: []Effect{d}}
 	default:
 		// Newer work owns the route: this attempt is stale and must not
 		// overwrite it (E8, I14). Decided: that is supersession, not a

@@ -1,13 +1,16 @@
-package environment
+package environment_test
 
 import (
 	"fmt"
+	. "github.com/wardenhq/warden/actors/environment"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/cockroachdb/datadriven"
+
 	"github.com/stretchr/testify/require"
+	"github.com/wardenhq/warden/actors"
 	"github.com/wardenhq/warden/actors/entity"
 )
 
@@ -32,6 +35,7 @@ func TestMachine(t *testing.T) {
 	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
 		m := Machine{Config: DefaultConfig()}
 		var e Env
+		var rec actors.EnvRecord // as the runtime would hold it (write: lines)
 		now := epoch
 		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
 			arg := func(k, def string) string {
@@ -48,14 +52,16 @@ func TestMachine(t *testing.T) {
 				fmt.Sscan(arg(k, "0"), &v)
 				return v
 			}
-			step := func(ev Event) string {
-				next, out := m.Step(e, ev, now)
+			show := func(next Env, out Outcome) string {
 				if out.Err != nil {
-					return entity.Format(out, now)
+					return entity.Format(out, now) + "write: none\n"
 				}
 				e = next
-				return render(e, out, m, now)
+				var write string
+				rec, write = actors.EnvironmentWrite(rec, e, out)
+				return entity.Format(out, now) + "write: " + write + "\n" + "state: " + describe(e, m) + "\n"
 			}
+			step := func(ev Event) string { return show(m.Step(e, ev, now)) }
 			cur := func() (string, uint64) {
 				if e.Attempt == nil {
 					return "none", 0
@@ -64,13 +70,9 @@ func TestMachine(t *testing.T) {
 			}
 			switch d.Cmd {
 			case "create":
-				next, out := m.Create(Create{ID: arg("id", "env-271"), Branch: arg("branch", "feature-search"), Revision: arg("revision", "3f2c9e1"),
-					Data: DataPolicy(arg("data", "")), TTL: time.Duration(num("ttl-hours")) * time.Hour}, now)
-				if out.Err != nil {
-					return entity.Format(out, now)
-				}
-				e = next
-				return render(e, out, m, now)
+				rec = actors.EnvRecord{}
+				return show(m.Create(Create{ID: arg("id", "env-271"), Branch: arg("branch", "feature-search"), Revision: arg("revision", "3f2c9e1"),
+					Data: DataPolicy(arg("data", "")), TTL: time.Duration(num("ttl-hours")) * time.Hour, Generation: max(1, num("gen"))}, now))
 			case "advance":
 				return step(Advance{Owner: arg("owner", "worker-a"), BranchNewest: num("newest")})
 			case "ok", "timeout", "failed":
@@ -115,13 +117,19 @@ func TestMachine(t *testing.T) {
 				now = now.Add(time.Duration(num("minutes")) * time.Minute)
 				return fmt.Sprintf("now +%s\n", now.Sub(epoch))
 			case "run":
+				// The steps are summarized; the record still follows them.
+				runStep := func(ev Event) (Env, Outcome) {
+					next, out := m.Step(e, ev, now)
+					rec, _ = actors.EnvironmentWrite(rec, next, out)
+					return next, out
+				}
 				var b strings.Builder
 				for i := 0; i < 40; i++ {
 					if u := arg("until", ""); string(e.State) == u && e.Attempt == nil {
 						fmt.Fprintf(&b, "stopped at %s\n", u)
 						break
 					}
-					next, out := m.Step(e, Advance{Owner: "worker-a"}, now)
+					next, out := runStep(Advance{Owner: "worker-a"})
 					if len(out.Effects) == 0 && out.Changed {
 						e = next // a step satisfied without an effect
 						fmt.Fprintf(&b, "%s\n  -> %s\n", out.Answer.Note, e.State)
@@ -148,7 +156,7 @@ func TestMachine(t *testing.T) {
 							r = Result{AttemptID: do.AttemptID, LeaseGeneration: do.LeaseGeneration, OK: true}
 						}
 						fmt.Fprintf(&b, "%s %s %s\n", do.Op, do.Capability, do.Identity)
-						next, out = m.Step(e, r, now)
+						next, out = runStep(r)
 						e = next
 						if e.Attempt == nil {
 							fmt.Fprintf(&b, "  -> %s\n", e.State)
@@ -165,11 +173,6 @@ func TestMachine(t *testing.T) {
 			return ""
 		})
 	})
-}
-
-// render is the one way a step is shown (entity.Format), then the record.
-func render(e Env, out Outcome, m Machine, now time.Time) string {
-	return entity.Format(out, now) + "state: " + describe(e, m) + "\n"
 }
 
 func effects(es []Effect) string {
@@ -306,24 +309,6 @@ func TestRecordStaysBounded(t *testing.T) {
 	}
 	if last := e.Drift[len(e.Drift)-1]; last.Identity != "db-env-1" || last.Outcome != "" {
 		t.Fatalf("the open drift is kept: %+v", last)
-	}
-}
-
-// TestActivatesRouteNext: only an environment at app-ready with nothing in
-// flight is about to activate its route; every phase is asked, the last
-// removal step (which has no effect) included.
-func TestActivatesRouteNext(t *testing.T) {
-	for _, tr := range transitions {
-		e := Env{State: tr.from}
-		if got, want := e.ActivatesRouteNext(), tr.from == AppReady; got != want {
-			t.Errorf("%s: ActivatesRouteNext = %t, want %t", tr.from, got, want)
-		}
-	}
-	if (Env{State: AppReady, Attempt: &Attempt{}}).ActivatesRouteNext() {
-		t.Error("an attempt in flight is not a next activation")
-	}
-	if (Env{State: Ready}).ActivatesRouteNext() || (Env{State: Removed}).ActivatesRouteNext() {
-		t.Error("no transition, no activation")
 	}
 }
 

@@ -53,6 +53,18 @@ type Callback struct {
 	// so that every acknowledged delivery can be found again (I5).
 	DeliveryID string
 	Auth       string
+	// OIDC is the run a GitHub OIDC token speaks for (T4), set by the
+	// shell; such a callback is refused before anything is read for it
+	// unless the marquee dispatched that run (AuthorizeRun).
+	OIDC *OIDCRun
+}
+
+// OIDCRun is what a verified OIDC token says of its run: its id (0 if the
+// token had none) and whether a scoped credential vouched for the marquee
+// and generation as well.
+type OIDCRun struct {
+	RunID         uint64
+	ScopedVouched bool
 }
 
 // AdmissionDecided is the pool's answer to AskAdmission, or a later grant

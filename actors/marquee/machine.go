@@ -30,18 +30,7 @@ type Config struct {
 	// ChatsRecheckAfter is when an unanswered control-plane question is
 	// asked again (M18).
 	ChatsRecheckAfter time.Duration
-	// Plant disables one guard on purpose, so the simulator can prove it
-	// sees the bug (PlantGenerationCheck, PlantSecondNull, PlantVeto).
-	// Empty in production.
-	Plant string
 }
-
-// Planted bugs: each disables one guard of the rules.
-const (
-	PlantGenerationCheck = "generation-check" // M10: stale callbacks are trusted
-	PlantSecondNull      = "second-null"      // M16: one null tears a provisioned host down
-	PlantVeto            = "veto"             // M18: live chats do not preserve a host
-)
 
 // DefaultConfig is the spec's defaults.
 func DefaultConfig() Config {
@@ -231,7 +220,7 @@ func (m Machine) callback(s *State, c Callback, now time.Time) Ready {
 	}
 	// M10: positive and different is stale, for every verb; M11: zero is
 	// unversioned and fails open.
-	if c.Generation > 0 && c.Generation != s.Generation && m.Config.Plant != PlantGenerationCheck {
+	if c.Generation > 0 && c.Generation != s.Generation {
 		return done(Stale, fmt.Sprintf("stale callback: generation %d, marquee is at %d (M10)", c.Generation, s.Generation))
 	}
 	if s.Attempt != nil && s.Attempt.Dispatch != DispatchWaiting {
@@ -306,7 +295,7 @@ func (m Machine) callback(s *State, c Callback, now time.Time) Ready {
 			effects := m.settle(s)
 			return done(Applied, "null plan while provisioning is conclusive (M16)", effects...)
 		case Provisioned:
-			if !s.NullPending(now) && m.Config.Plant != PlantSecondNull {
+			if !s.NullPending(now) {
 				s.NullPendingUntil = now.Add(m.Config.NullWindow)
 				return done(PendingConfirmation, "first null: waiting for a second opinion until "+s.NullPendingUntil.Format(time.RFC3339)+" (M16, I4)")
 			}
@@ -683,7 +672,7 @@ func (m Machine) chatsAnswered(s *State, c ChatsAnswered, now time.Time) Ready {
 		entry.Result, entry.Detail = Checking, "control plane unreachable, marquee preserved; asking again at "+d.RecheckAt.Format(time.RFC3339)+" (M18): "+clip(c.Err)
 		return Ready{Answer: Checking, Records: []Entry{entry}}
 	}
-	if min(c.Live, c.Reachable) >= 1 && m.Config.Plant != PlantVeto {
+	if min(c.Live, c.Reachable) >= 1 {
 		s.Downgrade = nil
 		s.NullPendingUntil = time.Time{}
 		s.LastVeto = &Veto{Verb: verb, Live: min(c.Live, c.Reachable), At: now}

@@ -1,12 +1,15 @@
-package marquee
+package marquee_test
 
 import (
 	"fmt"
+	. "github.com/wardenhq/warden/actors/marquee"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/cockroachdb/datadriven"
+
+	"github.com/wardenhq/warden/actors"
 	"github.com/wardenhq/warden/actors/entity"
 )
 
@@ -18,6 +21,11 @@ type harness struct {
 	m   Machine
 	s   State
 	now time.Time
+	// rec is the durable record as the runtime would hold it, and
+	// delivery the id of the callback being stepped ("" for none), for
+	// each step's write: line.
+	rec      actors.MarqueeRecord
+	delivery string
 }
 
 // TestMachine runs the golden scripts in testdata/, one file per rule
@@ -68,7 +76,7 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 		}
 		s, out := h.m.Create(c, h.now)
 		if out.Err != nil {
-			return entity.Format(out, h.now)
+			return h.refused(out)
 		}
 		h.s = s
 		return h.report(out)
@@ -86,6 +94,8 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 		}
 		return h.describe() + "\n"
 	case "callback":
+		h.delivery = arg("delivery", "")
+		defer func() { h.delivery = "" }()
 		return h.step(h.callbackFrom(t, arg))
 	case "op":
 		switch d.CmdArgs[0].Key {
@@ -217,16 +227,22 @@ func (h *harness) callbackFrom(t *testing.T, arg func(string, string) string) Ca
 func (h *harness) step(ev Event) string {
 	s, out := h.m.Step(h.s, ev, h.now)
 	if out.Err != nil {
-		return entity.Format(out, h.now)
+		return h.refused(out)
 	}
 	h.s = s
 	return h.report(out)
 }
 
-// report is the one way a step is shown (entity.Format), then the state.
+// report is the one way a step is shown (entity.Format), then what the
+// runtime's batch would hold for it, then the state.
 func (h *harness) report(out Ready) string {
-	return entity.Format(out, h.now) + "state: " + h.describe() + "\n"
+	var write string
+	h.rec, write = actors.MarqueeWrite(h.rec, h.s, out, h.now, h.delivery)
+	return entity.Format(out, h.now) + "write: " + write + "\n" + "state: " + h.describe() + "\n"
 }
+
+// refused shows a refused step: nothing is written.
+func (h *harness) refused(out Ready) string { return entity.Format(out, h.now) + "write: none\n" }
 
 func (h *harness) describe() string { return describeAt(h.s, h.now) }
 

@@ -1,5 +1,5 @@
-// Package trust holds warden's trust-boundary primitives (shared/spec
-// docs/rules/trust.md): keyrings read from private files (T9, T11), scoped callback
+// Package trust holds warden's trust-boundary primitives
+// (docs/rules/trust.md): keyrings read from private files (T9, T11), scoped callback
 // credentials derived per dispatch (T1), Standard Webhooks signatures (T3),
 // GitHub Actions OIDC verification (T4) and sealing of secrets at rest
 // (T10). Time is always an argument: nothing here reads the clock.

@@ -43,14 +43,14 @@ func populate(dir string, n int, now time.Time) error {
 			Connection: &marquee.Connection{Host: "203.0.113.7", Port: 22, User: "root", SSHPrivateKey: "k", FreeDomain: "x.example.net"},
 			Attempt:    &marquee.Attempt{Generation: 3, Action: marquee.ActionApply, Dispatch: marquee.DispatchSent, DispatchedAt: now.Add(-time.Hour)},
 			CreatedAt:  now.Add(-time.Hour), UpdatedAt: now.Add(-time.Hour)}
-		rec := persistence.MarqueeRecord{State: s}
+		rec := actors.MarqueeRecord{State: s}
 		if i%100 == 0 {
 			s.Serving, s.Lifecycle, s.Connection, s.ConnectionGeneration = marquee.Disabled, marquee.Provisioning, nil, 0
 			s.Progress = marquee.Queued
 			s.Attempt.DispatchedAt = now.Add(-10 * time.Minute)
-			rec = persistence.MarqueeRecord{State: s, WakeAt: now.Add(-5 * time.Minute)}
+			rec = actors.MarqueeRecord{State: s, WakeAt: now.Add(-5 * time.Minute)}
 		}
-		b.PutMarquee(rec, time.Time{})
+		actors.SeedMarquee(b, nil, rec)
 		if (i+1)%perBatch == 0 || i == n-1 {
 			if err := b.Commit(); err != nil {
 				return err

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/wardenhq/warden/persistence"
 	"os"
 	"testing"
 	"time"
@@ -36,6 +37,7 @@ func TestC7ClusterUnderFaults(t *testing.T) {
 	require.Equal(t, 1, rep.MembersRemoved)
 	require.Positive(t, rep.AppliedChecked, "callbacks were acknowledged and found again")
 	require.Positive(t, rep.FencedTxns, "the store's history was read and checked")
+	require.Positive(t, rep.RouteGenerations, "branch route generations were given out and checked (I14)")
 }
 
 // TestC5ConvergesAtEachLeaseTTL: issue 20's liveness finding, at the
@@ -104,7 +106,7 @@ func TestC6HistoryCheckFindsEachViolation(t *testing.T) {
 
 	branch := cluster.ShardOf("branch", "main")
 	back := []*clientv3.Event{put(cluster.ShardKey(branch), "n1", 2),
-		put("warden/d/b/main", "\x017", 3), put(cluster.AuditKey(branch), "2", 3),
-		put("warden/d/b/main", "\x016", 4), put(cluster.AuditKey(branch), "2", 4)}
+		put("warden/d/"+string(persistence.BranchGenerationKey("main", 7)), "", 3), put(cluster.AuditKey(branch), "2", 3),
+		put("warden/d/"+string(persistence.BranchGenerationKey("main", 6)), "", 4), put(cluster.AuditKey(branch), "2", 4)}
 	require.ErrorContains(t, replayHistory(back, &Report{}), "I14")
 }

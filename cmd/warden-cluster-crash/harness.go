@@ -57,8 +57,11 @@ type Report struct {
 	// FencedTxns how many transactions carried an epoch.
 	Revisions  int
 	FencedTxns int
-	MaxAdmit   int
-	Failovers  []Failover
+	// RouteGenerations is how many branch route generations were given
+	// out in the history (each checked to grow, I14).
+	RouteGenerations int
+	MaxAdmit         int
+	Failovers        []Failover
 	// Pauses by length: shorter than the failure detector, between it and
 	// the lease, longer than the lease.
 	ShortPauses, DetectorPauses int
@@ -99,11 +102,11 @@ func (r Report) String() string {
 	others := r.failoverTimes(func(f Failover) bool { return !f.Leader })
 	p50, worst := percentile(all, 50), percentile(all, 100)
 	return fmt.Sprintf("seed=%d lease-ttl=%s owner-kills=%d pauses-past-lease=%d pauses-past-detector=%d short-pauses=%d rolling-restarts=%d members-added=%d members-removed=%d marquees=%d environments=%d dispatches=%d "+
-		"applied-callbacks-checked=%d ops-ok=%d ops-failed=%d ops-unknown=%d linearizable-ops=%d revisions-checked=%d fenced-transactions=%d most-reserved=%d/%d "+
+		"applied-callbacks-checked=%d ops-ok=%d ops-failed=%d ops-unknown=%d linearizable-ops=%d revisions-checked=%d fenced-transactions=%d route-generations=%d most-reserved=%d/%d "+
 		"revocations=%d leases-lost=%d revocations-held=%d "+
 		"failover-p50=%s failover-max=%s (of which etcd-leader kills=%d, their max=%s; the others' max=%s) elapsed=%s",
 		r.Seed, r.TTL, r.Kills, r.Pauses, r.DetectorPauses, r.ShortPauses, r.RollingRestarts, r.MembersAdded, r.MembersRemoved, r.Marquees, r.Envs, r.Dispatches, r.AppliedChecked,
-		r.Ops["ok"], r.Ops["failed"], r.Ops["unknown"], r.LinearOps, r.Revisions, r.FencedTxns, r.MaxAdmit, poolLimit,
+		r.Ops["ok"], r.Ops["failed"], r.Ops["unknown"], r.LinearOps, r.Revisions, r.FencedTxns, r.RouteGenerations, r.MaxAdmit, poolLimit,
 		r.Revocations, r.LeasesLost, r.RevocationsHeld,
 		p50.Round(time.Millisecond), worst.Round(time.Millisecond), len(leader), percentile(leader, 100).Round(time.Millisecond),
 		percentile(others, 100).Round(time.Millisecond), r.Elapsed.Round(time.Second))

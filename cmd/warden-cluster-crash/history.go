@@ -142,14 +142,16 @@ func replayHistory(events []*clientv3.Event, rep *Report) error {
 					epoch[s] = 0
 				}
 			}
-			if branch, ok := strings.CutPrefix(k, persistence.DataPrefix+"b/"); ok && ev.Type == mvccpb.PUT && len(ev.Kv.Value) > 1 {
-				// E8, I14: a branch's route generation only grows.
-				var g uint64
-				if json.Unmarshal(ev.Kv.Value[1:], &g) == nil {
+			if kind, branch, ok := entityOfKey(strings.TrimPrefix(k, persistence.DataPrefix)); ok && kind == "branch" && ev.Type == mvccpb.PUT {
+				// E8, I14: a branch's route generation only grows; each
+				// generation given out is a key of its own.
+				prefix := persistence.BranchGenerationPrefix(branch)
+				if g, ok := persistence.ParseBranchGeneration(prefix, []byte(strings.TrimPrefix(k, persistence.DataPrefix))); ok {
 					if g <= routeGen[branch] {
 						return fmt.Errorf("I14: at revision %d branch %s's route generation went from %d to %d", rev, branch, routeGen[branch], g)
 					}
 					routeGen[branch] = g
+					rep.RouteGenerations++
 				}
 			}
 			if job, ok := strings.CutPrefix(k, persistence.DataPrefix+"a/default/"); ok {
@@ -188,6 +190,12 @@ func entityOfKey(k string) (kind, id string, ok bool) {
 	case "e":
 		return "environment", rest, true
 	case "b":
+		// b/<branch>/<generation>, or the one key per branch before.
+		if i := strings.LastIndexByte(rest, '/'); i > 0 {
+			if _, ok := persistence.ParseBranchGeneration([]byte(rest[:i+1]), []byte(rest)); ok {
+				return "branch", rest[:i], true
+			}
+		}
 		return "branch", rest, true
 	case "w":
 		parts := strings.SplitN(rest, "/", 3)

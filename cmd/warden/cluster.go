@@ -37,7 +37,7 @@ const etcdRequestTimeout = 5 * time.Second
 
 // openCluster starts (or reaches) etcd and builds the node; its store is
 // the etcd backend.
-func openCluster(c config, sealer *trust.Sealer, log *slog.Logger) (*clusterParts, error) {
+func openCluster(c config, log *slog.Logger) (*clusterParts, error) {
 	p := &clusterParts{}
 	endpoints := c.EtcdEndpoints
 	var tlsFiles *etcdembed.TLSFiles
@@ -71,7 +71,7 @@ func openCluster(c config, sealer *trust.Sealer, log *slog.Logger) (*clusterPart
 		return nil, fmt.Errorf("etcd client: %w", err)
 	}
 	p.client = cl
-	p.store = persistence.OpenBackend(persistence.OpenEtcd(cl, etcdRequestTimeout), sealer, log)
+	p.store = persistence.OpenBackend(persistence.OpenEtcd(cl, etcdRequestTimeout), log)
 	return p, nil
 }
 

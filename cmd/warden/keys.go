@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/wardenhq/warden/actors"
 	"github.com/wardenhq/warden/actors/marquee"
 	"github.com/wardenhq/warden/actors/trust"
 	"github.com/wardenhq/warden/persistence"
@@ -48,11 +49,11 @@ func rekey(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 	} else {
 		fmt.Fprintf(stdout, "resuming an unfinished rekey to %s\n", ring.Active().ID)
 	}
-	store, err := persistence.Open(*data, persistence.Options{Sealer: trust.NewSealer(ring)})
+	store, err := persistence.Open(*data, persistence.Options{})
 	if err != nil {
 		return fmt.Errorf("%w (is warden still running on %s? stop it first)", err, *data)
 	}
-	n, err := store.Reseal()
+	n, err := actors.Reseal(store, trust.NewSealer(ring))
 	if cerr := store.Close(); err == nil {
 		err = cerr
 	}

@@ -66,6 +66,7 @@ type process struct {
 	served  chan error
 	live    atomic.Pointer[http.Handler]
 	store   *persistence.Store
+	sealer  *trust.Sealer
 	cp      *clusterParts
 	node    *cluster.Node
 	sys     *actors.System
@@ -158,19 +159,19 @@ func (p *process) listen() error {
 // refused with what to do (S7).
 func (p *process) openStore(tm *trustMaterial) error {
 	c := p.c
-	sealer := trust.NewSealer(tm.seal)
+	p.sealer = trust.NewSealer(tm.seal)
 	if c.Node == "" {
 		var err error
-		p.store, err = persistence.Open(c.Data, persistence.Options{Sealer: sealer, Logger: p.log,
+		p.store, err = persistence.Open(c.Data, persistence.Options{Logger: p.log,
 			Degrade: true, AcceptDataLoss: c.AcceptDataLoss})
 		return err
 	}
-	cp, err := openCluster(c, sealer, p.log)
+	cp, err := openCluster(c, p.log)
 	if err != nil {
 		return err
 	}
 	p.cp, p.store = cp, cp.store
-	p.node = cluster.NewNode(c.Node, advertiseURL(c), c.LeaseTTL, cluster.Etcd{C: cp.client}, time.Now, cluster.Hooks{
+	p.node = cluster.NewNode(c.Node, advertiseURL(c), c.LeaseTTL, cluster.Etcd{C: cp.client}, clock.Real{}, cluster.Hooks{
 		// The node ticks only once sys is running (node.Run in run).
 		Acquired: func(shard int, _ int64) { p.sys.AcquireShard(shard) },
 		Released: func(shard int) { p.sys.ReleaseShard(shard) },
@@ -183,6 +184,7 @@ func (p *process) systemConfig(tm *trustMaterial) actors.Config {
 	c := p.c
 	cfg := actors.Config{
 		Store:        p.store,
+		Sealer:       p.sealer,
 		Clock:        clock.Real{},
 		Machine:      marquee.Machine{Config: c.Rules},
 		Pools:        c.Pools,

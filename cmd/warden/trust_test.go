@@ -14,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/wardenhq/warden/actors"
 	"github.com/wardenhq/warden/actors/marquee"
 	"github.com/wardenhq/warden/actors/trust"
 	"github.com/wardenhq/warden/persistence"
@@ -154,12 +155,12 @@ func TestRekeyResumesAfterACrash(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
 	require.NoError(t, prepareDataDir(dir))
 	old := &trust.Keyring{Keys: []trust.Key{trust.NewKey()}}
-	st, err := persistence.Open(dir, persistence.Options{Sealer: trust.NewSealer(old)})
+	st, err := persistence.Open(dir, persistence.Options{})
 	require.NoError(t, err)
 	b := st.NewBatch()
 	for _, id := range []string{"m-1", "m-2", "m-3"} {
-		b.PutMarquee(persistence.MarqueeRecord{State: marquee.State{ID: id, Kind: marquee.BYO, Serving: marquee.Active,
-			Connection: &marquee.Connection{Host: "h", Port: 22, User: "u", SSHPrivateKey: "key-of-" + id}}}, time.Time{})
+		actors.SeedMarquee(b, trust.NewSealer(old), actors.MarqueeRecord{State: marquee.State{ID: id, Kind: marquee.BYO, Serving: marquee.Active,
+			Connection: &marquee.Connection{Host: "h", Port: 22, User: "u", SSHPrivateKey: "key-of-" + id}}})
 	}
 	require.NoError(t, b.Commit())
 	require.NoError(t, st.Close())
@@ -178,9 +179,9 @@ func TestRekeyResumesAfterACrash(t *testing.T) {
 	require.Equal(t, []string{mid.Active().ID}, []string{done.Keys[0].ID})
 	require.Len(t, done.Keys, 1)
 
-	st, err = persistence.Open(dir, persistence.Options{Sealer: trust.NewSealer(done)})
+	st, err = persistence.Open(dir, persistence.Options{})
 	require.NoError(t, err)
-	r, err := st.LoadMarquee("m-2")
+	r, err := actors.LoadMarquee(st, trust.NewSealer(done), "m-2")
 	require.NoError(t, err, "opens without the old key")
 	require.Equal(t, "key-of-m-2", r.State.Connection.SSHPrivateKey)
 
@@ -188,13 +189,13 @@ func TestRekeyResumesAfterACrash(t *testing.T) {
 	require.NoError(t, st.Close())
 	stdout.Reset()
 	require.NoError(t, rekey([]string{"--data", dir}, func(string) string { return "" }, &stdout, io.Discard))
-	st, err = persistence.Open(dir, persistence.Options{Sealer: trust.NewSealer(loadRing(t, path))})
+	st, err = persistence.Open(dir, persistence.Options{})
 	require.NoError(t, err)
 	// Closed before the test's directory is removed: an open Pebble's
 	// background work would find its files gone and panic (a flaky
 	// failure this test used to cause).
 	defer st.Close()
-	r, err = st.LoadMarquee("m-3")
+	r, err = actors.LoadMarquee(st, trust.NewSealer(loadRing(t, path)), "m-3")
 	require.NoError(t, err)
 	require.Equal(t, "key-of-m-3", r.State.Connection.SSHPrivateKey)
 }

@@ -1,0 +1,596 @@
+package actors
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/wardenhq/warden/actors/driver"
+	"github.com/wardenhq/warden/actors/errs"
+	"github.com/wardenhq/warden/actors/marquee"
+	"github.com/wardenhq/warden/actors/runtime"
+	"github.com/wardenhq/warden/actors/trust"
+	"github.com/wardenhq/warden/persistence"
+)
+
+// The marquee kind: its durable record and codec, its machine on the
+// runtime, its effects, and the API that asks it.
+
+// HistoryLimit bounds the history kept per marquee: enough to reconstruct a
+// stale-callback story over a day of retries, small enough that a noisy
+// workflow cannot grow a row without bound.
+const HistoryLimit = 200
+
+// MarqueeRecord is a marquee's durable record.
+type MarqueeRecord struct {
+	State marquee.State `json:"state"`
+	// HistorySeq is the sequence of the newest history entry.
+	HistorySeq uint64 `json:"history_seq"`
+	// WakeAt is the wake-index entry this record owns (zero: none).
+	WakeAt time.Time `json:"wake_at,omitzero"`
+}
+
+type marquees = runtime.Entities[MarqueeRecord, marquee.Event, marquee.Ready]
+
+// marqueeKind is the marquee machine on the runtime.
+type marqueeKind struct {
+	runtime.Defaults[MarqueeRecord, marquee.Event, marquee.Ready]
+	sys *System
+	// step is the machine's Step, as Config.Steps wraps it.
+	step MarqueeStep
+}
+
+func (marqueeKind) Name() string     { return "marquee" }
+func (marqueeKind) WakeKind() string { return persistence.KindMarquee }
+
+func (k marqueeKind) Load(id string) (MarqueeRecord, bool, error) {
+	r, err := loadMarquee(k.sys.cfg.Store, k.sys.cfg.Sealer, id)
+	if errors.Is(err, persistence.ErrNotFound) {
+		return MarqueeRecord{}, false, nil
+	}
+	return r, err == nil, err
+}
+
+func (k marqueeKind) Stored(id string) (bool, error) {
+	return k.sys.cfg.Store.Has(persistence.MarqueeKey(id))
+}
+
+func (k marqueeKind) Step(rec MarqueeRecord, ev marquee.Event, now time.Time) (MarqueeRecord, marquee.Ready) {
+	m := k.sys.cfg.Machine
+	var s marquee.State
+	var rd marquee.Ready
+	if c, ok := ev.(marquee.Create); ok {
+		s, rd = m.Create(c, now)
+	} else {
+		s, rd = k.step(rec.State, ev, now)
+	}
+	return nextRecord(rec, s, rd, now), rd
+}
+
+// nextRecord is the record after a step. Its wake-index time is now while
+// effects are in flight (a crash must reconcile them at once), else the
+// earliest deadline; or an entry still ahead that is earlier than the
+// deadline, kept. The index may be early, never late: an early entry
+// costs one activation that finds nothing due (after a restart only; a
+// live actor's timer is armed at the deadline), while moving it costs two
+// writes on every callback that pushes a deadline out (the stale timer,
+// M21), a third of a callback's batch.
+func nextRecord(rec MarqueeRecord, s marquee.State, rd marquee.Ready, now time.Time) MarqueeRecord {
+	next := MarqueeRecord{State: s, HistorySeq: rec.HistorySeq + uint64(len(rd.Records)), WakeAt: rd.Wake}
+	switch {
+	case marquee.NeedsReconcile(s):
+		next.WakeAt = now
+	case rec.WakeAt.After(now) && rec.WakeAt.Before(rd.Wake):
+		next.WakeAt = rec.WakeAt
+	}
+	return next
+}
+
+func (k marqueeKind) Stage(b persistence.Writer, id string, before, next MarqueeRecord, rd marquee.Ready) {
+	putMarquee(b, k.sys.cfg.Sealer, next)
+	for i, e := range rd.Records {
+		appendHistory(b, id, before.HistorySeq+uint64(i)+1, e)
+	}
+}
+
+func (marqueeKind) WakeOf(r MarqueeRecord) time.Time { return r.WakeAt }
+
+func (k marqueeKind) Run(h *marqueeHandle, next MarqueeRecord, rd marquee.Ready) {
+	k.sys.startMarqueeEffects(h, next.State, rd.Effects)
+}
+
+// Started reconciles, after a crash or restart, whatever was in flight
+// before doing new work, then fires what is due.
+func (k marqueeKind) Started(h *marqueeHandle, afterFailure bool) {
+	if afterFailure || marquee.NeedsReconcile(h.Record().State) {
+		h.Apply(marquee.Reconcile{AfterFailure: afterFailure})
+	}
+	k.fireDue(h)
+}
+
+func (k marqueeKind) Woken(h *marqueeHandle) { k.fireDue(h) }
+
+// fireDue steps each due deadline as its own durable transition, so a
+// deadline fires once: after it, the state no longer holds it (M23).
+func (k marqueeKind) fireDue(h *marqueeHandle) {
+	if !h.Exists() {
+		return
+	}
+	m := k.sys.cfg.Machine
+	const maxPerWake = 16 // every deadline kind at most once or twice; a bound, not a loop forever
+	for range maxPerWake {
+		due := m.Due(h.Record().State, h.Now())
+		if len(due) == 0 {
+			break
+		}
+		before := h.Record().State.UpdatedAt
+		h.Apply(due[0])
+		if h.Record().State.UpdatedAt.Equal(before) {
+			break // nothing changed: the deadline was not really due
+		}
+	}
+	h.ArmWake(m.Wake(h.Record().State))
+}
+
+// Admit: a GitHub token speaks for a run, and only the marquee knows which
+// runs it dispatched; refused before anything is read or written (T4,
+// T12).
+func (k marqueeKind) Admit(rec MarqueeRecord, ev marquee.Event) error {
+	cb, ok := ev.(marquee.Callback)
+	if !ok || cb.OIDC == nil {
+		return nil
+	}
+	if err := marquee.AuthorizeRun(rec.State, cb.OIDC.RunID, cb.Generation, cb.OIDC.ScopedVouched); err != nil {
+		k.sys.log.Info("callback refused", "marquee", rec.State.ID, "auth", cb.Auth, "err", err)
+		return err
+	}
+	return nil
+}
+
+// Conflict: an id is never reused, even after a reap; "already exists"
+// alone sent a reader looking for a live marquee (issue 22).
+func (marqueeKind) Conflict(id string, rec MarqueeRecord) error {
+	if ts := rec.State.Tombstone; ts != nil {
+		return fmt.Errorf("%w: marquee %s already exists as a tombstone (reaped %s); ids are not reused, pick another", marquee.ErrConflict, id, ts.At.UTC().Format(time.RFC3339))
+	}
+	return fmt.Errorf("%w: marquee %s already exists", marquee.ErrConflict, id)
+}
+
+// Holds: an operator's answer waits until the pool's decision is durable
+// here (A10).
+func (marqueeKind) Holds(rec MarqueeRecord) bool {
+	ad := rec.State.Admission
+	return ad != nil && ad.Status == marquee.AdmissionAsking
+}
+
+// Idle: never with effects in flight whose results must come back to this
+// instance.
+func (marqueeKind) Idle(rec MarqueeRecord, exists bool) bool {
+	return !exists || !marquee.NeedsReconcile(rec.State)
+}
+
+func (marqueeKind) Copy(rec MarqueeRecord) MarqueeRecord {
+	rec.State = rec.State.Clone()
+	return rec
+}
+
+// The events a pool on another node sends a marquee (C4): its admission,
+// or that its queue is full.
+type marqueeWire struct {
+	Type     string `json:"type"`
+	Status   string `json:"status,omitempty"`
+	Sequence uint64 `json:"sequence,omitempty"`
+}
+
+func (marqueeKind) EncodeEvent(ev marquee.Event) ([]byte, bool) {
+	var w marqueeWire
+	switch v := ev.(type) {
+	case marquee.AdmissionDecided:
+		w = marqueeWire{Type: "admission_decided", Status: string(v.Status), Sequence: v.Sequence}
+	case marquee.DispatchFinished:
+		if v != queueFull {
+			return nil, false
+		}
+		w = marqueeWire{Type: "queue_full"}
+	default:
+		return nil, false
+	}
+	b, _ := json.Marshal(w)
+	return b, true
+}
+
+func (marqueeKind) DecodeEvent(b []byte) (marquee.Event, error) {
+	var w marqueeWire
+	if err := strictJSON(b, &w); err != nil {
+		return nil, err
+	}
+	switch {
+	case w.Type == "queue_full":
+		return queueFull, nil
+	case w.Type == "admission_decided" && (w.Status == string(marquee.AdmissionReserved) || w.Status == string(marquee.AdmissionQueued)):
+		return marquee.AdmissionDecided{Status: marquee.AdmissionStatus(w.Status), Sequence: w.Sequence}, nil
+	}
+	return nil, fmt.Errorf("marquee event %q (status %q)", w.Type, w.Status)
+}
+
+// queueFull is what a marquee hears from a pool whose queue is full: it
+// cannot wait forever for a place it will not get, so it fails like a
+// dispatch that cannot be made.
+var queueFull = marquee.DispatchFinished{Outcome: marquee.DispatchConfiguration}
+
+// --- effects --------------------------------------------------------------------
+
+type marqueeHandle = runtime.Handle[MarqueeRecord, marquee.Event, marquee.Ready]
+
+// startMarqueeEffects runs each effect outside the mailbox. Results come
+// back as events carrying the generation they were started for.
+func (s *System) startMarqueeEffects(h *marqueeHandle, st marquee.State, effects []marquee.Effect) {
+	id := h.ID()
+	for _, eff := range effects {
+		switch e := eff.(type) {
+		case marquee.AskAdmission:
+			s.pools.Send(e.Pool, admissionAsk(id))
+		case marquee.ReleaseAdmission:
+			s.pools.Send(e.Pool, admissionRelease(id))
+		case marquee.StartDispatch:
+			req := driver.DispatchRequest{MarqueeID: id, Generation: e.Generation, Action: string(e.Action), CallbackURL: s.cfg.CallbackURL,
+				CallbackToken: s.mintCallbackToken(id, e.Generation), Epoch: h.Epoch()}
+			h.Go(runtime.Effect{Run: func(ctx context.Context) { s.dispatch(ctx, req) }})
+		case marquee.StartBootstrap:
+			if st.Connection == nil {
+				panic("marquee: bootstrap without a connection") // the machine never asks for one
+			}
+			c := *st.Connection
+			req := driver.BootstrapRequest{MarqueeID: id, Generation: e.Generation, Host: c.Host, Port: c.Port, User: c.User,
+				SSHKey: c.SSHPrivateKey, FreeDomain: c.FreeDomain, ACMEDNS: c.ACMEDNS}
+			h.Go(runtime.Effect{Run: func(ctx context.Context) { s.bootstrap(ctx, req, c) }})
+		case marquee.AskChats:
+			gen := e.Generation
+			h.Go(runtime.Effect{Run: func(ctx context.Context) {
+				start := s.clock().Now()
+				chats, err := s.cfg.ControlPlane.Chats(ctx, id)
+				s.observeDriver("control_plane", start, err)
+				res := marquee.ChatsAnswered{Generation: gen, Live: chats.Live, Reachable: chats.Reachable}
+				if err != nil {
+					res.Err = err.Error()
+				}
+				s.marquees.Send(id, res)
+			}})
+		case marquee.TeardownPlaygrounds:
+			gen := e.Generation
+			h.Go(runtime.Effect{Run: func(ctx context.Context) {
+				if err := s.cfg.ControlPlane.TeardownPlaygrounds(ctx, id, gen); err != nil {
+					s.log.Warn("playground teardown not confirmed", "marquee", id, "generation", gen, "err", err)
+				}
+			}})
+		default:
+			panic(fmt.Sprintf("marquee: unknown effect %T", eff))
+		}
+	}
+}
+
+func (s *System) dispatch(ctx context.Context, req driver.DispatchRequest) {
+	start := s.clock().Now()
+	run, err := s.cfg.Dispatcher.Dispatch(ctx, req)
+	s.observeDriver("dispatch", start, err)
+	res := marquee.DispatchFinished{Generation: req.Generation, Outcome: marquee.DispatchOK, RunID: run.ID, RunURL: run.URL}
+	if err != nil {
+		err = redacted(err, append([]string{req.CallbackToken}, s.cfg.Secrets...)...)
+		res.Detail = err.Error()
+		res.Outcome = marquee.DispatchTransient
+		if driver.KindOf(err) == driver.Configuration {
+			res.Outcome = marquee.DispatchConfiguration
+		}
+		s.log.Warn("dispatch failed", "marquee", req.MarqueeID, "generation", req.Generation, "err", err)
+	}
+	s.marquees.Send(req.MarqueeID, res)
+}
+
+func (s *System) bootstrap(ctx context.Context, req driver.BootstrapRequest, c marquee.Connection) {
+	start := s.clock().Now()
+	err := s.cfg.Bootstrapper.Bootstrap(ctx, req)
+	s.observeDriver("bootstrap", start, err)
+	res := marquee.BootstrapFinished{Generation: req.Generation, OK: err == nil}
+	if err != nil {
+		// A script may echo what it was given; none of it reaches history,
+		// logs or answers.
+		secrets := append([]string{c.SSHPrivateKey, c.ACMEDNS.Password, c.ACMEDNS.Username}, s.cfg.Secrets...)
+		res.Detail = redacted(err, secrets...).Error()
+	}
+	s.marquees.Send(req.MarqueeID, res)
+}
+
+// mintCallbackToken derives the scoped credential of one dispatch (T1); ""
+// when no signing keys are configured.
+func (s *System) mintCallbackToken(marqueeID string, generation uint64) string {
+	if s.cfg.CallbackKeys == nil {
+		return ""
+	}
+	return trust.MintScoped(s.cfg.CallbackKeys, marqueeID, generation, s.clock().Now().Add(s.cfg.CallbackTokenTTL))
+}
+
+// redacted replaces every secret value found in err's text. Driver errors
+// carry a script's stderr, which may echo its input.
+func redacted(err error, secrets ...string) error {
+	msg := redactString(err.Error(), secrets...)
+	if msg == err.Error() {
+		return err
+	}
+	return errors.New(msg)
+}
+
+// redactString replaces every secret (of four bytes or more) in s.
+func redactString(s string, secrets ...string) string {
+	for _, sec := range secrets {
+		if len(sec) >= 4 && strings.Contains(s, sec) {
+			s = strings.ReplaceAll(s, sec, "[redacted]")
+		}
+	}
+	return s
+}
+
+// --- logs and metrics (O11, O12) --------------------------------------------------
+
+// Observe makes every marquee step a log line: at info when something a
+// person cares about changed (a lifecycle, a serving status, a failure,
+// an operator's action, a held-back downgrade), at debug for routine
+// steps such as an accepted progress callback; never a secret.
+func (k marqueeKind) Observe(h *marqueeHandle, ev marquee.Event, before, next MarqueeRecord, rd marquee.Ready) {
+	s := k.sys
+	if cb, ok := ev.(marquee.Callback); ok && rd.Err == nil {
+		s.cfg.Metrics.Callbacks.WithLabelValues(string(cb.Verb), string(rd.Answer)).Inc()
+		k.logCallback(next.State, cb, rd)
+	}
+	b, n := before.State, next.State
+	m := s.cfg.Metrics
+	failed := n.Failure != nil && (b.Failure == nil || *b.Failure != *n.Failure)
+	if failed {
+		m.Failures.WithLabelValues(n.Failure.Rule).Inc()
+	}
+	if n.RetryCount > b.RetryCount {
+		m.Retries.WithLabelValues("stuck").Inc()
+	}
+	bootstrapFailed := n.Bootstrap != nil && b.Bootstrap != nil && n.Bootstrap.Failures > b.Bootstrap.Failures
+	if bootstrapFailed && n.Bootstrap.Failures <= s.cfg.Machine.Config.BootstrapRetries {
+		m.Retries.WithLabelValues("bootstrap").Inc()
+	}
+	var actor string
+	for _, e := range rd.Records {
+		if e.Source == marquee.SourceOperator && e.Actor != "" {
+			actor = e.Actor
+		}
+	}
+	changed := b.Lifecycle != n.Lifecycle || b.Serving != n.Serving || (b.Tombstone == nil) != (n.Tombstone == nil) || b.Generation != n.Generation
+	level := slog.LevelDebug
+	switch {
+	case failed || bootstrapFailed:
+		level = slog.LevelWarn
+	case changed || actor != "" || (n.Downgrade != nil) != (b.Downgrade != nil) || !sameVeto(b.LastVeto, n.LastVeto):
+		level = slog.LevelInfo
+	}
+	ctx := context.Background()
+	if !s.log.Enabled(ctx, level) {
+		return // the webhook path's routine steps stop here, having built nothing
+	}
+	details := make([]string, 0, len(rd.Records))
+	for _, e := range rd.Records {
+		details = append(details, e.Detail)
+	}
+	attrs := []slog.Attr{slog.String("marquee", n.ID), slog.String("event", eventName(ev)), slog.Uint64("generation", n.Generation),
+		slog.String("result", string(rd.Answer)), slog.String("detail", strings.Join(details, "; "))}
+	if b.Lifecycle != n.Lifecycle {
+		attrs = append(attrs, slog.String("lifecycle", fmt.Sprintf("%s -> %s", orNone(string(b.Lifecycle)), n.Lifecycle)))
+	}
+	if b.Serving != n.Serving {
+		attrs = append(attrs, slog.String("serving", fmt.Sprintf("%s -> %s", orNone(string(b.Serving)), n.Serving)))
+	}
+	if actor != "" {
+		attrs = append(attrs, slog.String("operator", actor))
+	}
+	if failed {
+		attrs = append(attrs, slog.String("rule", n.Failure.Rule), slog.String("reason", n.Failure.Reason))
+	}
+	s.log.LogAttrs(ctx, level, "marquee transition", attrs...)
+}
+
+// logCallback: rejections and held-back downgrades are logged with both
+// numbers (M10); routine progress only at debug level, off the hot path.
+func (k marqueeKind) logCallback(st marquee.State, cb marquee.Callback, rd marquee.Ready) {
+	level := slog.LevelDebug
+	switch rd.Answer {
+	case marquee.Stale, marquee.Locked, marquee.Vetoed, marquee.Checking, marquee.PendingConfirmation:
+		level = slog.LevelInfo
+	}
+	if k.sys.log.Enabled(context.Background(), level) {
+		k.sys.log.Log(context.Background(), level, "callback", "marquee", st.ID, "verb", cb.Verb, "generation", st.Generation,
+			"received_generation", cb.Generation, "result", rd.Answer, "auth", cb.Auth)
+	}
+}
+
+func sameVeto(a, b *marquee.Veto) bool {
+	return (a == nil && b == nil) || (a != nil && b != nil && *a == *b)
+}
+
+// --- the record's codec: sealed secrets (T10), bounded history ---------------------
+
+// secretFields lists each sealed field of a connection: its name in the
+// associated data and where it lives.
+func secretFields(c *marquee.Connection) []struct {
+	name string
+	v    *string
+} {
+	return []struct {
+		name string
+		v    *string
+	}{{"ssh_private_key", &c.SSHPrivateKey}, {"acme_dns.username", &c.ACMEDNS.Username}, {"acme_dns.password", &c.ACMEDNS.Password}}
+}
+
+// sealMarquee returns a copy of r whose secrets are sealed, with the
+// record's key and the field's name as associated data (T10).
+func sealMarquee(sealer *trust.Sealer, r MarqueeRecord) MarqueeRecord {
+	if sealer == nil || r.State.Connection == nil {
+		return r
+	}
+	c := *r.State.Connection
+	key := string(persistence.MarqueeKey(r.State.ID))
+	for _, f := range secretFields(&c) {
+		*f.v = sealer.Seal(*f.v, key, f.name)
+	}
+	r.State.Connection = &c
+	return r
+}
+
+// openMarquee opens a decoded record's secrets and validates it (A9): a
+// record that does not open is malformed, never used.
+func openMarquee(sealer *trust.Sealer, key []byte, r *MarqueeRecord) error {
+	if c := r.State.Connection; c != nil {
+		for _, f := range secretFields(c) {
+			v, err := sealer.Open(*f.v, string(key), f.name)
+			if err != nil {
+				return &persistence.CorruptError{Malformed: persistence.Malformed{Key: string(key), Reason: err.Error()}}
+			}
+			*f.v = v
+		}
+	}
+	if err := r.State.Validate(); err != nil {
+		return &persistence.CorruptError{Malformed: persistence.Malformed{Key: string(key), Reason: err.Error()}}
+	}
+	return nil
+}
+
+// loadMarquee reads one marquee's record: persistence.ErrNotFound, a
+// *persistence.CorruptError, or the record with its secrets opened.
+func loadMarquee(st *persistence.Store, sealer *trust.Sealer, id string) (MarqueeRecord, error) {
+	var r MarqueeRecord
+	key := persistence.MarqueeKey(id)
+	if err := st.Get(key, &r); err != nil {
+		return MarqueeRecord{}, err
+	}
+	if err := openMarquee(sealer, key, &r); err != nil {
+		return MarqueeRecord{}, err
+	}
+	return r, nil
+}
+
+// putMarquee stages the record, its secrets sealed.
+func putMarquee(b persistence.Writer, sealer *trust.Sealer, r MarqueeRecord) {
+	b.Put(persistence.MarqueeKey(r.State.ID), sealMarquee(sealer, r))
+}
+
+// appendHistory stages entry number seq and drops the one that falls out
+// of the window, so a marquee never holds more than HistoryLimit entries.
+func appendHistory(b persistence.Writer, id string, seq uint64, e marquee.Entry) {
+	b.Put(persistence.HistoryKey(id, seq), e)
+	if seq > HistoryLimit {
+		b.Delete(persistence.HistoryKey(id, seq-HistoryLimit))
+	}
+}
+
+// listMarquees is one page of stored marquees that keep accepts (see
+// persistence.ListPage). Sealed secrets stay sealed: a list shows
+// summaries, never connections.
+func listMarquees(st *persistence.Store, after string, limit, maxScan int, keep func(marquee.State) bool) ([]marquee.State, string, []persistence.Malformed, error) {
+	return persistence.ListPage(st, persistence.MarqueePrefix, after, limit, maxScan, func(k, v []byte) (marquee.State, error) {
+		var r MarqueeRecord
+		err := persistence.Decode(k, v, &r)
+		return r.State, err
+	}, keep)
+}
+
+// history returns up to limit entries of a marquee's history, newest first.
+func history(st *persistence.Store, id string, limit int) ([]marquee.Entry, error) {
+	var all []marquee.Entry
+	err := st.Scan(persistence.HistoryPrefix(id), nil, func(k, v []byte) (bool, error) {
+		var e marquee.Entry
+		if err := persistence.Decode(k, v, &e); err != nil {
+			return false, err
+		}
+		all = append(all, e)
+		return true, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]marquee.Entry, 0, min(limit, len(all)))
+	for i := len(all) - 1; i >= 0 && len(out) < limit; i-- {
+		out = append(out, all[i])
+	}
+	return out, nil
+}
+
+// resealBatch bounds one batch of Reseal: a crash loses at most this much
+// progress, and a batch stays small in memory.
+const resealBatch = 256
+
+// Reseal rewrites every marquee record whose secrets are not sealed under
+// sealer's active key (in clear, or under an older key), in synced batches
+// (`warden rekey`, T10). It is safe to run again after a crash: a record
+// already under the active key is left alone. It returns how many records
+// it rewrote; afterwards no record names any other key.
+func Reseal(st *persistence.Store, sealer *trust.Sealer) (rewritten int, err error) {
+	if sealer == nil {
+		return 0, errors.New("reseal: no seal key")
+	}
+	active := sealer.ActiveKeyID()
+	var pending []MarqueeRecord
+	flush := func() error {
+		if len(pending) == 0 {
+			return nil
+		}
+		b := st.NewBatch()
+		for _, r := range pending {
+			putMarquee(b, sealer, r)
+		}
+		if err := b.Commit(); err != nil {
+			return err
+		}
+		rewritten += len(pending)
+		pending = pending[:0]
+		return nil
+	}
+	err = st.Scan([]byte(persistence.MarqueePrefix), nil, func(k, v []byte) (bool, error) {
+		var raw MarqueeRecord
+		if err := persistence.Decode(k, v, &raw); err != nil {
+			return true, nil // malformed records are reported elsewhere (A8); nothing to reseal
+		}
+		if !slices.ContainsFunc(sealedUnder(raw), func(id string) bool { return id != active }) {
+			return true, nil
+		}
+		if err := openMarquee(sealer, k, &raw); err != nil {
+			return false, fmt.Errorf("reseal %s: %w", k, err)
+		}
+		pending = append(pending, raw)
+		if len(pending) >= resealBatch {
+			return true, flush()
+		}
+		return true, nil
+	})
+	if err == nil {
+		err = flush()
+	}
+	return rewritten, err
+}
+
+// sealedUnder reports the key ids a stored marquee value names ("" for a
+// secret in clear).
+func sealedUnder(r MarqueeRecord) []string {
+	c := r.State.Connection
+	if c == nil {
+		return nil
+	}
+	var ids []string
+	for _, f := range secretFields(c) {
+		if *f.v != "" {
+			ids = append(ids, trust.SealedKeyID(*f.v))
+		}
+	}
+	return ids
+}
+
+// errNotFound is the kinds' refusal for an id that never existed.
+func errNotFound(kind, id string) error { return fmt.Errorf("%w: %s %s", errs.NotFound, kind, id) }

@@ -1,0 +1,241 @@
+package actors
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/wardenhq/warden/actors/admission"
+	"github.com/wardenhq/warden/actors/marquee"
+	"github.com/wardenhq/warden/actors/runtime"
+	"github.com/wardenhq/warden/persistence"
+)
+
+// The pool kind: the one authority over a pool's slots (A2). Every check
+// and reservation is one transition in its mailbox (A3), persisted before
+// the marquee hears of it (A10).
+
+// PoolRecord is a pool as its records say, with the records that could not
+// be used (A8).
+type PoolRecord struct {
+	Pool      admission.Pool
+	Malformed []persistence.Malformed
+}
+
+// poolMeta is what a pool keeps besides its job records.
+type poolMeta struct {
+	NextSequence uint64 `json:"next_sequence"`
+}
+
+type pools = runtime.Entities[PoolRecord, admission.Event, admission.Ready]
+type poolHandle = runtime.Handle[PoolRecord, admission.Event, admission.Ready]
+
+type poolKind struct {
+	runtime.Defaults[PoolRecord, admission.Event, admission.Ready]
+	sys  *System
+	step PoolStep
+}
+
+func (poolKind) Name() string { return "pool" }
+
+// Load rebuilds the pool from storage (A7). A pool that cannot be read is
+// a panic: the supervisor retries, then parks it, and nothing is admitted
+// from a queue that was never read.
+func (k poolKind) Load(name string) (PoolRecord, bool, error) {
+	limit, ok := k.sys.cfg.Pools[name]
+	if !ok {
+		k.sys.log.Warn("pool is not configured; using limit 1", "pool", name)
+		limit = 1
+	}
+	pool, bad, err := rebuildPool(k.sys.cfg.Store, name, limit)
+	if err != nil {
+		k.sys.log.Error("pool not loaded", "pool", name, "err", err)
+		panic(fmt.Sprintf("pool %s: %v", name, err))
+	}
+	return PoolRecord{Pool: pool, Malformed: bad}, true, nil
+}
+
+func (k poolKind) Step(rec PoolRecord, ev admission.Event, now time.Time) (PoolRecord, admission.Ready) {
+	p, rd := k.step(rec.Pool, ev, now)
+	rec.Pool = p
+	return rec, rd
+}
+
+func (poolKind) Stage(b persistence.Writer, name string, _, next PoolRecord, rd admission.Ready) {
+	for _, j := range rd.Records {
+		if j.Status == admission.None {
+			b.Delete(persistence.AdmissionKey(name, j.ID))
+			continue
+		}
+		b.Put(persistence.AdmissionKey(name, j.ID), j)
+	}
+	b.Put(persistence.PoolKey(name), poolMeta{NextSequence: next.Pool.NextSequence})
+}
+
+// Run tells every job this step admitted from the queue (A4), once the
+// batch is durable (A10).
+func (k poolKind) Run(_ *poolHandle, _ PoolRecord, rd admission.Ready) {
+	for _, g := range rd.Effects {
+		k.sys.marquees.Send(g.Job, marquee.AdmissionDecided{Status: marquee.AdmissionReserved, Sequence: g.Sequence})
+	}
+}
+
+// Started reports malformed records (A8) and reconciles every reserved job
+// with its owner, which keeps or releases it (A7).
+func (k poolKind) Started(h *poolHandle, _ bool) {
+	rec := h.Record()
+	k.gauge(h.ID(), rec.Pool)
+	for _, m := range rec.Malformed {
+		k.sys.log.Error("malformed admission record", "pool", h.ID(), "key", m.Key, "reason", m.Reason)
+		k.sys.cfg.Metrics.Malformed.WithLabelValues("admission").Inc()
+	}
+	for _, j := range rec.Pool.Reserved {
+		k.sys.marquees.Send(j.ID, marquee.AdmissionDecided{Status: marquee.AdmissionReserved, Sequence: j.Sequence})
+	}
+}
+
+// Observe answers the asker once its admission is durable (A10); a full
+// queue fails the asker's attempt; a failed write is the runtime's to
+// retry (A6 makes asking again safe).
+func (k poolKind) Observe(h *poolHandle, ev admission.Event, _, next PoolRecord, rd admission.Ready) {
+	ask, asked := ev.(admission.Ask)
+	if rd.Err != nil {
+		k.sys.log.Warn("admission refused", "pool", h.ID(), "err", rd.Err)
+		if errors.Is(rd.Err, admission.ErrQueueFull) && asked {
+			k.sys.marquees.Send(ask.Job, queueFull)
+		}
+		return
+	}
+	if asked {
+		k.sys.marquees.Send(ask.Job, marquee.AdmissionDecided{Status: statusOf(rd.Answer.Status), Sequence: rd.Answer.Sequence})
+	}
+	k.gauge(h.ID(), next.Pool)
+}
+
+// gauge publishes the pool's occupancy (O12).
+func (k poolKind) gauge(name string, pool admission.Pool) {
+	m := k.sys.cfg.Metrics
+	m.PoolReserved.WithLabelValues(name).Set(float64(len(pool.Reserved)))
+	m.PoolQueued.WithLabelValues(name).Set(float64(len(pool.Queued)))
+	m.PoolLimit.WithLabelValues(name).Set(float64(pool.Limit))
+}
+
+func statusOf(s admission.Status) marquee.AdmissionStatus {
+	if s == admission.Reserved {
+		return marquee.AdmissionReserved
+	}
+	return marquee.AdmissionQueued
+}
+
+func admissionAsk(job string) admission.Event     { return admission.Ask{Job: job} }
+func admissionRelease(job string) admission.Event { return admission.Release{Job: job} }
+
+// The events a marquee on another node sends a pool (C4).
+type poolWire struct {
+	Type string `json:"type"`
+	Job  string `json:"job"`
+}
+
+func (poolKind) EncodeEvent(ev admission.Event) ([]byte, bool) {
+	var w poolWire
+	switch v := ev.(type) {
+	case admission.Ask:
+		w = poolWire{Type: "ask", Job: v.Job}
+	case admission.Release:
+		w = poolWire{Type: "release", Job: v.Job}
+	default:
+		return nil, false
+	}
+	b, _ := json.Marshal(w)
+	return b, true
+}
+
+func (poolKind) DecodeEvent(b []byte) (admission.Event, error) {
+	var w poolWire
+	if err := strictJSON(b, &w); err != nil {
+		return nil, err
+	}
+	if w.Job == "" || len(w.Job) > 200 {
+		return nil, fmt.Errorf("pool event: job id of 1..200 bytes")
+	}
+	switch w.Type {
+	case "ask":
+		return admission.Ask{Job: w.Job}, nil
+	case "release":
+		return admission.Release{Job: w.Job}, nil
+	}
+	return nil, fmt.Errorf("pool event %q", w.Type)
+}
+
+// rebuildPool is a pool as its stored records say (A7): queued jobs in
+// sequence order, and every record that could not be used, with why (A8).
+// The pool's actor loads itself with it; another node shows the pool with
+// it (C4).
+func rebuildPool(st *persistence.Store, name string, limit int) (admission.Pool, []persistence.Malformed, error) {
+	var meta poolMeta
+	if err := st.Get(persistence.PoolKey(name), &meta); err != nil && !errors.Is(err, persistence.ErrNotFound) {
+		var ce *persistence.CorruptError
+		if !errors.As(err, &ce) {
+			return admission.Pool{}, nil, err
+		}
+		// The sequence is recovered from the records themselves.
+	}
+	var jobs []admission.Job
+	var bad []persistence.Malformed
+	prefix := persistence.AdmissionPrefix(name)
+	err := st.Scan(prefix, nil, func(k, v []byte) (bool, error) {
+		var j admission.Job
+		if err := persistence.Decode(k, v, &j); err != nil {
+			var ce *persistence.CorruptError
+			errors.As(err, &ce)
+			bad = append(bad, ce.Malformed)
+			return true, nil
+		}
+		if want := string(persistence.AdmissionKey(name, j.ID)); want != string(k) {
+			bad = append(bad, persistence.Malformed{Key: string(k), Reason: fmt.Sprintf("record names job %q, key does not", j.ID)})
+			return true, nil
+		}
+		jobs = append(jobs, j)
+		return true, nil
+	})
+	if err != nil {
+		return admission.Pool{}, nil, err
+	}
+	pool, invalid := admission.Rebuild(name, limit, meta.NextSequence, jobs)
+	for _, m := range invalid {
+		bad = append(bad, persistence.Malformed{Key: string(persistence.AdmissionKey(name, m.Job)), Reason: m.Reason})
+	}
+	return pool, bad, nil
+}
+
+// PoolView is GET /v1/pools/{name}.
+type PoolView struct {
+	Name      string                  `json:"name"`
+	Limit     int                     `json:"limit"`
+	Reserved  []PoolJob               `json:"reserved"`
+	Queued    []PoolJob               `json:"queued"`
+	Malformed []persistence.Malformed `json:"malformed"`
+}
+
+// PoolJob is one admission in a PoolView.
+type PoolJob struct {
+	Job      string    `json:"job"`
+	Sequence uint64    `json:"sequence"`
+	Since    time.Time `json:"since"`
+}
+
+// poolView is what GET /v1/pools/{name} shows of a pool.
+func poolView(name string, pool admission.Pool, malformed []persistence.Malformed) PoolView {
+	v := PoolView{Name: name, Limit: pool.Limit, Reserved: []PoolJob{}, Queued: []PoolJob{}, Malformed: malformed}
+	if v.Malformed == nil {
+		v.Malformed = []persistence.Malformed{}
+	}
+	for _, j := range pool.Reserved {
+		v.Reserved = append(v.Reserved, PoolJob{Job: j.ID, Sequence: j.Sequence, Since: j.Since})
+	}
+	for _, j := range pool.Queued {
+		v.Queued = append(v.Queued, PoolJob{Job: j.ID, Sequence: j.Sequence, Since: j.Since})
+	}
+	return v
+}

@@ -1,0 +1,446 @@
+package runtime
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/wardenhq/warden/actors/errs"
+	"github.com/wardenhq/warden/persistence"
+)
+
+// maxKnownDeliveries bounds the delivery ids an entity keeps in memory
+// (about 50 bytes each): a workflow run sends a handful, so this is many
+// runs' worth; beyond it every delivery is read from the store.
+const maxKnownDeliveries = 20_000
+
+// entityActor is one entity of a kind: its mailbox serializes every step.
+type entityActor[S, E any, O Outcome] struct {
+	ents *Entities[S, E, O]
+	h    Handle[S, E, O]
+}
+
+// Handle is a running entity as its Kind's hooks see it: its record, and
+// the runtime's loop to step it.
+type Handle[S, E any, O Outcome] struct {
+	rt     *Runtime
+	kind   Kind[S, E, O]
+	ents   *Entities[S, E, O]
+	key    Key
+	entry  *entry
+	rec    S
+	exists bool
+	// held are answers waiting until the record allows them (Kind.Holds).
+	held []chan<- answer[S, O]
+	// deliveries holds every delivery id stored for the entity while
+	// known: a delivery not in it is new without a point read (one in it
+	// is read, for its answer and body). It relies on this actor being the
+	// only writer of its entity's records, which the store's lock (one
+	// node) or the shard's fence (a cluster) make true; a new instance
+	// loads it again.
+	deliveries map[string]struct{}
+	known      bool
+	loaded     bool
+}
+
+func (a *entityActor[S, E, O]) Receive(ctx actor.Context) {
+	h := &a.h
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		a.start(ctx)
+		return
+	case idleMsg:
+		if len(h.held) == 0 && h.kind.Idle(h.rec, h.exists) {
+			ctx.Send(h.rt.registry, passivate{key: h.key, pid: ctx.Self()})
+		}
+		return
+	case *actor.Restarting:
+		h.failHeld(fmt.Errorf("%w: %s restarted", errs.Unavailable, h.key))
+		return
+	case actor.SystemMessage, actor.AutoReceiveMessage:
+		return
+	case request[S, E, O]:
+		defer h.entry.handled(h.rt)
+		h.request(m)
+	case internal[E]:
+		defer h.entry.handled(h.rt)
+		if m.attempt > 0 {
+			h.rt.retries.Add(-1)
+		}
+		h.internal(m.ev, m.attempt)
+	case wakeMsg:
+		defer h.entry.handled(h.rt)
+		h.kind.Woken(h)
+	case signal:
+		defer h.entry.handled(h.rt)
+		h.kind.Signaled(h, m.v)
+	}
+}
+
+// start loads the record; after a crash or restart the kind reconciles
+// whatever was in flight before doing new work.
+func (a *entityActor[S, E, O]) start(ctx actor.Context) {
+	x := a.ents
+	a.h = Handle[S, E, O]{rt: x.rt, kind: x.kind, ents: x, entry: x.rt.entryOf(ctx.Self(), x.name)}
+	h := &a.h
+	h.key = h.entry.key
+	rec, exists, err := h.kind.Load(h.key.ID)
+	if err != nil {
+		// A record that does not decode is reported, never acted on.
+		h.rt.log.Error("record unusable", "kind", h.key.Kind, "id", h.key.ID, "err", err)
+		exists = false
+	}
+	h.rec, h.exists = rec, exists
+	h.rt.reg.mu.Lock()
+	afterFailure := h.entry.restart.pending
+	h.entry.restart.pending = false
+	h.rt.reg.mu.Unlock()
+	if h.exists {
+		h.kind.Started(h, afterFailure)
+	}
+}
+
+// --- what a Kind's hooks use ----------------------------------------------------
+
+// ID is the entity's id.
+func (h *Handle[S, E, O]) ID() string { return h.key.ID }
+
+// Record is the entity's record as last committed.
+func (h *Handle[S, E, O]) Record() S { return h.rec }
+
+// Exists reports whether the entity has a record.
+func (h *Handle[S, E, O]) Exists() bool { return h.exists }
+
+// Now is the runtime's clock.
+func (h *Handle[S, E, O]) Now() time.Time { return h.rt.cfg.Clock.Now() }
+
+// Runtime is the runtime the entity runs in.
+func (h *Handle[S, E, O]) Runtime() *Runtime { return h.rt }
+
+// Log is the runtime's logger.
+func (h *Handle[S, E, O]) Log() *slog.Logger { return h.rt.log }
+
+// Epoch is the shard epoch the entity's effects carry (C3); 0 on a single
+// node.
+func (h *Handle[S, E, O]) Epoch() int64 { return h.rt.epochOf(h.key) }
+
+// Apply steps an internal event now, in the mailbox: a write that fails is
+// tried again after a back-off.
+func (h *Handle[S, E, O]) Apply(ev E) { h.internal(ev, 0) }
+
+// Send steps an event after the messages already waiting (the entity's
+// own next step, through its mailbox).
+func (h *Handle[S, E, O]) Send(ev E) { h.ents.Send(h.key.ID, ev) }
+
+// ArmWake sets the entity's wake timer.
+func (h *Handle[S, E, O]) ArmWake(at time.Time) { h.rt.armWake(h.key, at) }
+
+// Go runs an effect (Runtime.Go).
+func (h *Handle[S, E, O]) Go(e Effect) bool { return h.rt.Go(e) }
+
+// --- the loop -------------------------------------------------------------------
+
+// internal applies an event nobody waits for; a failed write is retried
+// after a back-off the same way for every kind, never dropped.
+func (h *Handle[S, E, O]) internal(ev E, attempt int) {
+	if !h.exists {
+		return
+	}
+	if _, err := h.step(ev, nil); err != nil {
+		h.rt.retryLater(h.key, ev, attempt, err, func(next int) {
+			h.rt.route(h.key, internal[E]{ev: ev, attempt: next})
+		})
+	}
+}
+
+// request answers one caller: a read at once; a step once it is durable,
+// or, while the kind holds answers, once the record allows.
+func (h *Handle[S, E, O]) request(m request[S, E, O]) {
+	req := m.req
+	switch {
+	case req.Mode == Read:
+		m.reply <- answer[S, O]{res: Result[S, O]{Record: h.kind.Copy(h.rec), Exists: h.exists}}
+		return
+	case req.Mode == Create && h.exists:
+		m.fail(h.kind.Conflict(h.key.ID, h.rec))
+		return
+	case req.Mode == Command && !h.exists:
+		m.fail(fmt.Errorf("%w: %s", errs.NotFound, h.key))
+		return
+	}
+	if err := h.kind.Admit(h.rec, req.Event); err != nil {
+		m.fail(err)
+		return
+	}
+	var d *persistence.DedupRecord
+	if req.Delivery != nil {
+		dup, err := h.delivered(req.Delivery)
+		switch {
+		case err != nil:
+			m.fail(err)
+			return
+		case dup != nil:
+			m.reply <- answer[S, O]{res: Result[S, O]{Record: h.kind.Copy(h.rec), Exists: true, Reply: dup.Body, Status: dup.Status, Duplicate: true}}
+			return
+		}
+		d = &persistence.DedupRecord{DeliveryID: req.Delivery.ID, Entity: h.key.ID, BodySHA256: append([]byte(nil), req.Delivery.BodyHash[:]...)}
+	}
+	ev, err := h.kind.Prepare(h, req.Event)
+	if err != nil {
+		m.fail(err)
+		return
+	}
+	out, err := h.step(ev, d)
+	if err == nil {
+		err = out.Refusal()
+	}
+	if err != nil {
+		m.fail(err)
+		return
+	}
+	if d != nil {
+		h.remember(d.DeliveryID)
+	}
+	res := Result[S, O]{Record: h.kind.Copy(h.rec), Exists: true, Reply: out.Encoded(), Status: 200, Outcome: out}
+	if req.Delivery == nil && h.kind.Holds(h.rec) {
+		if len(h.held) >= maxHeld {
+			m.fail(fmt.Errorf("%w: too many requests waiting for %s", errs.Unavailable, h.key))
+			return
+		}
+		h.held = append(h.held, m.reply)
+		return
+	}
+	m.reply <- answer[S, O]{res: res}
+}
+
+// step takes one step and, unless the machine refused it, commits it with
+// a delivery's record (d).
+func (h *Handle[S, E, O]) step(ev E, d *persistence.DedupRecord) (O, error) {
+	if err := h.current(); err != nil {
+		var zero O
+		return zero, err // not even a refusal from a record of another epoch
+	}
+	now := h.rt.cfg.Clock.Now()
+	next, out := h.kind.Step(h.rec, ev, now)
+	if out.Refusal() != nil {
+		h.kind.Observe(h, ev, h.rec, h.rec, out)
+		return out, nil
+	}
+	if d != nil {
+		d.At = now
+	}
+	return out, h.commit(ev, next, out, d)
+}
+
+// commit makes a step durable in one synced batch, with a delivery's
+// dedup record holding the step's reply (I5, M20), then starts its
+// effects and arms its wake. A step that writes nothing is shown to the
+// hooks all the same (a pool's repeated ask is A6) and only starts its
+// effects: its wake is the one already armed.
+func (h *Handle[S, E, O]) commit(ev E, next S, out O, d *persistence.DedupRecord) error {
+	rt, k := h.rt, h.key
+	if !out.Writes() && d == nil {
+		before := h.rec
+		h.rec = next
+		h.committed(ev, before, next, out, false)
+		h.kind.Observe(h, ev, before, next, out)
+		h.kind.Run(h, next, out)
+		h.flushHeld()
+		return nil
+	}
+	if err := rt.fault(FaultBeforePersist, k.ID); err != nil {
+		return fmt.Errorf("%w: persist %s: %w", errs.Unavailable, k, err)
+	}
+	fence, err := rt.fenceOf(k)
+	if err != nil {
+		return err // not this node's to write (C3): nothing is tried
+	}
+	if fence.Epoch != h.entry.epoch.Load() {
+		return h.outlived(fence.Epoch)
+	}
+	b := rt.cfg.Store.NewBatch()
+	b.Fence(fence)
+	stage(h.kind, b, k.ID, h.rec, next, out, d)
+	start := rt.cfg.Clock.Now()
+	err = b.Commit()
+	rt.cfg.Metrics.Persist.Observe(rt.cfg.Clock.Since(start).Seconds())
+	if errors.Is(err, persistence.ErrFenced) {
+		return fmt.Errorf("%w: persist %s: %v", errs.Moving, k, err)
+	}
+	if err != nil {
+		// A storage failure keeps its cause for the answer (S2).
+		return fmt.Errorf("%w: persist %s: %w", errs.Unavailable, k, err)
+	}
+	h.entry.commits.Add(1)
+	before := h.rec
+	h.rec, h.exists = next, true
+	h.committed(ev, before, next, out, true)
+	h.kind.Observe(h, ev, before, next, out)
+	_ = rt.fault(FaultAfterPersist, k.ID)
+	if !rt.owns(k) {
+		// The lease lapsed between the commit and now: the new owner
+		// reconciles what this step would have started (C3, C5).
+		rt.log.Warn("effects not started: shard no longer owned", "kind", k.Kind, "id", k.ID)
+		return nil
+	}
+	h.kind.Run(h, next, out)
+	_ = rt.fault(FaultAfterEffects, k.ID)
+	rt.armWake(k, out.WakeAt())
+	h.flushHeld()
+	return nil
+}
+
+func (h *Handle[S, E, O]) committed(ev E, before, after S, out O, wrote bool) {
+	if hooks := h.rt.cfg.Hooks; hooks != nil {
+		hooks.Committed(Commit{Kind: h.key.Kind, ID: h.key.ID, Event: ev, Before: before, After: after, Ready: out, Wrote: wrote})
+	}
+}
+
+// flushHeld answers the held requests once the record allows.
+func (h *Handle[S, E, O]) flushHeld() {
+	if len(h.held) == 0 || h.kind.Holds(h.rec) {
+		return
+	}
+	for _, r := range h.held {
+		r <- answer[S, O]{res: Result[S, O]{Record: h.kind.Copy(h.rec), Exists: h.exists, Status: 200}}
+	}
+	h.held = nil
+}
+
+func (h *Handle[S, E, O]) failHeld(err error) {
+	for _, r := range h.held {
+		r <- answer[S, O]{err: err}
+	}
+	h.held = nil
+}
+
+// current refuses a step of an actor that outlived the shard epoch it
+// loaded its record under (issue 20). The fence alone cannot: it holds the
+// node's current epoch, so an actor spawned just as its shard was released
+// that survived until the node took the shard back would write its old
+// record under the new epoch (found by the cluster harness: a preview
+// removed on one node, written back as ready by such an actor on another).
+func (h *Handle[S, E, O]) current() error {
+	if h.rt.cfg.Cluster == nil {
+		return nil
+	}
+	fence, err := h.rt.fenceOf(h.key)
+	if err != nil {
+		return err
+	}
+	if fence.Epoch != h.entry.epoch.Load() {
+		return h.outlived(fence.Epoch)
+	}
+	return nil
+}
+
+// outlived stops an actor whose record is of an older epoch; its next
+// message activates a fresh one, which loads the record again.
+func (h *Handle[S, E, O]) outlived(now int64) error {
+	loaded := h.entry.epoch.Load()
+	h.rt.log.Warn("actor outlived its shard epoch; it stops and reloads", "kind", h.key.Kind, "id", h.key.ID, "loaded", loaded, "now", now)
+	if pid := h.entry.pid; pid != nil {
+		h.rt.as.Root.Poison(pid)
+	}
+	return fmt.Errorf("%w: %s was loaded under epoch %d, and its shard is now at %d", errs.Moving, h.key, loaded, now)
+}
+
+// --- deliveries (M20, T5) ------------------------------------------------------
+
+// delivered finds a delivery's first answer: nil for a new one; an error
+// for an id used before with another body (T5: answering the first
+// body's answer would tell this sender about a message it did not send;
+// applying it would break M20).
+func (h *Handle[S, E, O]) delivered(d *Delivery) (*persistence.DedupRecord, error) {
+	if d.ID == "" {
+		return nil, nil
+	}
+	h.loadDeliveries()
+	if _, seen := h.deliveries[d.ID]; h.known && !seen {
+		return nil, nil
+	}
+	rec, err := h.rt.cfg.Store.Dedup(h.key.ID, d.ID)
+	switch {
+	case err == nil && rec.SameBody(d.BodyHash):
+		return &rec, nil
+	case err == nil:
+		h.rt.log.Warn("delivery id reused with another body", "kind", h.key.Kind, "id", h.key.ID, "delivery", d.ID)
+		return nil, fmt.Errorf("%w: delivery %q was already used for %s with another body", errs.IdempotencyKeyReused, clipID(d.ID), h.key)
+	case !errors.Is(err, persistence.ErrNotFound):
+		h.rt.log.Warn("dedup record unusable; treating delivery as new", "kind", h.key.Kind, "id", h.key.ID, "err", err)
+	}
+	return nil, nil
+}
+
+// loadDeliveries reads, once per instance, the delivery ids stored for the
+// entity (keys only); more than maxKnownDeliveries, or a failed read,
+// leaves them unknown and every delivery is read from the store.
+func (h *Handle[S, E, O]) loadDeliveries() {
+	if h.loaded {
+		return
+	}
+	h.loaded = true
+	ids, complete, err := h.rt.cfg.Store.DedupIDs(h.key.ID, maxKnownDeliveries)
+	if err != nil || !complete {
+		h.deliveries, h.known = nil, false
+		return
+	}
+	h.deliveries, h.known = make(map[string]struct{}, len(ids)), true
+	for _, id := range ids {
+		h.deliveries[id] = struct{}{}
+	}
+}
+
+// remember records a committed delivery id.
+func (h *Handle[S, E, O]) remember(id string) {
+	if !h.known || id == "" {
+		return
+	}
+	if len(h.deliveries) >= maxKnownDeliveries {
+		h.deliveries, h.known = nil, false
+		return
+	}
+	h.deliveries[id] = struct{}{}
+}
+
+// clipID bounds a caller's delivery id in a message.
+func clipID(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "..."
+	}
+	return s
+}
+
+// stage puts one step into w: the kind's writes, its wake-index move and a
+// delivery's record holding the step's reply (I5, M20).
+func stage[S, E any, O Outcome](k Kind[S, E, O], w persistence.Writer, id string, before, next S, out O, d *persistence.DedupRecord) {
+	k.Stage(w, id, before, next, out)
+	if wk := k.WakeKind(); wk != "" {
+		w.MoveWake(wk, id, k.WakeOf(before), k.WakeOf(next))
+	}
+	if d != nil {
+		d.Status, d.Body = 200, out.Encoded()
+		w.PutDedup(*d)
+	}
+}
+
+// DescribeWrite says what commit writes for one step (the golden suites'
+// write: line): "none" for a step with nothing to persist, else its
+// families, e.g. "marquee m-1, history +1, wake 00:30:00, dedup d-7".
+// delivery is the request's delivery id ("" for none). A refused step
+// writes nothing.
+func DescribeWrite[S, E any, O Outcome](k Kind[S, E, O], id string, before, next S, out O, delivery string) string {
+	if out.Refusal() != nil || !out.Writes() && delivery == "" {
+		return "none"
+	}
+	var d *persistence.DedupRecord
+	if delivery != "" {
+		d = &persistence.DedupRecord{DeliveryID: delivery, Entity: id}
+	}
+	var r persistence.Recorder
+	stage(k, &r, id, before, next, out, d)
+	return r.String()
+}

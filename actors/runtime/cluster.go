@@ -1,0 +1,254 @@
+package runtime
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/wardenhq/warden/actors/errs"
+	"github.com/wardenhq/warden/persistence"
+)
+
+// Cluster is what the runtime needs from a cluster node (C2-C4).
+type Cluster interface {
+	// Shard is the shard of an entity.
+	Shard(kind, id string) int
+	// Fence is the fence of a write in shard, or errs.Moving when this node
+	// may not write it now.
+	Fence(shard int) (persistence.Fence, error)
+	// Deliver sends a message to the node owning shard, at least once
+	// (retried until that node accepts it or a bound passes).
+	Deliver(shard int, body []byte)
+	// Ask sends a message to the node owning shard and returns its answer.
+	Ask(ctx context.Context, shard int, body []byte) ([]byte, error)
+	// Confirm shows that this node still holds shard at epoch, by a
+	// linearizable read, or fails with errs.Moving (and stops acting for
+	// the shard).
+	Confirm(ctx context.Context, shard int, epoch int64) error
+}
+
+// Answerer answers a question another node asks about an entity of a
+// kind that has no actor of its own (a branch's next route generation).
+type Answerer func(ctx context.Context, id string, body []byte) ([]byte, error)
+
+// HandleAsk registers the answerer of a pseudo-kind's questions.
+func (rt *Runtime) HandleAsk(kind string, a Answerer) { rt.answer[kind] = a }
+
+// owns reports whether this node may act for the entity now (always on a
+// single node).
+func (rt *Runtime) owns(k Key) bool {
+	_, err := rt.fenceOf(k)
+	return err == nil
+}
+
+// Owns is owns for the kinds (a pool's view read from the store when
+// another node holds it).
+func (rt *Runtime) Owns(k Key) bool { return rt.owns(k) }
+
+// fenceOf is the fence a commit of the entity carries; zero on a single
+// node.
+func (rt *Runtime) fenceOf(k Key) (persistence.Fence, error) {
+	c := rt.cfg.Cluster
+	if c == nil {
+		return persistence.Fence{}, nil
+	}
+	return c.Fence(c.Shard(k.Kind, k.ID))
+}
+
+// epochOf is this node's epoch for the entity's shard, carried by effects
+// beside the lease generation (C3) so that a driver can refuse an obsolete
+// caller; 0 on a single node.
+func (rt *Runtime) epochOf(k Key) int64 {
+	f, _ := rt.fenceOf(k)
+	return f.Epoch
+}
+
+// instanceMark is an entity actor instance and how many fenced commits it
+// had made, when a request was sent to it.
+type instanceMark struct {
+	e       *entry
+	commits int64
+}
+
+func (rt *Runtime) instance(k Key) instanceMark {
+	if rt.cfg.Cluster == nil {
+		return instanceMark{}
+	}
+	rt.reg.mu.Lock()
+	defer rt.reg.mu.Unlock()
+	e := rt.reg.entries[k]
+	if e == nil {
+		return instanceMark{}
+	}
+	return instanceMark{e: e, commits: e.commits.Load()}
+}
+
+// confirmed is an answer made safe to send on a cluster node (C4, issue
+// 20). A node may hold a shard in its table after another node took it
+// over (paused past the failure detector, short of its own lease), and an
+// answer that wrote nothing (a refusal, a stale or duplicate callback, a
+// view from memory) passed no fence. It is safe once some point inside the
+// request is shown at which the actor's record was the entity's current
+// state:
+//
+//   - a fenced commit by the same actor instance after the request was sent
+//     (before): the fence proves that no other node had written the entity
+//     since the instance loaded it, so the answer, made from that record,
+//     is the entity's state at that commit;
+//   - otherwise, a confirmation after the answer was made that the shard
+//     key is still at the epoch the instance loaded under: a linearizable
+//     read, coalesced per shard.
+func (rt *Runtime) confirmed(ctx context.Context, k Key, before instanceMark, routedEpoch int64, err error) error {
+	c := rt.cfg.Cluster
+	if c == nil || errs.KindOf(err) == errs.Moving {
+		return err
+	}
+	after := rt.instance(k)
+	if after.e != nil && after.e == before.e && after.commits > before.commits {
+		return err
+	}
+	epoch := routedEpoch
+	if after.e != nil && after.e.pid != nil {
+		epoch = after.e.epoch.Load()
+	}
+	if cerr := c.Confirm(ctx, c.Shard(k.Kind, k.ID), epoch); cerr != nil {
+		rt.stopOutlived(k, epoch)
+		return cerr
+	}
+	return err
+}
+
+// stopOutlived stops the entity's actor if it still runs on a record
+// loaded under epoch, which a confirmation has just shown is over: its
+// next message is handled by a fresh actor.
+func (rt *Runtime) stopOutlived(k Key, epoch int64) {
+	rt.reg.mu.Lock()
+	e := rt.reg.entries[k]
+	rt.reg.mu.Unlock()
+	if e != nil && e.pid != nil && e.epoch.Load() == epoch {
+		rt.as.Root.Poison(e.pid)
+	}
+}
+
+// envelope is a message on the wire between nodes (C4): an internal event
+// of one entity (a pool's ask, a marquee's admission), or a question to a
+// pseudo-kind. Each event is idempotent (A6, E8), so at-least-once is
+// enough.
+type envelope struct {
+	Kind  string          `json:"kind"`
+	ID    string          `json:"id"`
+	Event json.RawMessage `json:"event,omitempty"`
+	Ask   json.RawMessage `json:"ask,omitempty"`
+}
+
+// maxEnvelope bounds a message between nodes.
+const maxEnvelope = 4 << 10
+
+// routeRemote hands a message for an entity this node does not own to its
+// owner, if the message has a wire form; anything else is refused (a
+// waiting caller hears errs.Moving and tries again; an event only the
+// owner makes is derived again by the new owner when it recovers).
+func (rt *Runtime) routeRemote(k Key, msg message) {
+	ops, ok := rt.kinds[k.Kind]
+	c := rt.cfg.Cluster
+	if ok && c != nil {
+		if body, ok := ops.encode(msg); ok {
+			b, _ := json.Marshal(envelope{Kind: k.Kind, ID: k.ID, Event: body})
+			c.Deliver(c.Shard(k.Kind, k.ID), b)
+			return
+		}
+	}
+	msg.fail(errMoving(k))
+}
+
+// AskRemote asks the node owning a pseudo-kind's entity a question
+// (HandleAsk answers it there).
+func (rt *Runtime) AskRemote(ctx context.Context, k Key, body []byte) ([]byte, error) {
+	c := rt.cfg.Cluster
+	if c == nil {
+		return nil, fmt.Errorf("%w: no cluster to ask", errs.Unavailable)
+	}
+	b, _ := json.Marshal(envelope{Kind: k.Kind, ID: k.ID, Ask: body})
+	ctx, cancel := context.WithTimeout(ctx, rt.cfg.AskTimeout)
+	defer cancel()
+	return c.Ask(ctx, c.Shard(k.Kind, k.ID), b)
+}
+
+// DeliverRemote takes a message another node sent (POST
+// /v1/internal/messages): routed if this node owns the entity, else
+// errs.Moving so the sender asks again; a question's answer is returned.
+func (rt *Runtime) DeliverRemote(ctx context.Context, b []byte) ([]byte, error) {
+	m, err := decodeEnvelope(b)
+	if err != nil {
+		return nil, err
+	}
+	k := Key{Kind: m.Kind, ID: m.ID}
+	if !rt.owns(k) {
+		return nil, errMoving(k)
+	}
+	if len(m.Ask) > 0 {
+		a, ok := rt.answer[m.Kind]
+		if !ok {
+			return nil, fmt.Errorf("%w: nothing answers %q questions", errs.Invalid, m.Kind)
+		}
+		return a(ctx, m.ID, m.Ask)
+	}
+	ops, ok := rt.kinds[m.Kind]
+	if !ok {
+		return nil, fmt.Errorf("%w: unknown kind %q", errs.Invalid, m.Kind)
+	}
+	if err := ops.routeEvent(m.ID, m.Event); err != nil {
+		return nil, err
+	}
+	return []byte(`{}`), nil
+}
+
+// decodeEnvelope reads a message from another node: bounded, strict, one
+// of an event or a question, for an entity named within bounds.
+func decodeEnvelope(b []byte) (envelope, error) {
+	var m envelope
+	if len(b) > maxEnvelope {
+		return m, fmt.Errorf("%w: message of %d bytes; at most %d", errs.Invalid, len(b), maxEnvelope)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&m); err != nil || dec.More() {
+		return m, fmt.Errorf("%w: message does not decode: %v", errs.Invalid, err)
+	}
+	switch {
+	case m.Kind == "" || len(m.Kind) > 32:
+		return m, fmt.Errorf("%w: kind of 1..32 bytes", errs.Invalid)
+	case m.ID == "" || len(m.ID) > 200:
+		return m, fmt.Errorf("%w: entity id of 1..200 bytes", errs.Invalid)
+	case (len(m.Event) == 0) == (len(m.Ask) == 0):
+		return m, fmt.Errorf("%w: a message is an event or a question", errs.Invalid)
+	}
+	return m, nil
+}
+
+// ReleaseShard stops the actors of a shard this node no longer owns. A
+// message already in a mailbox is handled first and fails its fence, so
+// its caller hears errs.Moving at once instead of waiting out its ask.
+func (rt *Runtime) ReleaseShard(shard int) {
+	c := rt.cfg.Cluster
+	rt.reg.mu.Lock()
+	var live []*entry
+	for k, e := range rt.reg.entries {
+		if e.pid != nil && c.Shard(k.Kind, k.ID) == shard {
+			live = append(live, e)
+		}
+	}
+	rt.reg.mu.Unlock()
+	for _, e := range live {
+		rt.as.Root.Poison(e.pid)
+	}
+}
+
+// Shard is the entity's shard on a cluster node (-1 on a single node).
+func (rt *Runtime) Shard(k Key) int {
+	if c := rt.cfg.Cluster; c != nil {
+		return c.Shard(k.Kind, k.ID)
+	}
+	return -1
+}

@@ -1,0 +1,30 @@
+package runtime
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/wardenhq/warden/actors/errs"
+)
+
+// FuzzDecodeEnvelope: a message from another node is bounded and strict;
+// decoding never panics, and what decodes names an entity within bounds
+// and is one of an event or a question.
+func FuzzDecodeEnvelope(f *testing.F) {
+	f.Add([]byte(`{"kind":"pool","id":"default","event":{"type":"ask","job":"m-1"}}`))
+	f.Add([]byte(`{"kind":"branch","id":"main","ask":{}}`))
+	f.Add([]byte(`{"kind":"pool","id":"default","event":{},"ask":{}}`))
+	f.Add([]byte(`{}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m, err := decodeEnvelope(b)
+		if err != nil {
+			require.ErrorIs(t, err, errs.Invalid)
+			return
+		}
+		require.NotEmpty(t, m.ID)
+		require.NotEmpty(t, m.Kind)
+		require.LessOrEqual(t, len(b), maxEnvelope)
+		require.NotEqual(t, len(m.Event) == 0, len(m.Ask) == 0)
+	})
+}

@@ -1,0 +1,160 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/wardenhq/warden/actors/errs"
+)
+
+// Entities are the entities of one kind: asked, sent events and signals
+// by id. Register makes them.
+type Entities[S, E any, O Outcome] struct {
+	rt         *Runtime
+	kind       Kind[S, E, O]
+	name       string
+	actorProps *actor.Props
+}
+
+// Register adds a kind to the runtime; its entities are activated on
+// their first message.
+func Register[S, E any, O Outcome](rt *Runtime, k Kind[S, E, O]) *Entities[S, E, O] {
+	ents := &Entities[S, E, O]{rt: rt, kind: k, name: k.Name()}
+	ents.actorProps = actor.PropsFromProducer(func() actor.Actor { return &entityActor[S, E, O]{ents: ents} }, rt.cfg.Scheduler.ActorOptions()...)
+	rt.kinds[ents.name] = ents
+	return ents
+}
+
+// Runtime is the runtime the entities run in.
+func (x *Entities[S, E, O]) Runtime() *Runtime { return x.rt }
+
+// Key is an entity's key.
+func (x *Entities[S, E, O]) Key(id string) Key { return Key{Kind: x.name, ID: id} }
+
+// Ask sends a request and waits for its answer, bounded by the runtime's
+// AskTimeout; on a cluster node the answer is confirmed first (C4).
+func (x *Entities[S, E, O]) Ask(ctx context.Context, id string, req Request[E]) (Result[S, O], error) {
+	rt := x.rt
+	if err := rt.refusal(); err != nil {
+		return Result[S, O]{}, err
+	}
+	k := x.Key(id)
+	fence, err := rt.fenceOf(k)
+	if err != nil {
+		return Result[S, O]{}, err
+	}
+	if n := rt.inbox(k); n >= MaxInbox {
+		return Result[S, O]{}, fmt.Errorf("%w: %s has %d messages waiting", errs.Overloaded, k, n)
+	}
+	before := rt.instance(k)
+	reply := make(chan answer[S, O], 1)
+	rt.route(k, request[S, E, O]{req: req, reply: reply})
+	res, err := x.await(ctx, k, reply)
+	return res, rt.confirmed(ctx, k, before, fence.Epoch, err)
+}
+
+// await waits for an answer: the scheduler's way (blocking, or running
+// the simulator's queue until it is there), bounded by AskTimeout, and cut
+// short by a store that seals under the actor's write, which never
+// returns (S1, S2).
+func (x *Entities[S, E, O]) await(ctx context.Context, k Key, reply chan answer[S, O]) (Result[S, O], error) {
+	rt := x.rt
+	if !rt.cfg.Scheduler.Wait(func() bool { return len(reply) > 0 }) {
+		select {
+		case a := <-reply:
+			return a.res, a.err
+		default:
+			return Result[S, O]{}, fmt.Errorf("%w: %s did not answer", errs.Unavailable, k)
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, rt.cfg.AskTimeout)
+	defer cancel()
+	select {
+	case a := <-reply:
+		return a.res, a.err
+	case <-rt.cfg.Store.Health().Sealed():
+		return Result[S, O]{}, rt.cfg.Store.Health().Failed()
+	case <-ctx.Done():
+		return Result[S, O]{}, fmt.Errorf("%w: %s did not answer in time", errs.Unavailable, k)
+	}
+}
+
+// Send routes an internal event to an entity (an effect's result, another
+// entity's decision): nobody waits for it; a failed write is retried.
+func (x *Entities[S, E, O]) Send(id string, ev E) {
+	x.rt.route(x.Key(id), internal[E]{ev: ev})
+}
+
+// Signal routes one of the kind's own messages (Kind.Signaled), locally.
+func (x *Entities[S, E, O]) Signal(id string, v any) {
+	x.rt.route(x.Key(id), signal{v: v})
+}
+
+// --- the type-erased side the runtime keeps per kind --------------------------
+
+type kindOps interface {
+	props() *actor.Props
+	stored(id string) (bool, error)
+	wakeKind() string
+	encode(msg message) ([]byte, bool)
+	routeEvent(id string, body json.RawMessage) error
+}
+
+func (x *Entities[S, E, O]) props() *actor.Props            { return x.actorProps }
+func (x *Entities[S, E, O]) stored(id string) (bool, error) { return x.kind.Stored(id) }
+func (x *Entities[S, E, O]) wakeKind() string               { return x.kind.WakeKind() }
+
+func (x *Entities[S, E, O]) encode(msg message) ([]byte, bool) {
+	if m, ok := msg.(internal[E]); ok {
+		return x.kind.EncodeEvent(m.ev)
+	}
+	return nil, false
+}
+
+func (x *Entities[S, E, O]) routeEvent(id string, body json.RawMessage) error {
+	ev, err := x.kind.DecodeEvent(body)
+	if err != nil {
+		return fmt.Errorf("%w: %s event: %v", errs.Invalid, x.name, err)
+	}
+	x.Send(id, ev)
+	return nil
+}
+
+// --- messages -----------------------------------------------------------------
+
+// request is a caller's request; its answer goes to reply (room for one).
+type request[S, E any, O Outcome] struct {
+	req   Request[E]
+	reply chan<- answer[S, O]
+}
+
+type answer[S any, O Outcome] struct {
+	res Result[S, O]
+	err error
+}
+
+func (m request[S, E, O]) fail(err error)  { m.reply <- answer[S, O]{err: err} }
+func (m request[S, E, O]) activates() bool { return m.req.Mode == Create }
+
+// internal is an event nobody waits for; attempt counts its retries after
+// failed writes.
+type internal[E any] struct {
+	ev      E
+	attempt int
+}
+
+func (internal[E]) fail(error)      {}
+func (internal[E]) activates() bool { return false }
+
+// signal is one of a kind's own messages.
+type signal struct{ v any }
+
+func (signal) fail(error)      {}
+func (signal) activates() bool { return false }
+
+// idleMsg: the idle sweep offers passivation. Sent straight to the actor,
+// not counted in its inbox, so it never holds off its own passivation.
+type idleMsg struct{}

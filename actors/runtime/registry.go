@@ -1,0 +1,391 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/wardenhq/warden/actors/errs"
+)
+
+// Key names an entity.
+type Key struct {
+	Kind, ID string
+}
+
+func (k Key) String() string { return k.Kind + " " + k.ID }
+
+// message is what the runtime routes to an entity.
+type message interface {
+	// fail answers the message's caller, if it has one, with err: the
+	// message will never reach an actor.
+	fail(err error)
+	// activates reports whether it may activate an entity that does not
+	// exist yet (a create).
+	activates() bool
+}
+
+// routed is a message for an entity, addressed by key rather than PID, so
+// that the registry alone decides activation.
+type routed struct {
+	key Key
+	msg message
+}
+
+// entry is the registry's record of one live entity actor.
+type entry struct {
+	key   Key
+	pid   *actor.PID
+	inbox atomic.Int64 // messages routed and not yet handled
+	// epoch is the shard epoch the running instance loaded its record
+	// under (0 on a single node): it may write, and answer, only while it
+	// still is the shard's epoch (C3, issue 20).
+	epoch atomic.Int64
+	// commits counts the instance's fenced commits: one made after a
+	// request was sent proves the instance still held its shard while the
+	// request was handled, so its answer needs no confirmation.
+	commits atomic.Int64
+	// lastRouted is when a message was last routed to the entity (unix
+	// nanoseconds, the runtime's clock): the idle sweep's measure.
+	lastRouted atomic.Int64
+	// passivating: the registry is stopping this actor for idleness; new
+	// messages wait in buffer and reactivate the entity once it is gone.
+	passivating bool
+	buffer      []message
+	restart     struct {
+		times   []time.Time
+		total   int
+		lastErr string
+		lastAt  time.Time
+		parked  bool
+		// pending: a restart after a failure whose new instance has not
+		// started yet; it reconciles with afterFailure.
+		pending bool
+	}
+}
+
+// handled counts down one message routed to the entity. Actors defer it, so
+// that a graceful stop never sees "nothing pending" while a handler is
+// still starting an effect.
+func (e *entry) handled(rt *Runtime) {
+	e.inbox.Add(-1)
+	rt.cfg.Metrics.MailboxDepth.Dec()
+	rt.nudge()
+}
+
+type registryState struct {
+	mu      sync.Mutex
+	entries map[Key]*entry
+	byPID   map[string]*entry
+}
+
+// registry is the supervisor: it activates entity actors on demand and
+// restarts crashed ones under boundedRestart.
+type registry struct{ rt *Runtime }
+
+// passivate is an idle actor asking the registry to stop it.
+type passivate struct {
+	key Key
+	pid *actor.PID
+}
+
+type listActors struct{ reply chan<- []ActorInfo }
+
+func (r *registry) Receive(ctx actor.Context) {
+	st := &r.rt.reg
+	switch m := ctx.Message().(type) {
+	case routed:
+		r.deliver(ctx, m.key, m.msg)
+	case passivate:
+		// It goes only if nothing was routed to it since: the inbox count
+		// is the handshake with route(), which counts under the same lock
+		// before sending directly.
+		st.mu.Lock()
+		e := st.entries[m.key]
+		ok := e != nil && e.pid.Equal(m.pid) && !e.passivating && e.inbox.Load() == 0
+		if ok {
+			e.passivating = true
+		}
+		st.mu.Unlock()
+		if ok {
+			r.rt.cfg.Metrics.Passivations.WithLabelValues(m.key.Kind).Inc()
+			ctx.Stop(m.pid)
+		}
+	case *actor.Terminated:
+		st.mu.Lock()
+		e := st.byPID[m.Who.Id]
+		var buffered []message
+		if e != nil {
+			delete(st.byPID, m.Who.Id)
+			if !e.restart.parked {
+				delete(st.entries, e.key)
+			}
+			buffered, e.buffer = e.buffer, nil
+			r.rt.cfg.Metrics.MailboxDepth.Sub(float64(e.inbox.Load()))
+		}
+		st.mu.Unlock()
+		// Messages that raced the passivation reactivate the entity at
+		// once, in the order they came, before anything routed later.
+		for _, msg := range buffered {
+			r.deliver(ctx, e.key, msg)
+		}
+	case listActors:
+		m.reply <- r.rt.reg.snapshot()
+	}
+}
+
+// deliver sends msg to the entity's actor, activating it if needed.
+func (r *registry) deliver(ctx actor.Context, k Key, msg message) {
+	st := &r.rt.reg
+	if !r.rt.owns(k) {
+		msg.fail(errMoving(k)) // never a decision from a non-owner (C4)
+		return
+	}
+	st.mu.Lock()
+	e := st.entries[k]
+	st.mu.Unlock()
+	if e == nil {
+		if !r.rt.mayExist(k, msg) {
+			msg.fail(fmt.Errorf("%w: %s %s", errs.NotFound, k.Kind, k.ID))
+			return
+		}
+		e = r.spawn(ctx, k)
+	}
+	if e.restart.parked {
+		msg.fail(fmt.Errorf("%w: %s %s is parked after repeated failures", errs.Unavailable, k.Kind, k.ID))
+		return
+	}
+	st.mu.Lock()
+	if e.passivating {
+		if len(e.buffer) >= MaxInbox {
+			st.mu.Unlock()
+			msg.fail(fmt.Errorf("%w: %s %s is reactivating", errs.Overloaded, k.Kind, k.ID))
+			return
+		}
+		e.buffer = append(e.buffer, msg)
+		st.mu.Unlock()
+		return
+	}
+	e.inbox.Add(1)
+	e.lastRouted.Store(r.rt.cfg.Clock.Now().UnixNano())
+	st.mu.Unlock()
+	r.rt.cfg.Metrics.MailboxDepth.Inc()
+	ctx.Send(e.pid, msg)
+}
+
+func (r *registry) spawn(ctx actor.Context, k Key) *entry {
+	e := &entry{key: k}
+	st := &r.rt.reg
+	// The entry is in the table before the actor starts, so the actor finds
+	// it by its name; route() sends directly only once pid is set.
+	st.mu.Lock()
+	st.entries[k] = e
+	st.mu.Unlock()
+	pid, err := ctx.SpawnNamed(r.rt.kinds[k.Kind].props(), k.Kind+"/"+k.ID)
+	if err != nil {
+		panic(fmt.Sprintf("registry: spawn %s: %v", k, err)) // names are unique by construction
+	}
+	st.mu.Lock()
+	e.pid = pid
+	st.byPID[pid.Id] = e
+	st.mu.Unlock()
+	r.rt.cfg.Metrics.Activations.WithLabelValues(k.Kind).Inc()
+	return e
+}
+
+// entryOf finds the registry entry of a spawned entity actor from its name
+// ("registry/<kind>/<id>") and binds it to the shard epoch it loads its
+// record under. One shared Props per kind keeps a spawn from allocating
+// its own; a restart makes a fresh instance that finds its entry the same
+// way.
+func (rt *Runtime) entryOf(self *actor.PID, kind string) *entry {
+	prefix := rt.registry.Id + "/" + kind + "/"
+	if !strings.HasPrefix(self.Id, prefix) {
+		panic("registry: unexpected actor name " + self.Id)
+	}
+	k := Key{Kind: kind, ID: self.Id[len(prefix):]}
+	epoch := rt.epochOf(k)
+	rt.reg.mu.Lock()
+	defer rt.reg.mu.Unlock()
+	e := rt.reg.entries[k]
+	if e == nil {
+		panic("registry: actor " + self.Id + " has no entry") // every spawn goes through the registry
+	}
+	e.epoch.Store(epoch)
+	return e
+}
+
+// mayExist keeps the registry from activating actors for entities that
+// were never created: only a create may activate an absent one.
+func (rt *Runtime) mayExist(k Key, msg message) bool {
+	if msg.activates() {
+		return true
+	}
+	exists, err := rt.kinds[k.Kind].stored(k.ID)
+	return exists || err != nil // a read error is not "absent": the actor loads and reports it
+}
+
+// route sends msg to the entity. A live actor gets it directly; anything
+// else (absent, parked, passivating) goes through the registry, which
+// alone activates actors, so two activations of one entity never race.
+func (rt *Runtime) route(k Key, msg message) {
+	if !rt.owns(k) {
+		rt.routeRemote(k, msg)
+		return
+	}
+	rt.reg.mu.Lock()
+	e := rt.reg.entries[k]
+	direct := e != nil && e.pid != nil && !e.restart.parked && !e.passivating
+	if direct {
+		e.inbox.Add(1)
+		e.lastRouted.Store(rt.cfg.Clock.Now().UnixNano())
+	}
+	rt.reg.mu.Unlock()
+	if direct {
+		rt.cfg.Metrics.MailboxDepth.Inc()
+		rt.as.Root.Send(e.pid, msg)
+		return
+	}
+	rt.as.Root.Send(rt.registry, routed{key: k, msg: msg})
+}
+
+// Pending counts messages routed to entity actors and not yet handled.
+func (rt *Runtime) Pending() int64 { return rt.pending() }
+
+// pending counts messages routed to entity actors and not yet handled.
+func (rt *Runtime) pending() int64 {
+	rt.reg.mu.Lock()
+	defer rt.reg.mu.Unlock()
+	var n int64
+	for _, e := range rt.reg.entries {
+		if !e.restart.parked { // a parked actor's mailbox is never handled
+			n += e.inbox.Load()
+		}
+	}
+	return n
+}
+
+// inbox is how many messages wait for the entity.
+func (rt *Runtime) inbox(k Key) int64 {
+	rt.reg.mu.Lock()
+	defer rt.reg.mu.Unlock()
+	if e := rt.reg.entries[k]; e != nil {
+		return e.inbox.Load()
+	}
+	return 0
+}
+
+// ActorInfo is one line of GET /v1/actors.
+type ActorInfo struct {
+	Kind        string    `json:"kind"`
+	ID          string    `json:"id"`
+	Mailbox     int64     `json:"mailbox"`
+	Restarts    int       `json:"restarts"`
+	Parked      bool      `json:"parked"`
+	LastFailure string    `json:"last_failure,omitempty"`
+	LastFailAt  time.Time `json:"last_failure_at,omitzero"`
+}
+
+func (st *registryState) snapshot() []ActorInfo {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	out := make([]ActorInfo, 0, len(st.entries))
+	for _, e := range st.entries {
+		out = append(out, ActorInfo{Kind: e.key.Kind, ID: e.key.ID, Mailbox: e.inbox.Load(), Restarts: e.restart.total,
+			Parked: e.restart.parked, LastFailure: e.restart.lastErr, LastFailAt: e.restart.lastAt})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Kind != out[j].Kind {
+			return out[i].Kind < out[j].Kind
+		}
+		return out[i].ID < out[j].ID
+	})
+	return out
+}
+
+// Actors lists live actors by kind with mailbox length, restarts and last
+// failure: the registry's own view when it answers in time, else the
+// table as it stands.
+func (rt *Runtime) Actors() []ActorInfo {
+	reply := make(chan []ActorInfo, 1)
+	rt.as.Root.Send(rt.registry, listActors{reply: reply})
+	if !rt.cfg.Scheduler.Wait(func() bool { return len(reply) > 0 }) {
+		select {
+		case a := <-reply:
+			return a
+		default:
+			return rt.reg.snapshot()
+		}
+	}
+	// A blocking wait is for goroutines, so it is bounded in real time,
+	// as an ask is (await).
+	ctx, cancel := context.WithTimeout(context.Background(), rt.cfg.AskTimeout)
+	defer cancel()
+	select {
+	case a := <-reply:
+		return a
+	case <-ctx.Done():
+		return rt.reg.snapshot()
+	}
+}
+
+// Parked counts actors parked after failing too often.
+func (rt *Runtime) Parked() int {
+	n := 0
+	for _, a := range rt.reg.snapshot() {
+		if a.Parked {
+			n++
+		}
+	}
+	return n
+}
+
+// boundedRestart is the project's supervisor strategy: restart a crashed
+// entity actor (it reloads its record and reconciles), but after
+// RestartLimit failures within RestartWindow park it (stopped, shown as
+// failing in /v1/actors) instead of restarting forever. It reads the
+// runtime's clock, not the wall clock protoactor's own strategies use.
+type boundedRestart struct{ rt *Runtime }
+
+func (b *boundedRestart) HandleFailure(_ *actor.ActorSystem, sup actor.Supervisor, child *actor.PID, _ *actor.RestartStatistics, reason any, _ any) {
+	if h := b.rt.cfg.Hooks; h != nil {
+		h.Failed(child.Id, reason)
+	}
+	st := &b.rt.reg
+	now := b.rt.cfg.Clock.Now()
+	st.mu.Lock()
+	e := st.byPID[child.Id]
+	if e == nil {
+		st.mu.Unlock()
+		sup.StopChildren(child)
+		return
+	}
+	e.restart.total++
+	e.restart.lastErr = fmt.Sprint(reason)
+	e.restart.lastAt = now
+	recent := e.restart.times[:0]
+	for _, t := range e.restart.times {
+		if now.Sub(t) < b.rt.cfg.RestartWindow {
+			recent = append(recent, t)
+		}
+	}
+	e.restart.times = append(recent, now)
+	park := len(e.restart.times) > b.rt.cfg.RestartLimit
+	e.restart.parked = park
+	e.restart.pending = !park
+	defer b.rt.nudge()
+	st.mu.Unlock()
+	b.rt.cfg.Metrics.Restarts.WithLabelValues(e.key.Kind).Inc()
+	b.rt.log.Error("actor failed", "kind", e.key.Kind, "id", e.key.ID, "reason", fmt.Sprint(reason), "parked", park)
+	if park {
+		sup.StopChildren(child)
+		return
+	}
+	sup.RestartChildren(child)
+}

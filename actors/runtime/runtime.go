@@ -1,0 +1,322 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/wardenhq/warden/actors/clock"
+	"github.com/wardenhq/warden/actors/errs"
+	"github.com/wardenhq/warden/persistence"
+)
+
+// MaxInbox bounds the messages waiting for one entity. A marquee sees a
+// handful of callbacks a minute; a thousand waiting means something is
+// hammering it, and waiting longer would only time the callers out.
+const MaxInbox = 1000
+
+// maxHeld bounds the answers one entity holds until its state allows them
+// (A10); a caller beyond it is told to retry rather than queued in memory.
+const maxHeld = 64
+
+// Fault points of a transition (Config.Fault).
+const (
+	FaultBeforePersist = "before-persist"
+	FaultAfterPersist  = "after-persist"
+	FaultAfterEffects  = "after-effects"
+)
+
+// Config wires a Runtime.
+type Config struct {
+	Store     *persistence.Store
+	Clock     clock.Clock
+	Scheduler Scheduler
+	Logger    *slog.Logger
+	Metrics   *Metrics
+	// Hooks see every step taken and every actor failure (the
+	// simulator's oracles); nil sees nothing.
+	Hooks Hooks
+	// Fault, if set, is called at the named points of every transition
+	// that writes; tests and the simulator panic there to show that a
+	// crash at each point is restarted into reconciliation, and an error
+	// at FaultBeforePersist is a failed write.
+	Fault func(point, id string) error
+	// Cluster, when set, makes this runtime one node's: it acts only for
+	// the shards it owns, fences every commit and confirms every answer
+	// (C3, C4). Nil is a single node.
+	Cluster Cluster
+	// AskTimeout bounds how long a caller waits for an answer.
+	AskTimeout time.Duration
+	// RestartLimit failures within RestartWindow park an actor instead of
+	// restarting it again.
+	RestartLimit  int
+	RestartWindow time.Duration
+	// IdleAfter passivates an entity that has had no message for this
+	// long (its Kind agreeing); negative: never.
+	IdleAfter time.Duration
+}
+
+// Hooks see what the runtime did; the simulator checks its invariants
+// there.
+type Hooks interface {
+	// Committed sees every step taken, after its commit (Wrote), or at once
+	// when it wrote nothing.
+	Committed(c Commit)
+	// Failed sees every actor failure (a panic) before the supervisor
+	// decides.
+	Failed(actor string, reason any)
+}
+
+// Commit is one step: Event is the kind's event, Before and After its
+// records, Ready its outcome.
+type Commit struct {
+	Kind, ID      string
+	Event         any
+	Before, After any
+	Ready         any
+	Wrote         bool
+}
+
+// Runtime runs every entity of every registered kind.
+type Runtime struct {
+	cfg      Config
+	log      *slog.Logger
+	as       *actor.ActorSystem
+	registry *actor.PID
+	reg      registryState
+	kinds    map[string]kindOps
+	answer   map[string]Answerer
+	timers   wakeTimers
+	stopping atomic.Bool
+	// effects counts effects in flight (outside every mailbox); retries
+	// internal events waiting to be tried again after a failed write.
+	effects, retries atomic.Int64
+	// settled is nudged whenever work in flight may have reached zero, so
+	// that Stop waits on events, not on a clock (a manual clock's ticker
+	// never fires).
+	settled chan struct{}
+}
+
+// nudge tells a waiting Stop to look again.
+func (rt *Runtime) nudge() {
+	select {
+	case rt.settled <- struct{}{}:
+	default:
+	}
+}
+
+// New builds a runtime; kinds are registered with Register before the
+// first message.
+func New(cfg Config) (*Runtime, error) {
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = NewMetrics()
+	}
+	if cfg.Scheduler == nil {
+		cfg.Scheduler = Goroutines(30 * time.Second)
+	}
+	if cfg.AskTimeout == 0 {
+		cfg.AskTimeout = 10 * time.Second
+	}
+	if cfg.IdleAfter == 0 {
+		cfg.IdleAfter = 10 * time.Minute
+	}
+	if cfg.RestartLimit == 0 {
+		cfg.RestartLimit, cfg.RestartWindow = 5, time.Minute
+	}
+	rt := &Runtime{cfg: cfg, log: cfg.Logger, kinds: map[string]kindOps{}, answer: map[string]Answerer{}, settled: make(chan struct{}, 1)}
+	rt.reg.entries = map[Key]*entry{}
+	rt.reg.byPID = map[string]*entry{}
+	rt.as = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
+		return slog.New(slog.DiscardHandler) // ours log; the library's would only repeat
+	}))
+	props := actor.PropsFromProducer(func() actor.Actor { return &registry{rt: rt} },
+		append([]actor.PropsOption{actor.WithSupervisor(&boundedRestart{rt: rt})}, cfg.Scheduler.ActorOptions()...)...)
+	pid, err := rt.as.Root.SpawnNamed(props, "registry")
+	if err != nil {
+		return nil, fmt.Errorf("spawn registry: %w", err)
+	}
+	rt.registry = pid
+	return rt, nil
+}
+
+// Now is the runtime's clock.
+func (rt *Runtime) Now() time.Time { return rt.cfg.Clock.Now() }
+
+// Clock is the runtime's clock.
+func (rt *Runtime) Clock() clock.Clock { return rt.cfg.Clock }
+
+// Store is the runtime's store.
+func (rt *Runtime) Store() *persistence.Store { return rt.cfg.Store }
+
+// Logger is the runtime's logger.
+func (rt *Runtime) Logger() *slog.Logger { return rt.log }
+
+// Stopping reports whether Stop has begun.
+func (rt *Runtime) Stopping() bool { return rt.stopping.Load() }
+
+// Go runs an effect outside every mailbox, counted until it returns (Stop
+// waits for it); live is the Scheduler's.
+func (rt *Runtime) Go(e Effect) (live bool) {
+	rt.effects.Add(1)
+	run := e.Run
+	e.Run = func(ctx context.Context) {
+		defer rt.nudge()
+		defer rt.effects.Add(-1)
+		run(ctx)
+	}
+	return rt.cfg.Scheduler.Go(e)
+}
+
+// Every runs f every d until Stop, counted as work in flight while it runs
+// so that Stop either waits for it or it sees the stop and returns.
+func (rt *Runtime) Every(d time.Duration, f func()) {
+	if d <= 0 {
+		return
+	}
+	var arm func()
+	arm = func() {
+		if rt.stopping.Load() {
+			return
+		}
+		stop := rt.cfg.Clock.AfterFunc(d, func() {
+			rt.effects.Add(1)
+			defer rt.nudge()
+			defer rt.effects.Add(-1)
+			if rt.stopping.Load() {
+				return
+			}
+			f()
+			arm()
+		})
+		rt.timers.addPeriodic(stop)
+	}
+	arm()
+}
+
+// StartIdleSweep offers passivation every half IdleAfter to each entity
+// that has had no message for IdleAfter (its Kind decides): one timer for
+// the whole runtime, not one per actor, whose timer and closure would be an
+// eighth of an actor's memory.
+func (rt *Runtime) StartIdleSweep() {
+	if rt.cfg.IdleAfter < 0 {
+		return
+	}
+	rt.Every(rt.cfg.IdleAfter/2, rt.sweepIdle)
+}
+
+func (rt *Runtime) sweepIdle() {
+	cutoff := rt.cfg.Clock.Now().Add(-rt.cfg.IdleAfter).UnixNano()
+	var idle []*actor.PID
+	rt.reg.mu.Lock()
+	for _, e := range rt.reg.entries {
+		if e.pid != nil && !e.passivating && !e.restart.parked && e.inbox.Load() == 0 && e.lastRouted.Load() <= cutoff {
+			idle = append(idle, e.pid)
+		}
+	}
+	rt.reg.mu.Unlock()
+	// In name order: the simulator's runs must not depend on map order.
+	sort.Slice(idle, func(i, j int) bool { return idle[i].Id < idle[j].Id })
+	for _, pid := range idle {
+		rt.as.Root.Send(pid, idleMsg{})
+	}
+}
+
+// Stop refuses new work, lets effects in flight finish and their results
+// land in their mailboxes (so a graceful stop leaves no outcome unknown),
+// then stops every actor after the message in hand. ctx bounds the wait.
+func (rt *Runtime) Stop(ctx context.Context) {
+	if rt.stopping.Swap(true) {
+		return
+	}
+wait:
+	for rt.effects.Load() > 0 || rt.pending() > 0 {
+		select {
+		case <-rt.settled:
+		case <-ctx.Done():
+			rt.log.Warn("stopping with work in flight", "effects", rt.effects.Load(), "messages", rt.pending())
+			break wait
+		}
+	}
+	rt.timers.stopAll()
+	_ = rt.as.Root.StopFuture(rt.registry).Wait()
+	rt.as.Shutdown()
+}
+
+// Shutdown stops the actor system at once (a start that failed).
+func (rt *Runtime) Shutdown() { rt.as.Shutdown() }
+
+// Quiescent reports whether nothing is in flight: no effect, no message
+// waiting for an entity, no internal event waiting to be retried.
+func (rt *Runtime) Quiescent() bool {
+	return rt.effects.Load() == 0 && rt.pending() == 0 && rt.retries.Load() == 0
+}
+
+// PendingRetries is how many internal events wait to be tried again.
+func (rt *Runtime) PendingRetries() int64 { return rt.retries.Load() }
+
+// Live is the number of live entity actors.
+func (rt *Runtime) Live() int {
+	rt.reg.mu.Lock()
+	defer rt.reg.mu.Unlock()
+	return len(rt.reg.entries)
+}
+
+// fault calls the fault hook at a named point.
+func (rt *Runtime) fault(point, id string) error {
+	if f := rt.cfg.Fault; f != nil {
+		return f(point, id)
+	}
+	return nil
+}
+
+// maxInternalRetries bounds how often an internal event (an effect's
+// result, a reconciliation, a due deadline, a pool's decision) is tried
+// again when its transition cannot be persisted: 1 s doubling, about a
+// minute in all. Nobody else would resend it, so dropping it after one
+// failed write would lose it (a slot never released, a result never seen).
+const maxInternalRetries = 6
+
+// retryLater sends an internal event again after a back-off, or gives up
+// after maxInternalRetries with an error in the log.
+func (rt *Runtime) retryLater(k Key, ev any, attempt int, err error, resend func(attempt int)) {
+	if attempt >= maxInternalRetries {
+		rt.log.Error("transition not persisted; giving up", "kind", k.Kind, "id", k.ID, "event", fmt.Sprintf("%T", ev), "attempts", attempt+1, "err", err)
+		return
+	}
+	if rt.cfg.Store.Health().Failed() == nil {
+		rt.log.Warn("transition not persisted; will retry", "kind", k.Kind, "id", k.ID, "event", fmt.Sprintf("%T", ev), "err", err)
+	}
+	rt.retries.Add(1)
+	rt.cfg.Clock.AfterFunc(time.Second<<attempt, func() { resend(attempt + 1) })
+}
+
+// refusal is why a request cannot be asked now: stopping, or a store that
+// failed or is read-only (answered at once, by its cause, S2).
+func (rt *Runtime) refusal() error {
+	if rt.stopping.Load() {
+		return errs.Unavailable
+	}
+	if f := rt.cfg.Store.Health().Problem(); f != nil {
+		return f
+	}
+	return nil
+}
+
+var errNoWireForm = errors.New("this kind's events do not cross nodes")
+
+// errMoving is a refusal for an entity this node does not own now.
+func errMoving(k Key) error {
+	return fmt.Errorf("%w: %s %s is not owned by this node", errs.Moving, k.Kind, k.ID)
+}
