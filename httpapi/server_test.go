@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -23,7 +24,7 @@ func TestEveryErrorKindHasOneAnswer(t *testing.T) {
 		codes[a.code] = true
 	}
 	// Each code word is documented where clients look for it.
-	rules, err := os.ReadFile("../docs/rules/http-api.md")
+	rules, err := os.ReadFile(filepath.Join("..", "docs/rules/http-api.md"))
 	require.NoError(t, err)
 	spec, err := os.ReadFile("openapi.yaml")
 	require.NoError(t, err)

@@ -11,17 +11,16 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
-	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/wardenhq/warden/actors/driver/local/pgcluster"
 )
 
 // The PostgreSQL baseline (issue 13): the same callback contract and the
@@ -31,102 +30,27 @@ import (
 // history row, the answer stored with the dedup row), synchronous_commit
 // on, against a throwaway cluster the bench starts itself.
 
-// pgCluster is a throwaway PostgreSQL cluster in a temporary directory.
-type pgCluster struct {
-	bin, dir string
-	port     int
-	cred     *syscall.Credential
-	pid      int
-}
+// pgCluster is the baseline's throwaway cluster.
+type pgCluster struct{ *pgcluster.Cluster }
 
-// findPostgres finds Debian's PostgreSQL binaries.
-func findPostgres() (string, error) {
-	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
-	for i := len(dirs) - 1; i >= 0; i-- {
-		if _, err := os.Stat(filepath.Join(dirs[i], "initdb")); err == nil {
-			return dirs[i], nil
-		}
-	}
-	if p, err := exec.LookPath("initdb"); err == nil {
-		return filepath.Dir(p), nil
-	}
-	return "", errors.New("PostgreSQL is not installed (Debian: apt-get install -y postgresql)")
-}
-
-// startPostgres initializes and starts a cluster on a loopback port. As
-// root it runs PostgreSQL as the postgres user (initdb refuses root).
+// startPostgres starts a cluster under tmp, tuned as a team would for this
+// load: synchronous commits, fsync on, room for the connections.
 func startPostgres(tmp string) (*pgCluster, error) {
-	bin, err := findPostgres()
+	c, err := pgcluster.Start(filepath.Join(tmp, "pg"), "bench", "synchronous_commit=on", "fsync=on", "max_connections=300", "shared_buffers=256MB")
 	if err != nil {
 		return nil, err
 	}
-	c := &pgCluster{bin: bin, dir: filepath.Join(tmp, "pg")}
-	if err := os.MkdirAll(c.dir, 0o700); err != nil {
-		return nil, err
-	}
-	if os.Geteuid() == 0 {
-		u, err := user.Lookup("postgres")
-		if err != nil {
-			return nil, errors.New("running as root and there is no postgres user to run PostgreSQL as")
-		}
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
-		c.cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
-		for _, d := range []string{tmp, c.dir} {
-			if err := os.Chown(d, uid, gid); err != nil {
-				return nil, err
-			}
-		}
-		_ = os.Chmod(tmp, 0o755)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	c.port = ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	run := func(name string, args ...string) error {
-		cmd := exec.Command(filepath.Join(bin, name), args...)
-		if c.cred != nil {
-			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: c.cred}
-		}
-		cmd.Env = append(os.Environ(), "LC_ALL=C")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("%s: %v: %s", name, err, out)
-		}
-		return nil
-	}
-	if err := run("initdb", "-D", c.dir, "-A", "trust", "-U", "bench", "-E", "UTF8"); err != nil {
-		return nil, err
-	}
-	opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c synchronous_commit=on -c fsync=on -c max_connections=300 -c shared_buffers=256MB",
-		c.port, c.dir)
-	if err := run("pg_ctl", "start", "-w", "-D", c.dir, "-l", filepath.Join(c.dir, "log"), "-o", opts); err != nil {
-		return nil, err
-	}
-	raw, err := os.ReadFile(filepath.Join(c.dir, "postmaster.pid"))
-	if err == nil {
-		c.pid, _ = strconv.Atoi(strings.SplitN(string(raw), "\n", 2)[0])
-	}
-	return c, nil
+	return &pgCluster{c}, nil
 }
 
-func (c *pgCluster) dsn() string {
-	return fmt.Sprintf("postgres://bench@127.0.0.1:%d/postgres?sslmode=disable", c.port)
-}
+func (c *pgCluster) dsn() string { return c.DSN("postgres") }
 
-func (c *pgCluster) stop() {
-	cmd := exec.Command(filepath.Join(c.bin, "pg_ctl"), "stop", "-m", "fast", "-D", c.dir)
-	if c.cred != nil {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: c.cred}
-	}
-	_ = cmd.Run()
-}
+func (c *pgCluster) stop() { _ = c.Stop() }
 
 // cpu is the CPU time of the whole cluster: the postmaster and every
 // backend it forked.
 func (c *pgCluster) cpu() time.Duration {
-	total := cpuTime(c.pid)
+	total := cpuTime(c.PID())
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
@@ -139,7 +63,7 @@ func (c *pgCluster) cpu() time.Duration {
 		}
 		s := string(raw)
 		fields := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-		if len(fields) > 1 && fields[1] == strconv.Itoa(c.pid) {
+		if len(fields) > 1 && fields[1] == strconv.Itoa(c.PID()) {
 			total += cpuTime(pid)
 		}
 	}
