@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/wardenhq/warden/actors/driver/local"
 	"github.com/wardenhq/warden/actors/environment"
 	"github.com/wardenhq/warden/actors/marquee"
 	"github.com/wardenhq/warden/actors/trust"
@@ -56,6 +57,9 @@ type config struct {
 	IdleAfter         time.Duration
 	EnvDriverCommand  []string
 	EnvDriverTimeout  time.Duration
+	// EnvPlatform is "exec" (EnvDriverCommand) or "local" (P1: Platform).
+	EnvPlatform       string
+	Platform          local.Platform
 	NotifyURL         string
 	Notify            string
 	PreviewURL        string
@@ -215,6 +219,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.DurationVar(&c.IdleAfter, "idle-after", 10*time.Minute, "passivate an entity actor after this long without a message (negative: never)")
 	fs.Var(commandFlag{&c.EnvDriverCommand}, "env-driver-command", "exec driver for every preview-environment capability (E13); empty: none")
 	fs.DurationVar(&c.EnvDriverTimeout, "env-driver-timeout", time.Minute, "limit on one environment driver call")
+	c.platformFlags(fs)
 	fs.DurationVar(&c.EnvReconcileEvery, "env-reconcile-every", 30*time.Second, "how often environments at rest are observed for drift (E14)")
 	fs.DurationVar(&c.EnvLease, "env-lease", environment.DefaultConfig().LeaseFor, "how long a worker holds an environment transition before another may take it over (E7)")
 	fs.DurationVar(&c.EnvRetryBackoff, "env-retry-backoff", environment.DefaultConfig().RetryBackoff, "first wait after a transient environment failure, doubling (E9)")
@@ -372,6 +377,7 @@ func secret(file, env string, getenv func(string) string) (string, error) {
 func (c *config) validate() error {
 	var problems []string
 	problems = append(problems, c.validateCluster()...)
+	problems = append(problems, c.validatePlatform()...)
 	if c.OperatorToken == "" && c.OperatorsFile == "" {
 		problems = append(problems, "an operator is required (WARDEN_OPERATOR_TOKEN, --operator-token-file or --operators-file)")
 	}
@@ -579,4 +585,42 @@ func validNodeName(s string) bool {
 		}
 	}
 	return true
+}
+
+// platformFlags are the local preview platform's (docs/rules/platform.md
+// P1): one PostgreSQL server, podman and one Caddy.
+func (c *config) platformFlags(fs *flag.FlagSet) {
+	p := &c.Platform
+	fs.StringVar(&c.EnvPlatform, "env-platform", "exec", "preview drivers: exec (--env-driver-command) or local (PostgreSQL, podman and Caddy, the --platform-* flags; P1)")
+	fs.StringVar(&p.PostgresAdmin, "platform-postgres", "", "with --env-platform local: a PostgreSQL connection string for a role that may create roles and databases (P5)")
+	fs.StringVar(&p.Migrations, "platform-migrations", "examples/previewapp/migrations", "with --env-platform local: the application's migrations directory (*.sql, in name order)")
+	fs.StringVar(&p.AppContext, "platform-app", "", "with --env-platform local: the application's image build context, its Containerfile (P4)")
+	fs.StringVar(&p.Podman, "platform-podman", "podman", "with --env-platform local: the podman binary")
+	fs.Var(commandFlag{&p.PodmanGlobal}, "platform-podman-options", "with --env-platform local: podman's options before each command, e.g. \"--runtime runc --cgroup-manager cgroupfs\"")
+	fs.Var(commandFlag{&p.PodmanRun}, "platform-podman-run", "with --env-platform local: options of every application container, e.g. \"--network host --ulimit nofile=1024:1024 --ulimit nproc=1024:1024\"")
+	fs.StringVar(&p.CaddyAdmin, "platform-caddy-admin", "http://127.0.0.1:2019", "with --env-platform local: Caddy's admin API (P7)")
+	fs.StringVar(&p.CaddyServer, "platform-caddy-server", "previews", "with --env-platform local: the Caddy server holding the preview routes")
+	fs.StringVar(&p.PreviewListen, "platform-preview-listen", "127.0.0.1:8088", "with --env-platform local: where that Caddy server listens")
+	fs.StringVar(&p.PreviewDomain, "platform-preview-domain", "localhost", "with --env-platform local: a branch is served at <branch>.<domain>")
+}
+
+func (c *config) validatePlatform() []string {
+	switch c.EnvPlatform {
+	case "exec":
+		return nil
+	case "local":
+	default:
+		return []string{fmt.Sprintf("--env-platform %q: exec or local", c.EnvPlatform)}
+	}
+	var problems []string
+	if c.Platform.PostgresAdmin == "" {
+		problems = append(problems, "--env-platform local needs --platform-postgres")
+	}
+	if c.Platform.AppContext == "" {
+		problems = append(problems, "--env-platform local needs --platform-app")
+	}
+	if len(c.EnvDriverCommand) > 0 {
+		problems = append(problems, "--env-driver-command and --env-platform local both drive previews: choose one")
+	}
+	return problems
 }

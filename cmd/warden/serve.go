@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"runtime/pprof"
@@ -104,7 +105,11 @@ func (p *process) start() error {
 	if err := p.openStore(tm); err != nil {
 		return err
 	}
-	if p.sys, err = actors.Start(p.systemConfig(tm)); err != nil {
+	cfg, err := p.systemConfig(tm)
+	if err != nil {
+		return err
+	}
+	if p.sys, err = actors.Start(cfg); err != nil {
 		return err
 	}
 	p.serveAPI(tm)
@@ -180,8 +185,12 @@ func (p *process) openStore(tm *trustMaterial) error {
 	return nil
 }
 
-func (p *process) systemConfig(tm *trustMaterial) actors.Config {
+func (p *process) systemConfig(tm *trustMaterial) (actors.Config, error) {
 	c := p.c
+	env, err := envConfig(c)
+	if err != nil {
+		return actors.Config{}, err
+	}
 	cfg := actors.Config{
 		Store:        p.store,
 		Sealer:       p.sealer,
@@ -199,14 +208,24 @@ func (p *process) systemConfig(tm *trustMaterial) actors.Config {
 		RestartLimit:     c.RestartLimit,
 		RestartWindow:    c.RestartWindow,
 		IdleAfter:        c.IdleAfter,
-		Secrets:          []string{c.CallbackToken, c.OperatorToken, c.GitHubToken, c.ControlPlaneToken},
-		Env:              envConfig(c),
+		Secrets:          append([]string{c.CallbackToken, c.OperatorToken, c.GitHubToken, c.ControlPlaneToken}, dsnPassword(c.Platform.PostgresAdmin)...),
+		Env:              env,
 		Reserve:          persistence.Reserve{Dir: c.Data, Bytes: c.StorageReserve},
 	}
 	if p.node != nil {
 		cfg.Cluster = p.node
 	}
-	return cfg
+	return cfg, nil
+}
+
+// dsnPassword is a connection string's password, a secret never shown.
+func dsnPassword(dsn string) []string {
+	if u, err := url.Parse(dsn); err == nil && u.User != nil {
+		if pw, ok := u.User.Password(); ok && pw != "" {
+			return []string{pw}
+		}
+	}
+	return nil
 }
 
 // serveAPI puts the API in front of the started system.
@@ -481,7 +500,7 @@ func notifier(c config) driver.Notifier {
 
 // envConfig wires preview environments: one exec driver serves every
 // capability (the request names it), if configured.
-func envConfig(c config) actors.EnvConfig {
+func envConfig(c config) (actors.EnvConfig, error) {
 	mc := environment.DefaultConfig()
 	mc.LeaseFor, mc.RetryBackoff, mc.PreviewURL = c.EnvLease, c.EnvRetryBackoff, c.PreviewURL
 	// A lease owner names this process: after a restart the new process is
@@ -498,5 +517,18 @@ func envConfig(c config) actors.EnvConfig {
 		d := &driver.ExecCapability{Exec: driver.Exec{Command: c.EnvDriverCommand, Timeout: c.EnvDriverTimeout, PassEnv: c.DriverEnv}}
 		ec.Drivers = actors.DriverForAll(d)
 	}
-	return ec
+	return ec, c.localPlatform(&ec)
+}
+
+// localPlatform puts the local platform's drivers in ec (P1).
+func (c config) localPlatform(ec *actors.EnvConfig) error {
+	if c.EnvPlatform != "local" {
+		return nil
+	}
+	drivers, err := c.Platform.Drivers()
+	if err != nil {
+		return err
+	}
+	ec.Drivers = drivers
+	return nil
 }

@@ -389,3 +389,15 @@ func (d *Data) unmigrate(ctx context.Context, admin *pgx.Conn, r driver.Capabili
 	o, err := d.observeMigrations(ctx, admin, r.Identity)
 	return observed(o, err)
 }
+
+// URL is an environment's connection string: its role, its database, on
+// the admin's server (the application's DATABASE_URL, P6).
+func (d *Data) URL(env string) string {
+	u, err := url.Parse(d.Admin)
+	if err != nil {
+		return ""
+	}
+	u.User = url.User("db-" + env)
+	u.Path = "/db-" + env
+	return u.String()
+}

@@ -58,7 +58,7 @@ func sql(t *testing.T, db, q string, args ...any) int {
 	return n
 }
 
-func exec(t *testing.T, q string) {
+func execSQL(t *testing.T, q string) {
 	t.Helper()
 	c, err := pgx.Connect(context.Background(), adminDSN)
 	require.NoError(t, err)
@@ -88,13 +88,13 @@ func TestP5DatabaseAndRoleCreatedOrFoundAndMarked(t *testing.T) {
 // reported as someone else's, never reused or dropped (E3, E11).
 func TestP5ASameNameDatabaseOfAnotherIsAConflict(t *testing.T) {
 	d := &Data{Admin: adminDSN, Migrations: migrations}
-	exec(t, `CREATE DATABASE "db-env-2"`)
+	execSQL(t, `CREATE DATABASE "db-env-2"`)
 	res := do(t, d, "database", "apply", "env-2")
 	require.Equal(t, "unmarked", res.Observation.Owner, "a database without warden's mark is nobody's to take")
 	require.False(t, res.Observation.Matches)
 
 	require.True(t, do(t, d, "database", "apply", "env-3").OK)
-	exec(t, `ALTER DATABASE "db-env-3" RENAME TO "db-env-4"`)
+	execSQL(t, `ALTER DATABASE "db-env-3" RENAME TO "db-env-4"`)
 	res = do(t, d, "database", "apply", "env-4")
 	require.Equal(t, "env-3", res.Observation.Owner, "another environment's database says whose it is")
 	res = do(t, d, "database", "remove", "env-4")

@@ -1,0 +1,338 @@
+package local
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+
+	"github.com/wardenhq/warden/actors/driver"
+)
+
+// Routes drives the "route" and "smoke" capabilities on Caddy (P7, P8):
+// one route per branch in one of Caddy's servers, addressed by its @id,
+// matching the branch's host name, tagging every answer with the
+// environment and route generation it serves, and proxying to that
+// environment's application. Every change is a compare-and-set on Caddy's
+// ETag (If-Match), after reading the generation the route holds now: a
+// route a newer generation holds is never overwritten (E8, I14).
+type Routes struct {
+	// Admin is Caddy's admin API, e.g. http://127.0.0.1:2019.
+	Admin string
+	// Server names the Caddy server holding the preview routes.
+	Server string
+	// Public is where that server listens, e.g. 127.0.0.1:8088; Domain is
+	// the branches' parent name: a branch is at <branch>.<Domain>.
+	Public, Domain string
+	// Upstream is where an environment's application listens.
+	Upstream func(env string) (string, error)
+	Client   *http.Client
+}
+
+// The headers every answer through a preview route carries.
+const (
+	HeaderEnvironment     = "X-Warden-Environment"
+	HeaderRouteGeneration = "X-Warden-Route-Generation"
+)
+
+// maxAdminBody bounds what is read from Caddy's admin API and from a
+// smoke check's answer.
+const maxAdminBody = 1 << 20
+
+// casAttempts bounds the read-compare-write loop when another change to
+// Caddy's config lands between the read and the write.
+const casAttempts = 5
+
+// caddyRoute is the part of a route this driver writes and reads back.
+type caddyRoute struct {
+	ID     string            `json:"@id"`
+	Match  []caddyMatch      `json:"match"`
+	Handle []json.RawMessage `json:"handle"`
+	// Terminal: the first route that matches answers.
+	Terminal bool `json:"terminal,omitempty"`
+}
+
+type caddyMatch struct {
+	Host []string `json:"host"`
+}
+
+type caddyHandler struct {
+	Handler  string `json:"handler"`
+	Response *struct {
+		Set map[string][]string `json:"set"`
+	} `json:"response,omitempty"`
+	Upstreams []struct {
+		Dial string `json:"dial"`
+	} `json:"upstreams,omitempty"`
+}
+
+// held is what a branch's route serves now.
+type held struct {
+	exists     bool
+	env        string
+	generation uint64
+	upstream   string
+	etag       string
+}
+
+func (d *Routes) routeID(branch string) string { return "preview-" + branch }
+
+func (d *Routes) host(branch string) string { return branch + "." + d.Domain }
+
+// URL is where a branch's preview is served: its host name on Caddy's
+// port (P3).
+func (d *Routes) URL(branch string) string {
+	_, port, _ := net.SplitHostPort(d.Public)
+	return "http://" + net.JoinHostPort(d.host(branch), port) + "/"
+}
+
+// Do performs one operation (see Data.Do for results and errors).
+func (d *Routes) Do(ctx context.Context, r driver.CapabilityRequest) (driver.CapabilityResult, error) {
+	if !validName(r.Branch) {
+		return driver.CapabilityResult{Category: "configuration", Message: fmt.Sprintf("branch %q is not a host name this driver routes", r.Branch)}, nil
+	}
+	switch r.Capability + "/" + r.Op {
+	case "route/observe":
+		return d.observe(ctx, r)
+	case "route/apply":
+		return d.activate(ctx, r)
+	case "route/remove":
+		return d.detach(ctx, r)
+	case "smoke/observe", "smoke/apply":
+		o, err := d.smoke(ctx, r)
+		return observed(o, err)
+	}
+	return driver.CapabilityResult{Category: "configuration", Message: "caddy does not do " + r.Capability + "/" + r.Op}, nil
+}
+
+func (d *Routes) observe(ctx context.Context, r driver.CapabilityRequest) (driver.CapabilityResult, error) {
+	h, err := d.read(ctx, r.Branch)
+	if err != nil {
+		return driver.CapabilityResult{}, err
+	}
+	return driver.CapabilityResult{OK: true, Observation: d.observation(h, r.Branch)}, nil
+}
+
+func (d *Routes) observation(h held, branch string) *driver.CapabilityObservation {
+	if !h.exists {
+		return &driver.CapabilityObservation{}
+	}
+	o := &driver.CapabilityObservation{Exists: true, Owner: h.env, RouteTarget: h.generation, ProviderID: h.upstream,
+		URL: d.URL(branch), Detail: fmt.Sprintf("generation %d of %s, upstream %s", h.generation, h.env, h.upstream)}
+	// Matches: the route sends its environment's traffic where that
+	// environment's application is (a route pointed elsewhere by hand at
+	// the same generation is drift, P10).
+	if up, err := d.Upstream(h.env); err == nil {
+		o.Matches = up == h.upstream
+	}
+	return o
+}
+
+// activate sets the branch's route to this generation if the route holds
+// this generation already, the one it replaces, or an older one; a newer
+// one is left in place and observed (E8).
+func (d *Routes) activate(ctx context.Context, r driver.CapabilityRequest) (driver.CapabilityResult, error) {
+	up, err := d.Upstream(r.EnvID)
+	if err != nil {
+		return driver.CapabilityResult{Category: "transient", Message: "no application to route to: " + err.Error()}, nil
+	}
+	for range casAttempts {
+		h, err := d.read(ctx, r.Branch)
+		if err != nil {
+			return driver.CapabilityResult{}, err
+		}
+		if h.exists && h.generation > r.ExpectedRoute && h.generation != r.Generation {
+			return driver.CapabilityResult{OK: true, Observation: d.observation(h, r.Branch)}, nil // newer work holds it
+		}
+		if h.exists && h.generation == r.Generation && h.env == r.EnvID && h.upstream == up {
+			return driver.CapabilityResult{OK: true, Observation: d.observation(h, r.Branch)}, nil
+		}
+		ok, err := d.write(ctx, r, up, h)
+		if err != nil {
+			return driver.CapabilityResult{}, err
+		}
+		if ok {
+			h, err = d.read(ctx, r.Branch)
+			if err != nil {
+				return driver.CapabilityResult{}, err
+			}
+			return driver.CapabilityResult{OK: true, Observation: d.observation(h, r.Branch)}, nil
+		}
+	}
+	return driver.CapabilityResult{Category: "transient", Message: fmt.Sprintf("caddy's config kept changing under the route of %s", r.Branch)}, nil
+}
+
+// detach removes the route only while it is this environment's at this
+// generation; a newer one's is not ours to remove (E11).
+func (d *Routes) detach(ctx context.Context, r driver.CapabilityRequest) (driver.CapabilityResult, error) {
+	for range casAttempts {
+		h, err := d.read(ctx, r.Branch)
+		if err != nil {
+			return driver.CapabilityResult{}, err
+		}
+		if !h.exists || h.env != r.EnvID || h.generation != r.Generation {
+			return driver.CapabilityResult{OK: true, Observation: d.observation(h, r.Branch)}, nil
+		}
+		status, _, err := d.call(ctx, http.MethodDelete, "/id/"+d.routeID(r.Branch), h.etag, nil)
+		if err != nil {
+			return driver.CapabilityResult{}, err
+		}
+		if status == http.StatusOK {
+			return d.observe(ctx, r)
+		}
+		if status != http.StatusPreconditionFailed {
+			return driver.CapabilityResult{}, fmt.Errorf("caddy: delete route of %s: %d", r.Branch, status)
+		}
+	}
+	return driver.CapabilityResult{Category: "transient", Message: fmt.Sprintf("caddy's config kept changing under the route of %s", r.Branch)}, nil
+}
+
+// write puts the route, guarded by the ETag read with h: false when
+// another change came first (412), to be read and decided again.
+func (d *Routes) write(ctx context.Context, r driver.CapabilityRequest, upstream string, h held) (bool, error) {
+	headers, _ := json.Marshal(map[string]any{"handler": "headers", "response": map[string]any{"set": map[string][]string{
+		HeaderEnvironment: {r.EnvID}, HeaderRouteGeneration: {strconv.FormatUint(r.Generation, 10)}}}})
+	proxy, _ := json.Marshal(map[string]any{"handler": "reverse_proxy", "upstreams": []map[string]string{{"dial": upstream}}})
+	body, _ := json.Marshal(caddyRoute{ID: d.routeID(r.Branch), Match: []caddyMatch{{Host: []string{d.host(r.Branch)}}},
+		Handle: []json.RawMessage{headers, proxy}, Terminal: true})
+	method, path, etag := http.MethodPatch, "/id/"+d.routeID(r.Branch), h.etag
+	if !h.exists {
+		list := d.routesPath()
+		_, tag, err := d.call(ctx, http.MethodGet, list, "", nil)
+		if err != nil {
+			return false, err
+		}
+		method, path, etag = http.MethodPost, list, tag
+	}
+	status, _, err := d.call(ctx, method, path, etag, body)
+	switch {
+	case err != nil:
+		return false, err
+	case status == http.StatusPreconditionFailed:
+		return false, nil
+	case status != http.StatusOK:
+		return false, fmt.Errorf("caddy: %s %s: %d", method, path, status)
+	}
+	return true, nil
+}
+
+func (d *Routes) routesPath() string { return "/config/apps/http/servers/" + d.Server + "/routes" }
+
+// read is what the branch's route holds now, with its ETag.
+func (d *Routes) read(ctx context.Context, branch string) (held, error) {
+	var body []byte
+	status, etag, err := d.callBody(ctx, http.MethodGet, "/id/"+d.routeID(branch), "", nil, &body)
+	if err != nil {
+		return held{}, err
+	}
+	if status == http.StatusNotFound {
+		return held{}, nil
+	}
+	if status != http.StatusOK {
+		return held{}, fmt.Errorf("caddy: read route of %s: %d", branch, status)
+	}
+	var rt caddyRoute
+	if err := json.Unmarshal(body, &rt); err != nil {
+		return held{}, fmt.Errorf("caddy: route of %s does not decode: %w", branch, err)
+	}
+	h := held{exists: true, etag: etag}
+	for _, raw := range rt.Handle {
+		var hd caddyHandler
+		if json.Unmarshal(raw, &hd) != nil {
+			continue
+		}
+		switch {
+		case hd.Handler == "headers" && hd.Response != nil:
+			if v := hd.Response.Set[HeaderEnvironment]; len(v) == 1 {
+				h.env = v[0]
+			}
+			if v := hd.Response.Set[HeaderRouteGeneration]; len(v) == 1 {
+				h.generation, _ = strconv.ParseUint(v[0], 10, 64)
+			}
+		case hd.Handler == "reverse_proxy" && len(hd.Upstreams) == 1:
+			h.upstream = hd.Upstreams[0].Dial
+		}
+	}
+	return h, nil
+}
+
+func (d *Routes) call(ctx context.Context, method, path, ifMatch string, body []byte) (int, string, error) {
+	return d.callBody(ctx, method, path, ifMatch, body, nil)
+}
+
+// callBody makes one admin API call; the ETag arrives as a trailer.
+func (d *Routes) callBody(ctx context.Context, method, path, ifMatch string, body []byte, out *[]byte) (int, string, error) {
+	req, err := http.NewRequestWithContext(ctx, method, d.Admin+path, bytes.NewReader(body))
+	if err != nil {
+		return 0, "", err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if ifMatch != "" {
+		req.Header.Set("If-Match", ifMatch)
+	}
+	resp, err := d.client().Do(req)
+	if err != nil {
+		return 0, "", fmt.Errorf("caddy: %w", err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxAdminBody+1))
+	if err != nil {
+		return 0, "", fmt.Errorf("caddy: %w", err)
+	}
+	if len(b) > maxAdminBody {
+		return 0, "", errors.New("caddy: admin answer over 1 MiB")
+	}
+	if out != nil {
+		*out = b
+	}
+	etag := resp.Trailer.Get("Etag")
+	if etag == "" {
+		etag = resp.Header.Get("Etag")
+	}
+	return resp.StatusCode, etag, nil
+}
+
+func (d *Routes) client() *http.Client {
+	if d.Client != nil {
+		return d.Client
+	}
+	return http.DefaultClient
+}
+
+// health is what a preview's application answers on /healthz (P6).
+type health struct {
+	Environment string `json:"environment"`
+	Revision    string `json:"revision"`
+}
+
+// smoke asks the branch's host name through Caddy (P8): who answers, at
+// which route generation, running which revision.
+func (d *Routes) smoke(ctx context.Context, r driver.CapabilityRequest) (*driver.CapabilityObservation, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+d.Public+"/healthz", nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Host = d.host(r.Branch)
+	resp, err := d.client().Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("smoke %s: %w", req.Host, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, maxAdminBody))
+	o := &driver.CapabilityObservation{Owner: resp.Header.Get(HeaderEnvironment), Detail: fmt.Sprintf("%s answered %d", req.Host, resp.StatusCode)}
+	o.RouteTarget, _ = strconv.ParseUint(resp.Header.Get(HeaderRouteGeneration), 10, 64)
+	var hl health
+	if resp.StatusCode == http.StatusOK && json.Unmarshal(b, &hl) == nil {
+		o.Exists = true
+		o.Matches = o.Owner == r.EnvID && hl.Environment == r.EnvID && hl.Revision == r.Revision
+		o.Detail += fmt.Sprintf(": %s at revision %s", hl.Environment, hl.Revision)
+	}
+	return o, nil
+}

@@ -1,0 +1,190 @@
+package local
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/wardenhq/warden/actors/driver"
+)
+
+// caddy is a real Caddy (Debian's caddy) started for one test, its
+// config and autosave under the test's directory.
+type caddy struct {
+	t            *testing.T
+	dir          string
+	admin, proxy string
+	cmd          *exec.Cmd
+}
+
+func freeAddr(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func startCaddy(t *testing.T) *caddy {
+	if _, err := exec.LookPath("caddy"); err != nil {
+		t.Fatal("caddy is not installed (Debian: apt-get install -y caddy)")
+	}
+	c := &caddy{t: t, dir: t.TempDir(), admin: freeAddr(t), proxy: freeAddr(t)}
+	cfg := map[string]any{"admin": map[string]any{"listen": c.admin}, "apps": map[string]any{"http": map[string]any{"servers": map[string]any{
+		"previews": map[string]any{"listen": []string{c.proxy}, "routes": []any{}, "automatic_https": map[string]any{"disable": true}}}}}}
+	b, _ := json.Marshal(cfg)
+	require.NoError(t, os.WriteFile(filepath.Join(c.dir, "caddy.json"), b, 0o600))
+	c.run("--config", filepath.Join(c.dir, "caddy.json"))
+	t.Cleanup(c.stop)
+	return c
+}
+
+// run starts caddy with args and waits for its admin API.
+func (c *caddy) run(args ...string) {
+	c.cmd = exec.Command("caddy", append([]string{"run"}, args...)...)
+	c.cmd.Env = append(os.Environ(), "XDG_CONFIG_HOME="+filepath.Join(c.dir, "config"), "XDG_DATA_HOME="+filepath.Join(c.dir, "data"))
+	log, err := os.Create(filepath.Join(c.dir, fmt.Sprintf("caddy-%d.log", time.Now().UnixNano())))
+	require.NoError(c.t, err)
+	c.cmd.Stdout, c.cmd.Stderr = log, log
+	require.NoError(c.t, c.cmd.Start())
+	require.Eventually(c.t, func() bool {
+		resp, err := http.Get("http://" + c.admin + "/config/")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err == nil && resp.StatusCode == http.StatusOK
+	}, 10*time.Second, 20*time.Millisecond, "caddy's admin API answers")
+}
+
+func (c *caddy) stop() {
+	if c.cmd != nil && c.cmd.Process != nil {
+		_ = c.cmd.Process.Signal(os.Interrupt)
+		_ = c.cmd.Wait()
+		c.cmd = nil
+	}
+}
+
+// app is a preview's application standing in for its container: it
+// answers /healthz with its identity (P6).
+func app(t *testing.T, env, revision string) string {
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = json.NewEncoder(w).Encode(health{Environment: env, Revision: revision})
+	}))
+	t.Cleanup(s.Close)
+	return strings.TrimPrefix(s.URL, "http://")
+}
+
+func routesOn(c *caddy, upstreams map[string]string) *Routes {
+	return &Routes{Admin: "http://" + c.admin, Server: "previews", Public: c.proxy, Domain: "localhost",
+		Upstream: func(env string) (string, error) {
+			if u, ok := upstreams[env]; ok {
+				return u, nil
+			}
+			return "", fmt.Errorf("no application for %s", env)
+		}}
+}
+
+func route(t *testing.T, d *Routes, op, env string, gen, expected uint64, capability ...string) driver.CapabilityResult {
+	t.Helper()
+	cp := "route"
+	if len(capability) > 0 {
+		cp = capability[0]
+	}
+	res, err := d.Do(context.Background(), driver.CapabilityRequest{Capability: cp, Op: op, EnvID: env, Branch: "feature-x",
+		Generation: gen, ExpectedRoute: expected, Revision: "rev-" + env})
+	require.NoError(t, err)
+	return res
+}
+
+// TestP7TheRouteMovesOnlyForwardByCompareAndSet: a branch's route is set
+// for a generation over its predecessor, never over a newer one; removal
+// touches only this generation's; the smoke check through Caddy says who
+// answers (P8, E8, I14).
+func TestP7TheRouteMovesOnlyForwardByCompareAndSet(t *testing.T) {
+	c := startCaddy(t)
+	d := routesOn(c, map[string]string{"env-1": app(t, "env-1", "rev-env-1"), "env-2": app(t, "env-2", "rev-env-2")})
+
+	require.False(t, route(t, d, "observe", "env-1", 1, 0).Observation.Exists)
+	res := route(t, d, "apply", "env-1", 1, 0)
+	require.True(t, res.OK, res.Message)
+	require.Equal(t, uint64(1), res.Observation.RouteTarget)
+	require.True(t, res.Observation.Matches)
+	require.Equal(t, "http://feature-x.localhost:"+strings.Split(c.proxy, ":")[1]+"/", res.Observation.URL)
+	smoke := route(t, d, "observe", "env-1", 1, 0, "smoke").Observation
+	require.True(t, smoke.Exists && smoke.Matches, smoke.Detail)
+	require.Equal(t, uint64(1), smoke.RouteTarget)
+
+	res = route(t, d, "apply", "env-2", 2, 1)
+	require.Equal(t, uint64(2), res.Observation.RouteTarget)
+	require.Equal(t, "env-2", res.Observation.Owner)
+
+	res = route(t, d, "apply", "env-1", 1, 0)
+	require.Equal(t, uint64(2), res.Observation.RouteTarget, "I14: an older generation never takes the route back")
+	require.Equal(t, "env-2", route(t, d, "observe", "env-1", 1, 0, "smoke").Observation.Owner)
+	require.False(t, route(t, d, "observe", "env-1", 1, 0, "smoke").Observation.Matches, "the host name answers for the newer preview")
+
+	res = route(t, d, "remove", "env-1", 1, 0)
+	require.True(t, res.Observation.Exists, "E11: the newer generation's route is not the older one's to remove")
+	res = route(t, d, "remove", "env-2", 2, 1)
+	require.False(t, res.Observation.Exists)
+	require.False(t, route(t, d, "observe", "env-2", 2, 1, "smoke").Observation.Exists, "nothing answers once detached")
+}
+
+// TestP7AWriteThatRacesAnotherChangeIsRefused: the write carries the
+// ETag of what was read; a change in between makes Caddy refuse it (412)
+// and the driver reads and decides again.
+func TestP7AWriteThatRacesAnotherChangeIsRefused(t *testing.T) {
+	c := startCaddy(t)
+	d := routesOn(c, map[string]string{"env-1": app(t, "env-1", "rev-env-1"), "env-2": app(t, "env-2", "rev-env-2")})
+	require.True(t, route(t, d, "apply", "env-1", 1, 0).OK)
+	stale, err := d.read(context.Background(), "feature-x")
+	require.NoError(t, err)
+	require.True(t, route(t, d, "apply", "env-2", 2, 1).OK) // lands between the read and the write
+	ok, err := d.write(context.Background(), driver.CapabilityRequest{EnvID: "env-1", Branch: "feature-x", Generation: 1}, "127.0.0.1:1", stale)
+	require.NoError(t, err)
+	require.False(t, ok, "Caddy refuses a write under a stale ETag")
+	require.Equal(t, uint64(2), route(t, d, "observe", "env-2", 2, 1).Observation.RouteTarget)
+}
+
+// TestP10ARouteEditedByHandIsSeen: pointed elsewhere through the admin
+// API at the same generation, the route no longer matches its
+// environment's application: drift for the controller (E15).
+func TestP10ARouteEditedByHandIsSeen(t *testing.T) {
+	c := startCaddy(t)
+	d := routesOn(c, map[string]string{"env-1": app(t, "env-1", "rev-env-1")})
+	require.True(t, route(t, d, "apply", "env-1", 1, 0).Observation.Matches)
+	req, _ := http.NewRequest(http.MethodPatch, "http://"+c.admin+"/id/preview-feature-x/handle/1/upstreams/0/dial", strings.NewReader(`"127.0.0.1:9"`))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	obs := route(t, d, "observe", "env-1", 1, 0).Observation
+	require.True(t, obs.Exists)
+	require.Equal(t, uint64(1), obs.RouteTarget)
+	require.False(t, obs.Matches, obs.Detail)
+	require.True(t, route(t, d, "apply", "env-1", 1, 0).Observation.Matches, "applying again puts it back")
+}
+
+// TestP7ACaddyRestartKeepsItsRoutes: Caddy saves every change; started
+// again with --resume it serves the same routes.
+func TestP7ACaddyRestartKeepsItsRoutes(t *testing.T) {
+	c := startCaddy(t)
+	d := routesOn(c, map[string]string{"env-1": app(t, "env-1", "rev-env-1")})
+	require.True(t, route(t, d, "apply", "env-1", 1, 0).OK)
+	c.stop()
+	c.run("--resume")
+	obs := route(t, d, "observe", "env-1", 1, 0).Observation
+	require.True(t, obs.Exists && obs.Matches)
+	require.True(t, route(t, d, "observe", "env-1", 1, 0, "smoke").Observation.Matches)
+}

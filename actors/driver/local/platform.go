@@ -1,0 +1,54 @@
+package local
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/wardenhq/warden/actors/driver"
+	"github.com/wardenhq/warden/actors/environment"
+)
+
+// Platform is the local platform's parts (P1): one PostgreSQL server, podman
+// and one Caddy, each named by flags of `warden serve --env-platform local`.
+type Platform struct {
+	// PostgresAdmin connects as a role that may create roles and
+	// databases; Migrations is the application's migrations directory.
+	PostgresAdmin, Migrations string
+	// Podman and its options (Global before the command, Run for every
+	// application container); AppContext the application's build context.
+	Podman             string
+	PodmanGlobal       []string
+	PodmanRun          []string
+	AppContext         string
+	CaddyAdmin         string
+	CaddyServer        string
+	PreviewListen      string
+	PreviewDomain      string
+	UpstreamLookupTime time.Duration
+}
+
+// Drivers are the platform's drivers by capability.
+func (p Platform) Drivers() (map[environment.Capability]driver.Capability, error) {
+	migrations, err := LoadMigrations(p.Migrations)
+	if err != nil {
+		return nil, fmt.Errorf("local platform: %w", err)
+	}
+	data := &Data{Admin: p.PostgresAdmin, Migrations: migrations}
+	pod := &Podman{Binary: p.Podman, Global: p.PodmanGlobal, Context: p.AppContext, Run: p.PodmanRun, DatabaseURL: data.URL}
+	lookup := p.UpstreamLookupTime
+	if lookup == 0 {
+		lookup = 10 * time.Second
+	}
+	routes := &Routes{Admin: p.CaddyAdmin, Server: p.CaddyServer, Public: p.PreviewListen, Domain: p.PreviewDomain,
+		Upstream: func(env string) (string, error) {
+			ctx, cancel := context.WithTimeout(context.Background(), lookup)
+			defer cancel()
+			return pod.Upstream(ctx, env)
+		}}
+	return map[environment.Capability]driver.Capability{
+		environment.Artifact: pod, environment.App: pod,
+		environment.Database: data, environment.Migrations: data,
+		environment.Route: routes, environment.Smoke: routes,
+	}, nil
+}

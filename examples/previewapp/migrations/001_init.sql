@@ -1,0 +1,1 @@
+CREATE TABLE greeting (id int PRIMARY KEY, text text NOT NULL);
