@@ -27,7 +27,7 @@ else
 RUN_WORKFLOW := the built-in example workflow (terraform is not on the PATH)
 endif
 
-.PHONY: build test lint run cluster cluster-crash bench crash sim fuzz clean install-check screenshots
+.PHONY: build test lint run previews cluster cluster-crash bench crash sim fuzz clean install-check screenshots
 
 build:
 	$(GO) build -o bin/warden ./cmd/warden
@@ -73,6 +73,17 @@ run: build
 		65) echo "make run: warden refused a damaged store under $(DATA) (status 65); see README \"When the disk fails\"";; \
 		*) echo "make run: warden exited with status $$st";; \
 	esac; exit $$st
+
+# Previews on a real platform (README, "Previews on a real platform"):
+# a throwaway PostgreSQL cluster and Caddy under $(DATA)/previews, podman
+# for images and containers, warden on them; Ctrl-C stops all of it.
+PREVIEW_LISTEN ?= 127.0.0.1:8088
+CADDY_ADMIN ?= 127.0.0.1:2019
+previews: build
+	$(GO) build -o bin/warden-previews ./cmd/warden-previews
+	@./bin/warden-previews --listen $(LISTEN) --preview-listen $(PREVIEW_LISTEN) --caddy-admin $(CADDY_ADMIN) --data $(DATA) -- \
+		--dispatch exec --dispatch-command ./bin/example-workflow \
+		--bootstrap exec --bootstrap-command "./bin/example-workflow bootstrap" $(RUN_FLAGS)
 
 # Three nodes on this machine, each embedding an etcd member (see README,
 # "Running several nodes"); Ctrl-C stops all three.

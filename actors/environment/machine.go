@@ -31,6 +31,9 @@ var ErrInvalid error = errs.Invalid
 
 // Config holds the machine's limits.
 type Config struct {
+	// RemoveArtifacts: the platform's artifacts are each environment's
+	// own, and removal removes them too (the local platform, P9).
+	RemoveArtifacts bool
 	// RetryBackoff is the first wait after a transient failure, doubling;
 	// MaxRetries transient failures of one transition end in review:
 	// nothing retries forever (E9).
@@ -437,7 +440,7 @@ func (m Machine) Wake(e Env) time.Time {
 		earliest(e.Attempt.Lease.ExpiresAt)
 	} else if e.LastFailure != nil && e.LastFailure.Retryable && !e.RetryAt.IsZero() {
 		earliest(e.RetryAt)
-	} else if _, next := transitionFrom(e.State); next {
+	} else if _, next := m.transitionFrom(e.State); next {
 		if _, ok := m.eligible(&e, e.UpdatedAt); ok {
 			earliest(e.UpdatedAt)
 		}
@@ -465,7 +468,7 @@ func (m Machine) advance(e *Env, a Advance, now time.Time) decision {
 	if why, ok := m.eligible(e, now); !ok {
 		return decision{Note: why}
 	}
-	t, ok := transitionFrom(e.State)
+	t, ok := m.transitionFrom(e.State)
 	if !ok {
 		return decision{Note: "no transition from " + string(e.State)}
 	}
@@ -571,7 +574,7 @@ func (m Machine) result(e *Env, r Result, now time.Time) decision {
 func (m Machine) verify(e *Env, o Observation, now time.Time) decision {
 	a := e.Attempt
 	op := a.Op
-	if t, _ := transitionFrom(a.From); t.steps != nil {
+	if t, _ := m.transitionFrom(a.From); t.steps != nil {
 		op = t.steps[a.Step].op
 	}
 	if a.Capability == Route {
@@ -720,7 +723,7 @@ func (m Machine) setResource(e *Env, c Capability, providerID, status string) {
 // transition.
 func (m Machine) stepDone(e *Env, detail, providerID string, now time.Time) decision {
 	a := e.Attempt
-	t, _ := transitionFrom(a.From)
+	t, _ := m.transitionFrom(a.From)
 	op := t.steps[a.Step].op
 	verifiedBy := op
 	if a.Verifying {

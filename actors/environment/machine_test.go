@@ -29,6 +29,7 @@ var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 //	at-rest cap= [exists] [owner=] [matches] [route=N]
 //	action name= actor= reason=
 //	delivered key= [ok]
+//	own-artifacts                         removal removes the artifact (P9)
 //	advance-time minutes=
 //	run                                   advance with every step succeeding until nothing is eligible
 func TestMachine(t *testing.T) {
@@ -113,6 +114,10 @@ func TestMachine(t *testing.T) {
 					fmt.Fprintf(&b, "classes: %s\n", strings.Join(st.Classes, " "))
 				}
 				return b.String()
+			case "own-artifacts":
+				// P9: the platform's artifacts are each environment's own.
+				m.Config.RemoveArtifacts = true
+				return "removal removes the artifact\n"
 			case "advance-time":
 				now = now.Add(time.Duration(num("minutes")) * time.Minute)
 				return fmt.Sprintf("now +%s\n", now.Sub(epoch))

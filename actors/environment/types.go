@@ -82,8 +82,11 @@ type transition struct {
 // transitions is the whole lifecycle: provisioning forward, removal forward
 // (E4, E11). Removal takes the route, the application and the data; the
 // artifact is a shared, immutable build output (one revision may serve
-// several environments), so no environment owns or removes it (decided). Small, independently retryable: a failed readiness check never
-// rebuilds the artifact or recreates the database (E6).
+// several environments), so no environment owns or removes it (decided),
+// unless the platform's artifacts are each environment's own
+// (Machine.transitionFrom). Small, independently retryable: a failed
+// readiness check never rebuilds the artifact or recreates the database
+// (E6).
 var transitions = []transition{
 	{Requested, ArtifactReady, []step{{Artifact, Apply}}},
 	{ArtifactReady, DataReady, []step{{Database, Apply}, {Migrations, Apply}}},
@@ -128,6 +131,24 @@ func transitionFrom(p Phase) (transition, bool) {
 		}
 	}
 	return transition{}, false
+}
+
+// transitionFrom is the lifecycle as this machine runs it: on a platform
+// whose artifacts are each environment's own (Config.RemoveArtifacts, the
+// local platform's images, P9), removal also removes the artifact after
+// the application, and verifies it absent with the rest.
+func (m Machine) transitionFrom(p Phase) (transition, bool) {
+	t, ok := transitionFrom(p)
+	if !ok || !m.Config.RemoveArtifacts {
+		return t, ok
+	}
+	switch p {
+	case RouteDetached:
+		t.steps = append(slices.Clone(t.steps), step{Artifact, Remove})
+	case DataRemoved:
+		t.steps = append(slices.Clone(t.steps), step{Artifact, Observe})
+	}
+	return t, ok
 }
 
 // Provisioning reports whether p is on the provisioning path (removal not

@@ -503,6 +503,7 @@ func notifier(c config) driver.Notifier {
 func envConfig(c config) (actors.EnvConfig, error) {
 	mc := environment.DefaultConfig()
 	mc.LeaseFor, mc.RetryBackoff, mc.PreviewURL = c.EnvLease, c.EnvRetryBackoff, c.PreviewURL
+	mc.RemoveArtifacts = c.EnvPlatform == "local" // its images are each environment's own (P9)
 	// A lease owner names this process: after a restart the new process is
 	// another worker, which takes over only after the lease expires (E7).
 	host, _ := os.Hostname()

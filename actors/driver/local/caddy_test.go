@@ -188,3 +188,15 @@ func TestP7ACaddyRestartKeepsItsRoutes(t *testing.T) {
 	require.True(t, obs.Exists && obs.Matches)
 	require.True(t, route(t, d, "observe", "env-1", 1, 0, "smoke").Observation.Matches)
 }
+
+// TestP10ACaddyRestartedWithoutItsConfigIsSeen: a Caddy started afresh
+// (not resumed) has no route for the branch, and observe says so (E14).
+func TestP10ACaddyRestartedWithoutItsConfigIsSeen(t *testing.T) {
+	c := startCaddy(t)
+	d := routesOn(c, map[string]string{"env-1": app(t, "env-1", "rev-env-1")})
+	require.True(t, route(t, d, "apply", "env-1", 1, 0).OK)
+	c.stop()
+	c.run("--config", filepath.Join(c.dir, "caddy.json"))
+	require.False(t, route(t, d, "observe", "env-1", 1, 0).Observation.Exists)
+	require.False(t, route(t, d, "observe", "env-1", 1, 0, "smoke").Observation.Exists)
+}

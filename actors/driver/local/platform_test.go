@@ -33,9 +33,8 @@ func TestP1ThePlatformDrivesEveryCapability(t *testing.T) {
 // with its revision and a row of its own database; a new revision of the
 // branch takes the route and keeps it while the old preview is removed
 // (I14); removed, no container, database, role or route it owned is
-// left (P9). Its image is kept for now: the lifecycle's removal has no
-// artifact step (docs/rules/environment.md, E11's Decided: artifacts are
-// kept), which P9 overrides; that change is open (NOTES.md, issue 24).
+// left, its image neither (P9: on this platform artifacts are each
+// environment's own, Config.RemoveArtifacts).
 func TestP9APreviewEndToEndOnTheRealParts(t *testing.T) {
 	c := startCaddy(t)
 	p := podmanHere(t)
@@ -49,7 +48,7 @@ func TestP9APreviewEndToEndOnTheRealParts(t *testing.T) {
 	require.NoError(t, err)
 	sys, err := actors.Start(actors.Config{Store: store, Clock: clock.Real{}, Machine: marquee.Machine{Config: marquee.DefaultConfig()},
 		IdleAfter: -1, EffectTimeout: time.Minute,
-		Env: actors.EnvConfig{Machine: environment.Machine{Config: environment.DefaultConfig()}, Drivers: drivers, Worker: "w1", ReconcileEvery: -1}})
+		Env: actors.EnvConfig{Machine: environment.Machine{Config: ownArtifacts()}, Drivers: drivers, Worker: "w1", ReconcileEvery: -1}})
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -106,11 +105,17 @@ func TestP9APreviewEndToEndOnTheRealParts(t *testing.T) {
 	require.Equal(t, http.StatusNotFound, resp.StatusCode, "the branch's route is gone")
 }
 
-// listResources lists, from the parts themselves, every container,
-// database and role there is (P11's way of showing what is left).
+func ownArtifacts() environment.Config {
+	c := environment.DefaultConfig()
+	c.RemoveArtifacts = true
+	return c
+}
+
+// listResources lists, from the parts themselves, every container, image,
+// database and role there is: what is left, read from the parts.
 func listResources(t *testing.T, p *Podman) []string {
 	var out []string
-	for _, args := range [][]string{{"ps", "--all", "--format", "{{.Names}}"}} {
+	for _, args := range [][]string{{"ps", "--all", "--format", "{{.Names}}"}, {"images", "--format", "{{.Repository}}"}} {
 		b, _, err := p.podman(context.Background(), args...)
 		require.NoError(t, err)
 		out = append(out, strings.Fields(string(b))...)

@@ -176,3 +176,15 @@ func TestP5IdentitiesAreCheckedBeforeAnyQuery(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "configuration", res.Category)
 }
+
+// TestP10ADatabaseDroppedByHandIsSeen: observe reads the server, so a
+// preview's database dropped behind warden's back is seen gone (E14).
+func TestP10ADatabaseDroppedByHandIsSeen(t *testing.T) {
+	d := &Data{Admin: adminDSN, Migrations: migrations}
+	require.True(t, do(t, d, "database", "apply", "env-7").OK)
+	require.True(t, do(t, d, "migrations", "apply", "env-7").Observation.Matches)
+	execSQL(t, `DROP DATABASE "db-env-7" WITH (FORCE)`)
+	require.False(t, do(t, d, "database", "observe", "env-7").Observation.Exists)
+	require.False(t, do(t, d, "migrations", "observe", "env-7").Observation.Exists, "its ledger went with it")
+	require.True(t, do(t, d, "database", "apply", "env-7").Observation.Matches, "made again under the role that kept its mark")
+}

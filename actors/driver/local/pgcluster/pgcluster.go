@@ -112,9 +112,9 @@ func (c *Cluster) runAsOwner() error {
 
 func (c *Cluster) run(name string, args ...string) error {
 	cmd := exec.Command(filepath.Join(c.bin, name), args...)
-	if c.cred != nil {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: c.cred}
-	}
+	// A group of its own: a Ctrl-C meant for the caller's foreground
+	// group does not stop the server under it; Stop does, in order.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: c.cred}
 	cmd.Env = append(os.Environ(), "LC_ALL=C")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("%s: %v: %s", name, err, out)

@@ -1,0 +1,271 @@
+// Command warden-previews is `make previews` (docs/rules/platform.md P2):
+// it starts, on one machine with nothing set up, a throwaway PostgreSQL
+// cluster under the data directory, Caddy with its admin API on loopback
+// and its config under the data directory, the example application's
+// build context, and warden on the local platform; it says what it
+// started and where, and stops all of it on Ctrl-C (SIGINT or SIGTERM).
+// Arguments after the flags go to `warden serve` as they are.
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/wardenhq/warden/actors/driver/local/pgcluster"
+)
+
+func main() {
+	if err := run(os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "make previews:", err)
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			os.Exit(exit.ExitCode())
+		}
+		os.Exit(1)
+	}
+}
+
+// options are the pinned addresses (P2), from the environment as `make
+// previews` passes them.
+type options struct {
+	listen, previewListen, caddyAdmin, data, warden, source string
+	serve                                                   []string
+}
+
+func parse(args []string, getenv func(string) string) (options, error) {
+	or := func(k, def string) string {
+		if v := getenv(k); v != "" {
+			return v
+		}
+		return def
+	}
+	fs := flag.NewFlagSet("warden-previews", flag.ContinueOnError)
+	o := options{}
+	fs.StringVar(&o.listen, "listen", or("LISTEN", "127.0.0.1:8080"), "where warden listens (LISTEN)")
+	fs.StringVar(&o.previewListen, "preview-listen", or("PREVIEW_LISTEN", "127.0.0.1:8088"), "where Caddy serves the previews (PREVIEW_LISTEN)")
+	fs.StringVar(&o.caddyAdmin, "caddy-admin", or("CADDY_ADMIN", "127.0.0.1:2019"), "Caddy's admin API (CADDY_ADMIN)")
+	fs.StringVar(&o.data, "data", or("DATA", "./data"), "data directory (DATA); the platform's parts live under <data>/previews")
+	fs.StringVar(&o.warden, "warden", "bin/warden", "the warden binary")
+	fs.StringVar(&o.source, "source", "examples/previewapp", "the application previewed: its Go main, Containerfile and migrations")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	o.serve = fs.Args()
+	return o, nil
+}
+
+// parts is what a run started, stopped in reverse.
+type parts struct {
+	out   io.Writer
+	pg    *pgcluster.Cluster
+	caddy *exec.Cmd
+}
+
+func run(args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	o, err := parse(args, getenv)
+	if err != nil {
+		return err
+	}
+	if err := missingParts(); err != nil {
+		return err
+	}
+	base, err := filepath.Abs(filepath.Join(o.data, "previews"))
+	if err != nil {
+		return err
+	}
+	p := &parts{out: stdout}
+	defer p.stop()
+	pgDir, err := clusterDir(base)
+	if err != nil {
+		return err
+	}
+	if p.pg, err = pgcluster.Start(pgDir, "warden"); err != nil {
+		return fmt.Errorf("postgres: %w", err)
+	}
+	fmt.Fprintf(stdout, "make previews: PostgreSQL on 127.0.0.1:%d, its cluster in %s\n", p.pg.Port(), pgDir)
+	if err := p.startCaddy(filepath.Join(base, "caddy"), o, stderr); err != nil {
+		return fmt.Errorf("caddy: %w", err)
+	}
+	fmt.Fprintf(stdout, "make previews: Caddy's admin API on %s, previews at http://<branch>.localhost:%s/\n", o.caddyAdmin, portOf(o.previewListen))
+	app := filepath.Join(base, "app")
+	if err := buildContext(o.source, app); err != nil {
+		return fmt.Errorf("the application: %w", err)
+	}
+	podmanOptions, podmanNote := podmanOptions()
+	fmt.Fprintf(stdout, "make previews: podman %s\n", podmanNote)
+	serve := append([]string{"serve", "--listen", o.listen, "--data", o.data, "--env-platform", "local",
+		"--platform-postgres", p.pg.DSN("postgres"), "--platform-app", app, "--platform-migrations", filepath.Join(o.source, "migrations"),
+		"--platform-podman-options", podmanOptions, "--platform-podman-run", "--network host --ulimit nofile=1024:1024 --ulimit nproc=1024:1024",
+		"--platform-caddy-admin", "http://" + o.caddyAdmin, "--platform-preview-listen", o.previewListen, "--platform-preview-domain", "localhost"}, o.serve...)
+	fmt.Fprintf(stdout, "make previews: warden on http://%s (stop everything with Ctrl-C)\n", o.listen)
+	return runWarden(o.warden, serve, stdout, stderr)
+}
+
+// clusterDir is where the PostgreSQL cluster lives: under the data
+// directory, run by the same user. As root, PostgreSQL runs as the
+// postgres user, who may not enter the data directory (warden keeps it
+// 0700), so the cluster lives in a directory of its own under /var/tmp,
+// named after the data directory, and that is said.
+func clusterDir(base string) (string, error) {
+	if os.Geteuid() != 0 {
+		return filepath.Join(base, "postgres"), nil
+	}
+	sum := sha256.Sum256([]byte(base))
+	parent := filepath.Join("/var/tmp", "warden-previews-"+hex.EncodeToString(sum[:6]))
+	if err := os.MkdirAll(parent, 0o711); err != nil {
+		return "", err
+	}
+	if err := os.Chmod(parent, 0o711); err != nil { // traversable by the postgres user, not readable
+		return "", err
+	}
+	return filepath.Join(parent, "postgres"), nil
+}
+
+// missingParts names the Debian package of each part that is not here.
+func missingParts() error {
+	var missing []string
+	if _, err := pgcluster.Find(); err != nil {
+		missing = append(missing, "postgresql")
+	}
+	for _, bin := range []string{"caddy", "podman", "runc"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			missing = append(missing, bin)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("missing parts; install them with: apt-get install -y %s", strings.Join(missing, " "))
+	}
+	return nil
+}
+
+// startCaddy runs Caddy with its config and autosave under dir: resumed
+// from the autosave when there is one, so that a restart keeps the routes
+// (P7).
+func (p *parts) startCaddy(dir string, o options, stderr io.Writer) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	args := []string{"run", "--resume"}
+	if _, err := os.Stat(filepath.Join(dir, "config", "caddy", "autosave.json")); err != nil {
+		cfg := map[string]any{"admin": map[string]any{"listen": o.caddyAdmin}, "apps": map[string]any{"http": map[string]any{"servers": map[string]any{
+			"previews": map[string]any{"listen": []string{o.previewListen}, "routes": []any{}, "automatic_https": map[string]any{"disable": true}}}}}}
+		b, _ := json.Marshal(cfg)
+		if err := os.WriteFile(filepath.Join(dir, "caddy.json"), b, 0o600); err != nil {
+			return err
+		}
+		args = []string{"run", "--config", filepath.Join(dir, "caddy.json")}
+	}
+	log, err := os.OpenFile(filepath.Join(dir, "caddy.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	c := exec.Command("caddy", args...)
+	c.Env = append(os.Environ(), "XDG_CONFIG_HOME="+filepath.Join(dir, "config"), "XDG_DATA_HOME="+filepath.Join(dir, "data"))
+	c.Stdout, c.Stderr = log, log
+	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // stopped by stop, after warden
+	if err := c.Start(); err != nil {
+		return err
+	}
+	p.caddy = c
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if resp, err := http.Get("http://" + o.caddyAdmin + "/config/"); err == nil {
+			resp.Body.Close()
+			return nil
+		}
+	}
+	return fmt.Errorf("its admin API did not answer on %s (see %s)", o.caddyAdmin, filepath.Join(dir, "caddy.log"))
+}
+
+// buildContext builds the application's static binary and puts it beside
+// its Containerfile: the image is FROM scratch (no registry is reachable).
+func buildContext(source, dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	build := exec.Command("go", "build", "-trimpath", "-o", filepath.Join(dir, "previewapp"), "./"+filepath.Clean(source))
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build: %v: %s", err, out)
+	}
+	cf, err := os.ReadFile(filepath.Join(source, "Containerfile"))
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "Containerfile"), cf, 0o600)
+}
+
+// podmanOptions: crun refuses these machines' hybrid cgroups, so where
+// runc is installed podman is told to use it, with the cgroupfs manager.
+func podmanOptions() (string, string) {
+	if _, err := exec.LookPath("runc"); err == nil {
+		return "--runtime runc --cgroup-manager cgroupfs", "runs containers with runc and cgroupfs, on the host network with explicit ulimits"
+	}
+	return "", "runs containers with its defaults"
+}
+
+// runWarden runs warden in the foreground; Ctrl-C is passed on as SIGTERM
+// and waited for.
+func runWarden(bin string, args []string, stdout, stderr io.Writer) error {
+	c := exec.Command(bin, args...)
+	c.Stdout, c.Stderr = stdout, stderr
+	if err := c.Start(); err != nil {
+		return err
+	}
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	done := make(chan error, 1)
+	go func() { done <- c.Wait() }()
+	select {
+	case err := <-done:
+		return err
+	case <-sigs:
+		_ = c.Process.Signal(syscall.SIGTERM)
+		return <-done
+	}
+}
+
+// stop stops Caddy, then PostgreSQL, saying so.
+func (p *parts) stop() {
+	if p.caddy != nil {
+		_ = p.caddy.Process.Signal(os.Interrupt)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		done := make(chan struct{})
+		go func() { _ = p.caddy.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-ctx.Done():
+			_ = p.caddy.Process.Kill()
+		}
+		fmt.Fprintln(p.out, "make previews: Caddy stopped")
+	}
+	if p.pg != nil {
+		if err := p.pg.Stop(); err != nil {
+			fmt.Fprintln(p.out, "make previews: PostgreSQL did not stop:", err)
+			return
+		}
+		fmt.Fprintln(p.out, "make previews: PostgreSQL stopped")
+	}
+}
+
+func portOf(addr string) string {
+	if i := strings.LastIndexByte(addr, ':'); i >= 0 {
+		return addr[i+1:]
+	}
+	return addr
+}

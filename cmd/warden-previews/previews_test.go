@@ -1,0 +1,142 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func freeAddr(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// syncBuffer is the command's output, read while it runs.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+// TestP2MakePreviewsStartsThePlatformAndStopsIt: from an empty data
+// directory, `make previews`' program starts PostgreSQL, Caddy and warden
+// on the local platform and says where; a preview created through
+// warden's API is served through Caddy under its branch's host name with
+// its revision and a row of its own database; removed, it is gone; Ctrl-C
+// stops warden, Caddy and PostgreSQL.
+func TestP2MakePreviewsStartsThePlatformAndStopsIt(t *testing.T) {
+	bin := t.TempDir()
+	for name, pkg := range map[string]string{"warden": "../warden", "warden-previews": "."} {
+		out, err := exec.Command("go", "build", "-o", filepath.Join(bin, name), pkg).CombinedOutput()
+		require.NoError(t, err, "%s", out)
+	}
+	data := filepath.Join(t.TempDir(), "data")
+	abs, _ := filepath.Abs(filepath.Join(data, "previews"))
+	if pg, _ := clusterDir(abs); !strings.HasPrefix(pg, abs) {
+		t.Cleanup(func() { os.RemoveAll(filepath.Dir(pg)) }) // as root it lives under /var/tmp
+	}
+	listen, preview, admin := freeAddr(t), freeAddr(t), freeAddr(t)
+	cmd := exec.Command(filepath.Join(bin, "warden-previews"), "--listen", listen, "--preview-listen", preview, "--caddy-admin", admin,
+		"--data", data, "--warden", filepath.Join(bin, "warden"), "--source", "../../examples/previewapp", "--",
+		"--dispatch", "exec", "--dispatch-command", "/bin/true", "--env-reconcile-every", "1s")
+	cmd.Env = append(os.Environ(), "WARDEN_OPERATOR_TOKEN=op-token", "WARDEN_CALLBACK_TOKEN=cb-token")
+	var out syncBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	require.NoError(t, cmd.Start())
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		<-exited
+		_ = exec.Command("podman", "--runtime", "runc", "--cgroup-manager", "cgroupfs", "rm", "--force", "app-env-mp1").Run()
+	})
+	api := func(method, path string, body any) (int, map[string]any) {
+		var rd io.Reader
+		if body != nil {
+			b, _ := json.Marshal(body)
+			rd = bytes.NewReader(b)
+		}
+		req, _ := http.NewRequest(method, "http://"+listen+path, rd)
+		req.Header.Set("Authorization", "Bearer op-token")
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0, nil
+		}
+		defer resp.Body.Close()
+		var v map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&v)
+		return resp.StatusCode, v
+	}
+	require.Eventually(t, func() bool {
+		resp, err := http.Get("http://" + listen + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err == nil && resp.StatusCode == http.StatusOK
+	}, 60*time.Second, 100*time.Millisecond, "warden ready: %s", &out)
+	for _, said := range []string{"PostgreSQL on 127.0.0.1:", "Caddy's admin API on " + admin, "previews at http://<branch>.localhost:", "warden on http://" + listen} {
+		require.Contains(t, out.String(), said)
+	}
+
+	st, _ := api("POST", "/v1/environments", map[string]any{"id": "env-mp1", "branch": "demo", "revision": "abc123"})
+	require.Equal(t, http.StatusCreated, st)
+	state := func() string {
+		_, v := api("GET", "/v1/environments/env-mp1", nil)
+		s, _ := v["state"].(string)
+		return s
+	}
+	require.Eventually(t, func() bool { return state() == "ready" }, 90*time.Second, 200*time.Millisecond, "env-mp1 ready (now %s): %s", state(), &out)
+	req, _ := http.NewRequest("GET", "http://"+preview+"/", nil)
+	req.Host = "demo.localhost"
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Contains(t, string(page), "Preview env-mp1")
+	require.Contains(t, string(page), "<code>abc123</code>")
+	require.Contains(t, string(page), "own database")
+
+	st, _ = api("POST", "/v1/environments/env-mp1/remove", map[string]any{"reason": "done"})
+	require.Equal(t, http.StatusAccepted, st)
+	require.Eventually(t, func() bool { return state() == "removed" }, 60*time.Second, 200*time.Millisecond, "env-mp1 removed (now %s)", state())
+
+	require.NoError(t, cmd.Process.Signal(os.Interrupt))
+	select {
+	case err := <-exited:
+		require.NoError(t, err, "%s", &out)
+	case <-time.After(60 * time.Second):
+		t.Fatalf("make previews did not stop: %s", &out)
+	}
+	exited <- nil // for the cleanup
+	require.Contains(t, out.String(), "Caddy stopped")
+	require.Contains(t, out.String(), "PostgreSQL stopped")
+	for _, addr := range []string{listen, admin, preview} {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+		}
+		require.Error(t, err, "nothing listens on %s any more", addr)
+	}
+	require.False(t, strings.Contains(out.String(), "panic"), "%s", &out)
+}
