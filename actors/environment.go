@@ -122,10 +122,24 @@ func (k envKind) Step(rec EnvRecord, ev environment.Event, now time.Time) (EnvRe
 		if e2, adv := k.step(e, environment.Advance{Owner: k.sys.cfg.Env.Worker}, now); adv.Err == nil && (adv.Changed || len(adv.Effects) > 0) {
 			e, rd.Effects, rd.Wake = e2, adv.Effects, adv.Wake
 		}
-		return EnvRecord{Env: e, WakeAt: rd.Wake}, rd
+		return k.record(e, rd, now), rd
 	}
 	e, rd := k.step(rec.Env, ev, now)
-	return EnvRecord{Env: e, WakeAt: rd.Wake}, rd
+	return k.record(e, rd, now), rd
+}
+
+// record is the durable record after a step. Its wake-index time is the
+// step's wake; or now, on a store only this process writes, while an
+// attempt is in flight: a process that starts after a crash takes its dead
+// predecessor's attempts over at once (ExclusiveStore) rather than when
+// their leases would have expired. A live process's timer is armed at the
+// step's wake all the same.
+func (k envKind) record(e environment.Env, rd environment.Outcome, now time.Time) EnvRecord {
+	r := EnvRecord{Env: e, WakeAt: rd.Wake}
+	if e.Attempt != nil && k.sys.cfg.Env.ExclusiveStore {
+		r.WakeAt = now
+	}
+	return r
 }
 
 // Stage writes the record, and on one node, for a create, its branch's

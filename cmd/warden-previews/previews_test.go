@@ -43,7 +43,8 @@ func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return 
 // on the local platform and says where; a preview created through
 // warden's API is served through Caddy under its branch's host name with
 // its revision and a row of its own database; removed, it is gone; Ctrl-C
-// stops warden, Caddy and PostgreSQL.
+// stops warden, Caddy and PostgreSQL. The preview workflow's script
+// drives a pull request's preview on it too (P12).
 func TestP2MakePreviewsStartsThePlatformAndStopsIt(t *testing.T) {
 	bin := t.TempDir()
 	for name, pkg := range map[string]string{"warden": "../warden", "warden-previews": "."} {
@@ -68,7 +69,7 @@ func TestP2MakePreviewsStartsThePlatformAndStopsIt(t *testing.T) {
 	t.Cleanup(func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		<-exited
-		_ = exec.Command("podman", "--runtime", "runc", "--cgroup-manager", "cgroupfs", "rm", "--force", "app-env-mp1").Run()
+		_ = exec.Command("podman", "--runtime", "runc", "--cgroup-manager", "cgroupfs", "rm", "--force", "app-env-mp1", "app-pr-7-0123456").Run()
 	})
 	api := func(method, path string, body any) (int, map[string]any) {
 		var rd io.Reader
@@ -120,6 +121,37 @@ func TestP2MakePreviewsStartsThePlatformAndStopsIt(t *testing.T) {
 	st, _ = api("POST", "/v1/environments/env-mp1/remove", map[string]any{"reason": "done"})
 	require.Equal(t, http.StatusAccepted, st)
 	require.Eventually(t, func() bool { return state() == "removed" }, 60*time.Second, 200*time.Millisecond, "env-mp1 removed (now %s)", state())
+
+	// P12: the preview workflow's own script asks for a pull request's
+	// preview on this platform and removes it on close; the URL warden
+	// notifies is Caddy's.
+	sha := "0123456789abcdef0123456789abcdef01234567"
+	script := func(what string) {
+		c := exec.Command("../../examples/github/scripts/preview.sh", what)
+		c.Env = append(os.Environ(), "PR_NUMBER=7", "PR_BRANCH=Feature/Demo", "HEAD_SHA="+sha, "WARDEN_URL=http://"+listen,
+			"WARDEN_OPERATOR_TOKEN=op-token", "WARDEN_BIN="+filepath.Join(bin, "warden"))
+		b, err := c.CombinedOutput()
+		require.NoError(t, err, "preview.sh %s: %s", what, b)
+	}
+	script("create")
+	prState := func() (string, string) {
+		_, v := api("GET", "/v1/environments/pr-7-0123456", nil)
+		s, _ := v["state"].(string)
+		u, _ := v["url"].(string)
+		return s, u
+	}
+	require.Eventually(t, func() bool { s, _ := prState(); return s == "ready" }, 90*time.Second, 200*time.Millisecond, "the pull request's preview is ready: %s", &out)
+	_, url := prState()
+	require.Equal(t, "http://feature-demo.localhost:"+portOf(preview)+"/", url)
+	req, _ = http.NewRequest("GET", "http://"+preview+"/", nil)
+	req.Host = "feature-demo.localhost"
+	resp, err = http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	page, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Contains(t, string(page), "<code>"+sha+"</code>")
+	script("remove")
+	require.Eventually(t, func() bool { s, _ := prState(); return s == "removed" }, 60*time.Second, 200*time.Millisecond, "removed on close")
 
 	require.NoError(t, cmd.Process.Signal(os.Interrupt))
 	select {

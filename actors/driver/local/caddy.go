@@ -126,10 +126,11 @@ func (d *Routes) observation(h held, branch string) *driver.CapabilityObservatio
 		URL: d.URL(branch), Detail: fmt.Sprintf("generation %d of %s, upstream %s", h.generation, h.env, h.upstream)}
 	// Matches: the route sends its environment's traffic where that
 	// environment's application is (a route pointed elsewhere by hand at
-	// the same generation is drift, P10).
-	if up, err := d.Upstream(h.env); err == nil {
-		o.Matches = up == h.upstream
-	}
+	// the same generation is drift, P10). With no application to compare
+	// (its container gone), the route is not judged: that is the
+	// application's drift, and its repair sets the route again.
+	up, err := d.Upstream(h.env)
+	o.Matches = err != nil || up == h.upstream
 	return o
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/wardenhq/warden/actors"
 	"github.com/wardenhq/warden/actors/clock"
+	"github.com/wardenhq/warden/actors/driver"
 	"github.com/wardenhq/warden/actors/environment"
 	"github.com/wardenhq/warden/actors/marquee"
 	"github.com/wardenhq/warden/persistence"
@@ -39,9 +40,7 @@ func TestP9APreviewEndToEndOnTheRealParts(t *testing.T) {
 	c := startCaddy(t)
 	p := podmanHere(t)
 	cleanupPodman(t, p, "env-e1", "env-e2")
-	platform := Platform{PostgresAdmin: adminDSN, Migrations: "../../../examples/previewapp/migrations",
-		Podman: p.Binary, PodmanGlobal: podmanGlobal, PodmanRun: podmanRun, AppContext: p.Context,
-		CaddyAdmin: "http://" + c.admin, CaddyServer: "previews", PreviewListen: c.proxy, PreviewDomain: "localhost"}
+	platform := testPlatform(c, p)
 	drivers, err := platform.Drivers()
 	require.NoError(t, err)
 	store, err := persistence.Open(t.TempDir(), persistence.Options{})
@@ -105,6 +104,14 @@ func TestP9APreviewEndToEndOnTheRealParts(t *testing.T) {
 	require.Equal(t, http.StatusNotFound, resp.StatusCode, "the branch's route is gone")
 }
 
+// testPlatform is the local platform on this test's Caddy and podman and
+// the package's PostgreSQL.
+func testPlatform(c *caddy, p *Podman) Platform {
+	return Platform{PostgresAdmin: adminDSN, Migrations: "../../../examples/previewapp/migrations",
+		Podman: p.Binary, PodmanGlobal: podmanGlobal, PodmanRun: podmanRun, AppContext: p.Context,
+		CaddyAdmin: "http://" + c.admin, CaddyServer: "previews", PreviewListen: c.proxy, PreviewDomain: "localhost"}
+}
+
 func ownArtifacts() environment.Config {
 	c := environment.DefaultConfig()
 	c.RemoveArtifacts = true
@@ -134,4 +141,60 @@ func listResources(t *testing.T, p *Podman) []string {
 		c.Close(context.Background())
 	}
 	return out
+}
+
+// TestP10DriftOnTheRealPartsGoesThroughTheController: a ready preview's
+// container removed by hand is found by the reconciler and reprovisioned
+// through full readiness (auto-repair); its route pointed elsewhere
+// through Caddy's admin API at the same generation is recorded as drift
+// that waits for an operator (E15). (A database dropped by hand is seen by
+// the driver, TestP10ADatabaseDroppedByHandIsSeen; with the route's drift
+// open the controller waits for the operator before judging more.)
+func TestP10DriftOnTheRealPartsGoesThroughTheController(t *testing.T) {
+	c := startCaddy(t)
+	p := podmanHere(t)
+	cleanupPodman(t, p, "env-d1")
+	platform := testPlatform(c, p)
+	drivers, err := platform.Drivers()
+	require.NoError(t, err)
+	store, err := persistence.Open(t.TempDir(), persistence.Options{})
+	require.NoError(t, err)
+	defer store.Close()
+	sys, err := actors.Start(actors.Config{Store: store, Clock: clock.Real{}, Machine: marquee.Machine{Config: marquee.DefaultConfig()},
+		IdleAfter: -1, Env: actors.EnvConfig{Machine: environment.Machine{Config: ownArtifacts()}, Drivers: drivers, Worker: "w1", ReconcileEvery: 500 * time.Millisecond}})
+	require.NoError(t, err)
+	defer sys.Stop(context.Background())
+	env := func() environment.Env { e, err := sys.Environment("env-d1"); require.NoError(t, err); return e }
+	drift := func(capability environment.Capability, open bool) bool {
+		for _, d := range env().Drift {
+			if d.Capability == capability && (d.Outcome == "") == open {
+				return true
+			}
+		}
+		return false
+	}
+	_, err = sys.CreateEnvironment(context.Background(), environment.Create{ID: "env-d1", Branch: "branch-d1", Revision: "r1"})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return env().State == environment.Ready }, 90*time.Second, 100*time.Millisecond)
+
+	_, _, err = p.podman(context.Background(), "rm", "--force", "app-env-d1")
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		return drift(environment.App, false) && env().State == environment.Ready && appRunning(t, p, "env-d1")
+	},
+		90*time.Second, 100*time.Millisecond, "the container is reprovisioned through full readiness: %+v", env().Drift)
+
+	req, _ := http.NewRequest(http.MethodPatch, "http://"+c.admin+"/id/preview-branch-d1/handle/1/upstreams/0/dial", strings.NewReader(`"127.0.0.1:9"`))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Eventually(t, func() bool { return drift(environment.Route, true) }, 30*time.Second, 100*time.Millisecond,
+		"a route edited by hand waits for an operator: %+v", env().Drift)
+}
+
+func appRunning(t *testing.T, p *Podman, env string) bool {
+	res, err := p.Do(context.Background(), driver.CapabilityRequest{Capability: "app", Op: "observe", EnvID: env, Identity: "app-" + env, Revision: "r1"})
+	require.NoError(t, err)
+	return res.Observation.Matches
 }

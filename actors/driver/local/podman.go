@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os/exec"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -54,12 +55,19 @@ const (
 	LabelAppPort        = "warden.app.port"
 )
 
+// validImageName: the image and container names this driver makes, and
+// the revisions in them (a commit's full hash fits, with a pull
+// request's id beside it).
+var validImageNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,127}$`)
+
+func validImageName(s string) bool { return validImageNameRE.MatchString(s) }
+
 // maxPodmanOutput bounds what is read from one podman command.
 const maxPodmanOutput = 1 << 20
 
 // Do performs one operation (see Data.Do for results and errors).
 func (p *Podman) Do(ctx context.Context, r driver.CapabilityRequest) (driver.CapabilityResult, error) {
-	if !validName(r.Identity) || !validName(r.Revision) {
+	if !validImageName(r.Identity) || !validImageName(r.Revision) {
 		return driver.CapabilityResult{Category: "configuration", Message: fmt.Sprintf("identity %q or revision %q is not a name podman is given", r.Identity, r.Revision)}, nil
 	}
 	switch r.Capability + "/" + r.Op {
