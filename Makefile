@@ -141,6 +141,7 @@ fuzz:
 # stale.
 screenshots:
 	WARDEN_DOCS_SCREENSHOTS=1 $(GO) test -count=1 ./httpapi -run 'TestO7O8ConsoleInChromium$$'
+	WARDEN_DOCS_SCREENSHOTS=1 $(GO) test -count=1 ./cmd/warden-previews -run 'TestP2MakePreviewsStartsThePlatformAndStopsIt$$'
 
 # go install into an empty GOBIN with a clean module cache (CI runs it).
 install-check:

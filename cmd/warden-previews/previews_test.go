@@ -117,6 +117,7 @@ func TestP2MakePreviewsStartsThePlatformAndStopsIt(t *testing.T) {
 	require.Contains(t, string(page), "Preview env-mp1")
 	require.Contains(t, string(page), "<code>abc123</code>")
 	require.Contains(t, string(page), "own database")
+	saveScreenshot(t, "http://"+listen, "op-token", "env-mp1", "http://demo.localhost:"+portOf(preview)+"/")
 
 	st, _ = api("POST", "/v1/environments/env-mp1/remove", map[string]any{"reason": "done"})
 	require.Equal(t, http.StatusAccepted, st)

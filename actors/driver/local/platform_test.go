@@ -93,7 +93,14 @@ func TestP9APreviewEndToEndOnTheRealParts(t *testing.T) {
 
 	_, err = sys.EnvironmentCommand(context.Background(), "env-e2", environment.RemoveEnv{Reason: "branch merged"})
 	require.NoError(t, err)
-	reach("env-e2", environment.Removed)
+	tomb := reach("env-e2", environment.Removed)
+	require.NotNil(t, tomb.Tombstone)
+	removed := map[string]string{}
+	for _, r := range tomb.Resources {
+		removed[string(r.Capability)+" "+r.Identity] = r.Status
+	}
+	require.Equal(t, map[string]string{"artifact artifact-env-e2-r2": "removed", "database db-env-e2": "removed", "app app-env-e2": "removed",
+		"route route-feature-e-2": "removed"}, removed, "the tombstone lists what it owned, each removed")
 	left := listResources(t, p)
 	for _, env := range []string{"env-e1", "env-e2"} {
 		require.False(t, slices.ContainsFunc(left, func(s string) bool { return strings.Contains(s, env) }), "%s left %v", env, left)
