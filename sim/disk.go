@@ -38,14 +38,19 @@ func (d *diskFaults) isArmed() bool {
 	return d.armed != ""
 }
 
-// hasFired reports whether the armed fault fired; clear resets it.
-func (d *diskFaults) hasFired(clear bool) bool {
+// hasFired reports whether the armed fault fired.
+func (d *diskFaults) hasFired() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.fired
+}
+
+// takeFired reports whether it fired, and forgets it.
+func (d *diskFaults) takeFired() bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	f := d.fired
-	if clear {
-		d.fired = false
-	}
+	d.fired = false
 	return f
 }
 
@@ -118,7 +123,7 @@ func (w *world) storedState(r *refusedWrite) (any, bool) {
 // sealed (S1) and the process exits (S3), which the simulator runs as a
 // crash: only what was synced survives.
 func (w *world) storageFatal() {
-	if !w.disk.hasFired(true) {
+	if !w.disk.takeFired() {
 		w.violate("S1", "the store sealed without an injected disk fault: %v", w.store.Health().Failed())
 	}
 	w.cover("S1")
@@ -145,7 +150,7 @@ func (w *world) checkRefused() {
 // checkSealed: a fault that fired must have stopped the process before
 // any other commit (S1's "no further commit is attempted").
 func (w *world) checkSealed() {
-	if w.disk.hasFired(false) {
+	if w.disk.hasFired() {
 		w.violate("S1", "a commit succeeded after the disk failed a WAL %s", "write or sync")
 	}
 }

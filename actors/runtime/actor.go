@@ -242,7 +242,7 @@ func (h *Handle[S, E, O]) step(ev E, d *persistence.DedupRecord) (O, error) {
 // effects: its wake is the one already armed.
 func (h *Handle[S, E, O]) commit(ev E, next S, out O, d *persistence.DedupRecord) error {
 	rt, k := h.rt, h.key
-	if !out.Writes() && d == nil {
+	if !writes(out, d != nil) {
 		before := h.rec
 		h.rec = next
 		h.committed(ev, before, next, out, false)
@@ -414,6 +414,11 @@ func clipID(s string) string {
 	return s
 }
 
+// writes says whether a step commits: it has something to persist, or a
+// delivery whose reply must be kept (commit and DescribeWrite agree by
+// asking here).
+func writes[O Outcome](out O, delivery bool) bool { return out.Writes() || delivery }
+
 // stage puts one step into w: the kind's writes, its wake-index move and a
 // delivery's record holding the step's reply (I5, M20).
 func stage[S, E any, O Outcome](k Kind[S, E, O], w persistence.Writer, id string, before, next S, out O, d *persistence.DedupRecord) {
@@ -433,7 +438,7 @@ func stage[S, E any, O Outcome](k Kind[S, E, O], w persistence.Writer, id string
 // delivery is the request's delivery id ("" for none). A refused step
 // writes nothing.
 func DescribeWrite[S, E any, O Outcome](k Kind[S, E, O], id string, before, next S, out O, delivery string) string {
-	if out.Refusal() != nil || !out.Writes() && delivery == "" {
+	if out.Refusal() != nil || !writes(out, delivery != "") {
 		return "none"
 	}
 	var d *persistence.DedupRecord

@@ -103,8 +103,12 @@ type Runtime struct {
 	settled chan struct{}
 }
 
-// nudge tells a waiting Stop to look again.
+// nudge tells a waiting Stop to look again; before Stop, every message
+// would pay for a channel send nobody reads.
 func (rt *Runtime) nudge() {
+	if !rt.stopping.Load() {
+		return
+	}
 	select {
 	case rt.settled <- struct{}{}:
 	default:

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"io"
 	"net"
 	"net/http"
@@ -16,6 +15,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/wardenhq/warden/cmd/internal/testkit"
 )
 
 func freeAddr(t *testing.T) string {
@@ -47,10 +48,10 @@ func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return 
 // drives a pull request's preview on it too (P12).
 func TestP2MakePreviewsStartsThePlatformAndStopsIt(t *testing.T) {
 	bin := t.TempDir()
-	for name, pkg := range map[string]string{"warden": "../warden", "warden-previews": "."} {
-		out, err := exec.Command("go", "build", "-o", filepath.Join(bin, name), pkg).CombinedOutput()
-		require.NoError(t, err, "%s", out)
-	}
+	_, err := testkit.BuildWarden(bin)
+	require.NoError(t, err)
+	out0, err := exec.Command("go", "build", "-o", filepath.Join(bin, "warden-previews"), ".").CombinedOutput()
+	require.NoError(t, err, "%s", out0)
 	data := filepath.Join(t.TempDir(), "data")
 	abs, _ := filepath.Abs(filepath.Join(data, "previews"))
 	if pg, _ := clusterDir(abs); !strings.HasPrefix(pg, abs) {
@@ -72,22 +73,8 @@ func TestP2MakePreviewsStartsThePlatformAndStopsIt(t *testing.T) {
 		_ = exec.Command("podman", "--runtime", "runc", "--cgroup-manager", "cgroupfs", "rm", "--force", "app-env-mp1", "app-pr-7-0123456").Run()
 	})
 	api := func(method, path string, body any) (int, map[string]any) {
-		var rd io.Reader
-		if body != nil {
-			b, _ := json.Marshal(body)
-			rd = bytes.NewReader(b)
-		}
-		req, _ := http.NewRequest(method, "http://"+listen+path, rd)
-		req.Header.Set("Authorization", "Bearer op-token")
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return 0, nil
-		}
-		defer resp.Body.Close()
-		var v map[string]any
-		_ = json.NewDecoder(resp.Body).Decode(&v)
-		return resp.StatusCode, v
+		st, v, _ := testkit.Do(http.DefaultClient, "http://"+listen, method, path, "op-token", body, "")
+		return st, v
 	}
 	require.Eventually(t, func() bool {
 		resp, err := http.Get("http://" + listen + "/readyz")

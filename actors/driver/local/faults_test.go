@@ -7,7 +7,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -33,17 +33,13 @@ type fault struct {
 type faulty struct {
 	inner   driver.Capability
 	f       fault
-	mu      *sync.Mutex
-	fired   *bool
+	fired   *atomic.Bool
 	crashed chan struct{}
 	release chan struct{}
 }
 
 func (d faulty) Do(ctx context.Context, r driver.CapabilityRequest) (driver.CapabilityResult, error) {
-	d.mu.Lock()
-	fire := !*d.fired && r.Capability+"/"+r.Op == d.f.op
-	*d.fired = *d.fired || fire
-	d.mu.Unlock()
+	fire := r.Capability+"/"+r.Op == d.f.op && d.fired.CompareAndSwap(false, true)
 	switch {
 	case !fire:
 		return d.inner.Do(ctx, r)
@@ -94,12 +90,11 @@ func TestP11EveryBoundaryEndsWhereAnUninterruptedRunEnds(t *testing.T) {
 func runThrough(t *testing.T, platform Platform, c *caddy, f fault, env, branch string) [2]string {
 	drivers, err := platform.Drivers()
 	require.NoError(t, err)
-	var mu sync.Mutex
-	fired := false
+	var fired atomic.Bool
 	crashed, release := make(chan struct{}), make(chan struct{})
 	defer close(release)
 	for k, d := range drivers {
-		drivers[k] = faulty{inner: d, f: f, mu: &mu, fired: &fired, crashed: crashed, release: release}
+		drivers[k] = faulty{inner: d, f: f, fired: &fired, crashed: crashed, release: release}
 	}
 	store, err := persistence.Open(t.TempDir(), persistence.Options{})
 	require.NoError(t, err)
