@@ -72,6 +72,8 @@ type Options struct {
 	// DevTokenHint, if set, is shown on the sign-in page: where the
 	// development operator token is (make run's, which is public anyway).
 	DevTokenHint string
+	// Maintenance takes backups and verifies the store (D4, D6); nil: none.
+	Maintenance Maintenance
 }
 
 // Server is the API's http.Handler.
@@ -167,6 +169,7 @@ func New(sys *actors.System, o Options) *Server {
 	r.POST("/v1/cluster/drain", s.query(noQuery, s.write(s.drain)))
 	r.POST("/v1/internal/messages", s.query(noQuery, s.internalMessage))
 	r.GET("/v1/actors", s.query(noQuery, s.read(s.actors)))
+	s.routeMaintenance(r)
 	r.GET("/v1/openapi.json", s.query(noQuery, s.openAPI))
 	r.GET("/healthz", func(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})

@@ -33,6 +33,9 @@ type etcdBackend struct {
 	c       *clientv3.Client
 	timeout time.Duration
 	health  *Health
+	// rev, if set, pins every read at that revision: a point-in-time view
+	// (View) that takes no writes.
+	rev int64
 	// answered, if set, sees a transaction's answer before the backend
 	// does: tests lose the answer of one that committed there.
 	answered func(error) error
@@ -98,7 +101,7 @@ func (e *etcdBackend) ctx() (context.Context, context.CancelFunc) {
 func (e *etcdBackend) Get(key []byte, f func([]byte) error) error {
 	ctx, cancel := e.ctx()
 	defer cancel()
-	r, err := e.c.Get(ctx, DataPrefix+string(key))
+	r, err := e.c.Get(ctx, DataPrefix+string(key), e.at()...)
 	if err != nil {
 		return e.readFailure(key, err)
 	}
@@ -116,8 +119,8 @@ func (e *etcdBackend) Scan(lower, upper []byte, f func(k, v []byte) (bool, error
 	}
 	for {
 		ctx, cancel := e.ctx()
-		r, err := e.c.Get(ctx, from, clientv3.WithRange(end), clientv3.WithLimit(etcdScanPage),
-			clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend))
+		r, err := e.c.Get(ctx, from, append(e.at(), clientv3.WithRange(end), clientv3.WithLimit(etcdScanPage),
+			clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend))...)
 		cancel()
 		if err != nil {
 			return e.readFailure(lower, err)
@@ -135,7 +138,20 @@ func (e *etcdBackend) Scan(lower, upper []byte, f func(k, v []byte) (bool, error
 	}
 }
 
-func (e *etcdBackend) NewWrites() Writes { return &etcdWrites{e: e} }
+// at is the read option of a pinned view.
+func (e *etcdBackend) at() []clientv3.OpOption {
+	if e.rev == 0 {
+		return nil
+	}
+	return []clientv3.OpOption{clientv3.WithRev(e.rev)}
+}
+
+func (e *etcdBackend) NewWrites() Writes {
+	if e.rev != 0 {
+		return refusedWrites{}
+	}
+	return &etcdWrites{e: e}
+}
 
 type etcdWrites struct {
 	e   *etcdBackend

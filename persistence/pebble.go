@@ -141,6 +141,11 @@ func (p *pebbleBackend) Scan(lower, upper []byte, f func(k, v []byte) (bool, err
 	if err != nil {
 		return readFailure(lower, err)
 	}
+	return iterate(it, lower, f)
+}
+
+// iterate walks an iterator to its end, or until f stops it, and closes it.
+func iterate(it *pebble.Iterator, lower []byte, f func(k, v []byte) (bool, error)) error {
 	for ok := it.First(); ok; ok = it.Next() {
 		more, err := f(it.Key(), it.Value())
 		if err != nil {

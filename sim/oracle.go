@@ -256,3 +256,24 @@ func jobIDs(js []admission.Job) []string {
 	}
 	return out
 }
+
+// checkStore runs warden verify's checks (D6) on the store the run left:
+// whatever the faults did, every record decodes and the invariants across
+// records hold. The records the malformed-record fault planted are the
+// only decode problems allowed.
+func (w *world) checkStore() {
+	rep, err := actors.Verify(w.store, actors.VerifyOptions{Machine: w.machine, EnvMachine: w.envConfig(w.inc).Machine,
+		Pools: map[string]int{"default": 2}, Now: w.now()})
+	if err != nil {
+		w.violate("D6", "verify: %v", err)
+		return
+	}
+	for _, p := range rep.Problems {
+		if p.Check == actors.CheckDecode && strings.Contains(p.Key, "/zz-malformed-") {
+			continue
+		}
+		w.violate("D6", "%s %s: %s", p.Check, p.Key, p.Detail)
+		return
+	}
+	w.cover("D6")
+}

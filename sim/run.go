@@ -99,6 +99,9 @@ func Run(o Options) Result {
 	if w.violation == nil {
 		w.checkEnvs()
 	}
+	if w.violation == nil {
+		w.checkStore()
+	}
 	r := Result{Seed: o.Seed, Config: w.faults.String(), Violation: w.violation, Trace: w.trace, Steps: w.steps,
 		Messages: w.messages, Crashes: w.crashes, SimTime: w.now().Sub(epoch), Coverage: w.coverage, Fired: w.faults.fired, Final: w.final()}
 	sum := sha256.Sum256([]byte(strings.Join(w.trace, "\n")))

@@ -33,6 +33,10 @@ type Handle[S, E any, O Outcome] struct {
 	entry  *entry
 	rec    S
 	exists bool
+	// wake is the wake-index entry the store holds for the entity: the
+	// stored record's, not rec's (a step that wrote nothing keeps its
+	// record in memory, its wake included, and the index where it was).
+	wake time.Time
 	// held are answers waiting until the record allows them (Kind.Holds).
 	held []chan<- answer[S, O]
 	// deliveries holds every delivery id stored for the entity while
@@ -94,6 +98,7 @@ func (a *entityActor[S, E, O]) start(ctx actor.Context) {
 		exists = false
 	}
 	h.rec, h.exists = rec, exists
+	h.wake = h.kind.WakeOf(rec)
 	h.rt.reg.mu.Lock()
 	afterFailure := h.entry.restart.pending
 	h.entry.restart.pending = false
@@ -263,7 +268,7 @@ func (h *Handle[S, E, O]) commit(ev E, next S, out O, d *persistence.DedupRecord
 	}
 	b := rt.cfg.Store.NewBatch()
 	b.Fence(fence)
-	stage(h.kind, b, k.ID, h.rec, next, out, d)
+	stage(h.kind, b, k.ID, h.rec, h.wake, next, out, d)
 	start := rt.cfg.Clock.Now()
 	err = b.Commit()
 	rt.cfg.Metrics.Persist.Observe(rt.cfg.Clock.Since(start).Seconds())
@@ -276,7 +281,7 @@ func (h *Handle[S, E, O]) commit(ev E, next S, out O, d *persistence.DedupRecord
 	}
 	h.entry.commits.Add(1)
 	before := h.rec
-	h.rec, h.exists = next, true
+	h.rec, h.exists, h.wake = next, true, h.kind.WakeOf(next)
 	h.committed(ev, before, next, out, true)
 	h.kind.Observe(h, ev, before, next, out)
 	_ = rt.fault(FaultAfterPersist, k.ID)
@@ -419,12 +424,14 @@ func clipID(s string) string {
 // asking here).
 func writes[O Outcome](out O, delivery bool) bool { return out.Writes() || delivery }
 
-// stage puts one step into w: the kind's writes, its wake-index move and a
-// delivery's record holding the step's reply (I5, M20).
-func stage[S, E any, O Outcome](k Kind[S, E, O], w persistence.Writer, id string, before, next S, out O, d *persistence.DedupRecord) {
+// stage puts one step into w: the kind's writes, its wake-index move from
+// the entry stored (wake: a step that wrote nothing may have changed the
+// record's wake in memory only) and a delivery's record holding the step's
+// reply (I5, M20).
+func stage[S, E any, O Outcome](k Kind[S, E, O], w persistence.Writer, id string, before S, wake time.Time, next S, out O, d *persistence.DedupRecord) {
 	k.Stage(w, id, before, next, out)
 	if wk := k.WakeKind(); wk != "" {
-		w.MoveWake(wk, id, k.WakeOf(before), k.WakeOf(next))
+		w.MoveWake(wk, id, wake, k.WakeOf(next))
 	}
 	if d != nil {
 		d.Status, d.Body = 200, out.Encoded()
@@ -446,6 +453,6 @@ func DescribeWrite[S, E any, O Outcome](k Kind[S, E, O], id string, before, next
 		d = &persistence.DedupRecord{DeliveryID: delivery, Entity: id}
 	}
 	var r persistence.Recorder
-	stage(k, &r, id, before, next, out, d)
+	stage(k, &r, id, before, k.WakeOf(before), next, out, d)
 	return r.String()
 }

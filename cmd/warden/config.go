@@ -201,12 +201,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.DurationVar(&c.BootstrapTimeout, "bootstrap-timeout", 5*time.Minute, "limit on one bootstrap run")
 	fs.StringVar(&c.ControlPlaneURL, "control-plane-url", "", "control plane base URL (empty: chats unknown, live hosts preserved)")
 	fs.Var(poolFlag(c.Pools), "pool", "admission pool NAME=LIMIT (repeatable; default default=1)")
-	fs.DurationVar(&c.Rules.StaleAfter, "stale-after", c.Rules.StaleAfter, "no callback for this long makes an attempt stuck (M21)")
-	fs.DurationVar(&c.Rules.ProvisioningTimeout, "provisioning-timeout", c.Rules.ProvisioningTimeout, "per-attempt provisioning timeout (M22)")
-	fs.DurationVar(&c.Rules.NullWindow, "null-window", c.Rules.NullWindow, "how long a first null waits for its confirmation (M16)")
-	fs.Var(durationsFlag{&c.Rules.RetryBackoff}, "retry-backoff", "waits after stuck retries 1..n; n is the retry cap (M21)")
-	fs.DurationVar(&c.Rules.BootstrapBackoff, "bootstrap-backoff", c.Rules.BootstrapBackoff, "first wait after a failed bootstrap, doubling (M19)")
-	fs.DurationVar(&c.Rules.ChatsRecheckAfter, "chats-recheck", c.Rules.ChatsRecheckAfter, "when an unanswered control-plane question is asked again (M18)")
+	ruleFlags(fs, &c.Rules)
 	fs.BoolVar(&c.ProtectMetrics, "protect-metrics", false, "require the operator token on /metrics")
 	fs.StringVar(&c.LogFormat, "log-format", "text", "log format: text or json")
 	fs.TextVar(&c.LogLevel, "log-level", slog.LevelInfo, "least level logged: debug (Pebble's routine messages too), info, warn or error")
@@ -344,6 +339,17 @@ func (f bytesFlag) Set(v string) error {
 
 // defaultCallbackAuth is T2's default: scoped always, shared and Standard
 // Webhooks where their secrets are configured; github-oidc only when asked.
+// ruleFlags are the marquee machine's timings: warden serve runs by them,
+// warden verify judges the wake index by them.
+func ruleFlags(fs *flag.FlagSet, r *marquee.Config) {
+	fs.DurationVar(&r.StaleAfter, "stale-after", r.StaleAfter, "no callback for this long makes an attempt stuck (M21)")
+	fs.DurationVar(&r.ProvisioningTimeout, "provisioning-timeout", r.ProvisioningTimeout, "per-attempt provisioning timeout (M22)")
+	fs.DurationVar(&r.NullWindow, "null-window", r.NullWindow, "how long a first null waits for its confirmation (M16)")
+	fs.Var(durationsFlag{&r.RetryBackoff}, "retry-backoff", "waits after stuck retries 1..n; n is the retry cap (M21)")
+	fs.DurationVar(&r.BootstrapBackoff, "bootstrap-backoff", r.BootstrapBackoff, "first wait after a failed bootstrap, doubling (M19)")
+	fs.DurationVar(&r.ChatsRecheckAfter, "chats-recheck", r.ChatsRecheckAfter, "when an unanswered control-plane question is asked again (M18)")
+}
+
 func (c *config) defaultCallbackAuth() []string {
 	modes := []string{httpapi.ModeScoped}
 	if c.CallbackToken != "" {

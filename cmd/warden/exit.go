@@ -14,7 +14,7 @@ import (
 // refusal (examples/systemd's RestartPreventExitStatus).
 const (
 	exitFailure = 1  // anything else
-	exitCorrupt = 65 // EX_DATAERR: the store is damaged and refused (S7)
+	exitCorrupt = 65 // EX_DATAERR: the store is damaged and refused (S7), or newer than this build (D8)
 	exitStorage = 74 // EX_IOERR: a write or sync failed while running (S3)
 	exitConfig  = 78 // EX_CONFIG: the configuration is refused
 )
@@ -33,10 +33,11 @@ func exitStatusOf(err error) int {
 	var se statusError
 	var corrupt *persistence.CorruptStoreError
 	var f *persistence.Failure
+	var newer *persistence.NewerFormatError
 	switch {
 	case errors.As(err, &se):
 		return se.code
-	case errors.As(err, &corrupt), errors.As(err, &f) && f.Cause == persistence.Corrupted:
+	case errors.As(err, &corrupt), errors.As(err, &newer), errors.As(err, &f) && f.Cause == persistence.Corrupted:
 		return exitCorrupt
 	case errors.As(err, &f):
 		return exitStorage

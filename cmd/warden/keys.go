@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/wardenhq/warden/actors"
@@ -28,11 +29,25 @@ func rekey(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 	fs := flag.NewFlagSet("warden rekey", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	data := fs.String("data", envOr(getenv, "WARDEN_DATA", "./data"), "data directory (warden must be stopped)")
-	keyFile := fs.String("seal-key-file", getenv("WARDEN_SEAL_KEY_FILE"), "seal keyring (default <data>/seal.key)")
+	keyFile := fs.String("seal-key-file", getenv("WARDEN_SEAL_KEY_FILE"), "seal keyring (default <data>/seal.key; on a cluster, the one every node is given)")
+	var endpoints []string
+	fs.Var(listFlag{&endpoints}, "etcd-endpoints", "a cluster's etcd client URLs: rekey its store (every node stopped, D9)")
+	var ef etcdFlags
+	ef.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	path := keyPath(*keyFile, *data, sealKeyName)
+	open := func() (*persistence.Store, func(), error) {
+		st, err := persistence.Open(*data, persistence.Options{})
+		if err != nil {
+			return nil, nil, fmt.Errorf("%w (is warden still running on %s? stop it first)", err, *data)
+		}
+		return st, func() {}, nil
+	}
+	if len(endpoints) > 0 {
+		open = func() (*persistence.Store, func(), error) { return openClusterStore(endpoints, ef) }
+	}
 	if err := prepareDataDir(*data); err != nil {
 		return err
 	}
@@ -49,14 +64,15 @@ func rekey(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 	} else {
 		fmt.Fprintf(stdout, "resuming an unfinished rekey to %s\n", ring.Active().ID)
 	}
-	store, err := persistence.Open(*data, persistence.Options{})
+	store, done, err := open()
 	if err != nil {
-		return fmt.Errorf("%w (is warden still running on %s? stop it first)", err, *data)
+		return err
 	}
 	n, err := actors.Reseal(store, trust.NewSealer(ring))
 	if cerr := store.Close(); err == nil {
 		err = cerr
 	}
+	done()
 	if err != nil {
 		return fmt.Errorf("reseal: %w; run `warden rekey` again to resume", err)
 	}
@@ -67,6 +83,25 @@ func rekey(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 	}
 	fmt.Fprintf(stdout, "%d records resealed under %s; keyring holds %d key(s)\n", n, ring.Active().ID, len(ring.Keys))
 	return nil
+}
+
+// openClusterStore opens a cluster's store in etcd for a command that
+// writes it with every node stopped: a node still holding a lease could
+// write the same records (and its writes would not be fenced against ours).
+func openClusterStore(endpoints []string, ef etcdFlags) (*persistence.Store, func(), error) {
+	c, err := ef.dial(endpoints)
+	if err != nil {
+		return nil, nil, err
+	}
+	who, err := clusterServing(c)
+	if err == nil && who != "" {
+		err = fmt.Errorf("the cluster on %s is serving (%s holds a lease): stop every node first", strings.Join(endpoints, ","), who)
+	}
+	if err != nil {
+		c.Close()
+		return nil, nil, err
+	}
+	return persistence.OpenBackend(persistence.OpenEtcd(c, etcdRequestTimeout), nil), func() { c.Close() }, nil
 }
 
 // rotateCallbackKey puts a new signing key first (T1). The old one is

@@ -89,7 +89,7 @@ func newRoot(getenv func(string) string, stdout, stderr io.Writer) *cobra.Comman
 	errCode := func(err error) int {
 		if err != nil {
 			fmt.Fprintln(stderr, "warden:", err)
-			return 1
+			return exitStatusOf(err)
 		}
 		return 0
 	}
@@ -110,6 +110,18 @@ func newRoot(getenv func(string) string, stdout, stderr io.Writer) *cobra.Comman
 		}),
 		own("rekey", "re-encrypt every sealed secret under a new seal key (warden stopped; resumes after a crash)", func(a []string) int {
 			return errCode(rekey(a, getenv, stdout, stderr))
+		}),
+		own("backup", "copy a running warden's store, consistently, while it serves: --to DIR (D4)", func(a []string) int {
+			return errCode(backupCmd(a, getenv, stdout, stderr))
+		}),
+		own("restore", "restore a checked backup into a new data directory: --from DIR --data NEW (D5)", func(a []string) int {
+			return errCode(restoreCmd(a, getenv, stdout, stderr))
+		}),
+		own("verify", "check every record and the invariants across them: --data DIR (stopped) or --live (D6)", func(a []string) int {
+			return errCode(verifyCmd(a, getenv, stdout, stderr))
+		}),
+		own("migrate", "copy a stopped store to an empty one, Pebble to etcd or back, and verify both: --from pebble:DIR --to etcd:URLS (D7)", func(a []string) int {
+			return errCode(migrateCmd(a, getenv, stdout, stderr))
 		}),
 		own("rotate-callback-key", "start a new scoped-credential signing key; the old one verifies for --callback-token-ttl", func(a []string) int {
 			return errCode(rotateCallbackKey(a, getenv, stdout, stderr))

@@ -105,6 +105,10 @@ func (p *process) start() error {
 	if err := p.openStore(tm); err != nil {
 		return err
 	}
+	// A store a newer warden wrote is refused before anything reads it (D8).
+	if err := p.store.CheckFormat(buildinfo.Read().Short()); err != nil {
+		return err
+	}
 	cfg, err := p.systemConfig(tm)
 	if err != nil {
 		return err
@@ -246,7 +250,8 @@ func (p *process) serveAPI(tm *trustMaterial) {
 	api := http.Handler(httpapi.New(p.sys, httpapi.Options{CallbackToken: c.CallbackToken, OperatorToken: c.OperatorToken,
 		Operators: tm.operators, CallbackModes: c.CallbackAuth, CallbackKeys: tm.signing, CallbackTokenTTL: c.CallbackTokenTTL,
 		Webhooks: tm.webhooks, OIDC: tm.oidc, ProtectMetrics: c.ProtectMetrics, NoopWebhook: c.benchNoop,
-		Cluster: clusterAPI, ClusterToken: c.ClusterToken, Logger: p.log, PublicURL: c.PublicURL, DevTokenHint: devTokenHint(c)}))
+		Cluster: clusterAPI, ClusterToken: c.ClusterToken, Logger: p.log, PublicURL: c.PublicURL, DevTokenHint: devTokenHint(c),
+		Maintenance: maintenance{p}}))
 	p.live.Store(&api)
 	p.log.Info("ready", "version", bi.Version, "commit", bi.CommitLabel(), "data", c.Data, "dispatch", c.Dispatch, "bootstrap", c.Bootstrap, "pools", poolFlag(c.Pools).String(),
 		"callback_auth", strings.Join(c.CallbackAuth, ","), "operators", len(tm.operators)+min(1, len(c.OperatorToken)), "read_only", p.store.Health().ReadOnly() != nil)

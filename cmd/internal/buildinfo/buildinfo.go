@@ -17,6 +17,10 @@ type Info struct {
 	GoVersion string
 }
 
+// version is stamped by `make dist` (-ldflags -X) from git describe: a
+// release's tag, which a build from a working tree does not otherwise know.
+var version string
+
 // Read reads the binary's own build information.
 func Read() Info {
 	info := Info{Version: "(unknown)", Commit: "unknown"}
@@ -27,6 +31,9 @@ func Read() Info {
 	info.GoVersion = bi.GoVersion
 	if bi.Main.Version != "" {
 		info.Version = bi.Main.Version
+	}
+	if version != "" {
+		info.Version = version
 	}
 	for _, s := range bi.Settings {
 		switch s.Key {
@@ -45,6 +52,19 @@ func (i Info) CommitLabel() string {
 		return i.Commit + "+modified"
 	}
 	return i.Commit
+}
+
+// Short names the build in a store's format record and its refusals:
+// the version and the commit's first twelve digits.
+func (i Info) Short() string {
+	c := i.CommitLabel()
+	if len(i.Commit) > 12 {
+		c = i.Commit[:12]
+		if i.Modified {
+			c += "+modified"
+		}
+	}
+	return i.Version + " (" + c + ")"
 }
 
 func (i Info) String() string {

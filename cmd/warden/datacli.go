@@ -1,0 +1,530 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/wardenhq/warden/actors"
+	"github.com/wardenhq/warden/actors/cluster"
+	"github.com/wardenhq/warden/actors/environment"
+	"github.com/wardenhq/warden/actors/marquee"
+	"github.com/wardenhq/warden/actors/trust"
+	"github.com/wardenhq/warden/persistence"
+	"github.com/wardenhq/warden/persistence/etcdembed"
+)
+
+// The data's life from the command line (D4-D7, D9): backup asks a
+// running warden; verify reads a stopped store (or asks a running one);
+// restore and migrate write a new store from a checked source.
+
+// parseError is a flag set's refusal as a usage error; -h is no error.
+func parseError(err error) error {
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	return usageError("%v", err)
+}
+
+// exitProblems is verify's status when the store has a problem: the data
+// is wrong, not the command (EX_DATAERR, as a damaged store at start).
+const exitProblems = exitCorrupt
+
+// verifyFlags are what an offline check needs of the configuration.
+type verifyFlags struct {
+	data, keyFile string
+	pools         poolFlag
+	rules         marquee.Config
+	retention     time.Duration
+	json          bool
+}
+
+func (v *verifyFlags) register(fs *flag.FlagSet, getenv func(string) string) {
+	v.pools = poolFlag{}
+	v.rules = marquee.DefaultConfig()
+	fs.StringVar(&v.data, "data", envOr(getenv, "WARDEN_DATA", "./data"), "data directory")
+	fs.StringVar(&v.keyFile, "seal-key-file", getenv("WARDEN_SEAL_KEY_FILE"), "seal keyring (default <data>/seal.key)")
+	fs.Var(v.pools, "pool", "a pool's limit, name=limit, as warden serve is given it (repeatable): checked against its reservations (I7)")
+	ruleFlags(fs, &v.rules)
+	fs.DurationVar(&v.retention, "dedup-retention", 72*time.Hour, "how long deliveries are kept, as warden serve is given it")
+	fs.BoolVar(&v.json, "json", false, "print the report as JSON")
+}
+
+func (v *verifyFlags) options(sealer *trust.Sealer) actors.VerifyOptions {
+	return actors.VerifyOptions{Sealer: sealer, Machine: marquee.Machine{Config: v.rules},
+		EnvMachine: environment.Machine{Config: environment.DefaultConfig()}, Pools: v.pools, DedupRetention: v.retention}
+}
+
+// sealerFor loads the seal keyring if there is one (a store written
+// without one holds no sealed field, and verify says so if it does).
+func sealerFor(path string) (*trust.Sealer, *trust.Keyring, error) {
+	ring, err := trust.LoadKeyring(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("seal key: %w", err)
+	}
+	return trust.NewSealer(ring), ring, nil
+}
+
+func printReport(w io.Writer, rep actors.VerifyReport, asJSON bool) error {
+	if asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprint(w, rep.Text())
+	}
+	if !rep.OK() {
+		return statusError{exitProblems, fmt.Errorf("verify: %d problem(s) in the store", len(rep.Problems)+rep.Unlisted)}
+	}
+	return nil
+}
+
+// verifyCmd is `warden verify`: offline on a stopped store, or --live.
+func verifyCmd(args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("warden verify", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var v verifyFlags
+	v.register(fs, getenv)
+	live := fs.Bool("live", false, "ask a running warden to check its store at one instant (--server, --token-file)")
+	server := fs.String("server", envOr(getenv, "WARDEN_URL", "http://127.0.0.1:8080"), "with --live: warden's base URL")
+	tokenFile := fs.String("token-file", "", "with --live: file holding an operator token (else WARDEN_OPERATOR_TOKEN)")
+	if err := fs.Parse(args); err != nil {
+		return parseError(err)
+	}
+	if *live {
+		return verifyLive(clientOptions{server: *server, tokenFile: *tokenFile, output: "json", getenv: getenv}, stdout, v.json)
+	}
+	lock, err := lockDataDir(v.data)
+	if err != nil {
+		return fmt.Errorf("%w (warden is serving on %s: use warden verify --live)", err, v.data)
+	}
+	defer lock.Close()
+	sealer, _, err := sealerFor(keyPath(v.keyFile, v.data, sealKeyName))
+	if err != nil {
+		return err
+	}
+	st, err := persistence.OpenReadOnly(v.data, nil)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	start := time.Now()
+	rep, err := actors.Verify(st, v.options(sealer))
+	if err != nil {
+		return err
+	}
+	if !v.json {
+		fmt.Fprintf(stdout, "verified %s in %s\n", v.data, time.Since(start).Round(time.Millisecond))
+	}
+	return printReport(stdout, rep, v.json)
+}
+
+func verifyLive(o clientOptions, stdout io.Writer, asJSON bool) error {
+	answer, err := o.call("GET", "/v1/admin/verify", nil)
+	if err != nil {
+		return err
+	}
+	raw, _ := json.Marshal(answer["report"])
+	var rep actors.VerifyReport
+	if err := json.Unmarshal(raw, &rep); err != nil {
+		return fmt.Errorf("verify --live: the report does not decode: %w", err)
+	}
+	return printReport(stdout, rep, asJSON)
+}
+
+// backupCmd is `warden backup --to DIR`: the running warden streams a
+// consistent copy; every file is checked against its manifest as it lands.
+func backupCmd(args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("warden backup", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	to := fs.String("to", "", "directory to write the backup into (new or empty)")
+	server := fs.String("server", envOr(getenv, "WARDEN_URL", "http://127.0.0.1:8080"), "warden's base URL")
+	tokenFile := fs.String("token-file", "", "file holding an operator token (else WARDEN_OPERATOR_TOKEN)")
+	if err := fs.Parse(args); err != nil {
+		return parseError(err)
+	}
+	if *to == "" {
+		return usageError("--to DIR is required")
+	}
+	if err := emptyDir(*to); err != nil {
+		return fmt.Errorf("--to: %w (a backup never writes over anything)", err)
+	}
+	o := clientOptions{server: *server, tokenFile: *tokenFile, output: "json", getenv: getenv}
+	c, err := o.client()
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequest("POST", c.server+"/v1/admin/backup", nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		raw, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		return fmt.Errorf("backup refused: %d %s", resp.StatusCode, strings.TrimSpace(string(raw)))
+	}
+	if err := os.MkdirAll(*to, 0o700); err != nil {
+		return err
+	}
+	man, err := readBackupTar(resp.Body, *to)
+	if err != nil {
+		return fmt.Errorf("backup into %s is not usable: %w", *to, err)
+	}
+	fmt.Fprintf(stdout, "backup of %s (%s, store format %d) taken %s: %d marquees, %d environments, %d files, %d bytes; seal key ids needed: %s\n",
+		c.server, man.Backend, man.Format, man.TakenAt.Format(time.RFC3339), man.Marquees, man.Envs, len(man.Files), man.bytes(), keyList(man.SealKeyIDs))
+	return nil
+}
+
+func keyList(ids []string) string {
+	if len(ids) == 0 {
+		return "none"
+	}
+	return strings.Join(ids, ", ")
+}
+
+// restoreCmd is `warden restore --from DIR --data NEW`: a backup is
+// checked against its manifest and verified (D6) in place before a byte
+// of it is copied.
+func restoreCmd(args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("warden restore", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	from := fs.String("from", "", "backup directory (warden backup --to)")
+	var v verifyFlags
+	v.register(fs, getenv)
+	var ec etcdRestore
+	ec.register(fs)
+	if err := fs.Parse(args); err != nil {
+		return parseError(err)
+	}
+	if *from == "" {
+		return usageError("--from DIR is required")
+	}
+	man, err := checkBackupDir(*from)
+	if err != nil {
+		return fmt.Errorf("refusing the backup: %w", err)
+	}
+	if err := emptyDir(v.data); err != nil && !onlyKeys(v.data) {
+		return fmt.Errorf("--data: %w (restore into a new data directory)", err)
+	}
+	sealer, ring, err := sealerFor(keyPath(v.keyFile, v.data, sealKeyName))
+	if err != nil {
+		return err
+	}
+	if missing := missingKeys(man, ring); len(missing) > 0 {
+		return fmt.Errorf("refusing the backup: its records are sealed under key id(s) %s, which %s does not hold; put the keyring that does there (or pass --seal-key-file)",
+			strings.Join(missing, ", "), keyPath(v.keyFile, v.data, sealKeyName))
+	}
+	if man.Backend == backendEtcd {
+		return ec.restore(*from, v, sealer, stdout)
+	}
+	src := filepath.Join(*from, backupStoreDir)
+	if err := verifyInPlace(src, v.options(sealer)); err != nil {
+		return fmt.Errorf("refusing the backup: %w", err)
+	}
+	if err := prepareDataDir(v.data); err != nil {
+		return err
+	}
+	if err := copyTree(src, v.data); err != nil {
+		return fmt.Errorf("restore: %w", err)
+	}
+	fmt.Fprintf(stdout, "restored %d marquees and %d environments (store format %d, backup taken %s by warden %s) into %s\n"+
+		"warden serve --data %s reconciles every attempt that was in flight when the backup was taken, as after a crash\n",
+		man.Marquees, man.Envs, man.Format, man.TakenAt.Format(time.RFC3339), man.TakenBy, v.data, v.data)
+	return nil
+}
+
+// onlyKeys reports a data directory holding nothing but keyrings and the
+// token files a restore is told to bring along.
+func onlyKeys(dir string) bool {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return false
+	}
+	for _, e := range entries {
+		if e.IsDir() || !(strings.HasSuffix(e.Name(), ".key") || strings.HasSuffix(e.Name(), ".token") || strings.HasSuffix(e.Name(), ".crt") || strings.HasSuffix(e.Name(), ".secrets")) {
+			return false
+		}
+	}
+	return true
+}
+
+func verifyInPlace(dir string, o actors.VerifyOptions) error {
+	st, err := persistence.OpenReadOnly(dir, nil)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	rep, err := actors.Verify(st, o)
+	if err != nil {
+		return err
+	}
+	if !rep.OK() {
+		return fmt.Errorf("its records do not verify:\n%s", rep.Text())
+	}
+	return nil
+}
+
+// copyTree copies every file of src into dst, each synced, then dst
+// itself synced: a crash leaves either no store or a whole one beside
+// the files Pebble would refuse to open without their manifest.
+func copyTree(src, dst string) error {
+	entries, err := os.ReadDir(src)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if e.IsDir() {
+			return fmt.Errorf("unexpected directory %s in the backup's store", e.Name())
+		}
+		if err := copyFile(filepath.Join(src, e.Name()), filepath.Join(dst, e.Name())); err != nil {
+			return err
+		}
+	}
+	d, err := os.Open(dst)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(out, in)
+	if err == nil {
+		err = out.Sync()
+	}
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// etcdFlags reach an etcd cluster as a client: migrate and rekey.
+type etcdFlags struct {
+	cert, key, ca string
+}
+
+func (e *etcdFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&e.cert, "etcd-cert-file", "", "client certificate for etcd's mutual TLS")
+	fs.StringVar(&e.key, "etcd-key-file", "", "its key")
+	fs.StringVar(&e.ca, "etcd-ca-file", "", "the cluster CA")
+}
+
+func (e etcdFlags) dial(endpoints []string) (*clientv3.Client, error) {
+	cc := clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()}
+	if e.cert != "" {
+		tlsFiles := etcdembed.TLSFiles{CertFile: e.cert, KeyFile: e.key, CAFile: e.ca}
+		var err error
+		if cc.TLS, err = tlsFiles.ClientConfig(); err != nil {
+			return nil, fmt.Errorf("etcd client TLS: %w", err)
+		}
+	}
+	return clientv3.New(cc)
+}
+
+// clusterServing names what shows a cluster is running on etcd: a node's
+// member key or a shard's owner key (both live only under a node's lease).
+func clusterServing(c *clientv3.Client) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, p := range []string{cluster.MemberKey(""), "warden/shard/"} {
+		r, err := c.Get(ctx, p, clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithLimit(1))
+		if err != nil {
+			return "", fmt.Errorf("etcd: %w", err)
+		}
+		if len(r.Kvs) > 0 {
+			return string(r.Kvs[0].Key), nil
+		}
+	}
+	return "", nil
+}
+
+// endpoint is one side of a migration: pebble:DIR or etcd:URL,URL.
+type endpoint struct {
+	backend string
+	dir     string
+	urls    []string
+	store   *persistence.Store
+	close   func()
+}
+
+func parseEndpoint(s string) (endpoint, error) {
+	kind, rest, ok := strings.Cut(s, ":")
+	switch {
+	case ok && kind == backendPebble && rest != "":
+		return endpoint{backend: kind, dir: rest}, nil
+	case ok && kind == backendEtcd && rest != "":
+		return endpoint{backend: kind, urls: strings.Split(rest, ",")}, nil
+	}
+	return endpoint{}, fmt.Errorf("%q: want pebble:DIR or etcd:URL[,URL...]", s)
+}
+
+func (e endpoint) String() string {
+	if e.backend == backendPebble {
+		return "pebble:" + e.dir
+	}
+	return "etcd:" + strings.Join(e.urls, ",")
+}
+
+// open opens one side for a migration, refusing a store that is serving
+// (and, for the target, one that holds anything).
+func (e *endpoint) open(ef etcdFlags, target bool) error {
+	if e.backend == backendPebble {
+		if target {
+			if err := emptyDir(e.dir); err != nil && !onlyKeys(e.dir) {
+				return fmt.Errorf("the target %s: %w", e, err)
+			}
+			if err := prepareDataDir(e.dir); err != nil {
+				return err
+			}
+		}
+		lock, err := lockDataDir(e.dir)
+		if err != nil {
+			return fmt.Errorf("%s: %w (stop the warden serving it first)", e, err)
+		}
+		var st *persistence.Store
+		if target {
+			st, err = persistence.Open(e.dir, persistence.Options{})
+		} else {
+			st, err = persistence.OpenReadOnly(e.dir, nil)
+		}
+		if err != nil {
+			lock.Close()
+			return err
+		}
+		e.store, e.close = st, func() { st.Close(); lock.Close() }
+		return nil
+	}
+	c, err := ef.dial(e.urls)
+	if err != nil {
+		return err
+	}
+	if who, err := clusterServing(c); err != nil || who != "" {
+		c.Close()
+		if err != nil {
+			return err
+		}
+		return fmt.Errorf("%s is serving a cluster (%s holds a lease): stop every node first", e, who)
+	}
+	e.store = persistence.OpenBackend(persistence.OpenEtcd(c, etcdRequestTimeout), nil)
+	e.close = func() { c.Close() }
+	return nil
+}
+
+// digest is a hash over every key and value of a store, in key order: two
+// stores with one digest hold the same records.
+func digest(st *persistence.Store) (string, int, error) {
+	h := sha256.New()
+	n := 0
+	err := st.Scan(nil, nil, func(k, v []byte) (bool, error) {
+		fmt.Fprintf(h, "%d:%s%d:", len(k), k, len(v))
+		h.Write(v)
+		n++
+		return true, nil
+	})
+	return hex.EncodeToString(h.Sum(nil)), n, err
+}
+
+// migrateCmd is `warden migrate --from A --to B` (D7).
+func migrateCmd(args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("warden migrate", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fromFlag := fs.String("from", "", "source: pebble:DIR or etcd:URL[,URL...] (not serving)")
+	toFlag := fs.String("to", "", "target: pebble:DIR or etcd:URL[,URL...] (empty)")
+	var v verifyFlags
+	v.register(fs, getenv)
+	var ef etcdFlags
+	ef.register(fs)
+	if err := fs.Parse(args); err != nil {
+		return parseError(err)
+	}
+	from, err := parseEndpoint(*fromFlag)
+	if err != nil {
+		return usageError("--from %v", err)
+	}
+	to, err := parseEndpoint(*toFlag)
+	if err != nil {
+		return usageError("--to %v", err)
+	}
+	sealer, _, err := sealerFor(keyPath(v.keyFile, v.data, sealKeyName))
+	if err != nil {
+		return err
+	}
+	if err := from.open(ef, false); err != nil {
+		return err
+	}
+	defer from.close()
+	if err := to.open(ef, true); err != nil {
+		return err
+	}
+	defer to.close()
+	if empty, err := to.store.Empty(); err != nil || !empty {
+		if err == nil {
+			err = errors.New("it holds records")
+		}
+		return fmt.Errorf("refusing the target %s: %w (migrate only into an empty store)", to, err)
+	}
+	o := v.options(sealer)
+	srcRep, err := actors.Verify(from.store, o)
+	if err != nil {
+		return err
+	}
+	if !srcRep.OK() {
+		return statusError{exitProblems, fmt.Errorf("the source %s does not verify; nothing was copied:\n%s", from, srcRep.Text())}
+	}
+	start := time.Now()
+	n, err := persistence.CopyAll(from.store, to.store)
+	if err != nil {
+		return fmt.Errorf("migrate: %w (the target is partly written: empty it and run again)", err)
+	}
+	dstRep, err := actors.Verify(to.store, o)
+	if err != nil {
+		return err
+	}
+	srcSum, srcN, err1 := digest(from.store)
+	dstSum, dstN, err2 := digest(to.store)
+	if err := errors.Join(err1, err2); err != nil {
+		return err
+	}
+	if !dstRep.OK() || srcSum != dstSum {
+		return statusError{exitProblems, fmt.Errorf("the target %s does not match its source (%d records, digest %s; source %d, %s):\n%s", to, dstN, dstSum[:12], srcN, srcSum[:12], dstRep.Text())}
+	}
+	fmt.Fprintf(stdout, "migrated %d records (%d marquees, %d environments, %d pools) from %s to %s in %s; both verify, digest %s\n",
+		n, dstRep.Marquees, dstRep.Envs, dstRep.Pools, from, to, time.Since(start).Round(time.Millisecond), dstSum[:16])
+	if to.backend == backendPebble {
+		fmt.Fprintf(stdout, "copy the keyrings (seal.key, callback-signing.key) into %s, or pass --seal-key-file to warden serve\n", to.dir)
+	}
+	return nil
+}

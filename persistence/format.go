@@ -1,0 +1,86 @@
+package persistence
+
+import (
+	"errors"
+	"fmt"
+)
+
+// The store's format (D8): one record, v/format, says which layout of
+// records the store holds and which warden last opened it for writing.
+// A build reads every format up to its own and refuses a newer one by name,
+// so that a downgrade never half-reads records it does not know.
+
+// StoreFormat is the record layout this build writes and the newest it
+// reads. Format 1 is the layout in the package doc; a store written before
+// the format record existed has the same layout and reads as format 1.
+// Raise it when a record changes in a way an older build would misread,
+// and say in the README which formats upgrade in place.
+const StoreFormat = 1
+
+// formatKey is the format record's key: a family of its own ("v/").
+const (
+	FormatFamily = "v/"
+	formatKey    = FormatFamily + "format"
+)
+
+// FormatRecord is what v/format holds.
+type FormatRecord struct {
+	Format int `json:"format"`
+	// WrittenBy is the version of the last warden that opened the store
+	// for writing (buildinfo's Version and commit).
+	WrittenBy string `json:"written_by"`
+}
+
+// NewerFormatError is a store this build cannot read: written by a newer
+// warden.
+type NewerFormatError struct {
+	Stored FormatRecord
+	// This is the version of the warden that refused it.
+	This string
+}
+
+func (e *NewerFormatError) Error() string {
+	return fmt.Sprintf("the store is format %d, written by warden %s; this warden (%s) reads formats up to %d: "+
+		"run the newer warden again, or restore a backup taken before the upgrade (README, \"Backups and upgrades\")",
+		e.Stored.Format, e.Stored.WrittenBy, e.This, StoreFormat)
+}
+
+// Format reads the store's format record; a store without one (written
+// before it existed, or empty) is format StoreFormat with WrittenBy "".
+func (s *Store) Format() (FormatRecord, error) {
+	var f FormatRecord
+	err := s.Get([]byte(formatKey), &f)
+	if errors.Is(err, ErrNotFound) {
+		return FormatRecord{Format: StoreFormat}, nil
+	}
+	return f, err
+}
+
+// CheckFormat refuses a store newer than this build (this names the build
+// in the refusal) and otherwise records that this build writes it. A
+// read-only store is only checked.
+func (s *Store) CheckFormat(this string) error {
+	f, err := s.Format()
+	if err != nil {
+		return fmt.Errorf("store format: %w", err)
+	}
+	if f.Format > StoreFormat {
+		return &NewerFormatError{Stored: f, This: this}
+	}
+	if f.WrittenBy == this && f.Format == StoreFormat {
+		return nil
+	}
+	if s.health.writeRefusal() != nil {
+		return nil
+	}
+	b := s.NewBatch()
+	b.Put([]byte(formatKey), FormatRecord{Format: StoreFormat, WrittenBy: this})
+	if err := b.Commit(); err != nil {
+		return fmt.Errorf("store format: %w", err)
+	}
+	return nil
+}
+
+// PutFormat stages a format record: for a restore or a migration writing
+// the source's record as it was, and for tests planting a newer store.
+func (b *Batch) PutFormat(f FormatRecord) { b.Put([]byte(formatKey), f) }
