@@ -27,12 +27,26 @@ else
 RUN_WORKFLOW := the built-in example workflow (terraform is not on the PATH)
 endif
 
-.PHONY: build test lint run previews cluster cluster-crash bench crash sim fuzz clean install-check screenshots
+.PHONY: dist image build test lint run previews cluster cluster-crash bench crash sim fuzz clean install-check screenshots
 
 build:
 	$(GO) build -o bin/warden ./cmd/warden
 	$(GO) build -o bin/example-workflow ./examples/workflow
 	$(GO) build -o bin/example-preview ./examples/preview
+
+# Release artifacts (D3, README "Running it as a service"): static
+# binaries for linux/amd64 and linux/arm64, SHA256SUMS and an SPDX SBOM in
+# $(DIST); byte-identical for one commit.
+DIST    ?= dist
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+dist:
+	./scripts/dist.sh $(DIST) $(VERSION)
+
+# The container image (D1): Containerfile on the static binary. PODMAN
+# may carry podman's global options.
+IMAGE ?= warden:latest
+image:
+	VERSION=$(VERSION) ./scripts/image.sh $(IMAGE)
 
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { gofmt -l .; echo "gofmt needed"; exit 1; }

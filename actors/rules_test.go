@@ -19,7 +19,7 @@ import (
 
 const repoRoot = ".."
 
-var ruleStated = regexp.MustCompile(`\*\*([MAEITOWCSP][0-9]{1,2})\b`)
+var ruleStated = regexp.MustCompile(`\*\*([MAEITOWCSPD][0-9]{1,2})\b`)
 
 // statedRules reads every rule id stated in docs/rules.
 func statedRules(t *testing.T) map[string]string {
@@ -63,7 +63,7 @@ func walkRepo(t *testing.T, fn func(path string, b []byte)) {
 
 func TestEveryRuleIsNamedByATest(t *testing.T) {
 	stated := statedRules(t)
-	for _, family := range []string{"M23", "A10", "E17", "I15", "T12", "O14", "W9", "C10", "S11", "P12"} {
+	for _, family := range []string{"M23", "A10", "E17", "I15", "T12", "O14", "W9", "C10", "S11", "P12", "D9"} {
 		require.Contains(t, stated, family, "docs/rules states %s", family)
 	}
 	cited := map[string]bool{}
@@ -119,7 +119,7 @@ func exists(path string) bool {
 	return err == nil
 }
 
-var ruleLike = regexp.MustCompile(`[MAEITOWCSP][0-9]+`)
+var ruleLike = regexp.MustCompile(`[MAEITOWCSPD][0-9]+`)
 
 // citations finds the rule ids a text cites: "M16" as a word, or inside a
 // test's name ("TestO7O8ConsoleInChromium" cites O7 and O8), never inside

@@ -75,16 +75,16 @@ const dedupSlack = 24 * time.Hour
 
 // VerifyReport is what Verify found.
 type VerifyReport struct {
-	Format    persistence.FormatRecord `json:"format"`
-	Records   []FamilyCount            `json:"records"`
-	Marquees  int                      `json:"marquees"`
-	Envs      int                      `json:"environments"`
-	Pools     int                      `json:"pools"`
-	KeyIDs    []string                 `json:"seal_key_ids"`
-	Now       time.Time                `json:"judged_at"`
-	Problems  []Problem                `json:"problems"`
-	Unlisted  int                      `json:"problems_not_listed,omitempty"`
-	Pending   []Problem                `json:"pending,omitempty"`
+	Format   persistence.FormatRecord `json:"format"`
+	Records  []FamilyCount            `json:"records"`
+	Marquees int                      `json:"marquees"`
+	Envs     int                      `json:"environments"`
+	Pools    int                      `json:"pools"`
+	KeyIDs   []string                 `json:"seal_key_ids"`
+	Now      time.Time                `json:"judged_at"`
+	Problems []Problem                `json:"problems"`
+	Unlisted int                      `json:"problems_not_listed,omitempty"`
+	Pending  []Problem                `json:"pending,omitempty"`
 }
 
 // FamilyCount is how many records one family holds.

@@ -289,4 +289,3 @@ func startEtcd(t *testing.T, n int) []string {
 	}
 	return clients
 }
-

@@ -1,0 +1,127 @@
+package main
+
+import (
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestD2TheUnitVerifiesAndIsHardened: examples/systemd/warden.service
+// passes systemd-analyze verify (its ExecStart pointed at a real binary)
+// and systemd-analyze security --offline=true rates it at most 2.0, "OK";
+// it restarts on failure but not on the statuses a restart would only
+// repeat (S3's 65 and 78), and takes its secrets by LoadCredential.
+func TestD2TheUnitVerifiesAndIsHardened(t *testing.T) {
+	if _, err := exec.LookPath("systemd-analyze"); err != nil {
+		t.Fatal("systemd-analyze is needed (Debian: systemd; .ci/run installs it)")
+	}
+	raw, err := os.ReadFile("../../examples/systemd/warden.service")
+	require.NoError(t, err)
+	unit := string(raw)
+	for _, d := range []string{"DynamicUser=yes", "StateDirectory=warden", "ProtectSystem=strict", "ProtectHome=yes", "PrivateTmp=yes",
+		"NoNewPrivileges=yes", "RestrictAddressFamilies=", "SystemCallFilter=@system-service", "CapabilityBoundingSet=\n",
+		"LoadCredential=operator.token:", "Restart=on-failure",
+		"RestartPreventExitStatus=" + strconv.Itoa(exitCorrupt) + " " + strconv.Itoa(exitConfig)} {
+		require.Contains(t, unit, d, "D2: the unit has %q", d)
+	}
+	require.NotContains(t, unit, "RestartPreventExitStatus="+strconv.Itoa(exitStorage), "74 (a failed disk) is restarted")
+
+	dir := t.TempDir()
+	path := filepath.Join(dir, "warden.service")
+	require.NoError(t, os.WriteFile(path, []byte(strings.ReplaceAll(unit, "/usr/local/bin/warden", wardenBinary(t))), 0o644))
+	out, err := exec.Command("systemd-analyze", "verify", path).CombinedOutput()
+	require.NoError(t, err, "systemd-analyze verify: %s", out)
+	require.Empty(t, strings.TrimSpace(string(out)), "verify warns of nothing")
+
+	out, err = exec.Command("systemd-analyze", "security", "--offline=true", "--no-pager", path).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	m := regexp.MustCompile(`Overall exposure level for warden\.service: (\d+\.\d+) (\w+)`).FindStringSubmatch(string(out))
+	require.NotNil(t, m, "%s", out)
+	score, _ := strconv.ParseFloat(m[1], 64)
+	t.Logf("D2: systemd-analyze security --offline=true: exposure %s %s", m[1], m[2])
+	require.LessOrEqual(t, score, 2.0, "D2: exposure at most 2.0")
+	require.Equal(t, "OK", m[2])
+}
+
+// podmanCmd is podman as it runs on these machines: runc, cgroupfs.
+func podmanCmd(args ...string) *exec.Cmd {
+	return exec.Command("podman", append([]string{"--runtime", "runc", "--cgroup-manager", "cgroupfs"}, args...)...)
+}
+
+// TestD1TheImageRunsAndKeepsItsVolume builds the image with podman, runs
+// it as its numeric non-root user on a named volume, creates a marquee
+// (dispatched to a fake GitHub on the host), restarts the container on
+// the same volume and reads the marquee back. The image carries the OCI
+// labels and nothing but the binary and its two directories.
+func TestD1TheImageRunsAndKeepsItsVolume(t *testing.T) {
+	if _, err := exec.LookPath("podman"); err != nil {
+		t.Fatal("podman is needed (Debian: podman, runc; .ci/run installs them)")
+	}
+	tag := "localhost/warden:d1-" + strconv.Itoa(os.Getpid())
+	build := exec.Command("./scripts/image.sh", tag)
+	build.Dir = "../.."
+	build.Env = append(os.Environ(), "PODMAN=podman --runtime runc --cgroup-manager cgroupfs", "VERSION=v0.0.0-d1test")
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	t.Cleanup(func() { _ = podmanCmd("rmi", "-f", tag).Run() })
+
+	out, err = podmanCmd("image", "inspect", tag, "--format", "{{.Config.User}}|{{json .Config.Labels}}|{{json .Config.Volumes}}|{{json .Config.Entrypoint}}").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	parts := strings.SplitN(strings.TrimSpace(string(out)), "|", 4)
+	require.Equal(t, "65532:65532", parts[0], "D1: a non-root numeric user")
+	for _, l := range []string{`"org.opencontainers.image.version":"v0.0.0-d1test"`, `"org.opencontainers.image.revision":"`, `"org.opencontainers.image.source":"https://github.com/wardenhq/warden"`} {
+		require.Contains(t, parts[1], l)
+	}
+	require.Contains(t, parts[2], `"/var/lib/warden"`)
+	require.Equal(t, `["/usr/local/bin/warden"]`, parts[3])
+
+	gh := acceptingGitHub(t)
+	volume := "warden-d1-" + strconv.Itoa(os.Getpid())
+	t.Cleanup(func() { _ = podmanCmd("volume", "rm", "-f", volume).Run() })
+	addr := freePort(t)
+	name := "warden-d1-" + strconv.Itoa(os.Getpid())
+	start := func() *proc {
+		cmd := podmanCmd("run", "--rm", "--name", name, "--network", "host", "--ulimit", "nofile=4096:4096", "--ulimit", "nproc=4096:4096",
+			"-v", volume+":/var/lib/warden", "-e", "WARDEN_LISTEN="+addr, "-e", "WARDEN_OPERATOR_TOKEN=op-secret", "-e", "WARDEN_CALLBACK_TOKEN=cb-secret",
+			"-e", "WARDEN_GITHUB_TOKEN=gh-secret", tag, "serve", "--github-api-url", gh.URL, "--github-repo", "acme/infra", "--bootstrap", "https")
+		log := &syncBuffer{}
+		cmd.Stdout, cmd.Stderr = log, log
+		require.NoError(t, cmd.Start())
+		p := &proc{t: t, cmd: cmd, url: "http://" + addr, log: log}
+		t.Cleanup(func() { _ = podmanCmd("rm", "-f", name).Run(); _ = cmd.Wait() })
+		require.Eventually(t, func() bool {
+			resp, err := http.Get(p.url + "/readyz")
+			if err != nil {
+				return false
+			}
+			resp.Body.Close()
+			return resp.StatusCode == 200
+		}, 60*time.Second, 50*time.Millisecond, "the container did not become ready: %s", log)
+		return p
+	}
+	p := start()
+	st, v := p.do("POST", "/v1/marquees", "op-secret", map[string]any{"id": "m-1", "kind": "tutorial"})
+	require.Equal(t, 201, st, "%v", v)
+	require.Eventually(t, func() bool {
+		_, v := p.do("GET", "/v1/marquees/m-1", "op-secret", nil)
+		a, _ := v["attempt"].(map[string]any)
+		return a != nil && a["dispatch"] == "sent"
+	}, 10*time.Second, 20*time.Millisecond)
+	out, err = podmanCmd("stop", "--time", "20", name).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.NoError(t, p.cmd.Wait(), "a clean stop is exit 0: %s", p.log)
+
+	p = start()
+	st, v = p.do("GET", "/v1/marquees/m-1", "op-secret", nil)
+	require.Equal(t, 200, st, "D1: the marquee is still on the volume")
+	require.Equal(t, 1.0, v["generation"])
+	require.NotContains(t, p.log.String(), "op-secret")
+}
