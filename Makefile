@@ -119,6 +119,7 @@ bench:
 	$(GO) run ./cmd/warden-bench -out BENCHMARKS.md
 	$(GO) run ./cmd/warden-bench -scale -out BENCHMARKS.md
 	$(GO) run ./cmd/warden-bench -lists -out BENCHMARKS.md
+	$(GO) run ./cmd/warden-bench -verify 100000 -out BENCHMARKS.md
 	$(GO) run ./cmd/warden-bench -cluster -out BENCHMARKS.md
 	$(GO) test ./persistence -run '^$$' -bench BenchmarkTransition -benchtime 3s -count 3
 

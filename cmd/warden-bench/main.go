@@ -46,6 +46,7 @@ func main() {
 	out := flag.String("out", "", "write the results to this markdown file (else stdout only)")
 	connsFlag := flag.String("conns", "1,64", "connection counts")
 	pathsFlag := flag.String("paths", "floor,noop,terraform,scoped,signed,postgres", "webhook paths to load, in order: floor (HTTP and one synced write of the body), noop, terraform (shared token), scoped, signed (Standard Webhooks), postgres (the PostgreSQL baseline; skipped with a note where PostgreSQL is not installed)")
+	verifySize := flag.Int("verify", 0, "measure warden verify (D6) over a healthy store of this many marquees instead")
 	scale := flag.Bool("scale", false, "measure actors at scale (memory, activation, start-up) instead of the webhook path")
 	sizes := flag.String("sizes", "10000,100000,1000000", "stored marquees for the start-up figure")
 	clusterBench := flag.Bool("cluster", false, "measure three nodes on etcd against one node on this machine (docs/rules/cluster.md C8)")
@@ -67,6 +68,13 @@ func main() {
 	}
 	if *lists {
 		if err := runLists(*out, *listSize, 200); err != nil {
+			fmt.Fprintln(os.Stderr, "warden-bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if *verifySize > 0 {
+		if err := runVerify(*out, *verifySize); err != nil {
 			fmt.Fprintln(os.Stderr, "warden-bench:", err)
 			os.Exit(1)
 		}
