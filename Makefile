@@ -120,6 +120,8 @@ bench:
 	$(GO) run ./cmd/warden-bench -scale -out BENCHMARKS.md
 	$(GO) run ./cmd/warden-bench -lists -out BENCHMARKS.md
 	$(GO) run ./cmd/warden-bench -verify 100000 -out BENCHMARKS.md
+	$(GO) run ./cmd/warden-bench -cluster-scale 100000 -steady 10m -out BENCHMARKS.md
+	$(GO) run ./cmd/warden-bench -cluster-scale 100000 -steady 10m -compaction 2m -out BENCHMARKS.md
 	$(GO) run ./cmd/warden-bench -cluster -out BENCHMARKS.md
 	$(GO) test ./persistence -run '^$$' -bench BenchmarkTransition -benchtime 3s -count 3
 

@@ -594,3 +594,57 @@ func sealedUnder(r MarqueeRecord) []string {
 
 // errNotFound is the kinds' refusal for an id that never existed.
 func errNotFound(kind, id string) error { return fmt.Errorf("%w: %s %s", errs.NotFound, kind, id) }
+
+// ResealResult is what an online reseal did on this node.
+type ResealResult struct {
+	// Rewritten records now sealed under the active key.
+	Rewritten int `json:"rewritten"`
+	// Elsewhere are records under an older key in shards another node
+	// owns: that node reseals them when asked.
+	Elsewhere int `json:"elsewhere"`
+	// Failed records could not be rewritten now (the shard moving, the
+	// store refusing); asking again retries them.
+	Failed int `json:"failed"`
+	// Active is the key the records are sealed under now.
+	Active string `json:"active_key_id"`
+}
+
+// ResealOwned re-seals, while serving, every marquee of this node's
+// shards whose secrets are under a key other than the active one (T10,
+// D9): each through its own actor's mailbox as a fenced rewrite of its
+// record, so it never races the entity's own writes and a node that lost
+// the shard commits nothing. On a single node every marquee is its own.
+func (s *System) ResealOwned(ctx context.Context) (ResealResult, error) {
+	out := ResealResult{}
+	if s.cfg.Sealer == nil {
+		return out, errors.New("reseal: no seal key")
+	}
+	out.Active = s.cfg.Sealer.ActiveKeyID()
+	var stale []string
+	err := s.cfg.Store.Scan([]byte(persistence.MarqueePrefix), nil, func(k, v []byte) (bool, error) {
+		var raw MarqueeRecord
+		if persistence.Decode(k, v, &raw) != nil {
+			return true, nil // reported by verify (D6); nothing to reseal
+		}
+		if slices.ContainsFunc(sealedUnder(raw), func(id string) bool { return id != out.Active }) {
+			stale = append(stale, strings.TrimPrefix(string(k), persistence.MarqueePrefix))
+		}
+		return true, nil
+	})
+	if err != nil {
+		return out, err
+	}
+	for _, id := range stale {
+		if !s.rt.Owns(s.marquees.Key(id)) {
+			out.Elsewhere++
+			continue
+		}
+		if _, err := s.marquees.Ask(ctx, id, runtime.Request[marquee.Event]{Mode: runtime.Rewrite}); err != nil {
+			s.log.Warn("reseal: not rewritten now", "marquee", id, "err", err)
+			out.Failed++
+			continue
+		}
+		out.Rewritten++
+	}
+	return out, nil
+}

@@ -217,12 +217,7 @@ func (s *Server) drain(w http.ResponseWriter, r *http.Request, _ httprouter.Para
 		refuse(w, errs.NotFound, "this warden is a single node (started without --node)")
 		return
 	}
-	body, ok := readBody(w, r, true)
-	if !ok {
-		return
-	}
-	if err := decodeEmpty(body); err != nil {
-		s.badRequest(w, err)
+	if !s.emptyBody(w, r) {
 		return
 	}
 	if err := s.opts.Cluster.Drain(r.Context()); err != nil {
@@ -231,6 +226,20 @@ func (s *Server) drain(w http.ResponseWriter, r *http.Request, _ httprouter.Para
 	}
 	s.log.Info("drain requested", "node", s.opts.Cluster.Name(), "by", op.Name)
 	writeJSON(w, http.StatusAccepted, s.opts.Cluster.View())
+}
+
+// emptyBody reads a body that must be absent or an empty JSON object (an
+// action that takes no arguments), refusing anything else.
+func (s *Server) emptyBody(w http.ResponseWriter, r *http.Request) bool {
+	body, ok := readBody(w, r, true)
+	if !ok {
+		return false
+	}
+	if err := decodeEmpty(body); err != nil {
+		s.badRequest(w, err)
+		return false
+	}
+	return true
 }
 
 // internalMessage is POST /v1/internal/messages: a cross-entity message

@@ -20,6 +20,9 @@ type Maintenance interface {
 	Backup(ctx context.Context, w io.Writer) error
 	// Verify checks the store as it is at one instant.
 	Verify(ctx context.Context) (actors.VerifyReport, error)
+	// Reseal rewrites the records of this node's shards still sealed
+	// under an older key (D9).
+	Reseal(ctx context.Context) (actors.ResealResult, error)
 }
 
 // BackupContentType is the backup stream's media type.
@@ -28,6 +31,7 @@ const BackupContentType = "application/x-tar"
 func (s *Server) routeMaintenance(r *routeTable) {
 	r.POST("/v1/admin/backup", s.query([]queryRule{}, s.write(s.backup)))
 	r.GET("/v1/admin/verify", s.query([]queryRule{}, s.write(s.verify)))
+	r.POST("/v1/admin/reseal", s.query([]queryRule{}, s.write(s.reseal)))
 }
 
 // backup is POST /v1/admin/backup: the copy is made before the first byte
@@ -38,12 +42,7 @@ func (s *Server) backup(w http.ResponseWriter, r *http.Request, _ httprouter.Par
 		refuse(w, errs.NotFound, "this warden takes no backups")
 		return
 	}
-	body, ok := readBody(w, r, true)
-	if !ok {
-		return
-	}
-	if err := decodeEmpty(body); err != nil {
-		s.badRequest(w, err)
+	if !s.emptyBody(w, r) {
 		return
 	}
 	s.log.Info("backup requested", "by", op.Name)
@@ -90,4 +89,22 @@ func (s *Server) verify(w http.ResponseWriter, r *http.Request, _ httprouter.Par
 type verifyAnswer struct {
 	OK     bool                `json:"ok"`
 	Report actors.VerifyReport `json:"report"`
+}
+
+// reseal is POST /v1/admin/reseal: this node's part of an online rekey.
+func (s *Server) reseal(w http.ResponseWriter, r *http.Request, _ httprouter.Params, op Operator) {
+	if s.opts.Maintenance == nil {
+		refuse(w, errs.NotFound, "this warden has no store to reseal")
+		return
+	}
+	if !s.emptyBody(w, r) {
+		return
+	}
+	res, err := s.opts.Maintenance.Reseal(r.Context())
+	if err != nil {
+		s.writeErr(w, fmt.Errorf("%w: reseal: %v", errs.Unavailable, err))
+		return
+	}
+	s.log.Info("records resealed", "by", op.Name, "rewritten", res.Rewritten, "elsewhere", res.Elsewhere, "failed", res.Failed, "active", res.Active)
+	writeJSON(w, http.StatusOK, res)
 }

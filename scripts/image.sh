@@ -9,7 +9,7 @@ version=${VERSION:-$(git describe --tags --always --dirty 2>/dev/null || echo de
 revision=$(git rev-parse HEAD 2>/dev/null || echo unknown)
 ctx=$(mktemp -d)
 trap 'rm -rf "$ctx"' EXIT
-CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X github.com/wardenhq/warden/cmd/internal/buildinfo.version=$version" -o "$ctx/warden" ./cmd/warden
+CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags "-s -w -X github.com/wardenhq/warden/cmd/internal/buildinfo.version=$version -X github.com/wardenhq/warden/cmd/internal/buildinfo.commit=$revision" -o "$ctx/warden" ./cmd/warden
 mkdir -p "$ctx/rootfs/var/lib/warden" "$ctx/rootfs/tmp"
 chmod 0700 "$ctx/rootfs/var/lib/warden"
 chmod 1777 "$ctx/rootfs/tmp"

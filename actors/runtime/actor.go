@@ -172,8 +172,15 @@ func (h *Handle[S, E, O]) request(m request[S, E, O]) {
 	case req.Mode == Create && h.exists:
 		m.fail(h.kind.Conflict(h.key.ID, h.rec))
 		return
-	case req.Mode == Command && !h.exists:
+	case (req.Mode == Command || req.Mode == Rewrite) && !h.exists:
 		m.fail(fmt.Errorf("%w: %s", errs.NotFound, h.key))
+		return
+	case req.Mode == Rewrite:
+		if err := h.rewrite(); err != nil {
+			m.fail(err)
+			return
+		}
+		m.reply <- answer[S, O]{res: Result[S, O]{Record: h.kind.Copy(h.rec), Exists: true, Status: 200}}
 		return
 	}
 	if err := h.kind.Admit(h.rec, req.Event); err != nil {
@@ -295,6 +302,33 @@ func (h *Handle[S, E, O]) commit(ev E, next S, out O, d *persistence.DedupRecord
 	_ = rt.fault(FaultAfterEffects, k.ID)
 	rt.armWake(k, out.WakeAt())
 	h.flushHeld()
+	return nil
+}
+
+// rewrite commits the record as it stands (Mode Rewrite): the kind's
+// Stage with nothing stepped, fenced like every write.
+func (h *Handle[S, E, O]) rewrite() error {
+	rt, k := h.rt, h.key
+	fence, err := rt.fenceOf(k)
+	if err != nil {
+		return err
+	}
+	if fence.Epoch != h.entry.epoch.Load() {
+		return h.outlived(fence.Epoch)
+	}
+	var none O
+	b := rt.cfg.Store.NewBatch()
+	b.Fence(fence)
+	stage(h.kind, b, k.ID, h.rec, h.wake, h.rec, none, nil)
+	err = b.Commit()
+	if errors.Is(err, persistence.ErrFenced) {
+		return fmt.Errorf("%w: rewrite %s: %v", errs.Moving, k, err)
+	}
+	if err != nil {
+		return fmt.Errorf("%w: rewrite %s: %w", errs.Unavailable, k, err)
+	}
+	h.entry.commits.Add(1)
+	h.wake = h.kind.WakeOf(h.rec)
 	return nil
 }
 

@@ -131,6 +131,11 @@ const (
 	Create
 	// Command steps only an entity that exists.
 	Command
+	// Rewrite writes an existing entity's record as it stands, through
+	// the kind's Stage and under the entity's fence, stepping nothing:
+	// a rekey's reseal (T10, D9), which on a cluster only the owner of
+	// the record's shard may do.
+	Rewrite
 )
 
 // Request is one caller's question to an entity.

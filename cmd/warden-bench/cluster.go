@@ -45,25 +45,11 @@ type clusterRun struct {
 }
 
 func runCluster(out string, duration, warmup time.Duration) error {
-	tmp, err := os.MkdirTemp("", "warden-bench-cluster")
+	tmp, bin, okScript, shared, err := clusterKit("warden-bench-cluster")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	bin := wardenBin
-	if bin == "" {
-		if bin, err = testkit.BuildWarden(tmp); err != nil {
-			return err
-		}
-	}
-	okScript, err := testkit.OKScript(tmp)
-	if err != nil {
-		return err
-	}
-	shared := filepath.Join(tmp, "shared")
-	if b, err := exec.Command(bin, "keygen", shared).CombinedOutput(); err != nil {
-		return fmt.Errorf("keygen: %v: %s", err, b)
-	}
 	var runs []clusterRun
 	for i, setup := range []clusterSetup{{"one node, Pebble (the default)", 1, false}, {"one node, etcd (one embedded member)", 1, true}, {"three nodes, etcd (three embedded members)", 3, true}} {
 		nodes, stop, err := startNodes(bin, okScript, shared, filepath.Join(tmp, fmt.Sprint("s", i)), setup)
@@ -83,6 +69,29 @@ func runCluster(out string, duration, warmup time.Duration) error {
 		return mdreport.Replace(out, "## Cluster: three nodes against one", report)
 	}
 	return nil
+}
+
+// clusterKit is what every cluster figure starts from: a scratch
+// directory (the caller removes it), the warden binary (-warden, or built
+// into it), an exec driver that succeeds, and the keys the nodes share.
+func clusterKit(name string) (tmp, bin, okScript, shared string, err error) {
+	if tmp, err = os.MkdirTemp("", name); err != nil {
+		return
+	}
+	bin = wardenBin
+	if bin == "" {
+		if bin, err = testkit.BuildWarden(tmp); err != nil {
+			return
+		}
+	}
+	if okScript, err = testkit.OKScript(tmp); err != nil {
+		return
+	}
+	shared = filepath.Join(tmp, "shared")
+	if b, kerr := exec.Command(bin, "keygen", shared).CombinedOutput(); kerr != nil {
+		err = fmt.Errorf("keygen: %v: %s", kerr, b)
+	}
+	return
 }
 
 type benchNode struct {

@@ -46,6 +46,10 @@ func main() {
 	out := flag.String("out", "", "write the results to this markdown file (else stdout only)")
 	connsFlag := flag.String("conns", "1,64", "connection counts")
 	pathsFlag := flag.String("paths", "floor,noop,terraform,scoped,signed,postgres", "webhook paths to load, in order: floor (HTTP and one synced write of the body), noop, terraform (shared token), scoped, signed (Standard Webhooks), postgres (the PostgreSQL baseline; skipped with a note where PostgreSQL is not installed)")
+	clusterScale := flag.Int("cluster-scale", 0, "measure three nodes on etcd holding this many marquees (D10): size, start-up, failover, a steady run")
+	steady := flag.Duration("steady", 10*time.Minute, "with -cluster-scale: how long the steady callbacks run")
+	compaction := flag.Duration("compaction", 10*time.Minute, "with -cluster-scale: the members' --etcd-compaction-retention")
+	steadyRate := flag.Int("rate", 200, "with -cluster-scale: callbacks a second during the steady run")
 	verifySize := flag.Int("verify", 0, "measure warden verify (D6) over a healthy store of this many marquees instead")
 	scale := flag.Bool("scale", false, "measure actors at scale (memory, activation, start-up) instead of the webhook path")
 	sizes := flag.String("sizes", "10000,100000,1000000", "stored marquees for the start-up figure")
@@ -68,6 +72,13 @@ func main() {
 	}
 	if *lists {
 		if err := runLists(*out, *listSize, 200); err != nil {
+			fmt.Fprintln(os.Stderr, "warden-bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if *clusterScale > 0 {
+		if err := runClusterScale(*out, *clusterScale, *steady, *compaction, *steadyRate); err != nil {
 			fmt.Fprintln(os.Stderr, "warden-bench:", err)
 			os.Exit(1)
 		}

@@ -355,6 +355,9 @@ func (h *harness) initialCluster(n int) string {
 func (h *harness) start(n *node, initial string, join bool) error {
 	args := []string{"serve", "--node", n.name, "--listen", n.httpAddr, "--data", n.dir,
 		"--etcd-embed", "--etcd-peer-url", "http://" + n.peer, "--etcd-client-url", "http://" + n.cURL, "--etcd-initial-cluster", initial,
+		// The history check replays etcd's history from its first
+		// revision: none of it may be compacted during a run.
+		"--etcd-compaction-retention", "24h",
 		"--seal-key-file", filepath.Join(h.shared, "seal.key"), "--callback-signing-key-file", filepath.Join(h.shared, "callback-signing.key"),
 		"--cluster-token-file", filepath.Join(h.shared, "cluster.token"), "--lease-ttl", h.ttl.String(),
 		"--dispatch", "github", "--github-api-url", h.gh.URL, "--github-repo", "acme/infra",

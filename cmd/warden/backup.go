@@ -96,6 +96,11 @@ func (m maintenance) Verify(context.Context) (actors.VerifyReport, error) {
 	return actors.Verify(view, o)
 }
 
+// Reseal rewrites this node's records still under an older seal key.
+func (m maintenance) Reseal(ctx context.Context) (actors.ResealResult, error) {
+	return m.p.sys.ResealOwned(ctx)
+}
+
 // Backup copies the store into a scratch directory beside it (a
 // checkpoint hard-links Pebble's sstables, so it must be on the same
 // filesystem), checks the copy, and streams it.

@@ -50,7 +50,8 @@ func openCluster(c config, log *slog.Logger) (*clusterParts, error) {
 		}
 		log.Info("starting the embedded etcd member; it waits for a quorum of --etcd-initial-cluster", "member", c.Node, "peer", c.EtcdPeerURL, "tls", tlsFiles != nil)
 		m, err := etcdembed.Start(etcdembed.Config{Name: c.Node, Dir: filepath.Join(c.Data, "etcd"), PeerURL: c.EtcdPeerURL,
-			ClientURL: c.EtcdClientURL, InitialCluster: c.EtcdInitialCluster, Join: c.EtcdJoin, TLS: tlsFiles})
+			ClientURL: c.EtcdClientURL, InitialCluster: c.EtcdInitialCluster, Join: c.EtcdJoin, TLS: tlsFiles,
+			CompactionRetention: c.EtcdCompaction, QuotaBytes: int64(c.EtcdQuota)})
 		if err != nil {
 			return nil, err
 		}

@@ -92,6 +92,8 @@ type config struct {
 	EtcdInitialCluster string
 	EtcdJoin           bool
 	EtcdEndpoints      []string
+	EtcdCompaction     time.Duration
+	EtcdQuota          uint64
 	LeaseTTL           time.Duration
 	ClusterToken       string
 	// EtcdCert, EtcdKey and EtcdCA are this node's certificate for etcd's
@@ -247,6 +249,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.StringVar(&c.EtcdCert, "etcd-cert-file", "", "this node's certificate for etcd's mutual TLS, embedded member or external (warden keygen DIR --node NAME writes it)")
 	fs.StringVar(&c.EtcdKey, "etcd-key-file", "", "the key of --etcd-cert-file")
 	fs.StringVar(&c.EtcdCA, "etcd-ca-file", "", "the cluster CA: only certificates it signed are let in, or trusted (warden keygen DIR writes cluster-ca.crt)")
+	fs.DurationVar(&c.EtcdCompaction, "etcd-compaction-retention", 10*time.Minute, "with --etcd-embed: how much of etcd's history the member keeps (compacted every tenth of it): under steady writes the db holds about this long of revisions (D10)")
+	fs.Var(bytesFlag{&c.EtcdQuota}, "etcd-quota", "with --etcd-embed: the member's space quota, e.g. 8GiB (default etcd's 2GiB; every member of a cluster the same): delivery records for --dedup-retention must fit in it (D10)")
 	fs.DurationVar(&c.LeaseTTL, "lease-ttl", 3*time.Second, "TTL of this node's shard lease: a dead node's shards move after about this long (C5)")
 	clusterFile := fs.String("cluster-token-file", "", "file holding the token the nodes of a cluster authenticate each other with (else WARDEN_CLUSTER_TOKEN)")
 	callbackFile := fs.String("callback-token-file", "", "file holding the callback token (else WARDEN_CALLBACK_TOKEN)")
@@ -519,6 +523,12 @@ func (c *config) validateCluster() []string {
 	}
 	if c.LeaseTTL < 2*time.Second || c.LeaseTTL > time.Minute {
 		problems = append(problems, "--lease-ttl: 2s..1m")
+	}
+	if c.EtcdCompaction < time.Minute || c.EtcdCompaction > 24*time.Hour {
+		problems = append(problems, "--etcd-compaction-retention: 1m..24h")
+	}
+	if c.EtcdQuota != 0 && (c.EtcdQuota < 256<<20 || c.EtcdQuota > 64<<30) {
+		problems = append(problems, "--etcd-quota: 256MiB..64GiB")
 	}
 	return append(problems, c.validateEtcdTLS()...)
 }

@@ -78,7 +78,14 @@ func (l *load) snapshot() map[string][]string {
 // a cluster node, and migrated back to Pebble (D7).
 func TestD4D5D6D7D9TheDataMovesAndVerifies(t *testing.T) {
 	ok := okScript(t)
-	flags := []string{"--dispatch", "exec", "--dispatch-command", ok, "--bootstrap", "exec", "--bootstrap-command", ok, "--pool", "default=2"}
+	// The first warden's dispatch of m-slow never returns while it runs:
+	// its attempt is in flight (dispatch pending) when the backup is taken.
+	slow := filepath.Join(t.TempDir(), "slow.sh")
+	require.NoError(t, os.WriteFile(slow, []byte("#!/bin/sh\nin=$(cat)\ncase \"$in\" in *m-slow*) sleep 20;; esac\necho '{\"ok\":true}'\n"), 0o755))
+	flagsWith := func(dispatch string) []string {
+		return []string{"--dispatch", "exec", "--dispatch-command", dispatch, "--bootstrap", "exec", "--bootstrap-command", ok, "--pool", "default=2"}
+	}
+	flags := flagsWith(ok)
 	previewDir := t.TempDir()
 	previewBin := filepath.Join(t.TempDir(), "example-preview")
 	out, err := exec.Command("go", "build", "-o", previewBin, "../../examples/preview").CombinedOutput()
@@ -87,7 +94,14 @@ func TestD4D5D6D7D9TheDataMovesAndVerifies(t *testing.T) {
 	env := []string{"WARDEN_PREVIEW_DIR=" + previewDir}
 
 	dir := filepath.Join(t.TempDir(), "data")
-	p := startProcEnv(t, dir, freePort(t), env, envFlags...)
+	p := startProcEnv(t, dir, freePort(t), env, append(flagsWith(slow), envFlags[len(flags):]...)...)
+	st, v := p.do("POST", "/v1/marquees", "op-secret", map[string]any{"id": "m-slow", "kind": "tutorial"})
+	require.Equal(t, 201, st, "%v", v)
+	require.Eventually(t, func() bool {
+		_, v := p.do("GET", "/v1/marquees/m-slow", "op-secret", nil)
+		a, _ := v["attempt"].(map[string]any)
+		return a != nil && a["dispatch"] == "pending"
+	}, 10*time.Second, 10*time.Millisecond, "m-slow's dispatch is in flight")
 	var ids []string
 	for i := range 12 {
 		id := fmt.Sprintf("m-%d", i)
@@ -102,7 +116,7 @@ func TestD4D5D6D7D9TheDataMovesAndVerifies(t *testing.T) {
 		a, _ := v["attempt"].(map[string]any)
 		return a != nil && a["dispatch"] == "sent"
 	}, 10*time.Second, 10*time.Millisecond, "%v", func() any { _, v := p.do("GET", "/v1/marquees/m-0", "op-secret", nil); return v }())
-	st, v := p.do("POST", "/v1/webhooks/terraform", "cb-secret", map[string]any{"marquee_id": "m-0", "verb": "deployed", "generation": 1,
+	st, v = p.do("POST", "/v1/webhooks/terraform", "cb-secret", map[string]any{"marquee_id": "m-0", "verb": "deployed", "generation": 1,
 		"connection": map[string]any{"host": "203.0.113.7", "port": 22, "user": "root", "ssh_private_key": "-----BEGIN OPENSSH PRIVATE KEY-----x",
 			"free_domain": "m-0.example.net", "acme_dns": map[string]any{"server_url": "https://acme.example.net", "username": "u", "password": "p", "subdomain": "s", "full_domain": "s.acme.example.net"}}})
 	require.Equal(t, 200, st, "%v", v)
@@ -127,7 +141,9 @@ func TestD4D5D6D7D9TheDataMovesAndVerifies(t *testing.T) {
 	code, msg := runCLI(t, "backup", "--to", backup, "--server", p.url)
 	sentDuring := l.sent.Load()
 	require.Equal(t, 0, code, msg)
-	require.Contains(t, msg, "12 marquees, 1 environments")
+	_, slowAfter := p.do("GET", "/v1/marquees/m-slow", "op-secret", nil)
+	require.Equal(t, "pending", slowAfter["attempt"].(map[string]any)["dispatch"], "the backup was taken with m-slow's dispatch in flight")
+	require.Contains(t, msg, "13 marquees, 1 environments")
 	require.Contains(t, msg, "seal key ids needed:")
 	require.Eventually(t, func() bool { return l.sent.Load() > sentDuring+50 }, 20*time.Second, 10*time.Millisecond, "warden kept serving")
 	close(stop)
@@ -166,13 +182,21 @@ func TestD4D5D6D7D9TheDataMovesAndVerifies(t *testing.T) {
 	require.Contains(t, msg, "SHA-256", "D5: a backup that does not match its manifest is refused")
 	code, msg = runCLI(t, "restore", "--from", backup, "--data", restored)
 	require.Equal(t, 0, code, msg)
-	require.Contains(t, msg, "restored 12 marquees and 1 environments")
+	require.Contains(t, msg, "restored 13 marquees and 1 environments")
 	code, msg = runCLI(t, "verify", "--data", restored, "--pool", "default=2")
 	require.Equal(t, 0, code, msg)
 	require.Contains(t, msg, "ok: no problem found")
 
 	p2 := startProcEnv(t, restored, freePort(t), env, envFlags...)
 	checkApplied(t, p2, before)
+	// D5: nothing is assumed from the backup's moment: the dispatch in
+	// flight then is reconciled as after a crash (superseded by a new
+	// generation, or observed), and sent.
+	require.Eventually(t, func() bool {
+		_, v := p2.do("GET", "/v1/marquees/m-slow", "op-secret", nil)
+		a, _ := v["attempt"].(map[string]any)
+		return a != nil && a["dispatch"] == "sent"
+	}, 20*time.Second, 20*time.Millisecond, "the restored warden reconciles m-slow's dispatch")
 	_, pool := p2.do("GET", "/v1/pools/default", "op-secret", nil)
 	require.LessOrEqual(t, len(pool["reserved"].([]any)), 2, "I7 after the restore")
 	_, e := p2.do("GET", "/v1/environments/pr-1-aaaaaaa", "op-secret", nil)
@@ -185,7 +209,7 @@ func TestD4D5D6D7D9TheDataMovesAndVerifies(t *testing.T) {
 	target := "etcd:" + strings.Join(urls, ",")
 	code, msg = runCLI(t, "migrate", "--from", "pebble:"+restored, "--to", target, "--data", restored, "--pool", "default=2")
 	require.Equal(t, 0, code, msg)
-	require.Contains(t, msg, "12 marquees, 1 environments, 1 pools")
+	require.Contains(t, msg, "13 marquees, 1 environments, 1 pools")
 	require.Contains(t, msg, "both verify")
 	code, msg = runCLI(t, "migrate", "--from", "pebble:"+restored, "--to", target, "--data", restored)
 	require.NotEqual(t, 0, code)
@@ -223,7 +247,7 @@ func TestD4D5D6D7D9TheDataMovesAndVerifies(t *testing.T) {
 		code, msg = runCLI(t, "migrate", "--from", target, "--to", "pebble:"+back, "--seal-key-file", filepath.Join(shared, sealKeyName))
 		return code == 0
 	}, 30*time.Second, 500*time.Millisecond, "once the node's leases are gone, the store migrates back: %s", msg)
-	require.Contains(t, msg, "12 marquees, 1 environments")
+	require.Contains(t, msg, "13 marquees, 1 environments")
 	code, msg = runCLI(t, "verify", "--data", back, "--seal-key-file", filepath.Join(shared, sealKeyName))
 	require.Equal(t, 0, code, msg)
 }

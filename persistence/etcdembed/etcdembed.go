@@ -33,6 +33,13 @@ type Config struct {
 	Join bool
 	// StartTimeout bounds the wait for the member to join a quorum.
 	StartTimeout time.Duration
+	// CompactionRetention is how much of etcd's history is kept: older
+	// revisions are compacted away (etcd's periodic auto-compaction, run
+	// every tenth of it); zero means an hour. warden serve's default is
+	// ten minutes: every callback rewrites its marquee's record, and an
+	// hour of revisions at a few hundred callbacks a second is a large
+	// share of etcd's 2 GiB quota (BENCHMARKS.md, D10).
+	CompactionRetention time.Duration
 	// QuotaBytes is the member's space quota (etcd's
 	// --quota-backend-bytes); zero is etcd's default, 2 GiB.
 	QuotaBytes int64
@@ -113,10 +120,13 @@ func Start(c Config) (*Member, error) {
 	cfg.Logger = "zap"
 	cfg.LogLevel = "warn"
 	cfg.LogOutputs = []string{filepath.Join(c.Dir, "etcd.log")}
-	// Old revisions are compacted hourly; the fencing compare needs only
-	// the shard key's current revision.
+	// Old revisions are compacted (hourly by default); the fencing compare
+	// needs only the shard key's current revision.
 	cfg.AutoCompactionMode = "periodic"
 	cfg.AutoCompactionRetention = "1h"
+	if c.CompactionRetention > 0 {
+		cfg.AutoCompactionRetention = c.CompactionRetention.String()
+	}
 	cfg.QuotaBackendBytes = c.QuotaBytes
 	if c.TLS != nil {
 		cfg.ClientTLSInfo, cfg.PeerTLSInfo = c.TLS.info(), c.TLS.info()

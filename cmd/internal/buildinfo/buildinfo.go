@@ -7,6 +7,7 @@ package buildinfo
 import (
 	"fmt"
 	"runtime/debug"
+	"strings"
 )
 
 // Info is one binary's identity.
@@ -17,9 +18,12 @@ type Info struct {
 	GoVersion string
 }
 
-// version is stamped by `make dist` (-ldflags -X) from git describe: a
-// release's tag, which a build from a working tree does not otherwise know.
-var version string
+// version and commit are stamped by `make dist` (-ldflags -X) from git: a
+// release's tag, which a build from a working tree does not otherwise
+// know, and its commit (a release is built with -buildvcs=false, so that
+// a file the tests leave in the tree cannot change its bytes; commit ends
+// in "+modified" when tracked files had changes).
+var version, commit string
 
 // Read reads the binary's own build information.
 func Read() Info {
@@ -34,6 +38,9 @@ func Read() Info {
 	}
 	if version != "" {
 		info.Version = version
+	}
+	if commit != "" {
+		info.Commit, info.Modified = strings.CutSuffix(commit, "+modified")
 	}
 	for _, s := range bi.Settings {
 		switch s.Key {

@@ -1,0 +1,34 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestD10TheClusterAtScaleBenchRuns runs make bench's cluster-at-scale
+// measurement small (2,000 marquees, fifteen seconds of callbacks): the
+// seeded marquees are read through the nodes, the busiest node's shards
+// are taken over, every callback of the steady run is answered once, and
+// the report has every figure. The figures at 100,000 are make bench's
+// (BENCHMARKS.md).
+func TestD10TheClusterAtScaleBenchRuns(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three warden nodes")
+	}
+	out := filepath.Join(t.TempDir(), "BENCHMARKS.md")
+	require.NoError(t, runClusterScale(out, 2000, 15*time.Second, time.Minute, 100))
+	raw, err := os.ReadFile(out)
+	require.NoError(t, err)
+	report := string(raw)
+	require.Contains(t, report, "## The cluster at scale (D10), etcd history kept 1m0s")
+	for _, figure := range []string{"seeding 2000 marquees", "store on disk", "start-up to ready", "failover of the busiest node", "a moved shard reads",
+		"steady callbacks at 100 a second", " 0 errors, 0 duplicates", "etcd's quota", "per acknowledged callback"} {
+		require.Contains(t, report, figure)
+	}
+	require.False(t, strings.Contains(report, " 0 requests,"), "the steady run sent callbacks")
+}

@@ -1,0 +1,96 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestD4D5AClustersBackupRestoresIntoANewCluster: a node of a cluster
+// with embedded etcd is backed up while it serves (etcd's snapshot
+// through the maintenance API, D4); the backup is restored once per
+// member of a new three-node cluster on other ports (D5: etcdutl's
+// restore, after the snapshot's records were verified in a throwaway
+// member), and the new cluster serves every marquee with its sealed
+// connection.
+func TestD4D5AClustersBackupRestoresIntoANewCluster(t *testing.T) {
+	shared := filepath.Join(t.TempDir(), "shared")
+	var kg strings.Builder
+	require.NoError(t, keygen([]string{shared}, &kg))
+	ok := okScript(t)
+	nodeArgs := func(name, peer, client, initial string) []string {
+		return []string{"--node", name, "--etcd-embed", "--etcd-peer-url", "http://" + peer, "--etcd-client-url", "http://" + client,
+			"--etcd-initial-cluster", initial, "--cluster-token-file", filepath.Join(shared, "cluster.token"),
+			"--seal-key-file", filepath.Join(shared, sealKeyName), "--callback-signing-key-file", filepath.Join(shared, "callback-signing.key"),
+			"--dispatch", "exec", "--dispatch-command", ok, "--bootstrap", "exec", "--bootstrap-command", ok, "--pool", "default=10"}
+	}
+	peer, client := freePort(t), freePort(t)
+	old := startProc(t, filepath.Join(t.TempDir(), "old"), freePort(t), nodeArgs("n1", peer, client, "n1=http://"+peer)...)
+	settle(t, old, 1)
+	for i := range 5 {
+		id := fmt.Sprintf("m-%d", i)
+		st, v := retry503(old, "POST", "/v1/marquees", map[string]any{"id": id, "kind": "tutorial"})
+		require.Equal(t, 201, st, "%v", v)
+	}
+	require.Eventually(t, func() bool {
+		_, v := old.do("GET", "/v1/marquees/m-0", "op-secret", nil)
+		a, _ := v["attempt"].(map[string]any)
+		return a != nil && a["dispatch"] == "sent"
+	}, 20*time.Second, 20*time.Millisecond)
+	st, v := retry503(old, "POST", "/v1/webhooks/terraform", map[string]any{"marquee_id": "m-0", "verb": "deployed", "generation": 1,
+		"connection": map[string]any{"host": "203.0.113.7", "port": 22, "user": "root", "ssh_private_key": "cluster-key", "free_domain": "m-0.example.net",
+			"acme_dns": map[string]any{"server_url": "https://acme.example.net", "username": "u", "password": "p", "subdomain": "s", "full_domain": "s.acme.example.net"}}})
+	require.Equal(t, 200, st, "%v", v)
+
+	backup := filepath.Join(t.TempDir(), "backup")
+	code, msg := runCLI(t, "backup", "--to", backup, "--server", old.url)
+	require.Equal(t, 0, code, msg)
+	require.Contains(t, msg, "(etcd, store format 1)", "D4: a cluster's backup is etcd's snapshot")
+	require.Contains(t, msg, "5 marquees")
+	_, err := os.Stat(filepath.Join(backup, etcdSnapshot))
+	require.NoError(t, err)
+	require.NoError(t, old.cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, old.cmd.Wait(), old.log.String())
+
+	type member struct{ name, data, peer, client, http string }
+	var ms []member
+	var initial []string
+	for i := 1; i <= 3; i++ {
+		m := member{name: fmt.Sprint("n", i), data: filepath.Join(t.TempDir(), fmt.Sprint("n", i)), peer: freePort(t), client: freePort(t), http: freePort(t)}
+		ms = append(ms, m)
+		initial = append(initial, m.name+"=http://"+m.peer)
+	}
+	for _, m := range ms {
+		require.NoError(t, os.MkdirAll(m.data, 0o700))
+		code, msg := runCLI(t, "restore", "--from", backup, "--data", m.data, "--seal-key-file", filepath.Join(shared, sealKeyName),
+			"--node", m.name, "--etcd-peer-url", "http://"+m.peer, "--etcd-initial-cluster", strings.Join(initial, ","))
+		require.Equal(t, 0, code, msg)
+		require.Contains(t, msg, "restored member "+m.name+" of a new cluster (5 marquees")
+	}
+	procs := make([]*proc, len(ms))
+	var wg sync.WaitGroup
+	for i, m := range ms {
+		wg.Add(1)
+		go func() { // the members wait for each other's quorum
+			defer wg.Done()
+			procs[i] = startProc(t, m.data, m.http, nodeArgs(m.name, m.peer, m.client, strings.Join(initial, ","))...)
+		}()
+	}
+	wg.Wait()
+	settle(t, procs[0], 3)
+	for i := range 5 {
+		st, v := retry503(procs[i%3], "GET", fmt.Sprintf("/v1/marquees/m-%d", i), nil)
+		require.Equal(t, 200, st, "D5: the new cluster serves m-%d: %v", i, v)
+	}
+	_, m0 := retry503(procs[1], "GET", "/v1/marquees/m-0", nil)
+	require.NotNil(t, m0["connection"], "the sealed connection opens with the shared keyring")
+	code, msg = runCLI(t, "verify", "--live", "--server", procs[2].url)
+	require.Equal(t, 0, code, msg)
+}

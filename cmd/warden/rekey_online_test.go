@@ -1,0 +1,155 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/wardenhq/warden/actors/trust"
+)
+
+// TestD9OnlineRekeyOnTheCluster rekeys a two-node cluster while it runs,
+// in warden rekey --online's four phases with a rolling restart after
+// the first two: afterwards every record, on either node's shards, is
+// sealed under the new key alone, the keyring holds only it, and every
+// marquee still reads with its connection.
+func TestD9OnlineRekeyOnTheCluster(t *testing.T) {
+	urls := startEtcd(t, 3)
+	shared := filepath.Join(t.TempDir(), "shared")
+	var kg strings.Builder
+	require.NoError(t, keygen([]string{shared}, &kg))
+	keyFile := filepath.Join(shared, sealKeyName)
+	ok := okScript(t)
+	type node struct {
+		name, data, addr string
+		p                *proc
+	}
+	nodes := []*node{{name: "n1", data: filepath.Join(t.TempDir(), "n1"), addr: freePort(t)}, {name: "n2", data: filepath.Join(t.TempDir(), "n2"), addr: freePort(t)}}
+	start := func(n *node) {
+		n.p = startProc(t, n.data, n.addr, "--node", n.name, "--etcd-endpoints", strings.Join(urls, ","),
+			"--cluster-token-file", filepath.Join(shared, "cluster.token"), "--seal-key-file", keyFile,
+			"--callback-signing-key-file", filepath.Join(shared, "callback-signing.key"), "--advertise-url", "http://"+n.addr,
+			"--dispatch", "exec", "--dispatch-command", ok, "--bootstrap", "exec", "--bootstrap-command", ok, "--pool", "default=20")
+	}
+	restart := func() {
+		for _, n := range nodes {
+			require.NoError(t, n.p.cmd.Process.Signal(syscall.SIGTERM))
+			require.NoError(t, n.p.cmd.Wait(), n.p.log.String())
+			start(n)
+		}
+		settle(t, nodes[0].p, 2)
+	}
+	for _, n := range nodes {
+		start(n)
+	}
+	settle(t, nodes[0].p, 2)
+	first := nodes[0].p
+	var ids []string
+	for i := range 8 {
+		id := fmt.Sprintf("m-%d", i)
+		ids = append(ids, id)
+		st, v := retry503(first, "POST", "/v1/marquees", map[string]any{"id": id, "kind": "tutorial"})
+		require.Equal(t, 201, st, "%v", v)
+	}
+	for _, id := range ids {
+		require.Eventually(t, func() bool {
+			_, v := first.do("GET", "/v1/marquees/"+id, "op-secret", nil)
+			a, _ := v["attempt"].(map[string]any)
+			return a != nil && a["dispatch"] == "sent"
+		}, 20*time.Second, 20*time.Millisecond)
+		st, v := retry503(first, "POST", "/v1/webhooks/terraform", map[string]any{"marquee_id": id, "verb": "deployed", "generation": 1,
+			"connection": map[string]any{"host": "203.0.113.7", "port": 22, "user": "root", "ssh_private_key": "key-of-" + id, "free_domain": id + ".example.net",
+				"acme_dns": map[string]any{"server_url": "https://acme.example.net", "username": "u", "password": "p", "subdomain": "s", "full_domain": "s.acme.example.net"}}})
+		require.Equal(t, 200, st, "%v", v)
+	}
+	ring, err := trust.LoadKeyring(keyFile)
+	require.NoError(t, err)
+	old := ring.Active().ID
+
+	cli := func(args ...string) string {
+		code, msg := runCLI(t, append([]string{"rekey", "--seal-key-file", keyFile, "--server", first.url}, args...)...)
+		require.Equal(t, 0, code, msg)
+		return msg
+	}
+	require.Contains(t, cli("--online", "stage"), "staged")
+	restart()
+	require.Contains(t, cli("--online", "activate"), "is active")
+	ring, err = trust.LoadKeyring(keyFile)
+	require.NoError(t, err)
+	fresh := ring.Active().ID
+	require.NotEqual(t, old, fresh)
+	restart()
+	first = nodes[0].p
+	msg := cli("--online", "reseal", "--server", first.url)
+	require.Contains(t, msg, "every record is under the active key", msg)
+	for _, n := range nodes {
+		require.Contains(t, msg, "http://"+n.addr+": ", "D9: both nodes resealed their own shards")
+	}
+	require.Contains(t, cli("--online", "finish", "--server", first.url), "holds only "+fresh)
+	ring, err = trust.LoadKeyring(keyFile)
+	require.NoError(t, err)
+	require.Len(t, ring.Keys, 1)
+	ids2, err := liveKeyIDs(clientOptions{server: first.url, output: "json", getenv: func(k string) string {
+		if k == "WARDEN_OPERATOR_TOKEN" {
+			return "op-secret"
+		}
+		return ""
+	}})
+	require.NoError(t, err)
+	require.Equal(t, []string{fresh}, ids2, "D9: no record names the old key")
+	restart()
+	for _, id := range ids {
+		st, v := retry503(nodes[1].p, "GET", "/v1/marquees/"+id, nil)
+		require.Equal(t, 200, st, "%v", v)
+		require.NotNil(t, v["connection"], "%s opens under the new key alone", id)
+	}
+	raw, _ := os.ReadFile(keyFile)
+	require.NotContains(t, string(raw), old)
+}
+
+// retry503 sends a request again while the cluster answers 503 (a shard
+// moving, a node starting): clients are told to retry those.
+func retry503(p *proc, method, path string, body any) (int, map[string]any) {
+	token := "op-secret"
+	if strings.HasPrefix(path, "/v1/webhooks/") {
+		token = "cb-secret"
+	}
+	var st int
+	var v map[string]any
+	for range 200 {
+		if st, v = p.do(method, path, token, body); st != 503 {
+			return st, v
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return st, v
+}
+
+// settle waits until a node sees n live members and every shard owned.
+func settle(t *testing.T, p *proc, n int) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		st, v := p.do("GET", "/v1/cluster", "op-secret", nil)
+		if st != 200 {
+			return false
+		}
+		live := 0
+		for _, m := range v["members"].([]any) {
+			if m.(map[string]any)["alive"] == true {
+				live++
+			}
+		}
+		for _, s := range v["shards"].([]any) {
+			if s.(map[string]any)["owner"] == "" || s.(map[string]any)["owner"] == nil {
+				return false
+			}
+		}
+		return live == n
+	}, 30*time.Second, 50*time.Millisecond, "the cluster settles with %d nodes", n)
+}
