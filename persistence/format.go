@@ -57,23 +57,39 @@ func (s *Store) Format() (FormatRecord, error) {
 }
 
 // CheckFormat refuses a store newer than this build (this names the build
-// in the refusal) and otherwise records that this build writes it. A
-// read-only store is only checked.
+// in the refusal) and otherwise records that this build writes it: a
+// single node's start. A read-only store is only checked.
 func (s *Store) CheckFormat(this string) error {
+	f, err := s.RefuseNewer(this)
+	if err != nil {
+		return err
+	}
+	if f.WrittenBy == this && f.Format == StoreFormat || s.health.writeRefusal() != nil {
+		return nil
+	}
+	return s.StampFormat(this, Fence{})
+}
+
+// RefuseNewer reads the format record and refuses a store newer than this
+// build. A cluster node checks at start with it and stamps the record
+// only once it owns the shard the record is written under (StampFormat
+// with that shard's fence, C3).
+func (s *Store) RefuseNewer(this string) (FormatRecord, error) {
 	f, err := s.Format()
 	if err != nil {
-		return fmt.Errorf("store format: %w", err)
+		return f, fmt.Errorf("store format: %w", err)
 	}
 	if f.Format > StoreFormat {
-		return &NewerFormatError{Stored: f, This: this}
+		return f, &NewerFormatError{Stored: f, This: this}
 	}
-	if f.WrittenBy == this && f.Format == StoreFormat {
-		return nil
-	}
-	if s.health.writeRefusal() != nil {
-		return nil
-	}
+	return f, nil
+}
+
+// StampFormat records that this build writes the store, under fence (zero
+// on a single node).
+func (s *Store) StampFormat(this string, fence Fence) error {
 	b := s.NewBatch()
+	b.Fence(fence)
 	b.Put([]byte(formatKey), FormatRecord{Format: StoreFormat, WrittenBy: this})
 	if err := b.Commit(); err != nil {
 		return fmt.Errorf("store format: %w", err)

@@ -7,7 +7,8 @@ import (
 )
 
 // TestCrashFiftyKills is issue 3's crash test at its CI size: 50 SIGKILLs of
-// the real process under load, invariants checked after every restart.
+// the real process under load, invariants checked after every restart,
+// and warden verify (D6) on the store the run left, live and offline.
 func TestCrashFiftyKills(t *testing.T) {
 	if testing.Short() {
 		t.Skip("crash test runs the real binary for about two minutes")
@@ -18,7 +19,7 @@ func TestCrashFiftyKills(t *testing.T) {
 	if err != nil {
 		t.Fatalf("seed %d: %v (replay the schedule: go run ./cmd/warden-crash -kills 50 -seed %d)", seed, err, seed)
 	}
-	if rep.Kills < 50 || rep.AppliedChecked == 0 || rep.AdmissionsChecked == 0 || rep.SilentVerified == 0 || rep.Envs == 0 || rep.EnvsChecked == 0 {
+	if rep.Kills < 50 || rep.AppliedChecked == 0 || rep.AdmissionsChecked == 0 || rep.SilentVerified == 0 || rep.Envs == 0 || rep.EnvsChecked == 0 || !rep.StoreVerified {
 		t.Fatalf("the run did not exercise enough: %v", rep)
 	}
 }

@@ -45,13 +45,16 @@ type Report struct {
 	// them waited, from the new process being ready to its takeover.
 	EnvResumes   int
 	EnvResumeMax time.Duration
-	Elapsed      time.Duration
+	// StoreVerified: warden verify found no problem in the store the run
+	// left, live and then offline with warden stopped (D6).
+	StoreVerified bool
+	Elapsed       time.Duration
 }
 
 func (r Report) String() string {
-	return fmt.Sprintf("seed=%d kills=%d restarts=%d marquees=%d applied-callbacks-checked=%d admissions-checked=%d dispatches=%d silent-workflows-verified=%d environments=%d environment-records-checked=%d environments-resumed-after-restart=%d longest-resume-wait=%s elapsed=%s",
+	return fmt.Sprintf("seed=%d kills=%d restarts=%d marquees=%d applied-callbacks-checked=%d admissions-checked=%d dispatches=%d silent-workflows-verified=%d environments=%d environment-records-checked=%d environments-resumed-after-restart=%d longest-resume-wait=%s store-verified=%t elapsed=%s",
 		r.Seed, r.Kills, r.Restarts, r.Marquees, r.AppliedChecked, r.AdmissionsChecked, r.Dispatches, r.SilentVerified, r.Envs, r.EnvsChecked,
-		r.EnvResumes, r.EnvResumeMax.Round(time.Millisecond), r.Elapsed.Round(time.Second))
+		r.EnvResumes, r.EnvResumeMax.Round(time.Millisecond), r.StoreVerified, r.Elapsed.Round(time.Second))
 }
 
 const (
@@ -195,12 +198,46 @@ func Run(o Options) (_ Report, runErr error) {
 	if err := h.settleEnvs(&rep); err != nil {
 		return rep, fmt.Errorf("environments after the quiet phase: %w", err)
 	}
+	if err := h.verifyStore(); err != nil {
+		return rep, fmt.Errorf("D6, after the run: %w", err)
+	}
+	rep.StoreVerified = true
 	h.mu.Lock()
 	rep.Marquees = len(h.created)
 	h.mu.Unlock()
 	rep.Dispatches = h.dispatches.Total()
 	rep.Elapsed = time.Since(start)
 	return rep, nil
+}
+
+// verifyStore runs warden verify on the store the kills left: --live
+// against the running warden, then, once it stopped cleanly, offline with
+// the timings it ran with.
+func (h *harness) verifyStore() error {
+	env := append(os.Environ(), "WARDEN_OPERATOR_TOKEN="+opToken)
+	live := exec.Command(h.bin, "verify", "--live", "--server", "http://"+h.addr)
+	live.Env = env
+	if out, err := live.CombinedOutput(); err != nil {
+		return fmt.Errorf("warden verify --live: %v\n%s", err, out)
+	}
+	if err := h.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		return err
+	}
+	<-h.exited
+	if h.exitErr != nil {
+		return fmt.Errorf("warden did not stop cleanly: %v", h.exitErr)
+	}
+	retry := make([]string, retryCount)
+	for i := range retry {
+		retry[i] = retryWait.String()
+	}
+	offline := exec.Command(h.bin, "verify", "--data", filepath.Join(h.dir, "data"), "--pool", fmt.Sprintf("default=%d", poolLimit),
+		"--stale-after", "1s", "--retry-backoff", strings.Join(retry, ","), "--provisioning-timeout", "1m")
+	offline.Env = env
+	if out, err := offline.CombinedOutput(); err != nil {
+		return fmt.Errorf("warden verify --data: %v\n%s", err, out)
+	}
+	return nil
 }
 
 func (h *harness) startWarden(script string) error {

@@ -105,8 +105,13 @@ func (p *process) start() error {
 	if err := p.openStore(tm); err != nil {
 		return err
 	}
-	// A store a newer warden wrote is refused before anything reads it (D8).
-	if err := p.store.CheckFormat(buildinfo.Read().Short()); err != nil {
+	// A store a newer warden wrote is refused before anything reads it
+	// (D8); a cluster node stamps the record when it takes shard 0.
+	if p.node != nil {
+		if _, err := p.store.RefuseNewer(buildinfo.Read().Short()); err != nil {
+			return err
+		}
+	} else if err := p.store.CheckFormat(buildinfo.Read().Short()); err != nil {
 		return err
 	}
 	cfg, err := p.systemConfig(tm)
@@ -182,11 +187,37 @@ func (p *process) openStore(tm *trustMaterial) error {
 	p.cp, p.store = cp, cp.store
 	p.node = cluster.NewNode(c.Node, advertiseURL(c), c.LeaseTTL, cluster.Etcd{C: cp.client}, clock.Real{}, cluster.Hooks{
 		// The node ticks only once sys is running (node.Run in run).
-		Acquired: func(shard int, _ int64) { p.sys.AcquireShard(shard) },
+		Acquired: func(shard int, _ int64) {
+			p.sys.AcquireShard(shard)
+			if shard == formatShard {
+				p.stampFormat()
+			}
+		},
 		Released: func(shard int) { p.sys.ReleaseShard(shard) },
 	}, p.log)
 	p.node.SetPeers(c.ClusterToken)
 	return nil
+}
+
+// formatShard is the shard whose owner writes a cluster's store format
+// record (D8), fenced like every cluster write (C3).
+const formatShard = 0
+
+// stampFormat records, as the owner of formatShard, that this build writes
+// the cluster's store; a failure is logged (the next owner stamps it).
+func (p *process) stampFormat() {
+	this := buildinfo.Read().Short()
+	f, err := p.store.Format()
+	if err == nil && f.WrittenBy == this {
+		return
+	}
+	fence, err := p.node.Fence(formatShard)
+	if err == nil {
+		err = p.store.StampFormat(this, fence)
+	}
+	if err != nil {
+		p.log.Warn("store format not recorded", "err", err)
+	}
 }
 
 func (p *process) systemConfig(tm *trustMaterial) (actors.Config, error) {
