@@ -31,16 +31,27 @@ func TestC4APausedOwnerAnswersOnlyFromTheCurrentState(t *testing.T) {
 	h.must(t, "POST", "/v1/marquees", byo, 201)
 	h.must(t, "POST", "/v1/marquees", map[string]any{"id": "t-1", "kind": "tutorial"}, 201)
 
-	const trials = 4
+	// Two pauses a trial, each revoked by the detector: three trials stay
+	// within its bound (six revocations a minute per node, issue 20)
+	// even when one node revokes them all; a fourth could be held back
+	// to the lease's expiry, and the pause would then not move the shard
+	// within the lease.
+	const trials = 3
 	for trial := 1; trial <= trials; trial++ {
 		// A refusal: the resumed node must not refuse an enable of a
 		// marquee the new owner disabled.
 		old, fresh := h.pauseAndMove(t, "p-1")
 		h.mustOn(t, fresh, "POST", "/v1/marquees/p-1/disable", nil, 200)
 		h.resume(old)
-		st, ans := h.eventually(t, old, "POST", "/v1/marquees/p-1/enable", nil)
-		require.Equal(t, 200, st, "trial %d: enable on the resumed %s answered %d %v (from the state it had?)", trial, old.name, st, ans)
-		require.Equal(t, "active", ans["serving"])
+		st, ans, retried := h.retried(t, old, "POST", "/v1/marquees/p-1/enable", nil)
+		if st == 409 && retried && h.lastServingCommand(t, fresh, "p-1") == "enable" {
+			// An earlier attempt, answered 503 (the shard moved under
+			// it), had enabled p-1: this refusal is the current state's.
+			st = 200
+		} else {
+			require.Equal(t, 200, st, "trial %d: enable on the resumed %s answered %d %v (from the state it had?)", trial, old.name, st, ans)
+			require.Equal(t, "active", ans["serving"])
+		}
 		st, ans = h.eventually(t, old, "GET", "/v1/marquees/p-1", nil)
 		require.Equal(t, 200, st)
 		require.Equal(t, "active", ans["serving"], "trial %d: a read through the resumed node", trial)
@@ -136,14 +147,39 @@ func (h *harness) named(name string) *node {
 // eventually sends a request to n until it is not a retryable 503.
 func (h *harness) eventually(t *testing.T, n *node, method, path string, body any) (int, map[string]any) {
 	t.Helper()
+	st, ans, _ := h.retried(t, n, method, path, body)
+	return st, ans
+}
+
+// retried is eventually, also saying whether a 503 came first: an answer
+// after a 503 may follow the earlier attempt's own effect (the 503 means
+// "unknown", not "not done").
+func (h *harness) retried(t *testing.T, n *node, method, path string, body any) (int, map[string]any, bool) {
+	t.Helper()
 	for attempt := 0; ; attempt++ {
 		st, ans, err := h.do(n, method, path, opToken, body, "")
 		require.NoError(t, err)
 		if st != 503 || attempt >= 200 {
-			return st, ans
+			return st, ans, attempt > 0
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// lastServingCommand is the newest enable or disable applied to a
+// marquee, by its history (newest first).
+func (h *harness) lastServingCommand(t *testing.T, n *node, id string) string {
+	t.Helper()
+	st, hist := h.eventually(t, n, "GET", "/v1/marquees/"+id+"/history?limit=20", nil)
+	require.Equal(t, 200, st)
+	items, _ := hist["items"].([]any)
+	for _, it := range items {
+		e, _ := it.(map[string]any)
+		if v := e["verb"]; (v == "enable" || v == "disable") && e["result"] == "applied" {
+			return v.(string)
+		}
+	}
+	return ""
 }
 
 func (h *harness) must(t *testing.T, method, path string, body any, want int) (int, map[string]any) {

@@ -36,8 +36,7 @@ func TestD4D5AClustersBackupRestoresIntoANewCluster(t *testing.T) {
 	settle(t, old, 1)
 	for i := range 5 {
 		id := fmt.Sprintf("m-%d", i)
-		st, v := retry503(old, "POST", "/v1/marquees", map[string]any{"id": id, "kind": "tutorial"})
-		require.Equal(t, 201, st, "%v", v)
+		createOn(t, old, map[string]any{"id": id, "kind": "tutorial"})
 	}
 	require.Eventually(t, func() bool {
 		_, v := old.do("GET", "/v1/marquees/m-0", "op-secret", nil)

@@ -190,7 +190,9 @@ func (p *process) openStore(tm *trustMaterial) error {
 		Acquired: func(shard int, _ int64) {
 			p.sys.AcquireShard(shard)
 			if shard == formatShard {
-				p.stampFormat()
+				// Off the node's tick: a store round trip there would
+				// delay every lease the tick keeps.
+				go p.stampFormat()
 			}
 		},
 		Released: func(shard int) { p.sys.ReleaseShard(shard) },
