@@ -50,24 +50,10 @@ func (s *Store) View() (*Store, error) {
 // pebbleView is a Pebble snapshot as a Backend.
 type pebbleView struct{ snap *pebble.Snapshot }
 
-func (v *pebbleView) Get(key []byte, f func([]byte) error) error {
-	val, closer, err := v.snap.Get(key)
-	if errors.Is(err, pebble.ErrNotFound) {
-		return ErrNotFound
-	}
-	if err != nil {
-		return readFailure(key, err)
-	}
-	defer closer.Close()
-	return f(val)
-}
+func (v *pebbleView) Get(key []byte, f func([]byte) error) error { return get(v.snap, key, f) }
 
 func (v *pebbleView) Scan(lower, upper []byte, f func(k, val []byte) (bool, error)) error {
-	it, err := v.snap.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
-	if err != nil {
-		return readFailure(lower, err)
-	}
-	return iterate(it, lower, f)
+	return scan(v.snap, lower, upper, f)
 }
 
 func (v *pebbleView) NewWrites() Writes { return refusedWrites{} }

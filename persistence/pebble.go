@@ -124,8 +124,15 @@ func (p *pebbleBackend) Close() error {
 	return p.closeErr
 }
 
-func (p *pebbleBackend) Get(key []byte, f func([]byte) error) error {
-	val, closer, err := p.db.Get(key)
+func (p *pebbleBackend) Get(key []byte, f func([]byte) error) error { return get(p.db, key, f) }
+
+func (p *pebbleBackend) Scan(lower, upper []byte, f func(k, v []byte) (bool, error)) error {
+	return scan(p.db, lower, upper, f)
+}
+
+// get and scan read a Pebble database or a snapshot of it (View).
+func get(r pebble.Reader, key []byte, f func([]byte) error) error {
+	val, closer, err := r.Get(key)
 	if errors.Is(err, pebble.ErrNotFound) {
 		return ErrNotFound
 	}
@@ -136,8 +143,8 @@ func (p *pebbleBackend) Get(key []byte, f func([]byte) error) error {
 	return f(val)
 }
 
-func (p *pebbleBackend) Scan(lower, upper []byte, f func(k, v []byte) (bool, error)) error {
-	it, err := p.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+func scan(r pebble.Reader, lower, upper []byte, f func(k, v []byte) (bool, error)) error {
+	it, err := r.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
 	if err != nil {
 		return readFailure(lower, err)
 	}
