@@ -4,7 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -409,7 +410,7 @@ func (v *verifier) crossChecks() {
 }
 
 func (v *verifier) checkMarquees() {
-	for _, id := range sortedKeys(v.marquees) {
+	for _, id := range slices.Sorted(maps.Keys(v.marquees)) {
 		m := v.marquees[id]
 		key := string(persistence.MarqueeKey(id))
 		v.checkWakeOf(persistence.KindMarquee, id, key, m.wakeAt, m.deadline)
@@ -448,7 +449,7 @@ func wakeLabel(t time.Time) string {
 }
 
 func (v *verifier) checkHistoryOwners() {
-	for _, id := range sortedKeys(v.history) {
+	for _, id := range slices.Sorted(maps.Keys(v.history)) {
 		if _, ok := v.marquees[id]; !ok {
 			v.problem(CheckHistory, string(persistence.HistoryPrefix(id)), "%d history entries of a marquee that has no record", v.history[id].count)
 		}
@@ -456,7 +457,7 @@ func (v *verifier) checkHistoryOwners() {
 }
 
 func (v *verifier) checkPools() {
-	for _, pool := range sortedKeys(v.reserved) {
+	for _, pool := range slices.Sorted(maps.Keys(v.reserved)) {
 		jobs := v.reserved[pool]
 		if limit, ok := v.o.Pools[pool]; ok && len(jobs) > limit {
 			v.problem(CheckPool, string(persistence.AdmissionPrefix(pool)), "I7: %d jobs reserved, limit %d", len(jobs), limit)
@@ -474,9 +475,9 @@ func (v *verifier) checkPools() {
 			}
 		}
 	}
-	for _, id := range sortedKeys(v.marquees) {
+	for _, id := range slices.Sorted(maps.Keys(v.marquees)) {
 		a := v.marquees[id].admission
-		if a != nil && a.Status == marquee.AdmissionReserved && !contains(v.reserved[a.Pool], id) {
+		if a != nil && a.Status == marquee.AdmissionReserved && !slices.Contains(v.reserved[a.Pool], id) {
 			v.pending(CheckPool, string(persistence.MarqueeKey(id)), "holds a slot of pool %s that the pool does not list (recovery reconciles it, A7)", a.Pool)
 		}
 	}
@@ -484,7 +485,7 @@ func (v *verifier) checkPools() {
 
 func (v *verifier) checkEnvs() {
 	holder := map[string]string{} // branch -> env holding its route at the highest generation
-	for _, id := range sortedKeys(v.envs) {
+	for _, id := range slices.Sorted(maps.Keys(v.envs)) {
 		e := v.envs[id]
 		key := string(persistence.EnvKey(id))
 		v.checkWakeOf(persistence.KindEnvironment, id, key, e.wakeAt, e.deadline)
@@ -514,7 +515,7 @@ func (v *verifier) checkEnvs() {
 }
 
 func (v *verifier) checkWakeOwners() {
-	for _, who := range sortedKeys(v.wakes) {
+	for _, who := range slices.Sorted(maps.Keys(v.wakes)) {
 		kind, id, _ := strings.Cut(who, "/")
 		var owned bool
 		if kind == persistence.KindMarquee {
@@ -539,10 +540,10 @@ func (v *verifier) checkDedupAge() {
 }
 
 func (v *verifier) summarize() {
-	for _, f := range sortedKeys(v.counts) {
+	for _, f := range slices.Sorted(maps.Keys(v.counts)) {
 		v.r.Records = append(v.r.Records, FamilyCount{Family: f, Count: v.counts[f]})
 	}
-	v.r.KeyIDs = sortedKeys(v.keyIDs)
+	v.r.KeyIDs = slices.Sorted(maps.Keys(v.keyIDs))
 	v.r.Marquees, v.r.Envs = len(v.marquees), len(v.envs)
 	pools := map[string]bool{}
 	for p := range v.poolSeen {
@@ -552,24 +553,6 @@ func (v *verifier) summarize() {
 		pools[p] = true
 	}
 	v.r.Pools = len(pools)
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
-
-func contains(s []string, x string) bool {
-	for _, v := range s {
-		if v == x {
-			return true
-		}
-	}
-	return false
 }
 
 // Text is the report for people: what was read, then each problem.

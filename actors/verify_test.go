@@ -97,11 +97,8 @@ func TestVerifyHealthyStore(t *testing.T) {
 // TestVerifyFindsEachPlantedProblem: D6, one planted problem at a time,
 // each found under its own check naming the key.
 func TestVerifyFindsEachPlantedProblem(t *testing.T) {
-	sealed := func(t *testing.T, dir string) (VerifyOptions, *trust.Keyring) {
-		ring := &trust.Keyring{Keys: []trust.Key{{ID: "k1", Secret: [trust.KeySize]byte{1}}}}
-		o := VerifyOptions{Machine: marquee.Machine{Config: marquee.DefaultConfig()}, Pools: map[string]int{"default": 1}, Sealer: trust.NewSealer(ring)}
-		return o, ring
-	}
+	sealed := VerifyOptions{Machine: marquee.Machine{Config: marquee.DefaultConfig()}, Pools: map[string]int{"default": 1},
+		Sealer: trust.NewSealer(&trust.Keyring{Keys: []trust.Key{{ID: "k1", Secret: [trust.KeySize]byte{1}}}})}
 	cases := []struct {
 		name, check, key string
 		plant            func(t *testing.T, dir string, o *VerifyOptions)
@@ -115,7 +112,7 @@ func TestVerifyFindsEachPlantedProblem(t *testing.T) {
 			})
 		}},
 		{"a sealed field under a key nobody holds", CheckSeal, "m/m-8", func(t *testing.T, dir string, o *VerifyOptions) {
-			*o, _ = sealed(t, dir)
+			*o = sealed
 			other := trust.NewSealer(&trust.Keyring{Keys: []trust.Key{{ID: "gone", Secret: [trust.KeySize]byte{9}}}})
 			plant(t, dir, func(b *persistence.Batch, _ *persistence.Store) {
 				putMarquee(b, other, MarqueeRecord{State: marquee.State{ID: "m-8", Kind: marquee.BYO, Serving: marquee.Active,

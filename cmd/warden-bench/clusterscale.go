@@ -194,7 +194,7 @@ func seedEtcd(nodes []*scaleNode, n int, run *scaleRun) error {
 	const perTxn = 25 // a marquee is its record and maybe a wake entry: within etcd's 100 operations
 	b := st.NewBatch()
 	for i := 0; i < n; i++ {
-		actors.SeedMarquee(b, nil, scaleRecord(i, now))
+		actors.SeedMarquee(b, nil, restingMarquee(fmt.Sprintf("s-%07d", i), i, now))
 		if (i+1)%perTxn == 0 || i == n-1 {
 			if err := b.Commit(); err != nil {
 				return err
@@ -221,10 +221,11 @@ func seedEtcd(nodes []*scaleNode, n int, run *scaleRun) error {
 	return nil
 }
 
-// scaleRecord is the i-th seeded marquee (populate's records, named apart
-// from the marquees the steady run calls back).
-func scaleRecord(i int, now time.Time) actors.MarqueeRecord {
-	s := marquee.State{ID: fmt.Sprintf("s-%07d", i), Kind: marquee.Tutorial, Pool: "default", Serving: marquee.Active,
+// restingMarquee is the i-th marquee the scale figures seed: provisioned
+// and at rest, except every hundredth, stuck provisioning with a retry
+// overdue (its wake-index entry in the past).
+func restingMarquee(id string, i int, now time.Time) actors.MarqueeRecord {
+	s := marquee.State{ID: id, Kind: marquee.Tutorial, Pool: "default", Serving: marquee.Active,
 		Lifecycle: marquee.Provisioned, Progress: marquee.AppDeploying, Generation: 3, DispatchedGeneration: 3, ConnectionGeneration: 3,
 		Connection: &marquee.Connection{Host: "203.0.113.7", Port: 22, User: "root", SSHPrivateKey: "k", FreeDomain: "x.example.net"},
 		Attempt:    &marquee.Attempt{Generation: 3, Action: marquee.ActionApply, Dispatch: marquee.DispatchSent, DispatchedAt: now.Add(-time.Hour)},

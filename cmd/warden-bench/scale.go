@@ -38,18 +38,7 @@ func populate(dir string, n int, now time.Time) error {
 	const perBatch = 10_000
 	b := st.NewBatch()
 	for i := 0; i < n; i++ {
-		s := marquee.State{ID: fmt.Sprintf("m-%07d", i), Kind: marquee.Tutorial, Pool: "default", Serving: marquee.Active,
-			Lifecycle: marquee.Provisioned, Progress: marquee.AppDeploying, Generation: 3, DispatchedGeneration: 3, ConnectionGeneration: 3,
-			Connection: &marquee.Connection{Host: "203.0.113.7", Port: 22, User: "root", SSHPrivateKey: "k", FreeDomain: "x.example.net"},
-			Attempt:    &marquee.Attempt{Generation: 3, Action: marquee.ActionApply, Dispatch: marquee.DispatchSent, DispatchedAt: now.Add(-time.Hour)},
-			CreatedAt:  now.Add(-time.Hour), UpdatedAt: now.Add(-time.Hour)}
-		rec := actors.MarqueeRecord{State: s}
-		if i%100 == 0 {
-			s.Serving, s.Lifecycle, s.Connection, s.ConnectionGeneration = marquee.Disabled, marquee.Provisioning, nil, 0
-			s.Progress = marquee.Queued
-			s.Attempt.DispatchedAt = now.Add(-10 * time.Minute)
-			rec = actors.MarqueeRecord{State: s, WakeAt: now.Add(-5 * time.Minute)}
-		}
+		rec := restingMarquee(fmt.Sprintf("m-%07d", i), i, now)
 		actors.SeedMarquee(b, nil, rec)
 		if (i+1)%perBatch == 0 || i == n-1 {
 			if err := b.Commit(); err != nil {

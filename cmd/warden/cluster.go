@@ -15,7 +15,6 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 
 	"github.com/wardenhq/warden/actors/trust"
 	"github.com/wardenhq/warden/persistence"
@@ -58,15 +57,7 @@ func openCluster(c config, log *slog.Logger) (*clusterParts, error) {
 		p.member = m
 		endpoints = []string{c.EtcdClientURL}
 	}
-	cc := clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()}
-	if tlsFiles != nil {
-		var err error
-		if cc.TLS, err = tlsFiles.ClientConfig(); err != nil {
-			p.close()
-			return nil, fmt.Errorf("etcd client TLS: %w", err)
-		}
-	}
-	cl, err := clientv3.New(cc)
+	cl, err := etcdFlags{cert: c.EtcdCert, key: c.EtcdKey, ca: c.EtcdCA}.dial(endpoints)
 	if err != nil {
 		p.close()
 		return nil, fmt.Errorf("etcd client: %w", err)

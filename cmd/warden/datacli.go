@@ -427,19 +427,11 @@ func (e *endpoint) open(ef etcdFlags, target bool) error {
 		e.store, e.close = st, func() { st.Close(); lock.Close() }
 		return nil
 	}
-	c, err := ef.dial(e.urls)
+	st, done, err := openClusterStore(e.urls, ef)
 	if err != nil {
 		return err
 	}
-	if who, err := clusterServing(c); err != nil || who != "" {
-		c.Close()
-		if err != nil {
-			return err
-		}
-		return fmt.Errorf("%s is serving a cluster (%s holds a lease): stop every node first", e, who)
-	}
-	e.store = persistence.OpenBackend(persistence.OpenEtcd(c, etcdRequestTimeout), nil)
-	e.close = func() { c.Close() }
+	e.store, e.close = st, done
 	return nil
 }
 

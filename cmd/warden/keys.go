@@ -101,7 +101,7 @@ func openClusterStore(endpoints []string, ef etcdFlags) (*persistence.Store, fun
 	}
 	who, err := clusterServing(c)
 	if err == nil && who != "" {
-		err = fmt.Errorf("the cluster on %s is serving (%s holds a lease): stop every node first", strings.Join(endpoints, ","), who)
+		err = fmt.Errorf("etcd:%s is serving a cluster (%s holds a lease): stop every node first", strings.Join(endpoints, ","), who)
 	}
 	if err != nil {
 		c.Close()
