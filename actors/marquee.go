@@ -640,6 +640,10 @@ func (s *System) ResealOwned(ctx context.Context) (ResealResult, error) {
 			continue
 		}
 		if _, err := s.marquees.Ask(ctx, id, runtime.Request[marquee.Event]{Mode: runtime.Rewrite}); err != nil {
+			if !s.rt.Owns(s.marquees.Key(id)) {
+				out.Elsewhere++ // the shard moved away while we asked
+				continue
+			}
 			s.log.Warn("reseal: not rewritten now", "marquee", id, "err", err)
 			out.Failed++
 			continue

@@ -130,6 +130,15 @@ func members(c *envClient) ([]string, error) {
 	return out, nil
 }
 
+// resealRounds bounds how often reseal asks every node again: a round
+// misses a record whose shard moves while it runs (the node that had it
+// answers "failed", the one that takes it may already have been asked),
+// and rebalancing after a rolling restart settles within a few seconds.
+const resealRounds = 5
+
+// resealPause is the wait between rounds (a variable for the tests).
+var resealPause = time.Second
+
 func rekeyReseal(path string, o clientOptions, stdout io.Writer) error {
 	ring, err := trust.LoadKeyring(path)
 	if err != nil {
@@ -139,41 +148,57 @@ func rekeyReseal(path string, o clientOptions, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	active := ring.Active().ID
+	for round := 1; ; round++ {
+		failed, err := resealRound(c, active, stdout)
+		if err != nil {
+			return err
+		}
+		ids, err := liveKeyIDs(o)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "records are sealed under: %s\n", keyList(ids))
+		stale := slices.ContainsFunc(ids, func(id string) bool { return id != active })
+		if failed == 0 && !stale {
+			fmt.Fprintln(stdout, "every record is under the active key: warden rekey --online finish")
+			return nil
+		}
+		if round == resealRounds {
+			return fmt.Errorf("some records are still under an older key after %d rounds: see the nodes' logs (\"reseal: not rewritten now\"), then run warden rekey --online reseal again", round)
+		}
+		fmt.Fprintf(stdout, "some records are still under an older key (a shard moving?): round %d in %s\n", round+1, resealPause)
+		time.Sleep(resealPause)
+	}
+}
+
+// resealRound asks every live member, in turn, to reseal its own shards.
+func resealRound(c *envClient, active string, stdout io.Writer) (failed int, err error) {
 	urls, err := members(c)
 	if err != nil {
-		return err
+		return 0, err
 	}
-	failed := 0
 	for _, u := range urls {
 		node := *c
 		node.server = u
 		status, raw, err := node.do("POST", "/v1/admin/reseal", nil)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		var res struct {
 			Rewritten, Elsewhere, Failed int
 			Active                       string `json:"active_key_id"`
 		}
 		if status != 200 || json.Unmarshal(raw, &res) != nil {
-			return fmt.Errorf("%s: reseal answered %d: %s", u, status, strings.TrimSpace(string(raw)))
+			return 0, fmt.Errorf("%s: reseal answered %d: %s", u, status, strings.TrimSpace(string(raw)))
 		}
-		if res.Active != ring.Active().ID {
-			return fmt.Errorf("%s seals with key %s, not %s: restart it (warden rekey --online activate asked for that)", u, res.Active, ring.Active().ID)
+		if res.Active != active {
+			return 0, fmt.Errorf("%s seals with key %s, not %s: restart it (warden rekey --online activate asked for that)", u, res.Active, active)
 		}
 		failed += res.Failed
 		fmt.Fprintf(stdout, "%s: %d records resealed under %s (%d failed, to retry)\n", u, res.Rewritten, res.Active, res.Failed)
 	}
-	ids, err := liveKeyIDs(o)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "records are sealed under: %s\n", keyList(ids))
-	if failed > 0 || slices.ContainsFunc(ids, func(id string) bool { return id != ring.Active().ID }) {
-		return errors.New("some records are still under an older key: run warden rekey --online reseal again")
-	}
-	fmt.Fprintln(stdout, "every record is under the active key: warden rekey --online finish")
-	return nil
+	return failed, nil
 }
 
 // liveKeyIDs are the seal key ids the running store's records name.
