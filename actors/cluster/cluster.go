@@ -54,13 +54,16 @@ func AuditKey(shard int) string { return auditKeys[shard] }
 // and routes every message by them.
 var shardKeys, auditKeys = func() (sk, ak [Shards]string) {
 	for s := range Shards {
-		sk[s], ak[s] = fmt.Sprintf("warden/shard/%03d", s), fmt.Sprintf("warden/fenced/%03d", s)
+		sk[s], ak[s] = fmt.Sprintf("%s%03d", ShardPrefix, s), fmt.Sprintf("warden/fenced/%03d", s)
 	}
 	return sk, ak
 }()
 
 // MemberKey is the etcd key a live node holds.
 func MemberKey(name string) string { return "warden/member/" + name }
+
+// ShardPrefix is the prefix of every shard's owner key (ShardKey).
+const ShardPrefix = "warden/shard/"
 
 // Owner picks a shard's owner among members by rendezvous hashing: every
 // node computes the same answer from the same member list, and when a

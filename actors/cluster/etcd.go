@@ -79,13 +79,13 @@ func (e Etcd) Members(ctx context.Context) ([]Member, error) {
 }
 
 func (e Etcd) Holders(ctx context.Context) (map[int]Holder, error) {
-	r, err := e.C.Get(ctx, "warden/shard/", clientv3.WithPrefix())
+	r, err := e.C.Get(ctx, ShardPrefix, clientv3.WithPrefix())
 	if err != nil {
 		return nil, err
 	}
 	out := map[int]Holder{}
 	for _, kv := range r.Kvs {
-		n, err := strconv.Atoi(strings.TrimPrefix(string(kv.Key), "warden/shard/"))
+		n, err := strconv.Atoi(strings.TrimPrefix(string(kv.Key), ShardPrefix))
 		if err != nil || n < 0 || n >= Shards {
 			continue
 		}

@@ -266,6 +266,38 @@ func (h *Handle[S, E, O]) commit(ev E, next S, out O, d *persistence.DedupRecord
 	if err := rt.fault(FaultBeforePersist, k.ID); err != nil {
 		return fmt.Errorf("%w: persist %s: %w", errs.Unavailable, k, err)
 	}
+	if err := h.persist(next, out, d); err != nil {
+		return err
+	}
+	before := h.rec
+	h.rec, h.exists = next, true
+	h.committed(ev, before, next, out, true)
+	h.kind.Observe(h, ev, before, next, out)
+	_ = rt.fault(FaultAfterPersist, k.ID)
+	if !rt.owns(k) {
+		// The lease lapsed between the commit and now: the new owner
+		// reconciles what this step would have started (C3, C5).
+		rt.log.Warn("effects not started: shard no longer owned", "kind", k.Kind, "id", k.ID)
+		return nil
+	}
+	h.kind.Run(h, next, out)
+	_ = rt.fault(FaultAfterEffects, k.ID)
+	rt.armWake(k, out.WakeAt())
+	h.flushHeld()
+	return nil
+}
+
+// rewrite commits the record as it stands (Mode Rewrite): the kind's
+// Stage with nothing stepped, fenced like every write.
+func (h *Handle[S, E, O]) rewrite() error {
+	var none O
+	return h.persist(h.rec, none, nil)
+}
+
+// persist writes one step from the stored record to next in one fenced
+// batch; afterwards the store's wake entry is next's.
+func (h *Handle[S, E, O]) persist(next S, out O, d *persistence.DedupRecord) error {
+	rt, k := h.rt, h.key
 	fence, err := rt.fenceOf(k)
 	if err != nil {
 		return err // not this node's to write (C3): nothing is tried
@@ -287,48 +319,7 @@ func (h *Handle[S, E, O]) commit(ev E, next S, out O, d *persistence.DedupRecord
 		return fmt.Errorf("%w: persist %s: %w", errs.Unavailable, k, err)
 	}
 	h.entry.commits.Add(1)
-	before := h.rec
-	h.rec, h.exists, h.wake = next, true, h.kind.WakeOf(next)
-	h.committed(ev, before, next, out, true)
-	h.kind.Observe(h, ev, before, next, out)
-	_ = rt.fault(FaultAfterPersist, k.ID)
-	if !rt.owns(k) {
-		// The lease lapsed between the commit and now: the new owner
-		// reconciles what this step would have started (C3, C5).
-		rt.log.Warn("effects not started: shard no longer owned", "kind", k.Kind, "id", k.ID)
-		return nil
-	}
-	h.kind.Run(h, next, out)
-	_ = rt.fault(FaultAfterEffects, k.ID)
-	rt.armWake(k, out.WakeAt())
-	h.flushHeld()
-	return nil
-}
-
-// rewrite commits the record as it stands (Mode Rewrite): the kind's
-// Stage with nothing stepped, fenced like every write.
-func (h *Handle[S, E, O]) rewrite() error {
-	rt, k := h.rt, h.key
-	fence, err := rt.fenceOf(k)
-	if err != nil {
-		return err
-	}
-	if fence.Epoch != h.entry.epoch.Load() {
-		return h.outlived(fence.Epoch)
-	}
-	var none O
-	b := rt.cfg.Store.NewBatch()
-	b.Fence(fence)
-	stage(h.kind, b, k.ID, h.rec, h.wake, h.rec, none, nil)
-	err = b.Commit()
-	if errors.Is(err, persistence.ErrFenced) {
-		return fmt.Errorf("%w: rewrite %s: %v", errs.Moving, k, err)
-	}
-	if err != nil {
-		return fmt.Errorf("%w: rewrite %s: %w", errs.Unavailable, k, err)
-	}
-	h.entry.commits.Add(1)
-	h.wake = h.kind.WakeOf(h.rec)
+	h.wake = h.kind.WakeOf(next)
 	return nil
 }
 

@@ -134,8 +134,8 @@ func replayHistory(events []*clientv3.Event, rep *Report) error {
 		// move the pool.
 		for _, ev := range txn {
 			k := string(ev.Kv.Key)
-			if strings.HasPrefix(k, "warden/shard/") {
-				s, _ := strconv.Atoi(strings.TrimPrefix(k, "warden/shard/"))
+			if strings.HasPrefix(k, cluster.ShardPrefix) {
+				s, _ := strconv.Atoi(strings.TrimPrefix(k, cluster.ShardPrefix))
 				if ev.Type == mvccpb.PUT {
 					epoch[s] = ev.Kv.ModRevision
 				} else {

@@ -153,16 +153,8 @@ func (m maintenance) snapshotEtcd(ctx context.Context, scratch string, man *mani
 		return err
 	}
 	defer rc.Close()
-	f, err := os.OpenFile(filepath.Join(scratch, etcdSnapshot), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(f, rc); err != nil {
-		f.Close()
+	if _, err := writeNewFile(filepath.Join(scratch, etcdSnapshot), rc); err != nil {
 		return fmt.Errorf("etcd snapshot: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		return err
 	}
 	rep, err := m.Verify(ctx)
 	if err != nil {
@@ -292,17 +284,10 @@ func receiveFile(r io.Reader, dir string, e manifestEntry) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return err
 	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
-	if err != nil {
-		return err
-	}
 	h := sha256.New()
-	_, err = io.CopyN(io.MultiWriter(f, h), r, e.Size)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
+	n, err := writeNewFile(path, io.TeeReader(io.LimitReader(r, e.Size), h))
+	if err == nil && n != e.Size {
+		err = fmt.Errorf("%d of %d bytes: %w", n, e.Size, io.ErrUnexpectedEOF)
 	}
 	if err != nil {
 		return fmt.Errorf("%s: %w", e.Name, err)
@@ -403,3 +388,21 @@ func emptyDir(dir string) error {
 }
 
 func writeFileAtomic(path string, b []byte) error { return trust.WriteFileAtomic(path, b) }
+
+// writeNewFile writes what r holds to a file that must not exist yet,
+// private (T11) and synced before it is closed: every file a backup or a
+// restore lands.
+func writeNewFile(path string, r io.Reader) (int64, error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return 0, err
+	}
+	n, err := io.Copy(f, r)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return n, err
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -30,6 +31,16 @@ type clientOptions struct {
 
 // maxListRows bounds how many rows `get` follows cursors for.
 const maxListRows = 10_000
+
+// clientFlags registers --server and --token-file on a command that asks
+// a running warden as an operator (verify --live, backup, rekey --online);
+// when says to which of its uses they apply.
+func clientFlags(fs *flag.FlagSet, getenv func(string) string, when string) *clientOptions {
+	o := &clientOptions{output: "json", getenv: getenv}
+	fs.StringVar(&o.server, "server", envOr(getenv, "WARDEN_URL", "http://127.0.0.1:8080"), when+"warden's base URL (a node's, on a cluster)")
+	fs.StringVar(&o.tokenFile, "token-file", "", when+"file holding an operator token (else WARDEN_OPERATOR_TOKEN)")
+	return o
+}
 
 func (o *clientOptions) client() (*envClient, error) {
 	token := o.getenv("WARDEN_OPERATOR_TOKEN")

@@ -38,14 +38,8 @@ func TestD4D5AClustersBackupRestoresIntoANewCluster(t *testing.T) {
 		id := fmt.Sprintf("m-%d", i)
 		createOn(t, old, map[string]any{"id": id, "kind": "tutorial"})
 	}
-	require.Eventually(t, func() bool {
-		_, v := old.do("GET", "/v1/marquees/m-0", "op-secret", nil)
-		a, _ := v["attempt"].(map[string]any)
-		return a != nil && a["dispatch"] == "sent"
-	}, 20*time.Second, 20*time.Millisecond)
-	st, v := retry503(old, "POST", "/v1/webhooks/terraform", map[string]any{"marquee_id": "m-0", "verb": "deployed", "generation": 1,
-		"connection": map[string]any{"host": "203.0.113.7", "port": 22, "user": "root", "ssh_private_key": "cluster-key", "free_domain": "m-0.example.net",
-			"acme_dns": map[string]any{"server_url": "https://acme.example.net", "username": "u", "password": "p", "subdomain": "s", "full_domain": "s.acme.example.net"}}})
+	old.waitDispatched("m-0", 20*time.Second)
+	st, v := retry503(old, "POST", "/v1/webhooks/terraform", deployedCallback("m-0", "cluster-key"))
 	require.Equal(t, 200, st, "%v", v)
 
 	backup := filepath.Join(t.TempDir(), "backup")

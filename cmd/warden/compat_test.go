@@ -42,14 +42,8 @@ func TestD8WriteFixture(t *testing.T) {
 		st, v := p.do("POST", "/v1/marquees", "op-secret", map[string]any{"id": fmt.Sprintf("m-%d", i), "kind": "tutorial"})
 		require.Equal(t, 201, st, "%v", v)
 	}
-	require.Eventually(t, func() bool {
-		_, v := p.do("GET", "/v1/marquees/m-0", "op-secret", nil)
-		a, _ := v["attempt"].(map[string]any)
-		return a != nil && a["dispatch"] == "sent"
-	}, 10*time.Second, 10*time.Millisecond)
-	st, v := p.do("POST", "/v1/webhooks/terraform", "cb-secret", map[string]any{"marquee_id": "m-0", "verb": "deployed", "generation": 1,
-		"connection": map[string]any{"host": "203.0.113.7", "port": 22, "user": "root", "ssh_private_key": "fixture-key",
-			"free_domain": "m-0.example.net", "acme_dns": map[string]any{"server_url": "https://acme.example.net", "username": "u", "password": "p", "subdomain": "s", "full_domain": "s.acme.example.net"}}})
+	p.waitDispatched("m-0", 10*time.Second)
+	st, v := p.do("POST", "/v1/webhooks/terraform", "cb-secret", deployedCallback("m-0", "fixture-key"))
 	require.Equal(t, 200, st, "%v", v)
 	// Stopped, flushed and started again: what was written so far is in
 	// an sstable, what follows in the WAL, so the fixture covers both of

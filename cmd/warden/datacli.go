@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -104,13 +105,12 @@ func verifyCmd(args []string, getenv func(string) string, stdout, stderr io.Writ
 	var v verifyFlags
 	v.register(fs, getenv)
 	live := fs.Bool("live", false, "ask a running warden to check its store at one instant (--server, --token-file)")
-	server := fs.String("server", envOr(getenv, "WARDEN_URL", "http://127.0.0.1:8080"), "with --live: warden's base URL")
-	tokenFile := fs.String("token-file", "", "with --live: file holding an operator token (else WARDEN_OPERATOR_TOKEN)")
+	o := clientFlags(fs, getenv, "with --live: ")
 	if err := fs.Parse(args); err != nil {
 		return parseError(err)
 	}
 	if *live {
-		return verifyLive(clientOptions{server: *server, tokenFile: *tokenFile, output: "json", getenv: getenv}, stdout, v.json)
+		return verifyLive(*o, stdout, v.json)
 	}
 	lock, err := lockDataDir(v.data)
 	if err != nil {
@@ -156,8 +156,7 @@ func backupCmd(args []string, getenv func(string) string, stdout, stderr io.Writ
 	fs := flag.NewFlagSet("warden backup", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	to := fs.String("to", "", "directory to write the backup into (new or empty)")
-	server := fs.String("server", envOr(getenv, "WARDEN_URL", "http://127.0.0.1:8080"), "warden's base URL")
-	tokenFile := fs.String("token-file", "", "file holding an operator token (else WARDEN_OPERATOR_TOKEN)")
+	o := clientFlags(fs, getenv, "")
 	if err := fs.Parse(args); err != nil {
 		return parseError(err)
 	}
@@ -167,16 +166,15 @@ func backupCmd(args []string, getenv func(string) string, stdout, stderr io.Writ
 	if err := emptyDir(*to); err != nil {
 		return fmt.Errorf("--to: %w (a backup never writes over anything)", err)
 	}
-	o := clientOptions{server: *server, tokenFile: *tokenFile, output: "json", getenv: getenv}
 	c, err := o.client()
 	if err != nil {
 		return err
 	}
-	req, err := http.NewRequest("POST", c.server+"/v1/admin/backup", nil)
+	req, err := c.request("POST", "/v1/admin/backup", nil)
 	if err != nil {
 		return err
 	}
-	req.Header.Set("Authorization", "Bearer "+c.token)
+	// No client timeout: the stream is as long as the store is large.
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return err
@@ -226,7 +224,7 @@ func restoreCmd(args []string, getenv func(string) string, stdout, stderr io.Wri
 	if err != nil {
 		return fmt.Errorf("refusing the backup: %w", err)
 	}
-	if err := emptyDir(v.data); err != nil && !onlyKeys(v.data) {
+	if err := newDataDir(v.data); err != nil {
 		return fmt.Errorf("--data: %w (restore into a new data directory)", err)
 	}
 	sealer, ring, err := sealerFor(keyPath(v.keyFile, v.data, sealKeyName))
@@ -256,6 +254,20 @@ func restoreCmd(args []string, getenv func(string) string, stdout, stderr io.Wri
 	return nil
 }
 
+// newDataDir refuses a data directory that holds a store or anything but
+// the keyrings and tokens a new one is given beforehand: restore and
+// migrate write only into a new one.
+func newDataDir(dir string) error {
+	if err := emptyDir(dir); err != nil && !onlyKeys(dir) {
+		return err
+	}
+	return nil
+}
+
+// keyFileSuffixes name the files a data directory is given before its
+// store: keyrings, tokens, certificates, webhook secrets.
+var keyFileSuffixes = []string{".key", ".token", ".crt", ".secrets"}
+
 // onlyKeys reports a data directory holding nothing but keyrings and the
 // token files a restore is told to bring along.
 func onlyKeys(dir string) bool {
@@ -264,7 +276,7 @@ func onlyKeys(dir string) bool {
 		return false
 	}
 	for _, e := range entries {
-		if e.IsDir() || !(strings.HasSuffix(e.Name(), ".key") || strings.HasSuffix(e.Name(), ".token") || strings.HasSuffix(e.Name(), ".crt") || strings.HasSuffix(e.Name(), ".secrets")) {
+		if e.IsDir() || !slices.ContainsFunc(keyFileSuffixes, func(s string) bool { return strings.HasSuffix(e.Name(), s) }) {
 			return false
 		}
 	}
@@ -317,17 +329,7 @@ func copyFile(src, dst string) error {
 		return err
 	}
 	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
-	if err != nil {
-		return err
-	}
-	_, err = io.Copy(out, in)
-	if err == nil {
-		err = out.Sync()
-	}
-	if cerr := out.Close(); err == nil {
-		err = cerr
-	}
+	_, err = writeNewFile(dst, in)
 	return err
 }
 
@@ -359,7 +361,7 @@ func (e etcdFlags) dial(endpoints []string) (*clientv3.Client, error) {
 func clusterServing(c *clientv3.Client) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	for _, p := range []string{cluster.MemberKey(""), "warden/shard/"} {
+	for _, p := range []string{cluster.MemberKey(""), cluster.ShardPrefix} {
 		r, err := c.Get(ctx, p, clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithLimit(1))
 		if err != nil {
 			return "", fmt.Errorf("etcd: %w", err)
@@ -403,7 +405,7 @@ func (e endpoint) String() string {
 func (e *endpoint) open(ef etcdFlags, target bool) error {
 	if e.backend == backendPebble {
 		if target {
-			if err := emptyDir(e.dir); err != nil && !onlyKeys(e.dir) {
+			if err := newDataDir(e.dir); err != nil {
 				return fmt.Errorf("the target %s: %w", e, err)
 			}
 			if err := prepareDataDir(e.dir); err != nil {

@@ -111,14 +111,8 @@ func TestD4D5D6D7D9TheDataMovesAndVerifies(t *testing.T) {
 	}
 	// One marquee provisioned with its connection: sealed secrets in the
 	// store, whose key id the backup must name.
-	require.Eventually(t, func() bool {
-		_, v := p.do("GET", "/v1/marquees/m-0", "op-secret", nil)
-		a, _ := v["attempt"].(map[string]any)
-		return a != nil && a["dispatch"] == "sent"
-	}, 10*time.Second, 10*time.Millisecond, "%v", func() any { _, v := p.do("GET", "/v1/marquees/m-0", "op-secret", nil); return v }())
-	st, v = p.do("POST", "/v1/webhooks/terraform", "cb-secret", map[string]any{"marquee_id": "m-0", "verb": "deployed", "generation": 1,
-		"connection": map[string]any{"host": "203.0.113.7", "port": 22, "user": "root", "ssh_private_key": "-----BEGIN OPENSSH PRIVATE KEY-----x",
-			"free_domain": "m-0.example.net", "acme_dns": map[string]any{"server_url": "https://acme.example.net", "username": "u", "password": "p", "subdomain": "s", "full_domain": "s.acme.example.net"}}})
+	p.waitDispatched("m-0", 10*time.Second)
+	st, v = p.do("POST", "/v1/webhooks/terraform", "cb-secret", deployedCallback("m-0", "-----BEGIN OPENSSH PRIVATE KEY-----x"))
 	require.Equal(t, 200, st, "%v", v)
 	require.Equal(t, "applied", v["result"], "%v", v)
 	st, _ = p.do("POST", "/v1/environments", "op-secret", map[string]any{"id": "pr-1-aaaaaaa", "branch": "feature-a", "revision": "aaaaaaa"})
@@ -192,11 +186,7 @@ func TestD4D5D6D7D9TheDataMovesAndVerifies(t *testing.T) {
 	// D5: nothing is assumed from the backup's moment: the dispatch in
 	// flight then is reconciled as after a crash (superseded by a new
 	// generation, or observed), and sent.
-	require.Eventually(t, func() bool {
-		_, v := p2.do("GET", "/v1/marquees/m-slow", "op-secret", nil)
-		a, _ := v["attempt"].(map[string]any)
-		return a != nil && a["dispatch"] == "sent"
-	}, 20*time.Second, 20*time.Millisecond, "the restored warden reconciles m-slow's dispatch")
+	p2.waitDispatched("m-slow", 20*time.Second) // the restored warden reconciled it
 	_, pool := p2.do("GET", "/v1/pools/default", "op-secret", nil)
 	require.LessOrEqual(t, len(pool["reserved"].([]any)), 2, "I7 after the restore")
 	_, e := p2.do("GET", "/v1/environments/pr-1-aaaaaaa", "op-secret", nil)

@@ -183,6 +183,16 @@ func envSummary(answer []byte) string {
 // network error are tried again, three times at most, after Retry-After or
 // a second. Creates and removals are safe to repeat (a create that did land
 // answers 409, which --if-absent accepts).
+// request is one request to warden with the client's token.
+func (c *envClient) request(method, path string, body io.Reader) (*http.Request, error) {
+	req, err := http.NewRequest(method, c.server+path, body)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	return req, nil
+}
+
 func (c *envClient) do(method, path string, body any) (int, []byte, error) {
 	var raw []byte
 	if body != nil {
@@ -193,11 +203,10 @@ func (c *envClient) do(method, path string, body any) (int, []byte, error) {
 		if try > 0 {
 			c.sleep(time.Second)
 		}
-		req, err := http.NewRequest(method, c.server+path, bytes.NewReader(raw))
+		req, err := c.request(method, path, bytes.NewReader(raw))
 		if err != nil {
 			return 0, nil, err
 		}
-		req.Header.Set("Authorization", "Bearer "+c.token)
 		if body != nil {
 			req.Header.Set("Content-Type", "application/json")
 		}

@@ -35,14 +35,13 @@ func rekey(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 	var ef etcdFlags
 	ef.register(fs)
 	online := fs.String("online", "", "rekey a running warden or cluster in phases: stage, activate, reseal, finish (D9; README \"Moving to a cluster\")")
-	server := fs.String("server", envOr(getenv, "WARDEN_URL", "http://127.0.0.1:8080"), "with --online reseal|finish: a node's base URL")
-	tokenFile := fs.String("token-file", "", "with --online: file holding an operator token (else WARDEN_OPERATOR_TOKEN)")
+	o := clientFlags(fs, getenv, "with --online reseal|finish: ")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	path := keyPath(*keyFile, *data, sealKeyName)
 	if *online != "" {
-		return rekeyOnline(*online, path, clientOptions{server: *server, tokenFile: *tokenFile, output: "json", getenv: getenv, stdout: stdout, stderr: stderr}, stdout)
+		return rekeyOnline(*online, path, *o, stdout)
 	}
 	open := func() (*persistence.Store, func(), error) {
 		st, err := persistence.Open(*data, persistence.Options{})

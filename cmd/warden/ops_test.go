@@ -1,7 +1,6 @@
 package main
 
 import (
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -97,24 +96,13 @@ func TestD1TheImageRunsAndKeepsItsVolume(t *testing.T) {
 		require.NoError(t, cmd.Start())
 		p := &proc{t: t, cmd: cmd, url: "http://" + addr, log: log}
 		t.Cleanup(func() { _ = podmanCmd("rm", "-f", name).Run(); _ = cmd.Wait() })
-		require.Eventually(t, func() bool {
-			resp, err := http.Get(p.url + "/readyz")
-			if err != nil {
-				return false
-			}
-			resp.Body.Close()
-			return resp.StatusCode == 200
-		}, 60*time.Second, 50*time.Millisecond, "the container did not become ready: %s", log)
+		p.waitReady(60*time.Second, "the container")
 		return p
 	}
 	p := start()
 	st, v := p.do("POST", "/v1/marquees", "op-secret", map[string]any{"id": "m-1", "kind": "tutorial"})
 	require.Equal(t, 201, st, "%v", v)
-	require.Eventually(t, func() bool {
-		_, v := p.do("GET", "/v1/marquees/m-1", "op-secret", nil)
-		a, _ := v["attempt"].(map[string]any)
-		return a != nil && a["dispatch"] == "sent"
-	}, 10*time.Second, 20*time.Millisecond)
+	p.waitDispatched("m-1", 10*time.Second)
 	out, err = podmanCmd("stop", "--time", "20", name).CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	require.NoError(t, p.cmd.Wait(), "a clean stop is exit 0: %s", p.log)

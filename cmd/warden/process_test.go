@@ -94,15 +94,41 @@ func startProcEnv(t *testing.T, dataDir, addr string, env []string, extra ...str
 	require.NoError(t, cmd.Start())
 	p := &proc{t: t, cmd: cmd, url: "http://" + addr, log: log}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	require.Eventually(t, func() bool {
+	p.waitReady(20*time.Second, "warden")
+	return p
+}
+
+// waitReady waits until the process answers /readyz with 200.
+func (p *proc) waitReady(within time.Duration, what string) {
+	p.t.Helper()
+	require.Eventually(p.t, func() bool {
 		resp, err := http.Get(p.url + "/readyz")
 		if err != nil {
 			return false
 		}
 		resp.Body.Close()
 		return resp.StatusCode == 200
-	}, 20*time.Second, 20*time.Millisecond, "warden did not become ready: %s", log)
-	return p
+	}, within, 20*time.Millisecond, "%s did not become ready: %s", what, p.log)
+}
+
+// waitDispatched waits until a marquee's attempt has been dispatched
+// (its outcome recorded), the moment a test can call back for it.
+func (p *proc) waitDispatched(id string, within time.Duration) {
+	p.t.Helper()
+	require.Eventually(p.t, func() bool {
+		_, v := p.do("GET", "/v1/marquees/"+id, "op-secret", nil)
+		a, _ := v["attempt"].(map[string]any)
+		return a != nil && a["dispatch"] == "sent"
+	}, within, 20*time.Millisecond, "%s was not dispatched", id)
+}
+
+// deployedCallback is the workflow's "deployed" callback for generation 1
+// of a marquee, with a connection whose private key is sshKey (sealed in
+// the store).
+func deployedCallback(id, sshKey string) map[string]any {
+	return map[string]any{"marquee_id": id, "verb": "deployed", "generation": 1,
+		"connection": map[string]any{"host": "203.0.113.7", "port": 22, "user": "root", "ssh_private_key": sshKey, "free_domain": id + ".example.net",
+			"acme_dns": map[string]any{"server_url": "https://acme.example.net", "username": "u", "password": "p", "subdomain": "s", "full_domain": "s.acme.example.net"}}}
 }
 
 func (p *proc) do(method, path, token string, body any) (int, map[string]any) {

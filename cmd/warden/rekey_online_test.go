@@ -60,14 +60,8 @@ func TestD9OnlineRekeyOnTheCluster(t *testing.T) {
 		createOn(t, first, map[string]any{"id": id, "kind": "tutorial"})
 	}
 	for _, id := range ids {
-		require.Eventually(t, func() bool {
-			_, v := first.do("GET", "/v1/marquees/"+id, "op-secret", nil)
-			a, _ := v["attempt"].(map[string]any)
-			return a != nil && a["dispatch"] == "sent"
-		}, 20*time.Second, 20*time.Millisecond)
-		st, v := retry503(first, "POST", "/v1/webhooks/terraform", map[string]any{"marquee_id": id, "verb": "deployed", "generation": 1,
-			"connection": map[string]any{"host": "203.0.113.7", "port": 22, "user": "root", "ssh_private_key": "key-of-" + id, "free_domain": id + ".example.net",
-				"acme_dns": map[string]any{"server_url": "https://acme.example.net", "username": "u", "password": "p", "subdomain": "s", "full_domain": "s.acme.example.net"}}})
+		first.waitDispatched(id, 20*time.Second)
+		st, v := retry503(first, "POST", "/v1/webhooks/terraform", deployedCallback(id, "key-of-"+id))
 		require.Equal(t, 200, st, "%v", v)
 	}
 	ring, err := trust.LoadKeyring(keyFile)
