@@ -265,7 +265,12 @@ func (s *System) Readable() error {
 
 // Stop refuses new work, lets effects in flight finish, then stops every
 // actor after the message in hand; ctx bounds the wait.
-func (s *System) Stop(ctx context.Context) { s.rt.Stop(ctx) }
+func (s *System) Stop(ctx context.Context) {
+	if s.stopWatch != nil {
+		s.stopWatch()
+	}
+	s.rt.Stop(ctx)
+}
 
 // Quiescent reports whether nothing is in flight (a test's way to know
 // "nothing happened" had its chance, instead of sleeping).

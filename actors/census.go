@@ -1,7 +1,7 @@
 package actors
 
 import (
-	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -18,8 +18,14 @@ import (
 // background: a reader is answered from the last count (only the very
 // first waits for one), and its age is said beside it.
 
-// censusEvery bounds how often the census reads the store.
-const censusEvery = 10 * time.Second
+// censusEvery bounds how often the census reads the store. Environments
+// are counted apart, at most every envCensusEvery and while the reader
+// waits: they are few beside the marquees, and a preview that left ready
+// must not stay ready on /metrics for a census period (P13).
+const (
+	censusEvery    = 10 * time.Second
+	envCensusEvery = 2 * time.Second
+)
 
 // Counts is one census.
 type Counts struct {
@@ -43,6 +49,11 @@ type census struct {
 	mu                                 sync.Mutex
 	counting                           bool
 	last                               Counts
+	// The environments' count: its own lock, time and numbers.
+	envMu     sync.Mutex
+	envAt     time.Time
+	envStates map[string]int
+	openDrift int
 }
 
 func newCensus(s *System) *census {
@@ -75,14 +86,45 @@ func (c *census) current() Counts {
 		go c.count()
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.last
+	n := c.last
+	c.mu.Unlock()
+	n.Environments, n.OpenDrift = c.environments()
+	return n
+}
+
+// environments counts the stored environments by state, and those with
+// drift waiting for an outcome, when the last count is older than
+// envCensusEvery; a failed count keeps the last one.
+func (c *census) environments() (map[string]int, int) {
+	clk := c.sys.clock()
+	c.envMu.Lock()
+	defer c.envMu.Unlock()
+	if c.envStates == nil || clk.Since(c.envAt) >= envCensusEvery {
+		states, open := map[string]int{}, 0
+		_, _, _, err := listEnvs(c.sys.cfg.Store, "", 0, 0, func(e environment.Env) bool {
+			states[string(e.State)]++
+			if slices.ContainsFunc(e.Drift, func(d environment.Drift) bool { return d.Outcome == "" }) {
+				open++
+			}
+			return false
+		})
+		if err != nil {
+			c.sys.warnStore("census of stored environments failed", err)
+		} else {
+			c.envStates, c.openDrift, c.envAt = states, open, clk.Now()
+		}
+	}
+	out := make(map[string]int, len(c.envStates))
+	for k, v := range c.envStates {
+		out[k] = v
+	}
+	return out, c.openDrift
 }
 
 func (c *census) count() {
 	s := c.sys
 	m, now := s.cfg.Machine, s.clock().Now()
-	n := Counts{Classes: map[string]int{}, Marquees: map[[2]string]int{}, Environments: map[string]int{}}
+	n := Counts{Classes: map[string]int{}, Marquees: map[[2]string]int{}}
 	parked := map[string]bool{}
 	for _, a := range s.rt.Actors() {
 		if a.Kind == "marquee" && a.Parked {
@@ -103,21 +145,11 @@ func (c *census) count() {
 		}
 		return false
 	})
-	_, _, _, errE := listEnvs(s.cfg.Store, "", 0, 0, func(e environment.Env) bool {
-		n.Environments[string(e.State)]++
-		for _, d := range e.Drift {
-			if d.Outcome == "" {
-				n.OpenDrift++
-				break
-			}
-		}
-		return false
-	})
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.counting = false
-	if errM != nil || errE != nil {
-		s.warnStore("census of stored entities failed", errors.Join(errM, errE))
+	if errM != nil {
+		s.warnStore("census of stored marquees failed", errM)
 		return
 	}
 	n.At = now

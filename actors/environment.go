@@ -56,6 +56,9 @@ type EnvConfig struct {
 	// ReconcileEvery is how often environments at rest are observed
 	// (E14): zero means 30 seconds, negative never.
 	ReconcileEvery time.Duration
+	// Watcher, when set, says at once which environment's platform
+	// changed under it (P13); that environment is observed then.
+	Watcher driver.Watcher
 }
 
 // DriverForAll serves every capability the lifecycle calls with one driver
@@ -246,8 +249,11 @@ func (k envKind) next(h *envHandle) {
 
 // reconcile observes an environment at rest, or a tombstone's leftovers
 // (E14, I12): observation first, never a blind restart; each answer comes
-// back as an AtRest event the machine judges (E15). One that is not at
-// rest, with nothing in flight, is asked for its next step.
+// back as an AtRest event the machine judges (E15), stamped with the
+// attempt it was asked under so that an answer outliving a repair is
+// known stale (P14). Every link is observed, the end-to-end one through
+// the host name too (P13). One that is not at rest, with nothing in
+// flight, is asked for its next step.
 func (k envKind) reconcile(h *envHandle) {
 	e := h.Record().Env
 	if !h.Exists() || e.Attempt != nil {
@@ -257,23 +263,38 @@ func (k envKind) reconcile(h *envHandle) {
 		k.next(h)
 		return
 	}
-	s, id := k.sys, h.ID()
-	for _, c := range []environment.Capability{environment.Route, environment.App, environment.Database, environment.Migrations} {
+	s, id, seq := k.sys, h.ID(), e.AttemptSeq
+	observe := func(ctx context.Context, c environment.Capability) {
 		drv := s.cfg.Env.Drivers[c]
 		if drv == nil {
-			continue
+			return
 		}
 		req := driver.CapabilityRequest{Capability: string(c), Op: "observe", EnvID: id, Identity: e.Identity(c),
 			Generation: e.Generation, Branch: e.Branch, Revision: e.Revision}
-		h.Go(runtime.Effect{Run: func(ctx context.Context) {
-			out, err := drv.Do(ctx, req)
-			if err != nil || out.Observation == nil {
-				return // unknown is not drift; the next round looks again
-			}
-			o := out.Observation
-			s.envs.Send(id, environment.AtRest{Capability: c, Observation: environment.Observation{
-				Exists: o.Exists, Owner: o.Owner, Matches: o.Matches, ProviderID: o.ProviderID, RouteTarget: o.RouteTarget, Detail: redactString(o.Detail, s.cfg.Secrets...)}})
-		}})
+		out, err := drv.Do(ctx, req)
+		if err != nil || out.Observation == nil {
+			return // unknown is not drift; the next round looks again
+		}
+		o := out.Observation
+		s.envs.Send(id, environment.AtRest{Capability: c, Seq: seq, Observation: environment.Observation{
+			Exists: o.Exists, Owner: o.Owner, Matches: o.Matches, Replace: o.Replace, ProviderID: o.ProviderID, RouteTarget: o.RouteTarget,
+			Detail: redactString(o.Detail, s.cfg.Secrets...)}})
+	}
+	// The serving links in order, route, application, then the request
+	// through the host name, so the machine judges the end-to-end answer
+	// knowing what the links said (P14): a failed smoke check behind a
+	// route edited by hand is the route's drift, not the application's.
+	serving := []environment.Capability{environment.Route, environment.App}
+	if e.Tombstone == nil && e.SupersededBy == 0 {
+		serving = append(serving, environment.Smoke) // a host name ours to check
+	}
+	h.Go(runtime.Effect{Run: func(ctx context.Context) {
+		for _, c := range serving {
+			observe(ctx, c)
+		}
+	}})
+	for _, c := range []environment.Capability{environment.Database, environment.Migrations} {
+		h.Go(runtime.Effect{Run: func(ctx context.Context) { observe(ctx, c) }})
 	}
 }
 
@@ -335,7 +356,7 @@ func (s *System) callCapability(ctx context.Context, drv driver.Capability, req 
 	default:
 		res.OK, res.Category, res.Message = out.OK, environment.Category(out.Category), redactString(out.Message, secrets...)
 		if o := out.Observation; o != nil {
-			res.Observation = &environment.Observation{Exists: o.Exists, Owner: o.Owner, Matches: o.Matches,
+			res.Observation = &environment.Observation{Exists: o.Exists, Owner: o.Owner, Matches: o.Matches, Replace: o.Replace,
 				ProviderID: o.ProviderID, RouteTarget: o.RouteTarget, URL: previewURL(o.URL), Detail: redactString(o.Detail, secrets...)}
 		}
 	}

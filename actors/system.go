@@ -147,6 +147,8 @@ type System struct {
 	envs     *environments
 	census   *census
 	ready    atomic.Bool
+	// stopWatch ends the platform's watch (EnvConfig.Watcher).
+	stopWatch context.CancelFunc
 }
 
 // Start builds the runtime and its kinds, recovers every pool (A7) and
@@ -237,9 +239,42 @@ func (s *System) resume() error {
 	s.ready.Store(true)
 	s.rt.StartIdleSweep()
 	if s.cfg.Env.ReconcileEvery > 0 {
+		// The first round is now: whatever happened to the platform while
+		// no warden ran (make previews stopped, a host rebooted) is seen at
+		// start, not a round later (P15).
+		s.reconcileSweep()
 		s.rt.Every(s.cfg.Env.ReconcileEvery, s.reconcileSweep)
 	}
+	if w := s.cfg.Env.Watcher; w != nil {
+		ctx, cancel := context.WithCancel(context.Background())
+		s.stopWatch = cancel
+		go s.watch(ctx, w)
+	}
 	return nil
+}
+
+// watch follows the platform's own events (P13): an environment whose
+// platform changed under it is observed at once. A watch that ends with an
+// error is started again after a second, for as long as the system runs.
+func (s *System) watch(ctx context.Context, w driver.Watcher) {
+	changed := func(id string) {
+		// Only environments of this store: the platform may run another
+		// warden's previews beside these.
+		if environment.ValidID(id) {
+			if ok, err := s.cfg.Store.Has(persistence.EnvKey(id)); ok && err == nil {
+				s.envs.Signal(id, envReconcile{})
+			}
+		}
+	}
+	for ctx.Err() == nil {
+		if err := w.Watch(ctx, changed); err != nil && ctx.Err() == nil {
+			s.log.Warn("platform events: watch ended; the reconcile rounds still observe every environment", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
 }
 
 // recover activates every pool (rebuilt from storage, A7) and wakes every

@@ -47,14 +47,27 @@ type CapabilityObservation struct {
 	ProviderID  string `json:"provider_id,omitempty"`
 	RouteTarget uint64 `json:"route_target,omitempty"`
 	// URL is where a route serves the preview, if the driver knows (W8).
-	URL    string `json:"url,omitempty"`
-	Detail string `json:"detail,omitempty"`
+	URL string `json:"url,omitempty"`
+	// Replace: the resource exists but can never become ready as it is
+	// (it exited, or runs a configuration that is no longer current): it
+	// is to be applied again, not waited for (P15).
+	Replace bool   `json:"replace,omitempty"`
+	Detail  string `json:"detail,omitempty"`
 }
 
 // Capability performs one operation of one capability. Implementations are
 // in-process (tests, the simulator) or ExecCapability (scripts).
 type Capability interface {
 	Do(ctx context.Context, r CapabilityRequest) (CapabilityResult, error)
+}
+
+// Watcher reports, as soon as a platform says so, that something of an
+// environment changed under it (its application's container exited):
+// the controller observes that environment then, instead of at its next
+// round (P13). Watch runs until ctx ends; an error ends one watch, and
+// the caller starts another.
+type Watcher interface {
+	Watch(ctx context.Context, changed func(envID string)) error
 }
 
 // ErrTimeout is a call whose outcome is unknown: the controller observes

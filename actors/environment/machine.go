@@ -103,8 +103,12 @@ type Observation struct {
 	// RouteTarget is the generation the route resolves to (0: none).
 	RouteTarget uint64
 	// URL is where a route driver says the route serves the preview (W8).
-	URL    string
-	Detail string
+	URL string
+	// Replace: it exists but can never become ready as it is (exited,
+	// or started with a configuration that is no longer current): it is
+	// applied again rather than waited for (P15).
+	Replace bool
+	Detail  string
 }
 
 // Result is a driver's answer for one attempt, under one lease generation.
@@ -138,10 +142,13 @@ type RemoveEnv struct{ Reason, By string }
 type Expire struct{}
 
 // AtRest is the reconciler's observation of a resource of an environment
-// with no transition in flight (E14, E15).
+// with no transition in flight (E14, E15). Seq is the record's AttemptSeq
+// when the observation was asked for: one taken before a later attempt
+// says nothing about the world that attempt made (P13).
 type AtRest struct {
 	Capability  Capability
 	Observation Observation
+	Seq         uint64
 }
 
 // Action is an audited manual intervention (E16).
@@ -461,7 +468,7 @@ func (m Machine) advance(e *Env, a Advance, now time.Time) decision {
 		prev := at.Lease.Owner
 		e.LeaseGeneration++
 		at.Lease = Lease{Owner: a.Owner, Generation: e.LeaseGeneration, ExpiresAt: now.Add(m.Config.LeaseFor)}
-		at.Verifying = true
+		at.Verifying, at.Unknown = true, at.Op != Observe
 		return decision{Note: fmt.Sprintf("took over attempt %s from %s (lease expired); observing first (E7)", at.ID, prev),
 			Effects: []Effect{m.do(e, Observe)}}
 	}
@@ -551,7 +558,7 @@ func (m Machine) result(e *Env, r Result, now time.Time) decision {
 		if r.Timeout || r.OK {
 			// Success is not evidence and a timeout is not failure: observe
 			// the declared identity (E4, E8).
-			a.Verifying = true
+			a.Verifying, a.Unknown = true, r.Timeout
 			note := "effect answered; verifying by observation (E4)"
 			if r.Timeout {
 				note = "effect timed out, decision unknown; observing (E8)"
@@ -607,6 +614,9 @@ func (m Machine) verify(e *Env, o Observation, now time.Time) decision {
 		// never reused; removal never deletes it (E11).
 		return m.fail(e, Conflict, fmt.Sprintf("%s exists but belongs to %s (E3)", a.Identity, o.Owner), now)
 	}
+	if again, ok := m.applyAgain(e, op, o); ok {
+		return again
+	}
 	switch op {
 	case Remove:
 		if o.Exists {
@@ -621,6 +631,14 @@ func (m Machine) verify(e *Env, o Observation, now time.Time) decision {
 			}
 			return m.stepDone(e, a.Identity+" verified absent", "", now)
 		}
+		if a.From == AppStarting && (!o.Exists || o.Replace) {
+			// Waiting cannot make it ready: the next attempt starts it
+			// again (P15), after the back-off of an observed failure.
+			out := m.fail(e, Transient, fmt.Sprintf("%s cannot become ready as it is, started again next: %s", a.Identity, o.Detail), now)
+			e.State = DataReady
+			m.setResource(e, App, "", "absent")
+			return out
+		}
 		if !o.Exists || !o.Matches {
 			return m.fail(e, Transient, fmt.Sprintf("%s not ready: %s", a.Identity, o.Detail), now)
 		}
@@ -630,11 +648,35 @@ func (m Machine) verify(e *Env, o Observation, now time.Time) decision {
 	if !o.Exists {
 		return m.fail(e, Transient, a.Identity+" not found after apply", now)
 	}
+	if !o.Matches && a.Capability == App {
+		// The instance exists and is this environment's; whether it is
+		// ready is the next transition's observation (app-starting ->
+		// app-ready), which may wait for it. A slow start is not a
+		// configuration failure.
+		m.setResource(e, App, o.ProviderID, "present")
+		return m.stepDone(e, a.Identity+" started: "+o.Detail, o.ProviderID, now)
+	}
 	if !o.Matches {
 		return m.fail(e, Configuration, a.Identity+" does not match the declared configuration: "+o.Detail, now)
 	}
 	m.setResource(e, a.Capability, o.ProviderID, "present")
 	return m.stepDone(e, a.Identity+" verified: "+o.Detail, o.ProviderID, now)
+}
+
+// applyAgain: an effect whose outcome was unknown (a timeout, a takeover
+// after a crash) and that is observed not to have happened simply did not
+// happen, and is asked for again at once, once per attempt (E8, P16). A
+// back-off is for failures that were observed; a second unknown outcome
+// that is observed undone is one.
+func (m Machine) applyAgain(e *Env, op Op, o Observation) (decision, bool) {
+	a := e.Attempt
+	undone := op == Apply && !o.Exists || op == Remove && o.Exists
+	if !a.Unknown || a.Reapplied || !undone || a.From == DataRemoved {
+		return decision{}, false
+	}
+	a.Unknown, a.Reapplied, a.Verifying = false, true, false
+	return decision{Note: fmt.Sprintf("%s: the %s whose outcome was unknown did not happen; asked again now (E8, P16)", a.Identity, op),
+		Effects: []Effect{m.do(e, op)}}, true
 }
 
 // verifyActivation judges the route after an activation or its timeout
@@ -672,12 +714,17 @@ func (m Machine) verifyActivation(e *Env, o Observation, now time.Time) decision
 // pointing elsewhere, or anything while another drift is open, waits for
 // an operator. Found by the simulator (seed 174): an application killed by
 // hand between activation and smoke check left the preview retrying its
-// smoke check into review, and resuming could not help.
+// smoke check into review, and resuming could not help. A repair that the
+// smoke check keeps finding undone is a failure, retried with back-off: a
+// walk repairs one capability at most maxRepairsPerWalk times.
 func (m Machine) lostBeforeSmoke(e *Env, c Capability, o Observation, now time.Time) decision {
 	d := Drift{Capability: c, Identity: e.Identity(c), DetectedAt: now, Desired: fmt.Sprintf("generation %d serving", e.Generation),
-		Observed: fmt.Sprintf("route at generation %d, answered=%t (smoke check)", o.RouteTarget, o.Exists)}
-	e.Attempt = nil
+		Observed: fmt.Sprintf("route at generation %d, answered=%t (smoke check): %s", o.RouteTarget, o.Exists, o.Detail)}
 	missing := c == App || o.RouteTarget == 0
+	if missing && m.repairsUnderWay(e, c) >= maxRepairsPerWalk {
+		return m.fail(e, Transient, fmt.Sprintf("the smoke check still finds %s lost after %d repairs: %s", d.Identity, maxRepairsPerWalk, o.Detail), now)
+	}
+	e.Attempt = nil
 	if missing && m.openDrift(e) < 0 && (e.ExpiresAt.IsZero() || now.Before(e.ExpiresAt)) {
 		d.Outcome = "auto-repair"
 		e.Drift = append(e.Drift, d)
@@ -687,6 +734,23 @@ func (m Machine) lostBeforeSmoke(e *Env, c Capability, o Observation, now time.T
 	}
 	e.Drift = append(e.Drift, d)
 	return decision{Note: fmt.Sprintf("%s not as verified at the smoke check; recorded for an operator (E15)", c)}
+}
+
+// maxRepairsPerWalk bounds the automatic repairs of one capability that
+// one walk to ready makes: a preview whose application dies again each
+// time it is started would otherwise be reprovisioned in a loop.
+const maxRepairsPerWalk = 3
+
+// repairsUnderWay counts the automatic repairs of c not yet resolved by
+// reaching ready: those of the walk under way.
+func (m Machine) repairsUnderWay(e *Env, c Capability) int {
+	n := 0
+	for _, d := range e.Drift {
+		if d.Capability == c && d.Outcome == "auto-repair" && d.ResolvedAt.IsZero() {
+			n++
+		}
+	}
+	return n
 }
 
 // supersede records that a newer preview of the branch holds the route
@@ -855,72 +919,145 @@ func (m Machine) openDrift(e *Env) int {
 }
 
 // atRest judges the reconciler's observation of an environment at rest
-// (E14, E15). Observation first; it never restarts work blindly.
+// (E14, E15). Observation first; it never restarts work blindly. Drift is
+// named by what was observed (P13): an application that does not answer
+// as itself is the application's drift, whatever the check that saw it;
+// a route is drifted only when its content is not what warden wrote.
 func (m Machine) atRest(e *Env, r AtRest, now time.Time) decision {
 	if e.Attempt != nil || e.State != Ready || e.Desired != "ready" {
 		return decision{Note: "not at rest; the attempt is reconciled by its worker"}
 	}
-	o := r.Observation
-	d := Drift{Capability: r.Capability, Identity: e.Identity(r.Capability), DetectedAt: now}
-	for _, open := range e.Drift {
-		if open.Outcome == "" && open.Identity == d.Identity {
-			return decision{Note: d.Identity + ": drift already recorded, waiting for an operator (E15)"}
-		}
+	if r.Seq != e.AttemptSeq {
+		return decision{Note: fmt.Sprintf("%s observed before attempt %d: stale, the next round looks again (P14)", r.Capability, e.AttemptSeq)}
 	}
-	// While one drift waits for an operator, nothing is repaired on its own:
-	// the system never silently chooses while a question is open (E15).
-	waiting := m.openDrift(e) >= 0
+	o := r.Observation
 	switch r.Capability {
 	case Route:
-		if e.SupersededBy > 0 {
-			return decision{Note: fmt.Sprintf("superseded by route generation %d; the route is not ours (I14)", e.SupersededBy)}
-		}
-		// As desired means all of it: our generation, pointing at this
-		// environment, at its application (the driver's Matches). A route
-		// changed by hand to another environment or port under the same
-		// generation is drift too.
-		if o.Exists && o.RouteTarget == e.Generation && o.Owner == e.ID && o.Matches {
-			return decision{Note: "route as desired"}
-		}
-		if o.Exists && o.RouteTarget > e.Generation {
-			m.supersede(e, o.RouteTarget, now)
-			return decision{Note: fmt.Sprintf("a newer preview of the branch holds the route (generation %d): superseded, never pulled back (E15, I14)", o.RouteTarget)}
-		}
-		d.Desired = fmt.Sprintf("generation %d -> %s, its application", e.Generation, e.ID)
-		d.Observed = fmt.Sprintf("generation %d (exists=%t) -> %q, target matches=%t", o.RouteTarget, o.Exists, o.Owner, o.Matches)
-		if !o.Exists && !waiting && (e.ExpiresAt.IsZero() || now.Before(e.ExpiresAt)) {
-			d.Outcome = "auto-repair"
-			e.Drift = append(e.Drift, d)
-			e.State = AppReady // re-run the activation under the same generation
-			return decision{Note: "route missing on a ready, unexpired environment: repaired automatically (E15)"}
-		}
-		e.Drift = append(e.Drift, d)
-		if !o.Exists {
-			return decision{Note: "route missing, but expired or another drift is open; recorded for an operator (E15)"}
-		}
-		return decision{Note: "route points elsewhere; recorded for an operator (E15)"}
+		return m.atRestRoute(e, o, now)
 	case App:
 		if o.Exists && o.Matches {
 			return decision{Note: "application as desired"}
 		}
-		d.Desired, d.Observed = "running, candidate identity", fmt.Sprintf("exists=%t matches=%t %s", o.Exists, o.Matches, o.Detail)
-		if waiting {
-			e.Drift = append(e.Drift, d)
-			return decision{Note: "application missing; another drift waits for an operator, so this one does too (E15)"}
-		}
+		return m.appDrift(e, fmt.Sprintf("exists=%t matches=%t %s", o.Exists, o.Matches, o.Detail), now)
+	case Smoke:
+		return m.atRestSmoke(e, o, now)
+	}
+	if o.Exists && o.Owner == e.ID && o.Matches {
+		return decision{Note: string(r.Capability) + " as desired"}
+	}
+	d := Drift{Capability: r.Capability, Identity: e.Identity(r.Capability), DetectedAt: now, Desired: "present, owned, matching",
+		Observed: fmt.Sprintf("exists=%t owner=%q matches=%t", o.Exists, o.Owner, o.Matches)}
+	if m.driftOpenFor(e, d.Identity) {
+		return decision{Note: d.Identity + ": drift already recorded, waiting for an operator (E15)"}
+	}
+	e.Drift = append(e.Drift, d)
+	return decision{Note: string(r.Capability) + " drifted; recorded for an operator: repair, adopt or continue removal (E15)"}
+}
+
+// driftOpenFor reports whether a drift of identity waits for an operator.
+func (m Machine) driftOpenFor(e *Env, identity string) bool {
+	return slices.ContainsFunc(e.Drift, func(d Drift) bool { return d.Outcome == "" && d.Identity == identity })
+}
+
+// atRestRoute: as desired means all of it, as warden wrote it: our
+// generation, naming this environment, sending to the upstream recorded
+// when it was verified (the route's provider id), in the shape the driver
+// writes (its Matches). Whether anything answers there is the
+// application's business.
+func (m Machine) atRestRoute(e *Env, o Observation, now time.Time) decision {
+	if e.SupersededBy > 0 {
+		return decision{Note: fmt.Sprintf("superseded by route generation %d; the route is not ours (I14)", e.SupersededBy)}
+	}
+	recorded := e.resource(Route).ProviderID
+	written := o.Matches && (recorded == "" || o.ProviderID == "" || o.ProviderID == recorded)
+	if o.Exists && o.RouteTarget == e.Generation && o.Owner == e.ID && written {
+		return decision{Note: "route as desired"}
+	}
+	if o.Exists && o.RouteTarget > e.Generation {
+		m.supersede(e, o.RouteTarget, now)
+		return decision{Note: fmt.Sprintf("a newer preview of the branch holds the route (generation %d): superseded, never pulled back (E15, I14)", o.RouteTarget)}
+	}
+	observed := fmt.Sprintf("generation %d (exists=%t) -> %q via %q, as written=%t", o.RouteTarget, o.Exists, o.Owner, o.ProviderID, written)
+	return m.routeDrift(e, o.Exists, observed, now)
+}
+
+// routeDrift records a route not as warden wrote it: one that is missing
+// from a ready, unexpired environment is restored automatically (E15);
+// one that is there but says something else waits for an operator.
+func (m Machine) routeDrift(e *Env, exists bool, observed string, now time.Time) decision {
+	d := Drift{Capability: Route, Identity: e.Identity(Route), DetectedAt: now, Observed: observed,
+		Desired: fmt.Sprintf("generation %d -> %s, via %q", e.Generation, e.ID, e.resource(Route).ProviderID)}
+	if m.driftOpenFor(e, d.Identity) {
+		return decision{Note: d.Identity + ": drift already recorded, waiting for an operator (E15)"}
+	}
+	if !exists && m.openDrift(e) < 0 && (e.ExpiresAt.IsZero() || now.Before(e.ExpiresAt)) {
 		d.Outcome = "auto-repair"
 		e.Drift = append(e.Drift, d)
-		e.State = DataReady // reprovision through full readiness, never "mark it running"
-		m.setResource(e, App, "", "absent")
-		return decision{Note: "application missing: reprovisioning through full readiness (E15)"}
-	default:
-		if o.Exists && o.Owner == e.ID && o.Matches {
-			return decision{Note: string(r.Capability) + " as desired"}
-		}
-		d.Desired, d.Observed = "present, owned, matching", fmt.Sprintf("exists=%t owner=%q matches=%t", o.Exists, o.Owner, o.Matches)
-		e.Drift = append(e.Drift, d)
-		return decision{Note: string(r.Capability) + " drifted; recorded for an operator: repair, adopt or continue removal (E15)"}
+		e.State = AppReady // re-run the activation under the same generation
+		return decision{Note: "route missing on a ready, unexpired environment: repaired automatically (E15)"}
 	}
+	e.Drift = append(e.Drift, d)
+	if !exists {
+		return decision{Note: "route missing, but expired or another drift is open; recorded for an operator (E15)"}
+	}
+	return decision{Note: "route points elsewhere; recorded for an operator (E15)"}
+}
+
+// appDrift: the application does not answer as itself (exited, killed,
+// removed, unhealthy, or its dependencies unreachable). It is reprovisioned
+// through full readiness, never "marked running" (E15, P13), unless
+// another drift waits for an operator: the system never silently chooses
+// while a question is open.
+func (m Machine) appDrift(e *Env, observed string, now time.Time) decision {
+	d := Drift{Capability: App, Identity: e.Identity(App), DetectedAt: now, Desired: "running, candidate identity, dependencies reachable", Observed: observed}
+	if m.driftOpenFor(e, d.Identity) {
+		return decision{Note: d.Identity + ": drift already recorded, waiting for an operator (E15)"}
+	}
+	if m.openDrift(e) >= 0 {
+		e.Drift = append(e.Drift, d)
+		return decision{Note: "application not answering as itself; another drift waits for an operator, so this one does too (E15)"}
+	}
+	d.Outcome = "auto-repair"
+	e.Drift = append(e.Drift, d)
+	e.State = DataReady
+	m.setResource(e, App, "", "absent")
+	return decision{Note: "application not answering as itself: reprovisioning through full readiness (E15, P14)"}
+}
+
+// atRestSmoke is the end-to-end observation repeated at rest (P13): a
+// request under the preview's host name through the route must reach
+// this environment's application at this generation and revision, its
+// dependencies reachable. The route and the application are observed
+// just before it, each judged on its own (P14), so what the host name
+// answers is judged knowing that: our route answering with an application
+// that does not answer as itself is left to those two observations (the
+// application's found it dead, or the route was changed since its own);
+// no route of ours answering at all is the route's drift.
+func (m Machine) atRestSmoke(e *Env, o Observation, now time.Time) decision {
+	switch {
+	case e.SupersededBy > 0:
+		return decision{Note: fmt.Sprintf("the host name serves route generation %d; this preview is superseded (I14)", e.SupersededBy)}
+	case o.Exists && o.Matches && o.RouteTarget == e.Generation && o.Owner == e.ID:
+		return decision{Note: "served end to end"}
+	case m.openDrift(e) >= 0:
+		return decision{Note: "host name not served end to end; the open drift explains it (E15)"}
+	case o.RouteTarget > e.Generation:
+		m.supersede(e, o.RouteTarget, now)
+		return decision{Note: fmt.Sprintf("the host name serves newer generation %d: superseded (E15, I14)", o.RouteTarget)}
+	case o.RouteTarget == e.Generation && o.Owner == e.ID:
+		return decision{Note: "our route answered and the application behind it did not: the application's and the route's own observations decide (P14): " + clipNote(o.Detail)}
+	}
+	return m.routeDrift(e, o.RouteTarget != 0 || o.Owner != "", fmt.Sprintf("through the host name: %s", o.Detail), now)
+}
+
+// resource is the record's resource of capability c (zero if none).
+func (e *Env) resource(c Capability) Resource {
+	for _, r := range e.Resources {
+		if r.Capability == c {
+			return r
+		}
+	}
+	return Resource{}
 }
 
 // atRestTombstone: a resource outliving its tombstone is detected (I12).

@@ -22,11 +22,11 @@ var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 //	create id= branch= revision= [data=] [ttl-hours=]
 //	advance [owner=]                      the next eligible transition
 //	ok | timeout | failed category= msg=  the effect's answer for the attempt
-//	observe [exists] [owner=] [matches] [route=N] [detail=]
+//	observe [exists] [owner=] [matches] [replace] [route=N] [detail=]
 //	stale attempt= lease=                 a result from an old attempt or lease
 //	renew                                 renew the current lease
 //	remove reason= | expire
-//	at-rest cap= [exists] [owner=] [matches] [route=N]
+//	at-rest cap= [exists] [owner=] [matches] [route=N] [provider=] [seq=N]
 //	action name= actor= reason=
 //	delivered key= [ok]
 //	own-artifacts                         removal removes the artifact (P9)
@@ -83,7 +83,8 @@ func TestMachine(t *testing.T) {
 			case "observe":
 				id, lg := cur()
 				return step(Result{AttemptID: id, LeaseGeneration: lg, OK: true, Observation: &Observation{Exists: d.HasArg("exists"),
-					Owner: arg("owner", e.ID), Matches: d.HasArg("matches"), RouteTarget: num("route"), Detail: arg("detail", ""), ProviderID: arg("provider", "")}})
+					Owner: arg("owner", e.ID), Matches: d.HasArg("matches"), RouteTarget: num("route"), Detail: arg("detail", ""), ProviderID: arg("provider", ""),
+					Replace: d.HasArg("replace")}})
 			case "stale":
 				return step(Result{AttemptID: arg("attempt", ""), LeaseGeneration: num("lease"), OK: true})
 			case "owner-gone":
@@ -96,8 +97,12 @@ func TestMachine(t *testing.T) {
 			case "expire":
 				return step(Expire{})
 			case "at-rest":
-				return step(AtRest{Capability: Capability(arg("cap", "")), Observation: Observation{Exists: d.HasArg("exists"),
-					Owner: arg("owner", e.ID), Matches: d.HasArg("matches"), RouteTarget: num("route")}})
+				seq := e.AttemptSeq // taken now, unless the case says when
+				if d.HasArg("seq") {
+					seq = num("seq")
+				}
+				return step(AtRest{Capability: Capability(arg("cap", "")), Seq: seq, Observation: Observation{Exists: d.HasArg("exists"),
+					Owner: arg("owner", e.ID), Matches: d.HasArg("matches"), RouteTarget: num("route"), ProviderID: arg("provider", ""), Detail: arg("detail", "")}})
 			case "action":
 				return step(Action{Name: arg("name", ""), Actor: arg("actor", ""), Reason: arg("reason", "")})
 			case "delivered":
@@ -155,7 +160,8 @@ func TestMachine(t *testing.T) {
 						var r Result
 						if do.Op == Observe || e.Attempt.Verifying {
 							// A world where every effect does what it was asked.
-							obs := &Observation{Exists: e.Attempt.Op != Remove && e.Attempt.From != DataRemoved, Owner: e.ID, Matches: true, RouteTarget: e.Generation}
+							obs := &Observation{Exists: e.Attempt.Op != Remove && e.Attempt.From != DataRemoved, Owner: e.ID, Matches: true, RouteTarget: e.Generation,
+								ProviderID: "p-" + do.Identity}
 							r = Result{AttemptID: do.AttemptID, LeaseGeneration: do.LeaseGeneration, OK: true, Observation: obs}
 						} else {
 							r = Result{AttemptID: do.AttemptID, LeaseGeneration: do.LeaseGeneration, OK: true}
@@ -305,10 +311,10 @@ func TestRecordStaysBounded(t *testing.T) {
 	ready()
 	for i := 0; i < 60; i++ { // a killed application, repaired, 60 times
 		now = now.Add(time.Minute)
-		e, _ = m.Step(e, AtRest{Capability: App, Observation: Observation{}}, now)
+		e, _ = m.Step(e, AtRest{Capability: App, Seq: e.AttemptSeq, Observation: Observation{}}, now)
 		ready()
 	}
-	e, _ = m.Step(e, AtRest{Capability: Database, Observation: Observation{Exists: true, Owner: "env-9"}}, now)
+	e, _ = m.Step(e, AtRest{Capability: Database, Seq: e.AttemptSeq, Observation: Observation{Exists: true, Owner: "env-9"}}, now)
 	if len(e.Receipts) != MaxReceipts || len(e.Drift) > MaxDrift || e.Trimmed == 0 {
 		t.Fatalf("receipts %d (max %d), drift %d (max %d), trimmed %d", len(e.Receipts), MaxReceipts, len(e.Drift), MaxDrift, e.Trimmed)
 	}
@@ -367,4 +373,43 @@ func TestReceiptSaysWhichCallVerifiedTheStep(t *testing.T) {
 	require.Equal(t, Apply, r.Op, "the step")
 	require.Equal(t, Observe, r.VerifiedBy, "the call recorded in Input")
 	require.Equal(t, `{"op":"observe"}`, r.Input)
+}
+
+// TestP14ARepairTheSmokeCheckKeepsFindingUndoneBacksOff: an application
+// that dies again each time it is started is reprovisioned automatically
+// at most three times in one walk; then the smoke check's finding is a
+// failure that backs off (E9), never a loop of repairs.
+func TestP14ARepairTheSmokeCheckKeepsFindingUndoneBacksOff(t *testing.T) {
+	now := epoch
+	m, e := newEnv(t, now)
+	// walk advances with every effect verified, except that the smoke
+	// check finds our route answering and nothing behind it.
+	walk := func() Outcome {
+		var out Outcome
+		for i := 0; i < 40 && e.State != Ready && e.LastFailure == nil; i++ {
+			e, out = m.Step(e, Advance{Owner: "w"}, now)
+			for len(out.Effects) > 0 && e.Attempt != nil {
+				d := out.Effects[0].(Do)
+				obs := &Observation{Exists: true, Owner: e.ID, Matches: true, RouteTarget: e.Generation}
+				if d.Capability == Smoke {
+					obs.Exists, obs.Matches = false, false
+				}
+				e, out = m.Step(e, Result{AttemptID: d.AttemptID, LeaseGeneration: d.LeaseGeneration, OK: true, Observation: obs}, now)
+			}
+		}
+		return out
+	}
+	walk()
+	if e.LastFailure == nil || e.LastFailure.Category != Transient || !e.LastFailure.Retryable {
+		t.Fatalf("after the repairs, a retryable failure: %+v (state %s)", e.LastFailure, e.State)
+	}
+	repairs := 0
+	for _, d := range e.Drift {
+		if d.Capability == App && d.Outcome == "auto-repair" {
+			repairs++
+		}
+	}
+	if repairs != 3 || e.RetryAt.IsZero() {
+		t.Fatalf("%d automatic repairs (want 3), retry at %v: %+v", repairs, e.RetryAt, e.Drift)
+	}
 }

@@ -198,7 +198,13 @@ type Attempt struct {
 	Op         Op         `json:"op"`
 	Identity   string     `json:"identity"`
 	// Verifying: the effect answered; its observation is out.
-	Verifying bool      `json:"verifying"`
+	Verifying bool `json:"verifying"`
+	// Unknown: the effect's outcome is unknown (it timed out, or its
+	// worker died and the attempt was taken over); Reapplied: the effect
+	// was observed not to have happened and was asked for again, which
+	// happens once per attempt without a back-off (E8).
+	Unknown   bool      `json:"unknown,omitempty"`
+	Reapplied bool      `json:"reapplied,omitempty"`
 	StartedAt time.Time `json:"started_at"`
 	Lease     Lease     `json:"lease"`
 	// Input and Output of the last driver call of this attempt (E13).

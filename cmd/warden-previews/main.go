@@ -1,10 +1,13 @@
-// Command warden-previews is `make previews` (docs/rules/platform.md P2):
-// it starts, on one machine with nothing set up, a throwaway PostgreSQL
-// cluster under the data directory, Caddy with its admin API on loopback
-// and its config under the data directory, the example application's
-// build context, and warden on the local platform; it says what it
-// started and where, and stops all of it on Ctrl-C (SIGINT or SIGTERM).
-// Arguments after the flags go to `warden serve` as they are.
+// Command warden-previews is `make previews` (docs/rules/platform.md P2,
+// P15, P18): it starts, on one machine with nothing set up, a throwaway
+// PostgreSQL cluster under the data directory on a pinned address, Caddy
+// with its admin API on loopback and its config under the data directory,
+// the example application's build context, and warden on the local
+// platform; it says each step as it starts it, and stops all of it on
+// Ctrl-C (SIGINT or SIGTERM): warden, the preview containers of this
+// platform, Caddy and PostgreSQL. The next start brings the previews back
+// through warden's own repair. Arguments after the flags go to `warden
+// serve` as they are.
 package main
 
 import (
@@ -16,11 +19,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -39,11 +44,11 @@ func main() {
 	}
 }
 
-// options are the pinned addresses (P2), from the environment as `make
-// previews` passes them.
+// options are the pinned addresses (P2, P15), from the environment as
+// `make previews` passes them.
 type options struct {
-	listen, previewListen, caddyAdmin, data, warden, source string
-	serve                                                   []string
+	listen, previewListen, caddyAdmin, pgListen, data, warden, source string
+	serve                                                             []string
 }
 
 func parse(args []string, getenv func(string) string) (options, error) {
@@ -58,6 +63,7 @@ func parse(args []string, getenv func(string) string) (options, error) {
 	fs.StringVar(&o.listen, "listen", or("LISTEN", "127.0.0.1:8080"), "where warden listens (LISTEN)")
 	fs.StringVar(&o.previewListen, "preview-listen", or("PREVIEW_LISTEN", "127.0.0.1:8088"), "where Caddy serves the previews (PREVIEW_LISTEN)")
 	fs.StringVar(&o.caddyAdmin, "caddy-admin", or("CADDY_ADMIN", "127.0.0.1:2019"), "Caddy's admin API (CADDY_ADMIN)")
+	fs.StringVar(&o.pgListen, "pg-listen", or("PG_LISTEN", "127.0.0.1:5433"), "where PostgreSQL listens (PG_LISTEN), the same on every start so that the previews' connection strings stay true")
 	fs.StringVar(&o.data, "data", or("DATA", "./data"), "data directory (DATA); the platform's parts live under <data>/previews")
 	fs.StringVar(&o.warden, "warden", "bin/warden", "the warden binary")
 	fs.StringVar(&o.source, "source", "examples/previewapp", "the application previewed: its Go main, Containerfile and migrations")
@@ -70,9 +76,16 @@ func parse(args []string, getenv func(string) string) (options, error) {
 
 // parts is what a run started, stopped in reverse.
 type parts struct {
-	out   io.Writer
-	pg    *pgcluster.Cluster
-	caddy *exec.Cmd
+	out      io.Writer
+	pg       *pgcluster.Cluster
+	caddy    *exec.Cmd
+	podman   []string // podman and its options, for the containers it stops
+	instance string   // the label on this platform's containers
+}
+
+// say prints one step as it starts, or what it found.
+func (p *parts) say(format string, args ...any) {
+	fmt.Fprintf(p.out, "make previews: "+format+"\n", args...)
 }
 
 func run(args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -87,32 +100,60 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
-	p := &parts{out: stdout}
+	p := &parts{out: stdout, instance: instanceOf(base)}
 	defer p.stop()
-	pgDir, err := clusterDir(base)
-	if err != nil {
+	if err := p.startPostgres(base, o); err != nil {
 		return err
 	}
-	if p.pg, err = pgcluster.Start(pgDir, "warden"); err != nil {
-		return fmt.Errorf("postgres: %w", err)
-	}
-	fmt.Fprintf(stdout, "make previews: PostgreSQL on 127.0.0.1:%d, its cluster in %s\n", p.pg.Port(), pgDir)
-	if err := p.startCaddy(filepath.Join(base, "caddy"), o, stderr); err != nil {
+	p.say("starting Caddy: admin API on %s, previews at http://<branch>.localhost:%s/", o.caddyAdmin, portOf(o.previewListen))
+	if err := p.startCaddy(filepath.Join(base, "caddy"), o); err != nil {
 		return fmt.Errorf("caddy: %w", err)
 	}
-	fmt.Fprintf(stdout, "make previews: Caddy's admin API on %s, previews at http://<branch>.localhost:%s/\n", o.caddyAdmin, portOf(o.previewListen))
 	app := filepath.Join(base, "app")
+	p.say("building the application %s (go build; about a minute the first time, seconds after)", o.source)
 	if err := buildContext(o.source, app); err != nil {
 		return fmt.Errorf("the application: %w", err)
 	}
 	podmanOptions, podmanNote := podmanOptions()
-	fmt.Fprintf(stdout, "make previews: podman %s\n", podmanNote)
+	p.podman = append([]string{"podman"}, strings.Fields(podmanOptions)...)
+	p.say("podman %s; each preview's image is built when the preview is created", podmanNote)
 	serve := append([]string{"serve", "--listen", o.listen, "--data", o.data, "--env-platform", "local",
 		"--platform-postgres", p.pg.DSN("postgres"), "--platform-app", app, "--platform-migrations", filepath.Join(o.source, "migrations"),
 		"--platform-podman-options", podmanOptions, "--platform-podman-run", "--network host --ulimit nofile=1024:1024 --ulimit nproc=1024:1024",
-		"--platform-caddy-admin", "http://" + o.caddyAdmin, "--platform-preview-listen", o.previewListen, "--platform-preview-domain", "localhost"}, o.serve...)
-	fmt.Fprintf(stdout, "make previews: warden on http://%s (stop everything with Ctrl-C)\n", o.listen)
-	return runWarden(o.warden, serve, stdout, stderr)
+		"--platform-caddy-admin", "http://" + o.caddyAdmin, "--platform-preview-listen", o.previewListen, "--platform-preview-domain", "localhost",
+		"--platform-instance", p.instance}, o.serve...)
+	p.say("starting warden on http://%s (stop everything with Ctrl-C)", o.listen)
+	return runWarden(o.warden, serve, "http://"+o.listen, p, stdout, stderr)
+}
+
+// startPostgres starts the cluster on its pinned address (P15), saying
+// whether it initialises one first.
+func (p *parts) startPostgres(base string, o options) error {
+	pgDir, err := clusterDir(base)
+	if err != nil {
+		return err
+	}
+	host, port, err := net.SplitHostPort(o.pgListen)
+	n, perr := strconv.Atoi(port)
+	if err != nil || perr != nil || host != "127.0.0.1" || n <= 0 {
+		return fmt.Errorf("PG_LISTEN %q: want 127.0.0.1:<port>", o.pgListen)
+	}
+	if !pgcluster.Initialized(pgDir) {
+		p.say("initialising PostgreSQL's cluster in %s (first start only, a few seconds)", pgDir)
+	}
+	p.say("starting PostgreSQL on %s", o.pgListen)
+	if p.pg, err = pgcluster.StartOn(pgDir, "warden", n); err != nil {
+		return fmt.Errorf("postgres on PG_LISTEN %s (another make previews running?): %w", o.pgListen, err)
+	}
+	p.say("PostgreSQL on 127.0.0.1:%d, its cluster in %s", p.pg.Port(), pgDir)
+	return nil
+}
+
+// instanceOf names this platform after its data directory: its
+// containers are labelled with it, and only those are stopped on Ctrl-C.
+func instanceOf(base string) string {
+	sum := sha256.Sum256([]byte(base))
+	return "previews-" + hex.EncodeToString(sum[:6])
 }
 
 // clusterDir is where the PostgreSQL cluster lives: under the data
@@ -155,7 +196,7 @@ func missingParts() error {
 // startCaddy runs Caddy with its config and autosave under dir: resumed
 // from the autosave when there is one, so that a restart keeps the routes
 // (P7).
-func (p *parts) startCaddy(dir string, o options, stderr io.Writer) error {
+func (p *parts) startCaddy(dir string, o options) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
@@ -217,19 +258,25 @@ func podmanOptions() (string, string) {
 	return "", "runs containers with its defaults"
 }
 
-// runWarden runs warden in the foreground; Ctrl-C is passed on as SIGTERM
-// and waited for.
-func runWarden(bin string, args []string, stdout, stderr io.Writer) error {
+// runWarden runs warden in the foreground, says when it is ready and how
+// long that took; Ctrl-C is passed on as SIGTERM and waited for.
+func runWarden(bin string, args []string, url string, p *parts, stdout, stderr io.Writer) error {
 	c := exec.Command(bin, args...)
 	c.Stdout, c.Stderr = stdout, stderr
+	start := time.Now()
 	if err := c.Start(); err != nil {
 		return err
 	}
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sigs)
-	done := make(chan error, 1)
-	go func() { done <- c.Wait() }()
+	done, gone := make(chan error, 1), make(chan struct{})
+	go func() { err := c.Wait(); close(gone); done <- err }()
+	go func() {
+		if waitReady(url, gone) {
+			p.say("warden is ready after %s: previews are created through its API or the console at %s/ui/environments", time.Since(start).Round(time.Second), url)
+		}
+	}()
 	select {
 	case err := <-done:
 		return err
@@ -239,8 +286,29 @@ func runWarden(bin string, args []string, stdout, stderr io.Writer) error {
 	}
 }
 
-// stop stops Caddy, then PostgreSQL, saying so.
+// waitReady polls warden's /readyz until it answers 200 (true), or warden
+// is gone.
+func waitReady(url string, gone <-chan struct{}) bool {
+	client := &http.Client{Timeout: time.Second}
+	for {
+		if resp, err := client.Get(url + "/readyz"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return true
+			}
+		}
+		select {
+		case <-gone:
+			return false
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// stop stops the preview containers of this platform, then Caddy, then
+// PostgreSQL, saying so: nothing make previews started is left running.
 func (p *parts) stop() {
+	p.stopContainers()
 	if p.caddy != nil {
 		_ = p.caddy.Process.Signal(os.Interrupt)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -252,15 +320,41 @@ func (p *parts) stop() {
 		case <-ctx.Done():
 			_ = p.caddy.Process.Kill()
 		}
-		fmt.Fprintln(p.out, "make previews: Caddy stopped")
+		p.say("Caddy stopped")
 	}
 	if p.pg != nil {
 		if err := p.pg.Stop(); err != nil {
-			fmt.Fprintln(p.out, "make previews: PostgreSQL did not stop:", err)
+			p.say("PostgreSQL did not stop: %v", err)
 			return
 		}
-		fmt.Fprintln(p.out, "make previews: PostgreSQL stopped")
+		p.say("PostgreSQL stopped")
 	}
+}
+
+// stopContainers stops the running application containers labelled with
+// this platform's instance (P15). They are stopped, not removed: warden
+// still holds their records, and on the next start it finds them stopped
+// and reprovisions each through its own repair (E15).
+func (p *parts) stopContainers() {
+	if len(p.podman) == 0 {
+		return
+	}
+	ps := exec.Command(p.podman[0], append(p.podman[1:], "ps", "--filter", "label=warden.platform="+p.instance, "--format", "{{.Names}}")...)
+	out, err := ps.Output()
+	if err != nil {
+		p.say("could not list the preview containers: %v", err)
+		return
+	}
+	names := strings.Fields(string(out))
+	if len(names) == 0 {
+		return
+	}
+	stop := exec.Command(p.podman[0], append(append(p.podman[1:], "stop", "--time", "5"), names...)...)
+	if b, err := stop.CombinedOutput(); err != nil {
+		p.say("could not stop the preview containers %s: %v: %s", strings.Join(names, " "), err, b)
+		return
+	}
+	p.say("stopped the preview containers %s; the next make previews brings them back", strings.Join(names, " "))
 }
 
 func portOf(addr string) string {

@@ -39,13 +39,108 @@ func (s *syncBuffer) Write(p []byte) (int, error) {
 }
 func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
+// makePreviews is one run of `make previews`' program on a data
+// directory, its output read while it runs.
+type makePreviews struct {
+	t      *testing.T
+	cmd    *exec.Cmd
+	out    *syncBuffer
+	exited chan error
+	listen string
+	ready  time.Time
+}
+
+func startPreviews(t *testing.T, bin, data, listen, preview, admin, pgListen string) *makePreviews {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(bin, "warden-previews"), "--listen", listen, "--preview-listen", preview, "--caddy-admin", admin,
+		"--pg-listen", pgListen, "--data", data, "--warden", filepath.Join(bin, "warden"), "--source", "../../examples/previewapp", "--",
+		"--dispatch", "exec", "--dispatch-command", "/bin/true", "--env-reconcile-every", "2s")
+	cmd.Env = append(os.Environ(), "WARDEN_OPERATOR_TOKEN=op-token", "WARDEN_CALLBACK_TOKEN=cb-token")
+	m := &makePreviews{t: t, cmd: cmd, out: &syncBuffer{}, exited: make(chan error, 1), listen: listen}
+	cmd.Stdout, cmd.Stderr = m.out, m.out
+	require.NoError(t, cmd.Start())
+	go func() { m.exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		if m.exited != nil {
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			<-m.exited
+		}
+	})
+	require.Eventually(t, func() bool {
+		resp, err := http.Get("http://" + listen + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err == nil && resp.StatusCode == http.StatusOK
+	}, 120*time.Second, 100*time.Millisecond, "warden ready: %s", m.out)
+	m.ready = time.Now()
+	return m
+}
+
+// interrupt is Ctrl-C: everything stops, and the program exits 0.
+func (m *makePreviews) interrupt() {
+	m.t.Helper()
+	require.NoError(m.t, m.cmd.Process.Signal(os.Interrupt))
+	select {
+	case err := <-m.exited:
+		require.NoError(m.t, err, "%s", m.out)
+	case <-time.After(60 * time.Second):
+		m.t.Fatalf("make previews did not stop: %s", m.out)
+	}
+	m.exited = nil
+}
+
+func (m *makePreviews) api(method, path string, body any) (int, map[string]any) {
+	st, v, _ := testkit.Do(http.DefaultClient, "http://"+m.listen, method, path, "op-token", body, "")
+	return st, v
+}
+
+func (m *makePreviews) state(id string) string {
+	_, v := m.api("GET", "/v1/environments/"+id, nil)
+	s, _ := v["state"].(string)
+	return s
+}
+
+// page is what host answers through Caddy.
+func page(t *testing.T, preview, host string) (int, string) {
+	req, _ := http.NewRequest("GET", "http://"+preview+"/", nil)
+	req.Host = host
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+var podmanHere = []string{"--runtime", "runc", "--cgroup-manager", "cgroupfs"}
+
+// running lists the running containers labelled with instance.
+func running(t *testing.T, instance string) []string {
+	out, err := exec.Command("podman", append(podmanHere, "ps", "--filter", "label=warden.platform="+instance, "--format", "{{.Names}}")...).Output()
+	require.NoError(t, err)
+	return strings.Fields(string(out))
+}
+
+func appPort(t *testing.T, env string) string {
+	out, err := exec.Command("podman", append(podmanHere, "inspect", "--format", `{{index .Config.Labels "warden.app.port"}}`, "app-"+env)...).Output()
+	require.NoError(t, err)
+	return strings.TrimSpace(string(out))
+}
+
 // TestP2MakePreviewsStartsThePlatformAndStopsIt: from an empty data
 // directory, `make previews`' program starts PostgreSQL, Caddy and warden
-// on the local platform and says where; a preview created through
-// warden's API is served through Caddy under its branch's host name with
-// its revision and a row of its own database; removed, it is gone; Ctrl-C
-// stops warden, Caddy and PostgreSQL. The preview workflow's script
-// drives a pull request's preview on it too (P12).
+// on the local platform, saying each step as it starts it (P18); the
+// README's preview block, run against it, creates a preview, waits for
+// it and gets its page through Caddy with its revision and a row of its
+// own database; a host with no preview, and a removed preview's, answer a
+// 404 page (P17). The preview workflow's script drives a pull request's
+// preview on it too (P12). Ctrl-C stops warden, the preview containers,
+// Caddy and PostgreSQL: nothing listens any more. Started again on the
+// same data directory, PostgreSQL is on the same address and every
+// preview serves its revision and its row within 30 s of warden being
+// ready (P15).
 func TestP2MakePreviewsStartsThePlatformAndStopsIt(t *testing.T) {
 	bin := t.TempDir()
 	_, err := testkit.BuildWarden(bin)
@@ -57,58 +152,37 @@ func TestP2MakePreviewsStartsThePlatformAndStopsIt(t *testing.T) {
 	if pg, _ := clusterDir(abs); !strings.HasPrefix(pg, abs) {
 		t.Cleanup(func() { os.RemoveAll(filepath.Dir(pg)) }) // as root it lives under /var/tmp
 	}
-	listen, preview, admin := freeAddr(t), freeAddr(t), freeAddr(t)
-	cmd := exec.Command(filepath.Join(bin, "warden-previews"), "--listen", listen, "--preview-listen", preview, "--caddy-admin", admin,
-		"--data", data, "--warden", filepath.Join(bin, "warden"), "--source", "../../examples/previewapp", "--",
-		"--dispatch", "exec", "--dispatch-command", "/bin/true", "--env-reconcile-every", "1s")
-	cmd.Env = append(os.Environ(), "WARDEN_OPERATOR_TOKEN=op-token", "WARDEN_CALLBACK_TOKEN=cb-token")
-	var out syncBuffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	require.NoError(t, cmd.Start())
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	instance := instanceOf(abs)
+	envs := []string{"env-1", "env-mp2", "env-mp3", "pr-7-0123456"}
 	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		<-exited
-		_ = exec.Command("podman", "--runtime", "runc", "--cgroup-manager", "cgroupfs", "rm", "--force", "app-env-mp1", "app-pr-7-0123456").Run()
-	})
-	api := func(method, path string, body any) (int, map[string]any) {
-		st, v, _ := testkit.Do(http.DefaultClient, "http://"+listen, method, path, "op-token", body, "")
-		return st, v
-	}
-	require.Eventually(t, func() bool {
-		resp, err := http.Get("http://" + listen + "/readyz")
-		if err == nil {
-			resp.Body.Close()
+		for _, env := range envs {
+			_ = exec.Command("podman", append(podmanHere, "rm", "--force", "app-"+env)...).Run()
 		}
-		return err == nil && resp.StatusCode == http.StatusOK
-	}, 60*time.Second, 100*time.Millisecond, "warden ready: %s", &out)
-	for _, said := range []string{"PostgreSQL on 127.0.0.1:", "Caddy's admin API on " + admin, "previews at http://<branch>.localhost:", "warden on http://" + listen} {
-		require.Contains(t, out.String(), said)
+	})
+	listen, preview, admin, pgListen := freeAddr(t), freeAddr(t), freeAddr(t), freeAddr(t)
+	mp := startPreviews(t, bin, data, listen, preview, admin, pgListen)
+	for _, said := range []string{"initialising PostgreSQL's cluster", "starting PostgreSQL on " + pgListen, "PostgreSQL on " + pgListen,
+		"starting Caddy: admin API on " + admin, "previews at http://<branch>.localhost:", "building the application",
+		"starting warden on http://" + listen} {
+		require.Contains(t, mp.out.String(), said)
 	}
+	require.Eventually(t, func() bool { return strings.Contains(mp.out.String(), "warden is ready after") }, 5*time.Second, 50*time.Millisecond)
 
-	st, _ := api("POST", "/v1/environments", map[string]any{"id": "env-mp1", "branch": "demo", "revision": "abc123"})
-	require.Equal(t, http.StatusCreated, st)
-	state := func() string {
-		_, v := api("GET", "/v1/environments/env-mp1", nil)
-		s, _ := v["state"].(string)
-		return s
-	}
-	require.Eventually(t, func() bool { return state() == "ready" }, 90*time.Second, 200*time.Millisecond, "env-mp1 ready (now %s): %s", state(), &out)
-	req, _ := http.NewRequest("GET", "http://"+preview+"/", nil)
-	req.Host = "demo.localhost"
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	page, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	require.Contains(t, string(page), "Preview env-mp1")
-	require.Contains(t, string(page), "<code>abc123</code>")
-	require.Contains(t, string(page), "own database")
-	saveScreenshot(t, "http://"+listen, "op-token", "env-mp1", "http://demo.localhost:"+portOf(preview)+"/")
+	// The README's block, as written, against this make previews.
+	readmeBlock(t, bin, listen, preview)
+	require.Equal(t, "ready", mp.state("env-1"), "%s", mp.out)
+	saveScreenshot(t, "http://"+listen, "op-token", "env-1", "http://demo.localhost:"+portOf(preview)+"/")
 
-	st, _ = api("POST", "/v1/environments/env-mp1/remove", map[string]any{"reason": "done"})
+	st, _ := mp.api("POST", "/v1/environments/env-1/remove", map[string]any{"reason": "done"})
 	require.Equal(t, http.StatusAccepted, st)
-	require.Eventually(t, func() bool { return state() == "removed" }, 60*time.Second, 200*time.Millisecond, "env-mp1 removed (now %s)", state())
+	require.Eventually(t, func() bool { return mp.state("env-1") == "removed" }, 60*time.Second, 200*time.Millisecond, "env-1 removed (now %s)", mp.state("env-1"))
+	for _, host := range []string{"demo.localhost", "nothing-here.localhost"} {
+		status, body := page(t, preview, host)
+		require.Equal(t, http.StatusNotFound, status, "P17: %s, a removed preview's host or one that never had one: %s", host, body)
+		require.Contains(t, body, "No preview here")
+		require.Contains(t, body, "<code>"+host+"</code>")
+		require.Contains(t, body, `href="http://`+listen+`/ui/environments"`, "a link to the console")
+	}
 
 	// P12: the preview workflow's own script asks for a pull request's
 	// preview on this platform and removes it on close; the URL warden
@@ -123,40 +197,79 @@ func TestP2MakePreviewsStartsThePlatformAndStopsIt(t *testing.T) {
 	}
 	script("create")
 	prState := func() (string, string) {
-		_, v := api("GET", "/v1/environments/pr-7-0123456", nil)
+		_, v := mp.api("GET", "/v1/environments/pr-7-0123456", nil)
 		s, _ := v["state"].(string)
 		u, _ := v["url"].(string)
 		return s, u
 	}
-	require.Eventually(t, func() bool { s, _ := prState(); return s == "ready" }, 90*time.Second, 200*time.Millisecond, "the pull request's preview is ready: %s", &out)
+	require.Eventually(t, func() bool { s, _ := prState(); return s == "ready" }, 90*time.Second, 200*time.Millisecond, "the pull request's preview is ready: %s", mp.out)
 	_, url := prState()
 	require.Equal(t, "http://feature-demo.localhost:"+portOf(preview)+"/", url)
-	req, _ = http.NewRequest("GET", "http://"+preview+"/", nil)
-	req.Host = "feature-demo.localhost"
-	resp, err = http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	page, _ = io.ReadAll(resp.Body)
-	resp.Body.Close()
-	require.Contains(t, string(page), "<code>"+sha+"</code>")
+	_, body := page(t, preview, "feature-demo.localhost")
+	require.Contains(t, body, "<code>"+sha+"</code>")
 	script("remove")
 	require.Eventually(t, func() bool { s, _ := prState(); return s == "removed" }, 60*time.Second, 200*time.Millisecond, "removed on close")
 
-	require.NoError(t, cmd.Process.Signal(os.Interrupt))
-	select {
-	case err := <-exited:
-		require.NoError(t, err, "%s", &out)
-	case <-time.After(60 * time.Second):
-		t.Fatalf("make previews did not stop: %s", &out)
+	// P15: two previews running when Ctrl-C comes.
+	for _, id := range []string{"env-mp2", "env-mp3"} {
+		st, _ := mp.api("POST", "/v1/environments", map[string]any{"id": id, "branch": "branch-" + id, "revision": "r-" + id})
+		require.Equal(t, http.StatusCreated, st)
 	}
-	exited <- nil // for the cleanup
-	require.Contains(t, out.String(), "Caddy stopped")
-	require.Contains(t, out.String(), "PostgreSQL stopped")
-	for _, addr := range []string{listen, admin, preview} {
+	ports := map[string]string{}
+	for _, id := range []string{"env-mp2", "env-mp3"} {
+		require.Eventually(t, func() bool { return mp.state(id) == "ready" }, 90*time.Second, 200*time.Millisecond, "%s ready: %s", id, mp.out)
+		ports[id] = appPort(t, id)
+	}
+	require.ElementsMatch(t, []string{"app-env-mp2", "app-env-mp3"}, running(t, instance))
+	mp.interrupt()
+	for _, said := range []string{"stopped the preview containers", "Caddy stopped", "PostgreSQL stopped"} {
+		require.Contains(t, mp.out.String(), said)
+	}
+	require.Empty(t, running(t, instance), "no preview container of the first run is left running")
+	for _, addr := range []string{listen, admin, preview, pgListen, "127.0.0.1:" + ports["env-mp2"], "127.0.0.1:" + ports["env-mp3"]} {
 		c, err := net.DialTimeout("tcp", addr, time.Second)
 		if err == nil {
 			c.Close()
 		}
 		require.Error(t, err, "nothing listens on %s any more", addr)
 	}
-	require.False(t, strings.Contains(out.String(), "panic"), "%s", &out)
+	require.False(t, strings.Contains(mp.out.String(), "panic"), "%s", mp.out)
+
+	// The next start: the same PostgreSQL address, and the previews back.
+	again := startPreviews(t, bin, data, listen, preview, admin, pgListen)
+	require.Contains(t, again.out.String(), "PostgreSQL on "+pgListen, "PostgreSQL keeps its address")
+	require.NotContains(t, again.out.String(), "initialising PostgreSQL's cluster", "the cluster is there already")
+	for _, id := range []string{"env-mp2", "env-mp3"} {
+		require.Eventually(t, func() bool {
+			status, body := page(t, preview, "branch-"+id+".localhost")
+			return again.state(id) == "ready" && status == http.StatusOK && strings.Contains(body, "<code>r-"+id+"</code>") && strings.Contains(body, "own database")
+		}, 30*time.Second-time.Since(again.ready), 200*time.Millisecond, "%s is ready and serves its revision and its row within 30 s of warden being ready: %s", id, again.out)
+	}
+	again.interrupt()
+	require.Empty(t, running(t, instance))
+}
+
+// readmeBlock runs the README's preview block (the one marked
+// "readme-test: previews") as written, in a directory whose bin/warden is
+// the one built here, against this make previews.
+func readmeBlock(t *testing.T, bin, listen, preview string) {
+	t.Helper()
+	readme, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	const mark = "<!-- readme-test: previews -->\n```sh\n"
+	i := strings.Index(string(readme), mark)
+	require.GreaterOrEqual(t, i, 0, "the README marks its preview block")
+	block := string(readme)[i+len(mark):]
+	block = block[:strings.Index(block, "```")]
+	dir := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "bin"), 0o755))
+	require.NoError(t, os.Symlink(filepath.Join(bin, "warden"), filepath.Join(dir, "bin", "warden")))
+	sh := exec.Command("bash", "-c", "set -euo pipefail\n"+block)
+	sh.Dir = dir
+	sh.Env = append(os.Environ(), "LISTEN="+listen, "PREVIEW_LISTEN="+preview, "WARDEN_OPERATOR_TOKEN=op-token")
+	out, err := sh.CombinedOutput()
+	require.NoError(t, err, "the README's preview block, as written: %s", out)
+	for _, want := range []string{"Preview env-1", "<code>abc123</code>", "own database", "404"} {
+		require.Contains(t, string(out), want, "the README's preview block printed: %s", out)
+	}
 }

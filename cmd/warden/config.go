@@ -217,7 +217,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.Var(commandFlag{&c.EnvDriverCommand}, "env-driver-command", "exec driver for every preview-environment capability (E13); empty: none")
 	fs.DurationVar(&c.EnvDriverTimeout, "env-driver-timeout", time.Minute, "limit on one environment driver call")
 	c.platformFlags(fs)
-	fs.DurationVar(&c.EnvReconcileEvery, "env-reconcile-every", 30*time.Second, "how often environments at rest are observed for drift (E14)")
+	fs.DurationVar(&c.EnvReconcileEvery, "env-reconcile-every", 0, "how often environments at rest are observed for drift (E14); 0: 30s, or 5s with --env-platform local (P13)")
 	fs.DurationVar(&c.EnvLease, "env-lease", environment.DefaultConfig().LeaseFor, "how long a worker holds an environment transition before another may take it over (E7)")
 	fs.DurationVar(&c.EnvRetryBackoff, "env-retry-backoff", environment.DefaultConfig().RetryBackoff, "first wait after a transient environment failure, doubling (E9)")
 	fs.StringVar(&c.PreviewURL, "preview-url-template", "", "a preview's public URL, e.g. https://{branch}.preview.example.com; {id}, {branch}, {generation} are filled in (W8); empty: the URL the route driver observes")
@@ -475,6 +475,7 @@ func (c *config) validate() error {
 	if c.PublicURL == "" {
 		c.PublicURL = "http://" + c.Listen
 	}
+	c.Platform.Console = strings.TrimRight(c.PublicURL, "/") + "/ui/environments"
 	if c.PreviewURL != "" {
 		probe := strings.NewReplacer("{id}", "x", "{branch}", "x", "{generation}", "1").Replace(c.PreviewURL)
 		if u, err := url.Parse(probe); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || strings.ContainsAny(probe, "{}") {
@@ -618,9 +619,25 @@ func (c *config) platformFlags(fs *flag.FlagSet) {
 	fs.StringVar(&p.CaddyServer, "platform-caddy-server", "previews", "with --env-platform local: the Caddy server holding the preview routes")
 	fs.StringVar(&p.PreviewListen, "platform-preview-listen", "127.0.0.1:8088", "with --env-platform local: where that Caddy server listens")
 	fs.StringVar(&p.PreviewDomain, "platform-preview-domain", "localhost", "with --env-platform local: a branch is served at <branch>.<domain>")
+	fs.StringVar(&p.Instance, "platform-instance", "", "with --env-platform local: a name labelled on every application container, telling this platform's from another's on a shared podman (P15)")
 }
 
+// Reconcile rounds when none is given (P13): a local platform's
+// observations are a few local calls, so its links are looked at every
+// 5 s, well inside the 10 s in which a broken link must leave ready; an
+// exec driver's are a process each, every 30 s.
+const (
+	reconcileExec  = 30 * time.Second
+	reconcileLocal = 5 * time.Second
+)
+
 func (c *config) validatePlatform() []string {
+	if c.EnvReconcileEvery == 0 {
+		c.EnvReconcileEvery = reconcileExec
+		if c.EnvPlatform == "local" {
+			c.EnvReconcileEvery = reconcileLocal
+		}
+	}
 	switch c.EnvPlatform {
 	case "exec":
 		return nil

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -201,4 +202,59 @@ func TestSecondServeOnOneDataDirRefusesBeforeListening(t *testing.T) {
 	require.Error(t, err, "the second warden exits")
 	require.Contains(t, string(out), fmt.Sprintf("is in use by warden pid %d", first.cmd.Process.Pid))
 	require.NotContains(t, string(out), "listening", "it refused before listening")
+}
+
+// TestP16AKillMidEffectIsReadySoonAfterTheRestart: warden and the
+// reference driver it runs are killed -9 while the database's apply is in
+// flight (each apply slowed by 1.5 s), so the effect never happened. The
+// restarted warden takes the attempt over at once, observes the database
+// absent, applies it again without a back-off (no failure is recorded),
+// and the preview is ready within 20 s of the restart.
+func TestP16AKillMidEffectIsReadySoonAfterTheRestart(t *testing.T) {
+	previewBin := filepath.Join(t.TempDir(), "example-preview")
+	out, err := exec.Command("go", "build", "-o", previewBin, "../../examples/preview").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	ok := okScript(t)
+	data, addr := t.TempDir()+"/data", freePort(t)
+	env := []string{"WARDEN_PREVIEW_DIR=" + t.TempDir(), "WARDEN_PREVIEW_APPLY_DELAY=1500ms"}
+	args := []string{"--dispatch", "exec", "--dispatch-command", ok, "--bootstrap", "exec", "--bootstrap-command", ok,
+		"--env-driver-command", previewBin, "--driver-env", "WARDEN_PREVIEW_DIR,WARDEN_PREVIEW_APPLY_DELAY", "--env-reconcile-every", "-1s"}
+	first := startProcGroup(t, data, addr, env, args...)
+	status, _ := first.do("POST", "/v1/environments", "op-secret", map[string]any{"id": "env-k1", "branch": "kill-mid", "revision": "r1"})
+	require.Equal(t, 201, status)
+	require.Eventually(t, func() bool {
+		_, v := first.do("GET", "/v1/environments/env-k1", "op-secret", nil)
+		a, _ := v["attempt"].(map[string]any)
+		return a != nil && a["capability"] == "database" && a["op"] == "apply" && a["verifying"] == false
+	}, 30*time.Second, 20*time.Millisecond, "the database's apply is in flight: %s", first.log)
+	time.Sleep(300 * time.Millisecond) // well inside the apply's 1.5 s
+	require.NoError(t, syscall.Kill(-first.cmd.Process.Pid, syscall.SIGKILL), "warden and its driver, killed -9")
+	_ = first.cmd.Wait()
+
+	restarted := time.Now()
+	second := startProcEnv(t, data, addr, env, append(args, "--log-level", "debug")...)
+	var state string
+	require.Eventually(t, func() bool {
+		_, v := second.do("GET", "/v1/environments/env-k1", "op-secret", nil)
+		state, _ = v["state"].(string)
+		return state == "ready"
+	}, 20*time.Second-time.Since(restarted), 50*time.Millisecond, "ready within 20 s of the restart (now %s): %s", state, second.log)
+	require.NotContains(t, second.log.String(), "environment step failed", "an effect that never happened is applied again, not failed and backed off")
+	require.Contains(t, second.log.String(), "did not happen; asked again now")
+}
+
+// startProcGroup is startProcEnv in a process group of its own, so that a
+// test kills warden together with the drivers it runs.
+func startProcGroup(t *testing.T, dataDir, addr string, env []string, extra ...string) *proc {
+	t.Helper()
+	cmd := exec.Command(wardenBinary(t), append([]string{"serve", "--listen", addr, "--data", dataDir}, extra...)...)
+	cmd.Env = append(append(os.Environ(), "WARDEN_CALLBACK_TOKEN=cb-secret", "WARDEN_OPERATOR_TOKEN=op-secret"), env...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	log := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = log, log
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); _ = cmd.Wait() })
+	p := &proc{t: t, cmd: cmd, url: "http://" + addr, log: log}
+	p.waitReady(20*time.Second, "warden")
+	return p
 }

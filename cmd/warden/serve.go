@@ -121,8 +121,24 @@ func (p *process) start() error {
 	if p.sys, err = actors.Start(cfg); err != nil {
 		return err
 	}
+	p.preparePlatform()
 	p.serveAPI(tm)
 	return nil
+}
+
+// preparePlatform readies the local platform's parts that are not a
+// preview's own: Caddy's catch-all page for hosts with no preview (P17).
+// A Caddy that does not answer yet is said and left to the first
+// activation, which adds the page too.
+func (p *process) preparePlatform() {
+	if p.c.EnvPlatform != "local" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := p.c.Platform.Prepare(ctx); err != nil {
+		p.log.Warn("local platform: Caddy's page for hosts with no preview not set yet; the first route sets it", "err", err)
+	}
 }
 
 // startProfile writes a CPU profile of the whole run when asked (the
@@ -568,6 +584,6 @@ func (c config) localPlatform(ec *actors.EnvConfig) error {
 	if err != nil {
 		return err
 	}
-	ec.Drivers = drivers
+	ec.Drivers, ec.Watcher = drivers, c.Platform.Watcher()
 	return nil
 }

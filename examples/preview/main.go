@@ -12,6 +12,8 @@
 // State lives under WARDEN_PREVIEW_DIR (default ./data/preview). Break an
 // environment by hand to see warden notice: kill its process (apps/*.json
 // has the pid) or edit its route (routes/<branch>.json).
+// WARDEN_PREVIEW_APPLY_DELAY (a duration) slows every apply by that much
+// before it acts: a crash test's window mid-effect.
 package main
 
 import (
@@ -111,6 +113,9 @@ func (d drivers) fenced(r request) (result, error) {
 	}
 	if r.Op == "observe" {
 		return d.do(r)
+	}
+	if delay, err := time.ParseDuration(os.Getenv("WARDEN_PREVIEW_APPLY_DELAY")); err == nil && r.Op == "apply" {
+		time.Sleep(min(delay, time.Minute))
 	}
 	p := d.path("fences", r.EnvID)
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
@@ -246,14 +251,17 @@ func (d drivers) do(r request) (result, error) {
 		a, _ := d.app("app-" + r.EnvID)
 		return result{OK: true}, writeJSON(d.path("routes", r.Branch+".json"), routeFile{Generation: r.Generation, Env: r.EnvID, Port: a.Port})
 	case "route/observe":
-		// Owner is the environment the route names; it matches only if it
-		// leads to that environment's live application (a port changed by
-		// hand does not).
+		// The route as it is: the environment it names, its generation and
+		// its upstream (the provider id warden compares with the one it
+		// recorded: a port changed by hand is drift). Whether anything
+		// answers there is the application's observation, not the route's.
 		var cur routeFile
 		err := readJSON(d.path("routes", r.Branch+".json"), &cur)
-		a, alive := d.app("app-" + cur.Env)
-		res := observed(err == nil, cur.Env, err == nil && alive && a.Port == cur.Port, fmt.Sprintf("generation %d -> %s:%d", cur.Generation, cur.Env, cur.Port))
+		res := observed(err == nil, cur.Env, err == nil && cur.Port > 0, fmt.Sprintf("generation %d -> %s:%d", cur.Generation, cur.Env, cur.Port))
 		res.Observation.RouteTarget = cur.Generation
+		if cur.Port > 0 {
+			res.Observation.ProviderID = fmt.Sprintf("127.0.0.1:%d", cur.Port)
+		}
 		if cur.Port > 0 {
 			res.Observation.URL = fmt.Sprintf("http://127.0.0.1:%d/", cur.Port) // where this route serves the preview (W8)
 		}

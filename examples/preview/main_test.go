@@ -49,11 +49,13 @@ func TestNamesMustBePlain(t *testing.T) {
 	}
 }
 
-// TestRouteObservationSeesAHandEdit: issue 10. A route changed by hand
+// TestP14RouteObservationSaysWhatTheRouteHolds: a route changed by hand
 // under the same generation, to another port or another environment, is
-// observed as not matching (another port) or as someone else's (another
-// environment), so the controller records drift instead of "as desired".
-func TestRouteObservationSeesAHandEdit(t *testing.T) {
+// observed as it is: its upstream as the provider id, which the controller
+// compares with the one it recorded, and the environment it names. A
+// dead application behind an unchanged route leaves the route as written:
+// that is the application's drift (P14), not the route's.
+func TestP14RouteObservationSaysWhatTheRouteHolds(t *testing.T) {
 	d := drivers{root: t.TempDir()}
 	if err := writeJSON(d.path("apps", "app-env-1.json"), appFile{PID: os.Getpid(), Port: 4100, Owner: "env-1"}); err != nil {
 		t.Fatal(err)
@@ -69,13 +71,19 @@ func TestRouteObservationSeesAHandEdit(t *testing.T) {
 		}
 		return res.Observation
 	}
-	if o := observe(routeFile{Generation: 3, Env: "env-1", Port: 4100}); !o.Exists || !o.Matches || o.Owner != "env-1" || o.RouteTarget != 3 {
+	if o := observe(routeFile{Generation: 3, Env: "env-1", Port: 4100}); !o.Exists || !o.Matches || o.Owner != "env-1" || o.RouteTarget != 3 || o.ProviderID != "127.0.0.1:4100" {
 		t.Fatalf("the route as activated: %+v", o)
 	}
-	if o := observe(routeFile{Generation: 3, Env: "env-1", Port: 4999}); o.Matches {
-		t.Fatalf("another port must not match: %+v", o)
+	if o := observe(routeFile{Generation: 3, Env: "env-1", Port: 4999}); o.ProviderID != "127.0.0.1:4999" {
+		t.Fatalf("another port is another upstream: %+v", o)
 	}
-	if o := observe(routeFile{Generation: 3, Env: "env-9", Port: 4100}); o.Owner != "env-9" || o.Matches {
+	if o := observe(routeFile{Generation: 3, Env: "env-9", Port: 4100}); o.Owner != "env-9" {
 		t.Fatalf("another environment is named as the owner: %+v", o)
+	}
+	if err := os.Remove(d.path("apps", "app-env-1.json")); err != nil {
+		t.Fatal(err)
+	}
+	if o := observe(routeFile{Generation: 3, Env: "env-1", Port: 4100}); !o.Matches || o.ProviderID != "127.0.0.1:4100" {
+		t.Fatalf("a dead application leaves the route as written: %+v", o)
 	}
 }

@@ -1,8 +1,9 @@
 // Command previewapp is the application the local preview platform
 // previews (docs/rules/platform.md P3): a web page showing the revision it
 // runs, its environment and a row read from its own database, and a
-// health endpoint reporting the same identity (P6, P8). Its migrations are
-// in migrations/, its image is built from Containerfile.
+// health endpoint reporting the same identity and whether its database
+// answers, with its own role (P6, P8, P13): 200 only when it does. Its
+// migrations are in migrations/, its image is built from Containerfile.
 package main
 
 import (
@@ -12,6 +13,7 @@ import (
 	"log"
 	"net/http"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -24,17 +26,28 @@ var page = template.Must(template.New("page").Parse(`<!doctype html>
 <p>From its database: {{.Row}}</p></body></html>
 `))
 
-type identity struct {
-	Environment string `json:"environment"`
-	Revision    string `json:"revision"`
+// healthAnswer is the /healthz answer: who this instance is, and each
+// dependency's state ("ok", or why not).
+type healthAnswer struct {
+	Environment  string            `json:"environment"`
+	Revision     string            `json:"revision"`
+	Generation   uint64            `json:"generation"`
+	Dependencies map[string]string `json:"dependencies"`
 }
 
 func main() {
-	id := identity{Environment: os.Getenv("PREVIEW_ENVIRONMENT"), Revision: os.Getenv("PREVIEW_REVISION")}
+	gen, _ := strconv.ParseUint(os.Getenv("PREVIEW_GENERATION"), 10, 64)
+	id := healthAnswer{Environment: os.Getenv("PREVIEW_ENVIRONMENT"), Revision: os.Getenv("PREVIEW_REVISION"), Generation: gen}
 	dsn := os.Getenv("DATABASE_URL")
-	http.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+	http.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		h, status := id, http.StatusOK
+		h.Dependencies = map[string]string{"database": "ok"}
+		if _, err := greeting(r.Context(), dsn); err != nil {
+			h.Dependencies["database"], status = "unreachable: "+err.Error(), http.StatusServiceUnavailable
+		}
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(id)
+		w.WriteHeader(status)
+		_ = json.NewEncoder(w).Encode(h)
 	})
 	http.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		row, err := greeting(r.Context(), dsn)
@@ -54,7 +67,7 @@ func main() {
 
 // greeting reads the row the migrations wrote.
 func greeting(ctx context.Context, dsn string) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	c, err := pgx.Connect(ctx, dsn)
 	if err != nil {

@@ -6,10 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"html"
 	"io"
 	"net"
 	"net/http"
+	"sort"
 	"strconv"
+	"time"
 
 	"github.com/wardenhq/warden/actors/driver"
 )
@@ -31,7 +34,10 @@ type Routes struct {
 	Public, Domain string
 	// Upstream is where an environment's application listens.
 	Upstream func(env string) (string, error)
-	Client   *http.Client
+	// Console is warden's console, linked from the page a host with no
+	// preview answers (P17).
+	Console string
+	Client  *http.Client
 }
 
 // The headers every answer through a preview route carries.
@@ -71,12 +77,15 @@ type caddyHandler struct {
 	} `json:"upstreams,omitempty"`
 }
 
-// held is what a branch's route serves now.
+// held is what a branch's route serves now; shaped: it matches the
+// branch's host name alone and names its environment, generation and one
+// upstream, as this driver writes it.
 type held struct {
 	exists     bool
 	env        string
 	generation uint64
 	upstream   string
+	shaped     bool
 	etag       string
 }
 
@@ -122,16 +131,13 @@ func (d *Routes) observation(h held, branch string) *driver.CapabilityObservatio
 	if !h.exists {
 		return &driver.CapabilityObservation{}
 	}
-	o := &driver.CapabilityObservation{Exists: true, Owner: h.env, RouteTarget: h.generation, ProviderID: h.upstream,
-		URL: d.URL(branch), Detail: fmt.Sprintf("generation %d of %s, upstream %s", h.generation, h.env, h.upstream)}
-	// Matches: the route sends its environment's traffic where that
-	// environment's application is (a route pointed elsewhere by hand at
-	// the same generation is drift, P10). With no application to compare
-	// (its container gone), the route is not judged: that is the
-	// application's drift, and its repair sets the route again.
-	up, err := d.Upstream(h.env)
-	o.Matches = err != nil || up == h.upstream
-	return o
+	// The route as it is: its generation, its environment, its upstream
+	// (the provider id, which the controller compares with the one it
+	// recorded), and whether it has the shape this driver writes. Whether
+	// anything answers at the upstream is the application's business
+	// (P14): a dead upstream behind an unchanged route is not route drift.
+	return &driver.CapabilityObservation{Exists: true, Owner: h.env, RouteTarget: h.generation, ProviderID: h.upstream,
+		URL: d.URL(branch), Matches: h.shaped, Detail: fmt.Sprintf("generation %d of %s, upstream %s", h.generation, h.env, h.upstream)}
 }
 
 // activate sets the branch's route to this generation if the route holds
@@ -141,6 +147,9 @@ func (d *Routes) activate(ctx context.Context, r driver.CapabilityRequest) (driv
 	up, err := d.Upstream(r.EnvID)
 	if err != nil {
 		return driver.CapabilityResult{Category: "transient", Message: "no application to route to: " + err.Error()}, nil
+	}
+	if err := d.EnsureFallback(ctx); err != nil {
+		return driver.CapabilityResult{}, err
 	}
 	for range casAttempts {
 		h, err := d.read(ctx, r.Branch)
@@ -203,12 +212,15 @@ func (d *Routes) write(ctx context.Context, r driver.CapabilityRequest, upstream
 		Handle: []json.RawMessage{headers, proxy}, Terminal: true})
 	method, path, etag := http.MethodPatch, "/id/"+d.routeID(r.Branch), h.etag
 	if !h.exists {
+		// A new route goes first, before the catch-all that answers 404
+		// for every other host (P17): Caddy answers with the first route
+		// that matches.
 		list := d.routesPath()
 		_, tag, err := d.call(ctx, http.MethodGet, list, "", nil)
 		if err != nil {
 			return false, err
 		}
-		method, path, etag = http.MethodPost, list, tag
+		method, path, etag = http.MethodPut, list+"/0", tag
 	}
 	status, _, err := d.call(ctx, method, path, etag, body)
 	switch {
@@ -220,6 +232,55 @@ func (d *Routes) write(ctx context.Context, r driver.CapabilityRequest, upstream
 		return false, fmt.Errorf("caddy: %s %s: %d", method, path, status)
 	}
 	return true, nil
+}
+
+// fallbackID is the catch-all route: last in the server, it answers every
+// host no preview route matches with a 404 page (P17), where Caddy alone
+// would answer an empty 200 that looks like a blank page that works.
+const fallbackID = "preview-none"
+
+// EnsureFallback adds the catch-all route at the end of the server's
+// routes if it is not there (Caddy started without it, or restarted
+// without its config). Preview routes are inserted before it.
+func (d *Routes) EnsureFallback(ctx context.Context) error {
+	for range casAttempts {
+		status, _, err := d.call(ctx, http.MethodGet, "/id/"+fallbackID, "", nil)
+		if err != nil || status == http.StatusOK {
+			return err
+		}
+		list := d.routesPath()
+		_, tag, err := d.call(ctx, http.MethodGet, list, "", nil)
+		if err != nil {
+			return err
+		}
+		status, _, err = d.call(ctx, http.MethodPost, list, tag, d.fallback())
+		switch {
+		case err != nil:
+			return err
+		case status == http.StatusOK:
+			return nil
+		case status != http.StatusPreconditionFailed:
+			return fmt.Errorf("caddy: add the catch-all route: %d", status)
+		}
+	}
+	return fmt.Errorf("caddy's config kept changing while the catch-all route was added")
+}
+
+// fallback is the catch-all route: a small page naming the host (Caddy's
+// placeholder; net/http refuses a Host with markup in it, and it stands in
+// a text node), saying no preview is there, and linking to the console.
+func (d *Routes) fallback() []byte {
+	console := ""
+	if d.Console != "" {
+		console = `<p>The previews and their state are in <a href="` + html.EscapeString(d.Console) + `">warden's console</a>.</p>`
+	}
+	page := `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>No preview here</title></head><body>` +
+		`<h1>No preview here</h1><p>Nothing is served at <code>{http.request.host}</code>: no preview has that name, or it was removed.</p>` +
+		console + "</body></html>\n"
+	b, _ := json.Marshal(map[string]any{"@id": fallbackID, "handle": []any{map[string]any{"handler": "static_response", "status_code": 404,
+		"headers": map[string][]string{"Content-Type": {"text/html; charset=utf-8"}, "X-Content-Type-Options": {"nosniff"}, "Cache-Control": {"no-store"}},
+		"body":    page}}})
+	return b
 }
 
 func (d *Routes) routesPath() string { return "/config/apps/http/servers/" + d.Server + "/routes" }
@@ -242,6 +303,7 @@ func (d *Routes) read(ctx context.Context, branch string) (held, error) {
 		return held{}, fmt.Errorf("caddy: route of %s does not decode: %w", branch, err)
 	}
 	h := held{exists: true, etag: etag}
+	hostOnly := len(rt.Match) == 1 && len(rt.Match[0].Host) == 1 && rt.Match[0].Host[0] == d.host(branch)
 	for _, raw := range rt.Handle {
 		var hd caddyHandler
 		if json.Unmarshal(raw, &hd) != nil {
@@ -259,6 +321,7 @@ func (d *Routes) read(ctx context.Context, branch string) (held, error) {
 			h.upstream = hd.Upstreams[0].Dial
 		}
 	}
+	h.shaped = hostOnly && h.env != "" && h.generation > 0 && h.upstream != "" && len(rt.Handle) == 2
 	return h, nil
 }
 
@@ -307,33 +370,106 @@ func (d *Routes) client() *http.Client {
 	return http.DefaultClient
 }
 
-// health is what a preview's application answers on /healthz (P6).
+// health is what a preview's application answers on /healthz (P6, P13):
+// who it is (environment, generation, revision) and whether each of its
+// dependencies answers ("ok", or why not). It answers 200 only when every
+// one does.
 type health struct {
-	Environment string `json:"environment"`
-	Revision    string `json:"revision"`
+	Environment  string            `json:"environment"`
+	Revision     string            `json:"revision"`
+	Generation   uint64            `json:"generation"`
+	Dependencies map[string]string `json:"dependencies,omitempty"`
+	status       int
 }
 
-// smoke asks the branch's host name through Caddy (P8): who answers, at
-// which route generation, running which revision.
-func (d *Routes) smoke(ctx context.Context, r driver.CapabilityRequest) (*driver.CapabilityObservation, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+d.Public+"/healthz", nil)
-	if err != nil {
-		return nil, err
+// answers reports whether the answer is the requested instance's, with
+// its dependencies reachable.
+func (h health) answers(r driver.CapabilityRequest) bool {
+	if h.status != http.StatusOK || h.Environment != r.EnvID || h.Revision != r.Revision || h.Generation != r.Generation {
+		return false
 	}
-	req.Host = d.host(r.Branch)
-	resp, err := d.client().Do(req)
+	for _, v := range h.Dependencies {
+		if v != "ok" {
+			return false
+		}
+	}
+	return true
+}
+
+// String says what answered, naming each dependency that did not.
+func (h health) String() string {
+	s := fmt.Sprintf("answered %d as %s generation %d revision %s", h.status, orUnknown(h.Environment), h.Generation, orUnknown(h.Revision))
+	names := make([]string, 0, len(h.Dependencies))
+	for n := range h.Dependencies {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		s += fmt.Sprintf("; %s %s", n, clip(h.Dependencies[n]))
+	}
+	return s
+}
+
+func clip(s string) string {
+	if len(s) > 200 {
+		return s[:200] + "..."
+	}
+	return s
+}
+
+// maxHealthBody bounds a health answer.
+const maxHealthBody = 1 << 16
+
+// askHealth asks url for a health answer, under host if one is given;
+// the response comes back too (its headers name the route that served
+// it). A transport failure is an error; an answer that is not a health
+// answer has the status only.
+func askHealth(ctx context.Context, client *http.Client, url, host string) (health, *http.Response, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return nil, fmt.Errorf("smoke %s: %w", req.Host, err)
+		return health{}, nil, err
+	}
+	if host != "" {
+		req.Host = host
+	}
+	if client == nil {
+		client = http.DefaultClient
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return health{}, nil, err
 	}
 	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, maxAdminBody))
-	o := &driver.CapabilityObservation{Owner: resp.Header.Get(HeaderEnvironment), Detail: fmt.Sprintf("%s answered %d", req.Host, resp.StatusCode)}
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, maxHealthBody))
+	var h health
+	if json.Unmarshal(b, &h) != nil {
+		h = health{}
+	}
+	h.status = resp.StatusCode
+	return h, resp, nil
+}
+
+// smoke asks the branch's host name through Caddy (P8, P13): who answers,
+// at which route generation (the route's headers), as which instance. At
+// rest (observe) a Caddy that does not answer at all is an observation
+// too, that nothing serves the host; during provisioning (apply) it is an
+// error, retried with back-off.
+func (d *Routes) smoke(ctx context.Context, r driver.CapabilityRequest) (*driver.CapabilityObservation, error) {
+	host := d.host(r.Branch)
+	h, resp, err := askHealth(ctx, d.Client, "http://"+d.Public+"/healthz", host)
+	if err != nil {
+		if r.Op == "observe" && ctx.Err() == nil {
+			return &driver.CapabilityObservation{Detail: fmt.Sprintf("nothing answers for %s at %s: %v", host, d.Public, err)}, nil
+		}
+		return nil, fmt.Errorf("smoke %s: %w", host, err)
+	}
+	o := &driver.CapabilityObservation{Owner: resp.Header.Get(HeaderEnvironment), Detail: host + " " + h.String()}
 	o.RouteTarget, _ = strconv.ParseUint(resp.Header.Get(HeaderRouteGeneration), 10, 64)
-	var hl health
-	if resp.StatusCode == http.StatusOK && json.Unmarshal(b, &hl) == nil {
+	if h.Environment != "" {
 		o.Exists = true
-		o.Matches = o.Owner == r.EnvID && hl.Environment == r.EnvID && hl.Revision == r.Revision
-		o.Detail += fmt.Sprintf(": %s at revision %s", hl.Environment, hl.Revision)
+		o.Matches = o.Owner == r.EnvID && h.answers(r)
 	}
 	return o, nil
 }

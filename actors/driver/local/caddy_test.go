@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -75,10 +77,12 @@ func (c *caddy) stop() {
 }
 
 // app is a preview's application standing in for its container: it
-// answers /healthz with its identity (P6).
+// answers /healthz with its identity and its database reachable (P6,
+// P13); its generation is its environment's number (env-2: 2).
 func app(t *testing.T, env, revision string) string {
+	gen, _ := strconv.ParseUint(strings.TrimPrefix(env, "env-"), 10, 64)
 	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_ = json.NewEncoder(w).Encode(health{Environment: env, Revision: revision})
+		_ = json.NewEncoder(w).Encode(health{Environment: env, Revision: revision, Generation: gen, Dependencies: map[string]string{"database": "ok"}})
 	}))
 	t.Cleanup(s.Close)
 	return strings.TrimPrefix(s.URL, "http://")
@@ -157,12 +161,14 @@ func TestP7AWriteThatRacesAnotherChangeIsRefused(t *testing.T) {
 }
 
 // TestP10ARouteEditedByHandIsSeen: pointed elsewhere through the admin
-// API at the same generation, the route no longer matches its
-// environment's application: drift for the controller (E15).
+// API at the same generation, the route is observed as it now is: its
+// upstream is the provider id, which is no longer the one warden wrote
+// (the controller compares them: drift, E15, P14).
 func TestP10ARouteEditedByHandIsSeen(t *testing.T) {
 	c := startCaddy(t)
 	d := routesOn(c, map[string]string{"env-1": app(t, "env-1", "rev-env-1")})
-	require.True(t, route(t, d, "apply", "env-1", 1, 0).Observation.Matches)
+	written := route(t, d, "apply", "env-1", 1, 0).Observation
+	require.True(t, written.Matches)
 	req, _ := http.NewRequest(http.MethodPatch, "http://"+c.admin+"/id/preview-feature-x/handle/1/upstreams/0/dial", strings.NewReader(`"127.0.0.1:9"`))
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
@@ -172,8 +178,51 @@ func TestP10ARouteEditedByHandIsSeen(t *testing.T) {
 	obs := route(t, d, "observe", "env-1", 1, 0).Observation
 	require.True(t, obs.Exists)
 	require.Equal(t, uint64(1), obs.RouteTarget)
-	require.False(t, obs.Matches, obs.Detail)
-	require.True(t, route(t, d, "apply", "env-1", 1, 0).Observation.Matches, "applying again puts it back")
+	require.Equal(t, "127.0.0.1:9", obs.ProviderID, obs.Detail)
+	require.NotEqual(t, written.ProviderID, obs.ProviderID)
+	require.Equal(t, written.ProviderID, route(t, d, "apply", "env-1", 1, 0).Observation.ProviderID, "applying again puts it back")
+}
+
+// TestP17AHostWithNoPreviewAnswers404: Caddy answers a host no preview
+// route matches, and a removed preview's host, with a 404 page naming the
+// host, saying no preview is there and linking to warden's console: never
+// an empty 200 that looks like a page that works. A route added later
+// still goes before the catch-all.
+func TestP17AHostWithNoPreviewAnswers404(t *testing.T) {
+	c := startCaddy(t)
+	d := routesOn(c, map[string]string{"env-1": app(t, "env-1", "rev-env-1")})
+	d.Console = "http://127.0.0.1:8080/ui/environments"
+	get := func(host string) (int, string) {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+c.proxy+"/", nil)
+		req.Host = host
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	require.NoError(t, d.EnsureFallback(context.Background()))
+	require.NoError(t, d.EnsureFallback(context.Background()), "once is enough")
+	for _, host := range []string{"nothing-here.localhost", "feature-x.localhost"} {
+		status, page := get(host)
+		require.Equal(t, http.StatusNotFound, status, host)
+		require.Contains(t, page, "No preview here")
+		require.Contains(t, page, "<code>"+host+"</code>")
+		require.Contains(t, page, `<a href="http://127.0.0.1:8080/ui/environments">`)
+	}
+	require.True(t, route(t, d, "apply", "env-1", 1, 0).OK)
+	status, page := get("feature-x.localhost")
+	require.Equal(t, http.StatusOK, status, "the preview's route goes before the catch-all: %s", page)
+	require.True(t, route(t, d, "remove", "env-1", 1, 0).OK)
+	status, page = get("feature-x.localhost")
+	require.Equal(t, http.StatusNotFound, status, "a removed preview's host: %s", page)
+	require.Contains(t, page, "No preview here")
+	var routes []map[string]any
+	resp, err := http.Get("http://" + c.admin + "/config/apps/http/servers/previews/routes")
+	require.NoError(t, err)
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&routes))
+	resp.Body.Close()
+	require.Len(t, routes, 1, "one catch-all, however often it was ensured")
 }
 
 // TestP7ACaddyRestartKeepsItsRoutes: Caddy saves every change; started

@@ -26,6 +26,20 @@ type Platform struct {
 	PreviewListen      string
 	PreviewDomain      string
 	UpstreamLookupTime time.Duration
+	// Instance labels this platform's application containers (P15);
+	// Console is warden's console, linked from the catch-all page (P17).
+	Instance, Console string
+}
+
+// Prepare readies what is the platform's and no preview's: Caddy's
+// catch-all page for hosts with no preview (P17).
+func (p Platform) Prepare(ctx context.Context) error {
+	return (&Routes{Admin: p.CaddyAdmin, Server: p.CaddyServer, Console: p.Console}).EnsureFallback(ctx)
+}
+
+// Watcher follows podman's events for this platform's applications (P13).
+func (p Platform) Watcher() driver.Watcher {
+	return &Podman{Binary: p.Podman, Global: p.PodmanGlobal, Instance: p.Instance}
 }
 
 // Drivers are the platform's drivers by capability.
@@ -35,12 +49,12 @@ func (p Platform) Drivers() (map[environment.Capability]driver.Capability, error
 		return nil, fmt.Errorf("local platform: %w", err)
 	}
 	data := &Data{Admin: p.PostgresAdmin, Migrations: migrations}
-	pod := &Podman{Binary: p.Podman, Global: p.PodmanGlobal, Context: p.AppContext, Run: p.PodmanRun, DatabaseURL: data.URL}
+	pod := &Podman{Binary: p.Podman, Global: p.PodmanGlobal, Context: p.AppContext, Run: p.PodmanRun, DatabaseURL: data.URL, Instance: p.Instance}
 	lookup := p.UpstreamLookupTime
 	if lookup == 0 {
 		lookup = 10 * time.Second
 	}
-	routes := &Routes{Admin: p.CaddyAdmin, Server: p.CaddyServer, Public: p.PreviewListen, Domain: p.PreviewDomain,
+	routes := &Routes{Admin: p.CaddyAdmin, Server: p.CaddyServer, Public: p.PreviewListen, Domain: p.PreviewDomain, Console: p.Console,
 		Upstream: func(env string) (string, error) {
 			ctx, cancel := context.WithTimeout(context.Background(), lookup)
 			defer cancel()

@@ -201,7 +201,7 @@ func TestP10DriftOnTheRealPartsGoesThroughTheController(t *testing.T) {
 }
 
 func appRunning(t *testing.T, p *Podman, env string) bool {
-	res, err := p.Do(context.Background(), driver.CapabilityRequest{Capability: "app", Op: "observe", EnvID: env, Identity: "app-" + env, Revision: "r1"})
+	res, err := p.Do(context.Background(), driver.CapabilityRequest{Capability: "app", Op: "observe", EnvID: env, Identity: "app-" + env, Revision: "r1", Generation: 1})
 	require.NoError(t, err)
 	return res.Observation.Matches
 }

@@ -1,11 +1,15 @@
 package local
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"io"
+	"hash/fnv"
 	"net"
 	"net/http"
 	"os/exec"
@@ -36,6 +40,10 @@ type Podman struct {
 	Run []string
 	// DatabaseURL is an environment's connection string.
 	DatabaseURL func(env string) string
+	// Instance, when set, is labelled on every application container, so
+	// that one platform's containers are told from another's on a shared
+	// podman (make previews stops its own on Ctrl-C, P15).
+	Instance string
 	// Client asks the health endpoints.
 	Client *http.Client
 }
@@ -53,6 +61,12 @@ const (
 	LabelAppGeneration  = "warden.app.generation"
 	LabelAppAttempt     = "warden.app.attempt"
 	LabelAppPort        = "warden.app.port"
+	// LabelAppConfig is a digest of what the application was given (its
+	// database's address among it, never in clear): an application whose
+	// dependencies moved since it started is not as desired (P15).
+	LabelAppConfig = "warden.app.config"
+	// LabelPlatform names the platform instance (Podman.Instance).
+	LabelPlatform = "warden.platform"
 )
 
 // validImageName: the image and container names this driver makes, and
@@ -126,7 +140,9 @@ type inspected struct {
 		Labels map[string]string
 	}
 	State struct {
-		Running bool
+		Running  bool
+		Status   string
+		ExitCode int
 	}
 	ImageName string
 	Image     string
@@ -233,78 +249,120 @@ func (p *Podman) Upstream(ctx context.Context, env string) (string, error) {
 func (p *Podman) observeApp(ctx context.Context, r driver.CapabilityRequest) (*driver.CapabilityObservation, error) {
 	c, err := p.inspect(ctx, "container", r.Identity)
 	if err != nil || c == nil {
-		return &driver.CapabilityObservation{}, err
+		return &driver.CapabilityObservation{Detail: "no container " + r.Identity}, err
 	}
 	l := c.labels()
-	o := &driver.CapabilityObservation{Exists: true, Owner: ownerLabel(l, LabelAppEnvironment), ProviderID: c.ID,
-		Detail: fmt.Sprintf("running=%t", c.State.Running)}
-	if !c.State.Running || o.Owner != r.EnvID {
+	o := &driver.CapabilityObservation{Exists: true, Owner: ownerLabel(l, LabelAppEnvironment), ProviderID: c.ID}
+	switch {
+	case o.Owner != r.EnvID:
+		o.Detail = "labelled for " + o.Owner
+		return o, nil
+	case !c.State.Running:
+		o.Replace = true
+		o.Detail = fmt.Sprintf("not running: %s, exit code %d", orUnknown(c.State.Status), c.State.ExitCode)
+		return o, nil
+	case l[LabelAppConfig] != p.configDigest(r):
+		o.Replace = true
+		o.Detail = "running with a configuration that is not the current one (its database's address changed?)"
 		return o, nil
 	}
-	id, err := p.health(ctx, "127.0.0.1:"+l[LabelAppPort])
+	id, err := p.health(ctx, "127.0.0.1:"+l[LabelAppPort], healthPatience)
 	if err != nil {
-		o.Detail += ", health: " + err.Error()
+		o.Detail = "running; health: " + err.Error()
 		return o, nil
 	}
-	o.Matches = id.Environment == r.EnvID && id.Revision == r.Revision
-	o.Detail += fmt.Sprintf(" revision=%s environment=%s", id.Revision, id.Environment)
+	o.Matches = id.answers(r)
+	o.Detail = "running; " + id.String()
 	return o, nil
 }
 
-// health asks the application who it is (P6).
-func (p *Podman) health(ctx context.Context, addr string) (health, error) {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/healthz", nil)
-	if err != nil {
-		return health{}, err
+func orUnknown(s string) string {
+	if s == "" {
+		return "unknown"
 	}
-	client := p.Client
-	if client == nil {
-		client = http.DefaultClient
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return health{}, err
-	}
-	defer resp.Body.Close()
-	var h health
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&h); err != nil {
-		return health{}, fmt.Errorf("health answer does not decode: %w", err)
-	}
-	return h, nil
+	return s
 }
 
-// start runs the application's container, replacing this environment's
-// own if it is stopped or runs another image; another's is left (E3).
-// It answers once the container is started: readiness is observed.
+// healthPatience is how long an observation waits for a running
+// application that does not accept connections yet: a container just
+// started is given the time to listen rather than reported not ready and
+// backed off for half a minute.
+const healthPatience = 3 * time.Second
+
+// health asks the application who it is and whether its dependencies
+// answer (P6, P13), waiting up to patience for one that does not listen
+// yet.
+func (p *Podman) health(ctx context.Context, addr string, patience time.Duration) (health, error) {
+	deadline := time.Now().Add(patience)
+	for {
+		h, _, err := askHealth(ctx, p.Client, "http://"+addr+"/healthz", "")
+		var refused *net.OpError
+		if err == nil || !errors.As(err, &refused) || time.Now().After(deadline) || ctx.Err() != nil {
+			return h, err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// configDigest is the digest of what an environment's application is
+// given (LabelAppConfig): its identity and its database's address.
+func (p *Podman) configDigest(r driver.CapabilityRequest) string {
+	sum := sha256.New()
+	for _, v := range []string{r.EnvID, strconv.FormatUint(r.Generation, 10), r.Revision, p.databaseURL(r.EnvID)} {
+		sum.Write([]byte(v))
+		sum.Write([]byte{0})
+	}
+	return hex.EncodeToString(sum.Sum(nil)[:8])
+}
+
+func (p *Podman) databaseURL(env string) string {
+	if p.DatabaseURL == nil {
+		return ""
+	}
+	return p.DatabaseURL(env)
+}
+
+// start runs the application's container. This environment's own is kept
+// only while it runs its image with the current configuration and answers
+// as itself; otherwise it is replaced, on the port it had (its route then
+// stays as written, P14). Another's is left (E3). It answers once the
+// container is started: readiness is observed.
 func (p *Podman) start(ctx context.Context, r driver.CapabilityRequest) (driver.CapabilityResult, error) {
 	c, err := p.inspect(ctx, "container", r.Identity)
 	if err != nil {
 		return driver.CapabilityResult{}, err
 	}
+	port := 0
 	if c != nil {
 		l := c.labels()
 		if l[LabelAppEnvironment] != r.EnvID {
 			o, err := p.observeApp(ctx, r)
 			return observed(o, err)
 		}
-		if c.State.Running && c.ImageName == imageRef(artifactOf(r)) {
-			o, err := p.observeApp(ctx, r)
-			return observed(o, err)
+		if c.State.Running && c.ImageName == imageRef(artifactOf(r)) && l[LabelAppConfig] == p.configDigest(r) {
+			if o, err := p.observeApp(ctx, r); err != nil || o.Matches {
+				return observed(o, err)
+			}
 		}
-		if _, _, err := p.podman(ctx, "rm", "--force", r.Identity); err != nil {
+		port, _ = strconv.Atoi(l[LabelAppPort])
+		if _, _, err := p.podman(ctx, "rm", "--force", "--time", "2", r.Identity); err != nil {
 			return driver.CapabilityResult{}, err
 		}
 	}
-	port, err := freePort()
+	port, err = portFor(r.EnvID, port)
 	if err != nil {
 		return driver.CapabilityResult{}, err
 	}
-	args := append([]string{"run", "--detach", "--name", r.Identity,
+	args := []string{"run", "--detach", "--name", r.Identity,
 		"--label", LabelAppEnvironment + "=" + r.EnvID, "--label", LabelAppGeneration + "=" + strconv.FormatUint(r.Generation, 10),
 		"--label", LabelAppAttempt + "=" + r.AttemptID, "--label", LabelAppPort + "=" + strconv.Itoa(port),
-		"--env", "PREVIEW_ENVIRONMENT=" + r.EnvID, "--env", "PREVIEW_LISTEN=127.0.0.1:" + strconv.Itoa(port)}, p.Run...)
+		"--label", LabelAppConfig + "=" + p.configDigest(r),
+		"--env", "PREVIEW_ENVIRONMENT=" + r.EnvID, "--env", "PREVIEW_GENERATION=" + strconv.FormatUint(r.Generation, 10),
+		"--env", "PREVIEW_LISTEN=127.0.0.1:" + strconv.Itoa(port)}
+	if p.Instance != "" {
+		args = append(args, "--label", LabelPlatform+"="+p.Instance)
+	}
+	args = append(args, p.Run...)
 	if p.DatabaseURL != nil {
 		args = append(args, "--env", "DATABASE_URL="+p.DatabaseURL(r.EnvID))
 	}
@@ -332,13 +390,91 @@ func (p *Podman) removeApp(ctx context.Context, r driver.CapabilityRequest) (dri
 	return observed(o, err)
 }
 
-// freePort is a loopback port free now, for an application on the host
-// network.
-func freePort() (int, error) {
+// maxEventLine bounds one line of podman's event stream.
+const maxEventLine = 1 << 20
+
+// Watch follows podman's own events (P13): a container of an application
+// of this platform that dies (killed, exited, out of memory) or is removed
+// is reported at once, rather than found by the next reconcile round.
+// podman's label filter does not filter events on these machines, so the
+// labels are read here.
+func (p *Podman) Watch(ctx context.Context, changed func(env string)) error {
+	cmd := exec.CommandContext(ctx, p.Binary, append(append([]string(nil), p.Global...), "events", "--format", "json", "--filter", "type=container")...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &limited{w: &stderr}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	lines := bufio.NewScanner(out)
+	lines.Buffer(make([]byte, 0, 64<<10), maxEventLine)
+	for lines.Scan() {
+		var ev struct {
+			Status     string
+			Attributes map[string]string
+		}
+		if json.Unmarshal(lines.Bytes(), &ev) != nil {
+			continue
+		}
+		env := ev.Attributes[LabelAppEnvironment]
+		if env == "" || p.Instance != "" && ev.Attributes[LabelPlatform] != p.Instance {
+			continue
+		}
+		switch ev.Status {
+		case "died", "remove", "oom", "stop":
+			changed(env)
+		}
+	}
+	scanErr := lines.Err()
+	_ = cmd.Process.Kill()
+	waitErr := cmd.Wait()
+	if ctx.Err() != nil {
+		return nil
+	}
+	return fmt.Errorf("podman events ended (%v, %v): %s", scanErr, waitErr, strings.TrimSpace(stderr.String()))
+}
+
+// appPorts is where applications listen on the host network: a port
+// derived from the environment, so that a preview keeps its address when
+// it is reprovisioned, even after its container was removed by hand, and
+// its route stays as warden wrote it (P14).
+const (
+	appPortBase  = 20000
+	appPortRange = 20000
+	portProbes   = 32
+)
+
+// portFor is the port an environment's application gets: the one it had,
+// else the one derived from its id, else the next free after it; a free
+// port of the kernel's choosing if all of those are taken.
+func portFor(env string, had int) (int, error) {
+	if had > 0 && portFree(had) {
+		return had, nil
+	}
+	h := fnv.New32a()
+	h.Write([]byte(env))
+	first := int(h.Sum32() % appPortRange)
+	for i := range portProbes {
+		if port := appPortBase + (first+i)%appPortRange; portFree(port) {
+			return port, nil
+		}
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err
 	}
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+func portFree(port int) bool {
+	ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+	if err != nil {
+		return false
+	}
+	ln.Close()
+	return true
 }

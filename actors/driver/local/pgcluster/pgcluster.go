@@ -46,6 +46,20 @@ func Find() (string, error) {
 // it on a free loopback port with the extra server settings given
 // ("name=value").
 func Start(dir, su string, settings ...string) (*Cluster, error) {
+	return StartOn(dir, su, 0, settings...)
+}
+
+// Initialized reports whether dir holds a cluster already (Start then
+// skips initdb, the slow part of a first start).
+func Initialized(dir string) bool {
+	_, err := os.Stat(filepath.Join(dir, "PG_VERSION"))
+	return err == nil
+}
+
+// StartOn is Start on a given loopback port (0: a free one), so that a
+// cluster started again keeps its address: the connection strings given
+// out before stay true.
+func StartOn(dir, su string, port int, settings ...string) (*Cluster, error) {
 	bin, err := Find()
 	if err != nil {
 		return nil, err
@@ -57,13 +71,13 @@ func Start(dir, su string, settings ...string) (*Cluster, error) {
 	if err := c.runAsOwner(); err != nil {
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("port %d: %w", port, err)
 	}
 	c.port = ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
-	if _, err := os.Stat(filepath.Join(dir, "PG_VERSION")); err != nil {
+	if !Initialized(dir) {
 		if err := c.run("initdb", "-D", dir, "-A", "trust", "-U", su, "-E", "UTF8"); err != nil {
 			return nil, err
 		}
