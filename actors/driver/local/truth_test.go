@@ -29,7 +29,6 @@ type controller struct {
 	sys   *actors.System
 	store *persistence.Store
 	c     *caddy
-	p     *Podman
 }
 
 func startController(t *testing.T, store *persistence.Store, c *caddy, platform Platform, round time.Duration, cfg environment.Config) *controller {
