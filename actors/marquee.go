@@ -1,11 +1,13 @@
 package actors
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -526,6 +528,29 @@ func history(st *persistence.Store, id string, limit int) ([]marquee.Entry, erro
 // resealBatch bounds one batch of Reseal: a crash loses at most this much
 // progress, and a batch stays small in memory.
 const resealBatch = 256
+
+// SealKeyIDs lists, in order, the seal key ids the stored marquees'
+// secrets name: what a keyring must hold to open everything the store
+// holds (T10). It reads the records' bytes without decoding them, so that
+// a start over a large store can afford it.
+func SealKeyIDs(st *persistence.Store) ([]string, error) {
+	ids := map[string]bool{}
+	prefix := []byte(trust.SealedPrefix)
+	err := st.Scan([]byte(persistence.MarqueePrefix), nil, func(_, v []byte) (bool, error) {
+		for rest := v; ; {
+			i := bytes.Index(rest, prefix)
+			if i < 0 {
+				break
+			}
+			rest = rest[i+len(prefix):]
+			if j := bytes.IndexByte(rest, ':'); j > 0 && j <= trust.MaxKeyIDLen {
+				ids[string(rest[:j])] = true
+			}
+		}
+		return true, nil
+	})
+	return slices.Sorted(maps.Keys(ids)), err
+}
 
 // Reseal rewrites every marquee record whose secrets are not sealed under
 // sealer's active key (in clear, or under an older key), in synced batches

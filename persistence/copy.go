@@ -72,7 +72,7 @@ func (refusedWrites) Close()             {}
 // damaged WAL is refused, not repaired.
 func OpenReadOnly(dir string, log *slog.Logger) (*Store, error) {
 	h := newHealth(log)
-	kv, err := openPebble(dir, Options{Logger: log}, h, true)
+	kv, err := openChecked(dir, Options{Logger: log}, h, true, false)
 	if err != nil {
 		return nil, err
 	}
@@ -114,7 +114,7 @@ func (s *Store) IsEtcd() bool {
 // Empty reports whether the store holds no record at all.
 func (s *Store) Empty() (bool, error) {
 	empty := true
-	err := s.Scan(nil, nil, func(k, v []byte) (bool, error) { empty = false; return false, nil })
+	err := s.Scan(nil, nil, func(k, v []byte) (bool, error) { empty = Internal(k); return empty, nil })
 	return empty, err
 }
 
@@ -125,6 +125,9 @@ func CopyAll(from, to *Store) (int, error) {
 	n := 0
 	b := to.NewBatch()
 	err := from.Scan(nil, nil, func(k, v []byte) (bool, error) {
+		if Internal(k) {
+			return true, nil // the target keeps its own
+		}
 		b.Set(append([]byte(nil), k...), append([]byte(nil), v...))
 		n++
 		if b.Len() >= maxBulkWrites {

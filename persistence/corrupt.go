@@ -11,6 +11,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -34,23 +36,37 @@ type CorruptStoreError struct {
 	// there; Offset is where its replay stops.
 	WAL    string
 	Offset int64
-	Err    error
+	// File names another file that is missing or damaged (an sstable,
+	// the MANIFEST, OPTIONS, the log that held lost commits).
+	File string
+	// Missing counts acknowledged commits the store no longer holds: its
+	// replay ends before its high-water mark (S12).
+	Missing uint64
+	Err     error
 }
 
 func (e *CorruptStoreError) Error() string {
-	where := "its files fail their checks"
-	if e.WAL != "" {
-		where = fmt.Sprintf("the write-ahead log %s does not replay past offset %d", e.WAL, e.Offset)
+	way := "Run `warden verify --data " + e.Dir + "` to see what is readable, restore from a backup (`warden restore`), or start with --accept-data-loss "
+	switch {
+	case e.Missing > 0:
+		return fmt.Sprintf("the store in %s lost %d acknowledged commit(s): %v; they were in %s. %sto open it as it is (an audit entry records what was dropped)",
+			e.Dir, e.Missing, e.Err, e.File, way)
+	case e.WAL != "":
+		return fmt.Sprintf("the store in %s is damaged: the write-ahead log %s does not replay past offset %d (%v); records acknowledged after that point would be lost. "+
+			"%sto truncate the log there (the original is kept beside it and an audit entry records what was dropped)", e.Dir, e.WAL, e.Offset, e.Err, way)
+	case e.File != "":
+		return fmt.Sprintf("the store in %s is damaged: %s is missing or unreadable (%v). Restore from a backup (`warden restore`); `warden verify --data %s` says what else is wrong",
+			e.Dir, e.File, e.Err, e.Dir)
 	}
-	return fmt.Sprintf("the store in %s is damaged: %s (%v); records acknowledged after that point would be lost. "+
-		"Run `warden verify --data %s` to see what is readable, restore from a backup (`warden restore`), "+
-		"or start with --accept-data-loss to truncate the log there (the original is kept beside it and an audit entry records what was dropped)",
-		e.Dir, where, e.Err, e.Dir)
+	return fmt.Sprintf("the store in %s is damaged: its files fail their checks (%v); records acknowledged after that point would be lost. %sto truncate the log there (the original is kept beside it and an audit entry records what was dropped)",
+		e.Dir, e.Err, way)
 }
 
 func (e *CorruptStoreError) Unwrap() error { return e.Err }
 
-// openFailure classifies an error from pebble.Open.
+// openFailure classifies an error from pebble.Open. A file the store's
+// manifest needs that is not there (an sstable, the manifest itself) is
+// damage too, named (S7): restarting would only meet it again.
 func openFailure(dir string, fs vfs.FS, err error) error {
 	if pebble.IsCorruptionError(err) || crdberrors.Is(err, pebble.ErrCorruption) {
 		c := &CorruptStoreError{Dir: dir, Err: err, Offset: -1}
@@ -59,10 +75,62 @@ func openFailure(dir string, fs vfs.FS, err error) error {
 		}
 		return c
 	}
+	if crdberrors.Is(err, os.ErrNotExist) || strings.Contains(err.Error(), "file does not exist") {
+		return &CorruptStoreError{Dir: dir, File: missingFile(err), Offset: -1, Err: err}
+	}
 	if c := Classify(err); c != Other {
 		return &Failure{Cause: c, Op: "open", Err: err}
 	}
 	return fmt.Errorf("open store %s: %w", dir, err)
+}
+
+// missingFile names the file a "does not exist" from Pebble's open is
+// about: an sstable ("file 000005 (type sstable)") or a manifest.
+var (
+	missingTable    = regexp.MustCompile(`file (\d{6,}) \(type sstable\)`)
+	missingManifest = regexp.MustCompile(`MANIFEST-\d{6,}`)
+)
+
+func missingFile(err error) string {
+	msg := err.Error()
+	if m := missingTable.FindStringSubmatch(msg); m != nil {
+		return m[1] + ".sst"
+	}
+	if m := missingManifest.FindString(msg); m != "" {
+		return m
+	}
+	return "a file of the store"
+}
+
+// checkStoreFiles refuses a store whose manifest or options file is gone
+// (S7): Pebble opens without an OPTIONS file, and without its manifest it
+// would see no store at all, but either means files were lost.
+func checkStoreFiles(dir string, fs vfs.FS) error {
+	names, err := fs.List(dir)
+	if err != nil {
+		return nil // a new store
+	}
+	var manifest, options bool
+	var named string
+	for _, n := range names {
+		switch {
+		case strings.HasPrefix(n, "marker.manifest."):
+			named = n[strings.LastIndexByte(n, '.')+1:]
+		case strings.HasPrefix(n, "OPTIONS-"):
+			options = true
+		}
+	}
+	if named == "" {
+		return nil // no store here yet
+	}
+	manifest = slices.Contains(names, named)
+	switch {
+	case !manifest:
+		return &CorruptStoreError{Dir: dir, File: named, Offset: -1, Err: errors.New("the manifest the store's marker names is not there")}
+	case !options:
+		return &CorruptStoreError{Dir: dir, File: "OPTIONS-*", Offset: -1, Err: errors.New("the store's options file is not there")}
+	}
+	return nil
 }
 
 // walOfReplay finds the log and offset in Pebble's "replaying wal N,
@@ -176,9 +244,13 @@ type dataLoss struct {
 	At           time.Time `json:"at"`
 	WAL          string    `json:"wal"`
 	Offset       int64     `json:"offset"`
-	BytesDropped int64     `json:"bytes_dropped"`
-	KeptAs       string    `json:"kept_as"`
+	BytesDropped int64     `json:"bytes_dropped,omitempty"`
+	KeptAs       string    `json:"kept_as,omitempty"`
 	Reason       string    `json:"reason"`
+	// CommitsMissing and Sequences: the acknowledged commits a store
+	// opened below its high-water mark no longer holds (S12).
+	CommitsMissing uint64 `json:"commits_missing,omitempty"`
+	Sequences      string `json:"sequences,omitempty"`
 }
 
 // truncateWAL keeps the damaged log beside the store and cuts it at the
@@ -228,6 +300,11 @@ func recordDataLoss(kv *pebbleBackend, l dataLoss, log *slog.Logger) error {
 	w.Set(dataLossKey(l.At), append([]byte{codecV1}, b...))
 	if err := w.Commit(Fence{}); err != nil {
 		return fmt.Errorf("record the data loss: %w", err)
+	}
+	if l.CommitsMissing > 0 {
+		log.Error("data loss accepted: acknowledged commits are missing and the store opens as it is", "commits_missing", l.CommitsMissing,
+			"sequences", l.Sequences, "lost_in", l.WAL)
+		return nil
 	}
 	log.Error("data loss accepted: the damaged write-ahead log was truncated", "wal", l.WAL, "offset", l.Offset,
 		"bytes_dropped", l.BytesDropped, "kept_as", l.KeptAs)

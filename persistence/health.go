@@ -30,7 +30,10 @@ const (
 	// request that did not answer in time (S10).
 	Unreachable Cause = "store unreachable"
 	QuotaFull   Cause = "etcd quota exceeded"
-	Other       Cause = "storage error"
+	// OutOfDescriptors: the process had no file descriptor left for the
+	// store (S13).
+	OutOfDescriptors Cause = "out of file descriptors"
+	Other            Cause = "storage error"
 )
 
 // ErrStorage is what every *Failure is: the HTTP layer answers it 503
@@ -75,6 +78,8 @@ func Classify(err error) Cause {
 		return Corrupted
 	case errors.Is(err, syscall.EIO):
 		return IOError
+	case errors.Is(err, syscall.EMFILE), errors.Is(err, syscall.ENFILE):
+		return OutOfDescriptors
 	}
 	return Other
 }

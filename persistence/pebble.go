@@ -1,10 +1,12 @@
 package persistence
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
@@ -19,6 +21,16 @@ type pebbleBackend struct {
 	readOnly  bool
 	closeOnce sync.Once
 	closeErr  error
+	// The high-water mark (mark.go): the commits' sequence, the files
+	// it is kept in, and its writer.
+	seq                sequencer
+	fs                 vfs.FS
+	dir                string
+	log                *slog.Logger
+	markStop, markDone chan struct{}
+	// fatal is Pebble's logger's Fatalf: a commit whose WAL sync failed
+	// is reported through it, as Pebble reports one it waited for itself.
+	fatal func(format string, args ...any)
 }
 
 // CacheSize is Pebble's block cache: snapshots of active marquees, recent
@@ -47,14 +59,19 @@ func openPebble(dir string, o Options, h *Health, readOnly bool) (*pebbleBackend
 		fs = vfs.Default
 	}
 	before, _ := pebble.Peek(dir, fs)
+	if err := checkStoreFiles(dir, fs); err != nil {
+		return nil, err
+	}
 	if err := checkNewestWAL(dir, fs); err != nil {
 		return nil, err
 	}
+	plog := newPebbleLogger(o.Logger, h, o.OnFatal)
 	po := &pebble.Options{
-		FS:                 allOrNothingWAL{FS: fs},
+		FS:                 allOrNothingWAL{FS: fs, health: h},
+		MaxOpenFiles:       o.MaxOpenFiles,
 		FormatMajorVersion: FormatVersion,
 		ReadOnly:           readOnly,
-		Logger:             newPebbleLogger(o.Logger, h, o.OnFatal),
+		Logger:             plog,
 		EventListener:      eventListener(o.Logger, h),
 		// Every callback with a Webhook-Id looks its delivery up, and almost
 		// every lookup misses: bloom filters answer a miss from memory
@@ -103,7 +120,58 @@ func openPebble(dir string, o Options, h *Health, readOnly bool) (*pebbleBackend
 	if o.NoSync {
 		wo = pebble.NoSync
 	}
-	return &pebbleBackend{db: r.db, writeOpts: wo, health: h, readOnly: readOnly}, nil
+	p := &pebbleBackend{db: r.db, writeOpts: wo, health: h, readOnly: readOnly, fs: fs, dir: dir, log: o.Logger, fatal: plog.Fatalf}
+	replayed, err := replayedSeq(r.db)
+	if err != nil {
+		_ = r.db.Close()
+		return nil, err
+	}
+	p.seq.next = replayed + 1
+	p.seq.acked.Store(replayed)
+	return p, nil
+}
+
+// openChecked is openPebble held to the store's high-water mark (S12):
+// a store that replays to before it is refused, unless accept; then the
+// loss is recorded. A writable store keeps its mark from then on.
+func openChecked(dir string, o Options, h *Health, readOnly, accept bool) (*pebbleBackend, error) {
+	if !readOnly && !accept {
+		if err := precheckMark(dir, o, h); err != nil {
+			return nil, err
+		}
+	}
+	p, err := openPebble(dir, o, h, readOnly)
+	if err != nil {
+		return nil, err
+	}
+	replayed := p.seq.acked.Load()
+	m, err := checkMark(p.fs, dir, replayed)
+	var lost *CorruptStoreError
+	switch {
+	case err != nil && accept && !readOnly && errors.As(err, &lost) && lost.Missing > 0:
+		loss := dataLoss{At: time.Now().UTC(), WAL: lost.File, Offset: -1, Reason: err.Error(), CommitsMissing: lost.Missing,
+			Sequences: fmt.Sprintf("%d-%d", replayed+1, m.Seq)}
+		if rerr := recordDataLoss(p, loss, logger(o.Logger)); rerr != nil {
+			_ = p.db.Close()
+			return nil, rerr
+		}
+		m = nil // the mark is rewritten from what the store holds now
+	case err != nil:
+		_ = p.db.Close()
+		return nil, err
+	}
+	if m != nil {
+		p.seq.written.Store(m.Seq)
+	}
+	if !readOnly {
+		if m == nil {
+			p.writeMarkIfBehind(false)
+		}
+		if o.MarkEvery >= 0 {
+			p.startMarkWriter(cmp.Or(o.MarkEvery, markEvery))
+		}
+	}
+	return p, nil
 }
 
 func logger(l *slog.Logger) *slog.Logger {
@@ -113,14 +181,51 @@ func logger(l *slog.Logger) *slog.Logger {
 	return l
 }
 
+// precheckMark holds a store to its mark before it is opened for
+// writing: Pebble's read-write open writes (a new log, the replayed
+// records), and a store that is to be refused is left exactly as it was.
+// A store closed cleanly whose logs are as the mark saw them cannot have
+// lost anything; only the others are replayed read-only first.
+func precheckMark(dir string, o Options, h *Health) error {
+	fs := cmp.Or[vfs.FS](o.FS, vfs.Default)
+	m, err := readMark(fs, dir)
+	if err != nil || m == nil || m.Clean && walsAsMarked(fs, dir, m) {
+		return err
+	}
+	ro, err := openPebble(dir, o, h, true)
+	if err != nil {
+		return err
+	}
+	replayed := ro.seq.acked.Load()
+	_ = ro.db.Close()
+	_, err = checkMark(fs, dir, replayed)
+	return err
+}
+
 // Close closes the database, unless the store is sealed: a sealed Pebble
 // may hold its commit pipeline's locks in a goroutine that will never
 // return (S1), and a Close would wait for it forever (S3).
+//
+// A clean close writes the mark exactly at the last commit (S12), so any
+// loss of the write-ahead log after it is found. Decided: the memtables
+// are not flushed first. Pebble's flush rotates the log, and a rotation
+// whose old log cannot be closed (a failing disk) panics through Pebble's
+// locks into an unrecoverable fatal error: a close must not be able to
+// crash the process.
 func (p *pebbleBackend) Close() error {
 	if f := p.health.Failed(); f != nil {
 		return fmt.Errorf("not closed: %w", f)
 	}
-	p.closeOnce.Do(func() { p.closeErr = p.db.Close() })
+	p.closeOnce.Do(func() {
+		if p.markStop != nil {
+			close(p.markStop)
+			<-p.markDone
+		}
+		p.closeErr = p.db.Close()
+		if !p.readOnly && p.closeErr == nil {
+			p.writeMarkIfBehind(true)
+		}
+	})
 	return p.closeErr
 }
 
@@ -198,6 +303,11 @@ func (w *pebbleWrites) Len() int { return w.n }
 // holding its directory lock, and a fence it cannot check would be a
 // promise it does not keep. A failed WAL write or sync never returns here:
 // Pebble reports it through its logger's Fatalf, which seals the store.
+//
+// Every commit carries its sequence (v/seq, S12): the number is taken and
+// the batch applied under the sequencer's lock, in Pebble's order, and
+// the sync is waited for outside it, so concurrent commits still share
+// one WAL sync.
 func (w *pebbleWrites) Commit(f Fence) error {
 	if !f.IsZero() {
 		return errors.New("the Pebble backend is single-node and cannot check a cluster fence")
@@ -205,7 +315,30 @@ func (w *pebbleWrites) Commit(f Fence) error {
 	if w.p.readOnly {
 		return w.p.health.writeRefusal()
 	}
-	return w.b.Commit(w.p.writeOpts)
+	s := &w.p.seq
+	s.mu.Lock()
+	n := s.next
+	_ = w.b.Set([]byte(seqKey), encodeSeq(n), nil)
+	var err error
+	if w.p.writeOpts.Sync {
+		err = w.p.db.ApplyNoSyncWait(w.b, w.p.writeOpts)
+	} else {
+		err = w.b.Commit(w.p.writeOpts)
+	}
+	if err == nil {
+		s.next++
+	}
+	s.mu.Unlock()
+	if err == nil && w.p.writeOpts.Sync {
+		if err = w.b.SyncWait(); err != nil {
+			w.p.fatal("pebble: fatal commit error: %v", err) // seals; does not return (S1)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	s.ack(n)
+	return nil
 }
 
 func (w *pebbleWrites) Close() { _ = w.b.Close() }

@@ -283,17 +283,38 @@ func TestS6StoresAreAtTheNewestFormatAndOldOnesRatchet(t *testing.T) {
 	require.NoError(t, s.Close())
 }
 
-// writeStore writes n acknowledged records to a real directory and closes
-// it; it returns the newest WAL's path.
+// writeStore writes n acknowledged records to a real directory and leaves
+// it as a crash would (killed, not closed: a clean close flushes, and its
+// WAL would hold nothing), its high-water mark from before the writes; it
+// returns the newest WAL's path.
 func writeStore(t *testing.T, dir string, n int) string {
 	t.Helper()
-	s, err := Open(dir, Options{})
+	live := t.TempDir()
+	s, err := Open(live, Options{MarkEvery: -1})
 	require.NoError(t, err)
 	for i := range n {
 		require.NoError(t, put(s, fmt.Sprintf("m/x-%04d", i), fmt.Sprintf("\x01{\"i\":%d,\"pad\":\"%0200d\"}", i, i)))
 	}
+	crashImage(t, live, dir)
 	require.NoError(t, s.Close())
 	return newestWAL(t, dir)
+}
+
+// crashImage copies a live store's directory as a kill -9 leaves it:
+// every commit was synced, so the files as they are now are what survives.
+func crashImage(t *testing.T, live, dir string) {
+	t.Helper()
+	entries, err := os.ReadDir(live)
+	require.NoError(t, err)
+	require.NoError(t, os.MkdirAll(dir, 0o700))
+	for _, e := range entries {
+		if e.Name() == "LOCK" {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(live, e.Name()))
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(dir, e.Name()), b, 0o600))
+	}
 }
 
 func newestWAL(t *testing.T, dir string) string {

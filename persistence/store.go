@@ -48,6 +48,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
@@ -86,8 +87,17 @@ type Options struct {
 	Degrade bool
 	// AcceptDataLoss truncates a WAL damaged in the middle at the damage,
 	// keeps the original beside it and records what was dropped in an
-	// audit entry, instead of refusing to open (S7).
+	// audit entry, instead of refusing to open (S7); a store below its
+	// high-water mark opens as it is, the missing commits audited (S12).
 	AcceptDataLoss bool
+	// MaxOpenFiles bounds the sstables Pebble keeps open (0: Pebble's
+	// default, 1000): warden splits its descriptors at start (S13).
+	MaxOpenFiles int
+	// MarkEvery is how often the high-water mark is written while the
+	// store serves (0: every second); negative: only at a clean close
+	// (the simulator, whose crashes never lose a synced write and whose
+	// runs must not depend on a wall-clock ticker).
+	MarkEvery time.Duration
 }
 
 // Store is the durable record over one Backend: Pebble for a single node,
@@ -112,7 +122,7 @@ func Open(dir string, o Options) (*Store, error) {
 	kv, err := openWritable(dir, o, h)
 	var f *Failure
 	if err != nil && o.Degrade && errors.As(err, &f) && (f.Cause == DiskFull || f.Cause == ReadOnly) {
-		if kv, err = openPebble(dir, o, h, true); err == nil {
+		if kv, err = openChecked(dir, o, h, true, false); err == nil {
 			h.readOnly.Store(&Failure{Cause: f.Cause, Op: f.Op, Err: f.Err, Degraded: true})
 			logger(o.Logger).Warn("store opened read-only: reads are served, writes refused until the disk is writable",
 				"data", dir, "cause", string(f.Cause), "err", f.Err.Error())
@@ -132,14 +142,14 @@ func openWritable(dir string, o Options, h *Health) (*pebbleBackend, error) {
 			return nil, err
 		}
 	}
-	kv, err := openPebble(dir, o, h, false)
+	kv, err := openChecked(dir, o, h, false, o.AcceptDataLoss)
 	var c *CorruptStoreError
 	if err != nil && o.AcceptDataLoss && errors.As(err, &c) && c.WAL != "" {
 		loss, rerr := truncateWAL(o.FS, c)
 		if rerr != nil {
 			return nil, fmt.Errorf("%w; and the repair failed: %v", err, rerr)
 		}
-		if kv, err = openPebble(dir, o, h, false); err == nil {
+		if kv, err = openChecked(dir, o, h, false, true); err == nil {
 			err = recordDataLoss(kv, loss, logger(o.Logger))
 		}
 	}
@@ -209,10 +219,10 @@ func (s *Store) TryWritable() (bool, error) {
 	if err := s.kv.Close(); err != nil {
 		return false, fmt.Errorf("close the read-only store: %w", err)
 	}
-	kv, err := openPebble(s.dir, s.opts, s.health, false)
+	kv, err := openChecked(s.dir, s.opts, s.health, false, false)
 	if err != nil {
 		// Still not writable: back to reading.
-		ro, rerr := openPebble(s.dir, s.opts, s.health, true)
+		ro, rerr := openChecked(s.dir, s.opts, s.health, true, false)
 		if rerr != nil {
 			return false, fmt.Errorf("reopen read-only after %v: %w", err, rerr)
 		}

@@ -2,8 +2,11 @@ package persistence
 
 import (
 	"errors"
+	"fmt"
 	"io"
+	"os"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -17,7 +20,17 @@ import (
 // but ignores a preallocation that fails; this one reserves the blocks of
 // each write before it is made and refuses the write, with nothing
 // written, when they cannot be had.
-type allOrNothingWAL struct{ vfs.FS }
+//
+// It also keeps a write-ahead log from failing to open for want of a
+// file descriptor: Pebble panics when it cannot create the next log
+// (rotateWAL), and the panic unwinds through its locks into a fatal
+// error. On EMFILE or ENFILE a descriptor held for this (HoldDescriptors)
+// is given up and the log opened again, and the store seals (S1): the
+// process stops with exit 74 instead of dying with a Go trace (S13).
+type allOrNothingWAL struct {
+	vfs.FS
+	health *Health
+}
 
 // walReserveAhead is how far past a write the blocks are reserved, so that
 // a reservation (one fallocate) is made once a MiB of WAL, not once a
@@ -28,6 +41,9 @@ func isWAL(name string) bool { return strings.HasSuffix(name, ".log") }
 
 func (fs allOrNothingWAL) Create(name string, c vfs.DiskWriteCategory) (vfs.File, error) {
 	f, err := fs.FS.Create(name, c)
+	if err != nil && isWAL(name) && fs.outOfDescriptors(name, err) {
+		f, err = fs.FS.Create(name, c)
+	}
 	if err != nil || !isWAL(name) {
 		return f, err
 	}
@@ -36,10 +52,57 @@ func (fs allOrNothingWAL) Create(name string, c vfs.DiskWriteCategory) (vfs.File
 
 func (fs allOrNothingWAL) ReuseForWrite(oldname, newname string, c vfs.DiskWriteCategory) (vfs.File, error) {
 	f, err := fs.FS.ReuseForWrite(oldname, newname, c)
+	if err != nil && isWAL(newname) && fs.outOfDescriptors(newname, err) {
+		f, err = fs.FS.ReuseForWrite(oldname, newname, c)
+	}
 	if err != nil || !isWAL(newname) {
 		return f, err
 	}
 	return &reservingFile{File: f}, nil
+}
+
+// outOfDescriptors seals the store when err is the process running out of
+// descriptors, and reports whether a held one was given up for a retry.
+func (fs allOrNothingWAL) outOfDescriptors(name string, err error) bool {
+	if !errors.Is(err, syscall.EMFILE) && !errors.Is(err, syscall.ENFILE) {
+		return false
+	}
+	if fs.health != nil {
+		fs.health.Seal(&Failure{Cause: OutOfDescriptors, Op: "open the write-ahead log " + name, Err: err})
+	}
+	return releaseHeld()
+}
+
+// held are descriptors kept open for the store's next write-ahead log.
+var held struct {
+	sync.Mutex
+	files []*os.File
+}
+
+// HoldDescriptors keeps n descriptors open for the store (S13): given up
+// one at a time when a write-ahead log cannot be opened for want of one.
+func HoldDescriptors(n int) error {
+	held.Lock()
+	defer held.Unlock()
+	for len(held.files) < n {
+		f, err := os.Open(os.DevNull)
+		if err != nil {
+			return fmt.Errorf("hold a file descriptor for the store: %w", err)
+		}
+		held.files = append(held.files, f)
+	}
+	return nil
+}
+
+func releaseHeld() bool {
+	held.Lock()
+	defer held.Unlock()
+	if len(held.files) == 0 {
+		return false
+	}
+	last := held.files[len(held.files)-1]
+	held.files = held.files[:len(held.files)-1]
+	return last.Close() == nil
 }
 
 // Lock takes Pebble's directory lock; on a read-only filesystem, where

@@ -210,7 +210,7 @@ func (w *world) start() {
 	w.q = &runQueue{}
 	// The disk's faults act under Pebble (S11): its WAL write or sync
 	// fails, its logger's Fatalf seals the store, and the process dies there.
-	st, err := persistence.Open("db", plantedStore(w.opts.Plant, persistence.Options{FS: faultfs.Wrap(w.fs, w.disk), OnFatal: w.storageFatal}))
+	st, err := persistence.Open("db", plantedStore(w.opts.Plant, persistence.Options{FS: faultfs.Wrap(w.fs, w.disk), OnFatal: w.storageFatal, MarkEvery: -1}))
 	if err != nil {
 		panic(fmt.Sprintf("sim: open store: %v", err))
 	}

@@ -88,10 +88,12 @@ func (k *Keyring) Prune(now time.Time, overlap time.Duration, keep func(Key) boo
 	k.Keys = out
 }
 
-// validKeyID bounds a key id: it is written into every ciphertext and
+// MaxKeyIDLen bounds a key id: it is written into every ciphertext and
 // credential, so it stays short and plain.
+const MaxKeyIDLen = 32
+
 func validKeyID(s string) bool {
-	if len(s) == 0 || len(s) > 32 {
+	if len(s) == 0 || len(s) > MaxKeyIDLen {
 		return false
 	}
 	for _, c := range s {

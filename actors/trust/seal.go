@@ -19,6 +19,10 @@ import (
 // ciphertext copied into another record, or another field, does not open.
 const sealedPrefix = "sealed:v1:"
 
+// SealedPrefix begins every sealed value: a scan of stored bytes finds
+// the key ids they name after it (actors.SealKeyIDs).
+const SealedPrefix = sealedPrefix
+
 // Sealer seals and opens secrets under a keyring. A nil *Sealer leaves
 // values in clear (tests and the simulator, whose stores are in memory).
 type Sealer struct{ ring *Keyring }

@@ -109,6 +109,13 @@ func keygen(args []string, stdout io.Writer) error {
 	if err := prepareDataDir(dir); err != nil {
 		return err
 	}
+	// A directory a warden serves from is not written under it: a refused
+	// keygen changes nothing.
+	lock, err := lockDataDir(dir)
+	if err != nil {
+		return fmt.Errorf("%w; nothing was written", err)
+	}
+	defer lock.Close()
 	for _, k := range []struct{ name, what string }{{sealKeyName, "seal key"}, {signingKeyName, "callback signing key"}} {
 		path := filepath.Join(dir, k.name)
 		if _, created, err := trust.LoadOrCreateKeyring(path, keyringComment(k.what)); err != nil {

@@ -98,28 +98,41 @@ func printReport(w io.Writer, rep actors.VerifyReport, asJSON bool) error {
 	return nil
 }
 
-// verifyCmd is `warden verify`: offline on a stopped store, or --live.
+// verifyCmd is `warden verify`: offline on a stopped store, a backup in
+// place (--backup), or --live.
 func verifyCmd(args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("warden verify", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var v verifyFlags
 	v.register(fs, getenv)
 	live := fs.Bool("live", false, "ask a running warden to check its store at one instant (--server, --token-file)")
+	backup := fs.String("backup", "", "check a backup directory in place, read-only: its manifest, its keys and its records (D5)")
 	o := clientFlags(fs, getenv, "with --live: ")
 	if err := fs.Parse(args); err != nil {
 		return parseError(err)
 	}
-	if *live {
+	switch {
+	case *live:
 		return verifyLive(*o, stdout, v.json)
+	case *backup != "":
+		return verifyBackupCmd(*backup, v, stdout)
 	}
-	lock, err := lockDataDir(v.data)
+	if st, err := os.Stat(v.data); err != nil || !st.IsDir() {
+		return fmt.Errorf("no data directory at %s (--data)", v.data)
+	}
+	lock, err := lockToRead(v.data)
 	if err != nil {
 		return fmt.Errorf("%w (warden is serving on %s: use warden verify --live)", err, v.data)
 	}
-	defer lock.Close()
+	if lock != nil {
+		defer lock.Close()
+	}
 	sealer, _, err := sealerFor(keyPath(v.keyFile, v.data, sealKeyName))
 	if err != nil {
 		return err
+	}
+	if !holdsStore(v.data) {
+		return fmt.Errorf("%s holds no store (a data directory warden serve has used)", v.data)
 	}
 	st, err := persistence.OpenReadOnly(v.data, nil)
 	if err != nil {
@@ -135,6 +148,59 @@ func verifyCmd(args []string, getenv func(string) string, stdout, stderr io.Writ
 		fmt.Fprintf(stdout, "verified %s in %s\n", v.data, time.Since(start).Round(time.Millisecond))
 	}
 	return printReport(stdout, rep, v.json)
+}
+
+// holdsStore reports whether dir holds a Pebble store (its manifest's
+// marker, or the CURRENT file of older stores).
+func holdsStore(dir string) bool {
+	names, _ := filepath.Glob(filepath.Join(dir, "marker.manifest.*"))
+	_, err := os.Stat(filepath.Join(dir, "CURRENT"))
+	return len(names) > 0 || err == nil
+}
+
+// verifyBackupCmd is `warden verify --backup DIR`: the checks restore
+// makes before it writes anything, and the store's, read-only.
+func verifyBackupCmd(dir string, v verifyFlags, stdout io.Writer) error {
+	sealer, ring, err := sealerFor(keyPath(v.keyFile, v.data, sealKeyName))
+	if err != nil {
+		return err
+	}
+	man, rep, err := checkBackup(dir, v, sealer, ring)
+	if err != nil {
+		return statusError{exitProblems, fmt.Errorf("the backup in %s: %w", dir, err)}
+	}
+	fmt.Fprintf(stdout, "backup %s (%s, store format %d, taken %s by warden %s): %d files as its manifest says; %d marquees, %d environments; seal key ids needed: %s\n",
+		dir, man.Backend, man.Format, man.TakenAt.Format(time.RFC3339), man.TakenBy, len(man.Files), rep.Marquees, rep.Envs, keyList(man.SealKeyIDs))
+	return printReport(stdout, rep, v.json)
+}
+
+// checkBackup is every check a backup passes before a byte of it is
+// restored (D5): its files against its manifest, the seal keys it needs
+// against the keyring, its records verified in place (read-only), and
+// what they count against what the manifest says it holds.
+func checkBackup(dir string, v verifyFlags, sealer *trust.Sealer, ring *trust.Keyring) (manifest, actors.VerifyReport, error) {
+	man, err := checkBackupDir(dir)
+	if err != nil {
+		return man, actors.VerifyReport{}, err
+	}
+	if missing := missingKeys(man, ring); len(missing) > 0 {
+		return man, actors.VerifyReport{}, fmt.Errorf("its records are sealed under key id(s) %s, which %s does not hold; put the keyring that does there (or pass --seal-key-file)",
+			strings.Join(missing, ", "), keyPath(v.keyFile, v.data, sealKeyName))
+	}
+	var rep actors.VerifyReport
+	if man.Backend == backendEtcd {
+		rep, err = verifySnapshot(filepath.Join(dir, etcdSnapshot), v.options(sealer))
+	} else {
+		rep, err = verifyInPlace(filepath.Join(dir, backupStoreDir), v.options(sealer))
+	}
+	if err != nil {
+		return man, rep, err
+	}
+	if rep.Marquees != man.Marquees || rep.Envs != man.Envs {
+		return man, rep, fmt.Errorf("its store holds %d marquees and %d environments; its manifest says %d and %d: records are missing (a cut log?) or the manifest was altered",
+			rep.Marquees, rep.Envs, man.Marquees, man.Envs)
+	}
+	return man, rep, nil
 }
 
 func verifyLive(o clientOptions, stdout io.Writer, asJSON bool) error {
@@ -205,7 +271,7 @@ func keyList(ids []string) string {
 
 // restoreCmd is `warden restore --from DIR --data NEW`: a backup is
 // checked against its manifest and verified (D6) in place before a byte
-// of it is copied.
+// of it is copied; what it restored is counted from the restored store.
 func restoreCmd(args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("warden restore", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -220,10 +286,6 @@ func restoreCmd(args []string, getenv func(string) string, stdout, stderr io.Wri
 	if *from == "" {
 		return usageError("--from DIR is required")
 	}
-	man, err := checkBackupDir(*from)
-	if err != nil {
-		return fmt.Errorf("refusing the backup: %w", err)
-	}
 	if err := newDataDir(v.data); err != nil {
 		return fmt.Errorf("--data: %w (restore into a new data directory)", err)
 	}
@@ -231,27 +293,54 @@ func restoreCmd(args []string, getenv func(string) string, stdout, stderr io.Wri
 	if err != nil {
 		return err
 	}
-	if missing := missingKeys(man, ring); len(missing) > 0 {
-		return fmt.Errorf("refusing the backup: its records are sealed under key id(s) %s, which %s does not hold; put the keyring that does there (or pass --seal-key-file)",
-			strings.Join(missing, ", "), keyPath(v.keyFile, v.data, sealKeyName))
+	man, rep, err := checkBackup(*from, v, sealer, ring)
+	if err != nil {
+		return fmt.Errorf("refusing the backup: %w", err)
 	}
 	if man.Backend == backendEtcd {
 		return ec.restore(*from, v, sealer, stdout)
 	}
-	src := filepath.Join(*from, backupStoreDir)
-	if err := verifyInPlace(src, v.options(sealer)); err != nil {
-		return fmt.Errorf("refusing the backup: %w", err)
-	}
 	if err := prepareDataDir(v.data); err != nil {
 		return err
 	}
-	if err := copyTree(src, v.data); err != nil {
+	lock, err := lockDataDir(v.data)
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
+	if err := copyTree(filepath.Join(*from, backupStoreDir), v.data); err != nil {
 		return fmt.Errorf("restore: %w", err)
 	}
-	fmt.Fprintf(stdout, "restored %d marquees and %d environments (store format %d, backup taken %s by warden %s) into %s\n"+
+	marquees, envs, err := countRestored(v.data)
+	if err == nil && (marquees != rep.Marquees || envs != rep.Envs) {
+		err = fmt.Errorf("the restored store holds %d marquees and %d environments; the backup verified with %d and %d", marquees, envs, rep.Marquees, rep.Envs)
+	}
+	if err != nil {
+		return fmt.Errorf("restore: %w; remove %s's store files before trying again", err, v.data)
+	}
+	fmt.Fprintf(stdout, "restored %d marquees and %d environments, counted in the restored store (store format %d, backup taken %s by warden %s) into %s\n"+
 		"warden serve --data %s reconciles every attempt that was in flight when the backup was taken, as after a crash\n",
-		man.Marquees, man.Envs, man.Format, man.TakenAt.Format(time.RFC3339), man.TakenBy, v.data, v.data)
+		marquees, envs, man.Format, man.TakenAt.Format(time.RFC3339), man.TakenBy, v.data, v.data)
 	return nil
+}
+
+// countRestored counts the marquees and environments a restored store
+// holds, read from it.
+func countRestored(dir string) (marquees, envs int, err error) {
+	st, err := persistence.OpenReadOnly(dir, nil)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer st.Close()
+	for _, c := range []struct {
+		prefix string
+		n      *int
+	}{{persistence.MarqueePrefix, &marquees}, {persistence.EnvPrefix, &envs}} {
+		if err := st.Scan([]byte(c.prefix), nil, func(_, _ []byte) (bool, error) { *c.n++; return true, nil }); err != nil {
+			return 0, 0, err
+		}
+	}
+	return marquees, envs, nil
 }
 
 // newDataDir refuses a data directory that holds a store or anything but
@@ -269,34 +358,35 @@ func newDataDir(dir string) error {
 var keyFileSuffixes = []string{".key", ".token", ".crt", ".secrets"}
 
 // onlyKeys reports a data directory holding nothing but keyrings and the
-// token files a restore is told to bring along.
+// token files a restore is told to bring along (and the lock of the
+// command that wrote them).
 func onlyKeys(dir string) bool {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return false
 	}
 	for _, e := range entries {
-		if e.IsDir() || !slices.ContainsFunc(keyFileSuffixes, func(s string) bool { return strings.HasSuffix(e.Name(), s) }) {
+		if e.IsDir() || e.Name() != lockName && !slices.ContainsFunc(keyFileSuffixes, func(s string) bool { return strings.HasSuffix(e.Name(), s) }) {
 			return false
 		}
 	}
 	return true
 }
 
-func verifyInPlace(dir string, o actors.VerifyOptions) error {
+func verifyInPlace(dir string, o actors.VerifyOptions) (actors.VerifyReport, error) {
 	st, err := persistence.OpenReadOnly(dir, nil)
 	if err != nil {
-		return err
+		return actors.VerifyReport{}, err
 	}
 	defer st.Close()
 	rep, err := actors.Verify(st, o)
 	if err != nil {
-		return err
+		return rep, err
 	}
 	if !rep.OK() {
-		return fmt.Errorf("its records do not verify:\n%s", rep.Text())
+		return rep, fmt.Errorf("its records do not verify:\n%s", rep.Text())
 	}
-	return nil
+	return rep, nil
 }
 
 // copyTree copies every file of src into dst, each synced, then dst
@@ -412,9 +502,18 @@ func (e *endpoint) open(ef etcdFlags, target bool) error {
 				return err
 			}
 		}
-		lock, err := lockDataDir(e.dir)
+		take := lockToRead // a source is only read
+		if target {
+			take = lockDataDir
+		}
+		lock, err := take(e.dir)
 		if err != nil {
 			return fmt.Errorf("%s: %w (stop the warden serving it first)", e, err)
+		}
+		unlock := func() {
+			if lock != nil {
+				lock.Close()
+			}
 		}
 		var st *persistence.Store
 		if target {
@@ -423,10 +522,10 @@ func (e *endpoint) open(ef etcdFlags, target bool) error {
 			st, err = persistence.OpenReadOnly(e.dir, nil)
 		}
 		if err != nil {
-			lock.Close()
+			unlock()
 			return err
 		}
-		e.store, e.close = st, func() { st.Close(); lock.Close() }
+		e.store, e.close = st, func() { st.Close(); unlock() }
 		return nil
 	}
 	st, done, err := openClusterStore(e.urls, ef)
@@ -443,6 +542,9 @@ func digest(st *persistence.Store) (string, int, error) {
 	h := sha256.New()
 	n := 0
 	err := st.Scan(nil, nil, func(k, v []byte) (bool, error) {
+		if persistence.Internal(k) {
+			return true, nil
+		}
 		fmt.Fprintf(h, "%d:%s%d:", len(k), k, len(v))
 		h.Write(v)
 		n++
@@ -480,6 +582,16 @@ func migrateCmd(args []string, getenv func(string) string, stdout, stderr io.Wri
 		return err
 	}
 	defer from.close()
+	// The source is verified before the target is touched: a refused
+	// migration writes nothing anywhere.
+	o := v.options(sealer)
+	srcRep, err := actors.Verify(from.store, o)
+	if err != nil {
+		return err
+	}
+	if !srcRep.OK() {
+		return statusError{exitProblems, fmt.Errorf("the source %s does not verify; nothing was copied:\n%s", from, srcRep.Text())}
+	}
 	if err := to.open(ef, true); err != nil {
 		return err
 	}
@@ -489,14 +601,6 @@ func migrateCmd(args []string, getenv func(string) string, stdout, stderr io.Wri
 			err = errors.New("it holds records")
 		}
 		return fmt.Errorf("refusing the target %s: %w (migrate only into an empty store)", to, err)
-	}
-	o := v.options(sealer)
-	srcRep, err := actors.Verify(from.store, o)
-	if err != nil {
-		return err
-	}
-	if !srcRep.OK() {
-		return statusError{exitProblems, fmt.Errorf("the source %s does not verify; nothing was copied:\n%s", from, srcRep.Text())}
 	}
 	start := time.Now()
 	n, err := persistence.CopyAll(from.store, to.store)

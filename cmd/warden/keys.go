@@ -43,35 +43,46 @@ func rekey(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 	if *online != "" {
 		return rekeyOnline(*online, path, *o, stdout)
 	}
+	// The store is taken before anything is written: a refused rekey
+	// (warden still serving, a cluster still running) leaves the keyring
+	// as it was.
 	open := func() (*persistence.Store, func(), error) {
+		lock, err := lockDataDir(*data)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%w; nothing was changed", err)
+		}
+		if !holdsStore(*data) {
+			lock.Close()
+			return nil, nil, fmt.Errorf("%s holds no store; nothing was changed", *data)
+		}
 		st, err := persistence.Open(*data, persistence.Options{})
 		if err != nil {
-			return nil, nil, fmt.Errorf("%w (is warden still running on %s? stop it first)", err, *data)
+			lock.Close()
+			return nil, nil, fmt.Errorf("%w; nothing was changed", err)
 		}
-		return st, func() {}, nil
+		return st, func() { lock.Close() }, nil
 	}
 	if len(endpoints) > 0 {
 		open = func() (*persistence.Store, func(), error) { return openClusterStore(endpoints, ef) }
-	}
-	if err := prepareDataDir(*data); err != nil {
-		return err
 	}
 	ring, err := trust.LoadKeyring(path)
 	if err != nil {
 		return fmt.Errorf("seal key: %w", err)
 	}
+	store, done, err := open()
+	if err != nil {
+		return err
+	}
 	if len(ring.Keys) == 1 {
 		ring.Rotate(time.Now())
 		if err := trust.WriteFileAtomic(path, ring.Format(keyringComment("seal key"))); err != nil {
+			store.Close()
+			done()
 			return err
 		}
 		fmt.Fprintf(stdout, "new seal key %s written to %s (the old one kept until every record is moved)\n", ring.Active().ID, path)
 	} else {
 		fmt.Fprintf(stdout, "resuming an unfinished rekey to %s\n", ring.Active().ID)
-	}
-	store, done, err := open()
-	if err != nil {
-		return err
 	}
 	n, err := actors.Reseal(store, trust.NewSealer(ring))
 	if cerr := store.Close(); err == nil {

@@ -77,6 +77,8 @@ type process struct {
 	// stored: stop has dealt with the store (closed it, or left a sealed
 	// one alone).
 	stored bool
+	// fds is how the process's descriptors are split (S13).
+	fds fdBudget
 }
 
 // start takes the data directory, listens (503 until ready), opens the
@@ -113,6 +115,8 @@ func (p *process) start() error {
 		}
 	} else if err := p.store.CheckFormat(buildinfo.Read().Short()); err != nil {
 		return err
+	} else if err := checkSealKeys(p.store, tm.seal, keyPath(c.SealKeyFile, c.Data, sealKeyName)); err != nil {
+		return err
 	}
 	cfg, err := p.systemConfig(tm)
 	if err != nil {
@@ -124,6 +128,32 @@ func (p *process) start() error {
 	p.preparePlatform()
 	p.serveAPI(tm)
 	return nil
+}
+
+// checkSealKeys refuses, before warden is ready, a keyring that cannot
+// open every secret the store holds (T10): ready and then 500 for every
+// marquee sealed under a key it lacks would be a promise warden cannot
+// keep. The store is damaged for this keyring: 65, naming the ids.
+func checkSealKeys(st *persistence.Store, ring *trust.Keyring, path string) error {
+	ids, err := actors.SealKeyIDs(st)
+	if err != nil {
+		return err
+	}
+	var missing, held []string
+	for _, id := range ids {
+		if _, ok := ring.Find(id); !ok {
+			missing = append(missing, id)
+		}
+	}
+	for _, k := range ring.Keys {
+		held = append(held, k.ID)
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	return statusError{exitCorrupt, fmt.Errorf("the store's secrets are sealed under key id(s) %s, which the seal keyring %s does not hold (it holds %s): "+
+		"start with the keyring that does (--seal-key-file), e.g. the one kept with a backup of this store; nothing was served",
+		strings.Join(missing, ", "), path, strings.Join(held, ", "))}
 }
 
 // preparePlatform readies the local platform's parts that are not a
@@ -162,10 +192,20 @@ func (p *process) startProfile() error {
 // listen serves at once: /healthz answers, everything else is 503 with
 // Retry-After until recovery has finished (/readyz).
 func (p *process) listen() error {
+	fds, err := planDescriptors()
+	if err != nil {
+		return err
+	}
+	fds.log(p.log)
+	p.fds = fds
+	if err := persistence.HoldDescriptors(spareWAL); err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", p.c.Listen)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
+	ln, _ = httpapi.LimitConns(ln, fds.conns())
 	p.srv = httpapi.NewHTTPServer(p.c.Listen, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if h := p.live.Load(); h != nil {
 			(*h).ServeHTTP(w, r)
@@ -193,7 +233,7 @@ func (p *process) openStore(tm *trustMaterial) error {
 	if c.Node == "" {
 		var err error
 		p.store, err = persistence.Open(c.Data, persistence.Options{Logger: p.log,
-			Degrade: true, AcceptDataLoss: c.AcceptDataLoss})
+			Degrade: true, AcceptDataLoss: c.AcceptDataLoss, MaxOpenFiles: p.fds.storeTables})
 		return err
 	}
 	cp, err := openCluster(c, p.log)

@@ -260,8 +260,10 @@ func TestS7AWALDamagedInTheMiddleRefusesToStart(t *testing.T) {
 		st, v := p.do("POST", "/v1/marquees", "op-secret", map[string]any{"id": fmt.Sprintf("m-%d", i), "kind": "tutorial"})
 		require.Equal(t, http.StatusCreated, st, "%v", v)
 	}
-	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
-	require.Equal(t, 0, p.exitStatus(30*time.Second), p.log.String())
+	// Killed, not stopped: a clean stop flushes the memtables, and its log
+	// would hold nothing to damage.
+	require.NoError(t, p.cmd.Process.Kill())
+	_ = p.cmd.Wait()
 
 	logs, _ := filepath.Glob(filepath.Join(data, "*.log"))
 	require.NotEmpty(t, logs)
