@@ -46,8 +46,7 @@ type CallbackAuth struct {
 // CallbackAnswer is the exact answer to a webhook; a repeated delivery gets
 // these bytes again (M20).
 type CallbackAnswer struct {
-	Status int
-	Body   []byte
+	Body []byte
 }
 
 // Callback delivers an authenticated, decoded webhook to its marquee and
@@ -74,7 +73,7 @@ func (s *System) Callback(ctx context.Context, req CallbackRequest) (CallbackAns
 		return CallbackAnswer{}, err
 	}
 	s.cfg.Metrics.Decision.Observe(s.clock().Since(start).Seconds())
-	return CallbackAnswer{Status: res.Status, Body: res.Reply}, nil
+	return CallbackAnswer{Body: res.Reply}, nil
 }
 
 // Create creates a marquee; a tutorial one answers after its pool's
@@ -187,8 +186,10 @@ func (s *System) Pools(ctx context.Context) ([]PoolView, error) {
 }
 
 // CreateEnvironment records a requested environment (E1) and starts its
-// lifecycle; its branch's route generation is given out in its mailbox,
-// after the duplicate check.
+// lifecycle: the record asks its branch for its route generation (a
+// message, so no mailbox waits on another), and its answer is held until
+// the branch has given it. A create refused as a duplicate never asks, so
+// it spends no generation.
 func (s *System) CreateEnvironment(ctx context.Context, c environment.Create) (environment.Env, error) {
 	if err := c.Validate(); err != nil {
 		return environment.Env{}, err
@@ -196,12 +197,21 @@ func (s *System) CreateEnvironment(ctx context.Context, c environment.Create) (e
 	if err := s.newWork(); err != nil {
 		return environment.Env{}, err
 	}
+	c.Generation = 0 // given by its branch: the record's first message asks for it
 	res, err := s.envs.Ask(ctx, c.ID, runtime.Request[environment.Event]{Mode: runtime.Create, Event: c})
 	return res.Record.Env, err
 }
 
-// EnvironmentCommand runs a removal or a manual action (E11, E16).
+// EnvironmentCommand runs a removal or a manual action (E11, E16); an
+// action that may begin the route's activation carries the branch's newest
+// generation, read here, outside the mailbox.
 func (s *System) EnvironmentCommand(ctx context.Context, id string, ev environment.Event) (environment.Env, error) {
+	if a, ok := ev.(environment.Action); ok {
+		if rec, err := loadEnv(s.cfg.Store, id); err == nil {
+			a.BranchNewest = s.branchNewest(rec.Env.Branch)
+			ev = a
+		}
+	}
 	res, err := s.envs.Ask(ctx, id, runtime.Request[environment.Event]{Mode: runtime.Command, Event: ev})
 	return res.Record.Env, err
 }

@@ -2,9 +2,6 @@ package actors
 
 import (
 	"context"
-
-	"github.com/wardenhq/warden/actors/admission"
-	"github.com/wardenhq/warden/actors/runtime"
 )
 
 // A cluster node's side of the System (C2-C5): shards taken and let go,
@@ -15,21 +12,9 @@ import (
 // recovers at start (A7, M23): its pools are rebuilt, and its entities
 // with a wake-index entry are woken, due ones now.
 func (s *System) AcquireShard(shard int) {
-	for _, name := range s.poolNames() {
-		if s.rt.Shard(s.pools.Key(name)) == shard {
-			go func() {
-				if _, err := s.pools.Ask(context.Background(), name, runtime.Request[admission.Event]{Mode: runtime.Read}); err != nil {
-					s.log.Warn("recover pool", "pool", name, "err", err)
-				}
-			}()
-		}
-	}
-	n, err := s.rt.ArmWakes(func(k runtime.Key) bool { return s.rt.Shard(k) == shard })
-	if err != nil {
+	if err := s.recoverShard(shard, false); err != nil {
 		s.log.Error("recover shard", "shard", shard, "err", err)
-		return
 	}
-	s.log.Info("shard recovered", "shard", shard, "wakes", n)
 }
 
 // ReleaseShard stops the actors of a shard this node no longer owns.

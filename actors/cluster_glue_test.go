@@ -83,6 +83,9 @@ func (f *fakeCluster) Confirm(_ context.Context, shard int, epoch int64) error {
 	return nil
 }
 
+// Owned: the fake's shards are set by the test, after the System starts.
+func (f *fakeCluster) Owned() []int { return nil }
+
 func (f *fakeCluster) sent() []wire {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -279,26 +281,28 @@ func TestRefusedCreatesSpendNoRouteGeneration(t *testing.T) {
 	require.Equal(t, uint64(3), z.Generation, "a new process reads the branch's last generation from the store")
 }
 
-// commitLog records the runtime's commits (Config.Hooks).
+// commitLog records the environments' commits (Config.Hooks).
 type commitLog struct {
 	mu      sync.Mutex
-	commits []runtime.Commit
+	commits []envCommit
 }
 
-func (c *commitLog) Committed(x runtime.Commit) {
-	c.mu.Lock()
-	c.commits = append(c.commits, x)
-	c.mu.Unlock()
+type envCommit = runtime.Committed[EnvRecord, environment.Event, environment.Outcome]
+
+func (c *commitLog) hooks() Hooks {
+	return Hooks{Env: func(x envCommit) {
+		c.mu.Lock()
+		c.commits = append(c.commits, x)
+		c.mu.Unlock()
+	}}
 }
 
-func (c *commitLog) Failed(string, any) {}
-
-func (c *commitLog) writes(kind, id string) []runtime.Commit {
+func (c *commitLog) writes(id string) []envCommit {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var out []runtime.Commit
+	var out []envCommit
 	for _, x := range c.commits {
-		if x.Kind == kind && x.ID == id && x.Wrote {
+		if x.ID == id && x.Wrote {
 			out = append(out, x)
 		}
 	}
@@ -310,45 +314,49 @@ func (c *commitLog) writes(kind, id string) []runtime.Commit {
 type firstCall struct {
 	log   *commitLog
 	once  sync.Once
-	seen  chan []runtime.Commit
+	seen  chan []envCommit
 	envID string
 }
 
 func (f *firstCall) Do(_ context.Context, r driver.CapabilityRequest) (driver.CapabilityResult, error) {
-	f.once.Do(func() { f.seen <- f.log.writes("environment", f.envID) })
+	f.once.Do(func() { f.seen <- f.log.writes(f.envID) })
 	return worksResult(r), nil
 }
 
-// TestIssue23ACreateReachesItsFirstDriverCallAfterOneCommit: the create's
-// request is the one mailbox crossing, and its step, which takes the first
-// eligible transition too, the one synced batch, before the first driver
-// call (issue 23: it was four crossings and three fsyncs, the branch's
-// generation and the intent each a batch of their own).
-func TestIssue23ACreateReachesItsFirstDriverCallAfterOneCommit(t *testing.T) {
+// TestE8ACreateReachesItsFirstDriverCallAfterItsBranchAnswers: a create is
+// the environment's own first step, asking its branch (a kind of its own)
+// for the route generation; the branch's answer is the step that records
+// the generation and the first attempt's intent together, so the preview
+// makes two commits before its first driver call, and no mailbox waits on
+// another meanwhile (issue 32).
+func TestE8ACreateReachesItsFirstDriverCallAfterItsBranchAnswers(t *testing.T) {
 	store, err := persistence.Open(t.TempDir(), persistence.Options{})
 	require.NoError(t, err)
 	defer store.Close()
 	log := &commitLog{}
-	world := &firstCall{log: log, seen: make(chan []runtime.Commit, 1), envID: "env-1"}
+	world := &firstCall{log: log, seen: make(chan []envCommit, 1), envID: "env-1"}
 	sys, err := Start(Config{Store: store, Clock: clock.Real{}, Machine: marquee.Machine{Config: marquee.DefaultConfig()},
 		Pools: map[string]int{"default": 1}, Dispatcher: &recordingDispatcher{}, Bootstrapper: okBootstrap{}, ControlPlane: noChats{},
-		IdleAfter: -1, Hooks: log, Env: EnvConfig{Drivers: DriverForAll(world), ReconcileEvery: -1, Worker: "w1"}})
+		IdleAfter: -1, Hooks: log.hooks(), Env: EnvConfig{Drivers: DriverForAll(world), ReconcileEvery: -1, Worker: "w1"}})
 	require.NoError(t, err)
 	defer sys.Stop(context.Background())
 	e, err := sys.CreateEnvironment(context.Background(), environment.Create{ID: "env-1", Branch: "main", Revision: "r1"})
 	require.NoError(t, err)
 	require.NotNil(t, e.Attempt, "the create's answer already holds the first attempt's intent (E5)")
-	var before []runtime.Commit
+	var before []envCommit
 	select {
 	case before = <-world.seen:
 	case <-time.After(10 * time.Second):
 		t.Fatal("no driver call")
 	}
-	require.Len(t, before, 1, "one commit before the first driver call")
+	require.Len(t, before, 2, "two commits before the first driver call")
 	require.IsType(t, environment.Create{}, before[0].Event)
+	require.IsType(t, environment.GenerationGiven{}, before[1].Event)
+	require.Equal(t, uint64(0), before[0].After.Env.Generation, "the create waits for its branch")
+	require.NotNil(t, before[1].After.Env.Attempt, "the given generation's step holds the first intent (E5)")
 	g, err := branchGeneration(store, "main")
 	require.NoError(t, err)
-	require.Equal(t, uint64(1), g, "the branch's generation is durable in the create's batch")
+	require.Equal(t, uint64(1), g, "the branch's generation is durable before the preview uses it")
 }
 
 // TestEnvironmentCommandOnAnUnknownIDIsNotFound: issue 10. A removal or an
@@ -367,4 +375,52 @@ func TestEnvironmentCommandOnAnUnknownIDIsNotFound(t *testing.T) {
 		_, err := sys.EnvironmentCommand(context.Background(), "nope", ev)
 		require.ErrorIs(t, err, ErrNotFound, "%T", ev)
 	}
+}
+
+// worksWorld answers every capability as a world where everything works,
+// at once.
+type worksWorld struct{}
+
+func (worksWorld) Do(_ context.Context, r driver.CapabilityRequest) (driver.CapabilityResult, error) {
+	return worksResult(r), nil
+}
+
+// TestE18GoldenAndProductionProvisionCommitAlike: the golden provisioning
+// in a world where everything works (environment/testdata/provision_clean)
+// shows the writes the production path makes, no fewer: the same number of
+// commits from the create to ready, one per state boundary (the
+// shell's Observe sent the next Advance, a second commit per boundary the
+// golden files never showed).
+func TestE18GoldenAndProductionProvisionCommitAlike(t *testing.T) {
+	golden, err := os.ReadFile("environment/testdata/provision_clean")
+	require.NoError(t, err)
+	want := 0
+	for _, line := range strings.Split(string(golden), "\n") {
+		if strings.HasPrefix(line, "write: ") && line != "write: none" {
+			want++
+		}
+	}
+	require.Greater(t, want, 10, "the golden walk reaches ready")
+
+	store, err := persistence.Open(t.TempDir(), persistence.Options{})
+	require.NoError(t, err)
+	defer store.Close()
+	log := &commitLog{}
+	sys, err := Start(Config{Store: store, Clock: clock.Real{}, Machine: marquee.Machine{Config: marquee.DefaultConfig()},
+		Pools: map[string]int{"default": 1}, Dispatcher: &recordingDispatcher{}, Bootstrapper: okBootstrap{}, ControlPlane: noChats{},
+		IdleAfter: -1, Hooks: log.hooks(), Env: EnvConfig{Drivers: DriverForAll(worksWorld{}), ReconcileEvery: -1, Worker: "w1"}})
+	require.NoError(t, err)
+	defer sys.Stop(context.Background())
+	_, err = sys.CreateEnvironment(context.Background(), environment.Create{ID: "env-1", Branch: "main", Revision: "r1"})
+	require.NoError(t, err)
+	toReady := func() int {
+		for i, c := range log.writes("env-1") {
+			if c.After.Env.State == environment.Ready {
+				return i + 1
+			}
+		}
+		return 0
+	}
+	require.Eventually(t, func() bool { return toReady() > 0 }, 10*time.Second, time.Millisecond, "ready")
+	require.Equal(t, want, toReady(), "commits from the create to ready: the golden file's and production's")
 }

@@ -8,8 +8,6 @@ import (
 	"log/slog"
 	"net/url"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/wardenhq/warden/actors/driver"
@@ -81,22 +79,9 @@ type environments = runtime.Entities[EnvRecord, environment.Event, environment.O
 type envHandle = runtime.Handle[EnvRecord, environment.Event, environment.Outcome]
 
 type envKind struct {
-	runtime.Defaults[EnvRecord, environment.Event, environment.Outcome]
 	sys  *System
-	gen  *generations
 	step EnvStep
 }
-
-// The kind's own messages (Signaled).
-type (
-	// envReconcile: the reconciler's turn (E14).
-	envReconcile struct{}
-	// envResend: a notification's next delivery attempt.
-	envResend struct {
-		n       environment.Notification
-		attempt int
-	}
-)
 
 func (envKind) Name() string     { return "environment" }
 func (envKind) WakeKind() string { return persistence.KindEnvironment }
@@ -111,22 +96,9 @@ func (k envKind) Load(id string) (EnvRecord, bool, error) {
 
 func (k envKind) Stored(id string) (bool, error) { return k.sys.cfg.Store.Has(persistence.EnvKey(id)) }
 
-// Step is the machine on the record. A create takes its first eligible
-// transition in the same step, so that it reaches its first driver call
-// after one commit and one mailbox crossing (issue 23: it was four
-// crossings and three fsyncs).
+// Step is the machine on the record; a create is its first step (the
+// machine begins the first transition in it).
 func (k envKind) Step(rec EnvRecord, ev environment.Event, now time.Time) (EnvRecord, environment.Outcome) {
-	m := k.sys.cfg.Env.Machine
-	if c, ok := ev.(environment.Create); ok {
-		e, rd := m.Create(c, now)
-		if rd.Err != nil {
-			return rec, rd
-		}
-		if e2, adv := k.step(e, environment.Advance{Owner: k.sys.cfg.Env.Worker}, now); adv.Err == nil && (adv.Changed || len(adv.Effects) > 0) {
-			e, rd.Effects, rd.Wake = e2, adv.Effects, adv.Wake
-		}
-		return k.record(e, rd, now), rd
-	}
 	e, rd := k.step(rec.Env, ev, now)
 	return k.record(e, rd, now), rd
 }
@@ -145,48 +117,56 @@ func (k envKind) record(e environment.Env, rd environment.Outcome, now time.Time
 	return r
 }
 
-// Stage writes the record, and on one node, for a create, its branch's
-// route generation (one key a generation, so creates of one branch
-// committing in either order leave the newest readable; the one before
-// goes).
-func (k envKind) Stage(b persistence.Writer, id string, before, next EnvRecord, _ environment.Outcome) {
+// Stage writes the record. The branch's route generation was committed by
+// the branch's own entity before the create was asked (I14).
+func (envKind) Stage(b persistence.Writer, id string, _, next EnvRecord, _ environment.Outcome) {
 	b.Put(persistence.EnvKey(id), next)
-	// On a cluster the branch's owner committed the generation already,
-	// in its own shard (generations.durable): a batch writes one shard.
-	if before.Env.ID == "" && k.sys.cfg.Cluster == nil {
-		e := next.Env
-		b.Set(persistence.BranchGenerationKey(e.Branch, e.Generation), nil)
-		if e.Generation > 1 {
-			b.Delete(persistence.BranchGenerationKey(e.Branch, e.Generation-1))
-		}
-	}
 }
 
 func (envKind) WakeOf(r EnvRecord) time.Time { return r.WakeAt }
-
-// Prepare gives a create its branch's next route generation, inside the
-// environment's mailbox, after the duplicate check: a create refused as a
-// duplicate spends none (issue 10).
-func (k envKind) Prepare(_ *envHandle, ev environment.Event) (environment.Event, error) {
-	c, ok := ev.(environment.Create)
-	if !ok {
-		return ev, nil
-	}
-	g, err := k.gen.next(context.Background(), c.Branch)
-	if err != nil {
-		return nil, err
-	}
-	c.Generation = g
-	return c, nil
-}
 
 func (envKind) Conflict(id string, _ EnvRecord) error {
 	return fmt.Errorf("%w: environment %s already exists", environment.ErrConflict, id)
 }
 
-// Started ends the leases of owners that can no longer commit, fires what
-// is due, and sends again what the outbox holds: the sender's retries are
-// timers in memory, so after a restart they are gone (E10).
+// Holds keeps a create's answer until the branch has given the route
+// generation: the caller hears the environment with its generation.
+func (envKind) Holds(r EnvRecord) bool { return r.Env.Generation == 0 && r.Env.Tombstone == nil }
+
+// Sends asks the branch for a created environment's route generation.
+func (k envKind) Sends(id string, _ EnvRecord, rd environment.Outcome) []runtime.Message {
+	var msgs []runtime.Message
+	for _, eff := range rd.Effects {
+		if a, ok := eff.(environment.AskGeneration); ok {
+			msgs = append(msgs, k.sys.branches.Message(a.Branch, environment.NextGeneration{For: id}))
+		}
+	}
+	return msgs
+}
+
+// The branch's answer crosses nodes (C4): the branch may live on another
+// node than the environment.
+func (envKind) EncodeEvent(ev environment.Event) ([]byte, bool) {
+	g, ok := ev.(environment.GenerationGiven)
+	if !ok {
+		return nil, false
+	}
+	b, _ := json.Marshal(g)
+	return b, true
+}
+
+func (envKind) DecodeEvent(b []byte) (environment.Event, error) {
+	var g environment.GenerationGiven
+	if err := strictJSON(b, &g); err != nil || g.Generation == 0 {
+		return nil, fmt.Errorf("an environment is told {\"Generation\": n > 0}: %v", err)
+	}
+	return g, nil
+}
+
+// Started ends the leases of owners that can no longer
+// commit, fires what is due, and sends again what the outbox holds: the
+// sender's retries are timers in memory, so after a restart they are gone
+// (E10).
 func (k envKind) Started(h *envHandle, _ bool) {
 	rec := h.Record()
 	if at := rec.Env.Attempt; at != nil && k.sys.cfg.Env.ExclusiveStore && at.Lease.Owner != k.sys.cfg.Env.Worker {
@@ -202,14 +182,12 @@ func (k envKind) Started(h *envHandle, _ bool) {
 
 func (k envKind) Woken(h *envHandle) { k.due(h) }
 
-func (k envKind) Signaled(h *envHandle, v any) {
-	switch m := v.(type) {
-	case envReconcile:
-		k.reconcile(h)
-	case envResend:
+// resend is a notification's next delivery attempt, in its mailbox.
+func (k envKind) resend(key string, attempt int) func(h *envHandle) {
+	return func(h *envHandle) {
 		for _, n := range h.Record().Env.Outbox {
-			if n.Key == m.n.Key && !n.Delivered {
-				k.send(h, n, m.attempt)
+			if n.Key == key && !n.Delivered {
+				k.send(h, n, attempt)
 			}
 		}
 	}
@@ -236,15 +214,21 @@ func (k envKind) next(h *envHandle) {
 	}
 	adv := environment.Advance{Owner: k.sys.cfg.Env.Worker}
 	if e.ActivatesRouteNext() {
-		// The branch's generations are durable before any is used (I14);
-		// only activation needs the newest.
-		newest, err := branchGeneration(k.sys.cfg.Store, e.Branch)
-		if err != nil {
-			k.sys.log.Warn("environment: branch generation unreadable", "environment", h.ID(), "err", err)
-		}
-		adv.BranchNewest = newest
+		adv.BranchNewest = k.sys.branchNewest(e.Branch)
 	}
 	h.Send(adv)
+}
+
+// branchNewest reads the newest route generation the branch gave out,
+// for an event that may begin the route's activation (I14): its
+// generations are durable before any is used. Unreadable, it is 0, and
+// the machine leaves the activation to the next advance.
+func (s *System) branchNewest(branch string) uint64 {
+	newest, err := branchGeneration(s.cfg.Store, branch)
+	if err != nil {
+		s.log.Warn("environment: branch generation unreadable", "branch", branch, "err", err)
+	}
+	return newest
 }
 
 // reconcile observes an environment at rest, or a tombstone's leftovers
@@ -276,7 +260,7 @@ func (k envKind) reconcile(h *envHandle) {
 			return // unknown is not drift; the next round looks again
 		}
 		o := out.Observation
-		s.envs.Send(id, environment.AtRest{Capability: c, Seq: seq, Observation: environment.Observation{
+		s.envs.Send(id, environment.AtRest{Capability: c, Seq: seq, BranchNewest: s.branchNewest(e.Branch), Observation: environment.Observation{
 			Exists: o.Exists, Owner: o.Owner, Matches: o.Matches, Replace: o.Replace, ProviderID: o.ProviderID, RouteTarget: o.RouteTarget,
 			Detail: redactString(o.Detail, s.cfg.Secrets...)}})
 	}
@@ -318,15 +302,25 @@ func (k envKind) do(h *envHandle, env environment.Env, e environment.Do) {
 		AttemptID: e.AttemptID, LeaseGeneration: e.LeaseGeneration, Generation: e.Generation, ExpectedRoute: e.ExpectedRoute,
 		Branch: env.Branch, Revision: env.Revision, Epoch: h.Epoch()}
 	drv := s.cfg.Env.Drivers[e.Capability]
-	done := &atomic.Bool{}
-	live := h.Go(runtime.Effect{Detail: req, Run: func(ctx context.Context) {
-		defer done.Store(true)
-		s.envs.Send(id, s.callCapability(ctx, drv, req))
-	}})
-	if leaseFor := s.cfg.Env.Machine.Config.LeaseFor; live && leaseFor > 0 {
-		// A paused worker's renewals pause with it (the simulator says).
-		s.renewWhile(id, environment.RenewLease{AttemptID: req.AttemptID, LeaseGeneration: req.LeaseGeneration}, leaseFor/3, done)
+	eff := runtime.Effect{Labels: driverLabels(req), Run: func(ctx context.Context) {
+		res := s.callCapability(ctx, drv, req)
+		res.BranchNewest = s.branchNewest(env.Branch)
+		s.envs.Send(id, res)
+	}}
+	if leaseFor := s.cfg.Env.Machine.Config.LeaseFor; leaseFor > 0 {
+		// A renewal that races the call's end is refused by the machine as
+		// the lease it names is gone, harmlessly.
+		renew := environment.RenewLease{AttemptID: req.AttemptID, LeaseGeneration: req.LeaseGeneration}
+		eff.Heartbeat, eff.Every = func() { s.envs.Send(id, renew) }, leaseFor/3
 	}
+	h.Go(eff)
+}
+
+// driverLabels name a driver call to the scheduler (the simulator decides
+// from them which calls' workers pause).
+func driverLabels(req driver.CapabilityRequest) map[string]string {
+	return map[string]string{"kind": "environment", "entity": req.EnvID, "capability": req.Capability, "op": req.Op,
+		"attempt": req.AttemptID, "lease": strconv.FormatUint(req.LeaseGeneration, 10)}
 }
 
 // callCapability makes one driver call and says what it found. Receipts
@@ -363,21 +357,6 @@ func (s *System) callCapability(ctx context.Context, drv driver.Capability, req 
 	return res
 }
 
-// renewWhile renews a lease every period while its driver call runs (E7):
-// a slow effect must not look like a dead worker. The timers are the
-// runtime's clock's, so the simulator runs them on its virtual clock like
-// every other deadline; a renewal that races the call's end is refused by
-// the machine as the lease it names is gone, harmlessly.
-func (s *System) renewWhile(id string, renew environment.RenewLease, period time.Duration, done *atomic.Bool) {
-	s.clock().AfterFunc(period, func() {
-		if done.Load() || s.rt.Stopping() {
-			return
-		}
-		s.envs.Send(id, renew)
-		s.renewWhile(id, renew, period, done)
-	})
-}
-
 // previewURL keeps a URL a driver reported only if it is one: http(s),
 // bounded, no user info (it is shown and sent in notifications).
 func previewURL(s string) string {
@@ -406,7 +385,7 @@ func (k envKind) send(h *envHandle, n environment.Notification, attempt int) {
 		s.envs.Send(id, d)
 		if err != nil && attempt+1 < MaxNotifyAttempts {
 			s.clock().AfterFunc(s.cfg.Env.NotifyBackoff<<min(attempt, 10), func() {
-				s.envs.Signal(id, envResend{n: n, attempt: attempt + 1})
+				s.envs.Signal(id, k.resend(n.Key, attempt+1))
 			})
 		}
 	}})
@@ -426,24 +405,21 @@ func (s *System) notify(ctx context.Context, n environment.Notification) error {
 	return err
 }
 
-// Observe logs and counts every environment step (O11, O12), and, after
-// one that did something with no attempt left in flight, asks for the
-// next eligible transition.
-func (k envKind) Observe(h *envHandle, ev environment.Event, before, next EnvRecord, rd environment.Outcome) {
+// Observe logs and counts every environment step (O11, O12). It sends
+// nothing: the machine begins the next transition in the step that ended
+// the last one.
+func (k envKind) Observe(_ runtime.View[EnvRecord], ev environment.Event, before, next EnvRecord, rd environment.Outcome) {
 	if rd.Err != nil || (!rd.Changed && len(rd.Effects) == 0) {
 		return
 	}
 	k.observe(ev, before.Env, next.Env, rd)
-	if _, advanced := ev.(environment.Advance); (!advanced || len(rd.Effects) == 0) && next.Env.Attempt == nil {
-		k.next(h)
-	}
 }
 
 func (k envKind) observe(ev environment.Event, b, n environment.Env, rd environment.Outcome) {
 	m, log := k.sys.cfg.Metrics, k.sys.log
 	ctx := context.Background()
-	if b.State != n.State {
-		m.EnvTransitions.WithLabelValues(string(n.State)).Inc()
+	for _, st := range rd.Answer.Through {
+		m.EnvTransitions.WithLabelValues(string(st)).Inc()
 	}
 	found, resolved := driftChanges(b.Drift, n.Drift)
 	for _, d := range found {
@@ -469,10 +445,20 @@ func (k envKind) observe(ev environment.Event, b, n environment.Env, rd environm
 	if _, created := ev.(environment.Create); created || b.State != n.State || (b.Tombstone == nil) != (n.Tombstone == nil) || b.Desired != n.Desired {
 		level = slog.LevelInfo
 	}
-	if log.Enabled(ctx, level) {
+	if !log.Enabled(ctx, level) {
+		return
+	}
+	// One line per state boundary the step passed (O11): a step may end a
+	// transition and the next (the last removal state's).
+	from, through := orNone(string(b.State)), rd.Answer.Through
+	if len(through) == 0 {
+		through = []environment.Phase{n.State}
+	}
+	for _, st := range through {
 		log.LogAttrs(ctx, level, "environment transition", slog.String("environment", n.ID), slog.String("event", eventName(ev)),
-			slog.String("state", fmt.Sprintf("%s -> %s", orNone(string(b.State)), n.State)), slog.String("desired", n.Desired),
+			slog.String("state", fmt.Sprintf("%s -> %s", from, st)), slog.String("desired", n.Desired),
 			slog.Uint64("generation", n.Generation), slog.String("note", rd.Answer.Note))
+		from = string(st)
 	}
 }
 
@@ -498,113 +484,37 @@ func driftKey(d environment.Drift) string {
 	return fmt.Sprintf("%s/%s/%d", d.Capability, d.Identity, d.DetectedAt.UnixNano())
 }
 
-// --- route generations, per branch, in order (E8, I14) ----------------------------
-
-// generations gives out each branch's route generations in order. On one
-// node a generation is given out in memory and made durable by the create
-// that uses it, in its one batch (Stage); a create whose commit fails
-// leaves a gap, which is harmless: only the order matters. On a cluster
-// the branch's shard owner commits each before giving it out, under the
-// branch's fence, since the create may commit on another node.
-type generations struct {
-	sys  *System
-	mu   sync.Mutex
-	last map[string]uint64
-}
-
-// branchKind names a branch's shard and its questions between nodes.
-const branchKind = "branch"
-
-func (g *generations) next(ctx context.Context, branch string) (uint64, error) {
-	rt := g.sys.rt
-	if g.sys.cfg.Cluster == nil {
-		return g.inMemory(branch)
-	}
-	k := runtime.Key{Kind: branchKind, ID: branch}
-	if rt.Owns(k) {
-		return g.durable(branch)
-	}
-	ans, err := rt.AskRemote(ctx, k, []byte(`{}`))
-	if err != nil {
-		return 0, err
-	}
-	var a struct {
-		Generation uint64 `json:"generation"`
-	}
-	if err := json.Unmarshal(ans, &a); err != nil || a.Generation == 0 {
-		return 0, fmt.Errorf("%w: branch %s answered %q", ErrUnavailable, branch, ans)
-	}
-	return a.Generation, nil
-}
-
-func (g *generations) inMemory(branch string) (uint64, error) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	last, ok := g.last[branch]
-	if !ok {
-		var err error
-		if last, err = branchGeneration(g.sys.cfg.Store, branch); err != nil {
-			return 0, fmt.Errorf("%w: branch %s: %v", ErrUnavailable, branch, err)
-		}
-	}
-	g.last[branch] = last + 1
-	return last + 1, nil
-}
-
-// durable gives out a cluster branch's next generation once it is
-// committed under the branch's fence.
-func (g *generations) durable(branch string) (uint64, error) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	st := g.sys.cfg.Store
-	last, err := branchGeneration(st, branch)
-	if err != nil {
-		return 0, fmt.Errorf("%w: branch %s: %v", ErrUnavailable, branch, err)
-	}
-	fence, err := g.sys.cfg.Cluster.Fence(g.sys.cfg.Cluster.Shard(branchKind, branch))
-	if err != nil {
-		return 0, err
-	}
-	b := st.NewBatch()
-	b.Fence(fence)
-	b.Set(persistence.BranchGenerationKey(branch, last+1), nil)
-	if last > 0 {
-		b.Delete(persistence.BranchGenerationKey(branch, last)) // the newest is the one kept
-	}
-	if err := b.Commit(); err != nil {
-		return 0, fmt.Errorf("%w: branch %s: %v", ErrUnavailable, branch, err)
-	}
-	return last + 1, nil
-}
-
-// answer is the branch owner's side of next (runtime.HandleAsk).
-func (g *generations) answer(_ context.Context, branch string, _ []byte) ([]byte, error) {
-	n, err := g.durable(branch)
-	if err != nil {
-		return nil, err
-	}
-	return []byte(`{"generation":` + strconv.FormatUint(n, 10) + `}`), nil
-}
-
 // branchGeneration reads the newest route generation a branch gave out:
 // the last of its keys, or the one key of the layout before them.
 func branchGeneration(st *persistence.Store, branch string) (uint64, error) {
-	var newest uint64
+	b, err := loadBranch(st, branch)
+	return b.Last, err
+}
+
+// loadBranch reads a branch's givings in generation order (its keys sort
+// so), and the last generation of the layout before they had keys.
+func loadBranch(st *persistence.Store, branch string) (environment.Branch, error) {
+	b := environment.Branch{Name: branch}
 	prefix := persistence.BranchGenerationPrefix(branch)
-	err := st.Scan(prefix, nil, func(k, _ []byte) (bool, error) {
+	err := st.Scan(prefix, nil, func(k, v []byte) (bool, error) {
 		if g, ok := persistence.ParseBranchGeneration(prefix, k); ok {
-			newest = max(newest, g)
+			b.Last = max(b.Last, g)
+			if len(v) > 0 {
+				b.Recent = append(b.Recent, environment.Give{Env: string(v), Generation: g})
+			}
 		}
 		return true, nil
 	})
 	if err != nil {
-		return 0, err
+		return b, err
 	}
+	b.Recent = b.Recent[max(0, len(b.Recent)-environment.RecentGivings):]
 	var legacy uint64
 	if err := st.Get(persistence.LegacyBranchKey(branch), &legacy); err != nil && !errors.Is(err, persistence.ErrNotFound) {
-		return 0, err
+		return b, err
 	}
-	return max(newest, legacy), nil
+	b.Last = max(b.Last, legacy)
+	return b, nil
 }
 
 // --- the record's codec -----------------------------------------------------------

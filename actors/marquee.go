@@ -41,7 +41,6 @@ type marquees = runtime.Entities[MarqueeRecord, marquee.Event, marquee.Ready]
 
 // marqueeKind is the marquee machine on the runtime.
 type marqueeKind struct {
-	runtime.Defaults[MarqueeRecord, marquee.Event, marquee.Ready]
 	sys *System
 	// step is the machine's Step, as Config.Steps wraps it.
 	step MarqueeStep
@@ -104,6 +103,21 @@ func (marqueeKind) WakeOf(r MarqueeRecord) time.Time { return r.WakeAt }
 
 func (k marqueeKind) Run(h *marqueeHandle, next MarqueeRecord, rd marquee.Ready) {
 	k.sys.startMarqueeEffects(h, next.State, rd.Effects)
+}
+
+// Sends asks or releases the marquee's pool place (A3, A5), once the step
+// is durable.
+func (k marqueeKind) Sends(id string, _ MarqueeRecord, rd marquee.Ready) []runtime.Message {
+	var msgs []runtime.Message
+	for _, eff := range rd.Effects {
+		switch e := eff.(type) {
+		case marquee.AskAdmission:
+			msgs = append(msgs, k.sys.pools.Message(e.Pool, admissionAsk(id)))
+		case marquee.ReleaseAdmission:
+			msgs = append(msgs, k.sys.pools.Message(e.Pool, admissionRelease(id)))
+		}
+	}
+	return msgs
 }
 
 // Started reconciles, after a crash or restart, whatever was in flight
@@ -235,10 +249,6 @@ func (s *System) startMarqueeEffects(h *marqueeHandle, st marquee.State, effects
 	id := h.ID()
 	for _, eff := range effects {
 		switch e := eff.(type) {
-		case marquee.AskAdmission:
-			s.pools.Send(e.Pool, admissionAsk(id))
-		case marquee.ReleaseAdmission:
-			s.pools.Send(e.Pool, admissionRelease(id))
 		case marquee.StartDispatch:
 			req := driver.DispatchRequest{MarqueeID: id, Generation: e.Generation, Action: string(e.Action), CallbackURL: s.cfg.CallbackURL,
 				CallbackToken: s.mintCallbackToken(id, e.Generation), Epoch: h.Epoch()}
@@ -270,6 +280,8 @@ func (s *System) startMarqueeEffects(h *marqueeHandle, st marquee.State, effects
 					s.log.Warn("playground teardown not confirmed", "marquee", id, "generation", gen, "err", err)
 				}
 			}})
+		case marquee.AskAdmission, marquee.ReleaseAdmission:
+			// Messages, sent by the runtime (marqueeKind.Sends).
 		default:
 			panic(fmt.Sprintf("marquee: unknown effect %T", eff))
 		}
@@ -342,7 +354,7 @@ func redactString(s string, secrets ...string) string {
 // person cares about changed (a lifecycle, a serving status, a failure,
 // an operator's action, a held-back downgrade), at debug for routine
 // steps such as an accepted progress callback; never a secret.
-func (k marqueeKind) Observe(h *marqueeHandle, ev marquee.Event, before, next MarqueeRecord, rd marquee.Ready) {
+func (k marqueeKind) Observe(_ runtime.View[MarqueeRecord], ev marquee.Event, before, next MarqueeRecord, rd marquee.Ready) {
 	s := k.sys
 	if cb, ok := ev.(marquee.Callback); ok && rd.Err == nil {
 		s.cfg.Metrics.Callbacks.WithLabelValues(string(cb.Verb), string(rd.Answer)).Inc()

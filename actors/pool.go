@@ -32,7 +32,6 @@ type pools = runtime.Entities[PoolRecord, admission.Event, admission.Ready]
 type poolHandle = runtime.Handle[PoolRecord, admission.Event, admission.Ready]
 
 type poolKind struct {
-	runtime.Defaults[PoolRecord, admission.Event, admission.Ready]
 	sys  *System
 	step PoolStep
 }
@@ -73,12 +72,20 @@ func (poolKind) Stage(b persistence.Writer, name string, _, next PoolRecord, rd 
 	b.Put(persistence.PoolKey(name), poolMeta{NextSequence: next.Pool.NextSequence})
 }
 
-// Run tells every job this step admitted from the queue (A4), once the
-// batch is durable (A10).
-func (k poolKind) Run(_ *poolHandle, _ PoolRecord, rd admission.Ready) {
-	for _, g := range rd.Effects {
-		k.sys.marquees.Send(g.Job, marquee.AdmissionDecided{Status: marquee.AdmissionReserved, Sequence: g.Sequence})
+// Sends tells every job this step decided: the asker its admission (A6:
+// asked again, it is told again), the jobs admitted from the queue their
+// slot (A4), a job the full queue refused its failure; all once the batch
+// is durable (A10).
+func (k poolKind) Sends(_ string, _ PoolRecord, rd admission.Ready) []runtime.Message {
+	var msgs []runtime.Message
+	for _, t := range rd.Effects {
+		ev := marquee.Event(marquee.AdmissionDecided{Status: statusOf(t.Status), Sequence: t.Sequence})
+		if t.Status == admission.Refused {
+			ev = queueFull
+		}
+		msgs = append(msgs, k.sys.marquees.Message(t.Job, ev))
 	}
+	return msgs
 }
 
 // Started reports malformed records (A8) and reconciles every reserved job
@@ -90,27 +97,39 @@ func (k poolKind) Started(h *poolHandle, _ bool) {
 		k.sys.log.Error("malformed admission record", "pool", h.ID(), "key", m.Key, "reason", m.Reason)
 		k.sys.cfg.Metrics.Malformed.WithLabelValues("admission").Inc()
 	}
-	for _, j := range rec.Pool.Reserved {
-		k.sys.marquees.Send(j.ID, marquee.AdmissionDecided{Status: marquee.AdmissionReserved, Sequence: j.Sequence})
+	reconcileJobs(k.sys, h)
+}
+
+// reconcileJobs tells every reserved job its slot again: its marquee keeps
+// it, or releases one it no longer holds (A7). A pool does it when it
+// starts and every PoolReconcileEvery after: on a cluster a release sent
+// by a node that died before delivering it is otherwise lost, and the
+// slot with it.
+func reconcileJobs(s *System, h *poolHandle) {
+	for _, j := range h.Record().Pool.Reserved {
+		s.marquees.Send(j.ID, marquee.AdmissionDecided{Status: marquee.AdmissionReserved, Sequence: j.Sequence})
 	}
 }
 
-// Observe answers the asker once its admission is durable (A10); a full
-// queue fails the asker's attempt; a failed write is the runtime's to
-// retry (A6 makes asking again safe).
-func (k poolKind) Observe(h *poolHandle, ev admission.Event, _, next PoolRecord, rd admission.Ready) {
-	ask, asked := ev.(admission.Ask)
-	if rd.Err != nil {
-		k.sys.log.Warn("admission refused", "pool", h.ID(), "err", rd.Err)
-		if errors.Is(rd.Err, admission.ErrQueueFull) && asked {
-			k.sys.marquees.Send(ask.Job, queueFull)
+// PoolReconcileEvery is how often a pool reconciles its reserved jobs.
+const PoolReconcileEvery = 5 * time.Minute
+
+// reconcilePools gives each pool this node holds its turn of
+// reconcileJobs, in its mailbox.
+func (s *System) reconcilePools() {
+	for _, name := range s.poolNames() {
+		if s.rt.Owns(s.pools.Key(name)) {
+			s.pools.Signal(name, func(h *poolHandle) { reconcileJobs(s, h) })
 		}
-		return
 	}
-	if asked {
-		k.sys.marquees.Send(ask.Job, marquee.AdmissionDecided{Status: statusOf(rd.Answer.Status), Sequence: rd.Answer.Sequence})
+}
+
+// Observe counts the pool's occupancy (O12) and logs a refusal.
+func (k poolKind) Observe(v runtime.View[PoolRecord], _ admission.Event, _, next PoolRecord, rd admission.Ready) {
+	if rd.Answer.Status == admission.Refused {
+		k.sys.log.Warn("admission refused: the pool's queue is full", "pool", v.ID, "job", rd.Answer.ID)
 	}
-	k.gauge(h.ID(), next.Pool)
+	k.gauge(v.ID, next.Pool)
 }
 
 // gauge publishes the pool's occupancy (O12).

@@ -41,4 +41,6 @@ func SeedMarquee(b *persistence.Batch, sealer *trust.Sealer, r MarqueeRecord) {
 func SeedEnvironment(b *persistence.Batch, r EnvRecord) {
 	envKind{sys: &System{}}.Stage(b, r.Env.ID, EnvRecord{}, r, environment.Outcome{})
 	b.MoveWake(persistence.KindEnvironment, r.Env.ID, time.Time{}, r.WakeAt)
+	// Its route generation, as the branch gave it out before the create.
+	b.Set(persistence.BranchGenerationKey(r.Env.Branch, r.Env.Generation), []byte(r.Env.ID))
 }

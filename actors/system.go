@@ -92,7 +92,7 @@ type Config struct {
 	// Scheduler runs the actors and effects (nil: goroutines); Hooks see
 	// every step and failure. The simulator gives both.
 	Scheduler runtime.Scheduler
-	Hooks     runtime.Hooks
+	Hooks     Hooks
 	// Steps wrap the kinds' pure steps (the simulator plants its bugs
 	// there); nil leaves them as they are.
 	Steps StepWrappers
@@ -101,15 +101,30 @@ type Config struct {
 	// Secrets are the process's own secret values (tokens); driver output
 	// is scrubbed of them before it is logged or kept in history.
 	Secrets []string
-	// Cluster, when set, makes this system one node of a cluster (C2-C4):
-	// it acts only for the shards it owns, fences every commit, and hands
+	// Cluster makes this system one node of a cluster (C2-C4): it acts
+	// only for the shards it owns, fences every commit, and hands
 	// cross-entity messages for other shards to their owners. Nil is the
-	// single-node default.
+	// single node (runtime.SingleNode).
 	Cluster Cluster
+	// DedupRetention is how long a delivery's record is kept to answer
+	// its repeats (M20; 72 h when zero). Older ones are pruned every
+	// PruneEvery on the runtime's clock, so the simulator runs it too.
+	DedupRetention time.Duration
 	// Reserve, when set, refuses new work (creates, redeploys) while the
 	// store's disk is below its space reserve (S9); lifecycles under way
 	// still commit.
 	Reserve interface{ Check() error }
+}
+
+// Hooks see each kind's steps as they are taken (after their commit, or at
+// once when they wrote nothing) and every actor failure: the simulator's
+// oracles and the tests that count commits. A nil one sees nothing.
+type Hooks struct {
+	Marquee func(runtime.Committed[MarqueeRecord, marquee.Event, marquee.Ready])
+	Pool    func(runtime.Committed[PoolRecord, admission.Event, admission.Ready])
+	Env     func(runtime.Committed[EnvRecord, environment.Event, environment.Outcome])
+	Branch  func(runtime.Committed[BranchRecord, environment.NextGeneration, environment.BranchReady])
+	Failed  func(actor string, err error)
 }
 
 // Cluster is what the System needs from a cluster node (C2-C4).
@@ -145,6 +160,7 @@ type System struct {
 	marquees *marquees
 	pools    *pools
 	envs     *environments
+	branches *branches
 	census   *census
 	ready    atomic.Bool
 	// stopWatch ends the platform's watch (EnvConfig.Watcher).
@@ -157,7 +173,7 @@ type System struct {
 func Start(cfg Config) (*System, error) {
 	cfg = withDefaults(cfg)
 	rt, err := runtime.New(runtime.Config{Store: cfg.Store, Clock: cfg.Clock, Scheduler: cfg.Scheduler, Logger: cfg.Logger,
-		Metrics: cfg.Metrics.Runtime, Hooks: cfg.Hooks, Fault: cfg.Fault, Cluster: cfg.Cluster, AskTimeout: cfg.AskTimeout,
+		Metrics: cfg.Metrics.Runtime, Failed: cfg.Hooks.Failed, Fault: cfg.Fault, Cluster: cfg.Cluster, AskTimeout: cfg.AskTimeout,
 		RestartLimit: cfg.RestartLimit, RestartWindow: cfg.RestartWindow, IdleAfter: cfg.IdleAfter})
 	if err != nil {
 		return nil, err
@@ -168,10 +184,13 @@ func Start(cfg Config) (*System, error) {
 		marqueeKind{sys: s, step: wrap(MarqueeStep(cfg.Machine.Step), w.Marquee)}))
 	s.pools = runtime.Register(rt, runtime.Kind[PoolRecord, admission.Event, admission.Ready](
 		poolKind{sys: s, step: wrap(PoolStep(admission.Step), w.Pool)}))
-	gen := &generations{sys: s, last: map[string]uint64{}}
 	s.envs = runtime.Register(rt, runtime.Kind[EnvRecord, environment.Event, environment.Outcome](
-		envKind{sys: s, gen: gen, step: wrap(EnvStep(cfg.Env.Machine.Step), w.Env)}))
-	rt.HandleAsk(branchKind, gen.answer)
+		envKind{sys: s, step: wrap(EnvStep(cfg.Env.Machine.Step), w.Env)}))
+	s.branches = runtime.Register(rt, runtime.Kind[BranchRecord, environment.NextGeneration, environment.BranchReady](branchKind{sys: s}))
+	s.marquees.OnCommit(cfg.Hooks.Marquee)
+	s.pools.OnCommit(cfg.Hooks.Pool)
+	s.envs.OnCommit(cfg.Hooks.Env)
+	s.branches.OnCommit(cfg.Hooks.Branch)
 	s.census = newCensus(s)
 	if err := cfg.Metrics.Registry.Register(s.census); err != nil && !errors.As(err, new(prometheus.AlreadyRegisteredError)) {
 		return nil, fmt.Errorf("metrics: %w", err)
@@ -203,7 +222,10 @@ func withDefaults(cfg Config) Config {
 		cfg.EffectTimeout = 30 * time.Second
 	}
 	if cfg.Scheduler == nil {
-		cfg.Scheduler = runtime.Goroutines(cfg.EffectTimeout)
+		cfg.Scheduler = runtime.Goroutines(cfg.EffectTimeout, cfg.Clock)
+	}
+	if cfg.DedupRetention == 0 {
+		cfg.DedupRetention = 72 * time.Hour
 	}
 	if cfg.CallbackTokenTTL == 0 {
 		cfg.CallbackTokenTTL = 24 * time.Hour
@@ -219,6 +241,10 @@ func withDefaults(cfg Config) Config {
 	}
 	if cfg.Env.Worker == "" {
 		cfg.Env.Worker = "warden"
+	}
+	cfg.Env.Machine.Config.Worker = cfg.Env.Worker // the owner of the attempts the machine begins on its own
+	if cfg.Cluster == nil {
+		cfg.Cluster = runtime.SingleNode()
 	}
 	return cfg
 }
@@ -238,6 +264,8 @@ func (s *System) resume() error {
 	}
 	s.ready.Store(true)
 	s.rt.StartIdleSweep()
+	s.rt.Every(PruneEvery, s.pruneDedup)
+	s.rt.Every(PoolReconcileEvery, s.reconcilePools)
 	if s.cfg.Env.ReconcileEvery > 0 {
 		// The first round is now: whatever happened to the platform while
 		// no warden ran (make previews stopped, a host rebooted) is seen at
@@ -253,6 +281,20 @@ func (s *System) resume() error {
 	return nil
 }
 
+// PruneEvery is how often delivery records past their retention go.
+const PruneEvery = time.Hour
+
+// pruneDedup forgets deliveries older than the retention (M20).
+func (s *System) pruneDedup() {
+	n, err := s.cfg.Store.PruneDedup(s.clock().Now().Add(-s.cfg.DedupRetention))
+	switch {
+	case err != nil:
+		s.log.Warn("dedup prune failed", "err", err)
+	case n > 0:
+		s.log.Info("dedup records pruned", "count", n)
+	}
+}
+
 // watch follows the platform's own events (P13): an environment whose
 // platform changed under it is observed at once. A watch that ends with an
 // error is started again after a second, for as long as the system runs.
@@ -262,7 +304,7 @@ func (s *System) watch(ctx context.Context, w driver.Watcher) {
 		// warden's previews beside these.
 		if environment.ValidID(id) {
 			if ok, err := s.cfg.Store.Has(persistence.EnvKey(id)); ok && err == nil {
-				s.envs.Signal(id, envReconcile{})
+				s.envs.Signal(id, s.reconcileTurn)
 			}
 		}
 	}
@@ -277,24 +319,49 @@ func (s *System) watch(ctx context.Context, w driver.Watcher) {
 	}
 }
 
-// recover activates every pool (rebuilt from storage, A7) and wakes every
-// entity with a wake-index entry: due ones now, later ones by timer. A
-// cluster node recovers each shard when it takes it (AcquireShard).
+// recover recovers every shard this node owns at start: a single node
+// its one, a cluster node none yet (it recovers each as it takes it,
+// AcquireShard).
 func (s *System) recover() error {
-	if s.cfg.Cluster != nil {
-		return nil
-	}
-	names := s.poolNames()
-	for _, n := range names {
-		if _, err := s.pools.Ask(context.Background(), n, runtime.Request[admission.Event]{Mode: runtime.Read}); err != nil {
-			return fmt.Errorf("recover pool %s: %w", n, err)
+	for _, shard := range s.cfg.Cluster.Owned() {
+		if err := s.recoverShard(shard, true); err != nil {
+			return err
 		}
 	}
-	wakes, err := s.rt.ArmWakes(func(runtime.Key) bool { return true })
+	return nil
+}
+
+// recoverShard activates the shard's pools (rebuilt from storage, A7) and
+// wakes its entities with a wake-index entry: due ones now, later ones by
+// timer (M23). wait: the pools are rebuilt before it returns, and a
+// failure is its error (a start); otherwise they are rebuilt in the
+// background, their failures logged (a shard taken while serving).
+func (s *System) recoverShard(shard int, wait bool) error {
+	pools := 0
+	for _, name := range s.poolNames() {
+		if s.rt.Shard(s.pools.Key(name)) != shard {
+			continue
+		}
+		pools++
+		recoverPool := func() error {
+			_, err := s.pools.Ask(context.Background(), name, runtime.Request[admission.Event]{Mode: runtime.Read})
+			return err
+		}
+		if wait {
+			if err := recoverPool(); err != nil {
+				return fmt.Errorf("recover pool %s: %w", name, err)
+			}
+			continue
+		}
+		// Activated, not waited for: its Started recovers it (A7) while the
+		// node's tick, which took the shard, goes on.
+		s.pools.Signal(name, func(*poolHandle) {})
+	}
+	wakes, err := s.rt.ArmWakes(func(k runtime.Key) bool { return s.rt.Shard(k) == shard })
 	if err != nil {
 		return err
 	}
-	s.log.Info("recovered", "pools", len(names), "wakes", wakes)
+	s.log.Info("recovered", "shard", shard, "pools", pools, "wakes", wakes)
 	return nil
 }
 
@@ -307,9 +374,13 @@ func (s *System) reconcileSweep() {
 		s.warnStore("reconciler: list environments", err)
 	}
 	for _, id := range ids {
-		s.envs.Signal(id, envReconcile{})
+		s.envs.Signal(id, s.reconcileTurn)
 	}
 }
+
+// reconcileTurn is an environment's reconciler's turn (E14), in its
+// mailbox.
+func (s *System) reconcileTurn(h *envHandle) { envKind{sys: s}.reconcile(h) }
 
 // poolNames are the configured pools, in order.
 func (s *System) poolNames() []string {

@@ -163,9 +163,9 @@ func placed(v cluster.View) bool {
 	return true
 }
 
-// peerClient forwards requests to owners: loopback or LAN, so a short
-// timeout; an owner that does not answer in time is a shard about to move.
-var peerClient = &http.Client{Timeout: 15 * time.Second}
+// peerTimeout bounds a forwarded request: loopback or LAN, so short; an
+// owner that does not answer in time is a shard about to move.
+const peerTimeout = 15 * time.Second
 
 // forward relays the request to the owner and its answer back. A transport
 // failure has an unknown outcome: the caller hears 503 and retries with
@@ -180,7 +180,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, body []byte, ow
 		req.Header[name] = vals
 	}
 	req.Header.Set(forwardedBy, s.opts.Cluster.Name())
-	resp, err := peerClient.Do(req)
+	resp, err := s.peers.Do(req)
 	if err != nil {
 		s.writeErr(w, fmt.Errorf("%w: %s %s: its owner did not answer", errs.Moving, kind, id))
 		return

@@ -66,7 +66,7 @@ func TestE2EEnvironmentResumesFromItsRecord(t *testing.T) {
 	require.NoError(t, err)
 	m := environment.Machine{Config: environment.DefaultConfig()}
 	now := time.Now().UTC()
-	e, err := m.New(environment.Create{ID: "env-1", Branch: "main", Revision: "r1"}, now)
+	e, err := m.New(environment.Create{ID: "env-1", Branch: "main", Revision: "r1", Generation: 1}, now)
 	require.NoError(t, err)
 	e.State = environment.DataReady
 	b := store.NewBatch()

@@ -59,7 +59,7 @@ func (s *Server) webhook(w http.ResponseWriter, r *http.Request, _ httprouter.Pa
 		s.writeErr(w, err)
 		return
 	}
-	writeRaw(w, ans.Status, ans.Body)
+	writeRaw(w, http.StatusOK, ans.Body)
 }
 
 // noop is the benchmark's baseline: the same body limit, authentication

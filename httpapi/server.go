@@ -62,10 +62,13 @@ type Options struct {
 	// baseline; off in production.
 	NoopWebhook bool
 	// Cluster is this node's place in a cluster; nil is a single node.
-	// ClusterToken authenticates the nodes' messages to each other.
-	Cluster      ClusterNode
-	ClusterToken string
-	Logger       *slog.Logger
+	// ClusterToken authenticates the nodes' messages to each other;
+	// PeerTransport carries requests forwarded to another node (nil:
+	// http.DefaultTransport).
+	Cluster       ClusterNode
+	ClusterToken  string
+	PeerTransport http.RoundTripper
+	Logger        *slog.Logger
 	// PublicURL is where clients reach this server; an https one makes
 	// the console's cookies Secure behind a TLS-terminating proxy.
 	PublicURL string
@@ -86,10 +89,12 @@ type Server struct {
 	callback [32]byte
 	// clusterToken is the SHA-256 of the nodes' shared token.
 	clusterToken [32]byte
-	operators    []Operator
-	modes        []string
-	log          *slog.Logger
-	now          func() time.Time
+	// peers forwards requests to their entity's owner (C4).
+	peers     *http.Client
+	operators []Operator
+	modes     []string
+	log       *slog.Logger
+	now       func() time.Time
 	// limiter bounds failed sign-ins and operator tokens per address.
 	limiter *authLimiter
 	// floorSeq numbers the benchmark floor's writes.
@@ -105,7 +110,8 @@ func New(sys *actors.System, o Options) *Server {
 		o.CallbackTokenTTL = 24 * time.Hour
 	}
 	s := &Server{sys: sys, opts: o, router: httprouter.New(), log: o.Logger, now: sys.Now,
-		callback: sha256.Sum256([]byte(o.CallbackToken)), clusterToken: sha256.Sum256([]byte(o.ClusterToken)), operators: append([]Operator(nil), o.Operators...), modes: o.CallbackModes}
+		callback: sha256.Sum256([]byte(o.CallbackToken)), clusterToken: sha256.Sum256([]byte(o.ClusterToken)),
+		peers: &http.Client{Timeout: peerTimeout, Transport: o.PeerTransport}, operators: append([]Operator(nil), o.Operators...), modes: o.CallbackModes}
 	if o.OperatorToken != "" {
 		s.operators = append(s.operators, Operator{Name: "operator", Role: RoleOperator, TokenSHA256: sha256.Sum256([]byte(o.OperatorToken))})
 	}

@@ -95,7 +95,7 @@ func eachBackend(t *testing.T, f func(t *testing.T, bk *testBackend)) {
 func TestC1BackendBatchIsAtomicAndScansAreOrdered(t *testing.T) {
 	eachBackend(t, func(t *testing.T, bk *testBackend) {
 		s := bk.open(t)
-		const n = etcdScanPage + 37
+		const n = kvScanPage + 37
 		for start := 0; start < n; start += maxBulkWrites {
 			b := s.NewBatch()
 			for i := start; i < min(n, start+maxBulkWrites); i++ {

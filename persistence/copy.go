@@ -8,7 +8,6 @@ import (
 	"log/slog"
 
 	"github.com/cockroachdb/pebble/v2"
-	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // Whole-store views and copies (D4-D7): a point-in-time read-only view for
@@ -31,16 +30,12 @@ func (s *Store) View() (*Store, error) {
 	switch b := s.kv.(type) {
 	case *pebbleBackend:
 		kv = &pebbleView{snap: b.db.NewSnapshot()}
-	case *etcdBackend:
-		ctx, cancel := b.ctx()
-		defer cancel()
-		r, err := b.c.Get(ctx, DataPrefix, clientv3.WithCountOnly())
+	case interface{ snapshot() (Backend, error) }:
+		snap, err := b.snapshot()
 		if err != nil {
-			return nil, b.readFailure([]byte(DataPrefix), err)
+			return nil, err
 		}
-		pinned := *b
-		pinned.rev = r.Header.Revision
-		kv = &pinned
+		kv = snap
 	default:
 		return nil, fmt.Errorf("store view: backend %T", s.kv)
 	}

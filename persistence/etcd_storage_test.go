@@ -103,7 +103,10 @@ func TestS10ACommitWithoutAnAnswerIsReconciledByReading(t *testing.T) {
 	c := testEtcd(t)
 	kv := OpenEtcd(c, 5*time.Second).(*etcdBackend)
 	s := OpenBackend(kv, nil)
-	lost := errors.Join(context.DeadlineExceeded, errors.New("the answer was lost"))
+	// What etcd's client says when a transaction's answer does not come,
+	// as the etcd KV marks it.
+	lost := etcdErr(errors.Join(context.DeadlineExceeded, errors.New("the answer was lost")))
+	require.ErrorIs(t, lost, ErrOutcomeUnknown)
 
 	// Committed, answer lost: read back, it is applied.
 	kv.answered = func(err error) error { kv.answered = nil; return lost }

@@ -114,7 +114,14 @@ type Store struct {
 	vis  *visibility
 	dir  string
 	opts Options
+	// closed: Close has run; a read or write after it is refused (Pebble
+	// panics on a closed database), under mu.
+	closed bool
 }
+
+// errClosed refuses what comes after Close: an effect that outlived its
+// system's stop, say.
+var errClosed = &Failure{Cause: Other, Op: "use", Err: errors.New("the store is closed")}
 
 // Open opens (or creates) a Pebble store in dir: the single-node default.
 func Open(dir string, o Options) (*Store, error) {
@@ -166,11 +173,37 @@ func OpenBackend(kv Backend, log *slog.Logger) *Store {
 	return &Store{kv: kv, health: h}
 }
 
-// Monitor watches the cluster backend's health until ctx ends (S10); on
-// Pebble it returns at once (its failures report themselves).
+// checker is a backend whose health is looked at, not only reported by
+// its failures: the cluster's (S10).
+type checker interface {
+	check(ctx context.Context) *Failure
+}
+
+// Monitor watches the cluster backend's health until ctx ends (S10),
+// every monitorEvery; on Pebble it returns at once (its failures report
+// themselves).
 func (s *Store) Monitor(ctx context.Context) {
-	if e, ok := s.kv.(*etcdBackend); ok && e.health != nil {
-		e.monitor(ctx)
+	if _, ok := s.kv.(checker); !ok {
+		return
+	}
+	t := time.NewTicker(monitorEvery)
+	defer t.Stop()
+	for {
+		s.CheckHealth(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// CheckHealth looks at the cluster backend's health once: a raised alarm
+// or a lost quorum is recorded, and a store found well again takes writes
+// (S10). Monitor calls it on a ticker; the simulator on its clock.
+func (s *Store) CheckHealth(ctx context.Context) {
+	if c, ok := s.kv.(checker); ok {
+		s.health.setUnreachable(c.check(ctx))
 	}
 }
 
@@ -179,9 +212,22 @@ func (s *Store) Health() *Health { return s.health }
 
 // Close closes the backend. Closing twice is harmless; a sealed store is
 // not closed (S3: its Pebble may never finish a close).
+//
+// Close waits for the reads and writes in hand, so that none meets a
+// closed database; a write stuck in a store that sealed under it never
+// returns (S1), so a sealed store is let go instead of waited for (S3).
 func (s *Store) Close() error {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
+	for !s.mu.TryLock() {
+		if f := s.health.Failed(); f != nil {
+			return fmt.Errorf("not closed: %w", f)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
 	return s.kv.Close()
 }
 
@@ -250,6 +296,10 @@ func (s *Store) read(f func(kv Backend) error) error {
 		return err
 	}
 	s.mu.RLock()
+	if s.closed {
+		s.mu.RUnlock()
+		return errClosed
+	}
 	err := f(s.kv)
 	s.mu.RUnlock()
 	if werr := s.vis.wait(); werr != nil {
@@ -406,6 +456,9 @@ func (b *Batch) Commit() error {
 	}
 	b.s.mu.RLock()
 	defer b.s.mu.RUnlock()
+	if b.s.closed {
+		return errClosed
+	}
 	if b.kv != b.s.kv {
 		return &Failure{Cause: Other, Op: "commit", Err: errors.New("the store was reopened while this write was prepared; try again")}
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 
 	"github.com/wardenhq/warden/actors"
+	"github.com/wardenhq/warden/actors/runtime"
 )
 
 // diskFaults fails the next WAL write or sync of the simulated disk, under
@@ -127,8 +128,8 @@ func (w *world) storageFatal() {
 		w.violate("S1", "the store sealed without an injected disk fault: %v", w.store.Health().Failed())
 	}
 	w.cover("S1")
-	w.crashAt = "storage"
-	panic(processCrash{point: "storage"})
+	w.p.crashAt = "storage"
+	panic(runtime.ProcessCrash{Point: "storage"})
 }
 
 // checkRefused runs after a restart: the write the disk failed is not

@@ -50,6 +50,38 @@ var faultPoints = []string{
 	"env.manual-drift",         // someone changes the world by hand (E15, I12)
 }
 
+// clusterFaultPoints are a cluster run's own, drawn beside the others
+// (less the single node's disk under Pebble, and the second worker on a
+// shared store, which a cluster's failover is).
+var clusterFaultPoints = []string{
+	"cluster.node-pause",            // a node stops for seconds: its lease may lapse or be revoked meanwhile
+	"cluster.node-kill",             // a node dies; it starts again seconds later
+	"cluster.partition-coordinator", // a node cannot reach etcd for seconds
+	"cluster.partition-peer",        // two nodes cannot reach each other
+	"cluster.keepalive-lost",        // a lease renewal never arrives
+	"cluster.keepalive-slow",        // a lease renewal arrives; its answer is too late
+	"cluster.commit-answer-lost",    // a transaction applied, its answer lost
+	"cluster.acquire-answer-lost",   // a shard taken, the answer lost
+	"cluster.forward-answer-lost",   // a forwarded request handled, its answer lost
+}
+
+// singleNodeOnly are the fault points a cluster run does not draw.
+var singleNodeOnly = map[string]bool{"storage.wal-write": true, "storage.wal-sync": true, "storage.malformed-record": true, "env.second-worker": true}
+
+// pointsFor are the fault points a run draws from.
+func pointsFor(cluster bool) []string {
+	if !cluster {
+		return faultPoints
+	}
+	var out []string
+	for _, p := range faultPoints {
+		if !singleNodeOnly[p] {
+			out = append(out, p)
+		}
+	}
+	return append(out, clusterFaultPoints...)
+}
+
 // faults is one seed's drawn configuration and its generator.
 type faults struct {
 	rate  map[string]float64
@@ -74,7 +106,7 @@ var I11Boundaries = []string{
 	"env.wrong-owner",          // resource present with wrong ownership
 }
 
-func drawFaults(seed uint64, none bool, once string) *faults {
+func drawFaults(seed uint64, none bool, once string, cluster bool) *faults {
 	f := &faults{rate: map[string]float64{}, rnd: rand.New(rand.NewPCG(seed, 2)), fired: map[string]int{}, off: none, once: once}
 	if once != "" && !none {
 		f.rate[once] = 1
@@ -85,11 +117,15 @@ func drawFaults(seed uint64, none bool, once string) *faults {
 	// Crashes and panics fire at every transition, recovery's included, so
 	// they get rates that still let a run make progress.
 	severe := []float64{0.002, 0.005, 0.01, 0.02}
-	for _, p := range faultPoints {
+	for _, p := range pointsFor(cluster) {
 		on := swarm.IntN(2) == 0
 		r := rates[swarm.IntN(len(rates))]
 		if strings.HasPrefix(p, "process.") || strings.HasPrefix(p, "actor.") || strings.HasPrefix(p, "storage.") || strings.HasPrefix(p, "env.crash.") {
 			r = severe[swarm.IntN(len(severe))]
+		}
+		if strings.HasPrefix(p, "cluster.keepalive-") {
+			// A renewal a second: two lost in a row lapse the lease.
+			r = []float64{0.005, 0.01, 0.03, 0.1}[swarm.IntN(4)]
 		}
 		if on && !none {
 			f.rate[p] = r

@@ -3,9 +3,9 @@ package sim
 import (
 	"context"
 	"errors"
-	"fmt"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/wardenhq/warden/actors"
 	"github.com/wardenhq/warden/actors/admission"
@@ -17,26 +17,63 @@ import (
 
 var ruleRef = regexp.MustCompile(`\b([MAE][0-9]{1,2})\b`)
 
-// onCommit hands each durable transition to its kind's oracle (the runner
-// calls it right after the synced commit). Steps that wrote nothing are
-// judged only for pools: a repeated ask is A6's branch, and writes nothing.
-func (w *world) onCommit(c runtime.Commit) {
-	if c.Wrote {
+// hooks hand each kind's durable transitions on p to its oracle (right
+// after the synced commit), and every actor failure to actorFailed. Steps
+// that wrote nothing are judged only for pools: a repeated ask is A6's
+// branch, and writes nothing. On a cluster every write is first checked
+// against who held the entity's shard (C3).
+func (w *world) hooks(p *proc) actors.Hooks {
+	return actors.Hooks{
+		Marquee: func(c runtime.Committed[actors.MarqueeRecord, marquee.Event, marquee.Ready]) {
+			if w.wrote(p, "marquee", c.ID, c.Wrote) {
+				w.committed(c.Event, c.Before.State, c.After.State, c.Outcome)
+			}
+		},
+		Pool: func(c runtime.Committed[actors.PoolRecord, admission.Event, admission.Ready]) {
+			w.wrote(p, "pool", c.ID, c.Wrote)
+			w.poolCommitted(c.Event, c.Before.Pool, c.After.Pool, c.Outcome)
+		},
+		Env: func(c runtime.Committed[actors.EnvRecord, environment.Event, environment.Outcome]) {
+			if w.wrote(p, "environment", c.ID, c.Wrote) {
+				w.envCommitted(p, c.Event, c.Before.Env, c.After.Env, c.Outcome)
+			}
+		},
+		Branch: func(c runtime.Committed[actors.BranchRecord, environment.NextGeneration, environment.BranchReady]) {
+			if w.wrote(p, "branch", c.ID, c.Wrote) {
+				w.branchCommitted(c.Event, c.Before.Branch, c.After.Branch)
+			}
+		},
+		Failed: w.actorFailed,
+	}
+}
+
+// wrote checks, after a step of p that wrote, that no disk fault that
+// fired has been let through, and on a cluster that p held the entity's
+// shard when it wrote (C3).
+func (w *world) wrote(p *proc, kind, id string, wrote bool) bool {
+	switch {
+	case !wrote:
+	case p.node == nil:
 		w.checkSealed()
-	}
-	if !c.Wrote && c.Kind != "pool" {
-		return
-	}
-	switch ev := c.Event.(type) {
-	case marquee.Event:
-		w.committed(ev, c.Before.(actors.MarqueeRecord).State, c.After.(actors.MarqueeRecord).State, c.Ready.(marquee.Ready))
-	case admission.Event:
-		w.poolCommitted(ev, c.Before.(actors.PoolRecord).Pool, c.After.(actors.PoolRecord).Pool, c.Ready.(admission.Ready))
-	case environment.Event:
-		w.envCommitted(ev, c.Before.(actors.EnvRecord).Env, c.After.(actors.EnvRecord).Env, c.Ready.(environment.Outcome))
 	default:
-		panic(fmt.Sprintf("sim: a commit of kind %s with event %T", c.Kind, c.Event))
+		w.checkHolder(p, kind, id)
 	}
+	return wrote
+}
+
+// pendingRetries is how many internal events wait to be tried again, in
+// every live process.
+func (w *world) pendingRetries() int64 {
+	var n int64
+	for _, p := range w.procs {
+		if p.sys != nil && (p.node == nil || !p.node.down) {
+			n += p.sys.PendingRetries()
+		}
+		if p.node != nil && !p.node.down {
+			n += int64(p.node.cnode.InFlight()) // messages on their way to another node
+		}
+	}
+	return n
 }
 
 // committed sees every durable marquee transition.
@@ -138,20 +175,25 @@ func (w *world) poolCommitted(ev admission.Event, before, after admission.Pool, 
 		}
 		w.granted[after.Name] = seq
 	}
-	switch ev.(type) {
-	case admission.Ask:
-		w.cover("A3")
-		if len(out.Records) == 0 && out.Err == nil {
-			w.cover("A6")
-		} else if out.Answer.Status == admission.Reserved {
-			reserve(out.Answer.ID, out.Answer.Sequence)
-		}
-	case admission.Release:
+	_, release := ev.(admission.Release)
+	switch {
+	case release:
 		w.cover("A5")
+	case len(out.Records) == 0 && out.Answer.Status != admission.Refused:
+		w.cover("A3")
+		w.cover("A6")
+	default:
+		w.cover("A3")
 	}
-	for _, g := range out.Effects {
-		w.cover("A4")
-		reserve(g.Job, g.Sequence)
+	// The jobs this step admitted, in the order it tells them: each is a
+	// record this step wrote as reserved.
+	for _, j := range out.Records {
+		if j.Status == admission.Reserved {
+			if release {
+				w.cover("A4")
+			}
+			reserve(j.ID, j.Sequence)
+		}
 	}
 }
 
@@ -179,14 +221,34 @@ func (w *world) check() {
 			seen[j.ID] = true
 		}
 		for _, j := range p.Reserved {
-			if w.sys.PendingRetries() > 0 {
+			if w.pendingRetries() > 0 {
 				break // a release may be waiting for its write to be retried
 			}
 			if s, ok := w.model[j.ID]; ok && (s.Tombstone != nil || s.Lifecycle.Settled()) && s.Admission == nil {
-				w.violate("I9", "settled %s (%s) holds a slot in pool %s", j.ID, s.Lifecycle, name)
+				w.leaked(name, j.ID, s.Lifecycle)
+			} else {
+				delete(w.leaks, name+"/"+j.ID)
 			}
 		}
 	}
+}
+
+// leaked: a settled marquee holds a slot (I9). On a single node that is a
+// violation at once. On a cluster the release may have been lost with a
+// node that died before delivering it; the pool reconciles its jobs every
+// PoolReconcileEvery, so the slot must be free within that and the time
+// for the shard to move.
+func (w *world) leaked(pool, job string, lc marquee.Lifecycle) {
+	key := pool + "/" + job
+	since, seen := w.leaks[key]
+	if !seen {
+		since = w.now()
+		w.leaks[key] = since
+	}
+	if w.p == nil && w.now().Sub(since) <= actors.PoolReconcileEvery+time.Minute {
+		return
+	}
+	w.violate("I9", "settled %s (%s) holds a slot in pool %s (since %s)", job, lc, pool, w.now().Sub(since))
 }
 
 // checkApplied: every callback answered applied is still durable after a
@@ -195,9 +257,13 @@ func (w *world) check() {
 // that dropped writes shows (I15 would see its failed write's
 // neighbours gone too).
 func (w *world) checkApplied() {
+	kept := w.now().Add(-simRetention)
 	for _, d := range w.applied {
-		if _, err := w.store.Dedup(d[0], d[1]); err != nil {
-			w.violate("I5", "delivery %s of %s was answered applied and is lost after the crash", d[1], d[0])
+		if d.at.Before(kept) {
+			continue // its retention is over: pruned, rightly (M20)
+		}
+		if _, err := w.store.Dedup(d.marquee, d.delivery); err != nil {
+			w.violate("I5", "delivery %s of %s was answered applied and is lost after the crash", d.delivery, d.marquee)
 		}
 	}
 }
@@ -215,7 +281,7 @@ func (w *world) afterRestart() {
 			w.violate("A8", "snapshot of %s unusable after restart: %v", id, err)
 		}
 	}
-	view, err := w.sys.Pool(context.Background(), "default")
+	view, err := w.p.sys.Pool(context.Background(), "default")
 	if err != nil {
 		w.violate("A7", "pool not recovered: %v", err)
 		return
@@ -262,7 +328,7 @@ func jobIDs(js []admission.Job) []string {
 // records hold. The records the malformed-record fault planted are the
 // only decode problems allowed.
 func (w *world) checkStore() {
-	rep, err := actors.Verify(w.store, actors.VerifyOptions{Machine: w.machine, EnvMachine: w.envConfig(w.inc).Machine,
+	rep, err := actors.Verify(w.store, actors.VerifyOptions{Machine: w.machine, EnvMachine: environment.Machine{Config: environment.DefaultConfig()},
 		Pools: map[string]int{"default": 2}, Now: w.now()})
 	if err != nil {
 		w.violate("D6", "verify: %v", err)
@@ -276,4 +342,27 @@ func (w *world) checkStore() {
 		return
 	}
 	w.cover("D6")
+	w.checkRetention()
+}
+
+// checkRetention: delivery records are pruned through the clock (M20). The
+// pruner runs every actors.PruneEvery from a process's start, so after the
+// quiet phase's one restart none is older than the retention and two of
+// its periods; one that is was never pruned.
+func (w *world) checkRetention() {
+	cutoff := w.now().Add(-simRetention - 2*actors.PruneEvery)
+	err := w.store.Scan([]byte(persistence.DedupFamily), nil, func(k, v []byte) (bool, error) {
+		var r persistence.DedupRecord
+		if err := persistence.Decode(k, v, &r); err != nil {
+			return false, err
+		}
+		if r.At.Before(cutoff) {
+			w.violate("M20", "delivery record %s of %s kept past its retention of %s", k, r.At.Format(time.RFC3339), simRetention)
+			return false, nil
+		}
+		return true, nil
+	})
+	if err != nil {
+		w.violate("D6", "scan delivery records: %v", err)
+	}
 }

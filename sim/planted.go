@@ -1,10 +1,13 @@
 package sim
 
 import (
+	"context"
+	"sort"
 	"time"
 
 	"github.com/wardenhq/warden/actors"
 	"github.com/wardenhq/warden/actors/admission"
+	"github.com/wardenhq/warden/actors/cluster"
 	"github.com/wardenhq/warden/actors/environment"
 	"github.com/wardenhq/warden/actors/marquee"
 	"github.com/wardenhq/warden/persistence"
@@ -21,20 +24,135 @@ const (
 	PlantAnswerBeforePersist = "persist-before-answer" // A10/I5 off: answered before the write is durable
 	PlantLeaseFencing        = "lease-fencing"         // E7 off: a stale lease generation commits
 	PlantRouteCAS            = "route-cas"             // E8 off: activation over a newer route generation
+	// The cluster's, each a wrapper around what a node is given (its
+	// store's service, its coordinator, its cluster, its transport, its
+	// failure detector's probe), planted on cluster runs.
+	PlantUnfencedCommit = "unfenced-commit" // C3 off: a commit without the fence
+	PlantStaleAnswer    = "stale-answer"    // C4 off: an answer that wrote nothing is sent unconfirmed
+	PlantEarlyTakeover  = "early-takeover"  // C2 off: a shard taken without waiting for its holder's epoch to end
+	PlantForwardRetry   = "forward-retry"   // C4 off: a forward whose answer was lost is sent again
+	PlantLiveRevoke     = "live-revoke"     // C5 off: the failure detector revokes members that answer
 )
 
-// Planted names each planted bug and the invariant expected to catch it.
+// Planted names each planted bug, the invariant expected to catch it, and
+// the nodes it is planted on (0: a single node).
 var Planted = []struct {
 	Name      string
 	Invariant string
+	Nodes     int
 }{
-	{PlantGenerationCheck, "I1"},
-	{PlantSecondNull, "I4"},
-	{PlantVeto, "I3"},
-	{PlantNoLimitCheck, "I7"},
-	{PlantAnswerBeforePersist, "I5"},
-	{PlantLeaseFencing, "I13"},
-	{PlantRouteCAS, "I14"},
+	{PlantGenerationCheck, "I1", 0},
+	{PlantSecondNull, "I4", 0},
+	{PlantVeto, "I3", 0},
+	{PlantNoLimitCheck, "I7", 0},
+	{PlantAnswerBeforePersist, "I5", 0},
+	{PlantLeaseFencing, "I13", 0},
+	{PlantRouteCAS, "I14", 0},
+	{PlantUnfencedCommit, "C3", 3},
+	{PlantStaleAnswer, "C4", 3},
+	{PlantEarlyTakeover, "C3", 3},
+	{PlantForwardRetry, "C4", 3},
+	{PlantLiveRevoke, "C5", 3},
+}
+
+// plantedKV is a node's store's service under the planted bug: without
+// the fence, a commit lands whoever holds the shard.
+func plantedKV(plant string, kv persistence.KV) persistence.KV {
+	if plant == PlantUnfencedCommit {
+		return unfencedKV{kv}
+	}
+	return kv
+}
+
+type unfencedKV struct{ persistence.KV }
+
+func (u unfencedKV) Txn(ctx context.Context, _ persistence.Compare, ops []persistence.KVOp) (bool, error) {
+	return u.KV.Txn(ctx, persistence.Compare{}, ops)
+}
+
+// plantedCluster is what a node's actors are given of its cluster under
+// the planted bug: an answer is never confirmed.
+func plantedCluster(plant string, c actors.Cluster) actors.Cluster {
+	if plant == PlantStaleAnswer {
+		return unconfirmed{c}
+	}
+	return c
+}
+
+type unconfirmed struct{ actors.Cluster }
+
+func (unconfirmed) Confirm(context.Context, int, int64) error { return nil }
+
+// plantedCoordinator is a node's coordinator under the planted bug: a
+// shard this node's rendezvous hashing gives it looks free while another
+// still holds it, and taking it succeeds at the holder's epoch, so that
+// both fence with it until the holder lets go.
+func plantedCoordinator(plant string, c cluster.Coordinator) cluster.Coordinator {
+	if plant == PlantEarlyTakeover {
+		return &earlyTakeover{Coordinator: c, name: "", early: map[int]int64{}}
+	}
+	return c
+}
+
+type earlyTakeover struct {
+	cluster.Coordinator
+	name  string
+	lease int64
+	early map[int]int64
+}
+
+func (t *earlyTakeover) Register(ctx context.Context, m cluster.Member, lease int64) error {
+	t.name, t.lease = m.Name, lease
+	return t.Coordinator.Register(ctx, m, lease)
+}
+
+func (t *earlyTakeover) Holders(ctx context.Context) (map[int]cluster.Holder, error) {
+	hs, err := t.Coordinator.Holders(ctx)
+	if err != nil {
+		return hs, err
+	}
+	ms, err := t.Coordinator.Members(ctx)
+	if err != nil {
+		return hs, err
+	}
+	names := make([]string, 0, len(ms))
+	for _, m := range ms {
+		names = append(names, m.Name)
+	}
+	sort.Strings(names)
+	for s := 0; s < cluster.Shards; s++ {
+		h, held := hs[s]
+		switch epoch, took := t.early[s]; {
+		case took && held && h.Epoch == epoch:
+			hs[s] = cluster.Holder{Owner: t.name, Epoch: epoch, Lease: t.lease}
+		case took:
+			delete(t.early, s)
+		case held && h.Owner != t.name && cluster.Owner(s, names) == t.name:
+			delete(hs, s)
+		}
+	}
+	return hs, nil
+}
+
+func (t *earlyTakeover) Acquire(ctx context.Context, shard int, owner string, lease int64) (int64, bool, error) {
+	hs, err := t.Coordinator.Holders(ctx)
+	if err != nil {
+		return 0, false, err
+	}
+	if h, held := hs[shard]; held && h.Owner != owner {
+		t.early[shard] = h.Epoch
+		return h.Epoch, true, nil
+	}
+	return t.Coordinator.Acquire(ctx, shard, owner, lease)
+}
+
+// plantedProbe is a node's failure detector's probe under the planted bug:
+// no member ever answers.
+func plantedProbe(plant string, probe func(context.Context, string) bool) func(context.Context, string) bool {
+	if plant == PlantLiveRevoke {
+		return func(context.Context, string) bool { return false }
+	}
+	return probe
 }
 
 // plantedSteps wraps the pure steps to disable the planted guard.
@@ -102,6 +220,10 @@ func plantEnv(plant string, step actors.EnvStep) actors.EnvStep {
 	return func(e environment.Env, ev environment.Event, now time.Time) (environment.Env, environment.Outcome) {
 		switch x := ev.(type) {
 		case environment.Result:
+			if plant == PlantRouteCAS {
+				x.BranchNewest = 0 // a newer sibling does not supersede
+				ev = x
+			}
 			a := e.Attempt
 			if plant == PlantLeaseFencing && a != nil && a.ID == x.AttemptID {
 				x.LeaseGeneration = a.Lease.Generation // any lease generation passes
@@ -125,7 +247,17 @@ func plantEnv(plant string, step actors.EnvStep) actors.EnvStep {
 			}
 		case environment.Advance:
 			if plant == PlantRouteCAS {
-				x.BranchNewest = 0 // a newer sibling does not supersede
+				x.BranchNewest = 0
+				return step(e, x, now)
+			}
+		case environment.AtRest:
+			if plant == PlantRouteCAS {
+				x.BranchNewest = 0
+				return step(e, x, now)
+			}
+		case environment.Action:
+			if plant == PlantRouteCAS {
+				x.BranchNewest = 0
 				return step(e, x, now)
 			}
 		}
@@ -133,11 +265,11 @@ func plantEnv(plant string, step actors.EnvStep) actors.EnvStep {
 	}
 }
 
-// FindPlanted runs seeds from 1 until one catches the planted bug, and
-// returns that seed's result; limit bounds the search.
-func FindPlanted(name string, limit uint64) (Result, uint64) {
+// FindPlanted runs seeds from 1 on the given nodes until one catches the
+// planted bug, and returns that seed's result; limit bounds the search.
+func FindPlanted(name string, nodes int, limit uint64) (Result, uint64) {
 	for seed := uint64(1); seed <= limit; seed++ {
-		r := Check(Options{Seed: seed, Plant: name})
+		r := Check(Options{Seed: seed, Plant: name, Nodes: nodes})
 		if r.Violation != nil {
 			return r, seed
 		}

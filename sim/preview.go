@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/wardenhq/warden/actors"
+	"github.com/wardenhq/warden/actors/cluster"
 	"github.com/wardenhq/warden/actors/driver"
 	"github.com/wardenhq/warden/actors/environment"
 )
@@ -183,6 +184,9 @@ func (w *world) observeResource(r driver.CapabilityRequest) *driver.CapabilityOb
 	case "app":
 		if a, ok := p.apps[r.Identity]; ok {
 			o.Exists, o.Owner, o.Matches = true, a.owner, a.running && a.revision == r.Revision
+			// A killed application never becomes ready by waiting, as
+			// podman reports an exited container (driver/local).
+			o.Replace = !a.running
 			o.Detail = fmt.Sprintf("running=%t revision=%s", a.running, a.revision)
 		}
 	case "route":
@@ -227,51 +231,73 @@ func (t notifyTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 // slowCall is a driver call the simulator made slower than the lease: the
 // incarnation that made it and when it ends.
 type slowCall struct {
+	p     *proc
 	inc   int
 	until time.Time
+	// epoch is the cluster node's epoch of the preview's shard when the
+	// call began: a move since means its renewals went nowhere.
+	epoch int64
+}
+
+// envEpoch is p's epoch of the preview's shard (0 on a single node).
+func (w *world) envEpoch(p *proc, id string) int64 {
+	if p.node == nil {
+		return 0
+	}
+	return p.node.cnode.Table().Epoch(cluster.ShardOf("environment", id))
 }
 
 // slowKey names one lease of one attempt.
-func slowKey(attempt string, leaseGeneration uint64) string {
-	return attempt + "/" + strconv.FormatUint(leaseGeneration, 10)
-}
+func slowKey(attempt, leaseGeneration string) string { return attempt + "/" + leaseGeneration }
 
-// envEffect runs an environment driver call; a paused worker comes back
-// after its lease expired (E7, I13), and a second worker may try the
-// leased transition meanwhile. It answers whether the worker renews the
-// call's lease while the call runs.
-func (w *world) envEffect(inc int, req driver.CapabilityRequest, run func(ctx context.Context)) bool {
-	delay, renews := w.uniform(0, 3*time.Second), true
+// envEffect decides how an environment driver call (named by its labels)
+// runs: a paused worker comes back after its lease expired (E7, I13), its
+// heartbeat paused with it, and a second worker may try the leased
+// transition meanwhile. It answers the call's delay and whether the
+// worker's heartbeat renews its lease meanwhile.
+func (w *world) envEffect(p *proc, inc int, call map[string]string) (delay time.Duration, beats bool) {
+	delay, beats = w.uniform(0, 3*time.Second), true
+	apply := call["op"] == "apply"
 	switch {
-	case req.Op == "apply" && w.faults.fire("env.paused-worker"):
-		// The whole worker pauses, its lease renewals with it.
-		delay, renews = environment.DefaultConfig().LeaseFor+w.uniform(10*time.Second, 2*time.Minute), false
-		w.logf("worker for %s %s %s pauses %s", req.EnvID, req.Capability, req.AttemptID, delay)
-	case req.Op == "apply" && w.faults.fire("env.slow-effect"):
+	case apply && w.faults.fire("env.paused-worker"):
+		delay, beats = environment.DefaultConfig().LeaseFor+w.uniform(10*time.Second, 2*time.Minute), false
+		w.logf("worker for %s %s %s pauses %s", call["entity"], call["capability"], call["attempt"], delay)
+	case apply && w.faults.fire("env.slow-effect"):
 		// Only the call is slow: the worker renews its lease every third
 		// of it, so nobody takes the attempt over (E7), checked when the
 		// result commits.
 		delay = environment.DefaultConfig().LeaseFor + w.uniform(10*time.Second, 3*time.Minute)
-		w.slowAttempts[slowKey(req.AttemptID, req.LeaseGeneration)] = slowCall{inc: inc, until: w.now().Add(delay)}
-		w.logf("driver call for %s %s %s is slow: %s", req.EnvID, req.Capability, req.AttemptID, delay)
+		w.slowAttempts[slowKey(call["attempt"], call["lease"])] = slowCall{p: p, inc: inc, until: w.now().Add(delay), epoch: w.envEpoch(p, call["entity"])}
+		w.logf("driver call for %s %s %s is slow: %s", call["entity"], call["capability"], call["attempt"], delay)
 	}
-	if w.faults.fire("env.second-worker") {
-		id := req.EnvID
+	if p.node == nil && w.faults.fire("env.second-worker") {
+		id := call["entity"]
 		w.after(w.uniform(0, time.Second), "worker-b", func() {
-			if w.inc == inc {
-				_, err := w.sys.EnvironmentCommand(context.Background(), id, environment.Advance{Owner: "worker-b"})
+			if p.inc == inc {
+				_, err := p.sys.EnvironmentCommand(context.Background(), id, environment.Advance{Owner: "worker-b"})
 				w.logf("worker-b advances %s: err=%v", id, err)
 			}
 		})
 	}
-	w.effectAfter(inc, delay, run)
-	return renews
+	return delay, beats
 }
 
 var ruleCite = regexp.MustCompile(`\bE[0-9]+\b`)
 
+// branchCommitted is the oracle on every generation a branch gives out.
+func (w *world) branchCommitted(ev environment.NextGeneration, before, after environment.Branch) {
+	w.logf("branch %s gives generation %d to %s", after.Name, after.Last, ev.For)
+	// I14: a branch's route generations only go up, across crashes and
+	// moves too; each is given to one preview.
+	if after.Last <= w.branchLast[after.Name] {
+		w.violate("I14", "branch %s gave out generation %d after %d", after.Name, after.Last, w.branchLast[after.Name])
+	}
+	w.branchLast[after.Name] = after.Last
+	w.givenTo[ev.For] = after.Last
+}
+
 // envCommitted is the oracle on every durable environment transition.
-func (w *world) envCommitted(ev environment.Event, before, after environment.Env, out environment.Outcome) {
+func (w *world) envCommitted(p *proc, ev environment.Event, before, after environment.Env, out environment.Outcome) {
 	w.envs[after.ID] = after
 	w.lastEnvCommit = out
 	w.logf("%s %T %s -> %s: %s", after.ID, ev, before.State, after.State, out.Answer.Note)
@@ -284,7 +310,7 @@ func (w *world) envCommitted(ev environment.Event, before, after environment.Env
 	// result may have been lost to an actor panic, and a takeover is how
 	// the attempt is recovered).
 	if a := before.Attempt; a != nil && strings.HasPrefix(out.Answer.Note, "took over attempt") {
-		if c, slow := w.slowAttempts[slowKey(a.ID, a.Lease.Generation)]; slow && c.inc == w.inc && w.now().Before(c.until) {
+		if c, slow := w.slowAttempts[slowKey(a.ID, strconv.FormatUint(a.Lease.Generation, 10))]; slow && c.p == p && c.inc == p.inc && c.epoch == w.envEpoch(p, after.ID) && w.now().Before(c.until) {
 			w.violate("E7", "%s: slow attempt %s was taken over while its worker renewed the lease", after.ID, a.ID)
 		}
 	}
@@ -294,11 +320,12 @@ func (w *world) envCommitted(ev environment.Event, before, after environment.Env
 	switch ev := ev.(type) {
 	case environment.Create:
 		w.cover("E1")
-		// I14: a branch's route generations only go up, across crashes too.
-		if after.Generation <= w.branchLast[after.Branch] {
-			w.violate("I14", "branch %s gave out generation %d after %d", after.Branch, after.Generation, w.branchLast[after.Branch])
+	case environment.GenerationGiven:
+		// The preview keeps the generation its branch gave it, and only
+		// that one (the givings may arrive in any order, at least once).
+		if before.Generation == 0 && after.Generation != w.givenTo[after.ID] || before.Generation != 0 && after.Generation != before.Generation {
+			w.violate("I14", "%s took route generation %d; its branch gave it %d", after.ID, after.Generation, w.givenTo[after.ID])
 		}
-		w.branchLast[after.Branch] = after.Generation
 	case environment.Result:
 		// I13: a result under a lease generation that is not current never
 		// commits a transition.
@@ -638,12 +665,13 @@ func (w *world) finalEnvs(out map[string]string) {
 	out["preview-resources"] = strings.Join(res, " ")
 }
 
-// envConfig wires the preview world into one incarnation.
-func (w *world) envConfig(inc int) actors.EnvConfig {
-	return actors.EnvConfig{Machine: environment.Machine{Config: environment.DefaultConfig()}, Drivers: actors.DriverForAll(previewDriver{w}), Worker: fmt.Sprintf("warden-%d", inc),
+// envConfig wires the preview world into one incarnation of p.
+func (w *world) envConfig(p *proc) actors.EnvConfig {
+	return actors.EnvConfig{Machine: environment.Machine{Config: environment.DefaultConfig()}, Drivers: actors.DriverForAll(previewDriver{w}),
+		Worker:        fmt.Sprintf("%s-%d", p.name, p.inc),
 		Notifier:      &driver.Webhook{Endpoint: "https://notify.sim/hook", Client: &http.Client{Transport: notifyTransport{w}}},
 		NotifyBackoff: time.Minute, ReconcileEvery: 15 * time.Minute,
 		// One process on its own store: an earlier incarnation's leases end
-		// when the next one starts (issue 10).
-		ExclusiveStore: true}
+		// when the next one starts. A cluster's nodes share theirs.
+		ExclusiveStore: p.node == nil}
 }

@@ -35,10 +35,13 @@ type Result struct {
 	Final     map[string]string
 }
 
-// Defaults of a run's phases.
+// Defaults of a run's phases. A cluster's nodes tick every simTick, so
+// its runs are shorter: an hour and a half of weather, then two quiet.
 const (
-	DefaultFaultyPhase = 4 * time.Hour
-	DefaultQuietPhase  = 6 * time.Hour
+	DefaultFaultyPhase        = 4 * time.Hour
+	DefaultQuietPhase         = 6 * time.Hour
+	DefaultClusterFaultyPhase = 90 * time.Minute
+	DefaultClusterQuietPhase  = 2 * time.Hour
 )
 
 // Run runs one seed: a faulty phase, a clean restart, a quiet phase in
@@ -46,24 +49,33 @@ const (
 // oracles throughout.
 func Run(o Options) Result {
 	wallStart := time.Now()
+	cluster := o.Nodes > 1
 	if o.FaultyPhase == 0 {
-		o.FaultyPhase = DefaultFaultyPhase
+		o.FaultyPhase = map[bool]time.Duration{false: DefaultFaultyPhase, true: DefaultClusterFaultyPhase}[cluster]
 	}
 	if o.QuietPhase == 0 {
-		o.QuietPhase = DefaultQuietPhase
+		o.QuietPhase = map[bool]time.Duration{false: DefaultQuietPhase, true: DefaultClusterQuietPhase}[cluster]
 	}
 	mc := marquee.DefaultConfig()
 	w := &world{
-		opts: o, faults: drawFaults(o.Seed, o.FaultFree, o.Once), rnd: rand.New(rand.NewPCG(o.Seed, 3)),
+		opts: o, faults: drawFaults(o.Seed, o.FaultFree, o.Once, cluster), rnd: rand.New(rand.NewPCG(o.Seed, 3)),
 		clock: clock.NewManual(epoch), end: epoch.Add(o.FaultyPhase + o.QuietPhase), machine: marquee.Machine{Config: mc},
 		fs: vfs.NewCrashableMem(), model: map[string]marquee.State{}, pools: map[string]admission.Pool{},
-		granted: map[string]uint64{}, dispatched: map[string]map[uint64]bool{},
+		granted: map[string]uint64{}, leaks: map[string]time.Time{}, dispatched: map[string]map[uint64]bool{},
 		answered: map[string][]byte{}, created: map[string]bool{}, intents: map[string]*intent{},
 		chats: map[string]driver.Chats{}, coverage: map[string]int{},
-		disk: &diskFaults{}, preview: newPreviewWorld(), envs: map[string]environment.Env{}, envIntents: map[string]*envIntent{}, slowAttempts: map[string]slowCall{}, branchLast: map[string]uint64{},
+		disk: &diskFaults{}, preview: newPreviewWorld(), envs: map[string]environment.Env{}, envIntents: map[string]*envIntent{}, slowAttempts: map[string]slowCall{}, branchLast: map[string]uint64{}, givenTo: map[string]uint64{}, cutUntil: map[pair]time.Time{},
 	}
-	w.logf("seed %d %s plant=%q", o.Seed, w.faults, o.Plant)
-	w.guard(w.start)
+	w.logf("seed %d nodes %d %s plant=%q", o.Seed, max(o.Nodes, 1), w.faults, o.Plant)
+	if cluster {
+		w.startCluster()
+		w.linWorkload()
+		w.clusterWeather()
+	} else {
+		w.p = &proc{name: "warden"}
+		w.procs = []*proc{w.p}
+		w.guard(w.start)
+	}
 	w.workload()
 	w.envWorkload()
 	quietAt := epoch.Add(o.FaultyPhase)
@@ -71,7 +83,11 @@ func Run(o Options) Result {
 		// Faults heal: a clean restart (parked actors come back), then the
 		// operator repairs every so often.
 		w.faults.off = true
-		w.crash("quiet-phase restart")
+		if cluster {
+			w.restartAll("quiet-phase restart")
+		} else {
+			w.crash("quiet-phase restart")
+		}
 		for t := quietAt.Add(time.Minute); t.Before(w.end.Add(-time.Hour)); t = t.Add(20 * time.Minute) {
 			w.at(t, "repair", w.repair)
 			w.at(t, "repair", w.repairEnvs)
@@ -87,7 +103,7 @@ func Run(o Options) Result {
 		for w.events.Len() > 0 && !w.events[0].at.After(w.now()) && w.violation == nil {
 			e := heap.Pop(&w.events).(*event)
 			if e.name != "effect" && w.faults.fire("process.crash.between-events") && w.crashes < 25 {
-				w.crash("between-events")
+				w.crashBetweenEvents()
 			}
 			w.guard(func() { e.fn(); w.drain() })
 			w.check()
@@ -102,6 +118,9 @@ func Run(o Options) Result {
 	if w.violation == nil {
 		w.checkStore()
 	}
+	if w.violation == nil {
+		w.checkLinear()
+	}
 	r := Result{Seed: o.Seed, Config: w.faults.String(), Violation: w.violation, Trace: w.trace, Steps: w.steps,
 		Messages: w.messages, Crashes: w.crashes, SimTime: w.now().Sub(epoch), Coverage: w.coverage, Fired: w.faults.fired, Final: w.final()}
 	sum := sha256.Sum256([]byte(strings.Join(w.trace, "\n")))
@@ -109,6 +128,17 @@ func Run(o Options) Result {
 	_ = w.store.Close()
 	r.Wall = time.Since(wallStart)
 	return r
+}
+
+// crashBetweenEvents kills the process (on a cluster, one node drawn from
+// the seed) between two events of the world.
+func (w *world) crashBetweenEvents() {
+	if w.p != nil {
+		w.crash("between-events")
+		return
+	}
+	p := w.procs[w.rnd.IntN(len(w.procs))]
+	w.guardNode(p, func() { w.kill(p, "between-events") })
 }
 
 func (w *world) nextTime() (time.Time, bool) {

@@ -87,15 +87,20 @@ type world struct {
 	end     time.Time
 	machine marquee.Machine
 
-	// The process: one incarnation at a time.
-	inc     int
-	q       *runQueue
+	// The processes: one on a single node (p), Options.Nodes on a
+	// cluster, each one incarnation at a time. store is the oracles' view
+	// of what is durable: the single node's Pebble store, or the
+	// simulated etcd read without faults.
+	p       *proc
+	procs   []*proc
 	fs      *vfs.MemFS
 	store   *persistence.Store
-	sys     *actors.System
-	api     http.Handler
-	crashAt string // a process crash requested at this point
 	crashes int
+	// A cluster run's coordinator, the partitions between its nodes, and
+	// its clients' history (linearizability per marquee).
+	etcd     *etcd
+	cutUntil map[pair]time.Time
+	lin      *linClients
 	// disk injects the storage faults under Pebble; refused is the
 	// transition whose write it failed, checked after the restart.
 	disk    *diskFaults
@@ -105,9 +110,10 @@ type world struct {
 	model      map[string]marquee.State
 	pools      map[string]admission.Pool
 	granted    map[string]uint64
+	leaks      map[string]time.Time // pool/job: a settled marquee's slot seen held since
 	dispatched map[string]map[uint64]bool
 	answered   map[string][]byte // delivery id -> first answer body
-	applied    [][2]string       // (marquee, delivery) answered 200 applied
+	applied    []appliedDelivery // answered 200 applied
 	created    map[string]bool   // creates answered 201
 	intents    map[string]*intent
 	chats      map[string]driver.Chats
@@ -120,6 +126,7 @@ type world struct {
 	envIDs        []string
 	lastEnvCommit environment.Outcome
 	branchLast    map[string]uint64 // the newest generation each branch gave out
+	givenTo       map[string]uint64 // the generation each preview was given
 	// slowAttempts are the leases (attempt/generation) whose driver call
 	// the simulator made slower than the lease, with the incarnation that
 	// made the call (E7 renewal).
@@ -135,8 +142,11 @@ type world struct {
 
 // Options of one run.
 type Options struct {
-	Seed      uint64
-	Plant     string
+	Seed  uint64
+	Plant string
+	// Nodes, above 1, runs a cluster of that many nodes on the simulated
+	// etcd; 0 or 1 is one process on Pebble.
+	Nodes     int
 	FaultFree bool
 	// Once switches on this one fault point only, to fire once (I11).
 	Once        string
@@ -183,82 +193,135 @@ func (w *world) cover(rule string) { w.coverage[rule]++ }
 
 // --- the process ------------------------------------------------------------------
 
-// incClock scopes the manual clock to one incarnation: timers armed by a
-// process that crashed never fire into its successor.
-type incClock struct {
+// proc is one warden process of the simulated world in its current
+// incarnation: its run queue, store, actors and API. Everything an
+// incarnation armed (timers, effects, queued messages) goes quiet when the
+// next one starts.
+type proc struct {
+	name    string
+	inc     int
+	q       *runtime.RunQueue
+	store   *persistence.Store
+	sys     *actors.System
+	api     http.Handler
+	crashAt string // a process crash requested at this point
+	// node is a cluster node's own state; nil on a single node.
+	node *simNode
+}
+
+// procClock scopes the manual clock to one incarnation of a process:
+// timers armed by one that crashed never fire into its successor, and a
+// paused node's come due only when it resumes.
+type procClock struct {
 	w   *world
+	p   *proc
 	inc int
 }
 
-func (c incClock) Now() time.Time                  { return c.w.clock.Now() }
-func (c incClock) Since(t time.Time) time.Duration { return c.w.clock.Since(t) }
+func (c procClock) Now() time.Time                  { return c.w.clock.Now() }
+func (c procClock) Since(t time.Time) time.Duration { return c.w.clock.Since(t) }
 
 // NewTicker is the manual clock's; nothing the simulator drives uses one
 // (a ticker's reader would be a goroutine of its own).
-func (c incClock) NewTicker(d time.Duration) clock.Ticker { return c.w.clock.NewTicker(d) }
-func (c incClock) AfterFunc(d time.Duration, f func()) func() bool {
-	return c.w.clock.AfterFunc(d, func() {
-		if c.w.inc == c.inc {
-			f()
-		}
-	})
+func (c procClock) NewTicker(d time.Duration) clock.Ticker { return c.w.clock.NewTicker(d) }
+func (c procClock) AfterFunc(d time.Duration, f func()) func() bool {
+	return c.w.clock.AfterFunc(d, func() { c.w.onProc(c.p, c.inc, f) })
 }
 
-// start boots an incarnation on the current filesystem: recovery included.
+// Sleep refuses: the simulator's one thread cannot block for time to
+// pass, so a caller that would wait (a request for a shard that is
+// moving) is answered as if its wait had run out.
+func (procClock) Sleep(context.Context, time.Duration) error { return errNoWaiting }
+
+var errNoWaiting = errors.New("a simulated caller does not wait")
+
+// onProc runs f for incarnation inc of p: not at all if it has died, once
+// it resumes if it is paused, and under its guard on a cluster (a node's
+// crash is that node's).
+func (w *world) onProc(p *proc, inc int, f func()) {
+	switch {
+	case p.inc != inc:
+	case p.node == nil:
+		f() // the step's guard restarts a single node
+	case p.node.paused:
+		p.node.held = append(p.node.held, func() { w.onProc(p, inc, f) })
+	default:
+		w.guardNode(p, f)
+	}
+}
+
+// start boots an incarnation of the single node on the current
+// filesystem: recovery included.
 func (w *world) start() {
-	w.inc++
-	w.q = &runQueue{}
+	p := w.p
+	p.inc++
+	p.q = &runtime.RunQueue{}
 	// The disk's faults act under Pebble (S11): its WAL write or sync
 	// fails, its logger's Fatalf seals the store, and the process dies there.
 	st, err := persistence.Open("db", plantedStore(w.opts.Plant, persistence.Options{FS: faultfs.Wrap(w.fs, w.disk), OnFatal: w.storageFatal, MarkEvery: -1}))
 	if err != nil {
 		panic(fmt.Sprintf("sim: open store: %v", err))
 	}
-	w.store = st
+	p.store, w.store = st, st
 	w.checkApplied()
 	w.checkRefused() // before recovery writes anything of its own
-	inc := w.inc
-	cfg := actors.Config{
-		Store:         st,
-		Clock:         incClock{w: w, inc: inc},
-		Machine:       w.machine,
-		Pools:         map[string]int{"default": 2},
-		Dispatcher:    &driver.GitHub{APIURL: "https://github.sim", Repo: "acme/infra", Workflow: "terraform.yml", Ref: "main", Token: "t", Client: &http.Client{Transport: githubTransport{w}}},
-		Bootstrapper:  simBootstrap{w},
-		ControlPlane:  &driver.HTTPControlPlane{URL: "https://control.sim", Client: &http.Client{Transport: controlTransport{w}}},
-		CallbackURL:   "https://warden.sim/v1/webhooks/terraform",
-		CallbackKeys:  simCallbackKeys,
-		Logger:        slog.New(slog.DiscardHandler),
-		RestartLimit:  5,
-		RestartWindow: time.Minute,
-		IdleAfter:     20 * time.Minute,
-		Env:           w.envConfig(inc),
-		Fault:         w.fault,
-		Scheduler:     &scheduler{w: w, inc: inc, q: w.q},
-		Hooks:         hooks{w},
-		Steps:         plantedSteps(w.opts.Plant),
-	}
-	sys, err := actors.Start(cfg)
+	sys, err := actors.Start(w.systemConfig(p, st))
 	if err != nil {
 		panic(fmt.Sprintf("sim: start: %v", err))
 	}
-	w.sys = sys
-	w.api = httpapi.New(sys, httpapi.Options{CallbackToken: cbToken, OperatorToken: opToken, CallbackKeys: simCallbackKeys})
+	p.sys = sys
+	p.api = httpapi.New(sys, httpapi.Options{CallbackToken: cbToken, OperatorToken: opToken, CallbackKeys: simCallbackKeys})
 	w.drain()
 }
+
+// systemConfig is the actor system of p's current incarnation on st.
+func (w *world) systemConfig(p *proc, st *persistence.Store) actors.Config {
+	inc := p.inc
+	return actors.Config{
+		Store:          st,
+		Clock:          procClock{w: w, p: p, inc: inc},
+		Machine:        w.machine,
+		Pools:          map[string]int{"default": 2},
+		Dispatcher:     &driver.GitHub{APIURL: "https://github.sim", Repo: "acme/infra", Workflow: "terraform.yml", Ref: "main", Token: "t", Client: &http.Client{Transport: githubTransport{w}}},
+		Bootstrapper:   simBootstrap{w},
+		ControlPlane:   &driver.HTTPControlPlane{URL: "https://control.sim", Client: &http.Client{Transport: controlTransport{w}}},
+		CallbackURL:    "https://warden.sim/v1/webhooks/terraform",
+		CallbackKeys:   simCallbackKeys,
+		Logger:         slog.New(slog.DiscardHandler),
+		RestartLimit:   5,
+		RestartWindow:  time.Minute,
+		IdleAfter:      20 * time.Minute,
+		Env:            w.envConfig(p),
+		Fault:          func(point, id string) error { return w.fault(p, point, id) },
+		DedupRetention: simRetention,
+		Scheduler:      &scheduler{w: w, p: p, inc: inc},
+		Hooks:          w.hooks(p),
+		Steps:          plantedSteps(w.opts.Plant),
+	}
+}
+
+// appliedDelivery is a callback answered 200 applied: its record must
+// survive every crash until its retention ends (I5, M20).
+type appliedDelivery struct {
+	marquee, delivery string
+	at                time.Time
+}
+
+// simRetention is how long the simulated warden keeps delivery records:
+// shorter than production's 72 h so that a 10-hour run prunes (through
+// the runtime's clock, like every other timer), longer than any repeat the
+// workload sends (a duplicate comes within an hour of the first delivery,
+// retries within minutes).
+const simRetention = 3 * time.Hour
 
 // simCallbackKeys sign the runs' scoped credentials (T1): a fixed key, so
 // a seed's credentials, like everything else, replay byte for byte.
 var simCallbackKeys = &trust.Keyring{Keys: []trust.Key{{ID: "sim", Secret: [trust.KeySize]byte{'s', 'i', 'm'}}}}
 
-// effectAfter runs an effect of incarnation inc after d, unless that
+// effectAfter runs an effect of incarnation inc of p after d, unless that
 // process has died by then (its effects die with it).
-func (w *world) effectAfter(inc int, d time.Duration, run func(ctx context.Context)) {
-	w.after(d, "effect", func() {
-		if w.inc == inc {
-			run(context.Background())
-		}
-	})
+func (w *world) effectAfter(p *proc, inc int, d time.Duration, run func(ctx context.Context)) {
+	w.after(d, "effect", func() { w.onProc(p, inc, func() { run(context.Background()) }) })
 }
 
 // crash kills the process at once: nothing in flight survives but what was
@@ -272,7 +335,7 @@ func (w *world) crash(point string) {
 
 func (w *world) crashOnce(point string) (again string) {
 	w.crashes++
-	w.logf("CRASH at %s (incarnation %d)", point, w.inc)
+	w.logf("CRASH at %s (incarnation %d)", point, w.p.inc)
 	crashed := w.fs.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})
 	if w.store.Health().Failed() != nil {
 		w.store.Abandon() // a sealed store is never closed in place (S3)
@@ -280,8 +343,8 @@ func (w *world) crashOnce(point string) (again string) {
 		_ = w.store.Close()
 	}
 	w.fs = crashed
-	w.crashAt = ""
-	w.inc++ // the dead incarnation's timers, effects and queue go quiet
+	w.p.crashAt = ""
+	w.p.inc++ // the dead incarnation's timers, effects and queue go quiet
 	if w.faults.fire("storage.malformed-record") {
 		st, err := persistence.Open("db", persistence.Options{FS: w.fs})
 		if err == nil {
@@ -293,47 +356,65 @@ func (w *world) crashOnce(point string) (again string) {
 	}
 	defer func() {
 		if r := recover(); r != nil {
-			pc, ok := r.(processCrash)
+			pc, ok := r.(runtime.ProcessCrash)
 			if !ok {
 				panic(r)
 			}
-			again = pc.point
+			again = pc.Point
 		}
 	}()
 	w.start()
 	w.afterRestart()
-	return w.crashAt
+	return w.p.crashAt
 }
 
-// guard runs fn; a process crash inside it becomes a crash and restart.
+// guard runs fn; a process crash inside it becomes a crash and restart
+// (on a cluster, each node's guard has caught its own already).
 func (w *world) guard(fn func()) {
+	if w.p == nil {
+		fn()
+		return
+	}
 	defer func() {
 		if r := recover(); r != nil {
-			pc, ok := r.(processCrash)
+			pc, ok := r.(runtime.ProcessCrash)
 			if !ok {
 				panic(r)
 			}
-			w.crash(pc.point)
+			w.crash(pc.Point)
 		}
 	}()
 	fn()
-	if w.crashAt != "" {
-		w.crash(w.crashAt)
+	if w.p.crashAt != "" {
+		w.crash(w.p.crashAt)
 	}
 }
 
+// drain runs every live process's queued messages until none is left, one
+// message of each process in turn.
 func (w *world) drain() {
-	for w.q.step() {
-		w.messages++
+	for more := true; more; {
+		more = false
+		for _, p := range w.procs {
+			if p.node != nil && (p.node.down || p.node.paused) {
+				continue
+			}
+			ran := false
+			w.onProc(p, p.inc, func() { ran = p.q.Step() })
+			if ran {
+				w.messages++
+				more = true
+			}
+		}
 	}
 }
 
 // injectedPanic starts the value of every actor panic the simulator injects.
 const injectedPanic = "injected panic at "
 
-// fault is the shell's fault hook: actor panics, process crashes and
+// fault is the shell's fault hook of p: actor panics, process crashes and
 // storage errors at each step of a transition.
-func (w *world) fault(point, id string) error {
+func (w *world) fault(p *proc, point, id string) error {
 	if strings.HasPrefix(id, "env-") && point != runtime.FaultBeforePersist && w.crashes < 25 {
 		// The environment boundaries of I11: a crash right after an
 		// attempt's intent is durable, and one in the middle of a removal.
@@ -341,8 +422,8 @@ func (w *world) fault(point, id string) error {
 		removing := !w.envs[id].State.Provisioning()
 		if intent && point == runtime.FaultAfterPersist && w.faults.fire("env.crash.after-intent") ||
 			intent && removing && point == runtime.FaultAfterEffects && w.faults.fire("env.crash.mid-removal") {
-			w.crashAt = "env " + point
-			panic(processCrash{point: w.crashAt})
+			p.crashAt = "env " + point
+			panic(runtime.ProcessCrash{Point: p.crashAt})
 		}
 	}
 	if w.faults.fire("actor.panic." + point) {
@@ -350,10 +431,10 @@ func (w *world) fault(point, id string) error {
 		panic(injectedPanic + point)
 	}
 	if w.crashes < 25 && w.faults.fire("process.crash."+point) {
-		w.crashAt = point
-		panic(processCrash{point: point})
+		p.crashAt = point
+		panic(runtime.ProcessCrash{Point: point})
 	}
-	if point == runtime.FaultBeforePersist && w.crashes < 25 {
+	if point == runtime.FaultBeforePersist && w.crashes < 25 && p.node == nil {
 		w.armDiskFault(id)
 	}
 	return nil
@@ -361,14 +442,11 @@ func (w *world) fault(point, id string) error {
 
 // actorFailed: an actor panic the simulator did not inject, or a process
 // crash it asked for, is a bug in the code under test.
-func (w *world) actorFailed(actor string, reason any) {
-	if _, crash := reason.(processCrash); crash {
+func (w *world) actorFailed(actor string, err error) {
+	if strings.HasPrefix(err.Error(), injectedPanic) {
 		return
 	}
-	if s, ok := reason.(string); ok && strings.HasPrefix(s, injectedPanic) {
-		return
-	}
-	w.violate("panic", "actor %s failed: %v", actor, reason)
+	w.violate("panic", "actor %s failed: %v", actor, err)
 }
 
 // --- HTTP into the process ------------------------------------------------------------
@@ -376,6 +454,11 @@ func (w *world) actorFailed(actor string, reason any) {
 // call sends one request to the real handler. crashed means the process
 // died while handling it: the caller never got an answer.
 func (w *world) call(method, path, token string, body any, delivery string) (status int, answer []byte, crashed bool) {
+	return w.callOn(w.entry(), method, path, token, body, delivery)
+}
+
+// callOn sends one request to p's handler.
+func (w *world) callOn(p *proc, method, path, token string, body any, delivery string) (status int, answer []byte, crashed bool) {
 	var rd io.Reader
 	if body != nil {
 		b, _ := json.Marshal(body)
@@ -391,14 +474,30 @@ func (w *world) call(method, path, token string, body any, delivery string) (sta
 	if delivery != "" {
 		req.Header.Set("Webhook-Id", delivery)
 	}
+	if p.node != nil && (p.node.down || p.node.paused) {
+		return 0, nil, true // nobody answers: a dead or paused node
+	}
 	rec := httptest.NewRecorder()
-	inc := w.inc
-	w.guard(func() { w.api.ServeHTTP(rec, req) })
-	if w.inc != inc {
+	inc := p.inc
+	w.guard(func() { w.onProc(p, inc, func() { p.api.ServeHTTP(rec, req) }) })
+	if p.inc != inc {
 		return 0, nil, true
 	}
 	return rec.Code, bytes.TrimSpace(rec.Body.Bytes()), false
 }
+
+// entry is the process a client's request reaches: the single node, or on
+// a cluster any node (a load balancer does not know which owns what, nor
+// which one is paused), drawn from the seed.
+func (w *world) entry() *proc {
+	if w.p != nil {
+		return w.p
+	}
+	return w.procs[w.rnd.IntN(len(w.procs))]
+}
+
+// unanswered: no answer came (0), or the 503 of a shard on the move.
+func unanswered(status int) bool { return status == 0 || status == http.StatusServiceUnavailable }
 
 func resultOf(b []byte) string {
 	var v struct {
@@ -529,15 +628,17 @@ func (w *world) deliver(body map[string]any, delivery string, attempt int, scope
 		token = scoped
 	}
 	if w.faults.fire("callback.bad-token") {
+		// Unanswered (no answer, or 503 while a cluster's shard moves) is
+		// not an answer; any answer must be the refusal.
 		st, _, _ := w.call("POST", "/v1/webhooks/terraform", "wrong-token", body, delivery)
-		if st != http.StatusUnauthorized {
+		if st != http.StatusUnauthorized && !unanswered(st) {
 			w.violate("M9", "a wrong token was answered %d", st)
 		}
 		w.cover("M9")
 		// A genuine credential of another marquee speaks for nothing here (T1).
 		g, _ := body["generation"].(uint64)
 		foreign := trust.MintScoped(simCallbackKeys, "zz-foreign", g, w.now().Add(time.Hour))
-		if st, _, _ := w.call("POST", "/v1/webhooks/terraform", foreign, body, delivery); st != http.StatusForbidden {
+		if st, _, _ := w.call("POST", "/v1/webhooks/terraform", foreign, body, delivery); st != http.StatusForbidden && !unanswered(st) {
 			w.violate("T1", "another marquee's credential was answered %d", st)
 		}
 	}
@@ -562,7 +663,7 @@ func (w *world) deliver(body map[string]any, delivery string, attempt int, scope
 	if st == http.StatusOK {
 		w.answered[delivery] = ans
 		if res == "applied" {
-			w.applied = append(w.applied, [2]string{id, delivery})
+			w.applied = append(w.applied, appliedDelivery{marquee: id, delivery: delivery, at: w.now()})
 		}
 	}
 }

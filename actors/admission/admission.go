@@ -28,15 +28,15 @@ const (
 	Queued   Status = "queued"
 	// None is the answer for a job the pool does not hold.
 	None Status = "none"
+	// Refused is the answer to an ask the pool cannot hold: its queue is
+	// full. Nothing is recorded; the asker is told.
+	Refused Status = "refused"
 )
 
 // MaxQueue bounds how many jobs may wait in one pool. Beyond it an ask is
-// refused (ErrQueueFull) rather than letting memory and recovery time grow
+// refused (Refused) rather than letting memory and recovery time grow
 // without limit; 10,000 waiting provisioning jobs is already an outage.
 const MaxQueue = 10_000
-
-// ErrQueueFull is the refusal when a pool already holds MaxQueue waiting jobs.
-var ErrQueueFull = errors.New("admission queue is full")
 
 // Job is one admission: a stable job id (for marquees, the marquee id, A6),
 // its place in the pool's sequence and its status.
@@ -79,24 +79,27 @@ type Release struct{ Job string }
 func (Ask) isEvent()     {}
 func (Release) isEvent() {}
 
-// Granted tells the shell that a queued job now holds a slot: its owner must
-// be told (after the transition is persisted).
-type Granted struct {
+// Told is a job told its admission once the step is durable (A10): an
+// asker its decision (asking again tells it again, A6), a waiting job the
+// slot it was given (A4), an asker its refusal (a full queue).
+type Told struct {
 	Job      string
 	Sequence uint64
+	Status   Status
 }
 
 // Ready is what one Step produced (entity.Ready): the asked job's
 // admission after the step as its Answer (None after a release); every job
 // record written or deleted as its Records (a deleted record has status
-// None), persisted in one batch with the pool's next sequence; the queued
-// jobs this step admitted, in sequence order, as its Effects: each must be
-// told, after the batch is durable (A10). Err refuses an ask (a full
-// queue).
-type Ready = entity.Ready[Job, Granted, Job]
+// None), persisted in one batch with the pool's next sequence; the jobs to
+// tell, in order, as its Effects: the asker first, then the queued jobs
+// this step admitted in sequence order.
+type Ready = entity.Ready[Job, Told, Job]
 
-// String prints a grant in golden files and logs.
-func (g Granted) String() string { return fmt.Sprintf("grant(%s#%d)", g.Job, g.Sequence) }
+// String prints a telling in golden files and logs.
+func (t Told) String() string { return fmt.Sprintf("tell(%s#%d %s)", t.Job, t.Sequence, t.Status) }
+
+func tell(j Job) Told { return Told{Job: j.ID, Sequence: j.Sequence, Status: j.Status} }
 
 // String prints a job as "id#sequence status".
 func (j Job) String() string { return fmt.Sprintf("%s#%d %s", j.ID, j.Sequence, j.Status) }
@@ -116,7 +119,7 @@ func step(p Pool, ev Event, now time.Time) (Pool, Ready, error) {
 	switch e := ev.(type) {
 	case Ask:
 		if j, ok := p.find(e.Job); ok {
-			return p, Ready{Answer: j}, nil // A6: never a second slot or place
+			return p, Ready{Answer: j, Effects: []Told{tell(j)}}, nil // A6: never a second slot or place
 		}
 		if p.NextSequence == 0 {
 			p.NextSequence = 1
@@ -129,13 +132,14 @@ func step(p Pool, ev Event, now time.Time) (Pool, Ready, error) {
 			p.Reserved = append(p.Reserved, j)
 		} else {
 			if len(p.Queued) >= MaxQueue {
-				return p, Ready{}, fmt.Errorf("pool %s: %w (%d waiting)", p.Name, ErrQueueFull, len(p.Queued))
+				refused := Job{ID: e.Job, Status: Refused}
+				return p, Ready{Answer: refused, Effects: []Told{tell(refused)}}, nil
 			}
 			j.Status = Queued
 			p.Queued = append(p.Queued, j)
 		}
 		p.NextSequence++
-		return p, Ready{Answer: j, Records: []Job{j}}, nil
+		return p, Ready{Answer: j, Records: []Job{j}, Effects: []Told{tell(j)}}, nil
 	case Release:
 		out := Ready{Answer: Job{ID: e.Job, Status: None}}
 		j, ok := p.find(e.Job)
@@ -147,7 +151,7 @@ func step(p Pool, ev Event, now time.Time) (Pool, Ready, error) {
 		p, granted := p.fill(now)
 		out.Records = append(out.Records, granted...)
 		for _, g := range granted {
-			out.Effects = append(out.Effects, Granted{Job: g.ID, Sequence: g.Sequence})
+			out.Effects = append(out.Effects, tell(g))
 		}
 		return p, out, nil
 	default:

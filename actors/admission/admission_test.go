@@ -115,8 +115,12 @@ func TestQueueIsBounded(t *testing.T) {
 	p.NextSequence = MaxQueue
 	p, out := Step(p, Ask{Job: "last-place"}, epoch)
 	require.NoError(t, out.Err)
-	_, out = Step(p, Ask{Job: "one-more"}, epoch)
-	require.ErrorIs(t, out.Err, ErrQueueFull)
+	after, out := Step(p, Ask{Job: "one-more"}, epoch)
+	require.NoError(t, out.Err)
+	require.Equal(t, Refused, out.Answer.Status, "refused, and told so")
+	require.Equal(t, []Told{{Job: "one-more", Status: Refused}}, out.Effects)
+	require.False(t, out.Writes(), "nothing recorded")
+	require.Len(t, after.Queued, MaxQueue)
 }
 
 // TestI7I8I9Random drives random asks and releases and checks the pool
@@ -148,9 +152,15 @@ func TestI7I8I9Random(t *testing.T) {
 				require.False(t, seen[j.ID], "I9: %s twice", j.ID)
 				seen[j.ID] = true
 			}
-			for _, g := range out.Effects {
-				require.Greater(t, g.Sequence, lastGranted, "I8: admitted out of order")
-				lastGranted = g.Sequence
+			if _, release := ev.(Release); release {
+				for _, g := range out.Effects {
+					require.Equal(t, Reserved, g.Status, "a release tells only the jobs it admitted")
+					require.Greater(t, g.Sequence, lastGranted, "I8: admitted out of order")
+					lastGranted = g.Sequence
+				}
+			} else if a := out.Answer; a.Status == Reserved && len(out.Records) > 0 {
+				require.Greater(t, a.Sequence, lastGranted, "I8: admitted out of order")
+				lastGranted = a.Sequence
 			}
 			p = next
 		}

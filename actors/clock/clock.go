@@ -35,7 +35,10 @@ type Ticker interface {
 // Real is the wall clock.
 type Real struct{}
 
-func (Real) Now() time.Time { return time.Now().UTC() }
+// Now keeps the monotonic reading (Since, deadlines and timers measure
+// with it, never with a wall clock that steps); warden's processes set
+// time.Local to UTC at start, so its times print in UTC all the same.
+func (Real) Now() time.Time { return time.Now() }
 
 // Since uses the monotonic reading of t where it has one.
 func (Real) Since(t time.Time) time.Duration { return time.Since(t) }
@@ -215,8 +218,18 @@ func (m *Manual) nextDueLocked(limit time.Time) *manualTimer {
 	return nil
 }
 
-// Sleep waits d on c, or until ctx ends (its error).
+// Sleeper is a clock that says how its callers wait: the simulator's,
+// whose one thread cannot block for time to pass, refuses.
+type Sleeper interface {
+	Sleep(ctx context.Context, d time.Duration) error
+}
+
+// Sleep waits d on c, or until ctx ends (its error). A Sleeper decides
+// for itself.
 func Sleep(ctx context.Context, c Clock, d time.Duration) error {
+	if s, ok := c.(Sleeper); ok {
+		return s.Sleep(ctx, d)
+	}
 	done := make(chan struct{})
 	stop := c.AfterFunc(d, func() { close(done) })
 	defer stop()

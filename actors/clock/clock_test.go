@@ -1,6 +1,7 @@
 package clock
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -70,4 +71,13 @@ func TestRealSinceAndTicker(t *testing.T) {
 	start := c.Now()
 	<-tk.C()
 	require.Greater(t, c.Since(start), time.Duration(0))
+}
+
+// TestRealNowKeepsTheMonotonicReading: Since and every deadline measure
+// with the monotonic clock; .UTC() would drop it (issue 32).
+func TestRealNowKeepsTheMonotonicReading(t *testing.T) {
+	now := Real{}.Now()
+	if !strings.Contains(now.String(), " m=") {
+		t.Fatalf("Real.Now() has no monotonic reading: %s", now)
+	}
 }

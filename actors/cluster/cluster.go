@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"sort"
+	"strconv"
 	"sync"
 	"time"
 
@@ -70,15 +71,30 @@ const ShardPrefix = "warden/shard/"
 // member comes or goes only the shards it wins or held move.
 func Owner(shard int, members []string) string {
 	best, bestScore := "", uint64(0)
+	var buf [20]byte
+	prefix := append(strconv.AppendInt(buf[:0], int64(shard), 10), '/')
 	for _, m := range members {
-		h := fnv.New64a()
-		_, _ = fmt.Fprintf(h, "%d/%s", shard, m)
-		score := h.Sum64()
+		score := fnv64a(fnv64a(fnvOffset64, prefix), []byte(m))
 		if best == "" || score > bestScore || (score == bestScore && m < best) {
 			best, bestScore = m, score
 		}
 	}
 	return best
+}
+
+// FNV-1a, 64 bits, over "<shard>/<member>" as fnv.New64a would hash it,
+// without its allocation: Owner runs for every shard at every tick.
+const (
+	fnvOffset64 = 14695981039346656037
+	fnvPrime64  = 1099511628211
+)
+
+func fnv64a(h uint64, b []byte) uint64 {
+	for _, c := range b {
+		h ^= uint64(c)
+		h *= fnvPrime64
+	}
+	return h
 }
 
 // Member is a live node as registered in etcd.

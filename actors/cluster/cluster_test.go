@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
 	"sort"
 	"strings"
 	"sync"
@@ -193,8 +194,8 @@ type testNode struct {
 
 func startNode(f *fakeEtcd, name string) *testNode {
 	tn := &testNode{acquired: map[int]int64{}}
-	tn.Node = NewNode(name, "http://"+name, 3*time.Second, fakeClient{f: f, down: &tn.down}, f.clk,
-		Hooks{Acquired: func(s int, e int64) { tn.acquired[s] = e }, Released: func(s int) { tn.released = append(tn.released, s) }}, nil)
+	tn.Node = NewNode(Config{Name: name, URL: "http://" + name, TTL: 3 * time.Second, Coordinator: fakeClient{f: f, down: &tn.down}, Clock: f.clk,
+		Hooks: Hooks{Acquired: func(s int, e int64) { tn.acquired[s] = e }, Released: func(s int) { tn.released = append(tn.released, s) }}})
 	return tn
 }
 
@@ -561,4 +562,57 @@ func TestIssue22TheDrainsAnswerSaysDraining(t *testing.T) {
 	tickAll(f, n1)
 	require.NoError(t, n1.Drain(context.Background()))
 	require.True(t, n1.View().Draining)
+}
+
+// TestC2AOwnerHashesAsItAlwaysHas: rendezvous hashing without fmt gives
+// the owners the nodes of an earlier version compute, so a rolling upgrade
+// agrees on every shard.
+func TestC2AOwnerHashesAsItAlwaysHas(t *testing.T) {
+	old := func(shard int, members []string) string {
+		best, bestScore := "", uint64(0)
+		for _, m := range members {
+			h := fnv.New64a()
+			_, _ = fmt.Fprintf(h, "%d/%s", shard, m)
+			if score := h.Sum64(); best == "" || score > bestScore || (score == bestScore && m < best) {
+				best, bestScore = m, score
+			}
+		}
+		return best
+	}
+	members := []string{"n1", "n2", "n3", "warden-a", "warden-b.example.com", ""}
+	for s := 0; s < Shards; s++ {
+		for n := 1; n <= len(members); n++ {
+			require.Equal(t, old(s, members[:n]), Owner(s, members[:n]), "shard %d of %v", s, members[:n])
+		}
+	}
+}
+
+// TestC2AKeyHeldAfterALapseIsLetGoWhenNoLongerOurs: a node whose renewals
+// failed past its local deadline drops every shard, yet its lease may
+// live on in etcd with its shard keys; if the members changed meanwhile,
+// the shards rendezvous hashing now gives another node are released, not
+// kept by a node that no longer acts for them (found by the simulator: a
+// pool's shard stuck for a minute, its releases undelivered).
+func TestC2AKeyHeldAfterALapseIsLetGoWhenNoLongerOurs(t *testing.T) {
+	f := newFake()
+	n1 := startNode(f, "n1")
+	for i := 0; i < 20; i++ {
+		tickAll(f, n1)
+	}
+	require.Len(t, n1.Table().Owned(), Shards)
+	n1.down = true
+	n2 := startNode(f, "n2")
+	for !n1.Table().lapsed() {
+		tickAll(f, n1, n2)
+	}
+	n1.Tick(context.Background()) // sees the lapse: drops everything, by its own clock
+	require.Empty(t, n1.Table().Owned())
+	n1.down = false // back before etcd expired its lease
+	for i := 0; i < 40; i++ {
+		tickAll(f, n1, n2)
+	}
+	for s := 0; s < Shards; s++ {
+		want := Owner(s, []string{"n1", "n2"})
+		require.True(t, map[string]*testNode{"n1": n1, "n2": n2}[want].Table().Owns(s), "shard %d is owned by %s, its rendezvous owner", s, want)
+	}
 }

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -98,6 +100,8 @@ type Node struct {
 	token    string
 	client   *http.Client
 	inflight chan struct{}
+	// spawn runs work beside the caller (Config.Go).
+	spawn func(func())
 
 	// probe asks a member whether it is alive; health is what this node
 	// knows of each member's current registration (guarded by mu).
@@ -109,9 +113,19 @@ type Node struct {
 	stats       Stats
 	confirmers  [Shards]confirmer
 
+	// desired is each shard's owner among ownersOf, the members Tick last
+	// placed shards among (owners).
+	desired  [Shards]string
+	ownersOf []string
+
 	mu   sync.Mutex
 	view View
 	seen map[string]string // every member seen: name to URL
+	// published is what view was made from.
+	published struct {
+		members []Member
+		holders map[int]Holder
+	}
 }
 
 // View is what /v1/cluster shows (C9).
@@ -136,14 +150,43 @@ type ShardView struct {
 	Epoch int64  `json:"epoch"`
 }
 
+// Config wires a Node.
+type Config struct {
+	Name, URL   string
+	TTL         time.Duration
+	Coordinator Coordinator
+	Clock       clock.Clock
+	Hooks       Hooks
+	Log         *slog.Logger
+	// Go runs the node's work beside its caller: the probes of a tick, a
+	// shard's coalesced confirmation read, a message's first delivery.
+	// Nil is a goroutine; the simulator runs it at once, in order, on its
+	// one thread.
+	Go func(func())
+	// Probe asks a member whether it is alive; nil is GET /healthz
+	// answered 200 within probeTimeout.
+	Probe func(ctx context.Context, url string) bool
+	// Transport carries messages to other nodes (SetPeers); nil is
+	// http.DefaultTransport.
+	Transport http.RoundTripper
+}
+
 // NewNode builds a node; Tick (or Run) does the work.
-func NewNode(name, url string, ttl time.Duration, coord Coordinator, clk clock.Clock, hooks Hooks, log *slog.Logger) *Node {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+func NewNode(c Config) *Node {
+	if c.Log == nil {
+		c.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Node{name: name, url: url, ttl: ttl, coord: coord, table: NewTable(clk.Now), hooks: hooks, now: clk.Now, clock: clk, log: log,
-		revoked: map[int64]bool{}, seen: map[string]string{}, health: map[string]*peerHealth{}, probe: probeHealthz,
-		drained: make(chan struct{})}
+	if c.Go == nil {
+		c.Go = func(f func()) { go f() }
+	}
+	if c.Probe == nil {
+		c.Probe = probeHealthz
+	}
+	n := &Node{name: c.Name, url: c.URL, ttl: c.TTL, coord: c.Coordinator, table: NewTable(c.Clock.Now), hooks: c.Hooks, now: c.Clock.Now,
+		clock: c.Clock, log: c.Log, revoked: map[int64]bool{}, seen: map[string]string{}, health: map[string]*peerHealth{}, probe: c.Probe,
+		spawn: c.Go, drained: make(chan struct{})}
+	n.client = &http.Client{Timeout: peerTimeout, Transport: c.Transport}
+	return n
 }
 
 // probeHealthz is a member's GET /healthz answered 200 within probeTimeout.
@@ -209,7 +252,7 @@ func (n *Node) Probe(ctx context.Context) {
 	var wg sync.WaitGroup
 	for _, m := range peers {
 		wg.Add(1)
-		go func() {
+		n.spawn(func() {
 			defer wg.Done()
 			started := n.now()
 			ok := n.probe(ctx, m.URL)
@@ -221,7 +264,7 @@ func (n *Node) Probe(ctx context.Context) {
 				}
 			}
 			n.mu.Unlock()
-		}()
+		})
 	}
 	wg.Wait()
 }
@@ -348,48 +391,14 @@ func (n *Node) Tick(ctx context.Context) {
 	n.mu.Lock()
 	draining := n.draining
 	n.mu.Unlock()
-	if n.lease == 0 {
-		lease, err := n.coord.Grant(ctx, n.ttl)
-		if err != nil {
-			n.log.Warn("cluster: no lease", "err", err)
-			return
-		}
-		sent := n.now()
-		n.lease, n.lastRenewal = lease, sent
-		n.table.renewed(sent.Add(n.ttl - safety))
-		if !draining {
-			if err := n.coord.Register(ctx, Member{Name: n.name, URL: n.url}, lease); err != nil {
-				n.log.Warn("cluster: register", "err", err)
-			}
-		}
-	} else if n.now().Sub(n.lastRenewal) >= n.ttl/3 {
-		sent := n.now()
-		ttl, err := n.coord.KeepAlive(ctx, n.lease)
-		switch {
-		case errors.Is(err, ErrLeaseGone):
-			n.log.Warn("cluster: lease expired; every shard is lost", "lease", n.lease)
-			n.mu.Lock()
-			n.stats.LeasesLost++
-			n.mu.Unlock()
-			for _, s := range n.table.Owned() {
-				n.drop(s)
-			}
-			n.lease = 0
-			return
-		case err != nil:
-			n.log.Warn("cluster: lease not renewed", "err", err)
-		default:
-			n.lastRenewal = sent
-			n.table.renewed(sent.Add(ttl - safety))
-		}
+	if !n.keepLease(ctx, draining) {
+		return
 	}
 	if n.table.lapsed() {
 		// Renewals failed past the local deadline: the lease may already be
 		// gone on etcd. Act as if it were; shards whose keys survive are
 		// taken back below once a renewal gets through.
-		for _, s := range n.table.Owned() {
-			n.drop(s)
-		}
+		n.dropAll()
 		return
 	}
 	members, err := n.coord.Members(ctx)
@@ -404,6 +413,64 @@ func (n *Node) Tick(ctx context.Context) {
 	}
 	n.observe(members)
 	suspects := n.revokeSuspects(ctx, members)
+	n.place(ctx, n.owners(members, suspects), holders, draining)
+	n.publish(members, holders)
+	if draining && len(n.table.Owned()) == 0 {
+		n.drainOnce.Do(func() { close(n.drained) })
+	}
+}
+
+// keepLease takes a lease (and registers) when the node has none, or
+// renews it every third of its TTL; false when the tick can go no further.
+func (n *Node) keepLease(ctx context.Context, draining bool) bool {
+	if n.lease == 0 {
+		lease, err := n.coord.Grant(ctx, n.ttl)
+		if err != nil {
+			n.log.Warn("cluster: no lease", "err", err)
+			return false
+		}
+		sent := n.now()
+		n.lease, n.lastRenewal = lease, sent
+		n.table.renewed(sent.Add(n.ttl - safety))
+		if !draining {
+			if err := n.coord.Register(ctx, Member{Name: n.name, URL: n.url}, lease); err != nil {
+				n.log.Warn("cluster: register", "err", err)
+			}
+		}
+		return true
+	}
+	if n.now().Sub(n.lastRenewal) < n.ttl/3 {
+		return true
+	}
+	sent := n.now()
+	ttl, err := n.coord.KeepAlive(ctx, n.lease)
+	switch {
+	case errors.Is(err, ErrLeaseGone):
+		n.log.Warn("cluster: lease expired; every shard is lost", "lease", n.lease)
+		n.mu.Lock()
+		n.stats.LeasesLost++
+		n.mu.Unlock()
+		n.dropAll()
+		n.lease = 0
+		return false
+	case err != nil:
+		n.log.Warn("cluster: lease not renewed", "err", err)
+	default:
+		n.lastRenewal = sent
+		n.table.renewed(sent.Add(ttl - safety))
+	}
+	return true
+}
+
+func (n *Node) dropAll() {
+	for _, s := range n.table.Owned() {
+		n.drop(s)
+	}
+}
+
+// owners is each shard's owner by rendezvous hashing among the members not
+// suspected, computed again only when that list changes (every tick asks).
+func (n *Node) owners(members []Member, suspects map[string]bool) *[Shards]string {
 	names := make([]string, 0, len(members))
 	for _, m := range members {
 		if !suspects[m.Name] {
@@ -411,25 +478,43 @@ func (n *Node) Tick(ctx context.Context) {
 		}
 	}
 	sort.Strings(names)
+	if !slices.Equal(names, n.ownersOf) || n.ownersOf == nil {
+		n.ownersOf = names
+		for s := range Shards {
+			n.desired[s] = Owner(s, names)
+		}
+	}
+	return &n.desired
+}
+
+// place takes, hands over or drops each shard toward its desired owner.
+func (n *Node) place(ctx context.Context, desired *[Shards]string, holders map[int]Holder, draining bool) {
 	moves := 0
 	for s := 0; s < Shards; s++ {
 		h, held := holders[s]
-		desired := Owner(s, names)
 		mine := n.table.Epoch(s)
 		switch {
 		case mine != 0 && (!held || h.Epoch != mine):
 			// Gone or taken: the lease lapsed on etcd before we knew.
 			n.drop(s)
-		case mine != 0 && desired != n.name && moves < maxMovesPerTick:
+		case mine != 0 && desired[s] != n.name && moves < maxMovesPerTick:
 			n.drop(s)
 			if err := n.coord.Release(ctx, s, mine); err != nil {
 				n.log.Warn("cluster: release", "shard", s, "err", err)
 			}
 			moves++
-		case mine == 0 && held && h.Owner == n.name && h.Lease == n.lease && desired == n.name && !draining:
+		case mine == 0 && held && h.Owner == n.name && h.Lease == n.lease && desired[s] == n.name && !draining:
 			// Still ours on etcd after a lapse we recovered from: the epoch
 			// is unchanged, so the fence still holds.
 			n.adopt(s, h.Epoch)
+		case mine == 0 && held && h.Owner == n.name && h.Lease == n.lease && moves < maxMovesPerTick:
+			// Ours on etcd after a lapse, but no longer this node's to
+			// hold (the members changed, or it drains): let the key go,
+			// or nobody may take the shard while this node lives.
+			if err := n.coord.Release(ctx, s, h.Epoch); err != nil {
+				n.log.Warn("cluster: release", "shard", s, "err", err)
+			}
+			moves++
 		case mine == 0 && held && h.Owner == n.name && h.Lease != n.lease && !n.revoked[h.Lease]:
 			// Held by an earlier process of this node (a restart inside the
 			// TTL): that process is gone, so its lease goes now rather than
@@ -438,20 +523,20 @@ func (n *Node) Tick(ctx context.Context) {
 			if err := n.coord.Revoke(ctx, h.Lease); err != nil {
 				n.log.Warn("cluster: revoke an earlier lease", "err", err)
 			}
-		case mine == 0 && !held && desired == n.name && !draining:
-			epoch, ok, err := n.coord.Acquire(ctx, s, n.name, n.lease)
-			if err != nil {
-				n.log.Warn("cluster: acquire", "shard", s, "err", err)
-				continue
-			}
-			if ok {
-				n.adopt(s, epoch)
-			}
+		case mine == 0 && !held && desired[s] == n.name && !draining:
+			n.take(ctx, s)
 		}
 	}
-	n.publish(members, holders)
-	if draining && len(n.table.Owned()) == 0 {
-		n.drainOnce.Do(func() { close(n.drained) })
+}
+
+func (n *Node) take(ctx context.Context, shard int) {
+	epoch, ok, err := n.coord.Acquire(ctx, shard, n.name, n.lease)
+	if err != nil {
+		n.log.Warn("cluster: acquire", "shard", shard, "err", err)
+		return
+	}
+	if ok {
+		n.adopt(shard, epoch)
 	}
 }
 
@@ -516,9 +601,16 @@ func (n *Node) adopt(shard int, epoch int64) {
 	}
 }
 
+// publish makes the view of the members and holders the tick read; one
+// unchanged since the last tick is kept as it is (a tick a tenth of a
+// second would otherwise build it anew each time).
 func (n *Node) publish(members []Member, holders map[int]Holder) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	if n.view.Shards != nil && slices.Equal(members, n.published.members) && maps.Equal(holders, n.published.holders) {
+		return
+	}
+	n.published.members, n.published.holders = members, holders
 	alive := map[string]bool{}
 	for _, m := range members {
 		alive[m.Name] = true
@@ -595,16 +687,21 @@ func (n *Node) Confirm(ctx context.Context, shard int, epoch int64) error {
 	ch := make(chan confirmation, 1)
 	c.mu.Lock()
 	c.waiting = append(c.waiting, ch)
-	if !c.reading {
-		c.reading = true
-		go n.confirmLoop(shard)
-	}
+	start := !c.reading
+	c.reading = true
 	c.mu.Unlock()
+	if start {
+		n.spawn(func() { n.confirmLoop(shard) })
+	}
 	var got confirmation
 	select {
-	case got = <-ch:
-	case <-ctx.Done():
-		return fmt.Errorf("%w: shard %d: ownership could not be confirmed in time", errs.Moving, shard)
+	case got = <-ch: // read already (the simulator's Go runs it at once)
+	default:
+		select {
+		case got = <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("%w: shard %d: ownership could not be confirmed in time", errs.Moving, shard)
+		}
 	}
 	switch {
 	case got.err != nil:

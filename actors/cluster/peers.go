@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/wardenhq/warden/actors/clock"
 	"github.com/wardenhq/warden/actors/errs"
 	"github.com/wardenhq/warden/persistence"
 )
@@ -26,12 +25,13 @@ const (
 	maxPeerAnswer   = 64 << 10
 	internalPath    = "/v1/internal/messages"
 	firstRetryAfter = 50 * time.Millisecond
+	// peerTimeout bounds one delivery attempt to another node.
+	peerTimeout = 10 * time.Second
 )
 
 // SetPeers enables messages between nodes, authenticated by token.
 func (n *Node) SetPeers(token string) {
 	n.token = token
-	n.client = &http.Client{Timeout: 10 * time.Second}
 	n.inflight = make(chan struct{}, maxInFlight)
 }
 
@@ -41,49 +41,53 @@ func (n *Node) Shard(kind, id string) int { return ShardOf(kind, id) }
 // Fence is the fence of a write in shard (actors.Cluster).
 func (n *Node) Fence(shard int) (persistence.Fence, error) { return n.table.Fence(shard) }
 
+// Owned lists the shards the node owns now (runtime.Cluster): none when it
+// starts; the hooks say when it takes each.
+func (n *Node) Owned() []int { return n.table.Owned() }
+
 // Owns reports whether this node may act for shard now.
 func (n *Node) Owns(shard int) bool { return n.table.Owns(shard) }
 
-// Deliver sends body to the owner of shard, at least once, in the
-// background.
+// InFlight is how many messages this node is delivering to others now.
+func (n *Node) InFlight() int { return len(n.inflight) }
+
+// Deliver sends body to the owner of shard, at least once, beside the
+// caller: tried again (50 ms doubling to a second, on the node's clock)
+// while the shard moves or its owner does not answer, for up to
+// deliverFor, after which the receiving entity's own recovery asks again
+// (A6).
 func (n *Node) Deliver(shard int, body []byte) {
+	if n.inflight == nil {
+		n.log.Error("cluster: this node has no peers configured; message dropped", "shard", shard)
+		return
+	}
 	select {
 	case n.inflight <- struct{}{}:
 	default:
 		n.log.Error("cluster: too many messages in flight; dropped (the entity asks again when it recovers)", "shard", shard)
 		return
 	}
-	go func() {
-		defer func() { <-n.inflight }()
-		ctx, cancel := context.WithTimeout(context.Background(), deliverFor)
-		defer cancel()
-		if _, err := n.Ask(ctx, shard, body); err != nil {
-			n.log.Error("cluster: message not delivered", "shard", shard, "err", err)
-		}
-	}()
+	deadline := n.now().Add(deliverFor)
+	n.spawn(func() { n.deliver(shard, body, deadline, firstRetryAfter) })
 }
 
-// Ask sends body to the owner of shard and returns its answer, trying
-// again (50 ms doubling to a second) while the shard moves or its owner
-// does not answer, until ctx ends.
-func (n *Node) Ask(ctx context.Context, shard int, body []byte) ([]byte, error) {
-	wait := firstRetryAfter
-	for {
-		ans, retry, err := n.post(ctx, shard, body)
-		if err == nil || !retry {
-			return ans, err
-		}
-		if clock.Sleep(ctx, n.clock, wait) != nil {
-			return nil, fmt.Errorf("%w: shard %d: %v", errs.Moving, shard, err)
-		}
-		wait = min(2*wait, time.Second)
+// deliver makes one attempt, and arms the next on the clock while the
+// message may still get through.
+func (n *Node) deliver(shard int, body []byte, deadline time.Time, wait time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), peerTimeout)
+	_, retry, err := n.post(ctx, shard, body)
+	cancel()
+	if err != nil && retry && n.now().Add(wait).Before(deadline) {
+		n.clock.AfterFunc(wait, func() { n.deliver(shard, body, deadline, min(2*wait, time.Second)) })
+		return
+	}
+	<-n.inflight
+	if err != nil {
+		n.log.Error("cluster: message not delivered", "shard", shard, "err", err)
 	}
 }
 
 func (n *Node) post(ctx context.Context, shard int, body []byte) (ans []byte, retry bool, err error) {
-	if n.client == nil {
-		return nil, false, fmt.Errorf("%w: this node has no peers configured", errs.Unavailable)
-	}
 	owner, url := n.OwnerURL(shard)
 	if url == "" {
 		return nil, true, fmt.Errorf("shard %d is moving", shard)

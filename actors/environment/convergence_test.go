@@ -100,7 +100,7 @@ const (
 func drive(t *testing.T, f fault, removeAfter bool) (Env, *world, bool) {
 	m := Machine{Config: DefaultConfig()}
 	now := epoch
-	e, err := m.New(Create{ID: "env-271", Branch: "feature-search", Revision: "3f2c9e1"}, now)
+	e, err := m.New(Create{ID: "env-271", Branch: "feature-search", Revision: "3f2c9e1", Generation: 1}, now)
 	require.NoError(t, err)
 	w := newWorld()
 	fired := false

@@ -46,11 +46,19 @@ type Config struct {
 	// readiness notification (E10, W8): {id}, {branch} and {generation}
 	// are replaced. Empty: the URL the route driver observed, if any.
 	PreviewURL string
+	// Worker names the lease owner of the attempts this machine begins on
+	// its own, where one transition ends and the next begins in one step
+	// (a created environment's first, a repair's): the process that runs
+	// it (E7).
+	Worker string
+	// AskBranchAgain is how long a created preview waits for its branch's
+	// generation before asking again (the answer may be lost with a node).
+	AskBranchAgain time.Duration
 }
 
 // DefaultConfig is the defaults.
 func DefaultConfig() Config {
-	return Config{RetryBackoff: 30 * time.Second, MaxRetries: 5, LeaseFor: 2 * time.Minute}
+	return Config{RetryBackoff: 30 * time.Second, MaxRetries: 5, LeaseFor: 2 * time.Minute, Worker: "worker-a", AskBranchAgain: time.Minute}
 }
 
 // URLOf is a preview's public URL (W8): the configured template with its
@@ -70,10 +78,12 @@ type Machine struct{ Config Config }
 // Event is anything that can happen to an environment.
 type Event interface{ isEvent() }
 
-// Create records a new environment (E1). Generation is the branch's route
-// generation for this environment, assigned in order per branch by the
-// shell (zero means 1): a newer preview of a branch always has a higher one,
-// which is what the route's compare-and-set protects (E8, I14).
+// Create records a new environment (E1) and begins its first transition
+// in the same step. Generation is the branch's route generation for this
+// environment, given out in order per branch by the branch's own counter
+// (StepBranch): a newer preview of a branch always has a higher one, which
+// is what the route's compare-and-set protects (E8, I14). Zero: the record
+// asks its branch for one (AskGeneration) and begins once it is given.
 type Create struct {
 	ID, Branch, Revision string
 	Data                 DataPolicy
@@ -112,9 +122,13 @@ type Observation struct {
 }
 
 // Result is a driver's answer for one attempt, under one lease generation.
+// BranchNewest, as in Advance, is the branch's newest route generation
+// when the answer came back: the result may end a transition and begin
+// the route's activation in the same step.
 type Result struct {
 	AttemptID       string
 	LeaseGeneration uint64
+	BranchNewest    uint64
 	// OK is the effect's own answer (ignored for verification, E4).
 	OK bool
 	// Timeout: no answer; the decision is unknown.
@@ -146,15 +160,23 @@ type Expire struct{}
 // when the observation was asked for: one taken before a later attempt
 // says nothing about the world that attempt made (P13).
 type AtRest struct {
-	Capability  Capability
-	Observation Observation
-	Seq         uint64
+	Capability   Capability
+	Observation  Observation
+	Seq          uint64
+	BranchNewest uint64 // as in Result: a repair may begin with the route
 }
 
-// Action is an audited manual intervention (E16).
+// Action is an audited manual intervention (E16); BranchNewest as in
+// Result.
 type Action struct {
 	Name, Actor, Reason string
+	BranchNewest        uint64
 }
+
+// GenerationGiven is the branch's answer to a created environment's
+// AskGeneration: its route generation. Told at least once; a second
+// telling changes nothing.
+type GenerationGiven struct{ Generation uint64 }
 
 // OwnerGone says a lease owner is known to be dead: a process that
 // restarted on a store only one process can open knows that every other
@@ -182,6 +204,8 @@ func (Action) isEvent()     {}
 func (Delivered) isEvent()  {}
 func (OwnerGone) isEvent()  {}
 
+func (GenerationGiven) isEvent() {}
+
 // --- effects -------------------------------------------------------------------
 
 // Effect is work for the shell after the record is persisted.
@@ -203,8 +227,16 @@ type Do struct {
 // Send delivers an outbox notification (E10).
 type Send struct{ Notification Notification }
 
-func (Do) isEffect()   {}
-func (Send) isEffect() {}
+// AskGeneration asks the branch for the environment's route generation:
+// the created record's first effect, when the create came without one.
+type AskGeneration struct{ Branch string }
+
+func (Do) isEffect()            {}
+func (Send) isEffect()          {}
+func (AskGeneration) isEffect() {}
+
+// String prints the ask in golden files.
+func (a AskGeneration) String() string { return "ask-generation(" + a.Branch + ")" }
 
 // String prints a driver call in golden files and logs.
 func (d Do) String() string {
@@ -233,6 +265,10 @@ type Verdict struct {
 	Note string
 	// Rejected: a stale worker's commit was refused (E7, I13).
 	Rejected bool
+	// Through are the states the step entered, in order, the last the
+	// record's: a step that ends a transition and the next one too (the
+	// last removal state) passes more than one boundary (O11).
+	Through []Phase
 }
 
 func (v Verdict) String() string {
@@ -243,22 +279,19 @@ func (v Verdict) String() string {
 }
 
 // decision is what a rule's handler returns; Step makes it an Outcome.
+// through are the states a transition's end entered (stepDone, the
+// tombstone's).
 type decision struct {
 	Effects  []Effect
 	Note     string
 	Rejected bool
 	Err      error
+	through  []Phase
 }
 
-// Create records a requested environment (New) as a step, so the shell
-// commits it the way it commits every other.
-func (m Machine) Create(c Create, now time.Time) (Env, Outcome) {
-	e, err := m.New(c, now)
-	if err != nil {
-		return Env{}, Outcome{Err: err}
-	}
-	return e, Outcome{Answer: Verdict{Note: "created"}, Changed: true, Wake: m.Wake(e)}
-}
+// Create is the Create step on an environment that does not exist yet
+// (Step does the same).
+func (m Machine) Create(c Create, now time.Time) (Env, Outcome) { return m.Step(Env{}, c, now) }
 
 // --- the machine ----------------------------------------------------------------
 
@@ -287,7 +320,7 @@ func (m Machine) New(c Create, now time.Time) (Env, error) {
 		c.Data = Disposable
 	}
 	e := Env{ID: c.ID, Branch: c.Branch, Revision: c.Revision, Data: c.Data, Desired: "ready", State: Requested,
-		Generation: max(c.Generation, 1), CreatedAt: now, UpdatedAt: now}
+		Generation: c.Generation, CreatedAt: now, UpdatedAt: now}
 	if c.TTL > 0 {
 		e.ExpiresAt = now.Add(c.TTL)
 	}
@@ -300,12 +333,34 @@ func (m Machine) New(c Create, now time.Time) (Env, error) {
 	return e, nil
 }
 
-// Step applies one event. It never mutates e.
+// Step applies one event. It never mutates e. Where the event ends a
+// transition and nothing but the machine's own decision lies before the
+// next, the next begins in the same step (proceed): one commit per state
+// boundary.
 func (m Machine) Step(e Env, ev Event, now time.Time) (Env, Outcome) {
 	before := e
 	e = e.clone()
+	owner := m.Config.Worker
+	if e.Attempt != nil {
+		owner = e.Attempt.Lease.Owner // the worker whose attempt ends here goes on
+	}
 	var out decision
-	if e.Tombstone != nil {
+	if c, ok := ev.(Create); ok {
+		if before.ID != "" {
+			return before, Outcome{Err: fmt.Errorf("%w: environment %s already exists", ErrConflict, before.ID)}
+		}
+		var err error
+		if e, err = m.New(c, now); err != nil {
+			return before, Outcome{Err: err}
+		}
+		out = decision{Note: "created"}
+		if e.Generation == 0 {
+			out = m.askBranch(&e, now)
+			out.Note = "created; " + out.Note
+		}
+	} else if g, ok := ev.(GenerationGiven); ok {
+		out = m.given(&e, g)
+	} else if e.Tombstone != nil {
 		switch ev := ev.(type) {
 		case AtRest:
 			out = m.atRestTombstone(&e, ev, now)
@@ -350,6 +405,7 @@ func (m Machine) Step(e Env, ev Event, now time.Time) (Env, Outcome) {
 	if out.Err != nil {
 		return before, Outcome{Err: out.Err}
 	}
+	m.proceed(&e, ev, owner, &out, now)
 	if (e.State == Ready && before.State != Ready) || (e.Tombstone != nil && before.Tombstone == nil) {
 		// A drift whose outcome was decided is resolved once the preview
 		// is ready again, or gone (O2).
@@ -360,7 +416,11 @@ func (m Machine) Step(e Env, ev Event, now time.Time) (Env, Outcome) {
 		}
 	}
 	e.trim()
-	r := Outcome{Answer: Verdict{Note: out.Note, Rejected: out.Rejected}, Effects: append(out.Effects, sends(before.Outbox, e.Outbox)...),
+	through := out.through
+	if e.State != before.State && (len(through) == 0 || through[len(through)-1] != e.State) {
+		through = append(through, e.State)
+	}
+	r := Outcome{Answer: Verdict{Note: out.Note, Rejected: out.Rejected, Through: through}, Effects: append(out.Effects, sends(before.Outbox, e.Outbox)...),
 		Changed: !reflect.DeepEqual(before, e)}
 	if r.Changed {
 		e.UpdatedAt = now
@@ -445,6 +505,8 @@ func (m Machine) Wake(e Env) time.Time {
 		// that led to it is over (a past wake here would be spent on a
 		// leased attempt and the expiry never armed).
 		earliest(e.Attempt.Lease.ExpiresAt)
+	} else if e.Generation == 0 {
+		earliest(e.AskedAt.Add(m.askBranchAgain())) // its answer may have been lost
 	} else if e.LastFailure != nil && e.LastFailure.Retryable && !e.RetryAt.IsZero() {
 		earliest(e.RetryAt)
 	} else if _, next := m.transitionFrom(e.State); next {
@@ -459,6 +521,12 @@ func (m Machine) Wake(e Env) time.Time {
 }
 
 func (m Machine) advance(e *Env, a Advance, now time.Time) decision {
+	if e.Generation == 0 {
+		if now.Before(e.AskedAt.Add(m.askBranchAgain())) {
+			return decision{Note: "waiting for branch " + e.Branch + " to give the route generation"}
+		}
+		return m.askBranch(e, now)
+	}
 	if at := e.Attempt; at != nil {
 		if now.Before(at.Lease.ExpiresAt) {
 			return decision{Note: fmt.Sprintf("attempt %s is leased to %s until %s", at.ID, at.Lease.Owner, at.Lease.ExpiresAt.Format(time.RFC3339))}
@@ -475,6 +543,13 @@ func (m Machine) advance(e *Env, a Advance, now time.Time) decision {
 	if why, ok := m.eligible(e, now); !ok {
 		return decision{Note: why}
 	}
+	return m.start(e, a.Owner, a.BranchNewest, now)
+}
+
+// start begins the transition from the current state: the intent recorded
+// before its first effect (E5), or, for the last removal state, the
+// tombstone.
+func (m Machine) start(e *Env, owner string, branchNewest uint64, now time.Time) decision {
 	t, ok := m.transitionFrom(e.State)
 	if !ok {
 		return decision{Note: "no transition from " + string(e.State)}
@@ -489,10 +564,85 @@ func (m Machine) advance(e *Env, a Advance, now time.Time) decision {
 		e.Tombstone = &Tombstone{Reason: e.RemovalReason, RemovedAt: now}
 		e.Attempt = nil
 		m.announce(e, EventRemoved, "removed: "+e.RemovalReason, now)
-		return decision{Note: "removed; tombstone kept for leak audits (E12)"}
+		return decision{Note: "removed; tombstone kept for leak audits (E12)", through: []Phase{Removed}}
 	}
-	return m.begin(e, t, 0, a.Owner, a.BranchNewest, now)
+	return m.begin(e, t, 0, owner, branchNewest, now)
 }
+
+// askBranch asks the branch for the route generation (again, after
+// AskBranchAgain: its answer, or the asking, may have been lost); asking
+// twice is told the same one (StepBranch).
+func (m Machine) askBranch(e *Env, now time.Time) decision {
+	e.AskedAt = now
+	return decision{Note: "its route generation asked of branch " + e.Branch, Effects: []Effect{AskGeneration{Branch: e.Branch}}}
+}
+
+func (m Machine) askBranchAgain() time.Duration {
+	if m.Config.AskBranchAgain > 0 {
+		return m.Config.AskBranchAgain
+	}
+	return time.Minute
+}
+
+// given records the route generation the branch gave (GenerationGiven):
+// the route's declared identity is named after it (E2).
+func (m Machine) given(e *Env, g GenerationGiven) decision {
+	if e.Generation != 0 {
+		return decision{Note: fmt.Sprintf("route generation %d already given", e.Generation)}
+	}
+	e.Generation = g.Generation
+	for i := range e.Resources {
+		if e.Resources[i].Capability == Route {
+			e.Resources[i].Identity = e.Identity(Route)
+		}
+	}
+	return decision{Note: fmt.Sprintf("route generation %d given by branch %s", g.Generation, e.Branch)}
+}
+
+// proceed begins the next transition in the step that ended the one
+// before (a result verified, a drift repaired, a removal asked, a create),
+// when one is eligible now; a step that began an attempt, or whose next
+// would activate the route without knowing the branch's newest generation
+// (an event that does not carry it), leaves it to the next Advance.
+func (m Machine) proceed(e *Env, ev Event, owner string, out *decision, now time.Time) {
+	var newest uint64
+	switch ev := ev.(type) {
+	case Create, RemoveEnv, Expire, GenerationGiven:
+	case Result:
+		newest = ev.BranchNewest
+	case AtRest:
+		newest = ev.BranchNewest
+	case Action:
+		newest = ev.BranchNewest
+	default:
+		return // an advance already did; the others never end a transition
+	}
+	// A step skipped (a superseded preview's route and smoke check) ends
+	// its transition at once, so the next may begin in the same step too;
+	// each round enters a state, so there are at most as many as states.
+	for range maxProceed {
+		if e.Attempt != nil || e.Tombstone != nil || e.Generation == 0 {
+			return // an attempt in flight, nothing left, or no generation yet
+		}
+		if t, ok := m.transitionFrom(e.State); !ok || len(t.steps) > 0 && t.steps[0] == (step{Route, Apply}) && newest == 0 {
+			return
+		}
+		if _, ok := m.eligible(e, now); !ok {
+			return
+		}
+		next := m.start(e, owner, newest, now)
+		if next.Err != nil {
+			return
+		}
+		out.Note += "; " + next.Note
+		out.Effects = append(out.Effects, next.Effects...)
+		out.through = append(out.through, next.through...)
+	}
+}
+
+// maxProceed bounds the transitions one step may begin: more than the
+// provisioning path has states.
+const maxProceed = 8
 
 // begin records the attempt (intent before effect, E5) and asks for the
 // step's effect.
@@ -648,6 +798,9 @@ func (m Machine) verify(e *Env, o Observation, now time.Time) decision {
 	if !o.Exists {
 		return m.fail(e, Transient, a.Identity+" not found after apply", now)
 	}
+	if o.Replace {
+		return m.fail(e, Transient, a.Identity+" cannot run as it is after apply: "+o.Detail, now)
+	}
 	if !o.Matches && a.Capability == App {
 		// The instance exists and is this environment's; whether it is
 		// ready is the next transition's observation (app-starting ->
@@ -670,7 +823,9 @@ func (m Machine) verify(e *Env, o Observation, now time.Time) decision {
 // that is observed undone is one.
 func (m Machine) applyAgain(e *Env, op Op, o Observation) (decision, bool) {
 	a := e.Attempt
-	undone := op == Apply && !o.Exists || op == Remove && o.Exists
+	// An application that exists but can never run as it is (exited,
+	// killed) is not what an apply leaves behind.
+	undone := op == Apply && (!o.Exists || o.Replace) || op == Remove && o.Exists
 	if !a.Unknown || a.Reapplied || !undone || a.From == DataRemoved {
 		return decision{}, false
 	}
@@ -804,7 +959,7 @@ func (m Machine) stepDone(e *Env, detail, providerID string, now time.Time) deci
 	}
 	e.State = t.to
 	e.Attempt = nil
-	out := decision{Note: fmt.Sprintf("%s; %s -> %s committed", detail, t.from, t.to)}
+	out := decision{Note: fmt.Sprintf("%s; %s -> %s committed", detail, t.from, t.to), through: []Phase{t.to}}
 	if t.to == Ready {
 		m.announce(e, EventReady, "ready", now)
 	}

@@ -19,7 +19,7 @@ var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 // TestMachine runs the golden scripts in testdata/; each case names its
 // rule. Commands:
 //
-//	create id= branch= revision= [data=] [ttl-hours=]
+//	create id= branch= revision= [data=] [ttl-hours=] [owner=]   owner: the creating process
 //	advance [owner=]                      the next eligible transition
 //	ok | timeout | failed category= msg=  the effect's answer for the attempt
 //	observe [exists] [owner=] [matches] [replace] [route=N] [detail=]
@@ -63,6 +63,10 @@ func TestMachine(t *testing.T) {
 				return entity.Format(out, now) + "write: " + write + "\n" + "state: " + describe(e, m) + "\n"
 			}
 			step := func(ev Event) string { return show(m.Step(e, ev, now)) }
+			// newest is the branch's newest generation as the shell reads
+			// it with a result, an observation at rest or an action: this
+			// preview's own unless the case says a newer one was given out.
+			newest := func() uint64 { return max(num("newest"), e.Generation) }
 			cur := func() (string, uint64) {
 				if e.Attempt == nil {
 					return "none", 0
@@ -72,17 +76,27 @@ func TestMachine(t *testing.T) {
 			switch d.Cmd {
 			case "create":
 				rec = actors.EnvRecord{}
-				return show(m.Create(Create{ID: arg("id", "env-271"), Branch: arg("branch", "feature-search"), Revision: arg("revision", "3f2c9e1"),
-					Data: DataPolicy(arg("data", "")), TTL: time.Duration(num("ttl-hours")) * time.Hour, Generation: max(1, num("gen"))}, now))
+				mm := m // the process that creates it owns its first attempt
+				if o := arg("owner", ""); o != "" {
+					mm.Config.Worker = o
+				}
+				gen := uint64(1) // given by the branch already, unless the case says gen=0: then it asks
+				if d.HasArg("gen") {
+					gen = num("gen")
+				}
+				return show(mm.Create(Create{ID: arg("id", "env-271"), Branch: arg("branch", "feature-search"), Revision: arg("revision", "3f2c9e1"),
+					Data: DataPolicy(arg("data", "")), TTL: time.Duration(num("ttl-hours")) * time.Hour, Generation: gen}, now))
+			case "given":
+				return step(GenerationGiven{Generation: num("generation")})
 			case "advance":
 				return step(Advance{Owner: arg("owner", "worker-a"), BranchNewest: num("newest")})
 			case "ok", "timeout", "failed":
 				id, lg := cur()
 				return step(Result{AttemptID: id, LeaseGeneration: lg, OK: d.Cmd == "ok", Timeout: d.Cmd == "timeout",
-					Category: Category(arg("category", "")), Message: arg("msg", "")})
+					Category: Category(arg("category", "")), Message: arg("msg", ""), BranchNewest: newest()})
 			case "observe":
 				id, lg := cur()
-				return step(Result{AttemptID: id, LeaseGeneration: lg, OK: true, Observation: &Observation{Exists: d.HasArg("exists"),
+				return step(Result{AttemptID: id, LeaseGeneration: lg, OK: true, BranchNewest: newest(), Observation: &Observation{Exists: d.HasArg("exists"),
 					Owner: arg("owner", e.ID), Matches: d.HasArg("matches"), RouteTarget: num("route"), Detail: arg("detail", ""), ProviderID: arg("provider", ""),
 					Replace: d.HasArg("replace")}})
 			case "stale":
@@ -101,10 +115,10 @@ func TestMachine(t *testing.T) {
 				if d.HasArg("seq") {
 					seq = num("seq")
 				}
-				return step(AtRest{Capability: Capability(arg("cap", "")), Seq: seq, Observation: Observation{Exists: d.HasArg("exists"),
+				return step(AtRest{Capability: Capability(arg("cap", "")), Seq: seq, BranchNewest: newest(), Observation: Observation{Exists: d.HasArg("exists"),
 					Owner: arg("owner", e.ID), Matches: d.HasArg("matches"), RouteTarget: num("route"), ProviderID: arg("provider", ""), Detail: arg("detail", "")}})
 			case "action":
-				return step(Action{Name: arg("name", ""), Actor: arg("actor", ""), Reason: arg("reason", "")})
+				return step(Action{Name: arg("name", ""), Actor: arg("actor", ""), Reason: arg("reason", ""), BranchNewest: newest()})
 			case "delivered":
 				return step(Delivered{Key: arg("key", ""), OK: d.HasArg("ok")})
 			case "status":
@@ -134,12 +148,56 @@ func TestMachine(t *testing.T) {
 					return next, out
 				}
 				var b strings.Builder
+				// drive answers every driver call the step asked for, in a
+				// world where every effect does what it was asked, until the
+				// walk stops for want of an effect; a step that ends one
+				// transition may begin the next (one commit per boundary).
+				drive := func(out Outcome) {
+					for calls := 0; calls < 200; calls++ {
+						var do Do
+						found := false
+						var other []Effect
+						for _, ef := range out.Effects {
+							if d, ok := ef.(Do); ok && !found {
+								do, found = d, true
+								continue
+							}
+							other = append(other, ef)
+						}
+						if len(other) > 0 {
+							fmt.Fprintf(&b, "  effects:%s\n", effects(other))
+						}
+						if !found || e.Attempt == nil {
+							return
+						}
+						var r Result
+						if do.Op == Observe || e.Attempt.Verifying {
+							obs := &Observation{Exists: e.Attempt.Op != Remove && e.Attempt.From != DataRemoved, Owner: e.ID, Matches: true, RouteTarget: e.Generation,
+								ProviderID: "p-" + do.Identity}
+							r = Result{AttemptID: do.AttemptID, LeaseGeneration: do.LeaseGeneration, OK: true, Observation: obs, BranchNewest: e.Generation}
+						} else {
+							r = Result{AttemptID: do.AttemptID, LeaseGeneration: do.LeaseGeneration, OK: true, BranchNewest: e.Generation}
+						}
+						fmt.Fprintf(&b, "%s %s %s\n", do.Op, do.Capability, do.Identity)
+						state := e.State
+						e, out = runStep(r)
+						if e.State != state {
+							fmt.Fprintf(&b, "  -> %s\n", e.State)
+						}
+					}
+				}
 				for i := 0; i < 40; i++ {
 					if u := arg("until", ""); string(e.State) == u && e.Attempt == nil {
 						fmt.Fprintf(&b, "stopped at %s\n", u)
 						break
 					}
-					next, out := runStep(Advance{Owner: "worker-a"})
+					if e.Attempt != nil { // the walk goes on from an attempt begun before
+						drive(Outcome{Effects: []Effect{Do{AttemptID: e.Attempt.ID, LeaseGeneration: e.Attempt.Lease.Generation, Capability: e.Attempt.Capability,
+							Op: map[bool]Op{true: Observe, false: e.Attempt.Op}[e.Attempt.Verifying], Identity: e.Attempt.Identity}}})
+						continue
+					}
+					state := e.State
+					next, out := runStep(Advance{Owner: "worker-a", BranchNewest: e.Generation})
 					if len(out.Effects) == 0 && out.Changed {
 						e = next // a step satisfied without an effect
 						fmt.Fprintf(&b, "%s\n  -> %s\n", out.Answer.Note, e.State)
@@ -151,32 +209,10 @@ func TestMachine(t *testing.T) {
 						break
 					}
 					e = next
-					for len(out.Effects) > 0 {
-						do, ok := out.Effects[0].(Do)
-						if !ok {
-							fmt.Fprintf(&b, "%s\n", effects(out.Effects))
-							break
-						}
-						var r Result
-						if do.Op == Observe || e.Attempt.Verifying {
-							// A world where every effect does what it was asked.
-							obs := &Observation{Exists: e.Attempt.Op != Remove && e.Attempt.From != DataRemoved, Owner: e.ID, Matches: true, RouteTarget: e.Generation,
-								ProviderID: "p-" + do.Identity}
-							r = Result{AttemptID: do.AttemptID, LeaseGeneration: do.LeaseGeneration, OK: true, Observation: obs}
-						} else {
-							r = Result{AttemptID: do.AttemptID, LeaseGeneration: do.LeaseGeneration, OK: true}
-						}
-						fmt.Fprintf(&b, "%s %s %s\n", do.Op, do.Capability, do.Identity)
-						next, out = runStep(r)
-						e = next
-						if e.Attempt == nil {
-							fmt.Fprintf(&b, "  -> %s\n", e.State)
-							if len(out.Effects) > 0 {
-								fmt.Fprintf(&b, "  effects:%s\n", effects(out.Effects))
-							}
-							break
-						}
+					if e.State != state {
+						fmt.Fprintf(&b, "  -> %s\n", e.State)
 					}
+					drive(out)
 				}
 				return b.String() + "state: " + describe(e, m) + "\n"
 			}
@@ -238,7 +274,7 @@ func describe(e Env, m Machine) string {
 func newEnv(t *testing.T, now time.Time) (Machine, Env) {
 	t.Helper()
 	m := Machine{Config: DefaultConfig()}
-	e, err := m.New(Create{ID: "env-1", Branch: "main", Revision: "r1"}, now)
+	e, err := m.New(Create{ID: "env-1", Branch: "main", Revision: "r1", Generation: 1}, now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -298,15 +334,9 @@ func TestRecordStaysBounded(t *testing.T) {
 	now := epoch
 	m, e := newEnv(t, now)
 	ready := func() {
-		for i := 0; i < 40 && e.State != Ready; i++ {
-			next, out := m.Step(e, Advance{Owner: "w"}, now)
-			e = next
-			for len(out.Effects) > 0 && e.Attempt != nil {
-				d := out.Effects[0].(Do)
-				obs := &Observation{Exists: true, Owner: e.ID, Matches: true, RouteTarget: e.Generation}
-				e, out = m.Step(e, Result{AttemptID: d.AttemptID, LeaseGeneration: d.LeaseGeneration, OK: true, Observation: obs}, now)
-			}
-		}
+		e = walk(m, e, now, func(Do) *Observation {
+			return &Observation{Exists: true, Owner: e.ID, Matches: true, RouteTarget: e.Generation}
+		})
 	}
 	ready()
 	for i := 0; i < 60; i++ { // a killed application, repaired, 60 times
@@ -348,10 +378,31 @@ func TestBranchGenerationsOnlyGoUp(t *testing.T) {
 	b := Branch{Name: "main"}
 	for want := uint64(1); want <= 3; want++ {
 		var rd BranchReady
-		b, rd = StepBranch(b, NextGeneration{}, epoch)
+		b, rd = StepBranch(b, NextGeneration{For: fmt.Sprintf("env-%d", want)}, epoch)
 		require.Equal(t, want, rd.Answer)
 		require.True(t, rd.Writes(), "a generation is written before it is given out")
 	}
+}
+
+// TestE8ABranchAskedAgainGivesTheSameGeneration: a preview whose actor
+// restarted before its branch's answer came asks again and is told the
+// generation it was given, writing nothing; a newer one would make it
+// look superseded by a sibling that does not exist (issue 32). The
+// memory is bounded: past RecentGivings later givings, a new one.
+func TestE8ABranchAskedAgainGivesTheSameGeneration(t *testing.T) {
+	b := Branch{Name: "main"}
+	b, first := StepBranch(b, NextGeneration{For: "env-1"}, epoch)
+	b, _ = StepBranch(b, NextGeneration{For: "env-2"}, epoch)
+	b, again := StepBranch(b, NextGeneration{For: "env-1"}, epoch)
+	require.Equal(t, first.Answer, again.Answer)
+	require.False(t, again.Writes())
+	require.Equal(t, []Give{{Env: "env-1", Generation: 1}}, again.Effects, "told again")
+	for i := range RecentGivings {
+		b, _ = StepBranch(b, NextGeneration{For: fmt.Sprintf("other-%d", i)}, epoch)
+	}
+	require.Len(t, b.Recent, RecentGivings)
+	_, late := StepBranch(b, NextGeneration{For: "env-1"}, epoch)
+	require.Equal(t, uint64(RecentGivings+3), late.Answer, "forgotten: a new generation, only a number spent")
 }
 
 // TestReceiptSaysWhichCallVerifiedTheStep: an apply step is verified by an
@@ -359,10 +410,9 @@ func TestBranchGenerationsOnlyGoUp(t *testing.T) {
 // longer contradicts its op (issue 12).
 func TestReceiptSaysWhichCallVerifiedTheStep(t *testing.T) {
 	m := Machine{Config: DefaultConfig()}
-	e, out := m.Create(Create{ID: "env-1", Branch: "main", Revision: "r1"}, epoch)
+	e, out := m.Create(Create{ID: "env-1", Branch: "main", Revision: "r1", Generation: 1}, epoch)
 	require.NoError(t, out.Err)
-	e, out = m.Step(e, Advance{Owner: "w"}, epoch)
-	do := out.Effects[0].(Do)
+	do := out.Effects[0].(Do) // the create began the first transition
 	require.Equal(t, Apply, do.Op)
 	e, out = m.Step(e, Result{AttemptID: do.AttemptID, LeaseGeneration: do.LeaseGeneration, OK: true}, epoch)
 	obs := out.Effects[0].(Do)
@@ -384,22 +434,13 @@ func TestP14ARepairTheSmokeCheckKeepsFindingUndoneBacksOff(t *testing.T) {
 	m, e := newEnv(t, now)
 	// walk advances with every effect verified, except that the smoke
 	// check finds our route answering and nothing behind it.
-	walk := func() Outcome {
-		var out Outcome
-		for i := 0; i < 40 && e.State != Ready && e.LastFailure == nil; i++ {
-			e, out = m.Step(e, Advance{Owner: "w"}, now)
-			for len(out.Effects) > 0 && e.Attempt != nil {
-				d := out.Effects[0].(Do)
-				obs := &Observation{Exists: true, Owner: e.ID, Matches: true, RouteTarget: e.Generation}
-				if d.Capability == Smoke {
-					obs.Exists, obs.Matches = false, false
-				}
-				e, out = m.Step(e, Result{AttemptID: d.AttemptID, LeaseGeneration: d.LeaseGeneration, OK: true, Observation: obs}, now)
-			}
+	e = walk(m, e, now, func(d Do) *Observation {
+		obs := &Observation{Exists: true, Owner: e.ID, Matches: true, RouteTarget: e.Generation}
+		if d.Capability == Smoke {
+			obs.Exists, obs.Matches = false, false
 		}
-		return out
-	}
-	walk()
+		return obs
+	})
 	if e.LastFailure == nil || e.LastFailure.Category != Transient || !e.LastFailure.Retryable {
 		t.Fatalf("after the repairs, a retryable failure: %+v (state %s)", e.LastFailure, e.State)
 	}
@@ -412,4 +453,28 @@ func TestP14ARepairTheSmokeCheckKeepsFindingUndoneBacksOff(t *testing.T) {
 	if repairs != 3 || e.RetryAt.IsZero() {
 		t.Fatalf("%d automatic repairs (want 3), retry at %v: %+v", repairs, e.RetryAt, e.Drift)
 	}
+}
+
+// walk drives an environment until it is ready, waits for an operator or
+// backs off: the attempt in flight is answered first, then the next is
+// asked for; every effect does what it was asked, its observation given by
+// observe. A step that ends a transition may begin the next (one commit
+// per state boundary).
+func walk(m Machine, e Env, now time.Time, observe func(Do) *Observation) Env {
+	for i := 0; i < 200 && e.State != Ready && e.LastFailure == nil; i++ {
+		var out Outcome
+		if e.Attempt == nil {
+			if e, out = m.Step(e, Advance{Owner: "w", BranchNewest: e.Generation}, now); len(out.Effects) == 0 {
+				return e
+			}
+		}
+		a := e.Attempt
+		d := Do{AttemptID: a.ID, LeaseGeneration: a.Lease.Generation, Capability: a.Capability, Op: a.Op, Identity: a.Identity, Generation: e.Generation}
+		r := Result{AttemptID: a.ID, LeaseGeneration: a.Lease.Generation, OK: true, BranchNewest: e.Generation}
+		if a.Verifying {
+			d.Op, r.Observation = Observe, observe(d)
+		}
+		e, _ = m.Step(e, r, now)
+	}
+	return e
 }

@@ -328,8 +328,10 @@ type Env struct {
 	Desired  string     `json:"desired"` // ready or removed
 	State    Phase      `json:"state"`
 	// Generation is the lifecycle generation; the route generation n of
-	// route-<branch>-<n> is taken from it (E2, E8).
+	// route-<branch>-<n> is taken from it (E2, E8). Zero until the branch
+	// gives it; AskedAt is when the branch was last asked.
 	Generation      uint64     `json:"generation"`
+	AskedAt         time.Time  `json:"asked_at,omitzero"`
 	ExpiresAt       time.Time  `json:"expires_at,omitzero"`
 	Attempt         *Attempt   `json:"attempt,omitempty"`
 	AttemptSeq      uint64     `json:"attempt_seq"`

@@ -27,7 +27,7 @@ type entityActor[S, E any, O Outcome] struct {
 // the runtime's loop to step it.
 type Handle[S, E any, O Outcome] struct {
 	rt     *Runtime
-	kind   Kind[S, E, O]
+	kind   *kindOf[S, E, O]
 	ents   *Entities[S, E, O]
 	key    Key
 	entry  *entry
@@ -57,7 +57,7 @@ func (a *entityActor[S, E, O]) Receive(ctx actor.Context) {
 		a.start(ctx)
 		return
 	case idleMsg:
-		if len(h.held) == 0 && h.kind.Idle(h.rec, h.exists) {
+		if len(h.held) == 0 && h.kind.idle(h.rec, h.exists) {
 			ctx.Send(h.rt.registry, passivate{key: h.key, pid: ctx.Self()})
 		}
 		return
@@ -77,10 +77,10 @@ func (a *entityActor[S, E, O]) Receive(ctx actor.Context) {
 		h.internal(m.ev, m.attempt)
 	case wakeMsg:
 		defer h.entry.handled(h.rt)
-		h.kind.Woken(h)
-	case signal:
+		h.kind.woken(h)
+	case signal[S, E, O]:
 		defer h.entry.handled(h.rt)
-		h.kind.Signaled(h, m.v)
+		m.fn(h)
 	}
 }
 
@@ -98,13 +98,13 @@ func (a *entityActor[S, E, O]) start(ctx actor.Context) {
 		exists = false
 	}
 	h.rec, h.exists = rec, exists
-	h.wake = h.kind.WakeOf(rec)
+	h.wake = h.kind.wakeOf(rec)
 	h.rt.reg.mu.Lock()
 	afterFailure := h.entry.restart.pending
 	h.entry.restart.pending = false
 	h.rt.reg.mu.Unlock()
 	if h.exists {
-		h.kind.Started(h, afterFailure)
+		h.kind.started(h, afterFailure)
 	}
 }
 
@@ -144,7 +144,7 @@ func (h *Handle[S, E, O]) Send(ev E) { h.ents.Send(h.key.ID, ev) }
 func (h *Handle[S, E, O]) ArmWake(at time.Time) { h.rt.armWake(h.key, at) }
 
 // Go runs an effect (Runtime.Go).
-func (h *Handle[S, E, O]) Go(e Effect) bool { return h.rt.Go(e) }
+func (h *Handle[S, E, O]) Go(e Effect) { h.rt.Go(e) }
 
 // --- the loop -------------------------------------------------------------------
 
@@ -167,10 +167,10 @@ func (h *Handle[S, E, O]) request(m request[S, E, O]) {
 	req := m.req
 	switch {
 	case req.Mode == Read:
-		m.reply <- answer[S, O]{res: Result[S, O]{Record: h.kind.Copy(h.rec), Exists: h.exists}}
+		m.reply <- answer[S, O]{res: Result[S, O]{Record: h.kind.copy(h.rec), Exists: h.exists}}
 		return
 	case req.Mode == Create && h.exists:
-		m.fail(h.kind.Conflict(h.key.ID, h.rec))
+		m.fail(h.kind.conflict(h.key.ID, h.rec))
 		return
 	case (req.Mode == Command || req.Mode == Rewrite) && !h.exists:
 		m.fail(fmt.Errorf("%w: %s", errs.NotFound, h.key))
@@ -180,10 +180,10 @@ func (h *Handle[S, E, O]) request(m request[S, E, O]) {
 			m.fail(err)
 			return
 		}
-		m.reply <- answer[S, O]{res: Result[S, O]{Record: h.kind.Copy(h.rec), Exists: true, Status: 200}}
+		m.reply <- answer[S, O]{res: Result[S, O]{Record: h.kind.copy(h.rec), Exists: true}}
 		return
 	}
-	if err := h.kind.Admit(h.rec, req.Event); err != nil {
+	if err := h.kind.admit(h.rec, req.Event); err != nil {
 		m.fail(err)
 		return
 	}
@@ -195,17 +195,12 @@ func (h *Handle[S, E, O]) request(m request[S, E, O]) {
 			m.fail(err)
 			return
 		case dup != nil:
-			m.reply <- answer[S, O]{res: Result[S, O]{Record: h.kind.Copy(h.rec), Exists: true, Reply: dup.Body, Status: dup.Status, Duplicate: true}}
+			m.reply <- answer[S, O]{res: Result[S, O]{Record: h.kind.copy(h.rec), Exists: true, Reply: dup.Body, Duplicate: true}}
 			return
 		}
 		d = &persistence.DedupRecord{DeliveryID: req.Delivery.ID, Entity: h.key.ID, BodySHA256: append([]byte(nil), req.Delivery.BodyHash[:]...)}
 	}
-	ev, err := h.kind.Prepare(h, req.Event)
-	if err != nil {
-		m.fail(err)
-		return
-	}
-	out, err := h.step(ev, d)
+	out, err := h.step(req.Event, d)
 	if err == nil {
 		err = out.Refusal()
 	}
@@ -216,8 +211,8 @@ func (h *Handle[S, E, O]) request(m request[S, E, O]) {
 	if d != nil {
 		h.remember(d.DeliveryID)
 	}
-	res := Result[S, O]{Record: h.kind.Copy(h.rec), Exists: true, Reply: out.Encoded(), Status: 200, Outcome: out}
-	if req.Delivery == nil && h.kind.Holds(h.rec) {
+	res := Result[S, O]{Record: h.kind.copy(h.rec), Exists: true, Reply: out.Encoded(), Outcome: out}
+	if req.Delivery == nil && h.kind.holds(h.rec) {
 		if len(h.held) >= maxHeld {
 			m.fail(fmt.Errorf("%w: too many requests waiting for %s", errs.Unavailable, h.key))
 			return
@@ -238,7 +233,7 @@ func (h *Handle[S, E, O]) step(ev E, d *persistence.DedupRecord) (O, error) {
 	now := h.rt.cfg.Clock.Now()
 	next, out := h.kind.Step(h.rec, ev, now)
 	if out.Refusal() != nil {
-		h.kind.Observe(h, ev, h.rec, h.rec, out)
+		h.observe(ev, h.rec, h.rec, out)
 		return out, nil
 	}
 	if d != nil {
@@ -258,8 +253,8 @@ func (h *Handle[S, E, O]) commit(ev E, next S, out O, d *persistence.DedupRecord
 		before := h.rec
 		h.rec = next
 		h.committed(ev, before, next, out, false)
-		h.kind.Observe(h, ev, before, next, out)
-		h.kind.Run(h, next, out)
+		h.observe(ev, before, next, out)
+		h.act(next, out)
 		h.flushHeld()
 		return nil
 	}
@@ -272,19 +267,37 @@ func (h *Handle[S, E, O]) commit(ev E, next S, out O, d *persistence.DedupRecord
 	before := h.rec
 	h.rec, h.exists = next, true
 	h.committed(ev, before, next, out, true)
-	h.kind.Observe(h, ev, before, next, out)
+	h.observe(ev, before, next, out)
 	_ = rt.fault(FaultAfterPersist, k.ID)
 	if !rt.owns(k) {
 		// The lease lapsed between the commit and now: the new owner
-		// reconciles what this step would have started (C3, C5).
-		rt.log.Warn("effects not started: shard no longer owned", "kind", k.Kind, "id", k.ID)
+		// reconciles what this step would have sent and started (C3, C5).
+		rt.log.Warn("messages not sent, effects not started: shard no longer owned", "kind", k.Kind, "id", k.ID)
 		return nil
 	}
-	h.kind.Run(h, next, out)
+	h.act(next, out)
 	_ = rt.fault(FaultAfterEffects, k.ID)
 	rt.armWake(k, out.WakeAt())
 	h.flushHeld()
 	return nil
+}
+
+// act carries out what a step names: its messages to entities, then its
+// effects on the world.
+func (h *Handle[S, E, O]) act(next S, out O) {
+	for _, m := range h.kind.sends(h.key.ID, next, out) {
+		h.rt.route(m.key, m.msg)
+	}
+	h.kind.run(h, next, out)
+}
+
+// observe shows a step to the kind's Observe, which may log and count but
+// not send: on a scheduler that runs one mailbox at a time, a message
+// routed meanwhile is a programmer's error, and panics.
+func (h *Handle[S, E, O]) observe(ev E, before, next S, out O) {
+	h.rt.observing.Add(1)
+	defer h.rt.observing.Add(-1)
+	h.kind.observe(View[S]{ID: h.key.ID, Record: next, Now: h.rt.cfg.Clock.Now(), Log: h.rt.log}, ev, before, next, out)
 }
 
 // rewrite commits the record as it stands (Mode Rewrite): the kind's
@@ -319,23 +332,23 @@ func (h *Handle[S, E, O]) persist(next S, out O, d *persistence.DedupRecord) err
 		return fmt.Errorf("%w: persist %s: %w", errs.Unavailable, k, err)
 	}
 	h.entry.commits.Add(1)
-	h.wake = h.kind.WakeOf(next)
+	h.wake = h.kind.wakeOf(next)
 	return nil
 }
 
 func (h *Handle[S, E, O]) committed(ev E, before, after S, out O, wrote bool) {
-	if hooks := h.rt.cfg.Hooks; hooks != nil {
-		hooks.Committed(Commit{Kind: h.key.Kind, ID: h.key.ID, Event: ev, Before: before, After: after, Ready: out, Wrote: wrote})
+	if f := h.ents.onCommit; f != nil {
+		f(Committed[S, E, O]{ID: h.key.ID, Event: ev, Before: before, After: after, Outcome: out, Wrote: wrote})
 	}
 }
 
 // flushHeld answers the held requests once the record allows.
 func (h *Handle[S, E, O]) flushHeld() {
-	if len(h.held) == 0 || h.kind.Holds(h.rec) {
+	if len(h.held) == 0 || h.kind.holds(h.rec) {
 		return
 	}
 	for _, r := range h.held {
-		r <- answer[S, O]{res: Result[S, O]{Record: h.kind.Copy(h.rec), Exists: h.exists, Status: 200}}
+		r <- answer[S, O]{res: Result[S, O]{Record: h.kind.copy(h.rec), Exists: h.exists}}
 	}
 	h.held = nil
 }
@@ -354,9 +367,6 @@ func (h *Handle[S, E, O]) failHeld(err error) {
 // record under the new epoch (found by the cluster harness: a preview
 // removed on one node, written back as ready by such an actor on another).
 func (h *Handle[S, E, O]) current() error {
-	if h.rt.cfg.Cluster == nil {
-		return nil
-	}
 	fence, err := h.rt.fenceOf(h.key)
 	if err != nil {
 		return err
@@ -453,13 +463,13 @@ func writes[O Outcome](out O, delivery bool) bool { return out.Writes() || deliv
 // the entry stored (wake: a step that wrote nothing may have changed the
 // record's wake in memory only) and a delivery's record holding the step's
 // reply (I5, M20).
-func stage[S, E any, O Outcome](k Kind[S, E, O], w persistence.Writer, id string, before S, wake time.Time, next S, out O, d *persistence.DedupRecord) {
+func stage[S, E any, O Outcome](k *kindOf[S, E, O], w persistence.Writer, id string, before S, wake time.Time, next S, out O, d *persistence.DedupRecord) {
 	k.Stage(w, id, before, next, out)
-	if wk := k.WakeKind(); wk != "" {
-		w.MoveWake(wk, id, wake, k.WakeOf(next))
+	if k.wakeKind != "" {
+		w.MoveWake(k.wakeKind, id, wake, k.wakeOf(next))
 	}
 	if d != nil {
-		d.Status, d.Body = 200, out.Encoded()
+		d.Body = out.Encoded()
 		w.PutDedup(*d)
 	}
 }
@@ -469,7 +479,7 @@ func stage[S, E any, O Outcome](k Kind[S, E, O], w persistence.Writer, id string
 // families, e.g. "marquee m-1, history +1, wake 00:30:00, dedup d-7".
 // delivery is the request's delivery id ("" for none). A refused step
 // writes nothing.
-func DescribeWrite[S, E any, O Outcome](k Kind[S, E, O], id string, before, next S, out O, delivery string) string {
+func DescribeWrite[S, E any, O Outcome](kind Kind[S, E, O], id string, before, next S, out O, delivery string) string {
 	if out.Refusal() != nil || !writes(out, delivery != "") {
 		return "none"
 	}
@@ -477,7 +487,8 @@ func DescribeWrite[S, E any, O Outcome](k Kind[S, E, O], id string, before, next
 	if delivery != "" {
 		d = &persistence.DedupRecord{DeliveryID: delivery, Entity: id}
 	}
+	k := resolve(kind)
 	var r persistence.Recorder
-	stage(k, &r, id, before, k.WakeOf(before), next, out, d)
+	stage(k, &r, id, before, k.wakeOf(before), next, out, d)
 	return r.String()
 }

@@ -20,20 +20,30 @@ type Cluster interface {
 	// Deliver sends a message to the node owning shard, at least once
 	// (retried until that node accepts it or a bound passes).
 	Deliver(shard int, body []byte)
-	// Ask sends a message to the node owning shard and returns its answer.
-	Ask(ctx context.Context, shard int, body []byte) ([]byte, error)
 	// Confirm shows that this node still holds shard at epoch, by a
 	// linearizable read, or fails with errs.Moving (and stops acting for
 	// the shard).
 	Confirm(ctx context.Context, shard int, epoch int64) error
+	// Owned lists the shards this node owns now: a single node its one
+	// from the start; a cluster node those it took so far (it is told of
+	// each later one as it takes it).
+	Owned() []int
 }
 
-// Answerer answers a question another node asks about an entity of a
-// kind that has no actor of its own (a branch's next route generation).
-type Answerer func(ctx context.Context, id string, body []byte) ([]byte, error)
+// singleNode is the Cluster of a lone warden, the null object: it owns
+// every entity, its commits carry no fence (one process holds the store's
+// lock), an answer needs no confirmation, and there is no other node to
+// deliver to or ask.
+type singleNode struct{}
 
-// HandleAsk registers the answerer of a pseudo-kind's questions.
-func (rt *Runtime) HandleAsk(kind string, a Answerer) { rt.answer[kind] = a }
+// SingleNode is the cluster of one node, the default.
+func SingleNode() Cluster { return singleNode{} }
+
+func (singleNode) Shard(string, string) int                  { return -1 }
+func (singleNode) Fence(int) (persistence.Fence, error)      { return persistence.Fence{}, nil }
+func (singleNode) Deliver(int, []byte)                       {} // it owns every shard: never called
+func (singleNode) Confirm(context.Context, int, int64) error { return nil }
+func (singleNode) Owned() []int                              { return []int{-1} }
 
 // owns reports whether this node may act for the entity now (always on a
 // single node).
@@ -50,9 +60,6 @@ func (rt *Runtime) Owns(k Key) bool { return rt.owns(k) }
 // node.
 func (rt *Runtime) fenceOf(k Key) (persistence.Fence, error) {
 	c := rt.cfg.Cluster
-	if c == nil {
-		return persistence.Fence{}, nil
-	}
 	return c.Fence(c.Shard(k.Kind, k.ID))
 }
 
@@ -65,23 +72,11 @@ func (rt *Runtime) epochOf(k Key) int64 {
 }
 
 // instanceMark is an entity actor instance and how many fenced commits it
-// had made, when a request was sent to it.
+// had made, when a request was sent to it (route takes it where it looks
+// the instance up anyway).
 type instanceMark struct {
 	e       *entry
 	commits int64
-}
-
-func (rt *Runtime) instance(k Key) instanceMark {
-	if rt.cfg.Cluster == nil {
-		return instanceMark{}
-	}
-	rt.reg.mu.Lock()
-	defer rt.reg.mu.Unlock()
-	e := rt.reg.entries[k]
-	if e == nil {
-		return instanceMark{}
-	}
-	return instanceMark{e: e, commits: e.commits.Load()}
 }
 
 // confirmed is an answer made safe to send on a cluster node (C4, issue
@@ -101,16 +96,15 @@ func (rt *Runtime) instance(k Key) instanceMark {
 //     read, coalesced per shard.
 func (rt *Runtime) confirmed(ctx context.Context, k Key, before instanceMark, routedEpoch int64, err error) error {
 	c := rt.cfg.Cluster
-	if c == nil || errs.KindOf(err) == errs.Moving {
+	if errs.KindOf(err) == errs.Moving {
 		return err
 	}
-	after := rt.instance(k)
-	if after.e != nil && after.e == before.e && after.commits > before.commits {
+	if before.e != nil && before.e.commits.Load() > before.commits {
 		return err
 	}
 	epoch := routedEpoch
-	if after.e != nil && after.e.pid != nil {
-		epoch = after.e.epoch.Load()
+	if before.e != nil {
+		epoch = before.e.epoch.Load()
 	}
 	if cerr := c.Confirm(ctx, c.Shard(k.Kind, k.ID), epoch); cerr != nil {
 		rt.stopOutlived(k, epoch)
@@ -132,14 +126,12 @@ func (rt *Runtime) stopOutlived(k Key, epoch int64) {
 }
 
 // envelope is a message on the wire between nodes (C4): an internal event
-// of one entity (a pool's ask, a marquee's admission), or a question to a
-// pseudo-kind. Each event is idempotent (A6, E8), so at-least-once is
-// enough.
+// of one entity (a pool's ask, a marquee's admission, a branch's
+// generation). Each is idempotent (A6, E8), so at-least-once is enough.
 type envelope struct {
 	Kind  string          `json:"kind"`
 	ID    string          `json:"id"`
-	Event json.RawMessage `json:"event,omitempty"`
-	Ask   json.RawMessage `json:"ask,omitempty"`
+	Event json.RawMessage `json:"event"`
 }
 
 // maxEnvelope bounds a message between nodes.
@@ -152,7 +144,7 @@ const maxEnvelope = 4 << 10
 func (rt *Runtime) routeRemote(k Key, msg message) {
 	ops, ok := rt.kinds[k.Kind]
 	c := rt.cfg.Cluster
-	if ok && c != nil {
+	if ok {
 		if body, ok := ops.encode(msg); ok {
 			b, _ := json.Marshal(envelope{Kind: k.Kind, ID: k.ID, Event: body})
 			c.Deliver(c.Shard(k.Kind, k.ID), b)
@@ -160,19 +152,6 @@ func (rt *Runtime) routeRemote(k Key, msg message) {
 		}
 	}
 	msg.fail(errMoving(k))
-}
-
-// AskRemote asks the node owning a pseudo-kind's entity a question
-// (HandleAsk answers it there).
-func (rt *Runtime) AskRemote(ctx context.Context, k Key, body []byte) ([]byte, error) {
-	c := rt.cfg.Cluster
-	if c == nil {
-		return nil, fmt.Errorf("%w: no cluster to ask", errs.Unavailable)
-	}
-	b, _ := json.Marshal(envelope{Kind: k.Kind, ID: k.ID, Ask: body})
-	ctx, cancel := context.WithTimeout(ctx, rt.cfg.AskTimeout)
-	defer cancel()
-	return c.Ask(ctx, c.Shard(k.Kind, k.ID), b)
 }
 
 // DeliverRemote takes a message another node sent (POST
@@ -187,17 +166,11 @@ func (rt *Runtime) DeliverRemote(ctx context.Context, b []byte) ([]byte, error) 
 	if !rt.owns(k) {
 		return nil, errMoving(k)
 	}
-	if len(m.Ask) > 0 {
-		a, ok := rt.answer[m.Kind]
-		if !ok {
-			return nil, fmt.Errorf("%w: nothing answers %q questions", errs.Invalid, m.Kind)
-		}
-		return a(ctx, m.ID, m.Ask)
-	}
 	ops, ok := rt.kinds[m.Kind]
 	if !ok {
 		return nil, fmt.Errorf("%w: unknown kind %q", errs.Invalid, m.Kind)
 	}
+
 	if err := ops.routeEvent(m.ID, m.Event); err != nil {
 		return nil, err
 	}
@@ -221,8 +194,8 @@ func decodeEnvelope(b []byte) (envelope, error) {
 		return m, fmt.Errorf("%w: kind of 1..32 bytes", errs.Invalid)
 	case m.ID == "" || len(m.ID) > 200:
 		return m, fmt.Errorf("%w: entity id of 1..200 bytes", errs.Invalid)
-	case (len(m.Event) == 0) == (len(m.Ask) == 0):
-		return m, fmt.Errorf("%w: a message is an event or a question", errs.Invalid)
+	case len(m.Event) == 0:
+		return m, fmt.Errorf("%w: a message carries an event", errs.Invalid)
 	}
 	return m, nil
 }
@@ -246,9 +219,4 @@ func (rt *Runtime) ReleaseShard(shard int) {
 }
 
 // Shard is the entity's shard on a cluster node (-1 on a single node).
-func (rt *Runtime) Shard(k Key) int {
-	if c := rt.cfg.Cluster; c != nil {
-		return c.Shard(k.Kind, k.ID)
-	}
-	return -1
-}
+func (rt *Runtime) Shard(k Key) int { return rt.cfg.Cluster.Shard(k.Kind, k.ID) }

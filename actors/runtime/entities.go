@@ -14,16 +14,17 @@ import (
 // by id. Register makes them.
 type Entities[S, E any, O Outcome] struct {
 	rt         *Runtime
-	kind       Kind[S, E, O]
+	kind       *kindOf[S, E, O]
 	name       string
 	actorProps *actor.Props
+	onCommit   func(Committed[S, E, O])
 }
 
 // Register adds a kind to the runtime; its entities are activated on
 // their first message.
 func Register[S, E any, O Outcome](rt *Runtime, k Kind[S, E, O]) *Entities[S, E, O] {
-	ents := &Entities[S, E, O]{rt: rt, kind: k, name: k.Name()}
-	ents.actorProps = actor.PropsFromProducer(func() actor.Actor { return &entityActor[S, E, O]{ents: ents} }, rt.cfg.Scheduler.ActorOptions()...)
+	ents := &Entities[S, E, O]{rt: rt, kind: resolve(k), name: k.Name()}
+	ents.actorProps = actor.PropsFromProducer(func() actor.Actor { return &entityActor[S, E, O]{ents: ents} }, actorOptions(rt.cfg.Scheduler)...)
 	rt.kinds[ents.name] = ents
 	return ents
 }
@@ -49,9 +50,8 @@ func (x *Entities[S, E, O]) Ask(ctx context.Context, id string, req Request[E]) 
 	if n := rt.inbox(k); n >= MaxInbox {
 		return Result[S, O]{}, fmt.Errorf("%w: %s has %d messages waiting", errs.Overloaded, k, n)
 	}
-	before := rt.instance(k)
 	reply := make(chan answer[S, O], 1)
-	rt.route(k, request[S, E, O]{req: req, reply: reply})
+	before := rt.route(k, request[S, E, O]{req: req, reply: reply})
 	res, err := x.await(ctx, k, reply)
 	return res, rt.confirmed(ctx, k, before, fence.Epoch, err)
 }
@@ -88,9 +88,29 @@ func (x *Entities[S, E, O]) Send(id string, ev E) {
 	x.rt.route(x.Key(id), internal[E]{ev: ev})
 }
 
-// Signal routes one of the kind's own messages (Kind.Signaled), locally.
-func (x *Entities[S, E, O]) Signal(id string, v any) {
-	x.rt.route(x.Key(id), signal{v: v})
+// Message is an event for an entity as a step's outcome names it
+// (Sends): delivered by the runtime once that step is durable.
+func (x *Entities[S, E, O]) Message(id string, ev E) Message {
+	return Message{key: x.Key(id), msg: internal[E]{ev: ev}}
+}
+
+// Signal runs fn in the entity's mailbox, after the messages already
+// waiting: the kind's own work that is not a step (a reconciler's turn).
+func (x *Entities[S, E, O]) Signal(id string, fn func(h *Handle[S, E, O])) {
+	x.rt.route(x.Key(id), signal[S, E, O]{fn: fn})
+}
+
+// OnCommit sees every step of the kind taken, after its commit (Wrote),
+// or at once when it wrote nothing: the simulator's oracles.
+func (x *Entities[S, E, O]) OnCommit(f func(Committed[S, E, O])) { x.onCommit = f }
+
+// Committed is one step as OnCommit sees it.
+type Committed[S, E any, O Outcome] struct {
+	ID            string
+	Event         E
+	Before, After S
+	Outcome       O
+	Wrote         bool
 }
 
 // --- the type-erased side the runtime keeps per kind --------------------------
@@ -104,18 +124,18 @@ type kindOps interface {
 }
 
 func (x *Entities[S, E, O]) props() *actor.Props            { return x.actorProps }
-func (x *Entities[S, E, O]) stored(id string) (bool, error) { return x.kind.Stored(id) }
-func (x *Entities[S, E, O]) wakeKind() string               { return x.kind.WakeKind() }
+func (x *Entities[S, E, O]) stored(id string) (bool, error) { return x.kind.stored(id) }
+func (x *Entities[S, E, O]) wakeKind() string               { return x.kind.wakeKind }
 
 func (x *Entities[S, E, O]) encode(msg message) ([]byte, bool) {
 	if m, ok := msg.(internal[E]); ok {
-		return x.kind.EncodeEvent(m.ev)
+		return x.kind.encode(m.ev)
 	}
 	return nil, false
 }
 
 func (x *Entities[S, E, O]) routeEvent(id string, body json.RawMessage) error {
-	ev, err := x.kind.DecodeEvent(body)
+	ev, err := x.kind.decode(body)
 	if err != nil {
 		return fmt.Errorf("%w: %s event: %v", errs.Invalid, x.name, err)
 	}
@@ -149,11 +169,11 @@ type internal[E any] struct {
 func (internal[E]) fail(error)      {}
 func (internal[E]) activates() bool { return false }
 
-// signal is one of a kind's own messages.
-type signal struct{ v any }
+// signal is a kind's own work, run in the entity's mailbox.
+type signal[S, E any, O Outcome] struct{ fn func(h *Handle[S, E, O]) }
 
-func (signal) fail(error)      {}
-func (signal) activates() bool { return false }
+func (signal[S, E, O]) fail(error)      {}
+func (signal[S, E, O]) activates() bool { return false }
 
 // idleMsg: the idle sweep offers passivation. Sent straight to the actor,
 // not counted in its inbox, so it never holds off its own passivation.

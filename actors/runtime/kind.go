@@ -22,6 +22,7 @@ package runtime
 
 import (
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/wardenhq/warden/actors/errs"
@@ -39,86 +40,186 @@ type Outcome interface {
 	WakeAt() time.Time
 }
 
-// Kind is one kind of entity: a marquee, a pool, an environment. S is its
-// durable record, E its machine's events, O its step's outcome. Embed
-// Defaults for the hooks a kind does not need.
+// Kind is one kind of entity: a marquee, a pool, an environment, a
+// branch. S is its durable record, E its machine's events, O its step's
+// outcome. These four are all a kind must say; what more it needs it says
+// by the optional interfaces below, each found once, at Register.
 type Kind[S, E any, O Outcome] interface {
 	// Name names the kind in keys, logs, metrics and actor names.
 	Name() string
-	// WakeKind is the kind's letter in the wake index ("" for a kind
-	// whose deadlines are not indexed).
-	WakeKind() string
-	// Load reads an entity's record: whether it exists, or an error that
+	// Load decodes an entity's record: whether it exists, or an error that
 	// leaves it unusable (logged; the entity acts as absent).
 	Load(id string) (rec S, exists bool, err error)
-	// Stored reports, without decoding, whether a record exists: only a
-	// create may activate an entity that does not.
-	Stored(id string) (bool, error)
 	// Step is the kind's pure machine on its record.
 	Step(rec S, ev E, now time.Time) (S, O)
 	// Stage puts a step's writes into b (before is the record it
 	// replaces). The runtime adds the wake entry and a delivery's record.
 	Stage(b persistence.Writer, id string, before, next S, out O)
-	// WakeOf is the record's wake-index time (zero: none).
-	WakeOf(rec S) time.Time
-	// Run starts a durable step's effects.
-	Run(h *Handle[S, E, O], next S, out O)
-	// Observe sees every step that was taken (logs, metrics, O11).
-	Observe(h *Handle[S, E, O], ev E, before, next S, out O)
-	// Started runs once the record is loaded (reconciliation, deadlines
+}
+
+// The optional parts of a kind.
+type (
+	// Effects starts a durable step's calls to the outside world, after
+	// the messages it sends (Sends).
+	Effects[S, E any, O Outcome] interface {
+		Run(h *Handle[S, E, O], next S, out O)
+	}
+	// Sends names the messages a durable step sends to other entities (or
+	// to its own, later): data, delivered by the runtime after the commit,
+	// once it has checked this node still owns the entity (C3, C4).
+	Sends[S any, O Outcome] interface {
+		Sends(id string, next S, out O) []Message
+	}
+	// WakeIndexed: the kind's deadlines are in the wake index under its
+	// letter, at WakeOf of a record (M23).
+	WakeIndexed[S any] interface {
+		WakeKind() string
+		WakeOf(rec S) time.Time
+	}
+	// Observes sees every step taken, for logs and metrics only (O11): it
+	// is given a view, not a handle, and sends nothing.
+	Observes[S, E any, O Outcome] interface {
+		Observe(v View[S], ev E, before, next S, out O)
+	}
+	// Starts runs once the record is loaded (reconciliation, deadlines
 	// due); afterFailure says the instance replaced one that crashed.
-	Started(h *Handle[S, E, O], afterFailure bool)
-	// Woken runs when the entity's wake timer fires.
-	Woken(h *Handle[S, E, O])
-	// Signaled handles a kind's own message (Entities.Signal).
-	Signaled(h *Handle[S, E, O], v any)
-	// Admit refuses a request before anything is read for it (T4, T12).
-	Admit(rec S, ev E) error
-	// Prepare completes a request's event with what only the shell can
-	// know (a route generation given out): impure, inside the mailbox.
-	Prepare(h *Handle[S, E, O], ev E) (E, error)
-	// Conflict is the refusal of a create whose entity exists.
-	Conflict(id string, rec S) error
+	Starts[S, E any, O Outcome] interface {
+		Started(h *Handle[S, E, O], afterFailure bool)
+	}
+	// Wakes runs when the entity's wake timer fires.
+	Wakes[S, E any, O Outcome] interface {
+		Woken(h *Handle[S, E, O])
+	}
+	// Stores reports, without decoding, whether a record exists: only a
+	// create may activate an entity that does not (default: always).
+	Stores interface {
+		Stored(id string) (bool, error)
+	}
+	// Admits refuses a request before anything is read for it (T4, T12).
+	Admits[S, E any] interface {
+		Admit(rec S, ev E) error
+	}
+	// Conflicts is the refusal of a create whose entity exists.
+	Conflicts[S any] interface {
+		Conflict(id string, rec S) error
+	}
 	// Holds reports whether requests' answers wait (A10: until the pool's
 	// decision is durable here).
-	Holds(rec S) bool
-	// Idle reports whether the entity may be passivated now.
-	Idle(rec S, exists bool) bool
-	// Copy is the record as an answer leaves the mailbox with it.
-	Copy(rec S) S
-	// EncodeEvent is the wire form of an internal event another node's
-	// entity may send this kind (C4); false for events only the owner
-	// makes (timers, effect results).
-	EncodeEvent(ev E) ([]byte, bool)
-	// DecodeEvent reads one, bounded and strict.
-	DecodeEvent(b []byte) (E, error)
+	Holds[S any] interface {
+		Holds(rec S) bool
+	}
+	// Idles reports whether the entity may be passivated now (default:
+	// never).
+	Idles[S any] interface {
+		Idle(rec S, exists bool) bool
+	}
+	// Copies is the record as an answer leaves the mailbox with it.
+	Copies[S any] interface {
+		Copy(rec S) S
+	}
+	// Wire is the form of the events another node's entity may send this
+	// kind (C4); false for events only the owner makes (timers, effect
+	// results). DecodeEvent reads one, bounded and strict.
+	Wire[E any] interface {
+		EncodeEvent(ev E) ([]byte, bool)
+		DecodeEvent(b []byte) (E, error)
+	}
+)
+
+// View is an entity as Observe sees it: what it is, nothing to act with.
+type View[S any] struct {
+	ID     string
+	Record S
+	Now    time.Time
+	Log    *slog.Logger
 }
 
-// Defaults gives a Kind the hooks it does not need: nothing indexed,
-// always stored, nothing to observe, reconcile, prepare or hold, never
-// idle, no wire form.
-type Defaults[S, E any, O Outcome] struct{}
-
-func (Defaults[S, E, O]) WakeKind() string                            { return "" }
-func (Defaults[S, E, O]) Stored(string) (bool, error)                 { return true, nil }
-func (Defaults[S, E, O]) WakeOf(S) time.Time                          { return time.Time{} }
-func (Defaults[S, E, O]) Run(*Handle[S, E, O], S, O)                  {}
-func (Defaults[S, E, O]) Observe(*Handle[S, E, O], E, S, S, O)        {}
-func (Defaults[S, E, O]) Started(*Handle[S, E, O], bool)              {}
-func (Defaults[S, E, O]) Woken(*Handle[S, E, O])                      {}
-func (Defaults[S, E, O]) Signaled(*Handle[S, E, O], any)              {}
-func (Defaults[S, E, O]) Admit(S, E) error                            { return nil }
-func (Defaults[S, E, O]) Prepare(_ *Handle[S, E, O], ev E) (E, error) { return ev, nil }
-func (Defaults[S, E, O]) Holds(S) bool                                { return false }
-func (Defaults[S, E, O]) Conflict(id string, _ S) error {
-	return fmt.Errorf("%w: %s already exists", errs.Conflict, id)
+// kindOf is a Kind with its optional parts found, defaults where it has
+// none: nothing indexed, always stored, nothing to send, observe,
+// reconcile, admit or hold, never idle, no wire form.
+type kindOf[S, E any, O Outcome] struct {
+	Kind[S, E, O]
+	run      func(h *Handle[S, E, O], next S, out O)
+	sends    func(id string, next S, out O) []Message
+	wakeKind string
+	wakeOf   func(S) time.Time
+	observe  func(View[S], E, S, S, O)
+	started  func(*Handle[S, E, O], bool)
+	woken    func(*Handle[S, E, O])
+	stored   func(string) (bool, error)
+	admit    func(S, E) error
+	conflict func(string, S) error
+	holds    func(S) bool
+	idle     func(S, bool) bool
+	copy     func(S) S
+	encode   func(E) ([]byte, bool)
+	decode   func([]byte) (E, error)
 }
-func (Defaults[S, E, O]) Idle(S, bool) bool            { return false }
-func (Defaults[S, E, O]) Copy(rec S) S                 { return rec }
-func (Defaults[S, E, O]) EncodeEvent(E) ([]byte, bool) { return nil, false }
-func (Defaults[S, E, O]) DecodeEvent([]byte) (E, error) {
-	var zero E
-	return zero, errNoWireForm
+
+func resolve[S, E any, O Outcome](k Kind[S, E, O]) *kindOf[S, E, O] {
+	r := &kindOf[S, E, O]{Kind: k,
+		run:      func(*Handle[S, E, O], S, O) {},
+		sends:    func(string, S, O) []Message { return nil },
+		wakeOf:   func(S) time.Time { return time.Time{} },
+		observe:  func(View[S], E, S, S, O) {},
+		started:  func(*Handle[S, E, O], bool) {},
+		woken:    func(*Handle[S, E, O]) {},
+		stored:   func(string) (bool, error) { return true, nil },
+		admit:    func(S, E) error { return nil },
+		conflict: func(id string, _ S) error { return fmt.Errorf("%w: %s already exists", errs.Conflict, id) },
+		holds:    func(S) bool { return false },
+		idle:     func(S, bool) bool { return false },
+		copy:     func(rec S) S { return rec },
+		encode:   func(E) ([]byte, bool) { return nil, false },
+		decode:   func([]byte) (E, error) { var zero E; return zero, errNoWireForm },
+	}
+	if x, ok := k.(Effects[S, E, O]); ok {
+		r.run = x.Run
+	}
+	if x, ok := k.(Sends[S, O]); ok {
+		r.sends = x.Sends
+	}
+	if x, ok := k.(WakeIndexed[S]); ok {
+		r.wakeKind, r.wakeOf = x.WakeKind(), x.WakeOf
+	}
+	if x, ok := k.(Observes[S, E, O]); ok {
+		r.observe = x.Observe
+	}
+	if x, ok := k.(Starts[S, E, O]); ok {
+		r.started = x.Started
+	}
+	if x, ok := k.(Wakes[S, E, O]); ok {
+		r.woken = x.Woken
+	}
+	if x, ok := k.(Stores); ok {
+		r.stored = x.Stored
+	}
+	if x, ok := k.(Admits[S, E]); ok {
+		r.admit = x.Admit
+	}
+	if x, ok := k.(Conflicts[S]); ok {
+		r.conflict = x.Conflict
+	}
+	if x, ok := k.(Holds[S]); ok {
+		r.holds = x.Holds
+	}
+	if x, ok := k.(Idles[S]); ok {
+		r.idle = x.Idle
+	}
+	if x, ok := k.(Copies[S]); ok {
+		r.copy = x.Copy
+	}
+	if x, ok := k.(Wire[E]); ok {
+		r.encode, r.decode = x.EncodeEvent, x.DecodeEvent
+	}
+	return r
+}
+
+// Message is one message to an entity, as a step's outcome names it
+// (Sends): made by Entities.Message, delivered once the step is durable.
+type Message struct {
+	key Key
+	msg message
 }
 
 // Mode says what a request may do.
@@ -157,13 +258,12 @@ type Delivery struct {
 // Result is an entity's answer.
 type Result[S any, O Outcome] struct {
 	// Record is the entity's record after the request (as it stands for a
-	// Read or a refusal), copied by Kind.Copy.
+	// Read or a refusal), copied by Copies.
 	Record S
 	Exists bool
 	// Reply is a delivery's answer: the step's encoded reply, or the
 	// first answer's bytes again (Duplicate).
 	Reply     []byte
-	Status    int
 	Duplicate bool
 	// Outcome is the step's (zero for a Read or a duplicate).
 	Outcome O

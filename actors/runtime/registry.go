@@ -234,25 +234,35 @@ func (rt *Runtime) mayExist(k Key, msg message) bool {
 // route sends msg to the entity. A live actor gets it directly; anything
 // else (absent, parked, passivating) goes through the registry, which
 // alone activates actors, so two activations of one entity never race.
-func (rt *Runtime) route(k Key, msg message) {
+//
+// It returns the instance a message went to directly, and the commits it
+// had made by then (Ask's confirmation, C4); none when the registry
+// delivers it.
+func (rt *Runtime) route(k Key, msg message) instanceMark {
+	if rt.observing.Load() > 0 && rt.cfg.Scheduler.Queue() != nil {
+		panic(fmt.Sprintf("runtime: a message for %s was sent while a step was observed: Observe sends nothing; name it in the step's Sends", k))
+	}
 	if !rt.owns(k) {
 		rt.routeRemote(k, msg)
-		return
+		return instanceMark{}
 	}
 	rt.reg.mu.Lock()
 	e := rt.reg.entries[k]
 	direct := e != nil && e.pid != nil && !e.restart.parked && !e.passivating
+	var mark instanceMark
 	if direct {
 		e.inbox.Add(1)
 		e.lastRouted.Store(rt.cfg.Clock.Now().UnixNano())
+		mark = instanceMark{e: e, commits: e.commits.Load()}
 	}
 	rt.reg.mu.Unlock()
 	if direct {
 		rt.cfg.Metrics.MailboxDepth.Inc()
 		rt.as.Root.Send(e.pid, msg)
-		return
+		return mark
 	}
 	rt.as.Root.Send(rt.registry, routed{key: k, msg: msg})
+	return mark
 }
 
 // Pending counts messages routed to entity actors and not yet handled.
@@ -353,9 +363,13 @@ func (rt *Runtime) Parked() int {
 // runtime's clock, not the wall clock protoactor's own strategies use.
 type boundedRestart struct{ rt *Runtime }
 
-func (b *boundedRestart) HandleFailure(_ *actor.ActorSystem, sup actor.Supervisor, child *actor.PID, _ *actor.RestartStatistics, reason any, _ any) {
-	if h := b.rt.cfg.Hooks; h != nil {
-		h.Failed(child.Id, reason)
+func (b *boundedRestart) HandleFailure(_ *actor.ActorSystem, sup actor.Supervisor, child *actor.PID, _ *actor.RestartStatistics, reason, _ interface{}) {
+	if f := b.rt.cfg.Failed; f != nil {
+		err, ok := reason.(error)
+		if !ok {
+			err = fmt.Errorf("%v", reason)
+		}
+		f(child.Id, err)
 	}
 	st := &b.rt.reg
 	now := b.rt.cfg.Clock.Now()

@@ -39,17 +39,18 @@ type Config struct {
 	Scheduler Scheduler
 	Logger    *slog.Logger
 	Metrics   *Metrics
-	// Hooks see every step taken and every actor failure (the
-	// simulator's oracles); nil sees nothing.
-	Hooks Hooks
+	// Failed, if set, sees every actor failure (a panic, as an error)
+	// before the supervisor decides: the simulator's oracle. Each kind's
+	// steps are seen through Entities.OnCommit.
+	Failed func(actor string, err error)
 	// Fault, if set, is called at the named points of every transition
 	// that writes; tests and the simulator panic there to show that a
 	// crash at each point is restarted into reconciliation, and an error
 	// at FaultBeforePersist is a failed write.
 	Fault func(point, id string) error
-	// Cluster, when set, makes this runtime one node's: it acts only for
-	// the shards it owns, fences every commit and confirms every answer
-	// (C3, C4). Nil is a single node.
+	// Cluster makes this runtime one node's: it acts only for the shards
+	// it owns, fences every commit and confirms every answer (C3, C4).
+	// Required: SingleNode() is the null cluster of a process alone.
 	Cluster Cluster
 	// AskTimeout bounds how long a caller waits for an answer.
 	AskTimeout time.Duration
@@ -62,27 +63,6 @@ type Config struct {
 	IdleAfter time.Duration
 }
 
-// Hooks see what the runtime did; the simulator checks its invariants
-// there.
-type Hooks interface {
-	// Committed sees every step taken, after its commit (Wrote), or at once
-	// when it wrote nothing.
-	Committed(c Commit)
-	// Failed sees every actor failure (a panic) before the supervisor
-	// decides.
-	Failed(actor string, reason any)
-}
-
-// Commit is one step: Event is the kind's event, Before and After its
-// records, Ready its outcome.
-type Commit struct {
-	Kind, ID      string
-	Event         any
-	Before, After any
-	Ready         any
-	Wrote         bool
-}
-
 // Runtime runs every entity of every registered kind.
 type Runtime struct {
 	cfg      Config
@@ -91,12 +71,13 @@ type Runtime struct {
 	registry *actor.PID
 	reg      registryState
 	kinds    map[string]kindOps
-	answer   map[string]Answerer
 	timers   wakeTimers
 	stopping atomic.Bool
 	// effects counts effects in flight (outside every mailbox); retries
 	// internal events waiting to be tried again after a failed write.
 	effects, retries atomic.Int64
+	// observing counts Observe hooks running (observe).
+	observing atomic.Int32
 	// settled is nudged whenever work in flight may have reached zero, so
 	// that Stop waits on events, not on a clock (a manual clock's ticker
 	// never fires).
@@ -128,7 +109,7 @@ func New(cfg Config) (*Runtime, error) {
 		cfg.Metrics = NewMetrics()
 	}
 	if cfg.Scheduler == nil {
-		cfg.Scheduler = Goroutines(30 * time.Second)
+		cfg.Scheduler = Goroutines(30*time.Second, cfg.Clock)
 	}
 	if cfg.AskTimeout == 0 {
 		cfg.AskTimeout = 10 * time.Second
@@ -139,14 +120,14 @@ func New(cfg Config) (*Runtime, error) {
 	if cfg.RestartLimit == 0 {
 		cfg.RestartLimit, cfg.RestartWindow = 5, time.Minute
 	}
-	rt := &Runtime{cfg: cfg, log: cfg.Logger, kinds: map[string]kindOps{}, answer: map[string]Answerer{}, settled: make(chan struct{}, 1)}
+	rt := &Runtime{cfg: cfg, log: cfg.Logger, kinds: map[string]kindOps{}, settled: make(chan struct{}, 1)}
 	rt.reg.entries = map[Key]*entry{}
 	rt.reg.byPID = map[string]*entry{}
 	rt.as = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return slog.New(slog.DiscardHandler) // ours log; the library's would only repeat
 	}))
 	props := actor.PropsFromProducer(func() actor.Actor { return &registry{rt: rt} },
-		append([]actor.PropsOption{actor.WithSupervisor(&boundedRestart{rt: rt})}, cfg.Scheduler.ActorOptions()...)...)
+		append([]actor.PropsOption{actor.WithSupervisor(&boundedRestart{rt: rt})}, actorOptions(cfg.Scheduler)...)...)
 	pid, err := rt.as.Root.SpawnNamed(props, "registry")
 	if err != nil {
 		return nil, fmt.Errorf("spawn registry: %w", err)
@@ -171,8 +152,8 @@ func (rt *Runtime) Logger() *slog.Logger { return rt.log }
 func (rt *Runtime) Stopping() bool { return rt.stopping.Load() }
 
 // Go runs an effect outside every mailbox, counted until it returns (Stop
-// waits for it); live is the Scheduler's.
-func (rt *Runtime) Go(e Effect) (live bool) {
+// waits for it).
+func (rt *Runtime) Go(e Effect) {
 	rt.effects.Add(1)
 	run := e.Run
 	e.Run = func(ctx context.Context) {
@@ -180,7 +161,7 @@ func (rt *Runtime) Go(e Effect) (live bool) {
 		defer rt.effects.Add(-1)
 		run(ctx)
 	}
-	return rt.cfg.Scheduler.Go(e)
+	rt.cfg.Scheduler.Go(e)
 }
 
 // Every runs f every d until Stop, counted as work in flight while it runs

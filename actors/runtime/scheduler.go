@@ -3,23 +3,28 @@ package runtime
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/wardenhq/warden/actors/clock"
 )
 
-// Scheduler is every source of concurrency the runtime has: how actors'
-// mailboxes are run, how an effect runs outside them, and what a caller
+// Scheduler is every source of concurrency the runtime has: where actors'
+// mailboxes run, how an effect runs outside them, and what a caller
 // waiting for an answer does meanwhile. Goroutines is production's; the
-// simulator gives its own one-thread queue (sim/sched.go), so production
-// code needs no branch of its own for it.
+// simulator gives a Serial queue it drains itself (sim/sched.go), so that
+// production code has no branch of its own for it. protoactor stays the
+// mailbox and the supervisor, inside this package.
 type Scheduler interface {
-	// ActorOptions are every actor's mailbox and dispatcher.
-	ActorOptions() []actor.PropsOption
-	// Go runs an effect outside every mailbox. live reports whether the
-	// worker running it stays alive meanwhile (renews its leases, E7);
-	// only a simulated pause says no.
-	Go(e Effect) (live bool)
+	// Queue is the run queue every mailbox runs on, one message per turn,
+	// when the scheduler is serial; nil runs mailboxes on production's
+	// workers.
+	Queue() *RunQueue
+	// Go runs an effect outside every mailbox, its heartbeat with it
+	// (Heartbeats).
+	Go(e Effect)
 	// Wait is called by a caller about to wait for an answer: true means
 	// block (the actors run on their own); false means the scheduler ran
 	// the actors until answered() or nothing was left to run.
@@ -28,33 +33,76 @@ type Scheduler interface {
 
 // Effect is one call to the outside world.
 type Effect struct {
-	// Detail describes it to a scheduler that decides how it runs (the
+	// Labels describe it to a scheduler that decides how it runs (the
 	// simulator pauses environment driver calls past their lease).
-	Detail any
+	Labels map[string]string
 	Run    func(ctx context.Context)
+	// Heartbeat, if set, runs every Every while Run runs: an environment's
+	// lease renewal (E7), which a worker paused stops with it.
+	Heartbeat func()
+	Every     time.Duration
+}
+
+// Heartbeats arms e's heartbeat on c until the returned stop is called (at
+// the end of Run): each scheduler runs an effect's heartbeat the way it
+// runs the effect.
+func Heartbeats(c clock.Clock, e Effect) (stop func()) {
+	if e.Heartbeat == nil || e.Every <= 0 {
+		return func() {}
+	}
+	var done atomic.Bool
+	var beat func()
+	beat = func() {
+		c.AfterFunc(e.Every, func() {
+			if !done.Load() {
+				e.Heartbeat()
+				beat()
+			}
+		})
+	}
+	beat()
+	return func() { done.Store(true) }
 }
 
 // Goroutines is production's Scheduler: lock-free unbounded mailboxes run
 // on long-lived workers (workerPool), each effect on its own goroutine
-// bounded by timeout, callers blocking.
-func Goroutines(timeout time.Duration) Scheduler {
-	return goroutines{timeout: timeout, workers: sharedWorkers()}
+// bounded by timeout with its heartbeat on c, callers blocking.
+func Goroutines(timeout time.Duration, c clock.Clock) Scheduler {
+	return goroutines{timeout: timeout, clock: c}
 }
-
-// sharedWorkers is the process's one pool: every runtime in it (tests
-// start many) shares the same workers rather than leaving its own behind.
-var sharedWorkers = sync.OnceValue(func() *workerPool { return newWorkerPool(mailboxWorkers) })
 
 type goroutines struct {
 	timeout time.Duration
-	workers *workerPool
+	clock   clock.Clock
 }
 
-// ActorOptions: a lock-free mailbox holds no preallocated ring, which
-// matters at a million marquees.
-func (g goroutines) ActorOptions() []actor.PropsOption {
-	return []actor.PropsOption{actor.WithMailbox(actor.UnboundedLockfree()), actor.WithDispatcher(g.workers)}
+func (goroutines) Queue() *RunQueue { return nil }
+
+func (g goroutines) Go(e Effect) {
+	stop := Heartbeats(g.clock, e)
+	go func() {
+		defer stop()
+		ctx, cancel := context.WithTimeout(context.Background(), g.timeout)
+		defer cancel()
+		e.Run(ctx)
+	}()
 }
+
+func (goroutines) Wait(func() bool) bool { return true }
+
+// actorOptions are every actor's mailbox and dispatcher under s. A
+// lock-free mailbox holds no preallocated ring, which matters at a million
+// marquees.
+func actorOptions(s Scheduler) []actor.PropsOption {
+	if q := s.Queue(); q != nil {
+		return []actor.PropsOption{actor.WithDispatcher(q), actor.WithMailbox(newStepMailbox)}
+	}
+	return []actor.PropsOption{actor.WithMailbox(actor.UnboundedLockfree()), actor.WithDispatcher(sharedWorkers())}
+}
+
+// sharedWorkers is the process's one pool: every runtime in it shares the
+// same workers rather than leaving its own behind, however many tests start.
+var sharedWorkers = sync.OnceValue(func() *workerPool { return newWorkerPool(mailboxWorkers) })
 
 // mailboxWorkers is how many mailbox runs go on workers at once; more run
 // on fresh goroutines. A run blocked on a commit's fsync holds its worker,
@@ -95,14 +143,3 @@ func (p *workerPool) Schedule(fn func()) {
 // Throughput is protoactor's default: messages per run before a mailbox
 // yields its worker.
 func (p *workerPool) Throughput() int { return 300 }
-
-func (g goroutines) Go(e Effect) bool {
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), g.timeout)
-		defer cancel()
-		e.Run(ctx)
-	}()
-	return true
-}
-
-func (goroutines) Wait(func() bool) bool { return true }

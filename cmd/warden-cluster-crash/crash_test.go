@@ -24,7 +24,7 @@ func TestC7ClusterUnderFaults(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three warden processes")
 	}
-	rep, err := Run(Options{Duration: 75 * time.Second, MinKills: 6, MinPauses: 3, Seed: time.Now().UnixNano(), Log: os.Stderr})
+	rep, err := Run(Options{Duration: 75 * time.Second, MinKills: 6, MinPauses: 3, EveryFault: true, Seed: time.Now().UnixNano(), Log: os.Stderr})
 	t.Log(rep)
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, rep.Kills, 6)

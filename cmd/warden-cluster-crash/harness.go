@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand"
 	"net/http"
 	"net/http/httptest"
@@ -25,6 +26,7 @@ import (
 	"github.com/wardenhq/warden/actors/cluster"
 	"github.com/wardenhq/warden/cmd/internal/previewworld"
 	"github.com/wardenhq/warden/cmd/internal/testkit"
+	"github.com/wardenhq/warden/internal/linear"
 )
 
 // Options of one run.
@@ -32,9 +34,14 @@ type Options struct {
 	Duration  time.Duration
 	MinKills  int
 	MinPauses int
-	Seed      int64
-	Binary    string
-	Log       io.Writer
+	// EveryFault runs until each kind of fault happened at least once (a
+	// pause shorter than the detector, one between it and the lease, a
+	// member added and removed, a rolling restart), past Duration if need
+	// be.
+	EveryFault bool
+	Seed       int64
+	Binary     string
+	Log        io.Writer
 	// LeaseTTL is the nodes' --lease-ttl; zero is warden's default, 3 s.
 	LeaseTTL time.Duration
 }
@@ -169,7 +176,7 @@ type harness struct {
 	logMu   sync.Mutex
 
 	ttl time.Duration
-	reg *regHistory
+	reg *linear.History
 	// resumed is the node last resumed from a pause, until resumedUntil:
 	// the register clients ask it more than the others.
 	resumed      *node
@@ -200,7 +207,7 @@ func newHarness(o Options) *harness {
 	if o.LeaseTTL == 0 {
 		o.LeaseTTL = defaultTTL
 	}
-	return &harness{o: o, rnd: rand.New(rand.NewSource(o.Seed)), ttl: o.LeaseTTL, reg: newRegHistory(),
+	return &harness{o: o, rnd: rand.New(rand.NewSource(o.Seed)), ttl: o.LeaseTTL, reg: linear.NewHistory(time.Now()),
 		applied: map[string][]string{}, ops: map[string]int{}, client: &http.Client{Timeout: 5 * time.Second}}
 }
 
@@ -278,7 +285,7 @@ func Run(o Options) (rep Report, err error) {
 	rep = Report{Seed: o.Seed, TTL: h.ttl}
 	defer func() {
 		h.mu.Lock()
-		rep.Marquees, rep.Ops = len(h.created), h.ops
+		rep.Marquees, rep.Ops = len(h.created), maps.Clone(h.ops)
 		rep.Dispatches = h.dispatches.Total()
 		h.mu.Unlock()
 		rep.Revocations, rep.LeasesLost, rep.RevocationsHeld = h.detectorCounts()
@@ -299,7 +306,14 @@ func Run(o Options) (rep Report, err error) {
 	}
 
 	deadline := time.Now().Add(o.Duration)
-	for round := 0; time.Now().Before(deadline) || rep.Kills < o.MinKills || rep.Pauses < o.MinPauses; round++ {
+	// Every kind of fault at least once, however slowly the machine goes:
+	// a short run on a loaded machine ended before its first pause shorter
+	// than the detector (round 13).
+	owed := func() bool {
+		every := o.EveryFault && (rep.ShortPauses == 0 || rep.DetectorPauses == 0 || rep.MembersAdded == 0 || rep.RollingRestarts == 0)
+		return rep.Kills < o.MinKills || rep.Pauses < o.MinPauses || every
+	}
+	for round := 0; time.Now().Before(deadline) || owed(); round++ {
 		time.Sleep(time.Duration(300+h.intn(700)) * time.Millisecond)
 		var err error
 		switch {
@@ -319,7 +333,7 @@ func Run(o Options) (rep Report, err error) {
 		if err != nil {
 			return rep, fmt.Errorf("round %d: %w", round, err)
 		}
-		if rep.Kills >= o.MinKills && rep.Pauses >= o.MinPauses && time.Now().After(deadline) {
+		if !owed() && time.Now().After(deadline) {
 			break
 		}
 	}
@@ -333,9 +347,9 @@ func Run(o Options) (rep Report, err error) {
 	if err := h.settleEnvs(&rep); err != nil {
 		return rep, fmt.Errorf("environments after the quiet phase: %w", err)
 	}
-	ops := h.reg.operations()
+	ops := h.reg.Operations()
 	rep.LinearOps = len(ops)
-	if err := checkLinearizable(ops); err != nil {
+	if err := linear.Check(ops, linear.Active, time.Minute); err != nil {
 		return rep, fmt.Errorf("C4 (issue 20): %w", err)
 	}
 	if err := h.checkDetector(&rep); err != nil {

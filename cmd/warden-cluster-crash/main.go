@@ -26,6 +26,7 @@ func main() {
 	flag.DurationVar(&o.Duration, "duration", 2*time.Minute, "how long to inject faults")
 	flag.IntVar(&o.MinKills, "min-kills", 0, "keep going past -duration until this many owner kills")
 	flag.IntVar(&o.MinPauses, "min-pauses", 0, "keep going past -duration until this many pauses past the lease")
+	flag.BoolVar(&o.EveryFault, "every-fault", true, "keep going past -duration until every kind of fault happened at least once")
 	flag.Int64Var(&o.Seed, "seed", time.Now().UnixNano(), "seed of the fault schedule and the clients' choices")
 	flag.StringVar(&o.Binary, "warden", "", "warden binary (default: build ./cmd/warden)")
 	flag.Parse()

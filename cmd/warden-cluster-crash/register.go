@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/wardenhq/warden/internal/linear"
 )
 
 // The register workload (issue 20): a few bring-your-own marquees whose
@@ -52,7 +54,7 @@ func (h *harness) registerClient(client int) {
 			time.Sleep(20 * time.Millisecond)
 			continue
 		}
-		in := regInput{Marquee: registerID(h.intn(registers))}
+		in := linear.Input{Marquee: registerID(h.intn(registers))}
 		switch r := h.intn(10); {
 		case r < 4:
 			in.Op = "get"
@@ -63,7 +65,7 @@ func (h *harness) registerClient(client int) {
 		}
 		invoked := time.Now()
 		out := h.registerOp(n, in)
-		h.reg.add(client, in, out, invoked, time.Now())
+		h.reg.Add(client, in, out, invoked, time.Now())
 		time.Sleep(time.Duration(5+h.intn(30)) * time.Millisecond)
 	}
 }
@@ -80,7 +82,7 @@ func (h *harness) registerTarget() *node {
 	return h.anyLive(nil)
 }
 
-func (h *harness) registerOp(n *node, in regInput) regOutput {
+func (h *harness) registerOp(n *node, in linear.Input) linear.Output {
 	var st int
 	var ans map[string]any
 	var err error
@@ -92,14 +94,14 @@ func (h *harness) registerOp(n *node, in regInput) regOutput {
 	h.record(st, err)
 	switch {
 	case err != nil || st >= 500:
-		return regOutput{Outcome: "unknown"}
+		return linear.Output{Outcome: "unknown"}
 	case st == 409:
-		return regOutput{Outcome: "conflict"}
+		return linear.Output{Outcome: "conflict"}
 	case st >= 400:
-		return regOutput{Outcome: "failed"}
+		return linear.Output{Outcome: "failed"}
 	}
 	serving, _ := ans["serving"].(string)
-	return regOutput{Outcome: "ok", Serving: serving}
+	return linear.Output{Outcome: "ok", Serving: serving}
 }
 
 // detectorCounts reads what the nodes' logs say the failure detector and

@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -20,6 +21,9 @@ import (
 )
 
 func main() {
+	// Every time warden prints or stores is UTC; clock.Real keeps the
+	// monotonic reading, which .UTC() would drop.
+	time.Local = time.UTC
 	os.Exit(run(os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
 }
 

@@ -241,7 +241,7 @@ func (p *process) openStore(tm *trustMaterial) error {
 		return err
 	}
 	p.cp, p.store = cp, cp.store
-	p.node = cluster.NewNode(c.Node, advertiseURL(c), c.LeaseTTL, cluster.Etcd{C: cp.client}, clock.Real{}, cluster.Hooks{
+	p.node = cluster.NewNode(cluster.Config{Name: c.Node, URL: advertiseURL(c), TTL: c.LeaseTTL, Coordinator: cluster.Etcd{C: cp.client}, Clock: clock.Real{}, Log: p.log, Hooks: cluster.Hooks{
 		// The node ticks only once sys is running (node.Run in run).
 		Acquired: func(shard int, _ int64) {
 			p.sys.AcquireShard(shard)
@@ -252,7 +252,7 @@ func (p *process) openStore(tm *trustMaterial) error {
 			}
 		},
 		Released: func(shard int) { p.sys.ReleaseShard(shard) },
-	}, p.log)
+	}})
 	p.node.SetPeers(c.ClusterToken)
 	return nil
 }
@@ -285,15 +285,16 @@ func (p *process) systemConfig(tm *trustMaterial) (actors.Config, error) {
 		return actors.Config{}, err
 	}
 	cfg := actors.Config{
-		Store:        p.store,
-		Sealer:       p.sealer,
-		Clock:        clock.Real{},
-		Machine:      marquee.Machine{Config: c.Rules},
-		Pools:        c.Pools,
-		Dispatcher:   dispatcher(c),
-		Bootstrapper: bootstrapper(c),
-		ControlPlane: &driver.HTTPControlPlane{URL: c.ControlPlaneURL, Token: c.ControlPlaneToken, Client: &http.Client{Timeout: 10 * time.Second}},
-		CallbackURL:  strings.TrimRight(c.PublicURL, "/") + "/v1/webhooks/terraform",
+		Store:          p.store,
+		Sealer:         p.sealer,
+		Clock:          clock.Real{},
+		Machine:        marquee.Machine{Config: c.Rules},
+		Pools:          c.Pools,
+		DedupRetention: c.DedupRetention,
+		Dispatcher:     dispatcher(c),
+		Bootstrapper:   bootstrapper(c),
+		ControlPlane:   &driver.HTTPControlPlane{URL: c.ControlPlaneURL, Token: c.ControlPlaneToken, Client: &http.Client{Timeout: 10 * time.Second}},
+		CallbackURL:    strings.TrimRight(c.PublicURL, "/") + "/v1/webhooks/terraform",
 		// Scoped credentials are minted only when the mode is on (T1).
 		CallbackKeys:     callbackKeys(c, tm),
 		CallbackTokenTTL: c.CallbackTokenTTL,
@@ -350,7 +351,6 @@ func (p *process) serveAPI(tm *trustMaterial) {
 // then stops within bounds.
 func (p *process) run() error {
 	p.quit = make(chan struct{})
-	go pruneDedup(p.store, clock.Real{}, p.c.DedupRetention, p.log, p.quit)
 	monitorCtx, stopMonitor := context.WithCancel(context.Background())
 	defer stopMonitor()
 	go p.store.Monitor(monitorCtx)
@@ -557,25 +557,6 @@ func bootstrapper(c config) driver.Bootstrapper {
 		return &driver.ExecBootstrapper{Exec: driver.Exec{Command: c.BootstrapCommand, Timeout: c.BootstrapTimeout, PassEnv: c.DriverEnv}}
 	}
 	return &driver.HTTPSProbe{Timeout: 10 * time.Second}
-}
-
-// pruneDedup forgets deliveries older than the retention, hourly.
-func pruneDedup(store *persistence.Store, clk clock.Clock, retention time.Duration, log *slog.Logger, stop <-chan struct{}) {
-	t := time.NewTicker(time.Hour)
-	defer t.Stop()
-	for {
-		select {
-		case <-stop:
-			return
-		case <-t.C:
-			n, err := store.PruneDedup(clk.Now().Add(-retention))
-			if err != nil {
-				log.Warn("dedup prune failed", "err", err)
-			} else if n > 0 {
-				log.Info("dedup records pruned", "count", n)
-			}
-		}
-	}
 }
 
 // notifier is where environment notifications go (E10, W7): GitHub's

@@ -1,0 +1,121 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/wardenhq/warden/actors/clock"
+	"github.com/wardenhq/warden/persistence"
+)
+
+// counted is a test kind's outcome: it always writes.
+type counted struct{ n int }
+
+func (counted) Refusal() error    { return nil }
+func (counted) Encoded() []byte   { return nil }
+func (counted) Writes() bool      { return true }
+func (counted) WakeAt() time.Time { return time.Time{} }
+
+// counter is a test kind: its record counts the events stepped; an event
+// of 1 asks its Sends (or, chatty, its Observe) to message entity "other".
+type counter struct {
+	ents   **Entities[int, int, counted]
+	chatty bool
+}
+
+func (counter) Name() string                               { return "counter" }
+func (counter) Step(n, ev int, _ time.Time) (int, counted) { return n + 1, counted{n: ev} }
+
+func (k counter) Load(id string) (int, bool, error) {
+	var n int
+	err := (*k.ents).Runtime().Store().Get([]byte("x/counter/"+id), &n)
+	if errors.Is(err, persistence.ErrNotFound) {
+		return 0, false, nil
+	}
+	return n, err == nil, err
+}
+func (counter) Stage(b persistence.Writer, id string, _, next int, _ counted) {
+	b.Put([]byte("x/counter/"+id), next)
+}
+
+func (k counter) Sends(_ string, _ int, out counted) []Message {
+	if k.chatty || out.n != 1 {
+		return nil
+	}
+	return []Message{(*k.ents).Message("other", 2)}
+}
+
+func (k counter) Observe(_ View[int], _ int, _, _ int, out counted) {
+	if k.chatty && out.n == 1 {
+		(*k.ents).Send("other", 2)
+	}
+}
+
+// serialScheduler runs every mailbox on one queue, drained by the waiting
+// caller: the simulator's way, here without the simulator.
+type serialScheduler struct{ q *RunQueue }
+
+func (s serialScheduler) Queue() *RunQueue { return s.q }
+func (s serialScheduler) Go(e Effect)      { e.Run(context.Background()) }
+func (s serialScheduler) Wait(answered func() bool) bool {
+	for !answered() && s.q.Step() {
+	}
+	return false
+}
+
+func startCounter(t *testing.T, chatty bool) (*Runtime, *Entities[int, int, counted], *[]string) {
+	t.Helper()
+	st, err := persistence.Open(t.TempDir(), persistence.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	var failures []string
+	rt, err := New(Config{Store: st, Clock: clock.NewManual(time.Unix(0, 0)), Scheduler: serialScheduler{q: &RunQueue{}},
+		Cluster: SingleNode(), RestartLimit: 1, RestartWindow: time.Hour, IdleAfter: -1,
+		Failed: func(actor string, err error) { failures = append(failures, err.Error()) }})
+	require.NoError(t, err)
+	t.Cleanup(rt.Shutdown)
+	var ents *Entities[int, int, counted]
+	ents = Register(rt, Kind[int, int, counted](counter{ents: &ents, chatty: chatty}))
+	return rt, ents, &failures
+}
+
+// TestC12MessagesAreTheStepsOutcome: what a step sends is data in its
+// outcome (Sends), delivered by the runtime after the commit and the
+// ownership check: the other entity steps it.
+func TestC12MessagesAreTheStepsOutcome(t *testing.T) {
+	rt, ents, failures := startCounter(t, false)
+	_, err := ents.Ask(context.Background(), "other", Request[int]{Mode: Create, Event: 0})
+	require.NoError(t, err)
+	_, err = ents.Ask(context.Background(), "one", Request[int]{Mode: Create, Event: 1})
+	require.NoError(t, err)
+	for rt.cfg.Scheduler.Queue().Step() {
+	}
+	require.Empty(t, *failures)
+	res, err := ents.Ask(context.Background(), "other", Request[int]{Mode: Read})
+	require.NoError(t, err)
+	require.Equal(t, 2, res.Record, "the message was delivered and stepped")
+}
+
+// TestC12ObserveThatSendsFails: Observe is for logs and metrics; a
+// kind whose Observe sends a message fails its actor on a serial scheduler
+// (the simulator's), where no other thread can be routing meanwhile, so
+// that no kind can send around the ownership check.
+func TestC12ObserveThatSendsFails(t *testing.T) {
+	rt, ents, failures := startCounter(t, true)
+	_, err := ents.Ask(context.Background(), "other", Request[int]{Mode: Create, Event: 0})
+	require.NoError(t, err)
+	_, err = ents.Ask(context.Background(), "one", Request[int]{Mode: Create, Event: 1})
+	require.Error(t, err, "the actor failed before it answered")
+	for rt.cfg.Scheduler.Queue().Step() {
+	}
+	require.NotEmpty(t, *failures)
+	require.True(t, strings.Contains((*failures)[0], "Observe sends nothing"), (*failures)[0])
+	res, err := ents.Ask(context.Background(), "other", Request[int]{Mode: Read})
+	require.NoError(t, err)
+	require.Equal(t, 1, res.Record, "nothing was delivered")
+}
