@@ -67,7 +67,9 @@ test: lint
 # run with a development secret written on the first start to
 # WEBHOOK_SECRETS (README, callback modes), as warden writes its
 # development keys. Ctrl-C is passed to warden as SIGTERM and waited for,
-# so a clean stop is a clean exit (make would otherwise print "Interrupt").
+# so a clean stop is a clean exit (make would otherwise print "Interrupt");
+# then the preview applications it started stop too (the next make run
+# finds them gone and starts them again, as drift).
 RUN_FLAGS ?=
 WEBHOOK_SECRETS ?= $(DATA)/webhook.secrets
 run: build
@@ -83,6 +85,7 @@ run: build
 	pid=$$!; stopped=; trap 'stopped=1; kill -TERM $$pid 2>/dev/null' INT TERM; \
 	wait $$pid; st=$$?; \
 	if [ -n "$$stopped" ]; then wait $$pid; st=$$?; fi; \
+	./bin/example-preview stop; \
 	case $$st in \
 		0) ;; \
 		74) echo "make run: warden stopped because its disk failed (status 74, see its last ERROR line); fix the disk or free space under $(DATA), then make run again";; \

@@ -273,3 +273,23 @@ func nonNil(s []string) []string {
 // ask for a page in the middle without walking to it. Not for clients: a
 // cursor is opaque.
 func EncodeCursorForBench(kind, lastID string) string { return encodeCursor(kind, lastID) }
+
+// ViewValues are the values a field of a marquee's ("marquees") or an
+// environment's ("environments") view may take, for the fields whose
+// values are a fixed list that the lists' filters take too: what `warden
+// wait --for` checks before it waits, so that a typo of a value is refused
+// as `get` refuses it.
+func ViewValues(kind string) map[string][]string {
+	rules := marqueeListRules()
+	fields := []string{"kind", "serving", "lifecycle", "progress"}
+	if kind == "environments" {
+		rules, fields = envListRules(), []string{"state", "desired"}
+	}
+	out := map[string][]string{}
+	for _, r := range rules {
+		if slices.Contains(fields, r.name) {
+			out[r.name] = r.values
+		}
+	}
+	return out
+}

@@ -10,11 +10,13 @@ umask 077
 BIN=${BIN:-./bin/warden}
 DIR=${CLUSTER_DATA:-./data/cluster}
 mkdir -p "$DIR"
-# The shared keys and token, the cluster CA, and each node's certificate
-# for etcd's mutual TLS (README, Running several nodes).
+# The shared keys and token, the cluster CA, each node's certificate for
+# etcd's mutual TLS, and the operator's client certificate (admin.crt) for
+# the commands that reach etcd themselves (README, Moving to a cluster).
 for i in 1 2 3; do
 	"$BIN" keygen "$DIR/shared" --node "n$i" --host 127.0.0.1,localhost
 done
+"$BIN" keygen "$DIR/shared" --client admin
 INITIAL=n1=https://127.0.0.1:2391,n2=https://127.0.0.1:2392,n3=https://127.0.0.1:2393
 pids=""
 stop() {

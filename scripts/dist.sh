@@ -18,4 +18,5 @@ for arch in amd64 arm64; do
 done
 go run ./cmd/internal/sbom -created "$created" -name "warden-$version" "$out/warden-linux-amd64" "$out/warden-linux-arm64" > "$out/warden.spdx.json"
 (cd "$out" && sha256sum warden-linux-amd64 warden-linux-arm64 warden.spdx.json > SHA256SUMS)
-echo "dist: $(wc -l < "$out/SHA256SUMS") files in $out for warden $version"
+# What was written: the files SHA256SUMS lists, and SHA256SUMS itself.
+echo "dist: $(($(wc -l < "$out/SHA256SUMS") + 1)) files in $out for warden $version ($(cd "$out" && echo warden-linux-amd64 warden-linux-arm64 warden.spdx.json SHA256SUMS))"

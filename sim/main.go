@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -13,11 +14,11 @@ import (
 	"time"
 )
 
-// Main is `warden sim`. It returns the process exit code. With --report,
-// its figures go to report(path, heading, section).
-func Main(args []string, stdout, stderr io.Writer, report func(path, heading, section string) error) int {
-	fs := flag.NewFlagSet("warden sim", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+// Command declares `warden sim`'s flags on fs and returns what runs once
+// they are parsed: the process exit code, or what is wrong with the
+// command line. With --report, its figures go to report(path, heading,
+// section).
+func Command(fs *flag.FlagSet, stdout, stderr io.Writer, report func(path, heading, section string) error) func(args []string) (int, error) {
 	seed := fs.Uint64("seed", 0, "run this one seed")
 	seeds := fs.Uint64("seeds", 0, "run this many seeds, from --from")
 	from := fs.Uint64("from", 1, "first seed of --seeds")
@@ -28,84 +29,93 @@ func Main(args []string, stdout, stderr io.Writer, report func(path, heading, se
 	reportPath := fs.String("report", "", "write the figures (compression, rate, coverage) to this markdown file")
 	planted := fs.Bool("planted", false, "for each planted bug, find the first seed that catches it")
 	once := fs.String("once", "", "switch on only this fault point, firing once (an I11 boundary: "+strings.Join(I11Boundaries, ", ")+")")
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	// A batch of seeds holds little live memory (one world at a time) and
-	// allocates a lot per process restart: a larger GC target trades memory
-	// it has to spare for about a sixth more seeds per minute. Only this
-	// command sets it; the tests and the server keep the default.
-	debug.SetGCPercent(400)
-	if *planted {
-		return findAllPlanted(stdout, *reportPath, report)
-	}
-	var list []uint64
-	switch {
-	case *seed != 0:
-		list = []uint64{*seed}
-	case *seeds != 0:
-		for s := *from; s < *from+*seeds; s++ {
-			list = append(list, s)
+	return func(args []string) (int, error) {
+		if len(args) > 0 {
+			return 0, fmt.Errorf("unexpected arguments %q", args)
 		}
-	default:
-		fmt.Fprintln(stderr, "warden sim: give --seed N or --seeds K [--from N]")
-		return 2
-	}
-	agg := newAggregate(*nodes > 1)
-	start := time.Now()
-	failed, diverged := 0, 0
-	for i, o := range runParallel(list, func(s uint64) outcome {
-		o := Options{Seed: s, Plant: *plant, Once: *once, Nodes: *nodes}
-		if !*determinism {
-			return outcome{r: Check(o)}
+		if *nodes < 1 || *nodes > maxNodes {
+			return 0, fmt.Errorf("--nodes: 1..%d", maxNodes)
 		}
-		first, div := CheckDeterminism(o)
-		if div != nil {
-			return outcome{div: div}
+		// A batch of seeds holds little live memory (one world at a time) and
+		// allocates a lot per process restart: a larger GC target trades memory
+		// it has to spare for about a sixth more seeds per minute. Only this
+		// command sets it; the tests and the server keep the default.
+		debug.SetGCPercent(400)
+		if *planted {
+			return findAllPlanted(stdout, *reportPath, report), nil
 		}
-		return outcome{r: Converge(first, o)}
-	}) {
-		s := list[i]
-		if o.div != nil {
-			fmt.Fprintln(stdout, o.div)
-			fmt.Fprintf(stdout, "replay: warden sim --seed %d --nodes %d --check-determinism\n", s, *nodes)
-			failed++
-			diverged++
-			continue
+		var list []uint64
+		switch {
+		case *seed != 0:
+			list = []uint64{*seed}
+		case *seeds != 0:
+			for s := *from; s < *from+*seeds; s++ {
+				list = append(list, s)
+			}
+		default:
+			return 0, errors.New("give --seed N or --seeds K [--from N]")
 		}
-		r := o.r
-		agg.add(r)
-		if *trace {
-			fmt.Fprintln(stdout, strings.Join(r.Trace, "\n"))
+		agg := newAggregate(*nodes > 1)
+		start := time.Now()
+		failed, diverged := 0, 0
+		for i, o := range runParallel(list, func(s uint64) outcome {
+			o := Options{Seed: s, Plant: *plant, Once: *once, Nodes: *nodes}
+			if !*determinism {
+				return outcome{r: Check(o)}
+			}
+			first, div := CheckDeterminism(o)
+			if div != nil {
+				return outcome{div: div}
+			}
+			return outcome{r: Converge(first, o)}
+		}) {
+			s := list[i]
+			if o.div != nil {
+				fmt.Fprintln(stdout, o.div)
+				fmt.Fprintf(stdout, "replay: warden sim --seed %d --nodes %d --check-determinism\n", s, *nodes)
+				failed++
+				diverged++
+				continue
+			}
+			r := o.r
+			agg.add(r)
+			if *trace {
+				fmt.Fprintln(stdout, strings.Join(r.Trace, "\n"))
+			}
+			fmt.Fprintf(stdout, "seed %d %s steps=%d messages=%d crashes=%d sim=%s wall=%s\n", s, r.Hash[:16], r.Steps, r.Messages, r.Crashes, r.SimTime.Round(time.Second), r.Wall.Round(time.Millisecond))
+			if r.Violation != nil {
+				failed++
+				printFailure(stdout, r, *plant, *nodes)
+			}
 		}
-		fmt.Fprintf(stdout, "seed %d %s steps=%d messages=%d crashes=%d sim=%s wall=%s\n", s, r.Hash[:16], r.Steps, r.Messages, r.Crashes, r.SimTime.Round(time.Second), r.Wall.Round(time.Millisecond))
-		if r.Violation != nil {
-			failed++
-			printFailure(stdout, r, *plant, *nodes)
+		wall := time.Since(start)
+		fmt.Fprintln(stdout, agg.summary(len(list), failed, diverged, wall, *determinism))
+		if failed > 0 {
+			// A report states what was measured: a batch with a failed seed is
+			// a bug to fix, not a figure to publish.
+			if *reportPath != "" {
+				fmt.Fprintf(stderr, "warden sim: %d of %d seeds failed; %s not written\n", failed, len(list), *reportPath)
+			}
+			return 1, nil
 		}
-	}
-	wall := time.Since(start)
-	fmt.Fprintln(stdout, agg.summary(len(list), failed, diverged, wall, *determinism))
-	if failed > 0 {
-		// A report states what was measured: a batch with a failed seed is
-		// a bug to fix, not a figure to publish.
 		if *reportPath != "" {
-			fmt.Fprintf(stderr, "warden sim: %d of %d seeds failed; %s not written\n", failed, len(list), *reportPath)
+			heading := "## Simulation"
+			if *nodes > 1 {
+				heading = fmt.Sprintf("## Simulation of a cluster of %d nodes", *nodes)
+			}
+			if err := report(*reportPath, heading, agg.markdown(heading, len(list), *nodes, wall, *determinism)); err != nil {
+				fmt.Fprintln(stderr, "warden sim:", err)
+				return 1, nil
+			}
 		}
-		return 1
+		return 0, nil
 	}
-	if *reportPath != "" {
-		heading := "## Simulation"
-		if *nodes > 1 {
-			heading = fmt.Sprintf("## Simulation of a cluster of %d nodes", *nodes)
-		}
-		if err := report(*reportPath, heading, agg.markdown(heading, len(list), *nodes, wall, *determinism)); err != nil {
-			fmt.Fprintln(stderr, "warden sim:", err)
-			return 1
-		}
-	}
-	return 0
 }
+
+// maxNodes bounds a simulated cluster: enough for every fault a cluster
+// meets (a majority and a minority, a pair partitioned), few enough that a
+// seed stays fast.
+const maxNodes = 5
 
 // plantNames lists the planted bugs for --plant's help.
 func plantNames() string {

@@ -28,6 +28,11 @@ type HTTPControlPlane struct {
 	Client *http.Client
 }
 
+// ErrNoControlPlane is every call's answer when no control plane is
+// configured (--control-plane-url): chats are unknown, so live hosts are
+// preserved (M13), and no playground is torn down.
+var ErrNoControlPlane error = &Error{Kind: Configuration, Msg: "no control plane configured (--control-plane-url)"}
+
 func (c *HTTPControlPlane) client() *http.Client {
 	if c.Client != nil {
 		return c.Client
@@ -37,7 +42,7 @@ func (c *HTTPControlPlane) client() *http.Client {
 
 func (c *HTTPControlPlane) do(ctx context.Context, method, path string, body []byte) (*http.Response, error) {
 	if c.URL == "" {
-		return nil, errorf(Configuration, "no control plane configured")
+		return nil, ErrNoControlPlane
 	}
 	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(c.URL, "/")+path, bytes.NewReader(body))
 	if err != nil {

@@ -1252,8 +1252,11 @@ func (m Machine) Actions(e Env) []string {
 }
 
 func (m Machine) action(e *Env, a Action, now time.Time) decision {
+	if !slices.Contains(ActionNames, a.Name) {
+		return decision{Err: fmt.Errorf("%w: %q is not an action (actions: %s)", ErrInvalid, a.Name, strings.Join(ActionNames, ", "))}
+	}
 	if a.Actor == "" || a.Reason == "" {
-		return decision{Err: fmt.Errorf("%w: a manual action records who and why (E16)", ErrInvalid)}
+		return decision{Err: fmt.Errorf("%w: a manual action records who and why: give its reason (E16)", ErrInvalid)}
 	}
 	if !slices.Contains(m.Actions(*e), a.Name) {
 		return decision{Err: fmt.Errorf("%w: %s is not available now (available: %v)", ErrConflict, a.Name, m.Actions(*e))}
@@ -1294,6 +1297,10 @@ func (m Machine) action(e *Env, a Action, now time.Time) decision {
 	}
 	return decision{Err: fmt.Errorf("%w: unknown action %s", ErrInvalid, a.Name)}
 }
+
+// ActionNames are the manual actions an operator may take (E16); which of
+// them an environment offers now is Actions.
+var ActionNames = []string{"resume", "repair", "adopt", "continue-removal", "abandon", "rollback-route"}
 
 func (m Machine) delivered(e *Env, d Delivered) decision {
 	for i := range e.Outbox {

@@ -130,7 +130,7 @@ func startNodes(bin, okScript, shared, dir string, setup clusterSetup) ([]benchN
 			"--dispatch", "exec", "--dispatch-command", okScript, "--bootstrap", "exec", "--bootstrap-command", okScript,
 			"--pool", fmt.Sprintf("default=%d", clusterConns), "--log-format", "json", "--callback-auth", "shared"}
 		if setup.etcd {
-			args = append(args, "--node", fmt.Sprint("n", i+1), "--etcd-embed", "--etcd-peer-url", "http://"+p.peer,
+			args = append(args, "--node", fmt.Sprint("n", i+1), "--etcd-embed", "--etcd-plaintext", "--etcd-peer-url", "http://"+p.peer,
 				"--etcd-client-url", "http://"+p.client, "--etcd-initial-cluster", strings.Join(initial, ","),
 				"--seal-key-file", filepath.Join(shared, "seal.key"), "--callback-signing-key-file", filepath.Join(shared, "callback-signing.key"),
 				"--cluster-token-file", filepath.Join(shared, "cluster.token"))

@@ -254,7 +254,7 @@ func startScaleNode(bin, okScript, shared string, nodes []*scaleNode, nd *scaleN
 	args := []string{"serve", "--listen", nd.http, "--data", nd.dir,
 		"--dispatch", "exec", "--dispatch-command", okScript, "--bootstrap", "exec", "--bootstrap-command", okScript,
 		"--pool", "default=10000", "--log-format", "json", "--callback-auth", "shared",
-		"--node", nd.name, "--etcd-embed", "--etcd-peer-url", "http://" + nd.peer, "--etcd-client-url", "http://" + nd.client,
+		"--node", nd.name, "--etcd-embed", "--etcd-plaintext", "--etcd-peer-url", "http://" + nd.peer, "--etcd-client-url", "http://" + nd.client,
 		"--etcd-initial-cluster", initialCluster(nodes), "--etcd-compaction-retention", compaction.String(),
 		"--seal-key-file", filepath.Join(shared, "seal.key"), "--callback-signing-key-file", filepath.Join(shared, "callback-signing.key"),
 		"--cluster-token-file", filepath.Join(shared, "cluster.token")}

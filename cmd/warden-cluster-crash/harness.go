@@ -368,7 +368,7 @@ func (h *harness) initialCluster(n int) string {
 
 func (h *harness) start(n *node, initial string, join bool) error {
 	args := []string{"serve", "--node", n.name, "--listen", n.httpAddr, "--data", n.dir,
-		"--etcd-embed", "--etcd-peer-url", "http://" + n.peer, "--etcd-client-url", "http://" + n.cURL, "--etcd-initial-cluster", initial,
+		"--etcd-embed", "--etcd-plaintext", "--etcd-peer-url", "http://" + n.peer, "--etcd-client-url", "http://" + n.cURL, "--etcd-initial-cluster", initial,
 		// The history check replays etcd's history from its first
 		// revision: none of it may be compacted during a run.
 		"--etcd-compaction-retention", "24h",

@@ -51,28 +51,8 @@ type callbackOptions struct {
 	jitter                func(time.Duration) time.Duration
 }
 
-// runCallback is `warden callback`; it returns the exit status.
-func runCallback(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
-	o, err := parseCallback(args, getenv, stderr)
-	if err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(stderr, "warden callback:", err)
-		}
-		return exitUsage
-	}
-	return o.send(stdout, stderr)
-}
-
-func parseCallback(args []string, getenv func(string) string, stderr io.Writer) (*callbackOptions, error) {
-	fs := flag.NewFlagSet("warden callback", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	verb := fs.String("verb", "", "step, deployed, destroyed, failed, null or rebooted")
-	step := fs.String("step", "", "for --verb step: vm_starting, ssh_configuring, tls_provisioning or app_deploying")
-	reason := fs.String("reason", "", "for --verb failed: what went wrong")
-	connFile := fs.String("connection-from", "", "for --verb deployed: the file `terraform output -json` wrote")
-	budget := fs.Duration("retry-for", 2*time.Minute, "how long to keep retrying network errors, 429, 502, 503 and 504")
-	fs.Usage = func() {
-		fmt.Fprint(stderr, `usage: warden callback --verb VERB [--step S | --reason R | --connection-from FILE]
+// callbackLong is `warden callback --help`'s text.
+const callbackLong = `usage: warden callback --verb VERB [--step S | --reason R | --connection-from FILE]
 
 Sends one callback to warden. Configuration comes from the environment the
 workflow sets, never from the command line: WARDEN_CALLBACK_URL,
@@ -83,67 +63,101 @@ the step, so a retried step is one delivery and another run is another.
 
 exit status: 0 accepted (applied, duplicate, ignored, pending_confirmation,
 checking, vetoed); 3 this run is obsolete (stale, locked): stop quietly;
-4 refused; 5 no answer within --retry-for; 2 usage.
+4 refused; 5 no answer within --retry-for; 2 usage.`
 
-`)
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		return nil, err
-	}
-	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("unexpected arguments %q (the credential is read from WARDEN_CALLBACK_TOKEN, never from the command line)", fs.Args())
-	}
-	o := &callbackOptions{url: getenv("WARDEN_CALLBACK_URL"), marqueeID: getenv("WARDEN_MARQUEE_ID"), token: getenv("WARDEN_CALLBACK_TOKEN"),
-		budget: *budget, client: &http.Client{Timeout: 30 * time.Second}, sleep: time.Sleep,
-		jitter: func(d time.Duration) time.Duration { return time.Duration(rand.Int64N(int64(d) + 1)) }}
-	var problems []string
-	if o.url == "" || !(strings.HasPrefix(o.url, "https://") || strings.HasPrefix(o.url, "http://")) {
-		problems = append(problems, "WARDEN_CALLBACK_URL must be warden's callback URL")
-	}
-	if !marquee.ValidID(o.marqueeID) {
-		problems = append(problems, "WARDEN_MARQUEE_ID must be a marquee id")
-	}
-	g, err := strconv.ParseUint(getenv("WARDEN_GENERATION"), 10, 64)
-	if err != nil {
-		problems = append(problems, "WARDEN_GENERATION must be the dispatch's generation (0 for an unversioned caller)")
-	}
-	o.generation = g
-	if o.token == "" {
-		problems = append(problems, "WARDEN_CALLBACK_TOKEN must hold the run's credential (the input callback_token)")
-	}
-	if *budget < 0 || *budget > time.Hour {
-		problems = append(problems, "--retry-for: 0..1h")
-	}
-	o.body = map[string]any{"marquee_id": o.marqueeID, "verb": *verb, "generation": o.generation}
-	switch marquee.Verb(*verb) {
-	case marquee.VerbStep:
-		if _, err := marquee.ParseProgress(*step); err != nil || *step == "" {
-			problems = append(problems, "--step: one of vm_starting, ssh_configuring, tls_provisioning, app_deploying")
-		}
-		o.body["step"] = *step
-	case marquee.VerbDeployed:
-		conn, err := connectionFromTerraform(*connFile)
+// callbackCommand is `warden callback`: its exit status is the answer's
+// (callbackLong).
+func callbackCommand(fs *flag.FlagSet, getenv func(string) string, stdout, stderr io.Writer) func([]string) error {
+	parse := callbackFlags(fs, getenv)
+	return func(args []string) error {
+		o, err := parse(args)
 		if err != nil {
-			problems = append(problems, err.Error())
+			return usageError("%v", err)
 		}
-		o.body["connection"] = conn
-	case marquee.VerbFailed:
-		if *reason != "" {
-			o.body["reason"] = clipReason(*reason)
+		if code := o.send(stdout, stderr); code != 0 {
+			return exitError{code}
 		}
-	case marquee.VerbDestroyed, marquee.VerbNull, marquee.VerbRebooted:
-	default:
-		problems = append(problems, "--verb: one of step, deployed, destroyed, failed, null, rebooted")
+		return nil
 	}
-	if *verb != string(marquee.VerbStep) && *step != "" {
-		problems = append(problems, "--step is only for --verb step")
+}
+
+// parseCallback reads one invocation from a command line and the
+// environment.
+func parseCallback(args []string, getenv func(string) string, _ io.Writer) (*callbackOptions, error) {
+	var o *callbackOptions
+	err := parseAndRun("callback", func(fs *flag.FlagSet) func([]string) error {
+		parse := callbackFlags(fs, getenv)
+		return func(args []string) (err error) {
+			o, err = parse(args)
+			return err
+		}
+	}, args)
+	return o, err
+}
+
+// callbackFlags declares callback's flags; what it returns reads the rest
+// of an invocation from the environment.
+func callbackFlags(fs *flag.FlagSet, getenv func(string) string) func([]string) (*callbackOptions, error) {
+	verb := fs.String("verb", "", "step, deployed, destroyed, failed, null or rebooted")
+	step := fs.String("step", "", "for --verb step: vm_starting, ssh_configuring, tls_provisioning or app_deploying")
+	reason := fs.String("reason", "", "for --verb failed: what went wrong")
+	connFile := fs.String("connection-from", "", "for --verb deployed: the file `terraform output -json` wrote")
+	budget := fs.Duration("retry-for", 2*time.Minute, "how long to keep retrying network errors, 429, 502, 503 and 504")
+	return func(args []string) (*callbackOptions, error) {
+		if len(args) > 0 {
+			return nil, fmt.Errorf("unexpected arguments %q (the credential is read from WARDEN_CALLBACK_TOKEN, never from the command line)", args)
+		}
+		o := &callbackOptions{url: getenv("WARDEN_CALLBACK_URL"), marqueeID: getenv("WARDEN_MARQUEE_ID"), token: getenv("WARDEN_CALLBACK_TOKEN"),
+			budget: *budget, client: &http.Client{Timeout: 30 * time.Second}, sleep: time.Sleep,
+			jitter: func(d time.Duration) time.Duration { return time.Duration(rand.Int64N(int64(d) + 1)) }}
+		var problems []string
+		if o.url == "" || !(strings.HasPrefix(o.url, "https://") || strings.HasPrefix(o.url, "http://")) {
+			problems = append(problems, "WARDEN_CALLBACK_URL must be warden's callback URL")
+		}
+		if !marquee.ValidID(o.marqueeID) {
+			problems = append(problems, "WARDEN_MARQUEE_ID must be a marquee id")
+		}
+		g, err := strconv.ParseUint(getenv("WARDEN_GENERATION"), 10, 64)
+		if err != nil {
+			problems = append(problems, "WARDEN_GENERATION must be the dispatch's generation (0 for an unversioned caller)")
+		}
+		o.generation = g
+		if o.token == "" {
+			problems = append(problems, "WARDEN_CALLBACK_TOKEN must hold the run's credential (the input callback_token)")
+		}
+		if *budget < 0 || *budget > time.Hour {
+			problems = append(problems, "--retry-for: 0..1h")
+		}
+		o.body = map[string]any{"marquee_id": o.marqueeID, "verb": *verb, "generation": o.generation}
+		switch marquee.Verb(*verb) {
+		case marquee.VerbStep:
+			if _, err := marquee.ParseProgress(*step); err != nil || *step == "" {
+				problems = append(problems, "--step: one of vm_starting, ssh_configuring, tls_provisioning, app_deploying")
+			}
+			o.body["step"] = *step
+		case marquee.VerbDeployed:
+			conn, err := connectionFromTerraform(*connFile)
+			if err != nil {
+				problems = append(problems, err.Error())
+			}
+			o.body["connection"] = conn
+		case marquee.VerbFailed:
+			if *reason != "" {
+				o.body["reason"] = clipReason(*reason)
+			}
+		case marquee.VerbDestroyed, marquee.VerbNull, marquee.VerbRebooted:
+		default:
+			problems = append(problems, "--verb: one of step, deployed, destroyed, failed, null, rebooted")
+		}
+		if *verb != string(marquee.VerbStep) && *step != "" {
+			problems = append(problems, "--step is only for --verb step")
+		}
+		if len(problems) > 0 {
+			return nil, errors.New(strings.Join(problems, "; "))
+		}
+		o.deliveryID = deliveryID(getenv, o.marqueeID, o.generation, *verb, *step)
+		return o, nil
 	}
-	if len(problems) > 0 {
-		return nil, errors.New(strings.Join(problems, "; "))
-	}
-	o.deliveryID = deliveryID(getenv, o.marqueeID, o.generation, *verb, *step)
-	return o, nil
 }
 
 // clipReason bounds a failure reason to what warden keeps (2 KiB).

@@ -73,7 +73,14 @@ func ensureCA(dir string) (created bool, err error) {
 // nodeCert writes name's certificate and key into dir, signed by the
 // cluster CA, for every host given (IP addresses and DNS names the node
 // is reached by); it keeps an existing one unless rotate.
-func nodeCert(dir, name string, hosts []string, rotate bool) (written bool, err error) {
+// The certificates' uses: a member serves its peers and clients and is a
+// client of them; a client (an operator's migrate or rekey) is only that.
+var (
+	nodeUsage   = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}
+	clientUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
+)
+
+func issueCert(dir, name string, hosts []string, usage []x509.ExtKeyUsage, rotate bool) (written bool, err error) {
 	certPath, keyPath := filepath.Join(dir, name+".crt"), filepath.Join(dir, name+".key")
 	if _, err := os.Stat(certPath); err == nil && !rotate {
 		return false, nil
@@ -93,8 +100,7 @@ func nodeCert(dir, name string, hosts []string, rotate bool) (written bool, err 
 		NotBefore:    now.Add(-clockSkewMargin),
 		NotAfter:     now.Add(nodeLifetime),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
-		// A member serves its peers and clients and is a client of them.
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+		ExtKeyUsage:  usage,
 	}
 	for _, h := range hosts {
 		if ip := net.ParseIP(h); ip != nil {

@@ -82,12 +82,26 @@ func (o *clientOptions) call(method, path string, body any) (map[string]any, err
 		return nil, fmt.Errorf("%s %s: warden answered %d with something that is not JSON", method, path, status)
 	}
 	if status/100 != 2 {
+		refusal := answerError{status: status}
 		if e, ok := answer["error"].(map[string]any); ok {
-			return nil, fmt.Errorf("%v (%d %v)", e["message"], status, e["code"])
+			refusal.message, refusal.code = fmt.Sprint(e["message"]), fmt.Sprint(e["code"])
 		}
-		return nil, fmt.Errorf("warden answered %d", status)
+		return nil, refusal
 	}
 	return answer, nil
+}
+
+// answerError is warden's refusal of a call: its status and its error.
+type answerError struct {
+	status        int
+	message, code string
+}
+
+func (e answerError) Error() string {
+	if e.code == "" {
+		return fmt.Sprintf("warden answered %d", e.status)
+	}
+	return fmt.Sprintf("%s (%d %s)", e.message, e.status, e.code)
 }
 
 // print writes v as json or yaml; false means the caller prints a table.
@@ -166,13 +180,13 @@ func addClientCommands(root *cobra.Command, getenv func(string) string, stdout, 
 			return o.describeAny(args[0])
 		}})
 	describe.AddCommand(
-		shared(&cobra.Command{Use: "marquee ID", Aliases: typeAliases["marquees"], Short: "a marquee: status, next step, attempt, and its history as a timeline", Args: cobra.ExactArgs(1),
+		shared(&cobra.Command{Use: "marquee ID", Aliases: typeAliases["marquees"], Short: "a marquee: status, next step, attempt, and its history as a timeline", Args: argsNamed("ID"),
 			RunE: func(_ *cobra.Command, args []string) error { return o.describeMarquee(args[0]) }}),
 		shared(&cobra.Command{Use: "environment ID", Aliases: typeAliases["environments"], Short: "an environment: status, next step, desired and observed resources, drift, audit",
-			Args: cobra.ExactArgs(1), RunE: func(_ *cobra.Command, args []string) error { return o.describeEnv(args[0]) }}),
+			Args: argsNamed("ID"), RunE: func(_ *cobra.Command, args []string) error { return o.describeEnv(args[0]) }}),
 	)
 	var historyLimit int
-	history := shared(&cobra.Command{Use: "history ID", Short: "a marquee's history, newest first", Args: cobra.ExactArgs(1),
+	history := shared(&cobra.Command{Use: "history ID", Short: "a marquee's history, newest first", Args: argsNamed("ID"),
 		RunE: func(_ *cobra.Command, args []string) error {
 			answer, err := o.call(http.MethodGet, "/v1/marquees/"+url.PathEscape(args[0])+"/history?limit="+strconv.Itoa(historyLimit), nil)
 			if err != nil {
@@ -186,7 +200,7 @@ func addClientCommands(root *cobra.Command, getenv func(string) string, stdout, 
 	history.Flags().IntVar(&historyLimit, "limit", 50, "entries, 1..200")
 
 	action := func(use, short, path string, body func() any) *cobra.Command {
-		return shared(&cobra.Command{Use: use + " ID", Short: short, Args: cobra.ExactArgs(1), RunE: func(_ *cobra.Command, args []string) error {
+		return shared(&cobra.Command{Use: use + " ID", Short: short, Args: argsNamed("ID"), RunE: func(_ *cobra.Command, args []string) error {
 			answer, err := o.call(http.MethodPost, "/v1/marquees/"+url.PathEscape(args[0])+path, body())
 			if err != nil {
 				return err
@@ -422,25 +436,38 @@ func (o *clientOptions) describeMarquee(id string) error {
 	}
 	fmt.Fprintln(w, "Timeline (oldest first; each generation its band; stale and duplicate callbacks set apart):")
 	entries := items(hist)
+	// One table for the whole timeline, so that its columns line up
+	// across the generations' bands.
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	band := ""
 	for i := len(entries) - 1; i >= 0; i-- {
 		e := entries[i]
 		if g := str(e, "generation"); g != band {
 			band = g
-			fmt.Fprintf(w, "  -- generation %s --\n", g)
+			fmt.Fprintf(tw, "  -- generation %s --\n", g)
 		}
-		mark := "  "
+		mark := " "
 		switch str(e, "result") {
 		case "stale", "duplicate", "locked":
-			mark = " x" // set apart: it changed nothing
+			mark = "x" // set apart: it changed nothing
 		}
 		who := str(e, "source")
-		if a := str(e, "actor"); a != "" {
+		if a := str(e, "actor"); a != "" && a != who {
 			who += " " + a
 		}
-		fmt.Fprintf(w, "  %s %s  %-14s %-10s %-20s %s\n", mark, str(e, "at"), who, str(e, "verb"), str(e, "result"), str(e, "detail"))
+		fmt.Fprintf(tw, "   %s %s\t%s\t%s\t%s\t%s\n", mark, timelineTime(str(e, "at")), who, str(e, "verb"), str(e, "result"), str(e, "detail"))
 	}
-	return nil
+	return tw.Flush()
+}
+
+// timelineTime is an instant of the timeline at one width, to the
+// millisecond (RFC 3339 drops trailing zeros, so its widths vary).
+func timelineTime(at string) string {
+	t, err := time.Parse(time.RFC3339Nano, at)
+	if err != nil {
+		return at
+	}
+	return t.UTC().Format("2006-01-02 15:04:05.000Z")
 }
 
 func (o *clientOptions) describeEnv(id string) error {

@@ -91,64 +91,81 @@ func advertiseURL(c config) string {
 // names it is reached by; --rotate: a new one even if it has one).
 // `make cluster` runs it before starting the nodes.
 func keygen(args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("warden keygen", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	return parseAndRun("keygen", func(fs *flag.FlagSet) func([]string) error { return keygenCommand(fs, stdout) }, args)
+}
+
+// keygenUsage is keygen's one line of usage.
+const keygenUsage = "warden keygen DIR [--node NAME [--host ADDR,...]] [--client NAME] [--rotate] (writes seal.key, callback-signing.key, cluster.token and the cluster CA where absent)"
+
+func keygenCommand(fs *flag.FlagSet, stdout io.Writer) func([]string) error {
 	node := fs.String("node", "", "also write this node's certificate (NAME.crt, NAME.key)")
 	hosts := fs.String("host", "127.0.0.1,localhost", "the node's IP addresses and DNS names, comma-separated (its certificate's names)")
-	rotate := fs.Bool("rotate", false, "replace the node's certificate and key (restart that node afterwards)")
-	dir, rest := "", args
-	if len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
-		dir, rest = rest[0], rest[1:]
-	}
-	if err := fs.Parse(rest); err != nil || dir == "" || fs.NArg() > 0 {
-		return usageError("usage: warden keygen DIR [--node NAME [--host ADDR,...] [--rotate]] (writes seal.key, callback-signing.key, cluster.token and the cluster CA where absent)")
-	}
-	if *node != "" && !validNodeName(*node) {
-		return usageError("--node: 1..32 of a-z, 0-9 and -")
-	}
-	if err := prepareDataDir(dir); err != nil {
-		return err
-	}
-	// A directory a warden serves from is not written under it: a refused
-	// keygen changes nothing.
-	lock, err := lockDataDir(dir)
-	if err != nil {
-		return fmt.Errorf("%w; nothing was written", err)
-	}
-	defer lock.Close()
-	for _, k := range []struct{ name, what string }{{sealKeyName, "seal key"}, {signingKeyName, "callback signing key"}} {
-		path := filepath.Join(dir, k.name)
-		if _, created, err := trust.LoadOrCreateKeyring(path, keyringComment(k.what)); err != nil {
-			return fmt.Errorf("%s: %w", k.what, err)
-		} else if created {
-			fmt.Fprintf(stdout, "%s written to %s\n", k.what, path)
+	client := fs.String("client", "", "also write a client certificate NAME.crt, NAME.key, for the commands that reach a cluster's etcd themselves (migrate, rekey --etcd-endpoints)")
+	rotate := fs.Bool("rotate", false, "replace the node's (or client's) certificate and key (restart that node afterwards)")
+	return func(args []string) error {
+		if len(args) != 1 {
+			return usageError("usage: %s", keygenUsage)
 		}
-	}
-	path := filepath.Join(dir, "cluster.token")
-	if _, err := os.Stat(path); errors.Is(err, fs2.ErrNotExist) {
-		b := make([]byte, 32)
-		_, _ = rand.Read(b)
-		if err := trust.WriteFileAtomic(path, []byte(hex.EncodeToString(b)+"\n")); err != nil {
+		dir := args[0]
+		if *node != "" && !validNodeName(*node) {
+			return usageError("--node: 1..32 of a-z, 0-9 and -")
+		}
+		if *client != "" && (!validNodeName(*client) || *client == *node) {
+			return usageError("--client: 1..32 of a-z, 0-9 and -, not the node's name")
+		}
+		if err := prepareDataDir(dir); err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "cluster token written to %s\n", path)
-	} else if err != nil {
-		return err
-	}
-	if created, err := ensureCA(dir); err != nil {
-		return fmt.Errorf("cluster CA: %w", err)
-	} else if created {
-		fmt.Fprintf(stdout, "cluster CA written to %s\n", filepath.Join(dir, caName))
-	}
-	if *node == "" {
+		// A directory a warden serves from is not written under it: a refused
+		// keygen changes nothing.
+		lock, err := lockDataDir(dir)
+		if err != nil {
+			return fmt.Errorf("%w; nothing was written", err)
+		}
+		defer lock.Close()
+		for _, k := range []struct{ name, what string }{{sealKeyName, "seal key"}, {signingKeyName, "callback signing key"}} {
+			path := filepath.Join(dir, k.name)
+			if _, created, err := trust.LoadOrCreateKeyring(path, keyringComment(k.what)); err != nil {
+				return fmt.Errorf("%s: %w", k.what, err)
+			} else if created {
+				fmt.Fprintf(stdout, "%s written to %s\n", k.what, path)
+			}
+		}
+		path := filepath.Join(dir, "cluster.token")
+		if _, err := os.Stat(path); errors.Is(err, fs2.ErrNotExist) {
+			b := make([]byte, 32)
+			_, _ = rand.Read(b)
+			if err := trust.WriteFileAtomic(path, []byte(hex.EncodeToString(b)+"\n")); err != nil {
+				return err
+			}
+			fmt.Fprintf(stdout, "cluster token written to %s\n", path)
+		} else if err != nil {
+			return err
+		}
+		if created, err := ensureCA(dir); err != nil {
+			return fmt.Errorf("cluster CA: %w", err)
+		} else if created {
+			fmt.Fprintf(stdout, "cluster CA written to %s\n", filepath.Join(dir, caName))
+		}
+		if *client != "" {
+			written, err := issueCert(dir, *client, nil, clientUsage, *rotate)
+			if err != nil {
+				return fmt.Errorf("client certificate of %s: %w", *client, err)
+			}
+			if written {
+				fmt.Fprintf(stdout, "client certificate of %s written to %s (for migrate and rekey --etcd-endpoints: --etcd-cert-file)\n", *client, filepath.Join(dir, *client+".crt"))
+			}
+		}
+		if *node == "" {
+			return nil
+		}
+		written, err := issueCert(dir, *node, hostsOf(*hosts), nodeUsage, *rotate)
+		if err != nil {
+			return fmt.Errorf("certificate of %s: %w", *node, err)
+		}
+		if written {
+			fmt.Fprintf(stdout, "certificate of %s (%s) written to %s\n", *node, *hosts, filepath.Join(dir, *node+".crt"))
+		}
 		return nil
 	}
-	written, err := nodeCert(dir, *node, hostsOf(*hosts), *rotate)
-	if err != nil {
-		return fmt.Errorf("certificate of %s: %w", *node, err)
-	}
-	if written {
-		fmt.Fprintf(stdout, "certificate of %s (%s) written to %s\n", *node, *hosts, filepath.Join(dir, *node+".crt"))
-	}
-	return nil
 }

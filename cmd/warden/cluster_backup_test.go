@@ -26,7 +26,7 @@ func TestD4D5AClustersBackupRestoresIntoANewCluster(t *testing.T) {
 	require.NoError(t, keygen([]string{shared}, &kg))
 	ok := okScript(t)
 	nodeArgs := func(name, peer, client, initial string) []string {
-		return []string{"--node", name, "--etcd-embed", "--etcd-peer-url", "http://" + peer, "--etcd-client-url", "http://" + client,
+		return []string{"--node", name, "--etcd-embed", "--etcd-plaintext", "--etcd-peer-url", "http://" + peer, "--etcd-client-url", "http://" + client,
 			"--etcd-initial-cluster", initial, "--cluster-token-file", filepath.Join(shared, "cluster.token"),
 			"--seal-key-file", filepath.Join(shared, sealKeyName), "--callback-signing-key-file", filepath.Join(shared, "callback-signing.key"),
 			"--dispatch", "exec", "--dispatch-command", ok, "--bootstrap", "exec", "--bootstrap-command", ok, "--pool", "default=10"}

@@ -3,10 +3,12 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -135,6 +137,26 @@ func TestIssue22MakeRunStopsCleanlyOnCtrlC(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode == 200
 	}, 3*time.Minute, 100*time.Millisecond, "make run came up")
+	// A preview environment, so that make run has started an application.
+	p := &proc{t: t, url: "http://" + addr, log: &syncBuffer{}}
+	st, v := p.do("POST", "/v1/environments", "dev-operator-token", map[string]any{"id": "env-1", "branch": "main", "revision": "r1"})
+	require.Equal(t, 201, st, "%v", v)
+	require.Eventually(t, func() bool {
+		_, v := p.do("GET", "/v1/environments/env-1", "dev-operator-token", nil)
+		return v["state"] == "ready"
+	}, 2*time.Minute, 100*time.Millisecond, "env-1 ready under make run")
+	apps, err := filepath.Glob(filepath.Join(dir, "data", "preview", "apps", "*.json"))
+	require.NoError(t, err)
+	require.NotEmpty(t, apps, "an application was started")
+	var ports []int
+	for _, f := range apps {
+		var a struct{ PID, Port int }
+		raw, err := os.ReadFile(f)
+		require.NoError(t, err)
+		require.NoError(t, json.Unmarshal(raw, &a))
+		ports = append(ports, a.Port)
+		require.True(t, listening(a.Port), "the application listens on %d", a.Port)
+	}
 	tm("send-keys", "-t", "run", "C-c")
 	var screen string
 	require.Eventually(t, func() bool {
@@ -145,4 +167,31 @@ func TestIssue22MakeRunStopsCleanlyOnCtrlC(t *testing.T) {
 	screen = tm("capture-pane", "-t", "run", "-p", "-S", "-200")
 	require.Contains(t, screen, "store_closed=true")
 	require.NotContains(t, screen, "Interrupt", "make prints nothing of an interrupt:\n%s", screen)
+	require.Eventually(t, func() bool {
+		return strings.Contains(tm("capture-pane", "-t", "run", "-p", "-S", "-200"), "make-exited")
+	},
+		10*time.Second, 100*time.Millisecond, "make run returned")
+	for _, port := range ports {
+		require.False(t, listening(port), "nothing make run started listens after Ctrl-C (port %d)", port)
+	}
+	require.False(t, listening(portOf(t, addr)), "warden's port is free")
+}
+
+// listening reports whether something accepts connections on the
+// loopback port.
+func listening(port int) bool {
+	c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), time.Second)
+	if err != nil {
+		return false
+	}
+	c.Close()
+	return true
+}
+
+func portOf(t *testing.T, addr string) int {
+	_, p, err := net.SplitHostPort(addr)
+	require.NoError(t, err)
+	n, err := strconv.Atoi(p)
+	require.NoError(t, err)
+	return n
 }

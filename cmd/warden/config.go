@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/pflag"
+
 	"github.com/wardenhq/warden/actors/driver/local"
 	"github.com/wardenhq/warden/actors/environment"
 	"github.com/wardenhq/warden/actors/marquee"
@@ -87,6 +89,7 @@ type config struct {
 	Node               string
 	AdvertiseURL       string
 	EtcdEmbed          bool
+	EtcdPlaintext      bool
 	EtcdPeerURL        string
 	EtcdClientURL      string
 	EtcdInitialCluster string
@@ -184,10 +187,28 @@ func (f commandFlag) String() string {
 // Set splits on white space; no shell quoting, so nothing is interpreted.
 func (f commandFlag) Set(v string) error { *f.c = strings.Fields(v); return nil }
 
-func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
+// parseConfig reads serve's configuration from a command line and the
+// environment, as `warden serve` does.
+func parseConfig(args []string, getenv func(string) string, _ io.Writer) (config, error) {
+	gfs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	finish := serveFlags(gfs, getenv)
+	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.AddGoFlagSet(gfs)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return config{}, errFlagHelp
+		}
+		return config{}, statusError{exitUsage, err}
+	}
+	return finish(fs.Args(), fs.Changed)
+}
+
+// serveFlags declares serve's flags on fs; finish completes the
+// configuration once the command line is parsed: WARDEN_<FLAG> fills any
+// flag not given (given), the secrets are read, and the whole is checked.
+func serveFlags(fs *flag.FlagSet, getenv func(string) string) (finish func(args []string, given func(string) bool) (config, error)) {
 	c := config{Pools: map[string]int{}, Rules: marquee.DefaultConfig()}
-	fs := flag.NewFlagSet("warden serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	fs.StringVar(&c.Listen, "listen", "127.0.0.1:8080", "address to serve HTTP on")
 	fs.StringVar(&c.Data, "data", "./data", "directory of the Pebble store")
 	fs.StringVar(&c.PublicURL, "public-url", "", "base URL the workflow calls back on (default http://<listen>)")
@@ -241,6 +262,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.StringVar(&c.Node, "node", "", "run as this node of a cluster on etcd (docs/rules/cluster.md); empty: a single node on Pebble")
 	fs.StringVar(&c.AdvertiseURL, "advertise-url", "", "URL the other nodes reach this node's HTTP on (default http://<listen>)")
 	fs.BoolVar(&c.EtcdEmbed, "etcd-embed", false, "run an etcd member inside this process, data under <data>/etcd")
+	fs.BoolVar(&c.EtcdPlaintext, "etcd-plaintext", false, "let the embedded member use http:// URLs on loopback, without TLS: for tests and benchmarks only, warned at start (anyone on this machine could read every record)")
 	fs.StringVar(&c.EtcdPeerURL, "etcd-peer-url", "", "the embedded member's peer URL, e.g. http://127.0.0.1:2380")
 	fs.StringVar(&c.EtcdClientURL, "etcd-client-url", "", "the embedded member's client URL, e.g. http://127.0.0.1:2379")
 	fs.StringVar(&c.EtcdInitialCluster, "etcd-initial-cluster", "", "every founding member: n1=peerURL,n2=peerURL,n3=peerURL")
@@ -258,55 +280,49 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	githubFile := fs.String("github-token-file", "", "file holding the GitHub token (else WARDEN_GITHUB_TOKEN)")
 	cpFile := fs.String("control-plane-token-file", "", "file holding the control plane token (else WARDEN_CONTROL_PLANE_TOKEN)")
 
-	// WARDEN_<FLAG> fills any flag not given on the command line.
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return c, errFlagHelp
+	return func(args []string, given func(string) bool) (config, error) {
+		// WARDEN_<FLAG> fills any flag not given on the command line.
+		var envErr error
+		fs.VisitAll(func(f *flag.Flag) {
+			if given(f.Name) || envErr != nil {
+				return
+			}
+			name := "WARDEN_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+			if v := getenv(name); v != "" {
+				if err := f.Value.Set(v); err != nil {
+					envErr = fmt.Errorf("%s: %w", name, err)
+				}
+			}
+		})
+		if envErr != nil {
+			return c, configError(envErr)
 		}
-		return c, statusError{exitUsage, err}
-	}
-	given := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
-	var envErr error
-	fs.VisitAll(func(f *flag.Flag) {
-		if given[f.Name] || envErr != nil {
-			return
+		if len(args) > 0 {
+			return c, usageError("unexpected arguments: %v", args)
 		}
-		name := "WARDEN_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
-		if v := getenv(name); v != "" {
-			if err := f.Value.Set(v); err != nil {
-				envErr = fmt.Errorf("%s: %w", name, err)
+		if len(c.Pools) == 0 {
+			c.Pools["default"] = 1
+		}
+		if _, ok := c.Pools["default"]; !ok {
+			c.Pools["default"] = 1 // tutorial creates without a pool ask this one
+		}
+		var err error
+		for _, s := range []struct {
+			dst  *string
+			file string
+			env  string
+		}{{&c.CallbackToken, *callbackFile, "WARDEN_CALLBACK_TOKEN"}, {&c.OperatorToken, *operatorFile, "WARDEN_OPERATOR_TOKEN"},
+			{&c.GitHubToken, *githubFile, "WARDEN_GITHUB_TOKEN"}, {&c.ControlPlaneToken, *cpFile, "WARDEN_CONTROL_PLANE_TOKEN"},
+			{&c.ClusterToken, *clusterFile, "WARDEN_CLUSTER_TOKEN"}} {
+			if *s.dst, err = secret(s.file, s.env, getenv); err != nil {
+				return c, configError(err)
 			}
 		}
-	})
-	if envErr != nil {
-		return c, configError(envErr)
-	}
-	if fs.NArg() > 0 {
-		return c, usageError("unexpected arguments: %v", fs.Args())
-	}
-	if len(c.Pools) == 0 {
-		c.Pools["default"] = 1
-	}
-	if _, ok := c.Pools["default"]; !ok {
-		c.Pools["default"] = 1 // tutorial creates without a pool ask this one
-	}
-	var err error
-	for _, s := range []struct {
-		dst  *string
-		file string
-		env  string
-	}{{&c.CallbackToken, *callbackFile, "WARDEN_CALLBACK_TOKEN"}, {&c.OperatorToken, *operatorFile, "WARDEN_OPERATOR_TOKEN"},
-		{&c.GitHubToken, *githubFile, "WARDEN_GITHUB_TOKEN"}, {&c.ControlPlaneToken, *cpFile, "WARDEN_CONTROL_PLANE_TOKEN"},
-		{&c.ClusterToken, *clusterFile, "WARDEN_CLUSTER_TOKEN"}} {
-		if *s.dst, err = secret(s.file, s.env, getenv); err != nil {
+		if err := c.validate(); err != nil {
 			return c, configError(err)
 		}
+		return c, nil
 	}
-	if err := c.validate(); err != nil {
-		return c, configError(err)
-	}
-	return c, nil
 }
 
 // bytesFlag is a size: a number of bytes with an optional unit (KiB, MiB,
@@ -560,6 +576,9 @@ func (c *config) validateEtcdTLS() []string {
 		if !loopbackURL(u) {
 			return []string{"a cluster on addresses beyond loopback needs etcd's mutual TLS (" + u + "): --etcd-cert-file, --etcd-key-file, --etcd-ca-file; `warden keygen DIR --node NAME --host ADDR` writes them (README, Running several nodes)"}
 		}
+	}
+	if c.EtcdEmbed && !c.EtcdPlaintext {
+		return []string{"an embedded etcd member without TLS is for tests only (--etcd-plaintext): give it --etcd-cert-file, --etcd-key-file, --etcd-ca-file and https:// URLs; `warden keygen DIR --node NAME` writes them (make cluster does)"}
 	}
 	return nil
 }

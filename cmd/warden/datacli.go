@@ -100,54 +100,51 @@ func printReport(w io.Writer, rep actors.VerifyReport, asJSON bool) error {
 
 // verifyCmd is `warden verify`: offline on a stopped store, a backup in
 // place (--backup), or --live.
-func verifyCmd(args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("warden verify", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+func verifyCommand(fs *flag.FlagSet, getenv func(string) string, stdout, stderr io.Writer) func(args []string) error {
 	var v verifyFlags
 	v.register(fs, getenv)
 	live := fs.Bool("live", false, "ask a running warden to check its store at one instant (--server, --token-file)")
 	backup := fs.String("backup", "", "check a backup directory in place, read-only: its manifest, its keys and its records (D5)")
 	o := clientFlags(fs, getenv, "with --live: ")
-	if err := fs.Parse(args); err != nil {
-		return parseError(err)
+	return func(args []string) error {
+		switch {
+		case *live:
+			return verifyLive(*o, stdout, v.json)
+		case *backup != "":
+			return verifyBackupCmd(*backup, v, stdout)
+		}
+		if st, err := os.Stat(v.data); err != nil || !st.IsDir() {
+			return fmt.Errorf("no data directory at %s (--data)", v.data)
+		}
+		lock, err := lockToRead(v.data)
+		if err != nil {
+			return fmt.Errorf("%w (warden is serving on %s: use warden verify --live)", err, v.data)
+		}
+		if lock != nil {
+			defer lock.Close()
+		}
+		sealer, _, err := sealerFor(keyPath(v.keyFile, v.data, sealKeyName))
+		if err != nil {
+			return err
+		}
+		if !holdsStore(v.data) {
+			return fmt.Errorf("%s holds no store (a data directory warden serve has used)", v.data)
+		}
+		st, err := persistence.OpenReadOnly(v.data, nil)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		start := time.Now()
+		rep, err := actors.Verify(st, v.options(sealer))
+		if err != nil {
+			return err
+		}
+		if !v.json {
+			fmt.Fprintf(stdout, "verified %s in %s\n", v.data, time.Since(start).Round(time.Millisecond))
+		}
+		return printReport(stdout, rep, v.json)
 	}
-	switch {
-	case *live:
-		return verifyLive(*o, stdout, v.json)
-	case *backup != "":
-		return verifyBackupCmd(*backup, v, stdout)
-	}
-	if st, err := os.Stat(v.data); err != nil || !st.IsDir() {
-		return fmt.Errorf("no data directory at %s (--data)", v.data)
-	}
-	lock, err := lockToRead(v.data)
-	if err != nil {
-		return fmt.Errorf("%w (warden is serving on %s: use warden verify --live)", err, v.data)
-	}
-	if lock != nil {
-		defer lock.Close()
-	}
-	sealer, _, err := sealerFor(keyPath(v.keyFile, v.data, sealKeyName))
-	if err != nil {
-		return err
-	}
-	if !holdsStore(v.data) {
-		return fmt.Errorf("%s holds no store (a data directory warden serve has used)", v.data)
-	}
-	st, err := persistence.OpenReadOnly(v.data, nil)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	start := time.Now()
-	rep, err := actors.Verify(st, v.options(sealer))
-	if err != nil {
-		return err
-	}
-	if !v.json {
-		fmt.Fprintf(stdout, "verified %s in %s\n", v.data, time.Since(start).Round(time.Millisecond))
-	}
-	return printReport(stdout, rep, v.json)
 }
 
 // holdsStore reports whether dir holds a Pebble store (its manifest's
@@ -218,48 +215,45 @@ func verifyLive(o clientOptions, stdout io.Writer, asJSON bool) error {
 
 // backupCmd is `warden backup --to DIR`: the running warden streams a
 // consistent copy; every file is checked against its manifest as it lands.
-func backupCmd(args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("warden backup", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+func backupCommand(fs *flag.FlagSet, getenv func(string) string, stdout, stderr io.Writer) func(args []string) error {
 	to := fs.String("to", "", "directory to write the backup into (new or empty)")
 	o := clientFlags(fs, getenv, "")
-	if err := fs.Parse(args); err != nil {
-		return parseError(err)
+	return func(args []string) error {
+		if *to == "" {
+			return usageError("--to DIR is required")
+		}
+		if err := emptyDir(*to); err != nil {
+			return fmt.Errorf("--to: %w (a backup never writes over anything)", err)
+		}
+		c, err := o.client()
+		if err != nil {
+			return err
+		}
+		req, err := c.request("POST", "/v1/admin/backup", nil)
+		if err != nil {
+			return err
+		}
+		// No client timeout: the stream is as long as the store is large.
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			raw, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+			return fmt.Errorf("backup refused: %d %s", resp.StatusCode, strings.TrimSpace(string(raw)))
+		}
+		if err := os.MkdirAll(*to, 0o700); err != nil {
+			return err
+		}
+		man, err := readBackupTar(resp.Body, *to)
+		if err != nil {
+			return fmt.Errorf("backup into %s is not usable: %w", *to, err)
+		}
+		fmt.Fprintf(stdout, "backup of %s (%s, store format %d) taken %s: %d marquees, %d environments, %d files, %d bytes; seal key ids needed: %s\n",
+			c.server, man.Backend, man.Format, man.TakenAt.Format(time.RFC3339), man.Marquees, man.Envs, len(man.Files), man.bytes(), keyList(man.SealKeyIDs))
+		return nil
 	}
-	if *to == "" {
-		return usageError("--to DIR is required")
-	}
-	if err := emptyDir(*to); err != nil {
-		return fmt.Errorf("--to: %w (a backup never writes over anything)", err)
-	}
-	c, err := o.client()
-	if err != nil {
-		return err
-	}
-	req, err := c.request("POST", "/v1/admin/backup", nil)
-	if err != nil {
-		return err
-	}
-	// No client timeout: the stream is as long as the store is large.
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		raw, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-		return fmt.Errorf("backup refused: %d %s", resp.StatusCode, strings.TrimSpace(string(raw)))
-	}
-	if err := os.MkdirAll(*to, 0o700); err != nil {
-		return err
-	}
-	man, err := readBackupTar(resp.Body, *to)
-	if err != nil {
-		return fmt.Errorf("backup into %s is not usable: %w", *to, err)
-	}
-	fmt.Fprintf(stdout, "backup of %s (%s, store format %d) taken %s: %d marquees, %d environments, %d files, %d bytes; seal key ids needed: %s\n",
-		c.server, man.Backend, man.Format, man.TakenAt.Format(time.RFC3339), man.Marquees, man.Envs, len(man.Files), man.bytes(), keyList(man.SealKeyIDs))
-	return nil
 }
 
 func keyList(ids []string) string {
@@ -272,56 +266,53 @@ func keyList(ids []string) string {
 // restoreCmd is `warden restore --from DIR --data NEW`: a backup is
 // checked against its manifest and verified (D6) in place before a byte
 // of it is copied; what it restored is counted from the restored store.
-func restoreCmd(args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("warden restore", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+func restoreCommand(fs *flag.FlagSet, getenv func(string) string, stdout, stderr io.Writer) func(args []string) error {
 	from := fs.String("from", "", "backup directory (warden backup --to)")
 	var v verifyFlags
 	v.register(fs, getenv)
 	var ec etcdRestore
 	ec.register(fs)
-	if err := fs.Parse(args); err != nil {
-		return parseError(err)
+	return func(args []string) error {
+		if *from == "" {
+			return usageError("--from DIR is required")
+		}
+		if err := newDataDir(v.data); err != nil {
+			return fmt.Errorf("--data: %w (restore into a new data directory)", err)
+		}
+		sealer, ring, err := sealerFor(keyPath(v.keyFile, v.data, sealKeyName))
+		if err != nil {
+			return err
+		}
+		man, rep, err := checkBackup(*from, v, sealer, ring)
+		if err != nil {
+			return fmt.Errorf("refusing the backup: %w", err)
+		}
+		if man.Backend == backendEtcd {
+			return ec.restore(*from, v, sealer, stdout)
+		}
+		if err := prepareDataDir(v.data); err != nil {
+			return err
+		}
+		lock, err := lockDataDir(v.data)
+		if err != nil {
+			return err
+		}
+		defer lock.Close()
+		if err := copyTree(filepath.Join(*from, backupStoreDir), v.data); err != nil {
+			return fmt.Errorf("restore: %w", err)
+		}
+		marquees, envs, err := countRestored(v.data)
+		if err == nil && (marquees != rep.Marquees || envs != rep.Envs) {
+			err = fmt.Errorf("the restored store holds %d marquees and %d environments; the backup verified with %d and %d", marquees, envs, rep.Marquees, rep.Envs)
+		}
+		if err != nil {
+			return fmt.Errorf("restore: %w; remove %s's store files before trying again", err, v.data)
+		}
+		fmt.Fprintf(stdout, "restored %d marquees and %d environments, counted in the restored store (store format %d, backup taken %s by warden %s) into %s\n"+
+			"warden serve --data %s reconciles every attempt that was in flight when the backup was taken, as after a crash\n",
+			marquees, envs, man.Format, man.TakenAt.Format(time.RFC3339), man.TakenBy, v.data, v.data)
+		return nil
 	}
-	if *from == "" {
-		return usageError("--from DIR is required")
-	}
-	if err := newDataDir(v.data); err != nil {
-		return fmt.Errorf("--data: %w (restore into a new data directory)", err)
-	}
-	sealer, ring, err := sealerFor(keyPath(v.keyFile, v.data, sealKeyName))
-	if err != nil {
-		return err
-	}
-	man, rep, err := checkBackup(*from, v, sealer, ring)
-	if err != nil {
-		return fmt.Errorf("refusing the backup: %w", err)
-	}
-	if man.Backend == backendEtcd {
-		return ec.restore(*from, v, sealer, stdout)
-	}
-	if err := prepareDataDir(v.data); err != nil {
-		return err
-	}
-	lock, err := lockDataDir(v.data)
-	if err != nil {
-		return err
-	}
-	defer lock.Close()
-	if err := copyTree(filepath.Join(*from, backupStoreDir), v.data); err != nil {
-		return fmt.Errorf("restore: %w", err)
-	}
-	marquees, envs, err := countRestored(v.data)
-	if err == nil && (marquees != rep.Marquees || envs != rep.Envs) {
-		err = fmt.Errorf("the restored store holds %d marquees and %d environments; the backup verified with %d and %d", marquees, envs, rep.Marquees, rep.Envs)
-	}
-	if err != nil {
-		return fmt.Errorf("restore: %w; remove %s's store files before trying again", err, v.data)
-	}
-	fmt.Fprintf(stdout, "restored %d marquees and %d environments, counted in the restored store (store format %d, backup taken %s by warden %s) into %s\n"+
-		"warden serve --data %s reconciles every attempt that was in flight when the backup was taken, as after a crash\n",
-		marquees, envs, man.Format, man.TakenAt.Format(time.RFC3339), man.TakenBy, v.data, v.data)
-	return nil
 }
 
 // countRestored counts the marquees and environments a restored store
@@ -554,75 +545,72 @@ func digest(st *persistence.Store) (string, int, error) {
 }
 
 // migrateCmd is `warden migrate --from A --to B` (D7).
-func migrateCmd(args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("warden migrate", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+func migrateCommand(fs *flag.FlagSet, getenv func(string) string, stdout, stderr io.Writer) func(args []string) error {
 	fromFlag := fs.String("from", "", "source: pebble:DIR or etcd:URL[,URL...] (not serving)")
 	toFlag := fs.String("to", "", "target: pebble:DIR or etcd:URL[,URL...] (empty)")
 	var v verifyFlags
 	v.register(fs, getenv)
 	var ef etcdFlags
 	ef.register(fs)
-	if err := fs.Parse(args); err != nil {
-		return parseError(err)
-	}
-	from, err := parseEndpoint(*fromFlag)
-	if err != nil {
-		return usageError("--from %v", err)
-	}
-	to, err := parseEndpoint(*toFlag)
-	if err != nil {
-		return usageError("--to %v", err)
-	}
-	sealer, _, err := sealerFor(keyPath(v.keyFile, v.data, sealKeyName))
-	if err != nil {
-		return err
-	}
-	if err := from.open(ef, false); err != nil {
-		return err
-	}
-	defer from.close()
-	// The source is verified before the target is touched: a refused
-	// migration writes nothing anywhere.
-	o := v.options(sealer)
-	srcRep, err := actors.Verify(from.store, o)
-	if err != nil {
-		return err
-	}
-	if !srcRep.OK() {
-		return statusError{exitProblems, fmt.Errorf("the source %s does not verify; nothing was copied:\n%s", from, srcRep.Text())}
-	}
-	if err := to.open(ef, true); err != nil {
-		return err
-	}
-	defer to.close()
-	if empty, err := to.store.Empty(); err != nil || !empty {
-		if err == nil {
-			err = errors.New("it holds records")
+	return func(args []string) error {
+		from, err := parseEndpoint(*fromFlag)
+		if err != nil {
+			return usageError("--from %v", err)
 		}
-		return fmt.Errorf("refusing the target %s: %w (migrate only into an empty store)", to, err)
+		to, err := parseEndpoint(*toFlag)
+		if err != nil {
+			return usageError("--to %v", err)
+		}
+		sealer, _, err := sealerFor(keyPath(v.keyFile, v.data, sealKeyName))
+		if err != nil {
+			return err
+		}
+		if err := from.open(ef, false); err != nil {
+			return err
+		}
+		defer from.close()
+		// The source is verified before the target is touched: a refused
+		// migration writes nothing anywhere.
+		o := v.options(sealer)
+		srcRep, err := actors.Verify(from.store, o)
+		if err != nil {
+			return err
+		}
+		if !srcRep.OK() {
+			return statusError{exitProblems, fmt.Errorf("the source %s does not verify; nothing was copied:\n%s", from, srcRep.Text())}
+		}
+		if err := to.open(ef, true); err != nil {
+			return err
+		}
+		defer to.close()
+		if empty, err := to.store.Empty(); err != nil || !empty {
+			if err == nil {
+				err = errors.New("it holds records")
+			}
+			return fmt.Errorf("refusing the target %s: %w (migrate only into an empty store)", to, err)
+		}
+		start := time.Now()
+		n, err := persistence.CopyAll(from.store, to.store)
+		if err != nil {
+			return fmt.Errorf("migrate: %w (the target is partly written: empty it and run again)", err)
+		}
+		dstRep, err := actors.Verify(to.store, o)
+		if err != nil {
+			return err
+		}
+		srcSum, srcN, err1 := digest(from.store)
+		dstSum, dstN, err2 := digest(to.store)
+		if err := errors.Join(err1, err2); err != nil {
+			return err
+		}
+		if !dstRep.OK() || srcSum != dstSum {
+			return statusError{exitProblems, fmt.Errorf("the target %s does not match its source (%d records, digest %s; source %d, %s):\n%s", to, dstN, dstSum[:12], srcN, srcSum[:12], dstRep.Text())}
+		}
+		fmt.Fprintf(stdout, "migrated %d records (%d marquees, %d environments, %d pools) from %s to %s in %s; both verify, digest %s\n",
+			n, dstRep.Marquees, dstRep.Envs, dstRep.Pools, from, to, time.Since(start).Round(time.Millisecond), dstSum[:16])
+		if to.backend == backendPebble {
+			fmt.Fprintf(stdout, "copy the keyrings (seal.key, callback-signing.key) into %s, or pass --seal-key-file to warden serve\n", to.dir)
+		}
+		return nil
 	}
-	start := time.Now()
-	n, err := persistence.CopyAll(from.store, to.store)
-	if err != nil {
-		return fmt.Errorf("migrate: %w (the target is partly written: empty it and run again)", err)
-	}
-	dstRep, err := actors.Verify(to.store, o)
-	if err != nil {
-		return err
-	}
-	srcSum, srcN, err1 := digest(from.store)
-	dstSum, dstN, err2 := digest(to.store)
-	if err := errors.Join(err1, err2); err != nil {
-		return err
-	}
-	if !dstRep.OK() || srcSum != dstSum {
-		return statusError{exitProblems, fmt.Errorf("the target %s does not match its source (%d records, digest %s; source %d, %s):\n%s", to, dstN, dstSum[:12], srcN, srcSum[:12], dstRep.Text())}
-	}
-	fmt.Fprintf(stdout, "migrated %d records (%d marquees, %d environments, %d pools) from %s to %s in %s; both verify, digest %s\n",
-		n, dstRep.Marquees, dstRep.Envs, dstRep.Pools, from, to, time.Since(start).Round(time.Millisecond), dstSum[:16])
-	if to.backend == backendPebble {
-		fmt.Fprintf(stdout, "copy the keyrings (seal.key, callback-signing.key) into %s, or pass --seal-key-file to warden serve\n", to.dir)
-	}
-	return nil
 }

@@ -3,14 +3,20 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"flag"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/wardenhq/warden/actors/environment"
 )
 
 // `warden env` is the client a CI job uses to ask for a preview
@@ -32,133 +38,131 @@ type envClient struct {
 	sleep         func(time.Duration)
 }
 
+// runEnv is `warden env ARGS...` for callers that hold a command line.
 func runEnv(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
-	usage := func() {
-		fmt.Fprint(stderr, `usage: warden env create --id ID --branch B --revision R [--ttl 72h] [--data disposable|preserve] [--if-absent]
-       warden env remove ID [--reason R] [--if-present]
-       warden env action ID ACTION [--reason R]   (resume, repair, adopt, continue-removal, abandon, rollback-route)
-       warden env get ID
+	return run(append([]string{"env"}, args...), getenv, stdout, stderr)
+}
+
+// envOptions are the flags every env command shares.
+type envOptions struct {
+	server, tokenFile, output string
+	getenv                    func(string) string
+}
+
+// newEnvCommand is `warden env create|remove|action|get`.
+func newEnvCommand(getenv func(string) string, stdout, stderr io.Writer) *cobra.Command {
+	o := &envOptions{getenv: getenv}
+	env := &cobra.Command{Use: "env", Short: "ask warden for a preview environment, its removal or an action: env create|remove|action|get",
+		Long: `Asks warden for a preview environment, its removal or a manual action.
 
 The server is --server or WARDEN_URL (default http://127.0.0.1:8080); the
-token is WARDEN_OPERATOR_TOKEN. Prints a line about the environment, or
-with -o json warden's whole answer on one line; exits 1 with warden's
-message when it refuses, 2 on a usage error.
-`)
-	}
-	if len(args) == 0 {
-		usage()
-		return envExitUsage
-	}
-	cmd, args := args[0], args[1:]
-	fs := flag.NewFlagSet("warden env "+cmd, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = usage
-	server := fs.String("server", envOr(getenv, "WARDEN_URL", "http://127.0.0.1:8080"), "warden's base URL")
-	id := fs.String("id", "", "environment id (create)")
-	branch := fs.String("branch", "", "branch (create)")
-	revision := fs.String("revision", "", "revision, e.g. the commit SHA (create)")
-	ttl := fs.String("ttl", "", "time to live, e.g. 72h (create)")
-	data := fs.String("data", "", "disposable or preserve (create)")
-	reason := fs.String("reason", "", "why (remove, action)")
-	ifAbsent := fs.Bool("if-absent", false, "create: an environment that already exists is success")
-	ifPresent := fs.Bool("if-present", false, "remove: an environment that does not exist is success")
-	output := fs.String("o", "text", "text (a line about the environment) or json (warden's whole answer)")
-	// Positional arguments first (warden env remove ID --reason R), then
-	// flags: the flag package stops at the first non-flag.
-	var positional []string
-	for len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		positional, args = append(positional, args[0]), args[1:]
-	}
-	if err := fs.Parse(args); err != nil {
-		return envExitUsage
-	}
-	positional = append(positional, fs.Args()...)
-	if *output != "text" && *output != "json" {
-		fmt.Fprintf(stderr, "warden env: -o %q: want text or json\n", *output)
-		return envExitUsage
-	}
-	c := &envClient{server: strings.TrimRight(*server, "/"), token: getenv("WARDEN_OPERATOR_TOKEN"),
-		client: &http.Client{Timeout: 30 * time.Second}, sleep: time.Sleep}
-	if c.token == "" {
-		fmt.Fprintln(stderr, "warden env: WARDEN_OPERATOR_TOKEN is not set")
-		return envExitUsage
-	}
-	if u, err := url.Parse(c.server); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		fmt.Fprintln(stderr, "warden env: --server / WARDEN_URL must be warden's http(s) base URL")
-		return envExitUsage
-	}
-	need := func(n int) bool {
-		if len(positional) != n {
-			fmt.Fprintf(stderr, "warden env %s: expected %d argument(s), got %q\n", cmd, n, positional)
-			return false
-		}
-		return true
-	}
-	var (
-		status int
-		answer []byte
-		err    error
-	)
-	switch cmd {
-	case "create":
-		if !need(0) {
-			return envExitUsage
-		}
-		body := map[string]any{"id": *id, "branch": *branch, "revision": *revision}
-		if *ttl != "" {
-			body["ttl"] = *ttl
-		}
-		if *data != "" {
-			body["data"] = *data
-		}
-		status, answer, err = c.do(http.MethodPost, "/v1/environments", body)
-		if err == nil && status == http.StatusConflict && *ifAbsent && errorCode(answer) == "conflict" {
-			status, answer, err = c.do(http.MethodGet, "/v1/environments/"+url.PathEscape(*id), nil)
-		}
-	case "remove":
-		if !need(1) {
-			return envExitUsage
-		}
-		status, answer, err = c.do(http.MethodPost, "/v1/environments/"+url.PathEscape(positional[0])+"/remove", map[string]any{"reason": *reason})
-		if err == nil && status == http.StatusNotFound && *ifPresent {
-			if *output == "json" {
-				fmt.Fprintf(stdout, "{\"id\":%q,\"removed\":\"absent\"}\n", positional[0])
-			} else {
-				fmt.Fprintf(stdout, "%s: absent, nothing to remove\n", positional[0])
+token is --token-file or WARDEN_OPERATOR_TOKEN. Prints a line about the
+environment, or with -o json warden's whole answer on one line; exits 1
+with warden's message when it refuses, 2 on a usage error.`,
+		Args: cobra.NoArgs}
+	env.PersistentFlags().StringVar(&o.server, "server", envOr(getenv, "WARDEN_URL", "http://127.0.0.1:8080"), "warden's base URL (WARDEN_URL)")
+	env.PersistentFlags().StringVar(&o.tokenFile, "token-file", "", "file holding the token (else WARDEN_OPERATOR_TOKEN)")
+	env.PersistentFlags().StringVarP(&o.output, "output", "o", "text", "text (a line about the environment) or json (warden's whole answer)")
+
+	var id, branch, revision, ttl, data, reason string
+	var ifAbsent, ifPresent bool
+	create := &cobra.Command{Use: "create --id ID --branch B --revision R", Short: "ask for a preview environment",
+		Example: "  warden env create --id pr-7-3f2c9e1 --branch feature-search --revision 3f2c9e1 --ttl 72h", Args: cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			body := map[string]any{"id": id, "branch": branch, "revision": revision}
+			if ttl != "" {
+				body["ttl"] = ttl
 			}
-			return envExitOK
-		}
-	case "action":
-		if !need(2) {
-			return envExitUsage
-		}
-		status, answer, err = c.do(http.MethodPost, "/v1/environments/"+url.PathEscape(positional[0])+"/actions/"+url.PathEscape(positional[1]),
-			map[string]any{"reason": *reason})
-	case "get":
-		if !need(1) {
-			return envExitUsage
-		}
-		status, answer, err = c.do(http.MethodGet, "/v1/environments/"+url.PathEscape(positional[0]), nil)
-	default:
-		fmt.Fprintf(stderr, "warden env: unknown command %q\n", cmd)
-		usage()
-		return envExitUsage
+			if data != "" {
+				body["data"] = data
+			}
+			return o.send(stdout, stderr, "create", func(c *envClient) (int, []byte, error) {
+				status, answer, err := c.do(http.MethodPost, "/v1/environments", body)
+				if err == nil && status == http.StatusConflict && ifAbsent && errorCode(answer) == "conflict" {
+					return c.do(http.MethodGet, "/v1/environments/"+url.PathEscape(id), nil)
+				}
+				return status, answer, err
+			})
+		}}
+	create.Flags().StringVar(&id, "id", "", "environment id")
+	create.Flags().StringVar(&branch, "branch", "", "branch")
+	create.Flags().StringVar(&revision, "revision", "", "revision, e.g. the commit SHA")
+	create.Flags().StringVar(&ttl, "ttl", "", "time to live, e.g. 72h")
+	create.Flags().StringVar(&data, "data", "", "disposable or preserve")
+	create.Flags().BoolVar(&ifAbsent, "if-absent", false, "an environment that already exists is success")
+
+	remove := &cobra.Command{Use: "remove ID", Short: "ask for an environment's removal",
+		Example: "  warden env remove pr-7-3f2c9e1 --reason 'pull request closed' --if-present", Args: argsNamed("ID"),
+		RunE: func(_ *cobra.Command, args []string) error {
+			return o.send(stdout, stderr, "remove", func(c *envClient) (int, []byte, error) {
+				status, answer, err := c.do(http.MethodPost, "/v1/environments/"+url.PathEscape(args[0])+"/remove", map[string]any{"reason": reason})
+				if err == nil && status == http.StatusNotFound && ifPresent {
+					absent := fmt.Sprintf("{\"id\":%q,\"removed\":\"absent\"}", args[0])
+					return http.StatusOK, []byte(absent), nil
+				}
+				return status, answer, err
+			})
+		}}
+	remove.Flags().StringVar(&reason, "reason", "", "why")
+	remove.Flags().BoolVar(&ifPresent, "if-present", false, "an environment that does not exist is success")
+
+	action := &cobra.Command{Use: "action ID ACTION --reason R", Short: "take a manual action: " + strings.Join(environment.ActionNames, ", "),
+		Example: "  warden env action pr-7-3f2c9e1 repair --reason 'container killed by hand'", Args: argsNamed("ID", "ACTION"),
+		ValidArgsFunction: func(_ *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
+			if len(args) == 1 {
+				return environment.ActionNames, cobra.ShellCompDirectiveNoFileComp
+			}
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		},
+		RunE: func(_ *cobra.Command, args []string) error {
+			if !slices.Contains(environment.ActionNames, args[1]) {
+				return usageError("%q is not an action: one of %s", args[1], strings.Join(environment.ActionNames, ", "))
+			}
+			if reason == "" {
+				return usageError("an action records why: give --reason")
+			}
+			return o.send(stdout, stderr, "action", func(c *envClient) (int, []byte, error) {
+				return c.do(http.MethodPost, "/v1/environments/"+url.PathEscape(args[0])+"/actions/"+url.PathEscape(args[1]), map[string]any{"reason": reason})
+			})
+		}}
+	action.Flags().StringVar(&reason, "reason", "", "why (recorded in the environment's audit, E16)")
+
+	get := &cobra.Command{Use: "get ID", Short: "print an environment", Args: argsNamed("ID"),
+		Example: "  warden env get pr-7-3f2c9e1 -o json",
+		RunE: func(_ *cobra.Command, args []string) error {
+			return o.send(stdout, stderr, "get", func(c *envClient) (int, []byte, error) {
+				return c.do(http.MethodGet, "/v1/environments/"+url.PathEscape(args[0]), nil)
+			})
+		}}
+	env.AddCommand(create, remove, action, get)
+	return env
+}
+
+// send makes one env command's call and prints its answer.
+func (o *envOptions) send(stdout, stderr io.Writer, cmd string, call func(*envClient) (int, []byte, error)) error {
+	if o.output != "text" && o.output != "json" {
+		return usageError("-o %q: want text or json", o.output)
 	}
+	co := clientOptions{server: o.server, tokenFile: o.tokenFile, output: "json", getenv: o.getenv}
+	c, err := co.client()
 	if err != nil {
-		fmt.Fprintln(stderr, "warden env:", err)
-		return envExitRefused
+		return usageError("%v", err)
+	}
+	status, answer, err := call(c)
+	if err != nil {
+		return err
 	}
 	line := compactJSON(answer)
 	if status/100 != 2 {
 		fmt.Fprintf(stderr, "warden env %s: warden answered %d: %s\n", cmd, status, line)
-		return envExitRefused
+		return exitError{envExitRefused}
 	}
-	if *output == "json" {
+	if o.output == "json" {
 		fmt.Fprintln(stdout, line)
 	} else {
 		fmt.Fprintln(stdout, envSummary(answer))
 	}
-	return envExitOK
+	return nil
 }
 
 // envSummary is one line about an environment view: what a person reads
@@ -166,11 +170,14 @@ message when it refuses, 2 on a usage error.
 // all, was 6 KB of escaped JSON).
 func envSummary(answer []byte) string {
 	var v struct {
-		ID, Branch, State, Desired, Status, URL string
-		Generation                              uint64
+		ID, Branch, State, Desired, Status, URL, Removed string
+		Generation                                       uint64
 	}
 	if json.Unmarshal(answer, &v) != nil || v.ID == "" {
 		return compactJSON(answer)
+	}
+	if v.Removed == "absent" {
+		return v.ID + ": absent, nothing to remove"
 	}
 	line := fmt.Sprintf("%s (branch %s): %s (desired %s, generation %d): %s", v.ID, v.Branch, v.State, v.Desired, v.Generation, v.Status)
 	if v.URL != "" {
@@ -212,7 +219,7 @@ func (c *envClient) do(method, path string, body any) (int, []byte, error) {
 		}
 		resp, err := c.client.Do(req)
 		if err != nil {
-			lastErr = err
+			lastErr = unreachable(c.server, err)
 			continue
 		}
 		answer, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
@@ -227,6 +234,16 @@ func (c *envClient) do(method, path string, body any) (int, []byte, error) {
 		return resp.StatusCode, answer, nil
 	}
 	return 0, nil, lastErr
+}
+
+// unreachable says that warden could not be reached at server, and how
+// to point the client elsewhere.
+func unreachable(server string, err error) error {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return fmt.Errorf("could not connect to warden at %s: %v (is it running? the address is --server or WARDEN_URL)", server, op.Err)
+	}
+	return fmt.Errorf("warden at %s: %w (the address is --server or WARDEN_URL)", server, err)
 }
 
 // errorCode is the code of warden's error answer, "" for any other body.

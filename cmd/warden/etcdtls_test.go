@@ -124,7 +124,8 @@ func TestIssue21EtcdLetsInOnlyTheClusterCAsCertificates(t *testing.T) {
 }
 
 // TestIssue21AClusterBeyondLoopbackNeedsEtcdTLS: the configuration is
-// refused without it, and needs https URLs with it.
+// refused without it, and needs https URLs with it; an embedded member on
+// loopback without TLS is refused unless --etcd-plaintext asks for it (D14).
 func TestIssue21AClusterBeyondLoopbackNeedsEtcdTLS(t *testing.T) {
 	env := map[string]string{"WARDEN_OPERATOR_TOKEN": "b", "WARDEN_CLUSTER_TOKEN": "c", "WARDEN_DISPATCH": "exec", "WARDEN_DISPATCH_COMMAND": "echo hi"}
 	getenv := func(k string) string { return env[k] }
@@ -140,5 +141,7 @@ func TestIssue21AClusterBeyondLoopbackNeedsEtcdTLS(t *testing.T) {
 	near := append(append([]string(nil), base...), "--etcd-peer-url", "http://127.0.0.1:2380", "--etcd-client-url", "http://127.0.0.1:2379",
 		"--etcd-initial-cluster", "n1=http://127.0.0.1:2380")
 	_, err = parseConfig(near, getenv, io.Discard)
-	require.NoError(t, err, "loopback without TLS stays allowed (tests, one machine)")
+	require.ErrorContains(t, err, "without TLS is for tests only (--etcd-plaintext)", "plain http on loopback only when asked for")
+	_, err = parseConfig(append(near, "--etcd-plaintext"), getenv, io.Discard)
+	require.NoError(t, err, "loopback without TLS under --etcd-plaintext (tests, one machine)")
 }

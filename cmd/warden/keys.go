@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -25,9 +24,7 @@ import (
 //
 // Run again after a crash, it resumes: a keyring that already holds more
 // than one key is mid-rekey, and its first key is the target.
-func rekey(args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("warden rekey", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+func rekeyCmd(fs *flag.FlagSet, getenv func(string) string, stdout, stderr io.Writer) func(args []string) error {
 	data := fs.String("data", envOr(getenv, "WARDEN_DATA", "./data"), "data directory (warden must be stopped)")
 	keyFile := fs.String("seal-key-file", getenv("WARDEN_SEAL_KEY_FILE"), "seal keyring (default <data>/seal.key; on a cluster, the one every node is given)")
 	var endpoints []string
@@ -36,69 +33,68 @@ func rekey(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 	ef.register(fs)
 	online := fs.String("online", "", "rekey a running warden or cluster in phases: stage, activate, reseal, finish (D9; README \"Moving to a cluster\")")
 	o := clientFlags(fs, getenv, "with --online reseal|finish: ")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	path := keyPath(*keyFile, *data, sealKeyName)
-	if *online != "" {
-		return rekeyOnline(*online, path, *o, stdout)
-	}
-	// The store is taken before anything is written: a refused rekey
-	// (warden still serving, a cluster still running) leaves the keyring
-	// as it was.
-	open := func() (*persistence.Store, func(), error) {
-		lock, err := lockDataDir(*data)
+	return func(args []string) error {
+		path := keyPath(*keyFile, *data, sealKeyName)
+		if *online != "" {
+			return rekeyOnline(*online, path, *o, stdout)
+		}
+		// The store is taken before anything is written: a refused rekey
+		// (warden still serving, a cluster still running) leaves the keyring
+		// as it was.
+		open := func() (*persistence.Store, func(), error) {
+			lock, err := lockDataDir(*data)
+			if err != nil {
+				return nil, nil, fmt.Errorf("%w; nothing was changed", err)
+			}
+			if !holdsStore(*data) {
+				lock.Close()
+				return nil, nil, fmt.Errorf("%s holds no store; nothing was changed", *data)
+			}
+			st, err := persistence.Open(*data, persistence.Options{})
+			if err != nil {
+				lock.Close()
+				return nil, nil, fmt.Errorf("%w; nothing was changed", err)
+			}
+			return st, func() { lock.Close() }, nil
+		}
+		if len(endpoints) > 0 {
+			open = func() (*persistence.Store, func(), error) { return openClusterStore(endpoints, ef) }
+		}
+		ring, err := trust.LoadKeyring(path)
 		if err != nil {
-			return nil, nil, fmt.Errorf("%w; nothing was changed", err)
+			return fmt.Errorf("seal key: %w", err)
 		}
-		if !holdsStore(*data) {
-			lock.Close()
-			return nil, nil, fmt.Errorf("%s holds no store; nothing was changed", *data)
-		}
-		st, err := persistence.Open(*data, persistence.Options{})
+		store, done, err := open()
 		if err != nil {
-			lock.Close()
-			return nil, nil, fmt.Errorf("%w; nothing was changed", err)
-		}
-		return st, func() { lock.Close() }, nil
-	}
-	if len(endpoints) > 0 {
-		open = func() (*persistence.Store, func(), error) { return openClusterStore(endpoints, ef) }
-	}
-	ring, err := trust.LoadKeyring(path)
-	if err != nil {
-		return fmt.Errorf("seal key: %w", err)
-	}
-	store, done, err := open()
-	if err != nil {
-		return err
-	}
-	if len(ring.Keys) == 1 {
-		ring.Rotate(time.Now())
-		if err := trust.WriteFileAtomic(path, ring.Format(keyringComment("seal key"))); err != nil {
-			store.Close()
-			done()
 			return err
 		}
-		fmt.Fprintf(stdout, "new seal key %s written to %s (the old one kept until every record is moved)\n", ring.Active().ID, path)
-	} else {
-		fmt.Fprintf(stdout, "resuming an unfinished rekey to %s\n", ring.Active().ID)
+		if len(ring.Keys) == 1 {
+			ring.Rotate(time.Now())
+			if err := trust.WriteFileAtomic(path, ring.Format(keyringComment("seal key"))); err != nil {
+				store.Close()
+				done()
+				return err
+			}
+			fmt.Fprintf(stdout, "new seal key %s written to %s (the old one kept until every record is moved)\n", ring.Active().ID, path)
+		} else {
+			fmt.Fprintf(stdout, "resuming an unfinished rekey to %s\n", ring.Active().ID)
+		}
+		n, err := actors.Reseal(store, trust.NewSealer(ring))
+		if cerr := store.Close(); err == nil {
+			err = cerr
+		}
+		done()
+		if err != nil {
+			return fmt.Errorf("reseal: %w; run `warden rekey` again to resume", err)
+		}
+		// Every sealed secret is under the active key now: the others go.
+		ring.Prune(time.Now(), 0, func(trust.Key) bool { return false })
+		if err := trust.WriteFileAtomic(path, ring.Format(keyringComment("seal key"))); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "%d records resealed under %s; keyring holds %d key(s)\n", n, ring.Active().ID, len(ring.Keys))
+		return nil
 	}
-	n, err := actors.Reseal(store, trust.NewSealer(ring))
-	if cerr := store.Close(); err == nil {
-		err = cerr
-	}
-	done()
-	if err != nil {
-		return fmt.Errorf("reseal: %w; run `warden rekey` again to resume", err)
-	}
-	// Every sealed secret is under the active key now: the others go.
-	ring.Prune(time.Now(), 0, func(trust.Key) bool { return false })
-	if err := trust.WriteFileAtomic(path, ring.Format(keyringComment("seal key"))); err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "%d records resealed under %s; keyring holds %d key(s)\n", n, ring.Active().ID, len(ring.Keys))
-	return nil
 }
 
 // openClusterStore opens a cluster's store in etcd for a command that
@@ -124,57 +120,51 @@ func openClusterStore(endpoints []string, ef etcdFlags) (*persistence.Store, fun
 // kept, retired: it verifies credentials already handed out for the token
 // lifetime, then the next rotation drops it. warden reads the file at
 // start, so the new key signs after the next restart.
-func rotateCallbackKey(args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("warden rotate-callback-key", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+func rotateCallbackKeyCmd(fs *flag.FlagSet, getenv func(string) string, stdout, stderr io.Writer) func(args []string) error {
 	data := fs.String("data", envOr(getenv, "WARDEN_DATA", "./data"), "data directory")
 	keyFile := fs.String("callback-signing-key-file", getenv("WARDEN_CALLBACK_SIGNING_KEY_FILE"), "signing keyring (default <data>/callback-signing.key)")
 	ttl := fs.Duration("callback-token-ttl", 24*time.Hour, "credential lifetime: how long a retired key keeps verifying")
-	if err := fs.Parse(args); err != nil {
-		return err
+	return func(args []string) error {
+		path := keyPath(*keyFile, *data, signingKeyName)
+		ring, err := trust.LoadKeyring(path)
+		if err != nil {
+			return err
+		}
+		now := time.Now()
+		ring.Prune(now, *ttl, nil)
+		k := ring.Rotate(now)
+		if err := trust.WriteFileAtomic(path, ring.Format(keyringComment("callback signing key"))); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "new callback signing key %s; the previous one verifies until %s; restart warden to sign with the new one\n",
+			k.ID, now.Add(*ttl).UTC().Format(time.RFC3339))
+		return nil
 	}
-	path := keyPath(*keyFile, *data, signingKeyName)
-	ring, err := trust.LoadKeyring(path)
-	if err != nil {
-		return err
-	}
-	now := time.Now()
-	ring.Prune(now, *ttl, nil)
-	k := ring.Rotate(now)
-	if err := trust.WriteFileAtomic(path, ring.Format(keyringComment("callback signing key"))); err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "new callback signing key %s; the previous one verifies until %s; restart warden to sign with the new one\n",
-		k.ID, now.Add(*ttl).UTC().Format(time.RFC3339))
-	return nil
 }
 
 // mintCallbackToken prints a scoped credential for one marquee and
 // generation (T1), as a dispatch would give its run: for a person testing
 // a workflow by hand, or a CI system that dispatches itself.
-func mintCallbackToken(args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("warden mint-callback-token", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+func mintCallbackTokenCmd(fs *flag.FlagSet, getenv func(string) string, stdout, stderr io.Writer) func(args []string) error {
 	data := fs.String("data", envOr(getenv, "WARDEN_DATA", "./data"), "data directory")
 	keyFile := fs.String("callback-signing-key-file", getenv("WARDEN_CALLBACK_SIGNING_KEY_FILE"), "signing keyring (default <data>/callback-signing.key)")
 	id := fs.String("marquee", "", "marquee id")
 	gen := fs.Uint64("generation", 0, "generation the credential speaks for")
 	ttl := fs.Duration("ttl", time.Hour, "lifetime")
-	if err := fs.Parse(args); err != nil {
-		return err
+	return func(args []string) error {
+		if !marquee.ValidID(*id) || *gen == 0 {
+			return usageError("--marquee ID and --generation N (positive) are required")
+		}
+		if *ttl <= 0 || *ttl > 30*24*time.Hour {
+			return usageError("--ttl: up to 720h")
+		}
+		ring, err := trust.LoadKeyring(keyPath(*keyFile, *data, signingKeyName))
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(stdout, trust.MintScoped(ring, *id, *gen, time.Now().Add(*ttl)))
+		return nil
 	}
-	if !marquee.ValidID(*id) || *gen == 0 {
-		return errors.New("--marquee ID and --generation N (positive) are required")
-	}
-	if *ttl <= 0 || *ttl > 30*24*time.Hour {
-		return errors.New("--ttl: up to 720h")
-	}
-	ring, err := trust.LoadKeyring(keyPath(*keyFile, *data, signingKeyName))
-	if err != nil {
-		return err
-	}
-	fmt.Fprintln(stdout, trust.MintScoped(ring, *id, *gen, time.Now().Add(*ttl)))
-	return nil
 }
 
 // keyPath is the keyring file given, or the default one beside the data.
@@ -194,4 +184,9 @@ func envOr(getenv func(string) string, name, def string) string {
 
 func keyringComment(what string) string {
 	return "warden " + what + ": the first key is active; keep this file private (0600)"
+}
+
+// rekey is `warden rekey ARGS...` for callers that hold a command line.
+func rekey(args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	return parseAndRun("rekey", func(fs *flag.FlagSet) func([]string) error { return rekeyCmd(fs, getenv, stdout, stderr) }, args)
 }

@@ -7,6 +7,7 @@ package main
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -37,10 +38,10 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	root := newRoot(getenv, stdout, stderr)
 	root.SetArgs(args)
 	// A flag that does not parse is a usage error, as cobra's own "unknown
-	// command" and argument-count errors are (issue 22: exit 2, and say
-	// where the usage is).
+	// command" and argument-count errors are: exit 2, one line saying what
+	// is wrong, and where the command's usage is.
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return statusError{exitUsage, err} })
-	err := root.Execute()
+	cmd, err := root.ExecuteC()
 	var exit exitError
 	var se statusError
 	switch {
@@ -49,12 +50,11 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	case errors.As(err, &exit):
 		return exit.code
 	case errors.As(err, &se) && se.code == exitUsage, isCobraUsage(err):
-		fmt.Fprintln(stderr, "warden:", err)
-		fmt.Fprintln(stderr, "Run 'warden --help' for usage.")
+		fmt.Fprintf(stderr, "warden: %v\nRun '%s --help' for usage.\n", err, cmd.CommandPath())
 		return exitUsage
 	default:
 		fmt.Fprintln(stderr, "warden:", err)
-		return 1
+		return exitStatusOf(err)
 	}
 }
 
@@ -62,7 +62,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 // errors: an unknown command, a wrong number of arguments.
 func isCobraUsage(err error) bool {
 	msg := err.Error()
-	for _, p := range []string{"unknown command ", "accepts ", "requires at least ", "requires at most ", "unknown flag", "unknown shorthand flag"} {
+	for _, p := range []string{"unknown command ", "accepts ", "requires at least ", "requires at most ", "unknown flag", "unknown shorthand flag", "invalid argument "} {
 		if strings.HasPrefix(msg, p) {
 			return true
 		}
@@ -79,72 +79,106 @@ func newRoot(getenv func(string) string, stdout, stderr io.Writer) *cobra.Comman
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	// Commands that parse their own flags (they predate the command
-	// library and their flag sets are tested as they are).
-	own := func(use, short string, f func(args []string) int) *cobra.Command {
-		return &cobra.Command{Use: use, Short: short, DisableFlagParsing: true,
-			RunE: func(_ *cobra.Command, args []string) error {
-				if code := f(args); code != 0 {
+	cmd := func(use, short, example string, args cobra.PositionalArgs) *cobra.Command {
+		return &cobra.Command{Use: use, Short: short, Example: example, Args: args}
+	}
+	serveCmd := cmd("serve", "run the supervisor: HTTP API, actors, Pebble store",
+		"  warden serve --listen 127.0.0.1:8080 --data ./data --dispatch exec --dispatch-command ./bin/example-workflow", cobra.NoArgs)
+	serveCmd.Long = "Runs the supervisor: the HTTP API over the actor system and its store.\nEvery flag falls back to WARDEN_<FLAG> (upper case, - as _); secrets come\nfrom the environment or a --*-file, never from a flag."
+	gfs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	finish := serveFlags(gfs, getenv)
+	serveCmd.Flags().AddGoFlagSet(gfs)
+	serveCmd.RunE = func(c *cobra.Command, args []string) error {
+		conf, err := finish(args, c.Flags().Changed)
+		if err != nil {
+			return err
+		}
+		return serveConfig(conf, stderr)
+	}
+	callbackCmd := cmd("callback --verb VERB", "send one callback from a workflow (configured from the environment)",
+		"  WARDEN_CALLBACK_URL=... WARDEN_MARQUEE_ID=m-1 WARDEN_GENERATION=1 WARDEN_CALLBACK_TOKEN=... warden callback --verb step --step vm_starting", cobra.NoArgs)
+	callbackCmd.Long = callbackLong
+	simCmd := cmd("sim", "deterministic simulation: --seed N | --seeds K [--from N] [--nodes 3] [--check-determinism]",
+		"  warden sim --seeds 20 --check-determinism\n  warden sim --seed 7 --nodes 3 --trace", cobra.NoArgs)
+	root.AddCommand(
+		serveCmd,
+		goFlags(callbackCmd, func(fs *flag.FlagSet) func([]string) error { return callbackCommand(fs, getenv, stdout, stderr) }),
+		newEnvCommand(getenv, stdout, stderr),
+		goFlags(cmd("rekey", "re-encrypt every sealed secret under a new seal key (warden stopped; resumes after a crash)",
+			"  warden rekey --data ./data\n  warden rekey --online stage --server https://n1:8080", cobra.NoArgs),
+			func(fs *flag.FlagSet) func([]string) error { return rekeyCmd(fs, getenv, stdout, stderr) }),
+		goFlags(cmd("backup --to DIR", "copy a running warden's store, consistently, while it serves (D4)",
+			"  warden backup --to ./backup-$(date +%F)", cobra.NoArgs),
+			func(fs *flag.FlagSet) func([]string) error { return backupCommand(fs, getenv, stdout, stderr) }),
+		goFlags(cmd("restore --from DIR --data NEW", "restore a checked backup into a new data directory (D5)",
+			"  warden restore --from ./backup --data ./restored", cobra.NoArgs),
+			func(fs *flag.FlagSet) func([]string) error { return restoreCommand(fs, getenv, stdout, stderr) }),
+		goFlags(cmd("verify", "check every record and the invariants across them: --data DIR (stopped), --backup DIR or --live (D6)",
+			"  warden verify --data ./data\n  warden verify --backup ./backup\n  warden verify --live", cobra.NoArgs),
+			func(fs *flag.FlagSet) func([]string) error { return verifyCommand(fs, getenv, stdout, stderr) }),
+		goFlags(cmd("migrate --from A --to B", "copy a stopped store to an empty one, Pebble to etcd or back, and verify both (D7)",
+			"  warden migrate --from pebble:./data --to etcd:https://127.0.0.1:2379", cobra.NoArgs),
+			func(fs *flag.FlagSet) func([]string) error { return migrateCommand(fs, getenv, stdout, stderr) }),
+		goFlags(cmd("rotate-callback-key", "start a new scoped-credential signing key; the old one verifies for --callback-token-ttl",
+			"  warden rotate-callback-key --data ./data", cobra.NoArgs),
+			func(fs *flag.FlagSet) func([]string) error { return rotateCallbackKeyCmd(fs, getenv, stdout, stderr) }),
+		goFlags(cmd("mint-callback-token --marquee ID --generation N", "print a scoped callback credential",
+			"  warden mint-callback-token --marquee m-1 --generation 1 --ttl 1h", cobra.NoArgs),
+			func(fs *flag.FlagSet) func([]string) error { return mintCallbackTokenCmd(fs, getenv, stdout, stderr) }),
+		goFlags(cmd("keygen DIR", "write the keys and token the nodes of a cluster share into DIR (where absent)",
+			"  warden keygen data/cluster/shared --node n1 --host 127.0.0.1,localhost", argsNamed("DIR")),
+			func(fs *flag.FlagSet) func([]string) error { return keygenCommand(fs, stdout) }),
+		goFlags(simCmd, func(fs *flag.FlagSet) func([]string) error {
+			run := sim.Command(fs, stdout, stderr, mdreport.Replace)
+			return func(args []string) error {
+				code, usage := run(args)
+				switch {
+				case usage != nil:
+					return usageError("%v", usage)
+				case code != 0:
 					return exitError{code}
 				}
 				return nil
-			}}
-	}
-	errCode := func(err error) int {
-		if err != nil {
-			fmt.Fprintln(stderr, "warden:", err)
-			return exitStatusOf(err)
-		}
-		return 0
-	}
-	root.AddCommand(
-		own("serve", "run the supervisor: HTTP API, actors, Pebble store (warden serve -h for flags)", func(a []string) int {
-			err := serve(a, getenv, stderr)
-			if err != nil {
-				fmt.Fprintln(stderr, "warden:", err)
-				return exitStatusOf(err)
 			}
-			return 0
 		}),
-		own("callback", "send one callback from a workflow (configured from the environment; warden callback -h)", func(a []string) int {
-			return runCallback(a, getenv, stdout, stderr)
-		}),
-		own("env", "ask warden for a preview environment, its removal or an action: env create|remove|action|get", func(a []string) int {
-			return runEnv(a, getenv, stdout, stderr)
-		}),
-		own("rekey", "re-encrypt every sealed secret under a new seal key (warden stopped; resumes after a crash)", func(a []string) int {
-			return errCode(rekey(a, getenv, stdout, stderr))
-		}),
-		own("backup", "copy a running warden's store, consistently, while it serves: --to DIR (D4)", func(a []string) int {
-			return errCode(backupCmd(a, getenv, stdout, stderr))
-		}),
-		own("restore", "restore a checked backup into a new data directory: --from DIR --data NEW (D5)", func(a []string) int {
-			return errCode(restoreCmd(a, getenv, stdout, stderr))
-		}),
-		own("verify", "check every record and the invariants across them: --data DIR (stopped) or --live (D6)", func(a []string) int {
-			return errCode(verifyCmd(a, getenv, stdout, stderr))
-		}),
-		own("migrate", "copy a stopped store to an empty one, Pebble to etcd or back, and verify both: --from pebble:DIR --to etcd:URLS (D7)", func(a []string) int {
-			return errCode(migrateCmd(a, getenv, stdout, stderr))
-		}),
-		own("rotate-callback-key", "start a new scoped-credential signing key; the old one verifies for --callback-token-ttl", func(a []string) int {
-			return errCode(rotateCallbackKey(a, getenv, stdout, stderr))
-		}),
-		own("mint-callback-token", "print a scoped callback credential: --marquee ID --generation N [--ttl 1h]", func(a []string) int {
-			return errCode(mintCallbackToken(a, getenv, stdout, stderr))
-		}),
-		own("keygen", "write the keys and token the nodes of a cluster share into DIR (where absent): warden keygen DIR", func(a []string) int {
-			return errCode(keygen(a, stdout))
-		}),
-		own("sim", "deterministic simulation: --seed N | --seeds K [--from N] [--check-determinism]", func(a []string) int {
-			return sim.Main(a, stdout, stderr, mdreport.Replace)
-		}),
-		&cobra.Command{Use: "version", Short: "print the version, commit and Go version", Args: cobra.NoArgs,
+		&cobra.Command{Use: "version", Short: "print the version, commit and Go version", Args: cobra.NoArgs, Example: "  warden version",
 			RunE: func(*cobra.Command, []string) error {
 				fmt.Fprintln(stdout, buildinfo.Read())
 				return nil
 			}},
 	)
 	addClientCommands(root, getenv, stdout, stderr)
+	for _, c := range root.Commands() {
+		withExamples(c)
+	}
 	return root
+}
+
+// clientExamples are the client commands' examples, by command path.
+var clientExamples = map[string]string{
+	"warden get":                  "  warden get marquees --lifecycle provisioned\n  warden get env pr-7 -o json",
+	"warden get marquees":         "  warden get marquees --serving active -o wide\n  warden get mq m-1 -o yaml",
+	"warden get environments":     "  warden get envs --state ready\n  warden get env pr-7 -o json",
+	"warden get pools":            "  warden get pools",
+	"warden get actors":           "  warden get actors -o json",
+	"warden describe":             "  warden describe m-1\n  warden describe env pr-7",
+	"warden describe marquee":     "  warden describe marquee m-1",
+	"warden describe environment": "  warden describe env pr-7",
+	"warden history":              "  warden history m-1 --limit 20",
+	"warden redeploy":             "  warden redeploy m-1",
+	"warden destroy":              "  warden destroy m-1 --reap",
+	"warden disable":              "  warden disable m-1",
+	"warden enable":               "  warden enable m-1",
+	"warden run-now":              "  warden run-now m-1",
+}
+
+// withExamples gives c and the commands under it their examples where
+// they have none.
+func withExamples(c *cobra.Command) {
+	if c.Example == "" {
+		c.Example = clientExamples[c.CommandPath()]
+	}
+	for _, sub := range c.Commands() {
+		withExamples(sub)
+	}
 }

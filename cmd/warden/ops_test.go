@@ -113,3 +113,67 @@ func TestD1TheImageRunsAndKeepsItsVolume(t *testing.T) {
 	require.Equal(t, 1.0, v["generation"])
 	require.NotContains(t, p.log.String(), "op-secret")
 }
+
+// TestD13TheUnitStartsAsShippedWithItsEnvironmentFile runs the unit's own
+// ExecStart line, as systemd would, with the environment of
+// examples/systemd/warden.env and the credentials it loads: warden starts
+// and is ready (the only changes are the machine's: a free port, a
+// temporary state directory, a fake GitHub). Without the environment
+// file it refuses with 78 and says what is missing.
+func TestD13TheUnitStartsAsShippedWithItsEnvironmentFile(t *testing.T) {
+	raw, err := os.ReadFile("../../examples/systemd/warden.service")
+	require.NoError(t, err)
+	unit := string(raw)
+	require.Contains(t, unit, "EnvironmentFile=/etc/warden/warden.env")
+	exec1 := regexp.MustCompile(`(?s)\nExecStart=(.*?[^\\])\n`).FindStringSubmatch(unit)
+	require.NotNil(t, exec1)
+	line := strings.ReplaceAll(exec1[1], "\\\n", " ")
+
+	creds, state := t.TempDir(), t.TempDir()
+	require.NoError(t, os.Chmod(state, 0o700), "as StateDirectoryMode=0700 makes it")
+	require.Contains(t, unit, "StateDirectoryMode=0700")
+	for _, c := range regexp.MustCompile(`LoadCredential=([a-z.]+):`).FindAllStringSubmatch(unit, -1) {
+		require.NoError(t, os.WriteFile(filepath.Join(creds, c[1]), []byte(c[1]+"-secret\n"), 0o600))
+	}
+	addr := freePort(t)
+	line = strings.NewReplacer("${CREDENTIALS_DIRECTORY}", creds, "/var/lib/warden", state, "127.0.0.1:8080", addr,
+		"/usr/local/bin/warden", wardenBinary(t)).Replace(line)
+	args := strings.Fields(line)
+
+	envFile, err := os.ReadFile("../../examples/systemd/warden.env")
+	require.NoError(t, err)
+	var env []string
+	for _, l := range strings.Split(string(envFile), "\n") {
+		if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "#") {
+			require.Regexp(t, `^WARDEN_[A-Z_]+=\S`, l)
+			env = append(env, l)
+		}
+	}
+	require.Contains(t, env, "WARDEN_DISPATCH=github", "the dispatch mode is named")
+	base := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + state}
+
+	refused := exec.Command(args[0], args[1:]...)
+	refused.Env = base
+	out, err := refused.CombinedOutput()
+	var exit *exec.ExitError
+	require.ErrorAs(t, err, &exit, "%s", out)
+	require.Equal(t, exitConfig, exit.ExitCode(), "%s", out)
+	require.Contains(t, string(out), "--github-repo", "says what is missing")
+
+	gh := acceptingGitHub(t)
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.Env = append(append(base, env...), "WARDEN_GITHUB_API_URL="+gh.URL)
+	log := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = log, log
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	p := &proc{t: t, cmd: cmd, url: "http://" + addr, log: log}
+	p.waitReady(20*time.Second, "warden under the unit's ExecStart")
+	st, v := p.do("POST", "/v1/marquees", "operator.token-secret", map[string]any{"id": "m-1", "kind": "tutorial"})
+	require.Equal(t, 201, st, "%v", v)
+	require.Eventually(t, func() bool {
+		_, v := p.do("GET", "/v1/marquees/m-1", "operator.token-secret", nil)
+		a, _ := v["attempt"].(map[string]any)
+		return a != nil && a["dispatch"] == "sent"
+	}, 10*time.Second, 20*time.Millisecond, "m-1 was dispatched to GitHub: %s", log)
+}

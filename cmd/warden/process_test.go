@@ -276,7 +276,7 @@ func TestC10SingleNodeStaysTheDefault(t *testing.T) {
 	out.Reset()
 	require.NoError(t, keygen([]string{dir}, &out), "run again, it keeps what is there")
 	require.Empty(t, out.String())
-	c, err = parseConfig([]string{"--node", "n1", "--etcd-embed", "--etcd-peer-url", "http://127.0.0.1:2380", "--etcd-client-url", "http://127.0.0.1:2379",
+	c, err = parseConfig([]string{"--node", "n1", "--etcd-embed", "--etcd-plaintext", "--etcd-peer-url", "http://127.0.0.1:2380", "--etcd-client-url", "http://127.0.0.1:2379",
 		"--etcd-initial-cluster", "n1=http://127.0.0.1:2380", "--cluster-token-file", filepath.Join(dir, "cluster.token"),
 		"--seal-key-file", filepath.Join(dir, "seal.key"), "--callback-signing-key-file", filepath.Join(dir, "callback-signing.key")}, getenv, io.Discard)
 	require.NoError(t, err)

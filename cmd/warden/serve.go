@@ -39,7 +39,15 @@ func serve(args []string, getenv func(string) string, stderr io.Writer) error {
 		}
 		return err
 	}
+	return serveConfig(c, stderr)
+}
+
+// serveConfig runs warden with its configuration until it stops.
+func serveConfig(c config, stderr io.Writer) error {
 	log := newLogger(c, stderr)
+	if c.EtcdEmbed && c.EtcdPlaintext {
+		log.Warn("etcd without TLS (--etcd-plaintext): anyone on this machine can read and write every record; for tests only")
+	}
 	p := &process{c: c, log: log}
 	defer p.release()
 	if err := p.start(); err != nil {

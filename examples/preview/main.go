@@ -8,6 +8,10 @@
 //	                         stdin, a CapabilityResult as JSON on stdout
 //	example-preview serve    the preview application itself (started by the
 //	                         app capability): PORT, ENV_ID, REVISION
+//	example-preview stop     stop every application started under
+//	                         WARDEN_PREVIEW_DIR (make run's Ctrl-C): the
+//	                         next start finds them gone and starts them
+//	                         again, as drift (E14)
 //
 // State lives under WARDEN_PREVIEW_DIR (default ./data/preview). Break an
 // environment by hand to see warden notice: kill its process (apps/*.json
@@ -66,17 +70,21 @@ type result struct {
 var migrations = []string{"0001_create_items", "0002_add_search_index", "0003_seed_fixtures"}
 
 func main() {
+	root := os.Getenv("WARDEN_PREVIEW_DIR")
+	if root == "" {
+		root = filepath.Join("data", "preview")
+	}
 	if len(os.Args) > 1 && os.Args[1] == "serve" {
 		serve()
+		return
+	}
+	if len(os.Args) > 1 && os.Args[1] == "stop" {
+		drivers{root: root}.stopAll()
 		return
 	}
 	var r request
 	if err := json.NewDecoder(io.LimitReader(os.Stdin, 64<<10)).Decode(&r); err != nil {
 		fail("configuration", "request: "+err.Error())
-	}
-	root := os.Getenv("WARDEN_PREVIEW_DIR")
-	if root == "" {
-		root = filepath.Join("data", "preview")
 	}
 	d := drivers{root: root}
 	res, err := d.fenced(r)
@@ -315,6 +323,49 @@ func (d drivers) app(identity string) (appFile, bool) {
 		return a, false
 	}
 	return a, syscall.Kill(a.PID, 0) == nil
+}
+
+// stopAll stops every application this preview directory started and
+// waits, a few seconds at most, until each is gone. A pid is only
+// signalled while it is still an example-preview serve (a pid reused by
+// another process is left alone).
+func (d drivers) stopAll() {
+	files, _ := filepath.Glob(d.path("apps", "*.json"))
+	var stopping []int
+	for _, f := range files {
+		var a appFile
+		if readJSON(f, &a) != nil || a.PID == 0 || !isPreviewApp(a.PID) {
+			continue
+		}
+		if syscall.Kill(a.PID, syscall.SIGTERM) == nil {
+			stopping = append(stopping, a.PID)
+		}
+	}
+	for _, pid := range stopping {
+		for i := 0; i < 100 && isPreviewApp(pid); i++ {
+			time.Sleep(30 * time.Millisecond)
+		}
+	}
+	if len(stopping) > 0 {
+		fmt.Fprintf(os.Stderr, "example-preview: stopped %d preview application(s) under %s\n", len(stopping), d.root)
+	}
+}
+
+// isPreviewApp reports whether pid is a live example-preview serve.
+func isPreviewApp(pid int) bool {
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil {
+		return false
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err == nil {
+		// A zombie (state Z) is gone; it only waits for its parent.
+		if i := strings.LastIndexByte(string(stat), ')'); i > 0 && i+2 < len(stat) && stat[i+2] == 'Z' {
+			return false
+		}
+	}
+	args := strings.Split(string(cmdline), "\x00")
+	return len(args) > 1 && strings.HasSuffix(args[0], "example-preview") && args[1] == "serve"
 }
 
 // start runs the application as a detached local process on a free port.

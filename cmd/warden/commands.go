@@ -1,0 +1,56 @@
+package main
+
+import (
+	"flag"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+)
+
+// defineFunc declares a command's flags on fs, with the standard library's
+// flag package (serve's many, the data and key commands'), and returns what
+// runs once the command line is parsed, given the positional arguments.
+// The flags are handed to cobra, so every command parses alike: --long
+// flags anywhere on the line, --help on stdout, completion.
+type defineFunc func(fs *flag.FlagSet) func(args []string) error
+
+// goFlags makes c run define's command, with define's flags as c's own.
+func goFlags(c *cobra.Command, define defineFunc) *cobra.Command {
+	fs := flag.NewFlagSet(c.Name(), flag.ContinueOnError)
+	run := define(fs)
+	c.Flags().AddGoFlagSet(fs)
+	c.RunE = func(_ *cobra.Command, args []string) error { return run(args) }
+	return c
+}
+
+// parseAndRun parses args as cobra would for define's command and runs it:
+// for callers that hold a command line, not a cobra tree (tests, the
+// cluster's process helpers).
+func parseAndRun(name string, define defineFunc, args []string) error {
+	gfs := flag.NewFlagSet(name, flag.ContinueOnError)
+	run := define(gfs)
+	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.AddGoFlagSet(gfs)
+	if err := fs.Parse(args); err != nil {
+		return usageError("%v", err)
+	}
+	return run(fs.Args())
+}
+
+// argsNamed is a command's positional arguments, by name: a wrong count is
+// a usage error that says which are wanted (cobra's own says only how
+// many).
+func argsNamed(names ...string) cobra.PositionalArgs {
+	return func(c *cobra.Command, args []string) error {
+		switch {
+		case len(args) < len(names):
+			return usageError("%s needs %s", c.CommandPath(), strings.Join(names[len(args):], " "))
+		case len(args) > len(names):
+			return usageError("%s: unexpected argument(s) %q", c.CommandPath(), args[len(names):])
+		}
+		return nil
+	}
+}
