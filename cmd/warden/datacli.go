@@ -32,14 +32,6 @@ import (
 // running warden; verify reads a stopped store (or asks a running one);
 // restore and migrate write a new store from a checked source.
 
-// parseError is a flag set's refusal as a usage error; -h is no error.
-func parseError(err error) error {
-	if errors.Is(err, flag.ErrHelp) {
-		return nil
-	}
-	return usageError("%v", err)
-}
-
 // exitProblems is verify's status when the store has a problem: the data
 // is wrong, not the command (EX_DATAERR, as a damaged store at start).
 const exitProblems = exitCorrupt
