@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -141,22 +142,18 @@ func TestIssue22MakeRunStopsCleanlyOnCtrlC(t *testing.T) {
 	p := &proc{t: t, url: "http://" + addr, log: &syncBuffer{}}
 	st, v := p.do("POST", "/v1/environments", "dev-operator-token", map[string]any{"id": "env-1", "branch": "main", "revision": "r1"})
 	require.Equal(t, 201, st, "%v", v)
+	var view map[string]any
 	require.Eventually(t, func() bool {
-		_, v := p.do("GET", "/v1/environments/env-1", "dev-operator-token", nil)
-		return v["state"] == "ready"
+		_, view = p.do("GET", "/v1/environments/env-1", "dev-operator-token", nil)
+		return view["state"] == "ready"
 	}, 2*time.Minute, 100*time.Millisecond, "env-1 ready under make run")
-	apps, err := filepath.Glob(filepath.Join(dir, "data", "preview", "apps", "*.json"))
+	// The preview's own address, as warden observed its route (W8).
+	u, err := url.Parse(fmt.Sprint(view["url"]))
 	require.NoError(t, err)
-	require.NotEmpty(t, apps, "an application was started")
-	var ports []int
-	for _, f := range apps {
-		var a struct{ PID, Port int }
-		raw, err := os.ReadFile(f)
-		require.NoError(t, err)
-		require.NoError(t, json.Unmarshal(raw, &a))
-		ports = append(ports, a.Port)
-		require.True(t, listening(a.Port), "the application listens on %d", a.Port)
-	}
+	appPort, err := strconv.Atoi(u.Port())
+	require.NoError(t, err, "the preview's URL names its port: %v", view)
+	ports := []int{appPort}
+	require.True(t, listening(appPort), "the application listens on %d", appPort)
 	tm("send-keys", "-t", "run", "C-c")
 	var screen string
 	require.Eventually(t, func() bool {

@@ -71,7 +71,7 @@ func TestW7EnvCommandsAgainstARealWarden(t *testing.T) {
 	// The token stays out of argv: there is no flag for it.
 	code, _, errs = run("get", "pr-7-3f2c9e1", "--token", "op-secret")
 	require.Equal(t, envExitUsage, code)
-	require.Contains(t, errs, "flag provided but not defined: -token")
+	require.Contains(t, errs, "unknown flag: --token")
 }
 
 // TestW7PreviewScriptFollowsAPullRequest runs examples/github/scripts/
