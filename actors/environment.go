@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/url"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/wardenhq/warden/actors/driver"
@@ -272,14 +273,73 @@ func (k envKind) reconcile(h *envHandle) {
 	if e.Tombstone == nil && e.SupersededBy == 0 {
 		serving = append(serving, environment.Smoke) // a host name ours to check
 	}
+	data := []environment.Capability{environment.Database, environment.Migrations}
+	round := s.roundOf(id)
+	if !round.begin(1 + len(data)) {
+		return // a round is still observing; another follows it
+	}
+	finish := func() {
+		if round.done() {
+			s.envs.Signal(id, s.reconcileTurn)
+		}
+	}
 	h.Go(runtime.Effect{Run: func(ctx context.Context) {
+		defer finish()
 		for _, c := range serving {
 			observe(ctx, c)
 		}
 	}})
-	for _, c := range []environment.Capability{environment.Database, environment.Migrations} {
-		h.Go(runtime.Effect{Run: func(ctx context.Context) { observe(ctx, c) }})
+	for _, c := range data {
+		h.Go(runtime.Effect{Run: func(ctx context.Context) {
+			defer finish()
+			observe(ctx, c)
+		}})
 	}
+}
+
+// observeRound keeps one round of at-rest observations per environment at
+// a time. Rounds come every --env-reconcile-every and on every platform
+// event, and each observation is a driver call (a process, a request): a
+// round slower than the period piled rounds up without bound (a crash run
+// had a hundred driver processes starting at once, and warden's own
+// requests timed out behind them). A round asked for while one observes
+// runs once that one ends, so an event is never lost.
+type observeRound struct {
+	mu       sync.Mutex
+	inFlight int
+	again    bool
+}
+
+// roundOf is the environment's round.
+func (s *System) roundOf(id string) *observeRound {
+	r, _ := s.rounds.LoadOrStore(id, &observeRound{})
+	return r.(*observeRound)
+}
+
+// begin starts a round of n observations, or, while one is in flight,
+// notes that another is wanted and reports false.
+func (r *observeRound) begin(n int) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.inFlight > 0 {
+		r.again = true
+		return false
+	}
+	r.inFlight = n
+	return true
+}
+
+// done ends one observation of the round; true means the round ended and
+// another was asked for meanwhile.
+func (r *observeRound) done() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.inFlight--
+	if r.inFlight > 0 || !r.again {
+		return false
+	}
+	r.again = false
+	return true
 }
 
 func (k envKind) Run(h *envHandle, next EnvRecord, rd environment.Outcome) {

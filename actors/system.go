@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -154,6 +155,9 @@ func wrap[F ~func(S, E, time.Time) (S, O), S, E, O any](step F, w func(F) F) F {
 
 // System is the running shell.
 type System struct {
+	// rounds are the environments' at-rest observation rounds in flight
+	// (observeRound), by id.
+	rounds   sync.Map
 	cfg      Config
 	rt       *runtime.Runtime
 	log      *slog.Logger
