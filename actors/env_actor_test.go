@@ -231,7 +231,7 @@ func TestPendingNotificationsAreSentAfterARestart(t *testing.T) {
 	require.Equal(t, []string{"env-1-1"}, keys, "the same identity")
 }
 
-// TestRefusedCreatesSpendNoRouteGeneration: issue 10. Thirty creates of
+// TestRefusedCreatesSpendNoRouteGeneration: thirty creates of
 // one id racing: one is created, the others are refused with 409 before a
 // route generation is given out for them, so the branch's next preview
 // gets generation 2, not 31; and a new process gives out the next one
@@ -328,7 +328,7 @@ func (f *firstCall) Do(_ context.Context, r driver.CapabilityRequest) (driver.Ca
 // for the route generation; the branch's answer is the step that records
 // the generation and the first attempt's intent together, so the preview
 // makes two commits before its first driver call, and no mailbox waits on
-// another meanwhile (issue 32).
+// another meanwhile.
 func TestE8ACreateReachesItsFirstDriverCallAfterItsBranchAnswers(t *testing.T) {
 	store, err := persistence.Open(t.TempDir(), persistence.Options{})
 	require.NoError(t, err)
@@ -359,7 +359,7 @@ func TestE8ACreateReachesItsFirstDriverCallAfterItsBranchAnswers(t *testing.T) {
 	require.Equal(t, uint64(1), g, "the branch's generation is durable before the preview uses it")
 }
 
-// TestEnvironmentCommandOnAnUnknownIDIsNotFound: issue 10. A removal or an
+// TestEnvironmentCommandOnAnUnknownIDIsNotFound: a removal or an
 // action on an environment that never existed is answered not-found at
 // once, not after the ask timeout.
 func TestEnvironmentCommandOnAnUnknownIDIsNotFound(t *testing.T) {

@@ -45,7 +45,7 @@ type EnvConfig struct {
 	// another node is fenced out (C3). A lease owner other than Worker found
 	// when the actor loads is then a process that can no longer commit (an
 	// earlier incarnation, or the shard's previous owner), and its leases
-	// end at once instead of at their expiry (issue 10, C5); its driver call
+	// end at once instead of at their expiry (C5); its driver call
 	// still in flight is refused by the lease generation (E7). False only
 	// where another writer may be alive: a test's shared store.
 	ExclusiveStore bool

@@ -169,7 +169,7 @@ func (k marqueeKind) Admit(rec MarqueeRecord, ev marquee.Event) error {
 }
 
 // Conflict: an id is never reused, even after a reap; "already exists"
-// alone sent a reader looking for a live marquee (issue 22).
+// alone sent a reader looking for a live marquee.
 func (marqueeKind) Conflict(id string, rec MarqueeRecord) error {
 	if ts := rec.State.Tombstone; ts != nil {
 		return fmt.Errorf("%w: marquee %s already exists as a tombstone (reaped %s); ids are not reused, pick another", marquee.ErrConflict, id, ts.At.UTC().Format(time.RFC3339))

@@ -88,7 +88,7 @@ func NewMetrics() *Metrics {
 // The label values the alerting rules read (examples/prometheus), each
 // made to exist at 0 from start-up: Prometheus's increase() over a series
 // born at 1 is 0, so the first failure after every start would go
-// unalerted (issue 22).
+// unalerted.
 var (
 	failureRules  = []string{"M5", "M15", "M16", "M18", "M19", "M21", "M22"}
 	retryKinds    = []string{"stuck", "bootstrap", "environment", "internal_write"}

@@ -14,7 +14,7 @@ import (
 // The rules live in docs/rules/, one file per family; each is written
 // "**M16 ...**" where it is stated. These tests keep two promises: every
 // rule stated there is shown by a test that cites it, and every rule file
-// the code cites exists (issue 23: the code cited files outside the
+// the code cites exists (the code cited files outside the
 // repository).
 
 const repoRoot = ".."

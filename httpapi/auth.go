@@ -169,7 +169,7 @@ func (s *Server) operatorAccess(write bool, h func(http.ResponseWriter, *http.Re
 
 // operator is the operator a request's bearer token names, with the role
 // write needs, or why not. Failures from one address are limited (a
-// guessed token costs a minute of waiting after ten, issue 21); a
+// guessed token costs a minute of waiting after ten); a
 // limited address is refused before its token is looked at.
 func (s *Server) operator(r *http.Request, write bool) (Operator, *authFail) {
 	addr := clientAddr(r)

@@ -56,7 +56,7 @@ func bodyEntity(kind string, idOf func([]byte) (string, error)) entityOf {
 	}
 }
 
-// admit authenticates a request before it is forwarded (issue 21): an
+// admit authenticates a request before it is forwarded: an
 // anonymous or unknown caller gets its 401 here, learns nothing about
 // which node owns what, and has nothing relayed for it.
 type admit func(r *http.Request, body []byte) *authFail
@@ -121,7 +121,7 @@ func (s *Server) owned(ent entityOf, ok admit, h httprouter.Handle) httprouter.H
 }
 
 // movingWait bounds how long a request waits for a moving shard's new
-// owner before it is answered 503 (issue 22: creates sent right after the
+// owner before it is answered 503 (creates sent right after the
 // nodes reported ready met shards still being placed). A move takes a
 // tick or two (100 ms each); a dead owner takes the failure detector's
 // second, by which time the caller had better retry.
@@ -146,7 +146,7 @@ func (s *Server) ownerOf(ctx context.Context, shard int) (string, string) {
 }
 
 // placed says whether every shard has a live owner in this node's view:
-// a cluster node is ready only then (issue 22).
+// a cluster node is ready only then.
 func placed(v cluster.View) bool {
 	alive := map[string]bool{}
 	for _, m := range v.Members {

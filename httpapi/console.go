@@ -134,7 +134,7 @@ func (c *console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	case strings.HasPrefix(path, "/ui/static/"):
 		if name := strings.TrimPrefix(path, "/ui/static/"); !utf8.ValidString(name) || !fs.ValidPath(name) {
-			// A name no file can have (issue 21: an invalid byte was a 500).
+			// A name no file can have (an invalid byte was a 500).
 			refuse(w, errs.NotFound, "no such file")
 			return
 		}
@@ -220,7 +220,7 @@ func (c *console) render(w http.ResponseWriter, r *http.Request, sess *session, 
 // token (set with the form, SameSite=Strict), so that another site cannot
 // sign a victim in as the attacker (login CSRF), and come from this
 // origin when the browser says where it comes from; and failures from one
-// address are limited (issue 21).
+// address are limited.
 func (c *console) login(w http.ResponseWriter, r *http.Request) {
 	switch r.Method {
 	case http.MethodGet, http.MethodHead, http.MethodPost:
@@ -278,7 +278,7 @@ const (
 )
 
 // secure is whether cookies must be Secure: the console is served over
-// TLS, here or (behind a proxy) at its public URL (issue 21).
+// TLS, here or (behind a proxy) at its public URL.
 func (c *console) secure(r *http.Request) bool {
 	return r.TLS != nil || strings.HasPrefix(strings.ToLower(c.s.opts.PublicURL), "https://")
 }
@@ -309,7 +309,7 @@ func (c *console) sameOrigin(r *http.Request) bool {
 
 // SafeNext is where a sign-in may go on to: a console page of this
 // server, decided on the path as it will be followed (decoded, cleaned),
-// never the raw string (issue 21: "/ui/..%2F%5Cevil.example" passed a
+// never the raw string ("/ui/..%2F%5Cevil.example" passed a
 // prefix check and became "/\evil.example", which browsers follow to
 // another host).
 func SafeNext(raw string) string {
@@ -588,7 +588,7 @@ func (c *console) environment(w http.ResponseWriter, r *http.Request, sess *sess
 // desiredOf is what an environment wants of one of its resources:
 // present while it is wanted, absent once removed, except its artifact,
 // a shared and immutable build output that removal keeps on purpose
-// (issue 22: a removed environment's artifact showed as a mismatch).
+// (a removed environment's artifact showed as a mismatch).
 func desiredOf(e environment.Env, c environment.Capability) string {
 	switch {
 	case e.Desired != "removed" && e.Tombstone == nil:

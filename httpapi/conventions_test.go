@@ -16,7 +16,7 @@ import (
 	"github.com/wardenhq/warden/httpapi"
 )
 
-// Issue 22: what users' tools expect of the API.
+// What users' tools expect of the API.
 
 // TestIssue22OpenAPIDocumentIsLinted: what generated clients and linters
 // (redocly's recommended rules) need: a license, servers with URLs, an

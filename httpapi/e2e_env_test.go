@@ -212,7 +212,7 @@ func TestE2ETwoPreviewsOfOneBranch(t *testing.T) {
 	w.preview.mu.Unlock()
 }
 
-// TestE2EUnknownEnvironmentIsNotFoundAtOnce: issue 10. A removal, an
+// TestE2EUnknownEnvironmentIsNotFoundAtOnce: a removal, an
 // action or a read of an environment that does not exist, or whose id is
 // not even valid, is 404, never a 503 after the ask timeout.
 func TestE2EUnknownEnvironmentIsNotFoundAtOnce(t *testing.T) {

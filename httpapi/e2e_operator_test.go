@@ -300,7 +300,7 @@ func TestO3TombstonesStayReadable(t *testing.T) {
 	require.Len(t, tombs["items"], 1)
 	st, _, _ = w.do("GET", "/v1/marquees/never-was", operatorToken, nil)
 	require.Equal(t, http.StatusNotFound, st)
-	// Issue 22: a create of the same id says it is a tombstone.
+	// a create of the same id says it is a tombstone.
 	st, v, _ = w.do("POST", "/v1/marquees", operatorToken, map[string]any{"id": "m-1", "kind": "tutorial"})
 	require.Equal(t, http.StatusConflict, st)
 	require.Contains(t, errMessage(v), "already exists as a tombstone")

@@ -19,7 +19,7 @@ import (
 	"github.com/wardenhq/warden/httpapi"
 )
 
-// Issue 21: what an attacker got through, each as a test that fails
+// What an attacker got through, each as a test that fails
 // without its fix.
 
 // TestIssue21SignInReadsAtMost8KiB: a 24 MiB sign-in form is refused

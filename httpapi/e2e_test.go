@@ -121,7 +121,7 @@ func TestE2EVeto(t *testing.T) {
 		{"live chats", `{"live": 2, "reachable": 1}`, "vetoed"},
 		// Nobody said there are live chats: the downgrade is held and
 		// asked again, and history says checking, as the callback was
-		// answered (issue 12), not vetoed.
+		// answered, not vetoed.
 		{"unreachable", "unreachable", "checking"},
 		{"garbage", "garbage", "checking"},
 	} {

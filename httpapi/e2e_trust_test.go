@@ -252,7 +252,7 @@ func newLocalIssuer(t *testing.T) *localIssuer {
 	li.signer, err = jose.NewSigner(jose.SigningKey{Algorithm: jose.RS256, Key: li.key}, (&jose.SignerOptions{}).WithType("JWT").WithHeader("kid", "k1"))
 	require.NoError(t, err)
 	// Its discovery document puts the key set where GitHub's does not:
-	// warden must follow jwks_uri (issue 22), not guess the path.
+	// warden must follow jwks_uri, not guess the path.
 	li.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/.well-known/openid-configuration":

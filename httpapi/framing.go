@@ -9,7 +9,7 @@ import (
 	"sync"
 )
 
-// Request framing (issue 21, RFC 9112 §6.1): a request with both
+// Request framing (RFC 9112 §6.1): a request with both
 // Content-Length and Transfer-Encoding is how a request is smuggled past
 // a proxy that frames by the length. Go's server drops the length and
 // frames by the chunks, keeping the connection open, so a second request

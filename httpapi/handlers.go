@@ -86,7 +86,7 @@ func (s *Server) noop(w http.ResponseWriter, r *http.Request, _ httprouter.Param
 	writeJSON(w, http.StatusOK, map[string]any{"result": "ignored", "marquee_id": id, "generation": cb.Generation, "received_generation": cb.Generation})
 }
 
-// floor is the durable path's floor (issue 23): HTTP and one synced write
+// floor is the durable path's floor: HTTP and one synced write
 // of the request body into the same store, under a key of its own;
 // no authentication, no decoding, no actor, no decision. Only
 // --bench-noop serves it.

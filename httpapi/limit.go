@@ -13,7 +13,7 @@ import (
 )
 
 // authLimiter bounds failed sign-ins and unknown operator tokens per
-// client address (issue 21): a token bucket of authBurst failures that
+// client address: a token bucket of authBurst failures that
 // refills one every authRefill. An address whose bucket is empty is
 // refused with 429 before its credential is looked at, until it refills:
 // ten guesses a minute at most, against tokens of 256 bits. Successes
@@ -43,7 +43,7 @@ func newAuthLimiter(now func() time.Time, reg *prometheus.Registry) *authLimiter
 		limited: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "warden_auth_rate_limited_total",
 			Help: "Requests refused with 429 because their address failed to authenticate too often (console sign-in, operator API)."}, []string{"surface"})}
 	for _, surface := range []string{"api", "console"} {
-		l.limited.WithLabelValues(surface).Add(0) // at 0 from start-up, for increase() (issue 22)
+		l.limited.WithLabelValues(surface).Add(0) // at 0 from start-up, for increase()
 	}
 	var already prometheus.AlreadyRegisteredError
 	if err := reg.Register(l.limited); err != nil && !errors.As(err, &already) {

@@ -16,7 +16,7 @@ import (
 // by `make screenshots`. A picture cannot be compared with the console it
 // should show, so each copy carries, in a PNG text chunk, a digest of the
 // templates and stylesheet it was drawn from; a change to them makes the
-// copy stale and this test say so (issue 22: the README's screenshot
+// copy stale and this test say so (the README's screenshot
 // predated the Cluster page).
 
 // docsScreenshots maps each README picture to the browser test's shot and

@@ -47,7 +47,7 @@ func (s *Store) Dedup(entity, deliveryID string) (DedupRecord, error) {
 // DedupIDs lists the delivery ids stored for an entity, reading keys only,
 // up to max; complete is false when there were more. The entity's actor
 // keeps them so that a new delivery (almost every one) is known to be new
-// without a point read (issue 13).
+// without a point read.
 func (s *Store) DedupIDs(entity string, max int) (ids []string, complete bool, err error) {
 	prefix := DedupPrefix(entity)
 	complete = true

@@ -108,7 +108,7 @@ func TestListPagesAndReportsMalformed(t *testing.T) {
 }
 
 // TestListReadsAtMostItsBudget: a page whose filter matches nothing stops
-// after maxScan records with a cursor to go on (issue 12: one request
+// after maxScan records with a cursor to go on (one request
 // never reads the whole store), and following the cursors reaches the end.
 func TestListReadsAtMostItsBudget(t *testing.T) {
 	eachBackend(t, func(t *testing.T, bk *testBackend) {

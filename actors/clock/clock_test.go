@@ -74,7 +74,7 @@ func TestRealSinceAndTicker(t *testing.T) {
 }
 
 // TestRealNowKeepsTheMonotonicReading: Since and every deadline measure
-// with the monotonic clock; .UTC() would drop it (issue 32).
+// with the monotonic clock; .UTC() would drop it.
 func TestRealNowKeepsTheMonotonicReading(t *testing.T) {
 	now := Real{}.Now()
 	if !strings.Contains(now.String(), " m=") {

@@ -70,7 +70,7 @@ const (
 	probeTimeout = 500 * time.Millisecond
 	// maxRevocations in revocationWindow bound what the detector may do:
 	// more than a member's worth of revocations a minute is a detector
-	// fighting the cluster, not dead members (issue 20's storm), and it
+	// fighting the cluster, not dead members (a revocation storm), and it
 	// stops, saying so, until the window has room; leases still expire.
 	maxRevocations   = 6
 	revocationWindow = time.Minute
@@ -633,7 +633,7 @@ func (n *Node) View() View {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	v := n.view
-	v.Draining = n.draining // asked since the last tick (issue 22: a drain answered "draining": false)
+	v.Draining = n.draining // asked since the last tick (a drain once answered "draining": false)
 	v.Members = append([]MemberView(nil), v.Members...)
 	v.Shards = append([]ShardView(nil), v.Shards...)
 	return v
@@ -674,7 +674,7 @@ type confirmation struct {
 }
 
 // Confirm shows that this node still holds shard at epoch now, by a
-// linearizable read of the shard key (C4, issue 20): an answer computed
+// linearizable read of the shard key (C4): an answer computed
 // before the call reflects the entity's current state, because no other
 // node could write it while the key stayed at epoch. A node that finds
 // the shard gone stops acting for it at once, before its next tick, and

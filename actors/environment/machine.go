@@ -180,7 +180,7 @@ type GenerationGiven struct{ Generation uint64 }
 
 // OwnerGone says a lease owner is known to be dead: a process that
 // restarted on a store only one process can open knows that every other
-// owner named in it was an earlier incarnation of itself (issue 10). Its
+// owner named in it was an earlier incarnation of itself. Its
 // lease ends now instead of at its expiry; the next worker still takes
 // the attempt over by observing first (E7).
 type OwnerGone struct{ Owner string }

@@ -387,7 +387,7 @@ func TestBranchGenerationsOnlyGoUp(t *testing.T) {
 // TestE8ABranchAskedAgainGivesTheSameGeneration: a preview whose actor
 // restarted before its branch's answer came asks again and is told the
 // generation it was given, writing nothing; a newer one would make it
-// look superseded by a sibling that does not exist (issue 32). The
+// look superseded by a sibling that does not exist. The
 // memory is bounded: past RecentGivings later givings, a new one.
 func TestE8ABranchAskedAgainGivesTheSameGeneration(t *testing.T) {
 	b := Branch{Name: "main"}
@@ -407,7 +407,7 @@ func TestE8ABranchAskedAgainGivesTheSameGeneration(t *testing.T) {
 
 // TestReceiptSaysWhichCallVerifiedTheStep: an apply step is verified by an
 // observe; the receipt says so, so its recorded request (an observe) no
-// longer contradicts its op (issue 12).
+// longer contradicts its op.
 func TestReceiptSaysWhichCallVerifiedTheStep(t *testing.T) {
 	m := Machine{Config: DefaultConfig()}
 	e, out := m.Create(Create{ID: "env-1", Branch: "main", Revision: "r1", Generation: 1}, epoch)

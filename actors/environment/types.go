@@ -247,7 +247,7 @@ type Receipt struct {
 	At         time.Time  `json:"at"`
 	// VerifiedBy is the op of the driver call that verified the step: an
 	// apply or remove is verified by an observe (E4), so a receipt of an
-	// apply step records an observe call (issue 12: they were told apart
+	// apply step records an observe call (they were told apart
 	// by nothing).
 	VerifiedBy Op `json:"verified_by"`
 	// Input and Output are the verifying driver call, verbatim (E13).

@@ -668,7 +668,7 @@ func (m Machine) chatsAnswered(s *State, c ChatsAnswered, now time.Time) Ready {
 		d.Unanswered++
 		d.RecheckAt = now.Add(m.Config.ChatsRecheckAfter)
 		// Held, not vetoed: nobody said there are live chats; the callback
-		// was answered checking and the check goes on (issue 12).
+		// was answered checking and the check goes on.
 		entry.Result, entry.Detail = Checking, "control plane unreachable, marquee preserved; asking again at "+d.RecheckAt.Format(time.RFC3339)+" (M18): "+clip(c.Err)
 		return Ready{Answer: Checking, Records: []Entry{entry}}
 	}

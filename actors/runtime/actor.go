@@ -361,7 +361,7 @@ func (h *Handle[S, E, O]) failHeld(err error) {
 }
 
 // current refuses a step of an actor that outlived the shard epoch it
-// loaded its record under (issue 20). The fence alone cannot: it holds the
+// loaded its record under. The fence alone cannot: it holds the
 // node's current epoch, so an actor spawned just as its shard was released
 // that survived until the node took the shard back would write its old
 // record under the new epoch (found by the cluster harness: a preview

@@ -45,7 +45,7 @@ type entry struct {
 	inbox atomic.Int64 // messages routed and not yet handled
 	// epoch is the shard epoch the running instance loaded its record
 	// under (0 on a single node): it may write, and answer, only while it
-	// still is the shard's epoch (C3, issue 20).
+	// still is the shard's epoch (C3).
 	epoch atomic.Int64
 	// commits counts the instance's fenced commits: one made after a
 	// request was sent proves the instance still held its shard while the

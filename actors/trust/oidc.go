@@ -64,7 +64,7 @@ type OIDC struct {
 	cfg OIDCConfig
 	mu  sync.Mutex
 	// verifier is built at once from a configured key set URL, else on
-	// first use from the issuer's discovery document (issue 22: an issuer
+	// first use from the issuer's discovery document (an issuer
 	// whose jwks_uri is not <issuer>/.well-known/jwks was refused), so a
 	// start-up never waits for the issuer.
 	verifier *oidc.IDTokenVerifier

@@ -143,8 +143,9 @@ func fdatasyncP50(dir string) (time.Duration, error) {
 }
 
 // goals states the durable path's targets against what this run
-// measured: issue 13's, with its "0.5x the no-op" retired by issue 23 for
-// the fair measure, the floor (HTTP and one synced write, which no design
+// measured: a share of the floor rather than "0.5x the no-op" (the no-op
+// writes nothing, so it flattered no design), the floor (HTTP and one
+// synced write, which no design
 // can beat on this machine), and server CPU per request.
 func goals(rs []result, conns []int, fsync time.Duration) string {
 	byKey := map[string]result{}

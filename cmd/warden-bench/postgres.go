@@ -23,7 +23,7 @@ import (
 	"github.com/wardenhq/warden/actors/driver/local/pgcluster"
 )
 
-// The PostgreSQL baseline (issue 13): the same callback contract and the
+// The PostgreSQL baseline: the same callback contract and the
 // same decision as warden's durable path, made the way a team would make
 // it on PostgreSQL 15: one transaction per callback (the dedup row first,
 // the marquee row locked, the generation checked, the row updated, a

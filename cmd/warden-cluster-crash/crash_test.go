@@ -18,7 +18,7 @@ import (
 // embedding an etcd member, at the default lease TTL, with owner kills,
 // pauses shorter than the failure detector, between it and the lease and
 // past the lease, a rolling restart and a member added and removed; the
-// history checked for C6 and, per marquee, for linearizability (issue 20)
+// history checked for C6 and, per marquee, for linearizability
 // at the end. `make cluster-crash` runs it for longer.
 func TestC7ClusterUnderFaults(t *testing.T) {
 	if testing.Short() {
@@ -40,7 +40,7 @@ func TestC7ClusterUnderFaults(t *testing.T) {
 	require.Positive(t, rep.RouteGenerations, "branch route generations were given out and checked (I14)")
 }
 
-// TestC5ConvergesAtEachLeaseTTL: issue 20's liveness finding, at the
+// TestC5ConvergesAtEachLeaseTTL: the liveness finding, at the
 // shortest and a longer lease TTL (TestC7 runs the default): after every
 // kill, pause and restart under client load every shard has a live owner
 // again within the TTL plus a second, and the failure detector's

@@ -12,7 +12,7 @@ import (
 	"github.com/wardenhq/warden/actors/cluster"
 )
 
-// TestC4APausedOwnerAnswersOnlyFromTheCurrentState is issue 20's finding
+// TestC4APausedOwnerAnswersOnlyFromTheCurrentState is the finding
 // as a test: the owner of a marquee is paused past the failure detector
 // and short of its lease, another node takes the shard and changes the
 // marquee, and the resumed node is asked at once. Its answers (an
@@ -32,7 +32,7 @@ func TestC4APausedOwnerAnswersOnlyFromTheCurrentState(t *testing.T) {
 	h.must(t, "POST", "/v1/marquees", map[string]any{"id": "t-1", "kind": "tutorial"}, 201)
 
 	// Two pauses a trial, each revoked by the detector: three trials stay
-	// within its bound (six revocations a minute per node, issue 20)
+	// within its bound (six revocations a minute per node)
 	// even when one node revokes them all; a fourth could be held back
 	// to the lease's expiry, and the pause would then not move the shard
 	// within the lease.

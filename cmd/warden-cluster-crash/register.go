@@ -10,7 +10,7 @@ import (
 	"github.com/wardenhq/warden/internal/linear"
 )
 
-// The register workload (issue 20): a few bring-your-own marquees whose
+// The register workload: a few bring-your-own marquees whose
 // serving state clients enable, disable and read through any node, most
 // often the node that was just resumed from a pause, whose memory may be
 // of a state another owner has since changed.
@@ -121,7 +121,7 @@ func (h *harness) detectorCounts() (revocations, leasesLost, held int) {
 	return
 }
 
-// checkDetector holds the run to C5 and issue 20: every kill's shards
+// checkDetector holds the run to C5: every kill's shards
 // were owned again within the lease TTL plus a second, and the failure
 // detector revoked no more leases than the faults explain (each kill,
 // pause or restart costs at most a couple; a storm costs hundreds).

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// TestCrashFiftyKills is issue 3's crash test at its CI size: 50 SIGKILLs of
+// TestCrashFiftyKills is the crash test at its CI size: 50 SIGKILLs of
 // the real process under load, invariants checked after every restart,
 // and warden verify (D6) on the store the run left, live and offline.
 func TestCrashFiftyKills(t *testing.T) {

@@ -22,7 +22,7 @@ const (
 	maxEnvs = 9
 	// envLease is the default's length on purpose: a restarted process
 	// must take over its dead predecessor's attempts at once, not when
-	// their leases run out (issue 10), and checkEnvs measures that.
+	// their leases run out, and checkEnvs measures that.
 	envLease = 2 * time.Minute
 	// maxResumeWait fails the run: an environment found mid-transition
 	// after a restart that waits this long is waiting for its lease.

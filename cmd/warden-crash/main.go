@@ -1,4 +1,4 @@
-// Command warden-crash is the crash test of issue 3: it runs the real warden
+// Command warden-crash is the crash test: it runs the real warden
 // binary, streams callbacks and operator commands at it from several
 // clients, kills it with SIGKILL at random moments, restarts it on the same
 // data directory, and after every restart checks what must survive a crash:

@@ -20,7 +20,7 @@ import (
 	"github.com/wardenhq/warden/actors/trust"
 )
 
-// The cluster's certificates (issue 21): etcd's members and warden's
+// The cluster's certificates: etcd's members and warden's
 // clients of them authenticate each other with mutual TLS under one
 // cluster CA that `warden keygen` makes, one certificate per node.
 //

@@ -100,7 +100,7 @@ type config struct {
 	LeaseTTL           time.Duration
 	ClusterToken       string
 	// EtcdCert, EtcdKey and EtcdCA are this node's certificate for etcd's
-	// mutual TLS and the cluster CA (issue 21).
+	// mutual TLS and the cluster CA.
 	EtcdCert, EtcdKey, EtcdCA string
 }
 
@@ -551,7 +551,7 @@ func (c *config) validateCluster() []string {
 }
 
 // validateEtcdTLS: a cluster beyond loopback talks to etcd only over
-// mutual TLS (issue 21: an open etcd gave anyone who reached its port
+// mutual TLS (an open etcd gave anyone who reached its port
 // every record, and the member list the nodes forward to).
 func (c *config) validateEtcdTLS() []string {
 	given := 0

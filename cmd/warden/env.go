@@ -166,7 +166,7 @@ func (o *envOptions) send(stdout, stderr io.Writer, cmd string, call func(*envCl
 }
 
 // envSummary is one line about an environment view: what a person reads
-// after a create or a removal (issue 22: the whole view, receipts and
+// after a create or a removal (the whole view, receipts and
 // all, was 6 KB of escaped JSON).
 func envSummary(answer []byte) string {
 	var v struct {

@@ -189,7 +189,7 @@ func TestO14VersionAndBuildInfo(t *testing.T) {
 
 // TestSecondServeOnOneDataDirRefusesBeforeListening: a second warden on a
 // data directory in use refuses before it listens and says which process
-// holds it (issue 12).
+// holds it.
 func TestSecondServeOnOneDataDirRefusesBeforeListening(t *testing.T) {
 	ok := okScript(t)
 	data := t.TempDir() + "/data"

@@ -15,7 +15,7 @@ import (
 // it. Pebble locks its own files too, but only once the store opens, after
 // warden has started listening; this lock is taken first, so a second
 // warden on the same directory refuses before it listens and names the
-// process that holds it (issue 12).
+// process that holds it.
 const lockName = "warden.lock"
 
 // lockDataDir takes the data directory for this process until it exits

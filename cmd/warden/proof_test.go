@@ -23,7 +23,7 @@ import (
 	"github.com/wardenhq/warden/persistence"
 )
 
-// What warden acknowledged, it can prove (issue 31's findings, each a
+// What warden acknowledged, it can prove (findings made from outside, each a
 // test): no silent loss, no refused operation that changes things, no
 // ready-then-500.
 

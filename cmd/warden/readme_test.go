@@ -16,7 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// The README's shell blocks are a contract with a new user (issue 22: its
+// The README's shell blocks are a contract with a new user (its
 // examples raced the work they started and reused ids the previous section
 // had reaped). A block runs unless the line before it says why not:
 //

@@ -489,7 +489,7 @@ func devTokenHint(c config) string {
 }
 
 // registerClusterMetrics exports the failure detector's and the leases'
-// counts (issue 20): a detector that storms, or a node that keeps losing
+// counts: a detector that storms, or a node that keeps losing
 // its lease, shows here and in the alerts.
 func registerClusterMetrics(reg *prometheus.Registry, n *cluster.Node) {
 	counter := func(name, help string, f func(cluster.Stats) int64) prometheus.Collector {

@@ -17,7 +17,7 @@ import (
 
 // `warden wait` is kubectl wait's: poll one marquee or environment until
 // every --for condition holds, or fail at --timeout saying what it is
-// instead (issue 22: the README's examples raced the work they started).
+// instead (the README's examples raced the work they started).
 
 // waitPoll is how often a wait looks.
 const waitPoll = 250 * time.Millisecond

@@ -44,7 +44,7 @@ func TestO13AlertingRulesLoad(t *testing.T) {
 
 // TestO13AlertsFireOnSeriesAsWardenExportsThem runs promtool's rule unit
 // tests (warden-alerts.test.yml): among them the first M21 failure after
-// a start, over a counter that was at 0 before it (issue 22). Debian's
+// a start, over a counter that was at 0 before it. Debian's
 // prometheus package brings promtool; .ci/run installs it.
 func TestO13AlertsFireOnSeriesAsWardenExportsThem(t *testing.T) {
 	promtool, err := exec.LookPath("promtool")

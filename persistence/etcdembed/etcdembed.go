@@ -44,8 +44,8 @@ type Config struct {
 	// --quota-backend-bytes); zero is etcd's default, 2 GiB.
 	QuotaBytes int64
 	// TLS, when set, makes the member serve its clients and peers over
-	// mutual TLS: only a certificate signed by the cluster CA gets in
-	// (issue 21). Its URLs are then https.
+	// mutual TLS: only a certificate signed by the cluster CA gets in.
+	// Its URLs are then https.
 	TLS *TLSFiles
 }
 
