@@ -24,18 +24,32 @@ func report(t *testing.T, r Result) {
 // package with it) 30 seeds show the code paths race-clean; make test then
 // runs this batch again without it, all 200 seeds.
 func TestSeedsWithDeterminism(t *testing.T) {
-	n := uint64(200)
-	if testing.Short() {
-		n = 20
-	} else if raceEnabled {
-		n = 30
+	checkBatch(t, 1, batchSize(200, 20, 30))
+}
+
+// batchSize is a batch's seeds: full, under -short, under -race.
+func batchSize(full, short, race uint64) uint64 {
+	switch {
+	case testing.Short():
+		return short
+	case raceEnabled:
+		return race
 	}
+	return full
+}
+
+// checkBatch runs seeds 1..n on the given nodes (1: a single node), each
+// twice and compared, then against a fault-free run of its workload; it
+// stops at the first failure.
+func checkBatch(t *testing.T, nodes int, n uint64) {
+	t.Helper()
 	for seed := uint64(1); seed <= n; seed++ {
-		r, div := CheckDeterminism(Options{Seed: seed})
+		o := Options{Seed: seed, Nodes: nodes}
+		r, div := CheckDeterminism(o)
 		if div != nil {
 			t.Fatal(div)
 		}
-		report(t, Converge(r, Options{Seed: seed}))
+		report(t, Converge(r, o))
 		if t.Failed() {
 			return
 		}
@@ -48,23 +62,7 @@ func TestSeedsWithDeterminism(t *testing.T) {
 // fault-free run of its workload; every invariant, C3-C5 and each
 // marquee's linearizability hold. make sim runs 1,000.
 func TestClusterSeedsWithDeterminism(t *testing.T) {
-	n := uint64(40)
-	if testing.Short() {
-		n = 5
-	} else if raceEnabled {
-		n = 3
-	}
-	for seed := uint64(1); seed <= n; seed++ {
-		o := Options{Seed: seed, Nodes: 3}
-		r, div := CheckDeterminism(o)
-		if div != nil {
-			t.Fatal(div)
-		}
-		report(t, Converge(r, o))
-		if t.Failed() {
-			return
-		}
-	}
+	checkBatch(t, 3, batchSize(40, 5, 3))
 }
 
 // replayEnv makes this test binary, run again, print one cluster seed's

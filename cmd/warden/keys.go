@@ -24,7 +24,7 @@ import (
 //
 // Run again after a crash, it resumes: a keyring that already holds more
 // than one key is mid-rekey, and its first key is the target.
-func rekeyCmd(fs *flag.FlagSet, getenv func(string) string, stdout, stderr io.Writer) func(args []string) error {
+func rekeyCommand(fs *flag.FlagSet, getenv func(string) string, stdout, stderr io.Writer) func(args []string) error {
 	data := fs.String("data", envOr(getenv, "WARDEN_DATA", "./data"), "data directory (warden must be stopped)")
 	keyFile := fs.String("seal-key-file", getenv("WARDEN_SEAL_KEY_FILE"), "seal keyring (default <data>/seal.key; on a cluster, the one every node is given)")
 	var endpoints []string
@@ -120,7 +120,7 @@ func openClusterStore(endpoints []string, ef etcdFlags) (*persistence.Store, fun
 // kept, retired: it verifies credentials already handed out for the token
 // lifetime, then the next rotation drops it. warden reads the file at
 // start, so the new key signs after the next restart.
-func rotateCallbackKeyCmd(fs *flag.FlagSet, getenv func(string) string, stdout, stderr io.Writer) func(args []string) error {
+func rotateCallbackKeyCommand(fs *flag.FlagSet, getenv func(string) string, stdout, stderr io.Writer) func(args []string) error {
 	data := fs.String("data", envOr(getenv, "WARDEN_DATA", "./data"), "data directory")
 	keyFile := fs.String("callback-signing-key-file", getenv("WARDEN_CALLBACK_SIGNING_KEY_FILE"), "signing keyring (default <data>/callback-signing.key)")
 	ttl := fs.Duration("callback-token-ttl", 24*time.Hour, "credential lifetime: how long a retired key keeps verifying")
@@ -145,7 +145,7 @@ func rotateCallbackKeyCmd(fs *flag.FlagSet, getenv func(string) string, stdout, 
 // mintCallbackToken prints a scoped credential for one marquee and
 // generation (T1), as a dispatch would give its run: for a person testing
 // a workflow by hand, or a CI system that dispatches itself.
-func mintCallbackTokenCmd(fs *flag.FlagSet, getenv func(string) string, stdout, stderr io.Writer) func(args []string) error {
+func mintCallbackTokenCommand(fs *flag.FlagSet, getenv func(string) string, stdout, stderr io.Writer) func(args []string) error {
 	data := fs.String("data", envOr(getenv, "WARDEN_DATA", "./data"), "data directory")
 	keyFile := fs.String("callback-signing-key-file", getenv("WARDEN_CALLBACK_SIGNING_KEY_FILE"), "signing keyring (default <data>/callback-signing.key)")
 	id := fs.String("marquee", "", "marquee id")
@@ -188,5 +188,5 @@ func keyringComment(what string) string {
 
 // rekey is `warden rekey ARGS...` for callers that hold a command line.
 func rekey(args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	return parseAndRun("rekey", func(fs *flag.FlagSet) func([]string) error { return rekeyCmd(fs, getenv, stdout, stderr) }, args)
+	return parseAndRun("rekey", func(fs *flag.FlagSet) func([]string) error { return rekeyCommand(fs, getenv, stdout, stderr) }, args)
 }

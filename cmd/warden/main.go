@@ -104,27 +104,6 @@ func newRoot(getenv func(string) string, stdout, stderr io.Writer) *cobra.Comman
 		serveCmd,
 		goFlags(callbackCmd, func(fs *flag.FlagSet) func([]string) error { return callbackCommand(fs, getenv, stdout, stderr) }),
 		newEnvCommand(getenv, stdout, stderr),
-		goFlags(cmd("rekey", "re-encrypt every sealed secret under a new seal key (warden stopped; resumes after a crash)",
-			"  warden rekey --data ./data\n  warden rekey --online stage --server https://n1:8080", cobra.NoArgs),
-			func(fs *flag.FlagSet) func([]string) error { return rekeyCmd(fs, getenv, stdout, stderr) }),
-		goFlags(cmd("backup --to DIR", "copy a running warden's store, consistently, while it serves (D4)",
-			"  warden backup --to ./backup-$(date +%F)", cobra.NoArgs),
-			func(fs *flag.FlagSet) func([]string) error { return backupCommand(fs, getenv, stdout, stderr) }),
-		goFlags(cmd("restore --from DIR --data NEW", "restore a checked backup into a new data directory (D5)",
-			"  warden restore --from ./backup --data ./restored", cobra.NoArgs),
-			func(fs *flag.FlagSet) func([]string) error { return restoreCommand(fs, getenv, stdout, stderr) }),
-		goFlags(cmd("verify", "check every record and the invariants across them: --data DIR (stopped), --backup DIR or --live (D6)",
-			"  warden verify --data ./data\n  warden verify --backup ./backup\n  warden verify --live", cobra.NoArgs),
-			func(fs *flag.FlagSet) func([]string) error { return verifyCommand(fs, getenv, stdout, stderr) }),
-		goFlags(cmd("migrate --from A --to B", "copy a stopped store to an empty one, Pebble to etcd or back, and verify both (D7)",
-			"  warden migrate --from pebble:./data --to etcd:https://127.0.0.1:2379", cobra.NoArgs),
-			func(fs *flag.FlagSet) func([]string) error { return migrateCommand(fs, getenv, stdout, stderr) }),
-		goFlags(cmd("rotate-callback-key", "start a new scoped-credential signing key; the old one verifies for --callback-token-ttl",
-			"  warden rotate-callback-key --data ./data", cobra.NoArgs),
-			func(fs *flag.FlagSet) func([]string) error { return rotateCallbackKeyCmd(fs, getenv, stdout, stderr) }),
-		goFlags(cmd("mint-callback-token --marquee ID --generation N", "print a scoped callback credential",
-			"  warden mint-callback-token --marquee m-1 --generation 1 --ttl 1h", cobra.NoArgs),
-			func(fs *flag.FlagSet) func([]string) error { return mintCallbackTokenCmd(fs, getenv, stdout, stderr) }),
 		goFlags(cmd("keygen DIR", "write the keys and token the nodes of a cluster share into DIR (where absent)",
 			"  warden keygen data/cluster/shared --node n1 --host 127.0.0.1,localhost", argsNamed("DIR")),
 			func(fs *flag.FlagSet) func([]string) error { return keygenCommand(fs, stdout) }),
@@ -147,11 +126,43 @@ func newRoot(getenv func(string) string, stdout, stderr io.Writer) *cobra.Comman
 				return nil
 			}},
 	)
+	for _, d := range dataCommands {
+		define := d.define
+		root.AddCommand(goFlags(cmd(d.use, d.short, d.example, cobra.NoArgs),
+			func(fs *flag.FlagSet) func([]string) error { return define(fs, getenv, stdout, stderr) }))
+	}
 	addClientCommands(root, getenv, stdout, stderr)
 	for _, c := range root.Commands() {
 		withExamples(c)
 	}
 	return root
+}
+
+// commandFunc declares a command's flags on fs and returns what runs with
+// its positional arguments (defineFunc, with the process's environment and
+// output).
+type commandFunc func(fs *flag.FlagSet, getenv func(string) string, stdout, stderr io.Writer) func([]string) error
+
+// dataCommands are the commands on data and keys: no positional arguments,
+// flags only.
+var dataCommands = []struct {
+	use, short, example string
+	define              commandFunc
+}{
+	{"rekey", "re-encrypt every sealed secret under a new seal key (warden stopped; resumes after a crash)",
+		"  warden rekey --data ./data\n  warden rekey --online stage --server https://n1:8080", rekeyCommand},
+	{"backup --to DIR", "copy a running warden's store, consistently, while it serves (D4)",
+		"  warden backup --to ./backup-$(date +%F)", backupCommand},
+	{"restore --from DIR --data NEW", "restore a checked backup into a new data directory (D5)",
+		"  warden restore --from ./backup --data ./restored", restoreCommand},
+	{"verify", "check every record and the invariants across them: --data DIR (stopped), --backup DIR or --live (D6)",
+		"  warden verify --data ./data\n  warden verify --backup ./backup\n  warden verify --live", verifyCommand},
+	{"migrate --from A --to B", "copy a stopped store to an empty one, Pebble to etcd or back, and verify both (D7)",
+		"  warden migrate --from pebble:./data --to etcd:https://127.0.0.1:2379", migrateCommand},
+	{"rotate-callback-key", "start a new scoped-credential signing key; the old one verifies for --callback-token-ttl",
+		"  warden rotate-callback-key --data ./data", rotateCallbackKeyCommand},
+	{"mint-callback-token --marquee ID --generation N", "print a scoped callback credential",
+		"  warden mint-callback-token --marquee m-1 --generation 1 --ttl 1h", mintCallbackTokenCommand},
 }
 
 // clientExamples are the client commands' examples, by command path.

@@ -163,17 +163,8 @@ func TestD13TheUnitStartsAsShippedWithItsEnvironmentFile(t *testing.T) {
 	gh := acceptingGitHub(t)
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Env = append(append(base, env...), "WARDEN_GITHUB_API_URL="+gh.URL)
-	log := &syncBuffer{}
-	cmd.Stdout, cmd.Stderr = log, log
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	p := &proc{t: t, cmd: cmd, url: "http://" + addr, log: log}
-	p.waitReady(20*time.Second, "warden under the unit's ExecStart")
+	p := startCmd(t, cmd, addr, "warden under the unit's ExecStart")
 	st, v := p.do("POST", "/v1/marquees", "operator.token-secret", map[string]any{"id": "m-1", "kind": "tutorial"})
 	require.Equal(t, 201, st, "%v", v)
-	require.Eventually(t, func() bool {
-		_, v := p.do("GET", "/v1/marquees/m-1", "operator.token-secret", nil)
-		a, _ := v["attempt"].(map[string]any)
-		return a != nil && a["dispatch"] == "sent"
-	}, 10*time.Second, 20*time.Millisecond, "m-1 was dispatched to GitHub: %s", log)
+	p.waitDispatchedAs("m-1", "operator.token-secret", 10*time.Second)
 }

@@ -89,12 +89,19 @@ func startProcEnv(t *testing.T, dataDir, addr string, env []string, extra ...str
 	cmd := exec.Command(wardenBinary(t), args...)
 	cmd.Env = append(os.Environ(), "WARDEN_CALLBACK_TOKEN=cb-secret", "WARDEN_OPERATOR_TOKEN=op-secret", "WARDEN_GITHUB_TOKEN=gh-secret")
 	cmd.Env = append(cmd.Env, env...)
+	return startCmd(t, cmd, addr, "warden")
+}
+
+// startCmd starts a command that runs warden on addr, its output kept,
+// killed when the test ends, and waits until warden is ready.
+func startCmd(t *testing.T, cmd *exec.Cmd, addr, what string) *proc {
+	t.Helper()
 	log := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = log, log
 	require.NoError(t, cmd.Start())
 	p := &proc{t: t, cmd: cmd, url: "http://" + addr, log: log}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	p.waitReady(20*time.Second, "warden")
+	p.waitReady(20*time.Second, what)
 	return p
 }
 
@@ -115,11 +122,17 @@ func (p *proc) waitReady(within time.Duration, what string) {
 // (its outcome recorded), the moment a test can call back for it.
 func (p *proc) waitDispatched(id string, within time.Duration) {
 	p.t.Helper()
+	p.waitDispatchedAs(id, "op-secret", within)
+}
+
+// waitDispatchedAs is waitDispatched asking with another operator token.
+func (p *proc) waitDispatchedAs(id, token string, within time.Duration) {
+	p.t.Helper()
 	require.Eventually(p.t, func() bool {
-		_, v := p.do("GET", "/v1/marquees/"+id, "op-secret", nil)
+		_, v := p.do("GET", "/v1/marquees/"+id, token, nil)
 		a, _ := v["attempt"].(map[string]any)
 		return a != nil && a["dispatch"] == "sent"
-	}, within, 20*time.Millisecond, "%s was not dispatched", id)
+	}, within, 20*time.Millisecond, "%s was not dispatched: %s", id, p.log)
 }
 
 // deployedCallback is the workflow's "deployed" callback for generation 1

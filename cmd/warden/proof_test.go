@@ -431,13 +431,7 @@ func startLimited(t *testing.T, n int, dataDir, addr string, extra ...string) *p
 	args := append([]string{"-c", fmt.Sprintf("ulimit -n %d && exec \"$0\" \"$@\"", n), wardenBinary(t), "serve", "--listen", addr, "--data", dataDir}, extra...)
 	cmd := exec.Command("sh", args...)
 	cmd.Env = append(os.Environ(), "WARDEN_CALLBACK_TOKEN=cb-secret", "WARDEN_OPERATOR_TOKEN=op-secret", "WARDEN_GITHUB_TOKEN=gh-secret")
-	log := &syncBuffer{}
-	cmd.Stdout, cmd.Stderr = log, log
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	p := &proc{t: t, cmd: cmd, url: "http://" + addr, log: log}
-	p.waitReady(20*time.Second, "warden under ulimit -n")
-	return p
+	return startCmd(t, cmd, addr, "warden under ulimit -n")
 }
 
 // createOnce creates a marquee on a connection of its own and returns the
