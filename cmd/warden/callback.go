@@ -81,20 +81,6 @@ func callbackCommand(fs *flag.FlagSet, getenv func(string) string, stdout, stder
 	}
 }
 
-// parseCallback reads one invocation from a command line and the
-// environment.
-func parseCallback(args []string, getenv func(string) string, _ io.Writer) (*callbackOptions, error) {
-	var o *callbackOptions
-	err := parseAndRun("callback", func(fs *flag.FlagSet) func([]string) error {
-		parse := callbackFlags(fs, getenv)
-		return func(args []string) (err error) {
-			o, err = parse(args)
-			return err
-		}
-	}, args)
-	return o, err
-}
-
 // callbackFlags declares callback's flags; what it returns reads the rest
 // of an invocation from the environment.
 func callbackFlags(fs *flag.FlagSet, getenv func(string) string) func([]string) (*callbackOptions, error) {

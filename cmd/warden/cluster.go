@@ -84,16 +84,6 @@ func advertiseURL(c config) string {
 	return "http://" + c.Listen
 }
 
-// keygen writes what the nodes of a cluster share into dir, each only if
-// absent: the seal keyring, the callback signing keyring, the cluster
-// token and the cluster CA, all 0600. With --node it also writes that
-// node's certificate for etcd's mutual TLS (--host: the addresses and
-// names it is reached by; --rotate: a new one even if it has one).
-// `make cluster` runs it before starting the nodes.
-func keygen(args []string, stdout io.Writer) error {
-	return parseAndRun("keygen", func(fs *flag.FlagSet) func([]string) error { return keygenCommand(fs, stdout) }, args)
-}
-
 // keygenUsage is keygen's one line of usage.
 const keygenUsage = "warden keygen DIR [--node NAME [--host ADDR,...]] [--client NAME] [--rotate] (writes seal.key, callback-signing.key, cluster.token and the cluster CA where absent)"
 

@@ -2,11 +2,9 @@ package main
 
 import (
 	"flag"
-	"io"
 	"strings"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 )
 
 // defineFunc declares a command's flags on fs, with the standard library's
@@ -23,21 +21,6 @@ func goFlags(c *cobra.Command, define defineFunc) *cobra.Command {
 	c.Flags().AddGoFlagSet(fs)
 	c.RunE = func(_ *cobra.Command, args []string) error { return run(args) }
 	return c
-}
-
-// parseAndRun parses args as cobra would for define's command and runs it:
-// for callers that hold a command line, not a cobra tree (tests, the
-// cluster's process helpers).
-func parseAndRun(name string, define defineFunc, args []string) error {
-	gfs := flag.NewFlagSet(name, flag.ContinueOnError)
-	run := define(gfs)
-	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.AddGoFlagSet(gfs)
-	if err := fs.Parse(args); err != nil {
-		return usageError("%v", err)
-	}
-	return run(fs.Args())
 }
 
 // argsNamed is a command's positional arguments, by name: a wrong count is

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/url"
@@ -12,8 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/spf13/pflag"
 
 	"github.com/wardenhq/warden/actors/driver/local"
 	"github.com/wardenhq/warden/actors/environment"
@@ -186,23 +183,6 @@ func (f commandFlag) String() string {
 
 // Set splits on white space; no shell quoting, so nothing is interpreted.
 func (f commandFlag) Set(v string) error { *f.c = strings.Fields(v); return nil }
-
-// parseConfig reads serve's configuration from a command line and the
-// environment, as `warden serve` does.
-func parseConfig(args []string, getenv func(string) string, _ io.Writer) (config, error) {
-	gfs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	finish := serveFlags(gfs, getenv)
-	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.AddGoFlagSet(gfs)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return config{}, errFlagHelp
-		}
-		return config{}, statusError{exitUsage, err}
-	}
-	return finish(fs.Args(), fs.Changed)
-}
 
 // serveFlags declares serve's flags on fs; finish completes the
 // configuration once the command line is parsed: WARDEN_<FLAG> fills any

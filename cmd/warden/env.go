@@ -38,11 +38,6 @@ type envClient struct {
 	sleep         func(time.Duration)
 }
 
-// runEnv is `warden env ARGS...` for callers that hold a command line.
-func runEnv(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
-	return run(append([]string{"env"}, args...), getenv, stdout, stderr)
-}
-
 // envOptions are the flags every env command shares.
 type envOptions struct {
 	server, tokenFile, output string

@@ -185,8 +185,3 @@ func envOr(getenv func(string) string, name, def string) string {
 func keyringComment(what string) string {
 	return "warden " + what + ": the first key is active; keep this file private (0600)"
 }
-
-// rekey is `warden rekey ARGS...` for callers that hold a command line.
-func rekey(args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	return parseAndRun("rekey", func(fs *flag.FlagSet) func([]string) error { return rekeyCommand(fs, getenv, stdout, stderr) }, args)
-}

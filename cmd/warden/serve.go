@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -30,17 +29,6 @@ import (
 	"github.com/wardenhq/warden/httpapi"
 	"github.com/wardenhq/warden/persistence"
 )
-
-func serve(args []string, getenv func(string) string, stderr io.Writer) error {
-	c, err := parseConfig(args, getenv, stderr)
-	if err != nil {
-		if errors.Is(err, errFlagHelp) {
-			return nil
-		}
-		return err
-	}
-	return serveConfig(c, stderr)
-}
 
 // serveConfig runs warden with its configuration until it stops.
 func serveConfig(c config, stderr io.Writer) error {
@@ -540,8 +528,6 @@ func within(ctx context.Context, f func()) bool {
 		return false
 	}
 }
-
-var errFlagHelp = errors.New("flag: help requested")
 
 func callbackKeys(c config, tm *trustMaterial) *trust.Keyring {
 	if slices.Contains(c.CallbackAuth, httpapi.ModeScoped) {
