@@ -139,6 +139,7 @@ func (k marqueeKind) fireDue(h *marqueeHandle) {
 	}
 	m := k.sys.cfg.Machine
 	const maxPerWake = 16 // every deadline kind at most once or twice; a bound, not a loop forever
+	stalled := false
 	for range maxPerWake {
 		due := m.Due(h.Record().State, h.Now())
 		if len(due) == 0 {
@@ -146,12 +147,24 @@ func (k marqueeKind) fireDue(h *marqueeHandle) {
 		}
 		before := h.Record().State.UpdatedAt
 		h.Apply(due[0])
-		if h.Record().State.UpdatedAt.Equal(before) {
-			break // nothing changed: the deadline was not really due
+		if stalled = h.Record().State.UpdatedAt.Equal(before); stalled {
+			break // not applied (a failed write, retried after a back-off) or not really due
 		}
 	}
-	h.ArmWake(m.Wake(h.Record().State))
+	wake := m.Wake(h.Record().State)
+	if stalled && !wake.IsZero() && !wake.After(h.Now()) {
+		// Waking again at once would find the same deadline and fail the
+		// same way: a node whose store refused writes (etcd out of reach)
+		// spun on it, arming a retry every turn (cluster seed 646).
+		wake = h.Now().Add(stalledWakeAfter)
+	}
+	h.ArmWake(wake)
 }
+
+// stalledWakeAfter is how long a marquee whose due deadline could not be
+// applied waits before looking again: the runtime's first retry of the
+// failed write comes after as long.
+const stalledWakeAfter = time.Second
 
 // Admit: a GitHub token speaks for a run, and only the marquee knows which
 // runs it dispatched; refused before anything is read or written (T4,

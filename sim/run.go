@@ -93,6 +93,9 @@ func Run(o Options) Result {
 			w.at(t, "repair", w.repairEnvs)
 		}
 	})
+	if o.arm != nil {
+		o.arm(w)
+	}
 	for w.violation == nil {
 		next, ok := w.nextTime()
 		if !ok || next.After(w.end) {
@@ -100,7 +103,10 @@ func Run(o Options) Result {
 		}
 		w.steps++
 		w.guard(func() { w.clock.Set(next); w.drain() })
-		for w.events.Len() > 0 && !w.events[0].at.After(w.now()) && w.violation == nil {
+		if w.standsStill() {
+			break
+		}
+		for w.events.Len() > 0 && !w.events[0].at.After(w.now()) && w.violation == nil && !w.standsStill() {
 			e := heap.Pop(&w.events).(*event)
 			if e.name != "effect" && w.faults.fire("process.crash.between-events") && w.crashes < 25 {
 				w.crashBetweenEvents()
@@ -152,6 +158,26 @@ func (w *world) nextTime() (time.Time, bool) {
 	}
 	return next, ok
 }
+
+// standsStill reports a livelock: more than maxStepsPerInstant steps and
+// events at one instant of virtual time.
+func (w *world) standsStill() bool {
+	if now := w.now(); !now.Equal(w.instant) {
+		w.instant, w.atInstant = now, 0
+	}
+	if w.atInstant++; w.atInstant > maxStepsPerInstant {
+		w.violate("livelock", "virtual time stands still at %s: %d steps without it passing (something re-arms itself at once)",
+			w.instant.Format(time.RFC3339Nano), w.atInstant-1)
+		return true
+	}
+	return false
+}
+
+// maxStepsPerInstant bounds the steps one instant of virtual time takes:
+// far more than every timer and event a world arms for one instant, so
+// more is a livelock (a wake re-armed at once, forever), reported with its
+// seed rather than left to hang the run.
+const maxStepsPerInstant = 20000
 
 // Check runs a seed with faults and the same workload without, and adds
 // the convergence oracle: after the quiet phase both worlds must agree.

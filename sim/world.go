@@ -78,14 +78,17 @@ type intent struct {
 
 // world is one simulated run.
 type world struct {
-	opts    Options
-	faults  *faults
-	rnd     *rand.Rand // latencies and the world's own choices
-	clock   *clock.Manual
-	events  timeline
-	seq     uint64
-	end     time.Time
-	machine marquee.Machine
+	opts   Options
+	faults *faults
+	rnd    *rand.Rand // latencies and the world's own choices
+	clock  *clock.Manual
+	events timeline
+	seq    uint64
+	end    time.Time
+	// instant and atInstant count the steps at one instant (standsStill).
+	instant   time.Time
+	atInstant int
+	machine   marquee.Machine
 
 	// The processes: one on a single node (p), Options.Nodes on a
 	// cluster, each one incarnation at a time. store is the oracles' view
@@ -152,6 +155,8 @@ type Options struct {
 	Once        string
 	FaultyPhase time.Duration
 	QuietPhase  time.Duration
+	// arm, in tests, adds to the world before it runs.
+	arm func(*world)
 }
 
 // Violation is the first broken invariant of a run.

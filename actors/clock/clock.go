@@ -4,8 +4,8 @@
 package clock
 
 import (
+	"container/heap"
 	"context"
-	"sort"
 	"sync"
 	"time"
 )
@@ -61,7 +61,8 @@ type Manual struct {
 	mu     sync.Mutex
 	now    time.Time
 	seq    uint64
-	timers []*manualTimer
+	timers timerHeap // armed timers; a stopped one leaves when it reaches the top
+	live   int       // armed timers not stopped
 }
 
 type manualTimer struct {
@@ -69,6 +70,28 @@ type manualTimer struct {
 	seq     uint64
 	f       func()
 	stopped bool
+}
+
+// timerHeap orders timers by due time, ties in arming order: a simulated
+// world arms thousands, and sorting them all for every one that fired was
+// most of the simulator's clock time.
+type timerHeap []*manualTimer
+
+func (h timerHeap) Len() int { return len(h) }
+func (h timerHeap) Less(i, j int) bool {
+	if !h[i].at.Equal(h[j].at) {
+		return h[i].at.Before(h[j].at)
+	}
+	return h[i].seq < h[j].seq
+}
+func (h timerHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *timerHeap) Push(x any)   { *h = append(*h, x.(*manualTimer)) }
+func (h *timerHeap) Pop() any {
+	old := *h
+	t := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	return t
 }
 
 // NewManual returns a Manual clock reading start.
@@ -85,13 +108,15 @@ func (m *Manual) AfterFunc(d time.Duration, f func()) func() bool {
 	defer m.mu.Unlock()
 	m.seq++
 	t := &manualTimer{at: m.now.Add(d), seq: m.seq, f: f}
-	m.timers = append(m.timers, t)
+	heap.Push(&m.timers, t)
+	m.live++
+	if len(m.timers) > 2*m.live+1024 {
+		m.compactLocked() // timers stopped long before they are due
+	}
 	return func() bool {
 		m.mu.Lock()
 		defer m.mu.Unlock()
-		was := !t.stopped
-		t.stopped = true
-		return was
+		return m.stopLocked(t)
 	}
 }
 
@@ -156,13 +181,13 @@ func (m *Manual) Set(t time.Time) {
 			m.mu.Unlock()
 			return
 		}
-		next := m.nextDueLocked(t)
-		if next == nil {
+		next := m.topLocked()
+		if next == nil || next.at.After(t) {
 			m.now = t.UTC()
 			m.mu.Unlock()
 			return
 		}
-		next.stopped = true
+		m.stopLocked(next)
 		if next.at.After(m.now) {
 			m.now = next.at
 		}
@@ -175,47 +200,51 @@ func (m *Manual) Set(t time.Time) {
 func (m *Manual) Next() (time.Time, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var next time.Time
-	found := false
-	for _, t := range m.timers {
-		if !t.stopped && (!found || t.at.Before(next)) {
-			next, found = t.at, true
-		}
+	if next := m.topLocked(); next != nil {
+		return next.at, true
 	}
-	return next, found
+	return time.Time{}, false
 }
 
 // Pending is the number of armed timers that have not fired or been stopped.
 func (m *Manual) Pending() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	n := 0
-	for _, t := range m.timers {
-		if !t.stopped {
-			n++
-		}
-	}
-	return n
+	return m.live
 }
 
-func (m *Manual) nextDueLocked(limit time.Time) *manualTimer {
+// topLocked is the earliest armed timer, stopped ones on top dropped.
+func (m *Manual) topLocked() *manualTimer {
+	for len(m.timers) > 0 && m.timers[0].stopped {
+		heap.Pop(&m.timers)
+	}
+	if len(m.timers) == 0 {
+		return nil
+	}
+	return m.timers[0]
+}
+
+// compactLocked drops the stopped timers.
+func (m *Manual) compactLocked() {
 	live := m.timers[:0]
 	for _, t := range m.timers {
 		if !t.stopped {
 			live = append(live, t)
 		}
 	}
+	clear(m.timers[len(live):])
 	m.timers = live
-	sort.Slice(live, func(i, j int) bool {
-		if !live[i].at.Equal(live[j].at) {
-			return live[i].at.Before(live[j].at)
-		}
-		return live[i].seq < live[j].seq
-	})
-	if len(live) > 0 && !live[0].at.After(limit) {
-		return live[0]
+	heap.Init(&m.timers)
+}
+
+// stopLocked stops t, reporting whether it was armed.
+func (m *Manual) stopLocked(t *manualTimer) bool {
+	if t.stopped {
+		return false
 	}
-	return nil
+	t.stopped = true
+	m.live--
+	return true
 }
 
 // Sleeper is a clock that says how its callers wait: the simulator's,

@@ -81,3 +81,35 @@ func TestRealNowKeepsTheMonotonicReading(t *testing.T) {
 		t.Fatalf("Real.Now() has no monotonic reading: %s", now)
 	}
 }
+
+// TestManualFiresInOrderAfterManyStops: timers stopped long before they
+// are due leave the heap (it is compacted), and the rest still fire in due
+// order, ties in arming order.
+func TestManualFiresInOrderAfterManyStops(t *testing.T) {
+	m := NewManual(time.Unix(0, 0))
+	var fired []int
+	for i := range 5000 {
+		i := i
+		stop := m.AfterFunc(time.Duration(5000-i%7)*time.Second, func() { fired = append(fired, i) })
+		if i%10 != 0 {
+			stop()
+		}
+	}
+	if got := m.Pending(); got != 500 {
+		t.Fatalf("pending %d, want 500", got)
+	}
+	if len(m.timers) > 2*m.live+1024 {
+		t.Fatalf("%d timers held for %d armed: the stopped ones were never dropped", len(m.timers), m.live)
+	}
+	m.Advance(time.Hour * 2)
+	if len(fired) != 500 {
+		t.Fatalf("fired %d, want 500", len(fired))
+	}
+	for k := 1; k < len(fired); k++ {
+		a, b := fired[k-1], fired[k]
+		da, db := 5000-a%7, 5000-b%7
+		if da > db || da == db && a > b {
+			t.Fatalf("timer %d (due %ds) fired before %d (due %ds)", a, da, b, db)
+		}
+	}
+}

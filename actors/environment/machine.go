@@ -52,13 +52,15 @@ type Config struct {
 	// it (E7).
 	Worker string
 	// AskBranchAgain is how long a created preview waits for its branch's
-	// generation before asking again (the answer may be lost with a node).
+	// generation before asking again: the ask, or the answer, is lost
+	// with a node that dies holding it, and the create's caller waits
+	// meanwhile. Asking twice is told the same generation.
 	AskBranchAgain time.Duration
 }
 
 // DefaultConfig is the defaults.
 func DefaultConfig() Config {
-	return Config{RetryBackoff: 30 * time.Second, MaxRetries: 5, LeaseFor: 2 * time.Minute, Worker: "worker-a", AskBranchAgain: time.Minute}
+	return Config{RetryBackoff: 30 * time.Second, MaxRetries: 5, LeaseFor: 2 * time.Minute, Worker: "worker-a", AskBranchAgain: 10 * time.Second}
 }
 
 // URLOf is a preview's public URL (W8): the configured template with its

@@ -573,6 +573,9 @@ func envConfig(c config) (actors.EnvConfig, error) {
 	mc := environment.DefaultConfig()
 	mc.LeaseFor, mc.RetryBackoff, mc.PreviewURL = c.EnvLease, c.EnvRetryBackoff, c.PreviewURL
 	mc.RemoveArtifacts = c.EnvPlatform == "local" // its images are each environment's own (P9)
+	// A branch's shard moves about a lease TTL after its node dies: ask
+	// again once it can have (a lost ask held a create's caller a minute).
+	mc.AskBranchAgain = max(mc.AskBranchAgain, 3*c.LeaseTTL)
 	// A lease owner names this process: after a restart the new process is
 	// another worker, which takes over only after the lease expires (E7).
 	host, _ := os.Hostname()
