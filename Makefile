@@ -27,7 +27,7 @@ else
 RUN_WORKFLOW := the built-in example workflow (terraform is not on the PATH)
 endif
 
-.PHONY: dist image build test lint run previews cluster cluster-crash bench crash sim fuzz clean install-check screenshots
+.PHONY: dist image build test lint run previews cluster cluster-etcd cluster-crash bench crash sim fuzz clean install-check screenshots
 
 build:
 	$(GO) build -o bin/warden ./cmd/warden
@@ -109,6 +109,11 @@ previews: build
 cluster: build
 	@echo "make cluster: dispatches go to $(RUN_WORKFLOW)"
 	./scripts/cluster.sh
+
+# The cluster's three etcd members alone, without the nodes: what migrate
+# copies a store into or out of (README, Moving to a cluster).
+cluster-etcd: build
+	./scripts/cluster.sh --etcd-only
 
 # The cluster's fault-injection run for as long as asked:
 # make cluster-crash DURATION=10m

@@ -89,9 +89,9 @@ func Run(o Options) Result {
 			w.crash("quiet-phase restart")
 		}
 		for t := quietAt.Add(time.Minute); t.Before(w.end.Add(-time.Hour)); t = t.Add(20 * time.Minute) {
-			w.at(t, "repair", w.repair)
 			w.at(t, "repair", w.repairEnvs)
 		}
+		w.at(quietAt.Add(time.Minute), "repair", w.repairRound)
 	})
 	if o.arm != nil {
 		o.arm(w)

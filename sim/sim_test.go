@@ -140,6 +140,11 @@ func TestClusterRegressionSeeds(t *testing.T) {
 		// virtual time stood still and the run never ended (now the
 		// livelock oracle's, and fireDue waits a second after a stall).
 		646,
+		// The quiet phase's last repair redeployed a host torn down by a
+		// confirmed false null; provisioned again it came up active, and
+		// no repair was left to disable it as the operator had asked
+		// (simulator fix: repairs go on while they have something to do).
+		1000,
 	} {
 		report(t, Check(Options{Seed: seed, Nodes: 3}))
 	}

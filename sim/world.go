@@ -828,7 +828,26 @@ func (w *world) falseNull() {
 // repair is the quiet phase's operator: it asks again for what the
 // workload wants, so every fault's damage is healed by the system's own
 // commands, as a person would do.
-func (w *world) repair() {
+// repairRound repairs every 20 minutes until an hour before the end, and
+// after that for as long as the round before had something to do, until
+// half an hour before it: a repair can take two rounds (a redeploy
+// provisions a host active; only then can it be disabled again, seed
+// 1000 on three nodes), and the last must have time to settle.
+func (w *world) repairRound() {
+	acted := w.repair()
+	next := w.now().Add(20 * time.Minute)
+	if next.Before(w.end.Add(-time.Hour)) || acted && next.Before(w.end.Add(-30*time.Minute)) {
+		w.at(next, "repair", w.repairRound)
+	}
+}
+
+// repair asks once for what differs from the workload's wishes and
+// reports whether it asked anything.
+func (w *world) repair() (acted bool) {
+	call := func(path string, body any) {
+		w.call("POST", path, opToken, body, "")
+		acted = true
+	}
 	for _, id := range w.ids {
 		in := w.intents[id]
 		s, ok := w.model[id]
@@ -837,27 +856,29 @@ func (w *world) repair() {
 		}
 		if !ok {
 			w.create(id, in.byo)
+			acted = true
 			continue
 		}
 		switch {
 		case in.byo:
 			if in.serving && s.Serving != marquee.Active {
-				w.call("POST", "/v1/marquees/"+id+"/enable", opToken, nil, "")
+				call("/v1/marquees/"+id+"/enable", nil)
 			} else if !in.serving && s.Serving != marquee.Disabled {
-				w.call("POST", "/v1/marquees/"+id+"/disable", opToken, nil, "")
+				call("/v1/marquees/"+id+"/disable", nil)
 			}
 		case in.reaped && s.Tombstone == nil && s.Lifecycle != marquee.Destroying:
-			w.call("POST", "/v1/marquees/"+id+"/destroy", opToken, map[string]any{"reap": true}, "")
+			call("/v1/marquees/"+id+"/destroy", map[string]any{"reap": true})
 		case !in.up && !in.reaped && s.Lifecycle != marquee.Destroyed && s.Lifecycle != marquee.Destroying:
-			w.call("POST", "/v1/marquees/"+id+"/destroy", opToken, nil, "")
+			call("/v1/marquees/"+id+"/destroy", nil)
 		case in.up && (s.Lifecycle == marquee.Failed || s.Lifecycle == marquee.Destroyed):
-			w.call("POST", "/v1/marquees/"+id+"/redeploy", opToken, nil, "")
+			call("/v1/marquees/"+id+"/redeploy", nil)
 		case in.up && s.Lifecycle == marquee.Provisioned && in.serving && s.Serving == marquee.Disabled:
-			w.call("POST", "/v1/marquees/"+id+"/enable", opToken, nil, "")
+			call("/v1/marquees/"+id+"/enable", nil)
 		case in.up && s.Lifecycle == marquee.Provisioned && !in.serving && s.Serving == marquee.Active:
-			w.call("POST", "/v1/marquees/"+id+"/disable", opToken, nil, "")
+			call("/v1/marquees/"+id+"/disable", nil)
 		}
 	}
+	return acted
 }
 
 // final is the outcome the convergence oracle compares.

@@ -10,8 +10,10 @@ import (
 	fs2 "io/fs"
 	"log/slog"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -39,18 +41,8 @@ const etcdRequestTimeout = 5 * time.Second
 func openCluster(c config, log *slog.Logger) (*clusterParts, error) {
 	p := &clusterParts{}
 	endpoints := c.EtcdEndpoints
-	var tlsFiles *etcdembed.TLSFiles
-	if c.EtcdCert != "" {
-		tlsFiles = &etcdembed.TLSFiles{CertFile: c.EtcdCert, KeyFile: c.EtcdKey, CAFile: c.EtcdCA}
-	}
 	if c.EtcdEmbed {
-		if _, err := etcdembed.ParseInitialCluster(c.EtcdInitialCluster); err != nil {
-			return nil, err
-		}
-		log.Info("starting the embedded etcd member; it waits for a quorum of --etcd-initial-cluster", "member", c.Node, "peer", c.EtcdPeerURL, "tls", tlsFiles != nil)
-		m, err := etcdembed.Start(etcdembed.Config{Name: c.Node, Dir: filepath.Join(c.Data, "etcd"), PeerURL: c.EtcdPeerURL,
-			ClientURL: c.EtcdClientURL, InitialCluster: c.EtcdInitialCluster, Join: c.EtcdJoin, TLS: tlsFiles,
-			CompactionRetention: c.EtcdCompaction, QuotaBytes: int64(c.EtcdQuota)})
+		m, err := startMember(c, log)
 		if err != nil {
 			return nil, err
 		}
@@ -65,6 +57,54 @@ func openCluster(c config, log *slog.Logger) (*clusterParts, error) {
 	p.client = cl
 	p.store = persistence.OpenBackend(persistence.OpenEtcd(cl, etcdRequestTimeout), log)
 	return p, nil
+}
+
+// startMember starts the node's embedded etcd member and waits for its
+// quorum.
+func startMember(c config, log *slog.Logger) (*etcdembed.Member, error) {
+	if _, err := etcdembed.ParseInitialCluster(c.EtcdInitialCluster); err != nil {
+		return nil, err
+	}
+	var tlsFiles *etcdembed.TLSFiles
+	if c.EtcdCert != "" {
+		tlsFiles = &etcdembed.TLSFiles{CertFile: c.EtcdCert, KeyFile: c.EtcdKey, CAFile: c.EtcdCA}
+	}
+	log.Info("starting the embedded etcd member; it waits for a quorum of --etcd-initial-cluster", "member", c.Node, "peer", c.EtcdPeerURL, "tls", tlsFiles != nil)
+	return etcdembed.Start(etcdembed.Config{Name: c.Node, Dir: filepath.Join(c.Data, "etcd"), PeerURL: c.EtcdPeerURL,
+		ClientURL: c.EtcdClientURL, InitialCluster: c.EtcdInitialCluster, Join: c.EtcdJoin, TLS: tlsFiles,
+		CompactionRetention: c.EtcdCompaction, QuotaBytes: int64(c.EtcdQuota)})
+}
+
+// serveEtcdOnly runs the node's embedded etcd member and nothing else
+// (--etcd-only) until SIGINT or SIGTERM: the members of a cluster whose
+// nodes are stopped, for migrate to copy a store into or out of, or an
+// offline rekey. The data directory is locked as a node's is, so the node
+// cannot start on it meanwhile.
+func serveEtcdOnly(c config, log *slog.Logger) error {
+	if err := prepareDataDir(c.Data); err != nil {
+		return err
+	}
+	lock, err := lockDataDir(c.Data)
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sig)
+	m, err := startMember(c, log)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	log.Info("etcd member serving alone (--etcd-only): no warden node runs here; stop it before starting the node", "member", c.Node, "client", c.EtcdClientURL)
+	select {
+	case s := <-sig:
+		log.Info("etcd member stopping", "signal", s.String())
+	case err := <-m.Err():
+		return fmt.Errorf("etcd member: %w", err)
+	}
+	return nil
 }
 
 func (p *clusterParts) close() {

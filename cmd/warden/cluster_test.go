@@ -1,12 +1,10 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -63,47 +61,6 @@ func TestC10NodeOnExternalEtcd(t *testing.T) {
 	require.Equal(t, 200, st, "the marquee is in etcd")
 	require.Equal(t, "m-1", v["id"])
 	require.NotContains(t, p.log.String(), "cb-secret")
-}
-
-// TestC10MakeCluster runs `make cluster`'s script as the README gives it:
-// three nodes with embedded members come up on 127.0.0.1:8181-8183 and
-// share the shards, and stopping the script stops all three cleanly.
-func TestC10MakeCluster(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts three warden processes on fixed ports")
-	}
-	data := filepath.Join(t.TempDir(), "cluster")
-	cmd := exec.Command("bash", "../../scripts/cluster.sh")
-	cmd.Env = append(os.Environ(), "BIN="+wardenBinary(t), "CLUSTER_DATA="+data, "WARDEN_OPERATOR_TOKEN=op-secret", "WARDEN_CALLBACK_TOKEN=cb-secret")
-	log := &syncBuffer{}
-	cmd.Stdout, cmd.Stderr = log, log
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	owners := func() map[string]bool {
-		req, _ := http.NewRequest("GET", "http://127.0.0.1:8181/v1/cluster", nil)
-		req.Header.Set("Authorization", "Bearer op-secret")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return nil
-		}
-		defer resp.Body.Close()
-		var v cluster.View
-		if json.NewDecoder(resp.Body).Decode(&v) != nil {
-			return nil
-		}
-		out := map[string]bool{}
-		for _, s := range v.Shards {
-			out[s.Owner] = true
-		}
-		return out
-	}
-	require.Eventually(t, func() bool {
-		o := owners()
-		return o["n1"] && o["n2"] && o["n3"] && !o[""]
-	}, time.Minute, 50*time.Millisecond, "three nodes own the shards: %s", log)
-	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
-	require.NoError(t, cmd.Wait())
-	require.Equal(t, 3, strings.Count(log.String(), "msg=stopped"), "every node stopped cleanly: %s", log)
 }
 
 // TestIssue22MakeRunStopsCleanlyOnCtrlC: Ctrl-C in a terminal stops make

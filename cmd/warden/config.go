@@ -87,6 +87,7 @@ type config struct {
 	AdvertiseURL       string
 	EtcdEmbed          bool
 	EtcdPlaintext      bool
+	EtcdOnly           bool
 	EtcdPeerURL        string
 	EtcdClientURL      string
 	EtcdInitialCluster string
@@ -242,6 +243,7 @@ func serveFlags(fs *flag.FlagSet, getenv func(string) string) (finish func(args 
 	fs.StringVar(&c.Node, "node", "", "run as this node of a cluster on etcd (docs/rules/cluster.md); empty: a single node on Pebble")
 	fs.StringVar(&c.AdvertiseURL, "advertise-url", "", "URL the other nodes reach this node's HTTP on (default http://<listen>)")
 	fs.BoolVar(&c.EtcdEmbed, "etcd-embed", false, "run an etcd member inside this process, data under <data>/etcd")
+	fs.BoolVar(&c.EtcdOnly, "etcd-only", false, "with --etcd-embed: run only this node's etcd member, no node (no lease, no shards, no HTTP API), so that migrate or an offline rekey can reach a cluster whose nodes are stopped; SIGINT or SIGTERM stops it")
 	fs.BoolVar(&c.EtcdPlaintext, "etcd-plaintext", false, "let the embedded member use http:// URLs on loopback, without TLS: for tests and benchmarks only, warned at start (anyone on this machine could read every record)")
 	fs.StringVar(&c.EtcdPeerURL, "etcd-peer-url", "", "the embedded member's peer URL, e.g. http://127.0.0.1:2380")
 	fs.StringVar(&c.EtcdClientURL, "etcd-client-url", "", "the embedded member's client URL, e.g. http://127.0.0.1:2379")
@@ -381,6 +383,9 @@ func secret(file, env string, getenv func(string) string) (string, error) {
 }
 
 func (c *config) validate() error {
+	if c.EtcdOnly {
+		return joinProblems(c.validateEtcdOnly())
+	}
 	var problems []string
 	problems = append(problems, c.validateCluster()...)
 	problems = append(problems, c.validatePlatform()...)
@@ -481,6 +486,11 @@ func (c *config) validate() error {
 	if c.OIDCAudience == "" {
 		c.OIDCAudience = c.PublicURL
 	}
+	return joinProblems(problems)
+}
+
+// joinProblems is every problem found, in one error.
+func joinProblems(problems []string) error {
 	if len(problems) > 0 {
 		return errors.New(strings.Join(problems, "; "))
 	}
@@ -528,6 +538,16 @@ func (c *config) validateCluster() []string {
 		problems = append(problems, "--etcd-quota: 256MiB..64GiB")
 	}
 	return append(problems, c.validateEtcdTLS()...)
+}
+
+// validateEtcdOnly checks a member started alone: the cluster flags it
+// is started with, and nothing a node needs to serve (no tokens, no
+// drivers: it runs none).
+func (c *config) validateEtcdOnly() []string {
+	if c.Node == "" || !c.EtcdEmbed {
+		return []string{"--etcd-only runs a node's embedded etcd member alone: it needs --node NAME and --etcd-embed"}
+	}
+	return c.validateCluster()
 }
 
 // validateEtcdTLS: a cluster beyond loopback talks to etcd only over

@@ -431,7 +431,24 @@ func (e etcdFlags) dial(endpoints []string) (*clientv3.Client, error) {
 
 // clusterServing names what shows a cluster is running on etcd: a node's
 // member key or a shard's owner key (both live only under a node's lease).
+// It waits up to etcdAnswerWait for etcd to answer at all: members just
+// started (make cluster-etcd) still elect a leader.
 func clusterServing(c *clientv3.Client) (string, error) {
+	deadline := time.Now().Add(etcdAnswerWait)
+	for {
+		who, err := clusterServingOnce(c)
+		if err == nil || time.Now().After(deadline) {
+			return who, err
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// etcdAnswerWait is how long a command that reaches etcd itself waits for
+// a quorum to answer.
+const etcdAnswerWait = 30 * time.Second
+
+func clusterServingOnce(c *clientv3.Client) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	for _, p := range []string{cluster.MemberKey(""), cluster.ShardPrefix} {

@@ -24,15 +24,19 @@ import (
 //	<!-- readme-test: needs terraform -->
 //	<!-- readme-test: previews -->   run against make previews instead, by
 //	                                   TestP2MakePreviewsStartsThePlatformAndStopsIt
+//	<!-- readme-test: cluster-move --> run from make run's and make cluster's
+//	                                   directories, by
+//	                                   TestD15MovingToAClusterAsTheReadmeGivesIt
 
 type readmeBlock struct {
 	line   int // the line of its opening fence, 1-based
 	script string
 	skip   string // why it is not run; empty runs it
 	needs  string // a program it needs on the PATH
+	group  string // the test that runs it instead (previews, cluster-move)
 }
 
-var readmeDirective = regexp.MustCompile(`^<!-- readme-test: (skip \((.+)\)|needs ([a-z0-9-]+)|(previews)) -->$`)
+var readmeDirective = regexp.MustCompile(`^<!-- readme-test: (skip \((.+)\)|needs ([a-z0-9-]+)|(previews|cluster-move)) -->$`)
 
 func readmeBlocks(t *testing.T, path string) []readmeBlock {
 	f, err := os.Open(path)
@@ -55,9 +59,9 @@ func readmeBlocks(t *testing.T, path string) []readmeBlock {
 			if strings.HasPrefix(prev, "<!-- readme-test:") {
 				m := readmeDirective.FindStringSubmatch(prev)
 				require.NotNil(t, m, "README line %d: a directive is skip (reason) or needs PROGRAM: %q", n-1, prev)
-				cur.skip, cur.needs = m[2], m[3]
+				cur.skip, cur.needs, cur.group = m[2], m[3], m[4]
 				if m[4] != "" {
-					cur.skip = "runs against make previews (TestP2MakePreviewsStartsThePlatformAndStopsIt)"
+					cur.skip = "run by its own test (" + m[4] + ")"
 				}
 			}
 		}

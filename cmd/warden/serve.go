@@ -36,6 +36,9 @@ func serveConfig(c config, stderr io.Writer) error {
 	if c.EtcdEmbed && c.EtcdPlaintext {
 		log.Warn("etcd without TLS (--etcd-plaintext): anyone on this machine can read and write every record; for tests only")
 	}
+	if c.EtcdOnly {
+		return serveEtcdOnly(c, log)
+	}
 	p := &process{c: c, log: log}
 	defer p.release()
 	if err := p.start(); err != nil {

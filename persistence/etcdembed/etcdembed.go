@@ -5,6 +5,7 @@
 package etcdembed
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -154,8 +155,44 @@ func Start(c Config) (*Member, error) {
 	}
 }
 
-// Close stops the member.
-func (m *Member) Close() { m.e.Close() }
+// Close stops the member. A leader first hands its leadership to another
+// member, within leaderTransferBound, so that a rolling restart costs no
+// election; then it stops without etcd's own transfer, which waits up to
+// its request timeout (about 6 s) for a transferee that may be stopping
+// too (make cluster's Ctrl-C stops every member at once).
+func (m *Member) Close() {
+	s := m.e.Server
+	if s.Leader() == s.MemberID() {
+		ctx, cancel := context.WithTimeout(context.Background(), leaderTransferBound)
+		for _, peer := range s.Cluster().Members() {
+			if peer.ID == s.MemberID() || peer.IsLearner || ctx.Err() != nil {
+				continue
+			}
+			if s.MoveLeader(ctx, uint64(s.MemberID()), uint64(peer.ID)) == nil {
+				break
+			}
+		}
+		cancel()
+	}
+	s.HardStop() // raft, the WAL and the backend are closed when it returns
+	closed := make(chan struct{})
+	go func() { m.e.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(listenersCloseBound):
+		// etcd waits up to a second for peer connections to go idle,
+		// and the peers stopping beside it keep theirs open meanwhile:
+		// the process exits, which closes them.
+	}
+}
+
+// leaderTransferBound bounds a stopping leader's hand-over: an election
+// takes about electionMs, so a transfer that takes longer buys nothing.
+const leaderTransferBound = electionMs * time.Millisecond
+
+// listenersCloseBound is how long Close waits for etcd to close its
+// listeners once the member has stopped.
+const listenersCloseBound = 300 * time.Millisecond
 
 // Err reports a member's fatal error.
 func (m *Member) Err() <-chan error { return m.e.Err() }
