@@ -30,7 +30,7 @@ func TestO1StatusAndNextInEveryView(t *testing.T) {
 	next := v["next"].(map[string]any)
 	require.Contains(t, next["what"], "stuck retry")
 	require.Contains(t, next["what"], "(M21)")
-	require.Nil(t, v["retry"], "the stuck deadline of a healthy attempt is `next`, not a planned retry (issue 12)")
+	require.Nil(t, v["retry"], "the stuck deadline of a healthy attempt is `next`, not a planned retry")
 
 	st, env, raw := w.do("POST", "/v1/environments", operatorToken, map[string]any{"id": "env-1", "branch": "main", "revision": "r1", "ttl": "72h"})
 	require.Equal(t, http.StatusCreated, st, string(raw))
@@ -120,7 +120,7 @@ func TestO4ListsFilterPageAndSummarize(t *testing.T) {
 	}
 	st, envs, raw := w.do("GET", "/v1/environments?limit=1", operatorToken, nil)
 	require.Equal(t, http.StatusOK, st, string(raw))
-	require.Len(t, envs["items"], 1, "limit is honoured (issue 12)")
+	require.Len(t, envs["items"], 1, "limit is honoured")
 	require.NotContains(t, envs["items"].([]any)[0], "receipts", "a list row is a summary; receipts are per id")
 	_, rest, _ := w.do("GET", "/v1/environments?cursor="+envs["next_cursor"].(string), operatorToken, nil)
 	require.Len(t, rest["items"], 2)

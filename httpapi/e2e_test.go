@@ -80,7 +80,7 @@ func TestE2ENullWhileProvisioning(t *testing.T) {
 	require.Equal(t, "applied", w.result(map[string]any{"marquee_id": "m-1", "verb": "null", "generation": 1}))
 	v := w.view("m-1")
 	require.Equal(t, "failed", v["lifecycle"])
-	require.Equal(t, "queued", v["progress"], "M16: the progress resets to queued, and the view keeps it beside failed (issue 22)")
+	require.Equal(t, "queued", v["progress"], "M16: the progress resets to queued, and the view keeps it beside failed")
 	require.Equal(t, "M16", v["failure"].(map[string]any)["rule"], "O2: why it failed, as a field")
 	require.Contains(t, v["status"], "failed (generation 1)")
 	require.Nil(t, v["admission"])

@@ -350,7 +350,7 @@ func Run(o Options) (rep Report, err error) {
 	ops := h.reg.Operations()
 	rep.LinearOps = len(ops)
 	if err := linear.Check(ops, linear.Active, time.Minute); err != nil {
-		return rep, fmt.Errorf("C4 (issue 20): %w", err)
+		return rep, fmt.Errorf("C4: %w", err)
 	}
 	if err := h.checkDetector(&rep); err != nil {
 		return rep, err

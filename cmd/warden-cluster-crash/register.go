@@ -129,7 +129,7 @@ func (h *harness) checkDetector(rep *Report) error {
 	rep.Revocations, rep.LeasesLost, rep.RevocationsHeld = h.detectorCounts()
 	faults := rep.Kills + rep.Pauses + rep.DetectorPauses + rep.ShortPauses + 3*rep.RollingRestarts + rep.MembersAdded
 	if bound := 2*faults + 4; rep.Revocations > bound {
-		return fmt.Errorf("issue 20: the failure detector revoked %d leases for %d faults (at most %d expected): it storms", rep.Revocations, faults, bound)
+		return fmt.Errorf("C5: the failure detector revoked %d leases for %d faults (at most %d expected): it storms", rep.Revocations, faults, bound)
 	}
 	// The failover is measured by polling a node's view every 20 ms.
 	limit := h.ttl + time.Second + 100*time.Millisecond

@@ -96,7 +96,7 @@ func serveEtcdOnly(c config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	defer m.Close()
+	defer m.Stop()
 	log.Info("etcd member serving alone (--etcd-only): no warden node runs here; stop it before starting the node", "member", c.Node, "client", c.EtcdClientURL)
 	select {
 	case s := <-sig:
@@ -112,7 +112,7 @@ func (p *clusterParts) close() {
 		_ = p.client.Close()
 	}
 	if p.member != nil {
-		p.member.Close()
+		p.member.Stop() // the process exits next
 	}
 }
 

@@ -42,7 +42,7 @@ func TestW7EnvCommandsAgainstARealWarden(t *testing.T) {
 	require.Equal(t, 1, strings.Count(out, "\n"), "one line")
 	code, out, _ = run("get", "pr-7-3f2c9e1")
 	require.Equal(t, envExitOK, code)
-	require.True(t, strings.HasPrefix(out, "pr-7-3f2c9e1 (branch feature-search): "), "by default a line a person reads (issue 22): %s", out)
+	require.True(t, strings.HasPrefix(out, "pr-7-3f2c9e1 (branch feature-search): "), "by default a line a person reads: %s", out)
 	require.Contains(t, out, "desired ready, generation 1")
 	require.Less(t, len(out), 400)
 

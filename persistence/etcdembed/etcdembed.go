@@ -155,12 +155,34 @@ func Start(c Config) (*Member, error) {
 	}
 }
 
-// Close stops the member. A leader first hands its leadership to another
-// member, within leaderTransferBound, so that a rolling restart costs no
-// election; then it stops without etcd's own transfer, which waits up to
-// its request timeout (about 6 s) for a transferee that may be stopping
-// too (make cluster's Ctrl-C stops every member at once).
+// Close stops the member and waits until etcd has closed its listeners
+// (a member started again in this process binds the same URLs).
 func (m *Member) Close() {
+	m.stop()
+	m.e.Close()
+}
+
+// Stop stops the member of a process that exits next: it waits for
+// etcd's listeners at most listenersCloseBound, since etcd waits up to a
+// second for peer connections to go idle and the peers stopping beside it
+// (make cluster's Ctrl-C stops every member at once) keep theirs open
+// meanwhile; the process's exit closes them.
+func (m *Member) Stop() {
+	m.stop()
+	closed := make(chan struct{})
+	go func() { m.e.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(listenersCloseBound):
+	}
+}
+
+// stop ends the member's raft, WAL and backend. A leader first hands its
+// leadership to another member, within leaderTransferBound, so that a
+// rolling restart costs no election; then it stops without etcd's own
+// transfer, which waits up to its request timeout (about 6 s) for a
+// transferee that may be stopping too.
+func (m *Member) stop() {
 	s := m.e.Server
 	if s.Leader() == s.MemberID() {
 		ctx, cancel := context.WithTimeout(context.Background(), leaderTransferBound)
@@ -174,16 +196,7 @@ func (m *Member) Close() {
 		}
 		cancel()
 	}
-	s.HardStop() // raft, the WAL and the backend are closed when it returns
-	closed := make(chan struct{})
-	go func() { m.e.Close(); close(closed) }()
-	select {
-	case <-closed:
-	case <-time.After(listenersCloseBound):
-		// etcd waits up to a second for peer connections to go idle,
-		// and the peers stopping beside it keep theirs open meanwhile:
-		// the process exits, which closes them.
-	}
+	s.HardStop()
 }
 
 // leaderTransferBound bounds a stopping leader's hand-over: an election
