@@ -94,6 +94,9 @@ type Config struct {
 	// every step and failure. The simulator gives both.
 	Scheduler runtime.Scheduler
 	Hooks     Hooks
+	// Host, if set, is the actor system shared with this process's
+	// earlier and later starts (runtime.Host; the simulator's).
+	Host *runtime.Host
 	// Steps wrap the kinds' pure steps (the simulator plants its bugs
 	// there); nil leaves them as they are.
 	Steps StepWrappers
@@ -178,7 +181,7 @@ func Start(cfg Config) (*System, error) {
 	cfg = withDefaults(cfg)
 	rt, err := runtime.New(runtime.Config{Store: cfg.Store, Clock: cfg.Clock, Scheduler: cfg.Scheduler, Logger: cfg.Logger,
 		Metrics: cfg.Metrics.Runtime, Failed: cfg.Hooks.Failed, Fault: cfg.Fault, Cluster: cfg.Cluster, AskTimeout: cfg.AskTimeout,
-		RestartLimit: cfg.RestartLimit, RestartWindow: cfg.RestartWindow, IdleAfter: cfg.IdleAfter})
+		RestartLimit: cfg.RestartLimit, RestartWindow: cfg.RestartWindow, IdleAfter: cfg.IdleAfter, Host: cfg.Host})
 	if err != nil {
 		return nil, err
 	}

@@ -212,6 +212,8 @@ type proc struct {
 	crashAt string // a process crash requested at this point
 	// node is a cluster node's own state; nil on a single node.
 	node *simNode
+	// host is the actor system every incarnation runs on (runtime.Host).
+	host *runtime.Host
 }
 
 // procClock scopes the manual clock to one incarnation of a process:
@@ -302,7 +304,16 @@ func (w *world) systemConfig(p *proc, st *persistence.Store) actors.Config {
 		Scheduler:      &scheduler{w: w, p: p, inc: inc},
 		Hooks:          w.hooks(p),
 		Steps:          plantedSteps(w.opts.Plant),
+		Host:           p.hostOf(),
 	}
+}
+
+// hostOf is the process's actor system, made at its first start.
+func (p *proc) hostOf() *runtime.Host {
+	if p.host == nil {
+		p.host = runtime.NewHost()
+	}
+	return p.host
 }
 
 // appliedDelivery is a callback answered 200 applied: its record must

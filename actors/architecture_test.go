@@ -1,0 +1,113 @@
+package actors
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// module is this module's import path.
+const module = "github.com/wardenhq/warden/"
+
+// allowedImports is docs/architecture.md's table: for each package (or
+// prefix ending in "/"), the packages of this module it may import; a
+// package not named may import anything. Test files are not held to it.
+var allowedImports = map[string][]string{
+	"actors/marquee":       {"actors/entity", "actors/errs", "actors/ident"},
+	"actors/environment":   {"actors/entity", "actors/errs", "actors/ident"},
+	"actors/admission":     {"actors/entity", "actors/errs", "actors/ident"},
+	"actors/entity":        {},
+	"actors/errs":          {},
+	"actors/ident":         {},
+	"actors/clock":         {},
+	"actors/trust":         {},
+	"persistence":          {},
+	"persistence/":         {},
+	"internal/linear":      {},
+	"actors/runtime":       {"actors/clock", "actors/errs", "persistence"},
+	"actors/cluster":       {"actors/clock", "actors/errs", "persistence"},
+	"actors/driver":        {},
+	"actors/driver/local":  {"actors/driver", "actors/environment"},
+	"actors/driver/local/": {},
+	"httpapi":              {"actors", "actors/", "persistence"},
+	"httpapi/":             {},
+	"sim":                  {"actors", "actors/", "httpapi", "persistence", "persistence/", "internal/linear"},
+	"cmd/internal/":        {"actors", "actors/", "httpapi", "persistence", "persistence/", "internal/"},
+}
+
+// TestArchitectureImports fails on an import that breaks
+// docs/architecture.md: the pure rules import only the shared types,
+// the runtime no kind and no shell, the adapters and persistence no
+// shell, and only cmd/warden imports the simulator.
+func TestArchitectureImports(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}:{{join .Imports " "}}`, module+"...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	checked := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		pkg, imports, _ := strings.Cut(line, ":")
+		pkg = strings.TrimPrefix(pkg, module)
+		for _, imp := range strings.Fields(imports) {
+			if !strings.HasPrefix(imp, module) {
+				continue
+			}
+			imp = strings.TrimPrefix(imp, module)
+			checked++
+			if imp == "sim" && pkg != "cmd/warden" {
+				t.Errorf("%s imports the simulator: only cmd/warden may (docs/architecture.md)", pkg)
+			}
+			if allowed, ruled := rulesFor(pkg); ruled && !matches(allowed, imp) {
+				t.Errorf("%s imports %s: docs/architecture.md allows it %v", pkg, imp, allowed)
+			}
+		}
+	}
+	if checked == 0 {
+		t.Fatal("go list named no import of this module: the check checked nothing")
+	}
+}
+
+// rulesFor is a package's row: its own, or its nearest prefix's.
+func rulesFor(pkg string) ([]string, bool) {
+	if allowed, ok := allowedImports[pkg]; ok {
+		return allowed, true
+	}
+	best := ""
+	for prefix := range allowedImports {
+		if strings.HasSuffix(prefix, "/") && strings.HasPrefix(pkg, prefix) && len(prefix) > len(best) {
+			best = prefix
+		}
+	}
+	allowed, ok := allowedImports[best]
+	return allowed, ok && best != ""
+}
+
+func matches(allowed []string, imp string) bool {
+	for _, a := range allowed {
+		if imp == a || strings.HasSuffix(a, "/") && strings.HasPrefix(imp, a) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestArchitectureRulesRefuse: the table is not a check that cannot fail.
+func TestArchitectureRulesRefuse(t *testing.T) {
+	for _, c := range []struct {
+		pkg, imp string
+		ok       bool
+	}{
+		{"actors/marquee", "persistence", false},
+		{"actors/runtime", "actors/marquee", false},
+		{"actors/driver/local/pgcluster", "actors", false},
+		{"persistence/etcdembed", "actors/clock", false},
+		{"actors/environment", "actors/ident", true},
+		{"httpapi", "actors/trust", true},
+		{"cmd/warden", "sim", true},
+	} {
+		allowed, ruled := rulesFor(c.pkg)
+		if got := !ruled || matches(allowed, c.imp); got != c.ok {
+			t.Errorf("%s importing %s: allowed=%t, want %t", c.pkg, c.imp, got, c.ok)
+		}
+	}
+}
