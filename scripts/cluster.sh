@@ -21,6 +21,7 @@ esac
 # directory others may read, and ./data is make run's too).
 umask 077
 BIN=${BIN:-./bin/warden}
+PREVIEW="$(dirname "$BIN")/example-preview" # the nodes' preview driver, beside warden
 DIR=${CLUSTER_DATA:-./data/cluster}
 mkdir -p "$DIR"
 # The shared keys and token, the cluster CA, each node's certificate for
@@ -39,8 +40,8 @@ stop() {
 	wait
 	# The preview applications the nodes' driver started stop with them,
 	# as make run's do (nothing make cluster started listens after Ctrl-C).
-	if [ -z "$ONLY" ] && [ -x "$(dirname "$BIN")/example-preview" ]; then
-		"$(dirname "$BIN")/example-preview" stop
+	if [ -z "$ONLY" ] && [ -x "$PREVIEW" ]; then
+		"$PREVIEW" stop
 	fi
 	exit 0
 }
@@ -55,7 +56,7 @@ for i in 1 2 3; do
 		--cluster-token-file "$DIR/shared/cluster.token" \
 		--dispatch exec --dispatch-command ./bin/example-workflow \
 		--bootstrap exec --bootstrap-command "./bin/example-workflow bootstrap" \
-		--env-driver-command ./bin/example-preview --env-reconcile-every 10s \
+		--env-driver-command "$PREVIEW" --env-reconcile-every 10s \
 		--driver-env WARDEN_PREVIEW_DIR,WARDEN_EXAMPLE_SCRIPTS,WARDEN_BIN,WARDEN_TF_WORK,TF_CLI_CONFIG_FILE \
 		> >(
 			# Ctrl-C reaches the whole foreground group: the prefixing sed

@@ -81,10 +81,7 @@ func startMember(c config, log *slog.Logger) (*etcdembed.Member, error) {
 // offline rekey. The data directory is locked as a node's is, so the node
 // cannot start on it meanwhile.
 func serveEtcdOnly(c config, log *slog.Logger) error {
-	if err := prepareDataDir(c.Data); err != nil {
-		return err
-	}
-	lock, err := lockDataDir(c.Data)
+	lock, err := takeDataDir(c.Data)
 	if err != nil {
 		return err
 	}

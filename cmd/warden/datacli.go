@@ -282,10 +282,7 @@ func restoreCommand(fs *flag.FlagSet, getenv func(string) string, stdout, stderr
 		if man.Backend == backendEtcd {
 			return ec.restore(*from, v, sealer, stdout)
 		}
-		if err := prepareDataDir(v.data); err != nil {
-			return err
-		}
-		lock, err := lockDataDir(v.data)
+		lock, err := takeDataDir(v.data)
 		if err != nil {
 			return err
 		}

@@ -18,6 +18,16 @@ import (
 // process that holds it.
 const lockName = "warden.lock"
 
+// takeDataDir makes the data directory private (prepareDataDir) and locks
+// it for this process (lockDataDir): what every command that writes a
+// data directory does first.
+func takeDataDir(dir string) (*os.File, error) {
+	if err := prepareDataDir(dir); err != nil {
+		return nil, err
+	}
+	return lockDataDir(dir)
+}
+
 // lockDataDir takes the data directory for this process until it exits
 // (the kernel drops the lock with the process, kill -9 included). It
 // returns the open file, which must stay open.

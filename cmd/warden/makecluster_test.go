@@ -1,9 +1,7 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
-	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -15,8 +13,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/wardenhq/warden/actors/cluster"
 )
 
 // makeLayout is a directory laid out as a clone after make build: bin/
@@ -80,33 +76,14 @@ func (s *clusterScript) ctrlC() time.Duration {
 	return time.Since(start)
 }
 
-// waitOwned waits until n1, n2 and n3 own every shard between them.
-func (s *clusterScript) waitOwned() {
+// settled waits until make cluster's nodes are up, three live members
+// owning every shard (settle), and returns the node at port.
+func (s *clusterScript) settled(port int) *proc {
 	s.t.Helper()
-	require.Eventually(s.t, func() bool {
-		o := clusterOwners()
-		return o["n1"] && o["n2"] && o["n3"] && !o[""]
-	}, time.Minute, 50*time.Millisecond, "three nodes own the shards: %s", s.log)
-}
-
-// clusterOwners are the nodes owning shards, as n1 reports them.
-func clusterOwners() map[string]bool {
-	req, _ := http.NewRequest("GET", "http://127.0.0.1:8181/v1/cluster", nil)
-	req.Header.Set("Authorization", "Bearer op-secret")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil
-	}
-	defer resp.Body.Close()
-	var v cluster.View
-	if json.NewDecoder(resp.Body).Decode(&v) != nil {
-		return nil
-	}
-	out := map[string]bool{}
-	for _, s := range v.Shards {
-		out[s.Owner] = true
-	}
-	return out
+	p := &proc{t: s.t, url: fmt.Sprintf("http://127.0.0.1:%d", port), log: s.log}
+	p.waitReady(time.Minute, "make cluster's node")
+	settle(s.t, p, 3)
+	return p
 }
 
 // makeClusterPorts are every port make cluster listens on: the nodes'
@@ -124,17 +101,10 @@ func TestC10MakeCluster(t *testing.T) {
 	}
 	dir := makeLayout(t)
 	s := startClusterScript(t, dir)
-	s.waitOwned()
-	n1 := &proc{t: t, url: "http://127.0.0.1:8181", log: s.log}
-	// A shard between owners answers 503 (the nodes are still settling
-	// who holds what): a client asks again, as warden callback does; a
-	// 409 then says the first was applied.
-	var st int
-	var v map[string]any
-	require.Eventually(t, func() bool {
-		st, v = n1.do("POST", "/v1/environments", "op-secret", map[string]any{"id": "env-1", "branch": "main", "revision": "r1"})
-		return st != http.StatusServiceUnavailable
-	}, 30*time.Second, 200*time.Millisecond, "env-1 created: %v", v)
+	n1 := s.settled(8181)
+	// A shard between owners answers 503 (the nodes may still be moving
+	// one): a client asks again; a 409 then says the first was applied.
+	st, v := retry503(n1, "POST", "/v1/environments", map[string]any{"id": "env-1", "branch": "main", "revision": "r1"})
 	require.Contains(t, []int{201, 409}, st, "%v", v)
 	var view map[string]any
 	require.Eventually(t, func() bool {
@@ -195,13 +165,8 @@ func TestD15MovingToAClusterAsTheReadmeGivesIt(t *testing.T) {
 
 	// make cluster on the migrated store: the marquee is there, as it was.
 	s := startClusterScript(t, dir)
-	s.waitOwned()
-	n2 := &proc{t: t, url: "http://127.0.0.1:8182", log: s.log}
-	var after map[string]any
-	require.Eventually(t, func() bool {
-		st, after = n2.do("GET", "/v1/marquees/m-move", "op-secret", nil)
-		return st != http.StatusServiceUnavailable // a shard between owners: ask again
-	}, 30*time.Second, 200*time.Millisecond, "m-move read: %v", after)
+	n2 := s.settled(8182)
+	st, after := retry503(n2, "GET", "/v1/marquees/m-move", nil)
 	require.Equal(t, 200, st, "%v\n%s", after, s.log)
 	for _, field := range []string{"id", "generation", "lifecycle", "created_at"} {
 		require.Equal(t, before[field], after[field], "%s after the move", field)

@@ -86,11 +86,8 @@ func (p *process) start() error {
 	c := p.c
 	// Keys and modes are checked before anything listens: a refusal (T11)
 	// is a clean exit with the command that fixes it.
-	if err := prepareDataDir(c.Data); err != nil {
-		return err
-	}
 	var err error
-	if p.lock, err = lockDataDir(c.Data); err != nil {
+	if p.lock, err = takeDataDir(c.Data); err != nil {
 		return err
 	}
 	if err := p.startProfile(); err != nil {
