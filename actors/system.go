@@ -181,7 +181,8 @@ func Start(cfg Config) (*System, error) {
 	cfg = withDefaults(cfg)
 	rt, err := runtime.New(runtime.Config{Store: cfg.Store, Clock: cfg.Clock, Scheduler: cfg.Scheduler, Logger: cfg.Logger,
 		Metrics: cfg.Metrics.Runtime, Failed: cfg.Hooks.Failed, Fault: cfg.Fault, Cluster: cfg.Cluster, AskTimeout: cfg.AskTimeout,
-		RestartLimit: cfg.RestartLimit, RestartWindow: cfg.RestartWindow, IdleAfter: cfg.IdleAfter, Host: cfg.Host})
+		RestartLimit: cfg.RestartLimit, RestartWindow: cfg.RestartWindow, IdleAfter: cfg.IdleAfter, Host: cfg.Host,
+		DeliveryRetention: cfg.DedupRetention})
 	if err != nil {
 		return nil, err
 	}

@@ -216,6 +216,8 @@ func (v *verifier) record(k, val []byte) {
 		v.historyEntry(k, val)
 	case persistence.DedupFamily:
 		v.dedup(k, val)
+	case persistence.DeliveriesFamily:
+		v.deliveries(k, val)
 	case persistence.PoolPrefix:
 		var m poolMeta
 		if err := persistence.Decode(k, val, &m); err != nil {
@@ -321,6 +323,27 @@ func (v *verifier) dedup(k, val []byte) {
 	}
 	v.saw(d.At)
 	v.dedupAt = append(v.dedupAt, dedupAge{key: string(k), at: d.At})
+}
+
+// deliveries checks an entity's deliveries record: it decodes within its
+// bounds, holds at least one entry, and keeps none older than the
+// retention before its newest (the record drops them when written, M20).
+func (v *verifier) deliveries(k, val []byte) {
+	ds, err := persistence.DecodeDeliveries(val)
+	switch {
+	case err != nil:
+		v.problem(CheckDecode, string(k), "%v", err)
+		return
+	case len(ds) == 0:
+		v.problem(CheckDedup, string(k), "a deliveries record with no delivery")
+		return
+	}
+	newest := ds[len(ds)-1].At
+	if ds[0].At.Before(newest.Add(-v.o.DedupRetention)) {
+		v.problem(CheckDedup, string(k), "keeps a delivery of %s, over %s before its newest (%s)",
+			ds[0].At.Format(time.RFC3339), v.o.DedupRetention, newest.Format(time.RFC3339))
+	}
+	v.saw(newest)
 }
 
 func (v *verifier) admission(k, val []byte) {

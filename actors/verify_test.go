@@ -89,7 +89,7 @@ func TestVerifyHealthyStore(t *testing.T) {
 		counts[f.Family] = f.Count
 	}
 	require.Equal(t, 3, counts["m/"])
-	require.Equal(t, 1, counts["d/"], "the callback's delivery")
+	require.Equal(t, 1, counts["r/"], "the callback's delivery, in its marquee's deliveries record")
 	require.Positive(t, counts["h/"])
 	require.Positive(t, counts["w/"])
 }
@@ -156,8 +156,18 @@ func TestVerifyFindsEachPlantedProblem(t *testing.T) {
 		}},
 		{"a delivery record never pruned", CheckDedup, "d/m-2/ancient", func(t *testing.T, dir string, _ *VerifyOptions) {
 			plant(t, dir, func(b *persistence.Batch, _ *persistence.Store) {
-				b.PutDedup(persistence.DedupRecord{DeliveryID: "ancient", Entity: "m-2", At: start.Add(-30 * 24 * time.Hour), Status: 200, Body: []byte("{}")})
+				b.Put(persistence.DedupKey("m-2", "ancient"), persistence.DedupRecord{DeliveryID: "ancient", Entity: "m-2", At: start.Add(-30 * 24 * time.Hour), Status: 200, Body: []byte("{}")})
 			})
+		}},
+		{"a deliveries record keeping one past its retention", CheckDedup, "r/m-2", func(t *testing.T, dir string, _ *VerifyOptions) {
+			plant(t, dir, func(b *persistence.Batch, _ *persistence.Store) {
+				old := persistence.NewDelivery("old", [32]byte{1}, start.Add(-30*24*time.Hour), []byte("{}"))
+				ds := persistence.Deliveries{old, persistence.NewDelivery("new", [32]byte{2}, start, []byte("{}"))}
+				b.PutDeliveries("m-2", "new", ds)
+			})
+		}},
+		{"a deliveries record that does not decode", CheckDecode, "r/m-1", func(t *testing.T, dir string, _ *VerifyOptions) {
+			plant(t, dir, func(b *persistence.Batch, _ *persistence.Store) { b.Set(persistence.DeliveriesKey("m-1"), []byte{0x44, 9}) })
 		}},
 		{"a delivery record filed under another entity", CheckDedup, "d/m-3/d-1", func(t *testing.T, dir string, _ *VerifyOptions) {
 			plant(t, dir, func(b *persistence.Batch, _ *persistence.Store) {

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/wardenhq/warden/persistence"
 )
 
 var defaultPools = map[string]int{"default": 1}
@@ -203,6 +205,42 @@ func TestE2EDuplicateDelivery(t *testing.T) {
 	_, _, raw3 := w.do("POST", "/v1/webhooks/terraform", callbackToken, body, "Webhook-Id", "delivery-2")
 	require.Contains(t, string(raw3), `"result":"stale"`, "a different id is a new message")
 	require.Equal(t, "queued", w.view("m-1")["progress"], "the duplicate changed nothing")
+}
+
+// TestE2EM20ADeliveryPastTheBoundIsANewMessage: a marquee's record keeps
+// its last persistence.MaxDeliveries deliveries (M20's bound, chosen so
+// that the store grows with the marquees, not the traffic). A repeat of
+// one pushed out is taken as a new message: answered as what it now is
+// (here a step already taken) and it moves no state, though like any
+// callback of the current generation it is a sign of life (M21's timer);
+// the deliveries still kept are answered byte for byte.
+func TestE2EM20ADeliveryPastTheBoundIsANewMessage(t *testing.T) {
+	w := newWorld(t, defaultPools)
+	w.create("m-1")
+	w.waitFor("m-1", "dispatch", func(v map[string]any) bool { return gen(v) == 1 })
+	body := map[string]any{"marquee_id": "m-1", "verb": "step", "generation": 1, "step": "vm_starting"}
+	first := map[string]string{}
+	for i := range persistence.MaxDeliveries + 1 {
+		id := fmt.Sprint("delivery-", i)
+		st, _, raw := w.do("POST", "/v1/webhooks/terraform", callbackToken, body, "Webhook-Id", id)
+		require.Equal(t, 200, st, string(raw))
+		first[id] = string(raw)
+	}
+	require.Contains(t, first["delivery-0"], `"result":"applied"`)
+	before := w.view("m-1")
+	for i := 1; i <= persistence.MaxDeliveries; i++ {
+		id := fmt.Sprint("delivery-", i)
+		_, _, raw := w.do("POST", "/v1/webhooks/terraform", callbackToken, body, "Webhook-Id", id)
+		require.Equal(t, first[id], string(raw), "%s is kept: its first answer, byte for byte", id)
+	}
+	st, _, raw := w.do("POST", "/v1/webhooks/terraform", callbackToken, body, "Webhook-Id", "delivery-0")
+	require.Equal(t, 200, st)
+	require.NotEqual(t, first["delivery-0"], string(raw), "pushed out of the record: a new message")
+	require.NotContains(t, string(raw), `"result":"applied"`)
+	after := w.view("m-1")
+	for _, f := range []string{"state", "progress", "generation", "admission"} {
+		require.Equal(t, before[f], after[f], "the repeat moved nothing (%s)", f)
+	}
 }
 
 // TestE2EAuthAndLimits: M9 and the HTTP contract's error answers.

@@ -10,7 +10,7 @@ import (
 
 // BenchmarkTransition is one marquee transition's batch in shape (a
 // snapshot of a marquee's size, its wake entries, a history entry and its
-// pruning, a dedup record) committed durably: on Pebble (one fsync'd WAL)
+// pruning, its deliveries record) committed durably: on Pebble (one fsync'd WAL)
 // and on etcd (one transaction through Raft on an embedded single member,
 // the same disk). C8: the cost of a transaction on etcd against one on
 // Pebble. "serial" is one writer (the latency floor); "parallel" is 64
@@ -18,6 +18,11 @@ import (
 func BenchmarkTransition(b *testing.B) {
 	snapshot := Encode(map[string]string{"state": strings.Repeat("x", 900)})
 	entry := Encode(map[string]string{"verb": "step", "result": "applied", "detail": strings.Repeat("y", 80)})
+	// A deliveries record of a workflow run's worth (eight callbacks).
+	var deliveries Deliveries
+	for i := range 8 {
+		deliveries = deliveries.With(NewDelivery(fmt.Sprint("d-", i), [32]byte{byte(i)}, t0, []byte(`{"result":"applied","marquee_id":"m-001","generation":1,"received_generation":1}`)), 72*time.Hour)
+	}
 	for _, par := range []bool{false, true} {
 		name := "serial"
 		if par {
@@ -47,7 +52,7 @@ func BenchmarkTransition(b *testing.B) {
 						if n > 200 {
 							w.Delete(HistoryKey(id, n-200))
 						}
-						w.PutDedup(DedupRecord{Entity: id, DeliveryID: fmt.Sprint("d-", n), At: t0, Status: 200, Body: []byte(`{"result":"applied"}`)})
+						w.PutDeliveries(id, "", deliveries)
 						if err := w.Commit(); err != nil {
 							b.Error(err)
 						}

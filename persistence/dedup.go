@@ -1,16 +1,13 @@
 package persistence
 
 import (
-	"bytes"
 	"fmt"
 	"time"
 )
 
-// Deliveries: the first answer to each (entity, delivery id), kept for
-// --dedup-retention (M20, T5). Marquees are the entities that take them.
-
-// DedupRecord is the first answer to a delivery (M20), keyed by entity and
-// delivery id (T5).
+// DedupRecord is one delivery's first answer in the layout before an
+// entity's deliveries were one record (deliveries.go): still read, while
+// its retention lasts, and pruned then.
 type DedupRecord struct {
 	DeliveryID string    `json:"delivery_id"`
 	At         time.Time `json:"at"`
@@ -24,46 +21,20 @@ type DedupRecord struct {
 	BodySHA256 []byte `json:"body_sha256,omitempty"`
 }
 
-// SameBody reports whether a delivery's body is the one this record
-// answered. A record written before bodies were hashed answers as before.
-func (r DedupRecord) SameBody(h [32]byte) bool {
-	return len(r.BodySHA256) == 0 || bytes.Equal(r.BodySHA256, h[:])
-}
-
-// Dedup returns the first answer to an entity's delivery id, or
-// ErrNotFound. The same delivery id of another entity is another delivery
-// (T5).
-func (s *Store) Dedup(entity, deliveryID string) (DedupRecord, error) {
-	var r DedupRecord
-	err := s.Get(DedupKey(entity, deliveryID), &r)
-	if err == nil && r.Entity != entity {
-		// A record of the layout before T5 ("d/<delivery>") whose id
-		// happens to read as this marquee's: not this delivery.
-		return DedupRecord{}, ErrNotFound
+// FindDelivery returns an entity's entry for a delivery id, if its record
+// holds it (the simulator's and tests' look from outside the actor).
+func (s *Store) FindDelivery(entity, deliveryID string) (Delivery, bool, error) {
+	ds, err := s.Deliveries(entity)
+	if err != nil {
+		return Delivery{}, false, err
 	}
-	return r, err
+	d, ok := ds.Find(deliveryID)
+	return d, ok, nil
 }
 
-// DedupIDs lists the delivery ids stored for an entity, reading keys only,
-// up to max; complete is false when there were more. The entity's actor
-// keeps them so that a new delivery (almost every one) is known to be new
-// without a point read.
-func (s *Store) DedupIDs(entity string, max int) (ids []string, complete bool, err error) {
-	prefix := DedupPrefix(entity)
-	complete = true
-	err = s.Scan(prefix, nil, func(k, _ []byte) (bool, error) {
-		if len(ids) == max {
-			complete = false
-			return false, nil
-		}
-		ids = append(ids, string(k[len(prefix):]))
-		return true, nil
-	})
-	return ids, complete, err
-}
-
-// PruneDedup deletes delivery records older than cutoff (docs/rules/http-api.md keeps
-// them at least 72 hours) and returns how many went.
+// PruneDedup deletes the d/ records older than cutoff (docs/rules/http-api.md keeps
+// them at least 72 hours) and returns how many went. An entity's r/ record
+// drops its old entries itself, when it is next written.
 func (s *Store) PruneDedup(cutoff time.Time) (int, error) {
 	var stale [][]byte
 	err := s.Scan([]byte(DedupFamily), nil, func(k, v []byte) (bool, error) {
@@ -95,7 +66,3 @@ func (s *Store) PruneDedup(cutoff time.Time) (int, error) {
 	return pruned, nil
 }
 
-// PutDedup records the first answer to a delivery.
-func (b *Batch) PutDedup(r DedupRecord) {
-	b.Put(DedupKey(r.Entity, r.DeliveryID), r)
-}

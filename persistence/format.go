@@ -11,11 +11,14 @@ import (
 // so that a downgrade never half-reads records it does not know.
 
 // StoreFormat is the record layout this build writes and the newest it
-// reads. Format 1 is the layout in the package doc; a store written before
-// the format record existed has the same layout and reads as format 1.
+// reads. Format 2 is the layout in the package doc: an entity's deliveries
+// are one record (r/). Format 1 kept a record per delivery (d/); a store
+// written before the format record existed is format 1. A format-1 store
+// opens in place: its d/ records are read until their retention ends
+// (a build of format 1 would not read r/, so it refuses format 2).
 // Raise it when a record changes in a way an older build would misread,
 // and say in the README which formats upgrade in place.
-const StoreFormat = 1
+const StoreFormat = 2
 
 // formatKey is the format record's key: a family of its own ("v/").
 const (

@@ -16,6 +16,7 @@ const (
 	MarqueePrefix       = "m/"
 	HistoryFamily       = "h/"
 	DedupFamily         = "d/"
+	DeliveriesFamily    = "r/"
 	PoolPrefix          = "p/"
 	AdmissionFamily     = "a/"
 	EnvPrefix           = "e/"

@@ -17,7 +17,11 @@
 //
 //	m/<marquee id>                  marquee snapshot
 //	h/<marquee id>/<seq %016x>      history entry
-//	d/<entity id>/<delivery id>     webhook dedup record (DedupRecord, T5)
+//	r/<entity id>                   the entity's last deliveries and their
+//	                                first answers (Deliveries, M20, T5)
+//	d/<entity id>/<delivery id>     one delivery's record, the layout before
+//	                                r/ (DedupRecord): read, never written,
+//	                                pruned at the end of its retention
 //	p/<pool>                        pool metadata
 //	a/<pool>/<job>                  admission record
 //	e/<environment id>              environment record
@@ -33,8 +37,9 @@
 //
 // # Encoding
 //
-// Every value is one version byte followed by JSON. The version says how the
-// rest is read; a value whose version or JSON does not decode, or that fails
+// Every value is one version byte followed by JSON, except an entity's
+// deliveries (r/), rewritten with every delivery, which are binary (see
+// Deliveries). The version says how the rest is read; a value whose version or JSON does not decode, or that fails
 // validation, is reported as Malformed with its key and reason, never
 // skipped silently and never allowed to hide its neighbours (A8).
 package persistence

@@ -137,24 +137,6 @@ func TestListReadsAtMostItsBudget(t *testing.T) {
 	})
 }
 
-func TestDedupPrune(t *testing.T) {
-	eachBackend(t, func(t *testing.T, bk *testBackend) {
-		s := bk.open(t)
-		b := s.NewBatch()
-		b.PutDedup(DedupRecord{DeliveryID: "old", At: t0, Entity: "m-1", Status: 200, Body: []byte(`{}`)})
-		b.PutDedup(DedupRecord{DeliveryID: "new", At: t0.Add(80 * time.Hour), Entity: "m-1", Status: 200, Body: []byte(`{}`)})
-		require.NoError(t, b.Commit())
-		n, err := s.PruneDedup(t0.Add(80*time.Hour - 72*time.Hour))
-		require.NoError(t, err)
-		require.Equal(t, 1, n)
-		_, err = s.Dedup("m-1", "old")
-		require.ErrorIs(t, err, ErrNotFound)
-		r, err := s.Dedup("m-1", "new")
-		require.NoError(t, err)
-		require.Equal(t, []byte(`{}`), r.Body)
-	})
-}
-
 // TestUnsyncedWritesAreLostInACrash shows why commits are synced: on a
 // filesystem that drops what was not synced, a NoSync commit vanishes and
 // a synced one survives.
@@ -197,33 +179,6 @@ func FuzzDecode(f *testing.F) {
 		}
 		var d DedupRecord
 		_ = Decode([]byte("d/m/x"), val, &d)
-	})
-}
-
-// TestDedupIDsListsOneEntitysDeliveries: keys only, this entity's only
-// (m-1's prefix must not take m-10's), bounded, saying when there were
-// more.
-func TestDedupIDsListsOneEntitysDeliveries(t *testing.T) {
-	eachBackend(t, func(t *testing.T, bk *testBackend) {
-		s := bk.open(t)
-		b := s.NewBatch()
-		for _, d := range []DedupRecord{{Entity: "m-1", DeliveryID: "a"}, {Entity: "m-1", DeliveryID: "b"}, {Entity: "m-10", DeliveryID: "c"}} {
-			d.At, d.Status, d.Body = t0, 200, []byte("{}")
-			b.PutDedup(d)
-		}
-		require.NoError(t, b.Commit())
-		ids, complete, err := s.DedupIDs("m-1", 10)
-		require.NoError(t, err)
-		require.True(t, complete)
-		require.Equal(t, []string{"a", "b"}, ids)
-		ids, complete, err = s.DedupIDs("m-1", 1)
-		require.NoError(t, err)
-		require.False(t, complete, "more than the bound")
-		require.Len(t, ids, 1)
-		ids, complete, err = s.DedupIDs("m-2", 10)
-		require.NoError(t, err)
-		require.True(t, complete)
-		require.Empty(t, ids)
 	})
 }
 

@@ -14,7 +14,9 @@ type Writer interface {
 	Set(key, val []byte)
 	Delete(key []byte)
 	MoveWake(kind, id string, old, at time.Time)
-	PutDedup(r DedupRecord)
+	// PutDeliveries stages an entity's deliveries record as it is after
+	// the delivery id (the write line names it).
+	PutDeliveries(entity, deliveryID string, ds Deliveries)
 }
 
 var (
@@ -28,6 +30,7 @@ type Recorder struct{ ops []recorded }
 type recorded struct {
 	key     string
 	deleted bool
+	note    string // what the write line says of it, if not its key
 }
 
 func (r *Recorder) Put(key []byte, _ any) { r.Set(key, nil) }
@@ -37,7 +40,9 @@ func (r *Recorder) Delete(key []byte) {
 }
 
 func (r *Recorder) MoveWake(kind, id string, old, at time.Time) { moveWake(r, kind, id, old, at) }
-func (r *Recorder) PutDedup(d DedupRecord)                      { r.Set(DedupKey(d.Entity, d.DeliveryID), nil) }
+func (r *Recorder) PutDeliveries(entity, deliveryID string, _ Deliveries) {
+	r.ops = append(r.ops, recorded{key: string(DeliveriesKey(entity)), note: deliveryID})
+}
 
 // String says what was written, family by family in the order each was
 // first written, e.g. "marquee m-1, history +1, dedup d-7, wake 00:20:00
@@ -81,6 +86,8 @@ func describeKey(op recorded) (family, word string) {
 		return "history", del("+")
 	case strings.HasPrefix(k, DedupFamily):
 		return "dedup", del(k[strings.LastIndexByte(k, '/')+1:])
+	case strings.HasPrefix(k, DeliveriesFamily):
+		return "dedup", del(op.note)
 	case strings.HasPrefix(k, AdmissionFamily):
 		return "admission", del(k[strings.LastIndexByte(k, '/')+1:])
 	case strings.HasPrefix(k, BranchFamily):

@@ -12,11 +12,6 @@ import (
 	"github.com/wardenhq/warden/persistence"
 )
 
-// maxKnownDeliveries bounds the delivery ids an entity keeps in memory
-// (about 50 bytes each): a workflow run sends a handful, so this is many
-// runs' worth; beyond it every delivery is read from the store.
-const maxKnownDeliveries = 20_000
-
 // entityActor is one entity of a kind: its mailbox serializes every step.
 type entityActor[S, E any, O Outcome] struct {
 	ents *Entities[S, E, O]
@@ -39,15 +34,21 @@ type Handle[S, E any, O Outcome] struct {
 	wake time.Time
 	// held are answers waiting until the record allows them (Kind.Holds).
 	held []chan<- answer[S, O]
-	// deliveries holds every delivery id stored for the entity while
-	// known: a delivery not in it is new without a point read (one in it
-	// is read, for its answer and body). It relies on this actor being the
-	// only writer of its entity's records, which the store's lock (one
-	// node) or the shard's fence (a cluster) make true; a new instance
-	// loads it again.
-	deliveries map[string]struct{}
-	known      bool
+	// deliveries is the entity's deliveries record as stored, read at the
+	// first delivery. It relies on this actor being the only writer of
+	// its entity's records, which the store's lock (one node) or the
+	// shard's fence (a cluster) make true; a new instance reads it again.
+	deliveries persistence.Deliveries
 	loaded     bool
+}
+
+// delivery is a request's delivery while its step commits: the entry it
+// adds, and the record after it once staged.
+type delivery struct {
+	id    string
+	body  [32]byte
+	entry persistence.Delivery
+	after persistence.Deliveries
 }
 
 func (a *entityActor[S, E, O]) Receive(ctx actor.Context) {
@@ -187,7 +188,7 @@ func (h *Handle[S, E, O]) request(m request[S, E, O]) {
 		m.fail(err)
 		return
 	}
-	var d *persistence.DedupRecord
+	var d *delivery
 	if req.Delivery != nil {
 		dup, err := h.delivered(req.Delivery)
 		switch {
@@ -195,10 +196,10 @@ func (h *Handle[S, E, O]) request(m request[S, E, O]) {
 			m.fail(err)
 			return
 		case dup != nil:
-			m.reply <- answer[S, O]{res: Result[S, O]{Record: h.kind.copy(h.rec), Exists: true, Reply: dup.Body, Duplicate: true}}
+			m.reply <- answer[S, O]{res: Result[S, O]{Record: h.kind.copy(h.rec), Exists: true, Reply: dup.Reply, Duplicate: true}}
 			return
 		}
-		d = &persistence.DedupRecord{DeliveryID: req.Delivery.ID, Entity: h.key.ID, BodySHA256: append([]byte(nil), req.Delivery.BodyHash[:]...)}
+		d = &delivery{id: req.Delivery.ID, body: req.Delivery.BodyHash}
 	}
 	out, err := h.step(req.Event, d)
 	if err == nil {
@@ -209,7 +210,7 @@ func (h *Handle[S, E, O]) request(m request[S, E, O]) {
 		return
 	}
 	if d != nil {
-		h.remember(d.DeliveryID)
+		h.deliveries = d.after
 	}
 	res := Result[S, O]{Record: h.kind.copy(h.rec), Exists: true, Reply: out.Encoded(), Outcome: out}
 	if req.Delivery == nil && h.kind.holds(h.rec) {
@@ -225,7 +226,7 @@ func (h *Handle[S, E, O]) request(m request[S, E, O]) {
 
 // step takes one step and, unless the machine refused it, commits it with
 // a delivery's record (d).
-func (h *Handle[S, E, O]) step(ev E, d *persistence.DedupRecord) (O, error) {
+func (h *Handle[S, E, O]) step(ev E, d *delivery) (O, error) {
 	if err := h.current(); err != nil {
 		var zero O
 		return zero, err // not even a refusal from a record of another epoch
@@ -237,7 +238,7 @@ func (h *Handle[S, E, O]) step(ev E, d *persistence.DedupRecord) (O, error) {
 		return out, nil
 	}
 	if d != nil {
-		d.At = now
+		d.entry = persistence.NewDelivery(d.id, d.body, now, nil)
 	}
 	return out, h.commit(ev, next, out, d)
 }
@@ -247,7 +248,7 @@ func (h *Handle[S, E, O]) step(ev E, d *persistence.DedupRecord) (O, error) {
 // effects and arms its wake. A step that writes nothing is shown to the
 // hooks all the same (a pool's repeated ask is A6) and only starts its
 // effects: its wake is the one already armed.
-func (h *Handle[S, E, O]) commit(ev E, next S, out O, d *persistence.DedupRecord) error {
+func (h *Handle[S, E, O]) commit(ev E, next S, out O, d *delivery) error {
 	rt, k := h.rt, h.key
 	if !writes(out, d != nil) {
 		before := h.rec
@@ -309,7 +310,7 @@ func (h *Handle[S, E, O]) rewrite() error {
 
 // persist writes one step from the stored record to next in one fenced
 // batch; afterwards the store's wake entry is next's.
-func (h *Handle[S, E, O]) persist(next S, out O, d *persistence.DedupRecord) error {
+func (h *Handle[S, E, O]) persist(next S, out O, d *delivery) error {
 	rt, k := h.rt, h.key
 	fence, err := rt.fenceOf(k)
 	if err != nil {
@@ -320,7 +321,7 @@ func (h *Handle[S, E, O]) persist(next S, out O, d *persistence.DedupRecord) err
 	}
 	b := rt.cfg.Store.NewBatch()
 	b.Fence(fence)
-	stage(h.kind, b, k.ID, h.rec, h.wake, next, out, d)
+	stage(h.kind, b, k.ID, h.rec, h.wake, next, out, d, h.deliveries, rt.cfg.DeliveryRetention)
 	start := rt.cfg.Clock.Now()
 	err = b.Commit()
 	rt.cfg.Metrics.Persist.Observe(rt.cfg.Clock.Since(start).Seconds())
@@ -393,57 +394,33 @@ func (h *Handle[S, E, O]) outlived(now int64) error {
 // delivered finds a delivery's first answer: nil for a new one; an error
 // for an id used before with another body (T5: answering the first
 // body's answer would tell this sender about a message it did not send;
-// applying it would break M20).
-func (h *Handle[S, E, O]) delivered(d *Delivery) (*persistence.DedupRecord, error) {
+// applying it would break M20), or when the record cannot be read.
+func (h *Handle[S, E, O]) delivered(d *Delivery) (*persistence.Delivery, error) {
 	if d.ID == "" {
 		return nil, nil
 	}
-	h.loadDeliveries()
-	if _, seen := h.deliveries[d.ID]; h.known && !seen {
-		return nil, nil
+	if !h.loaded {
+		ds, err := h.rt.cfg.Store.Deliveries(h.key.ID)
+		var bad *persistence.CorruptError
+		switch {
+		case errors.As(err, &bad):
+			// Its next write replaces it; meanwhile nothing in it can be
+			// told apart, so every delivery is new.
+			h.rt.log.Warn("deliveries record unusable; treating deliveries as new", "kind", h.key.Kind, "id", h.key.ID, "err", err)
+		case err != nil:
+			return nil, fmt.Errorf("%w: read the deliveries of %s: %w", errs.Unavailable, h.key, err)
+		}
+		h.deliveries, h.loaded = ds, true
 	}
-	rec, err := h.rt.cfg.Store.Dedup(h.key.ID, d.ID)
+	first, ok := h.deliveries.Find(d.ID)
 	switch {
-	case err == nil && rec.SameBody(d.BodyHash):
-		return &rec, nil
-	case err == nil:
+	case !ok:
+		return nil, nil
+	case !first.SameBody(d.BodyHash):
 		h.rt.log.Warn("delivery id reused with another body", "kind", h.key.Kind, "id", h.key.ID, "delivery", d.ID)
 		return nil, fmt.Errorf("%w: delivery %q was already used for %s with another body", errs.IdempotencyKeyReused, clipID(d.ID), h.key)
-	case !errors.Is(err, persistence.ErrNotFound):
-		h.rt.log.Warn("dedup record unusable; treating delivery as new", "kind", h.key.Kind, "id", h.key.ID, "err", err)
 	}
-	return nil, nil
-}
-
-// loadDeliveries reads, once per instance, the delivery ids stored for the
-// entity (keys only); more than maxKnownDeliveries, or a failed read,
-// leaves them unknown and every delivery is read from the store.
-func (h *Handle[S, E, O]) loadDeliveries() {
-	if h.loaded {
-		return
-	}
-	h.loaded = true
-	ids, complete, err := h.rt.cfg.Store.DedupIDs(h.key.ID, maxKnownDeliveries)
-	if err != nil || !complete {
-		h.deliveries, h.known = nil, false
-		return
-	}
-	h.deliveries, h.known = make(map[string]struct{}, len(ids)), true
-	for _, id := range ids {
-		h.deliveries[id] = struct{}{}
-	}
-}
-
-// remember records a committed delivery id.
-func (h *Handle[S, E, O]) remember(id string) {
-	if !h.known || id == "" {
-		return
-	}
-	if len(h.deliveries) >= maxKnownDeliveries {
-		h.deliveries, h.known = nil, false
-		return
-	}
-	h.deliveries[id] = struct{}{}
+	return &first, nil
 }
 
 // clipID bounds a caller's delivery id in a message.
@@ -461,34 +438,35 @@ func writes[O Outcome](out O, delivery bool) bool { return out.Writes() || deliv
 
 // stage puts one step into w: the kind's writes, its wake-index move from
 // the entry stored (wake: a step that wrote nothing may have changed the
-// record's wake in memory only) and a delivery's record holding the step's
-// reply (I5, M20).
-func stage[S, E any, O Outcome](k *kindOf[S, E, O], w persistence.Writer, id string, before S, wake time.Time, next S, out O, d *persistence.DedupRecord) {
+// record's wake in memory only) and, for a delivery, the entity's
+// deliveries (held before it) with the step's reply added (I5, M20).
+func stage[S, E any, O Outcome](k *kindOf[S, E, O], w persistence.Writer, id string, before S, wake time.Time, next S, out O, d *delivery, held persistence.Deliveries, retention time.Duration) {
 	k.Stage(w, id, before, next, out)
 	if k.wakeKind != "" {
 		w.MoveWake(k.wakeKind, id, wake, k.wakeOf(next))
 	}
 	if d != nil {
-		d.Body = out.Encoded()
-		w.PutDedup(*d)
+		d.entry.Reply = out.Encoded()
+		d.after = held.With(d.entry, retention)
+		w.PutDeliveries(id, d.id, d.after)
 	}
 }
 
 // DescribeWrite says what commit writes for one step (the golden suites'
 // write: line): "none" for a step with nothing to persist, else its
 // families, e.g. "marquee m-1, history +1, wake 00:30:00, dedup d-7".
-// delivery is the request's delivery id ("" for none). A refused step
+// deliveryID is the request's delivery id ("" for none). A refused step
 // writes nothing.
-func DescribeWrite[S, E any, O Outcome](kind Kind[S, E, O], id string, before, next S, out O, delivery string) string {
-	if out.Refusal() != nil || !writes(out, delivery != "") {
+func DescribeWrite[S, E any, O Outcome](kind Kind[S, E, O], id string, before, next S, out O, deliveryID string) string {
+	if out.Refusal() != nil || !writes(out, deliveryID != "") {
 		return "none"
 	}
-	var d *persistence.DedupRecord
-	if delivery != "" {
-		d = &persistence.DedupRecord{DeliveryID: delivery, Entity: id}
+	var d *delivery
+	if deliveryID != "" {
+		d = &delivery{id: deliveryID}
 	}
 	k := resolve(kind)
 	var r persistence.Recorder
-	stage(k, &r, id, before, k.wakeOf(before), next, out, d)
+	stage(k, &r, id, before, k.wakeOf(before), next, out, d, nil, 0)
 	return r.String()
 }

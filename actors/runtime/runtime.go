@@ -61,6 +61,10 @@ type Config struct {
 	// IdleAfter passivates an entity that has had no message for this
 	// long (its Kind agreeing); negative: never.
 	IdleAfter time.Duration
+	// DeliveryRetention is how long an entity's record keeps a delivery
+	// it answered, at most persistence.MaxDeliveries of them (M20); 72 h
+	// if zero.
+	DeliveryRetention time.Duration
 	// Host, if set, is the actor system this runtime runs on, shared with
 	// the runtimes of the same process before and after it; nil: one of
 	// its own, shut down by Stop.
@@ -135,6 +139,9 @@ func New(cfg Config) (*Runtime, error) {
 	}
 	if cfg.Scheduler == nil {
 		cfg.Scheduler = Goroutines(30*time.Second, cfg.Clock)
+	}
+	if cfg.DeliveryRetention == 0 {
+		cfg.DeliveryRetention = 72 * time.Hour
 	}
 	if cfg.AskTimeout == 0 {
 		cfg.AskTimeout = 10 * time.Second

@@ -17,12 +17,15 @@ import (
 	"github.com/wardenhq/warden/persistence"
 )
 
-// The compatibility fixture (D8): a data directory written by warden at
-// store format 1, kept in the tree. Every later build must open it, pass
-// warden verify and serve what it holds. WARDEN_WRITE_FIXTURE=1 writes it
-// anew (only when a new store format is introduced: then keep the old one
-// beside it, as format-N, and add the new).
-const fixtureDir = "testdata/compat/format-1"
+// The compatibility fixtures (D8): a data directory written by warden at
+// each store format, kept in the tree. Every later build must open each,
+// pass warden verify and serve what it holds. WARDEN_WRITE_FIXTURE=1
+// writes the current format's anew (only when a new store format is
+// introduced: the older ones stay as they are).
+func fixtureDirOf(format int) string { return fmt.Sprintf("testdata/compat/format-%d", format) }
+
+// fixtureDir is the oldest fixture, which the refusal tests start from.
+var fixtureDir = fixtureDirOf(1)
 
 // fixtureExpect is what the fixture holds, as the API shows it.
 type fixtureExpect struct {
@@ -31,6 +34,9 @@ type fixtureExpect struct {
 	Envs      map[string]string `json:"environments"`
 	Reserved  int               `json:"reserved"`
 	Queued    int               `json:"queued"`
+	// Delivery is the answer to the callback with delivery id
+	// "fixture-delivery" to m-1 (format 2 on): its repeat gets it again.
+	Delivery map[string]any `json:"delivery,omitempty"`
 }
 
 func TestD8WriteFixture(t *testing.T) {
@@ -46,6 +52,9 @@ func TestD8WriteFixture(t *testing.T) {
 	p.waitDispatched("m-0", 10*time.Second)
 	st, v := p.do("POST", "/v1/webhooks/terraform", "cb-secret", deployedCallback("m-0", "fixture-key"))
 	require.Equal(t, 200, st, "%v", v)
+	p.waitDispatched("m-1", 10*time.Second)
+	st, delivery := p.callback("m-1", "fixture-delivery")
+	require.Equal(t, 200, st, "%v", delivery)
 	// Stopped, flushed and started again: what was written so far is in
 	// an sstable, what follows in the WAL, so the fixture covers both of
 	// Pebble's read paths (and a restart in the store's life).
@@ -64,18 +73,20 @@ func TestD8WriteFixture(t *testing.T) {
 	}, 60*time.Second, 50*time.Millisecond)
 	time.Sleep(time.Second) // the admission of m-2 settles
 	exp := expectOf(t, p)
+	exp.Delivery = delivery
 	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
 	require.NoError(t, p.cmd.Wait(), p.log.String())
 	raw, err := os.ReadFile(filepath.Join(dir, sealKeyName))
 	require.NoError(t, err)
 	require.NotEmpty(t, raw)
-	require.NoError(t, os.RemoveAll(fixtureDir))
-	require.NoError(t, os.CopyFS(fixtureDir, os.DirFS(dir)))
-	_ = os.RemoveAll(filepath.Join(fixtureDir, "preview"))
-	_ = os.Remove(filepath.Join(fixtureDir, "warden.lock"))
-	_ = os.Remove(filepath.Join(fixtureDir, "LOCK"))
+	into := fixtureDirOf(persistence.StoreFormat)
+	require.NoError(t, os.RemoveAll(into))
+	require.NoError(t, os.CopyFS(into, os.DirFS(dir)))
+	_ = os.RemoveAll(filepath.Join(into, "preview"))
+	_ = os.Remove(filepath.Join(into, "warden.lock"))
+	_ = os.Remove(filepath.Join(into, "LOCK"))
 	b, _ := json.MarshalIndent(exp, "", "  ")
-	require.NoError(t, os.WriteFile(filepath.Join(filepath.Dir(fixtureDir), "format-1.expect.json"), append(b, '\n'), 0o644))
+	require.NoError(t, os.WriteFile(into+".expect.json", append(b, '\n'), 0o644))
 }
 
 func startFixtureWarden(t *testing.T, dir string) *proc {
@@ -106,11 +117,13 @@ func expectOf(t *testing.T, p *proc) fixtureExpect {
 	return exp
 }
 
-// copyFixture copies the fixture into a private data directory (git keeps
-// no modes; warden insists on 0700 and 0600, T11).
-func copyFixture(t *testing.T) string {
+// copyFixture copies the oldest fixture into a private data directory
+// (git keeps no modes; warden insists on 0700 and 0600, T11).
+func copyFixture(t *testing.T) string { return copyFixtureOf(t, fixtureDir) }
+
+func copyFixtureOf(t *testing.T, fixture string) string {
 	dir := filepath.Join(t.TempDir(), "data")
-	require.NoError(t, os.CopyFS(dir, os.DirFS(fixtureDir)))
+	require.NoError(t, os.CopyFS(dir, os.DirFS(fixture)))
 	require.NoError(t, filepath.Walk(dir, func(path string, info os.FileInfo, err error) error {
 		if err != nil {
 			return err
@@ -124,15 +137,21 @@ func copyFixture(t *testing.T) string {
 }
 
 // TestD8TheFixtureOpensVerifiesAndServes is the compatibility test: this
-// build opens the data directory format 1 was written in, warden verify
-// finds no problem, and warden serve serves every marquee, environment
-// and pool place it holds.
+// build opens the data directory each format was written in, warden
+// verify finds no problem, and warden serve serves every marquee,
+// environment, pool place and kept delivery it holds.
 func TestD8TheFixtureOpensVerifiesAndServes(t *testing.T) {
-	raw, err := os.ReadFile(filepath.Join(filepath.Dir(fixtureDir), "format-1.expect.json"))
+	for f := 1; f <= persistence.StoreFormat; f++ {
+		t.Run(fmt.Sprint("format-", f), func(t *testing.T) { fixtureOpensVerifiesAndServes(t, fixtureDirOf(f)) })
+	}
+}
+
+func fixtureOpensVerifiesAndServes(t *testing.T, fixture string) {
+	raw, err := os.ReadFile(fixture + ".expect.json")
 	require.NoError(t, err)
 	var want fixtureExpect
 	require.NoError(t, json.Unmarshal(raw, &want))
-	dir := copyFixture(t)
+	dir := copyFixtureOf(t, fixture)
 	sst, _ := filepath.Glob(filepath.Join(dir, "*.sst"))
 	require.NotEmpty(t, sst, "the fixture keeps records in sstables")
 	require.True(t, walHolds(t, dir), "and records in the WAL")
@@ -151,6 +170,11 @@ func TestD8TheFixtureOpensVerifiesAndServes(t *testing.T) {
 	require.Equal(t, want.Reserved+want.Queued, got.Reserved+got.Queued, "every pool place is still held")
 	_, m0 := p.do("GET", "/v1/marquees/m-0", "op-secret", nil)
 	require.NotNil(t, m0["connection"], "the sealed connection opens with the fixture's key")
+	if want.Delivery != nil {
+		st, again := p.callback("m-1", "fixture-delivery")
+		require.Equal(t, 200, st)
+		require.Equal(t, want.Delivery, again, "M20: the kept delivery's first answer")
+	}
 }
 
 // TestD8AnOlderBuildRefusesANewerStore: a store whose format record says

@@ -1,0 +1,300 @@
+package persistence
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// An entity's deliveries (M20, T5) are one record beside it, r/<entity>,
+// rewritten in the batch of every step that takes a delivery: the ids'
+// hashes, the bodies' hashes, when, and the first answer, for the last
+// MaxDeliveries deliveries younger than the retention. One key per
+// delivery (the d/ family this replaces) made a store's live size grow
+// with the callback rate times the retention; on etcd each key costs
+// several times its value, and 200 callbacks a second for 72 h did not fit
+// in etcd's default quota. An entity's record is bounded instead: the
+// store grows with the entities, not the traffic. What that costs is in
+// docs/rules/marquee.md (M20): a repeat of a delivery that fell out of the
+// record is taken as new, and is then answered as a callback it no longer
+// fits (stale, duplicate step, ignored), not byte for byte as the first.
+
+// MaxDeliveries is how many deliveries an entity's record keeps: a
+// workflow run calls back a handful of times, so this is several runs'
+// worth within the retention.
+const MaxDeliveries = 64
+
+// maxDeliveryReply bounds one stored answer (answers are under a hundred
+// bytes; the bound refuses a corrupt length, not a real answer).
+const maxDeliveryReply = 4 << 10
+
+// deliveriesV1 is the record's version byte: a binary layout, not JSON,
+// because it is rewritten with every delivery (see encode).
+const deliveriesV1 = 0x44
+
+// hashLen is how much of a SHA-256 an entry keeps of the delivery id and
+// of the body: the ids compared are one entity's last MaxDeliveries, so 64
+// bits leave a collision at about 2^-58 per delivery.
+const hashLen = 8
+
+// Delivery is one delivery an entity answered.
+type Delivery struct {
+	ID   [hashLen]byte // of the delivery id
+	Body [hashLen]byte // of the request body
+	At   time.Time     // when it was answered, to the second
+	// Reply is the first answer, byte for byte.
+	Reply []byte
+}
+
+// Deliveries is what an entity's record holds, oldest first.
+type Deliveries []Delivery
+
+// NewDelivery makes the entry for a delivery answered at at.
+func NewDelivery(id string, body [32]byte, at time.Time, reply []byte) Delivery {
+	d := Delivery{At: at.Truncate(time.Second), Reply: reply}
+	h := sha256.Sum256([]byte(id))
+	copy(d.ID[:], h[:])
+	copy(d.Body[:], body[:])
+	return d
+}
+
+// Find returns the entry of a delivery id, if the record holds it.
+func (ds Deliveries) Find(id string) (Delivery, bool) {
+	h := sha256.Sum256([]byte(id))
+	for i := len(ds) - 1; i >= 0; i-- {
+		if bytes.Equal(ds[i].ID[:], h[:hashLen]) {
+			return ds[i], true
+		}
+	}
+	return Delivery{}, false
+}
+
+// SameBody reports whether a body is the one the entry answered.
+func (d Delivery) SameBody(body [32]byte) bool { return bytes.Equal(d.Body[:], body[:hashLen]) }
+
+// With returns the record after d: entries older than the retention
+// before d.At dropped, then the oldest beyond MaxDeliveries. ds is not
+// changed (the actor keeps it until the batch commits).
+func (ds Deliveries) With(d Delivery, retention time.Duration) Deliveries {
+	cutoff := d.At.Add(-retention)
+	keep := ds
+	for len(keep) > 0 && keep[0].At.Before(cutoff) {
+		keep = keep[1:]
+	}
+	if len(keep) >= MaxDeliveries {
+		keep = keep[len(keep)-MaxDeliveries+1:]
+	}
+	out := make(Deliveries, 0, len(keep)+1)
+	return append(append(out, keep...), d)
+}
+
+// DeliveriesKey is an entity's deliveries record.
+func DeliveriesKey(entity string) []byte { return []byte(DeliveriesFamily + entity) }
+
+// encode lays the record out as: version; the distinct answers (count,
+// then each as length and bytes); the entries (count, then each as id
+// hash, body hash, unix seconds, answer index). Answers repeat (a reply
+// says the result and the generations), so each is stored once.
+func (ds Deliveries) encode() []byte {
+	replies := make([][]byte, 0, 4)
+	var seen map[uint64]int // answer hash -> index; indexes follow the entries' order
+	index := make([]uint64, len(ds))
+	for i, d := range ds {
+		if i > 0 && bytes.Equal(d.Reply, ds[i-1].Reply) {
+			index[i] = index[i-1] // the common case: a run's answers repeat
+			continue
+		}
+		if seen == nil {
+			seen = make(map[uint64]int, 8)
+		}
+		h := fnv1a(d.Reply)
+		j, ok := seen[h]
+		switch {
+		case !ok:
+			j = -1
+		case !bytes.Equal(replies[j], d.Reply):
+			j = slices.IndexFunc(replies, func(r []byte) bool { return bytes.Equal(r, d.Reply) }) // a collision: rare
+		}
+		if j < 0 {
+			j = len(replies)
+			seen[h] = j
+			replies = append(replies, d.Reply)
+		}
+		index[i] = uint64(j)
+	}
+	b := make([]byte, 0, 8+len(ds)*(2*hashLen+8)+len(replies)*96)
+	b = append(b, deliveriesV1)
+	b = binary.AppendUvarint(b, uint64(len(replies)))
+	for _, r := range replies {
+		b = binary.AppendUvarint(b, uint64(len(r)))
+		b = append(b, r...)
+	}
+	b = binary.AppendUvarint(b, uint64(len(ds)))
+	for i, d := range ds {
+		b = append(b, d.ID[:]...)
+		b = append(b, d.Body[:]...)
+		b = binary.AppendVarint(b, d.At.Unix())
+		b = binary.AppendUvarint(b, index[i])
+	}
+	return b
+}
+
+// fnv1a hashes an answer to find it among those stored (FNV-1a, 64 bits).
+func fnv1a(b []byte) uint64 {
+	h := uint64(14695981039346656037)
+	for _, c := range b {
+		h = (h ^ uint64(c)) * 1099511628211
+	}
+	return h
+}
+
+// errDeliveries says why a deliveries record does not decode.
+var errDeliveries = errors.New("deliveries record")
+
+// DecodeDeliveries reads a record encode wrote, refusing anything out of
+// its bounds (a corrupt count or length is not allocated).
+func DecodeDeliveries(v []byte) (Deliveries, error) {
+	r := reader{b: v}
+	if ver := r.byte(); ver != deliveriesV1 {
+		return nil, fmt.Errorf("%w: version %#x, want %#x", errDeliveries, ver, deliveriesV1)
+	}
+	nr := r.count(MaxDeliveries)
+	replies := make([][]byte, 0, nr)
+	for range nr {
+		replies = append(replies, r.bytes(r.count(maxDeliveryReply)))
+	}
+	n := r.count(MaxDeliveries)
+	ds := make(Deliveries, 0, n)
+	for range n {
+		var d Delivery
+		copy(d.ID[:], r.bytes(hashLen))
+		copy(d.Body[:], r.bytes(hashLen))
+		d.At = time.Unix(r.varint(), 0).UTC()
+		if i := r.count(nr - 1); r.err == nil {
+			d.Reply = replies[i]
+		}
+		ds = append(ds, d)
+	}
+	switch {
+	case r.err != nil:
+		return nil, r.err
+	case len(r.b) != 0:
+		return nil, fmt.Errorf("%w: %d bytes after the last entry", errDeliveries, len(r.b))
+	}
+	return ds, nil
+}
+
+// reader takes a record apart, keeping its first error.
+type reader struct {
+	b   []byte
+	err error
+}
+
+func (r *reader) fail(what string) {
+	if r.err == nil {
+		r.err = fmt.Errorf("%w: %s", errDeliveries, what)
+	}
+	r.b = nil
+}
+
+func (r *reader) byte() byte {
+	if len(r.b) == 0 {
+		r.fail("empty")
+		return 0
+	}
+	c := r.b[0]
+	r.b = r.b[1:]
+	return c
+}
+
+// count reads a uvarint that must be at most max.
+func (r *reader) count(max int) int {
+	v, n := binary.Uvarint(r.b)
+	switch {
+	case n <= 0:
+		r.fail("cut short")
+		return 0
+	case max < 0:
+		r.fail("an entry names an answer where none is stored")
+		return 0
+	case v > uint64(max):
+		r.fail(fmt.Sprintf("count %d over %d", v, max))
+		return 0
+	}
+	r.b = r.b[n:]
+	return int(v)
+}
+
+func (r *reader) varint() int64 {
+	v, n := binary.Varint(r.b)
+	if n <= 0 {
+		r.fail("cut short")
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *reader) bytes(n int) []byte {
+	if len(r.b) < n {
+		r.fail("cut short")
+		return nil
+	}
+	out := r.b[:n:n]
+	r.b = r.b[n:]
+	return out
+}
+
+// Deliveries reads an entity's record; an entity that never took one has
+// none. Records of the layout before (d/<entity>/<delivery id>, kept until
+// their retention ends) are read in while the entity has no record of its
+// own: its first delivery since writes them into one.
+func (s *Store) Deliveries(entity string) (Deliveries, error) {
+	var ds Deliveries
+	err := s.read(func(kv Backend) error {
+		return kv.Get(DeliveriesKey(entity), func(v []byte) error {
+			var err error
+			ds, err = DecodeDeliveries(v)
+			if err != nil {
+				return &CorruptError{Malformed{Key: string(DeliveriesKey(entity)), Reason: err.Error()}}
+			}
+			return nil
+		})
+	})
+	if !errors.Is(err, ErrNotFound) {
+		return ds, err
+	}
+	return s.legacyDeliveries(entity)
+}
+
+// legacyDeliveries reads an entity's d/ records, newest MaxDeliveries.
+func (s *Store) legacyDeliveries(entity string) (Deliveries, error) {
+	var ds Deliveries
+	prefix := DedupPrefix(entity)
+	err := s.Scan(prefix, nil, func(k, v []byte) (bool, error) {
+		var r DedupRecord
+		if Decode(k, v, &r) != nil || r.Entity != entity || len(r.BodySHA256) == 0 {
+			// Unusable, another layout's, or from before bodies were
+			// hashed (long past any retention): it answers nothing.
+			return true, nil
+		}
+		d := NewDelivery(r.DeliveryID, [32]byte{}, r.At, r.Body)
+		copy(d.Body[:], r.BodySHA256)
+		ds = append(ds, d)
+		return true, nil
+	})
+	slices.SortStableFunc(ds, func(a, b Delivery) int { return a.At.Compare(b.At) })
+	if len(ds) > MaxDeliveries {
+		ds = ds[len(ds)-MaxDeliveries:]
+	}
+	return ds, err
+}
+
+// PutDeliveries stages an entity's record as it is after a delivery.
+func (b *Batch) PutDeliveries(entity, _ string, ds Deliveries) {
+	b.w.Set(DeliveriesKey(entity), ds.encode())
+}

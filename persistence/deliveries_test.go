@@ -1,0 +1,168 @@
+package persistence
+
+import (
+	"bytes"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func reply(n int) []byte { return fmt.Appendf(nil, `{"result":"applied","generation":%d}`, n) }
+
+// TestM20DeliveriesKeepTheLastWithinTheRetention: a record drops what is
+// older than the retention before its newest delivery, then the oldest
+// beyond MaxDeliveries, and leaves the record it was made from as it was
+// (the actor keeps that one until the batch commits).
+func TestM20DeliveriesKeepTheLastWithinTheRetention(t *testing.T) {
+	var ds Deliveries
+	for i := range MaxDeliveries + 10 {
+		ds = ds.With(NewDelivery(fmt.Sprint("d-", i), [32]byte{byte(i)}, t0.Add(time.Duration(i)*time.Minute), reply(i/8)), 72*time.Hour)
+	}
+	require.Len(t, ds, MaxDeliveries)
+	_, ok := ds.Find("d-9")
+	require.False(t, ok, "the oldest went past the bound")
+	d, ok := ds.Find("d-10")
+	require.True(t, ok)
+	require.Equal(t, reply(1), d.Reply)
+	require.True(t, d.SameBody([32]byte{10}))
+	require.False(t, d.SameBody([32]byte{11}))
+
+	before := ds
+	later := ds.With(NewDelivery("late", [32]byte{}, t0.Add(200*time.Hour), reply(9)), 72*time.Hour)
+	require.Len(t, later, 1, "everything else is older than 72 h before it")
+	require.Equal(t, before, ds, "With does not change the record it is given")
+}
+
+// TestM20DeliveriesRoundTripInOneRecordEach: each entity's record is its
+// own key (m-1's is not m-10's), answers are kept byte for byte and stored
+// once however often they repeat.
+func TestM20DeliveriesRoundTripInOneRecordEach(t *testing.T) {
+	eachBackend(t, func(t *testing.T, bk *testBackend) {
+		s := bk.open(t)
+		var one, ten Deliveries
+		for i := range 20 {
+			one = one.With(NewDelivery(fmt.Sprint("a-", i), [32]byte{1}, t0, reply(i%2)), time.Hour)
+		}
+		ten = ten.With(NewDelivery("a-1", [32]byte{2}, t0, reply(7)), time.Hour)
+		b := s.NewBatch()
+		b.PutDeliveries("m-1", "a-19", one)
+		b.PutDeliveries("m-10", "a-1", ten)
+		require.NoError(t, b.Commit())
+		got, err := s.Deliveries("m-1")
+		require.NoError(t, err)
+		require.Equal(t, one, got)
+		got, err = s.Deliveries("m-10")
+		require.NoError(t, err)
+		require.Equal(t, ten, got)
+		got, err = s.Deliveries("m-2")
+		require.NoError(t, err)
+		require.Empty(t, got)
+		require.Less(t, len(one.encode()), 20*(2*hashLen+6)+2*len(reply(0))+8, "each answer is stored once")
+	})
+}
+
+// TestM20LegacyDeliveriesAreReadUntilTheirRetentionEnds: a store of the
+// layout before (a d/ key per delivery) still answers its deliveries' repeats,
+// until the entity writes a record of its own or the pruner takes them.
+func TestM20LegacyDeliveriesAreReadUntilTheirRetentionEnds(t *testing.T) {
+	eachBackend(t, func(t *testing.T, bk *testBackend) {
+		s := bk.open(t)
+		b := s.NewBatch()
+		body := [32]byte{9}
+		for _, r := range []DedupRecord{
+			{DeliveryID: "old", At: t0, Entity: "m-1", Status: 200, Body: []byte(`{"old":1}`), BodySHA256: body[:]},
+			{DeliveryID: "new", At: t0.Add(80 * time.Hour), Entity: "m-1", Status: 200, Body: []byte(`{"new":1}`), BodySHA256: body[:]},
+			{DeliveryID: "other", At: t0, Entity: "m-10", Status: 200, Body: []byte(`{}`), BodySHA256: body[:]},
+		} {
+			b.Put(DedupKey(r.Entity, r.DeliveryID), r)
+		}
+		require.NoError(t, b.Commit())
+		d, ok, err := s.FindDelivery("m-1", "old")
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.Equal(t, []byte(`{"old":1}`), d.Reply)
+		require.True(t, d.SameBody(body))
+		_, ok, err = s.FindDelivery("m-1", "other")
+		require.NoError(t, err)
+		require.False(t, ok, "m-10's deliveries are not m-1's")
+
+		n, err := s.PruneDedup(t0.Add(80*time.Hour - 72*time.Hour))
+		require.NoError(t, err)
+		require.Equal(t, 2, n)
+		_, ok, _ = s.FindDelivery("m-1", "old")
+		require.False(t, ok, "pruned")
+		_, ok, _ = s.FindDelivery("m-1", "new")
+		require.True(t, ok)
+
+		b = s.NewBatch()
+		b.PutDeliveries("m-1", "x", Deliveries{NewDelivery("x", body, t0.Add(81*time.Hour), []byte(`{}`))})
+		require.NoError(t, b.Commit())
+		ds, err := s.Deliveries("m-1")
+		require.NoError(t, err)
+		require.Len(t, ds, 1, "an entity's own record is what it holds: it was written from the legacy ones it read")
+	})
+}
+
+// TestM20ACorruptDeliveriesRecordIsNamed: a record that does not decode is
+// a CorruptError naming its key, never a panic or a silent empty set.
+func TestM20ACorruptDeliveriesRecordIsNamed(t *testing.T) {
+	eachBackend(t, func(t *testing.T, bk *testBackend) {
+		s := bk.open(t)
+		b := s.NewBatch()
+		b.Set(DeliveriesKey("m-1"), []byte{deliveriesV1, 200})
+		require.NoError(t, b.Commit())
+		_, err := s.Deliveries("m-1")
+		var ce *CorruptError
+		require.ErrorAs(t, err, &ce)
+		require.Equal(t, "r/m-1", ce.Key)
+	})
+}
+
+// FuzzDecodeDeliveries: a stored record is untrusted on the way back in:
+// it decodes within its bounds or is refused, never panics, and what
+// decodes encodes back to the same bytes.
+func FuzzDecodeDeliveries(f *testing.F) {
+	var ds Deliveries
+	for i := range 5 {
+		ds = ds.With(NewDelivery(fmt.Sprint(i), [32]byte{byte(i)}, t0, reply(i%2)), time.Hour)
+	}
+	f.Add(ds.encode())
+	f.Add([]byte{deliveriesV1})
+	f.Add([]byte{deliveriesV1, 0, 1})
+	f.Add([]byte{deliveriesV1, 0xff, 0xff, 0xff, 0xff, 0x0f})
+	f.Fuzz(func(t *testing.T, v []byte) {
+		ds, err := DecodeDeliveries(v)
+		if err != nil {
+			require.ErrorIs(t, err, errDeliveries)
+			return
+		}
+		require.LessOrEqual(t, len(ds), MaxDeliveries)
+		if again := ds.encode(); !bytes.Equal(again, v) {
+			// Answers stored twice, or varints not in their shortest
+			// form, decode; they must decode to the same entries.
+			back, err := DecodeDeliveries(again)
+			require.NoError(t, err)
+			require.Equal(t, ds, back)
+		}
+	})
+}
+
+// BenchmarkDeliveriesWithAndEncode is what a delivery adds to the durable
+// path: a full record (MaxDeliveries entries; a run's answers repeat, so
+// one in eight is new) made anew and encoded.
+func BenchmarkDeliveriesWithAndEncode(b *testing.B) {
+	var ds Deliveries
+	for i := range MaxDeliveries {
+		ds = ds.With(NewDelivery(fmt.Sprint("d-", i), [32]byte{byte(i)}, t0, reply(i/8)), 72*time.Hour)
+	}
+	answer := reply(MaxDeliveries / 8)
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		next := ds.With(NewDelivery(fmt.Sprint("n-", i), [32]byte{}, t0, answer), 72*time.Hour)
+		if len(next.encode()) == 0 {
+			b.Fatal("empty")
+		}
+	}
+}
