@@ -167,7 +167,9 @@ func TestVerifyFindsEachPlantedProblem(t *testing.T) {
 			})
 		}},
 		{"a deliveries record that does not decode", CheckDecode, "r/m-1", func(t *testing.T, dir string, _ *VerifyOptions) {
-			plant(t, dir, func(b *persistence.Batch, _ *persistence.Store) { b.Set(persistence.DeliveriesKey("m-1"), []byte{0x44, 9}) })
+			plant(t, dir, func(b *persistence.Batch, _ *persistence.Store) {
+				b.Set(persistence.DeliveriesKey("m-1"), []byte{0x44, 9})
+			})
 		}},
 		{"a delivery record filed under another entity", CheckDedup, "d/m-3/d-1", func(t *testing.T, dir string, _ *VerifyOptions) {
 			plant(t, dir, func(b *persistence.Batch, _ *persistence.Store) {

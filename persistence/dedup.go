@@ -65,4 +65,3 @@ func (s *Store) PruneDedup(cutoff time.Time) (int, error) {
 	}
 	return pruned, nil
 }
-
