@@ -70,9 +70,19 @@ type scaleRun struct {
 	endInUse, startInUse      int64
 	rate                      int
 	samples                   int
+	// warm is the unmeasured start of the steady run: etcd's history
+	// window (one compaction retention) fills, and every marquee's
+	// deliveries record reaches its bound.
+	warm time.Duration
+	// slope is the db in use's growth per acknowledged callback after
+	// warm, by least squares over the samples of one member (points).
+	slope  float64
+	points int
 }
 
-func runClusterScale(out string, n int, steady, compaction time.Duration, rate int) error {
+// warm is the unmeasured start of the steady run (make bench: one
+// compaction retention and a minute).
+func runClusterScale(out string, n int, warm, steady, compaction time.Duration, rate int) error {
 	tmp, bin, okScript, shared, err := clusterKit("warden-bench-scale")
 	if tmp != "" {
 		defer os.RemoveAll(tmp)
@@ -84,7 +94,7 @@ func runClusterScale(out string, n int, steady, compaction time.Duration, rate i
 	if err != nil {
 		return err
 	}
-	run := scaleRun{n: n, leaseTTL: 3 * time.Second, steady: steady, compaction: compaction, rate: rate}
+	run := scaleRun{n: n, leaseTTL: 3 * time.Second, steady: steady, compaction: compaction, rate: rate, warm: warm}
 	if err := seedEtcd(nodes, n, &run); err != nil {
 		return fmt.Errorf("seed: %w", err)
 	}
@@ -448,13 +458,14 @@ func steadyCallbacks(nodes []*scaleNode, run *scaleRun) error {
 	if err := sample(0); err != nil {
 		return err
 	}
-	run.startInUse = run.endInUse
+	var fit lineFit
+	var warmOK int64
 	start := time.Now()
 	tick := time.NewTicker(10 * time.Millisecond)
 	next, sent := start.Add(10*time.Second), 0
 	for now := range tick.C {
 		elapsed := now.Sub(start)
-		if elapsed >= run.steady {
+		if elapsed >= run.warm+run.steady {
 			break
 		}
 		for due := int(elapsed.Seconds() * float64(run.rate)); sent < due; sent++ {
@@ -465,6 +476,12 @@ func steadyCallbacks(nodes []*scaleNode, run *scaleRun) error {
 				return err
 			}
 			next = next.Add(10 * time.Second)
+			if elapsed >= run.warm {
+				if fit.n == 0 {
+					run.startInUse, warmOK = run.endInUse, ok.Load()
+				}
+				fit.add(float64(ok.Load()), float64(run.endInUse))
+			}
 		}
 	}
 	tick.Stop()
@@ -473,8 +490,9 @@ func steadyCallbacks(nodes []*scaleNode, run *scaleRun) error {
 	if err := sample(time.Since(start)); err != nil {
 		return err
 	}
-	run.requests, run.errors = int(ok.Load()), int(failed.Load())
-	run.rps = float64(run.requests) / run.steady.Seconds()
+	run.requests, run.errors = int(ok.Load()-warmOK), int(failed.Load())
+	run.rps = float64(ok.Load()) / (run.warm + run.steady).Seconds()
+	run.slope, run.points = fit.slope(), fit.n
 	dup2, err := sumDuplicates(c, bn)
 	if err != nil {
 		return err
@@ -505,14 +523,35 @@ func renderScale(r scaleRun) string {
 	fmt.Fprintf(&b, "| failover of the busiest node (%s, %d of %d shards), SIGKILL until a survivor shows every shard owned by a live node | %s (%s C5's bound, %s) |\n",
 		r.busiest, r.busiestShards, cluster.Shards, r.failover.Round(time.Millisecond), verdict, bound)
 	fmt.Fprintf(&b, "| ... until a seeded marquee of a moved shard reads (its actor loaded from etcd by the new owner) | %s |\n", r.firstRead.Round(time.Millisecond))
-	fmt.Fprintf(&b, "| steady callbacks at %d a second through the three nodes for %s (a delivery id each) | %.0f req/s answered, %d requests, %d errors, 0 duplicates |\n", r.rate, r.steady, r.rps, r.requests, r.errors)
+	fmt.Fprintf(&b, "| steady callbacks at %d a second to %d marquees through the three nodes, %s unmeasured then %s measured (a delivery id each) | %.0f req/s answered, %d requests measured, %d errors, 0 duplicates |\n", r.rate, clusterConns, r.warm, r.steady, r.rps, r.requests, r.errors)
 	fmt.Fprintf(&b, "| etcd's db during the steady run, largest of %d samples of every member (size / in use) | %.1f / %.1f MiB |\n", r.samples, float64(r.maxDB)/(1<<20), float64(r.maxInUse)/(1<<20))
 	fmt.Fprintf(&b, "| ... at the end | %.1f / %.1f MiB |\n", float64(r.endDB)/(1<<20), float64(r.endInUse)/(1<<20))
 	fmt.Fprintf(&b, "| etcd's quota (the default) | %d MiB: the largest db was %.1f%% of it |\n", etcdQuota>>20, 100*float64(r.maxDB)/etcdQuota)
 	if r.requests > 0 {
 		per := float64(r.endInUse-r.startInUse) / float64(r.requests)
-		fmt.Fprintf(&b, "| growth of the db in use per acknowledged callback (live records: the delivery record kept 72 h, history) | %.0f bytes |\n", per)
+		fmt.Fprintf(&b, "| growth of the db in use per acknowledged callback over the measured run: least squares over %d samples of one member / first to last | %.0f / %.0f bytes |\n", r.points, r.slope, per)
 	}
 	b.WriteString("\n")
 	return b.String()
+}
+
+// lineFit is a least-squares line through (x, y) points: the db's growth
+// per callback, which one compaction more or less at either end would
+// move if only the first and last samples were taken.
+type lineFit struct {
+	n                int
+	sx, sy, sxx, sxy float64
+}
+
+func (f *lineFit) add(x, y float64) {
+	f.n++
+	f.sx, f.sy, f.sxx, f.sxy = f.sx+x, f.sy+y, f.sxx+x*x, f.sxy+x*y
+}
+
+func (f *lineFit) slope() float64 {
+	d := float64(f.n)*f.sxx - f.sx*f.sx
+	if f.n < 2 || d == 0 {
+		return 0
+	}
+	return (float64(f.n)*f.sxy - f.sx*f.sy) / d
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,7 +22,7 @@ func TestD10TheClusterAtScaleBenchRuns(t *testing.T) {
 		t.Skip("starts three warden nodes")
 	}
 	out := filepath.Join(t.TempDir(), "BENCHMARKS.md")
-	require.NoError(t, runClusterScale(out, 2000, 15*time.Second, time.Minute, 100))
+	require.NoError(t, runClusterScale(out, 2000, 5*time.Second, 15*time.Second, time.Minute, 100))
 	raw, err := os.ReadFile(out)
 	require.NoError(t, err)
 	report := string(raw)
@@ -30,5 +31,17 @@ func TestD10TheClusterAtScaleBenchRuns(t *testing.T) {
 		"steady callbacks at 100 a second", " 0 errors, 0 duplicates", "etcd's quota", "per acknowledged callback"} {
 		require.Contains(t, report, figure)
 	}
-	require.False(t, strings.Contains(report, " 0 requests,"), "the steady run sent callbacks")
+	require.False(t, strings.Contains(report, " 0 requests measured,"), "the steady run sent callbacks")
+}
+
+// TestLineFitIsLeastSquares: the growth figure's slope through points on
+// a line is the line's, and one sample alone gives no slope.
+func TestLineFitIsLeastSquares(t *testing.T) {
+	var f lineFit
+	f.add(0, 10)
+	require.Zero(t, f.slope())
+	for x := 1.0; x <= 10; x++ {
+		f.add(x, 10+40*x+math.Mod(x, 2)) // 40 bytes a callback, and noise
+	}
+	require.InDelta(t, 40, f.slope(), 0.2)
 }

@@ -47,7 +47,7 @@ func main() {
 	connsFlag := flag.String("conns", "1,64", "connection counts")
 	pathsFlag := flag.String("paths", "floor,noop,terraform,scoped,signed,postgres", "webhook paths to load, in order: floor (HTTP and one synced write of the body), noop, terraform (shared token), scoped, signed (Standard Webhooks), postgres (the PostgreSQL baseline; skipped with a note where PostgreSQL is not installed)")
 	clusterScale := flag.Int("cluster-scale", 0, "measure three nodes on etcd holding this many marquees (D10): size, start-up, failover, a steady run")
-	steady := flag.Duration("steady", 10*time.Minute, "with -cluster-scale: how long the steady callbacks run")
+	steady := flag.Duration("steady", 10*time.Minute, "with -cluster-scale: how long the steady callbacks are measured, after one compaction retention and a minute unmeasured")
 	compaction := flag.Duration("compaction", 10*time.Minute, "with -cluster-scale: the members' --etcd-compaction-retention")
 	steadyRate := flag.Int("rate", 200, "with -cluster-scale: callbacks a second during the steady run")
 	verifySize := flag.Int("verify", 0, "measure warden verify (D6) over a healthy store of this many marquees instead")
@@ -78,7 +78,7 @@ func main() {
 		return
 	}
 	if *clusterScale > 0 {
-		if err := runClusterScale(*out, *clusterScale, *steady, *compaction, *steadyRate); err != nil {
+		if err := runClusterScale(*out, *clusterScale, *compaction+time.Minute, *steady, *compaction, *steadyRate); err != nil {
 			fmt.Fprintln(os.Stderr, "warden-bench:", err)
 			os.Exit(1)
 		}
