@@ -21,22 +21,23 @@ func report(t *testing.T, r Result) {
 
 // TestSeedsWithDeterminism is the CI batch (docs/rules/simulation.md: at least 200
 // seeds, each run twice and compared, each checked against a fault-free
-// run of its workload). Under the race detector (make test runs every
-// package with it) 30 seeds show the code paths race-clean; make test then
-// runs this batch again without it, all 200 seeds.
+// run of its workload): 200 under make check, which CI runs; 60 under
+// make test, and 20 under the race detector or -short to show the code
+// paths race-clean.
 func TestSeedsWithDeterminism(t *testing.T) {
-	checkBatch(t, 1, batchSize(200, 20, 30))
+	checkBatch(t, 1, batchSize(200, 60, 20))
 }
 
-// batchSize is a batch's seeds: full, under -short, under -race.
-func batchSize(full, short, race uint64) uint64 {
+// batchSize is a batch's seeds: make check's, make test's, and a few
+// under -short or the race detector.
+func batchSize(check, test, few uint64) uint64 {
 	switch {
-	case testing.Short():
-		return short
-	case raceEnabled:
-		return race
+	case os.Getenv("WARDEN_CHECK") == "1":
+		return check
+	case testing.Short() || raceEnabled:
+		return few
 	}
-	return full
+	return test
 }
 
 // checkBatch runs seeds 1..n on the given nodes (1: a single node), each
@@ -61,9 +62,10 @@ func checkBatch(t *testing.T, nodes int, n uint64) {
 // (docs/rules/simulation.md, the cluster in the simulator): three nodes on
 // the simulated etcd, each seed run twice and compared, then against a
 // fault-free run of its workload; every invariant, C3-C5 and each
-// marquee's linearizability hold. make sim runs 1,000.
+// marquee's linearizability hold: 40 under make check, 10 under make
+// test. make sim runs 1,000.
 func TestClusterSeedsWithDeterminism(t *testing.T) {
-	checkBatch(t, 3, batchSize(40, 5, 3))
+	checkBatch(t, 3, batchSize(40, 10, 3))
 }
 
 // replayEnv makes this test binary, run again, print one cluster seed's
@@ -169,10 +171,10 @@ func TestSimulatorReportsALivelock(t *testing.T) {
 func TestPlantedBugsAreCaught(t *testing.T) {
 	for _, p := range Planted {
 		t.Run(p.Name, func(t *testing.T) {
-			if raceEnabled && p.Nodes > 1 {
-				// Tens of cluster seeds under the race detector's fivefold
-				// slowdown: make test's second batch runs these without it.
-				t.Skip("cluster plants run in make test's batch without -race")
+			if raceEnabled {
+				// Up to a hundred seeds each under the race detector's
+				// fivefold slowdown: make test runs them without it.
+				t.Skip("planted bugs run in make test without -race")
 			}
 			r, seed := FindPlanted(p.Name, p.Nodes, 100)
 			if seed == 0 {

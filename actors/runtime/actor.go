@@ -189,7 +189,7 @@ func (h *Handle[S, E, O]) request(m request[S, E, O]) {
 		return
 	}
 	var d *delivery
-	if req.Delivery != nil {
+	if req.Delivery != nil && req.Delivery.ID != "" {
 		dup, err := h.delivered(req.Delivery)
 		switch {
 		case err != nil:
@@ -396,9 +396,6 @@ func (h *Handle[S, E, O]) outlived(now int64) error {
 // body's answer would tell this sender about a message it did not send;
 // applying it would break M20), or when the record cannot be read.
 func (h *Handle[S, E, O]) delivered(d *Delivery) (*persistence.Delivery, error) {
-	if d.ID == "" {
-		return nil, nil
-	}
 	if !h.loaded {
 		ds, err := h.rt.cfg.Store.Deliveries(h.key.ID)
 		var bad *persistence.CorruptError

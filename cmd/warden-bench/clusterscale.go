@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -18,6 +20,7 @@ import (
 	"syscall"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
@@ -67,7 +70,7 @@ type scaleRun struct {
 	requests, errors          int
 	rps                       float64
 	maxDB, maxInUse, endDB    int64
-	endInUse, startInUse      int64
+	endInUse                  int64
 	rate                      int
 	samples                   int
 	// warm is the unmeasured start of the steady run: etcd's history
@@ -75,9 +78,16 @@ type scaleRun struct {
 	// deliveries record reaches its bound.
 	warm time.Duration
 	// slope is the db in use's growth per acknowledged callback after
-	// warm, by least squares over the samples of one member (points).
-	slope  float64
-	points int
+	// warm, by least squares through one member's floors (points): the
+	// db in use just after a compaction to the revision of one retention
+	// ago, made by the bench at the start, the middle and the end of the
+	// measured run. Between etcd's own compactions the db in use holds the
+	// revisions since the last one too, a sawtooth of tens of MiB at this
+	// rate, which samples at other moments would read as growth or
+	// shrinkage. first and last are the first and last floors.
+	slope       float64
+	points      int
+	first, last [2]int64 // acknowledged callbacks, db in use
 }
 
 // warm is the unmeasured start of the steady run (make bench: one
@@ -440,6 +450,11 @@ func steadyCallbacks(nodes []*scaleNode, run *scaleRun) error {
 			}
 		}()
 	}
+	type revAt struct {
+		t   time.Time
+		rev int64
+	}
+	var revs []revAt
 	sample := func(at time.Duration) error {
 		for _, nd := range nodes {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -450,9 +465,12 @@ func steadyCallbacks(nodes []*scaleNode, run *scaleRun) error {
 			}
 			run.maxDB, run.maxInUse = max(run.maxDB, s.DbSize), max(run.maxInUse, s.DbSizeInUse)
 			run.endDB, run.endInUse = s.DbSize, s.DbSizeInUse
+			if nd == nodes[0] {
+				revs = append(revs, revAt{time.Now(), s.Header.Revision})
+			}
 		}
 		run.samples++
-		fmt.Printf("steady %s: %d ok, %d errors; etcd db %d MiB (in use %d MiB)\n", at.Round(time.Second), ok.Load(), failed.Load(), run.endDB>>20, run.endInUse>>20)
+		fmt.Printf("steady %s: %d ok, %d errors; etcd db %d MiB (in use %d MiB, %d bytes)\n", at.Round(time.Second), ok.Load(), failed.Load(), run.endDB>>20, run.endInUse>>20, run.endInUse)
 		return nil
 	}
 	if err := sample(0); err != nil {
@@ -460,6 +478,20 @@ func steadyCallbacks(nodes []*scaleNode, run *scaleRun) error {
 	}
 	var fit lineFit
 	var warmOK int64
+	var nextFloor time.Time
+	// revsBefore is the store's revision at the last sample before t:
+	// compacting to it keeps the history etcd's own compactor keeps (a
+	// run shorter than the retention, as the test's, compacts to its
+	// first sample).
+	revsBefore := func(t time.Time) int64 {
+		rev := revs[0].rev
+		for _, r := range revs {
+			if !r.t.After(t) {
+				rev = r.rev
+			}
+		}
+		return rev
+	}
 	start := time.Now()
 	tick := time.NewTicker(10 * time.Millisecond)
 	next, sent := start.Add(10*time.Second), 0
@@ -476,15 +508,29 @@ func steadyCallbacks(nodes []*scaleNode, run *scaleRun) error {
 				return err
 			}
 			next = next.Add(10 * time.Second)
-			if elapsed >= run.warm {
-				if fit.n == 0 {
-					run.startInUse, warmOK = run.endInUse, ok.Load()
+			if elapsed >= run.warm && (warmOK == 0 || !nextFloor.IsZero() && now.After(nextFloor)) {
+				// A floor at the start, the middle and the end of the
+				// measured run (the last is taken after the loop).
+				at, err := compactedFloor(cl, nodes[len(nodes)-1], revsBefore(now.Add(-run.compaction)), &ok)
+				if err != nil {
+					return err
 				}
-				fit.add(float64(ok.Load()), float64(run.endInUse))
+				if warmOK == 0 {
+					warmOK, run.first, nextFloor = ok.Load(), at, now.Add(run.steady/2)
+				} else {
+					nextFloor = time.Time{}
+				}
+				fit.add(float64(at[0]), float64(at[1]))
 			}
 		}
 	}
 	tick.Stop()
+	last, err := compactedFloor(cl, nodes[len(nodes)-1], revsBefore(time.Now().Add(-run.compaction)), &ok)
+	if err != nil {
+		return err
+	}
+	fit.add(float64(last[0]), float64(last[1]))
+	run.last = last
 	close(work)
 	wg.Wait()
 	if err := sample(time.Since(start)); err != nil {
@@ -527,9 +573,10 @@ func renderScale(r scaleRun) string {
 	fmt.Fprintf(&b, "| etcd's db during the steady run, largest of %d samples of every member (size / in use) | %.1f / %.1f MiB |\n", r.samples, float64(r.maxDB)/(1<<20), float64(r.maxInUse)/(1<<20))
 	fmt.Fprintf(&b, "| ... at the end | %.1f / %.1f MiB |\n", float64(r.endDB)/(1<<20), float64(r.endInUse)/(1<<20))
 	fmt.Fprintf(&b, "| etcd's quota (the default) | %d MiB: the largest db was %.1f%% of it |\n", etcdQuota>>20, 100*float64(r.maxDB)/etcdQuota)
-	if r.requests > 0 {
-		per := float64(r.endInUse-r.startInUse) / float64(r.requests)
-		fmt.Fprintf(&b, "| growth of the db in use per acknowledged callback over the measured run: least squares over %d samples of one member / first to last | %.0f / %.0f bytes |\n", r.points, r.slope, per)
+	if r.points >= 2 {
+		per := float64(r.last[1]-r.first[1]) / float64(r.last[0]-r.first[0])
+		fmt.Fprintf(&b, "| growth of the db in use per acknowledged callback, just after a compaction to one retention ago (at the start, middle and end of the measured run; one member): least squares / first to last | %.0f / %.0f bytes |\n", r.slope, per)
+		fmt.Fprintf(&b, "| ... the db in use just after the first and the last of them | %.1f / %.1f MiB |\n", float64(r.first[1])/(1<<20), float64(r.last[1])/(1<<20))
 	}
 	b.WriteString("\n")
 	return b.String()
@@ -554,4 +601,31 @@ func (f *lineFit) slope() float64 {
 		return 0
 	}
 	return (float64(f.n)*f.sxy - f.sx*f.sy) / d
+}
+
+// compactedFloor compacts the store to rev (physically: the backend has
+// dropped the old revisions when it returns) and reads the db in use of
+// nd, the lowest of a few reads over the next second and a half while
+// bolt frees the pages: what the store holds then is the live records
+// and one retention of history. It returns the callbacks acknowledged
+// by then and that size.
+func compactedFloor(cl *clientv3.Client, nd *scaleNode, rev int64, ok *atomic.Int64) ([2]int64, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := cl.Compact(ctx, rev, clientv3.WithCompactPhysical()); err != nil && !errors.Is(err, rpctypes.ErrCompacted) {
+		return [2]int64{}, fmt.Errorf("compact to %d: %w", rev, err)
+	}
+	low := [2]int64{0, math.MaxInt64}
+	for range 6 {
+		s, err := cl.Status(ctx, "http://"+nd.client)
+		if err != nil {
+			return [2]int64{}, err
+		}
+		if s.DbSizeInUse < low[1] {
+			low = [2]int64{ok.Load(), s.DbSizeInUse}
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	fmt.Printf("compacted to %d: %d acknowledged, db in use %d bytes\n", rev, low[0], low[1])
+	return low, nil
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -9,10 +10,13 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/wardenhq/warden/cmd/internal/testkit"
 )
 
 // TestD10TheClusterAtScaleBenchRuns runs make bench's cluster-at-scale
-// measurement small (2,000 marquees, fifteen seconds of callbacks): the
+// measurement small (2,000 marquees, fifteen seconds of callbacks under
+// make check; 500 and five seconds under make test): the
 // seeded marquees are read through the nodes, the busiest node's shards
 // are taken over, every callback of the steady run is answered once, and
 // the report has every figure. The figures at 100,000 are make bench's
@@ -22,12 +26,13 @@ func TestD10TheClusterAtScaleBenchRuns(t *testing.T) {
 		t.Skip("starts three warden nodes")
 	}
 	out := filepath.Join(t.TempDir(), "BENCHMARKS.md")
-	require.NoError(t, runClusterScale(out, 2000, 5*time.Second, 15*time.Second, time.Minute, 100))
+	n, steady := testkit.Sized(500, 2000), testkit.Sized(5*time.Second, 15*time.Second)
+	require.NoError(t, runClusterScale(out, n, 5*time.Second, steady, time.Minute, 100))
 	raw, err := os.ReadFile(out)
 	require.NoError(t, err)
 	report := string(raw)
 	require.Contains(t, report, "## The cluster at scale (D10), etcd history kept 1m0s")
-	for _, figure := range []string{"seeding 2000 marquees", "store on disk", "start-up to ready", "failover of the busiest node", "a moved shard reads",
+	for _, figure := range []string{fmt.Sprintf("seeding %d marquees", n), "store on disk", "start-up to ready", "failover of the busiest node", "a moved shard reads",
 		"steady callbacks at 100 a second", " 0 errors, 0 duplicates", "etcd's quota", "per acknowledged callback"} {
 		require.Contains(t, report, figure)
 	}

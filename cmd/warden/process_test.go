@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/wardenhq/warden/cmd/internal/testkit"
 )
 
 var (
@@ -25,9 +27,14 @@ var (
 	buildErr  error
 )
 
-// wardenBinary builds the real binary once per test run.
+// wardenBinary builds the real binary once per test run (or takes the
+// one make test built for every package).
 func wardenBinary(t *testing.T) string {
 	buildOnce.Do(func() {
+		if bin, ok := testkit.Prebuilt("warden"); ok {
+			binPath = bin
+			return
+		}
 		dir, err := os.MkdirTemp("", "warden-bin")
 		if err != nil {
 			buildErr = err

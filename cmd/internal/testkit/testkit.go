@@ -19,9 +19,39 @@ import (
 	"sync"
 )
 
+// Check reports whether the tests run at make check's size: the long
+// crash and cluster runs, the simulator's full batches, the release
+// build made twice. make test runs the same tests smaller, so every rule
+// is tested there too; make check sets WARDEN_CHECK=1.
+func Check() bool { return os.Getenv("WARDEN_CHECK") == "1" }
+
+// Sized is n under make test and long under make check.
+func Sized[T any](n, long T) T {
+	if Check() {
+		return long
+	}
+	return n
+}
+
+// Prebuilt is the binary make test built once for every package's tests
+// (WARDEN_TEST_BIN names its directory), if there is one by that name.
+func Prebuilt(name string) (string, bool) {
+	dir := os.Getenv("WARDEN_TEST_BIN")
+	if dir == "" {
+		return "", false
+	}
+	bin := filepath.Join(dir, name)
+	_, err := os.Stat(bin)
+	return bin, err == nil
+}
+
 // BuildWarden builds ./cmd/warden into dir, from the repository root or
-// from a test's package directory (cmd/<name>).
+// from a test's package directory (cmd/<name>), unless make test built it
+// already.
 func BuildWarden(dir string) (string, error) {
+	if bin, ok := Prebuilt("warden"); ok {
+		return bin, nil
+	}
 	bin := filepath.Join(dir, "warden")
 	out, err := exec.Command("go", "build", "-o", bin, "./cmd/warden").CombinedOutput()
 	if err != nil {
