@@ -57,15 +57,17 @@ lint:
 # the tests run are built once here and shared by every package
 # (WARDEN_TEST_BIN). The race detector's fivefold slowdown is spent where
 # the concurrency is (the actors, their runtime and cluster, the store, the
-# HTTP layer, the simulator's runs), under -short; the rest runs without
-# it. make check (CI runs it after make test) runs the long sizes.
+# HTTP layer, and a few of the simulator's seeds), under -short; the rest
+# runs without it. make check (CI runs it after make test) runs the long
+# sizes.
 TEST_BIN ?= $(CURDIR)/bin/test
-RACE_PKGS := ./actors ./actors/runtime ./actors/cluster ./actors/marquee ./actors/environment ./actors/admission ./persistence ./httpapi ./sim
+RACE_PKGS := ./actors ./actors/runtime ./actors/cluster ./actors/marquee ./actors/environment ./actors/admission ./persistence ./httpapi
 test: lint
 	@mkdir -p $(TEST_BIN)
 	$(GO) build -o $(TEST_BIN)/warden ./cmd/warden
 	WARDEN_TEST_BIN=$(TEST_BIN) $(GO) test -count=1 -timeout 20m ./...
 	$(GO) test -race -short -count=1 -timeout 15m $(RACE_PKGS)
+	$(GO) test -race -short -count=1 -timeout 15m -run 'TestSeedsWithDeterminism|TestClusterSeedsWithDeterminism' ./sim
 
 # make check: the heaviest checks, at full size (WARDEN_CHECK=1): the
 # release built twice and compared byte for byte (D3), the crash run's 50

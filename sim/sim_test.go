@@ -22,10 +22,10 @@ func report(t *testing.T, r Result) {
 // TestSeedsWithDeterminism is the CI batch (docs/rules/simulation.md: at least 200
 // seeds, each run twice and compared, each checked against a fault-free
 // run of its workload): 200 under make check, which CI runs; 60 under
-// make test, and 20 under the race detector or -short to show the code
+// make test, and 8 under the race detector or -short to show the code
 // paths race-clean.
 func TestSeedsWithDeterminism(t *testing.T) {
-	checkBatch(t, 1, batchSize(200, 60, 20))
+	checkBatch(t, 1, batchSize(200, 60, 8))
 }
 
 // batchSize is a batch's seeds: make check's, make test's, and a few
@@ -65,7 +65,7 @@ func checkBatch(t *testing.T, nodes int, n uint64) {
 // marquee's linearizability hold: 40 under make check, 10 under make
 // test. make sim runs 1,000.
 func TestClusterSeedsWithDeterminism(t *testing.T) {
-	checkBatch(t, 3, batchSize(40, 10, 3))
+	checkBatch(t, 3, batchSize(40, 10, 2))
 }
 
 // replayEnv makes this test binary, run again, print one cluster seed's

@@ -577,6 +577,8 @@ func renderScale(r scaleRun) string {
 		per := float64(r.last[1]-r.first[1]) / float64(r.last[0]-r.first[0])
 		fmt.Fprintf(&b, "| growth of the db in use per acknowledged callback, just after a compaction to one retention ago (at the start, middle and end of the measured run; one member): least squares / first to last | %.0f / %.0f bytes |\n", r.slope, per)
 		fmt.Fprintf(&b, "| ... the db in use just after the first and the last of them | %.1f / %.1f MiB |\n", float64(r.first[1])/(1<<20), float64(r.last[1])/(1<<20))
+	} else {
+		fmt.Fprintf(&b, "| growth of the db in use per acknowledged callback | not measured: %d floor in the measured run |\n", r.points)
 	}
 	b.WriteString("\n")
 	return b.String()

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/wardenhq/warden/persistence"
 )
 
 // TestD4D5AClustersBackupRestoresIntoANewCluster: a node of a cluster
@@ -45,7 +47,7 @@ func TestD4D5AClustersBackupRestoresIntoANewCluster(t *testing.T) {
 	backup := filepath.Join(t.TempDir(), "backup")
 	code, msg := runCLI(t, "backup", "--to", backup, "--server", old.url)
 	require.Equal(t, 0, code, msg)
-	require.Contains(t, msg, "(etcd, store format 1)", "D4: a cluster's backup is etcd's snapshot")
+	require.Contains(t, msg, fmt.Sprintf("(etcd, store format %d)", persistence.StoreFormat), "D4: a cluster's backup is etcd's snapshot")
 	require.Contains(t, msg, "5 marquees")
 	_, err := os.Stat(filepath.Join(backup, etcdSnapshot))
 	require.NoError(t, err)
