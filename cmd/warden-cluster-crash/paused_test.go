@@ -1,7 +1,9 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"net"
 	"os"
 	"syscall"
 	"testing"
@@ -66,6 +68,14 @@ func TestC4APausedOwnerAnswersOnlyFromTheCurrentState(t *testing.T) {
 			"connection": map[string]any{"host": fmt.Sprintf("h-%d-%d", trial, int(gen)), "port": 22, "user": "root", "ssh_private_key": "k", "free_domain": "x.example"}}
 		for attempt := 0; ; attempt++ {
 			st, ans, err := h.do(old, "POST", "/v1/webhooks/terraform", cbToken, body, fmt.Sprintf("t-1-%d", trial))
+			var timeout net.Error
+			if errors.As(err, &timeout) && timeout.Timeout() && attempt < 200 {
+				// No answer within the client's 5 s (CI: a node just
+				// resumed, its etcd member catching up, on a loaded
+				// machine): a sender asks again, under the same delivery
+				// id. The test is about what is answered, not how fast.
+				continue
+			}
 			require.NoError(t, err)
 			if st == 503 && attempt < 200 {
 				time.Sleep(20 * time.Millisecond)
