@@ -37,11 +37,14 @@ func (s *Store) FindDelivery(entity, deliveryID string) (Delivery, bool, error) 
 // drops its old entries itself, when it is next written.
 func (s *Store) PruneDedup(cutoff time.Time) (int, error) {
 	var stale [][]byte
+	kept := false
 	err := s.Scan([]byte(DedupFamily), nil, func(k, v []byte) (bool, error) {
 		var r DedupRecord
 		if err := Decode(k, v, &r); err != nil || r.At.Before(cutoff) {
 			// A record that does not decode can never answer a duplicate.
 			stale = append(stale, append([]byte(nil), k...))
+		} else {
+			kept = true
 		}
 		return true, nil
 	})
@@ -63,5 +66,6 @@ func (s *Store) PruneDedup(cutoff time.Time) (int, error) {
 		}
 		stale = stale[n:]
 	}
+	s.noteLegacy(kept)
 	return pruned, nil
 }

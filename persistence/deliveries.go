@@ -265,10 +265,46 @@ func (s *Store) Deliveries(entity string) (Deliveries, error) {
 			return nil
 		})
 	})
-	if !errors.Is(err, ErrNotFound) {
+	switch {
+	case !errors.Is(err, ErrNotFound):
 		return ds, err
+	case !s.mayHoldLegacy():
+		return nil, nil
 	}
 	return s.legacyDeliveries(entity)
+}
+
+// Whether the store may hold d/ records: one look at the family, at the
+// first entity with no record of its own, saves every later one a second
+// read (on etcd, a second round trip).
+const (
+	legacyUnknown = iota
+	legacyPresent
+	legacyAbsent
+)
+
+func (s *Store) mayHoldLegacy() bool {
+	switch s.legacyState.Load() {
+	case legacyPresent:
+		return true
+	case legacyAbsent:
+		return false
+	}
+	found := false
+	err := s.Scan([]byte(DedupFamily), nil, func([]byte, []byte) (bool, error) { found = true; return false, nil })
+	if err != nil {
+		return true // look again next time; meanwhile read as if present
+	}
+	s.noteLegacy(found)
+	return found
+}
+
+func (s *Store) noteLegacy(present bool) {
+	if present {
+		s.legacyState.Store(legacyPresent)
+	} else {
+		s.legacyState.Store(legacyAbsent)
+	}
 }
 
 // legacyDeliveries reads an entity's d/ records, newest MaxDeliveries.

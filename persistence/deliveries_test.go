@@ -105,6 +105,30 @@ func TestM20LegacyDeliveriesAreReadUntilTheirRetentionEnds(t *testing.T) {
 	})
 }
 
+// TestM20LegacyRecordsAreLookedForOnlyWhileThereAreAny: a store without
+// d/ records is found so at the first entity without a record of its own,
+// and no entity looks for them again; pruning the last one says the same.
+func TestM20LegacyRecordsAreLookedForOnlyWhileThereAreAny(t *testing.T) {
+	eachBackend(t, func(t *testing.T, bk *testBackend) {
+		s := bk.open(t)
+		_, err := s.Deliveries("m-1")
+		require.NoError(t, err)
+		require.EqualValues(t, legacyAbsent, s.legacyState.Load())
+
+		s.legacyState.Store(legacyUnknown) // as a store opened with one would be
+		b := s.NewBatch()
+		b.Put(DedupKey("m-1", "old"), DedupRecord{DeliveryID: "old", At: t0, Entity: "m-1", Body: []byte(`{}`), BodySHA256: []byte{1}})
+		require.NoError(t, b.Commit())
+		_, ok, err := s.FindDelivery("m-1", "old")
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.EqualValues(t, legacyPresent, s.legacyState.Load())
+		_, err = s.PruneDedup(t0.Add(time.Hour))
+		require.NoError(t, err)
+		require.EqualValues(t, legacyAbsent, s.legacyState.Load(), "the last one pruned")
+	})
+}
+
 // TestM20ACorruptDeliveriesRecordIsNamed: a record that does not decode is
 // a CorruptError naming its key, never a panic or a silent empty set.
 func TestM20ACorruptDeliveriesRecordIsNamed(t *testing.T) {

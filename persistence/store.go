@@ -53,6 +53,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -122,6 +123,10 @@ type Store struct {
 	// closed: Close has run; a read or write after it is refused (Pebble
 	// panics on a closed database), under mu.
 	closed bool
+	// legacyState says whether the store may hold format 1's d/
+	// records (deliveries.go): unknown until the first entity's
+	// deliveries are read, then kept, since nothing writes them now.
+	legacyState atomic.Int32
 }
 
 // errClosed refuses what comes after Close: an effect that outlived its
