@@ -165,7 +165,9 @@ func DecodeDeliveries(v []byte) (Deliveries, error) {
 	nr := r.count(MaxDeliveries)
 	replies := make([][]byte, 0, nr)
 	for range nr {
-		replies = append(replies, r.bytes(r.count(maxDeliveryReply)))
+		// A copy: v is the backend's buffer, valid only during the read
+		// (the simulator found answers from a reused one).
+		replies = append(replies, bytes.Clone(r.bytes(r.count(maxDeliveryReply))))
 	}
 	n := r.count(MaxDeliveries)
 	ds := make(Deliveries, 0, n)

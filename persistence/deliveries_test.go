@@ -129,6 +129,17 @@ func TestM20LegacyRecordsAreLookedForOnlyWhileThereAreAny(t *testing.T) {
 	})
 }
 
+// TestM20DecodedAnswersOwnTheirBytes: a backend's value is valid only
+// during the read; the answers decoded from it must not change when the
+// buffer is reused.
+func TestM20DecodedAnswersOwnTheirBytes(t *testing.T) {
+	v := Deliveries{NewDelivery("a", [32]byte{}, t0, reply(1))}.encode()
+	ds, err := DecodeDeliveries(v)
+	require.NoError(t, err)
+	clear(v)
+	require.Equal(t, reply(1), ds[0].Reply)
+}
+
 // TestM20ACorruptDeliveriesRecordIsNamed: a record that does not decode is
 // a CorruptError naming its key, never a panic or a silent empty set.
 func TestM20ACorruptDeliveriesRecordIsNamed(t *testing.T) {
