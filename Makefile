@@ -27,7 +27,7 @@ else
 RUN_WORKFLOW := the built-in example workflow (terraform is not on the PATH)
 endif
 
-.PHONY: dist image build test check lint run previews cluster cluster-etcd cluster-crash bench crash sim fuzz clean install-check screenshots
+.PHONY: dist image build test testbin check lint run previews cluster cluster-etcd cluster-crash bench crash sim fuzz clean install-check screenshots
 
 build:
 	$(GO) build -o bin/warden ./cmd/warden
@@ -61,10 +61,12 @@ lint:
 # runs without it. make check (CI runs it after make test) runs the long
 # sizes.
 TEST_BIN ?= $(CURDIR)/bin/test
-RACE_PKGS := ./actors ./actors/runtime ./actors/cluster ./actors/marquee ./actors/environment ./actors/admission ./persistence ./httpapi
-test: lint
+testbin:
 	@mkdir -p $(TEST_BIN)
 	$(GO) build -o $(TEST_BIN)/warden ./cmd/warden
+
+RACE_PKGS := ./actors ./actors/runtime ./actors/cluster ./actors/marquee ./actors/environment ./actors/admission ./persistence ./httpapi
+test: lint testbin
 	WARDEN_TEST_BIN=$(TEST_BIN) $(GO) test -count=1 -timeout 20m ./...
 	$(GO) test -race -short -count=1 -timeout 15m $(RACE_PKGS)
 	$(GO) test -race -short -count=1 -timeout 15m -run 'TestSeedsWithDeterminism|TestClusterSeedsWithDeterminism' ./sim
@@ -75,9 +77,7 @@ test: lint
 # CI batches (200 single-node seeds, 40 cluster seeds), the cluster at
 # scale's small run (D10).
 CHECK_TESTS := TestD3DistIsReproducible|TestCrashFiftyKills|TestC5ConvergesAtEachLeaseTTL|TestSeedsWithDeterminism|TestClusterSeedsWithDeterminism|TestD10TheClusterAtScaleBenchRuns
-check:
-	@mkdir -p $(TEST_BIN)
-	$(GO) build -o $(TEST_BIN)/warden ./cmd/warden
+check: testbin
 	WARDEN_CHECK=1 WARDEN_TEST_BIN=$(TEST_BIN) $(GO) test -count=1 -timeout 25m -run '^($(CHECK_TESTS))$$' \
 		./cmd/internal/sbom ./cmd/warden-crash ./cmd/warden-cluster-crash ./sim ./cmd/warden-bench
 

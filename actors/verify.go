@@ -339,7 +339,7 @@ func (v *verifier) deliveries(k, val []byte) {
 		return
 	}
 	newest := ds[len(ds)-1].At
-	if ds[0].At.Before(newest.Add(-v.o.DedupRetention)) {
+	if ds.KeptPast(v.o.DedupRetention) {
 		v.problem(CheckDedup, string(k), "keeps a delivery of %s, over %s before its newest (%s)",
 			ds[0].At.Format(time.RFC3339), v.o.DedupRetention, newest.Format(time.RFC3339))
 	}

@@ -21,17 +21,6 @@ type DedupRecord struct {
 	BodySHA256 []byte `json:"body_sha256,omitempty"`
 }
 
-// FindDelivery returns an entity's entry for a delivery id, if its record
-// holds it (the simulator's and tests' look from outside the actor).
-func (s *Store) FindDelivery(entity, deliveryID string) (Delivery, bool, error) {
-	ds, err := s.Deliveries(entity)
-	if err != nil {
-		return Delivery{}, false, err
-	}
-	d, ok := ds.Find(deliveryID)
-	return d, ok, nil
-}
-
 // PruneDedup deletes the d/ records older than cutoff (docs/rules/http-api.md keeps
 // them at least 72 hours) and returns how many went. An entity's r/ record
 // drops its old entries itself, when it is next written.

@@ -55,26 +55,37 @@ type Deliveries []Delivery
 
 // NewDelivery makes the entry for a delivery answered at at.
 func NewDelivery(id string, body [32]byte, at time.Time, reply []byte) Delivery {
-	d := Delivery{At: at.Truncate(time.Second), Reply: reply}
+	return DeliveryOf(id, body).Answered(at, reply)
+}
+
+// DeliveryOf is a delivery's entry before it is answered: the hashes the
+// record compares (the webhook path takes them once per delivery).
+func DeliveryOf(id string, body [32]byte) Delivery {
+	var d Delivery
 	h := sha256.Sum256([]byte(id))
 	copy(d.ID[:], h[:])
 	copy(d.Body[:], body[:])
 	return d
 }
 
+// Answered is the entry answered at at (kept to the second) with reply.
+func (d Delivery) Answered(at time.Time, reply []byte) Delivery {
+	d.At, d.Reply = at.Truncate(time.Second), reply
+	return d
+}
+
 // Find returns the entry of a delivery id, if the record holds it.
-func (ds Deliveries) Find(id string) (Delivery, bool) {
-	h := sha256.Sum256([]byte(id))
+func (ds Deliveries) Find(id string) (Delivery, bool) { return ds.Lookup(DeliveryOf(id, [32]byte{})) }
+
+// Lookup returns the entry the record holds for d's delivery id, if any.
+func (ds Deliveries) Lookup(d Delivery) (Delivery, bool) {
 	for i := len(ds) - 1; i >= 0; i-- {
-		if bytes.Equal(ds[i].ID[:], h[:hashLen]) {
+		if ds[i].ID == d.ID {
 			return ds[i], true
 		}
 	}
 	return Delivery{}, false
 }
-
-// SameBody reports whether a body is the one the entry answered.
-func (d Delivery) SameBody(body [32]byte) bool { return bytes.Equal(d.Body[:], body[:hashLen]) }
 
 // With returns the record after d: entries older than the retention
 // before d.At dropped, then the oldest beyond MaxDeliveries. ds is not
@@ -92,6 +103,13 @@ func (ds Deliveries) With(d Delivery, retention time.Duration) Deliveries {
 	return append(append(out, keep...), d)
 }
 
+// KeptPast reports whether the record keeps a delivery older than the
+// retention before its newest, which With drops: verify's and the
+// simulator's check of a stored record.
+func (ds Deliveries) KeptPast(retention time.Duration) bool {
+	return len(ds) > 0 && ds[0].At.Before(ds[len(ds)-1].At.Add(-retention))
+}
+
 // DeliveriesKey is an entity's deliveries record.
 func DeliveriesKey(entity string) []byte { return []byte(DeliveriesFamily + entity) }
 
@@ -100,28 +118,12 @@ func DeliveriesKey(entity string) []byte { return []byte(DeliveriesFamily + enti
 // hash, body hash, unix seconds, answer index). Answers repeat (a reply
 // says the result and the generations), so each is stored once.
 func (ds Deliveries) encode() []byte {
-	replies := make([][]byte, 0, 4)
-	var seen map[uint64]int // answer hash -> index; indexes follow the entries' order
+	var replies [][]byte
 	index := make([]uint64, len(ds))
 	for i, d := range ds {
-		if i > 0 && bytes.Equal(d.Reply, ds[i-1].Reply) {
-			index[i] = index[i-1] // the common case: a run's answers repeat
-			continue
-		}
-		if seen == nil {
-			seen = make(map[uint64]int, 8)
-		}
-		h := fnv1a(d.Reply)
-		j, ok := seen[h]
-		switch {
-		case !ok:
-			j = -1
-		case !bytes.Equal(replies[j], d.Reply):
-			j = slices.IndexFunc(replies, func(r []byte) bool { return bytes.Equal(r, d.Reply) }) // a collision: rare
-		}
+		j := slices.IndexFunc(replies, func(r []byte) bool { return bytes.Equal(r, d.Reply) })
 		if j < 0 {
 			j = len(replies)
-			seen[h] = j
 			replies = append(replies, d.Reply)
 		}
 		index[i] = uint64(j)
@@ -141,15 +143,6 @@ func (ds Deliveries) encode() []byte {
 		b = binary.AppendUvarint(b, index[i])
 	}
 	return b
-}
-
-// fnv1a hashes an answer to find it among those stored (FNV-1a, 64 bits).
-func fnv1a(b []byte) uint64 {
-	h := uint64(14695981039346656037)
-	for _, c := range b {
-		h = (h ^ uint64(c)) * 1099511628211
-	}
-	return h
 }
 
 // errDeliveries says why a deliveries record does not decode.
@@ -320,9 +313,9 @@ func (s *Store) legacyDeliveries(entity string) (Deliveries, error) {
 			// hashed (long past any retention): it answers nothing.
 			return true, nil
 		}
-		d := NewDelivery(r.DeliveryID, [32]byte{}, r.At, r.Body)
-		copy(d.Body[:], r.BodySHA256)
-		ds = append(ds, d)
+		var body [32]byte
+		copy(body[:], r.BodySHA256)
+		ds = append(ds, NewDelivery(r.DeliveryID, body, r.At, r.Body))
 		return true, nil
 	})
 	slices.SortStableFunc(ds, func(a, b Delivery) int { return a.At.Compare(b.At) })

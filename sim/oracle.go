@@ -363,11 +363,8 @@ func (w *world) checkRetention() {
 		if err != nil {
 			return false, err
 		}
-		if len(ds) == 0 {
-			return true, nil
-		}
-		if newest := ds[len(ds)-1].At; ds[0].At.Before(newest.Add(-simRetention)) {
-			w.violate("M20", "deliveries %s keep one of %s, past its retention of %s before their newest (%s)", k, ds[0].At.Format(time.RFC3339), simRetention, newest.Format(time.RFC3339))
+		if ds.KeptPast(simRetention) {
+			w.violate("M20", "deliveries %s keep one of %s, past its retention of %s before their newest (%s)", k, ds[0].At.Format(time.RFC3339), simRetention, ds[len(ds)-1].At.Format(time.RFC3339))
 			return false, nil
 		}
 		return true, nil

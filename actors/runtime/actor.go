@@ -42,12 +42,12 @@ type Handle[S, E any, O Outcome] struct {
 	loaded     bool
 }
 
-// delivery is a request's delivery while its step commits: the entry it
-// adds, and the record after it once staged.
+// delivery is a request's delivery while its step commits: the entity's
+// deliveries record with it added (after), made once the step's reply is
+// known.
 type delivery struct {
 	id    string
-	body  [32]byte
-	entry persistence.Delivery
+	entry persistence.Delivery // not yet answered
 	after persistence.Deliveries
 }
 
@@ -190,7 +190,8 @@ func (h *Handle[S, E, O]) request(m request[S, E, O]) {
 	}
 	var d *delivery
 	if req.Delivery != nil && req.Delivery.ID != "" {
-		dup, err := h.delivered(req.Delivery)
+		d = &delivery{id: req.Delivery.ID, entry: persistence.DeliveryOf(req.Delivery.ID, req.Delivery.BodyHash)}
+		dup, err := h.delivered(d)
 		switch {
 		case err != nil:
 			m.fail(err)
@@ -199,7 +200,6 @@ func (h *Handle[S, E, O]) request(m request[S, E, O]) {
 			m.reply <- answer[S, O]{res: Result[S, O]{Record: h.kind.copy(h.rec), Exists: true, Reply: dup.Reply, Duplicate: true}}
 			return
 		}
-		d = &delivery{id: req.Delivery.ID, body: req.Delivery.BodyHash}
 	}
 	out, err := h.step(req.Event, d)
 	if err == nil {
@@ -238,7 +238,7 @@ func (h *Handle[S, E, O]) step(ev E, d *delivery) (O, error) {
 		return out, nil
 	}
 	if d != nil {
-		d.entry = persistence.NewDelivery(d.id, d.body, now, nil)
+		d.after = h.deliveries.With(d.entry.Answered(now, out.Encoded()), h.rt.cfg.DeliveryRetention)
 	}
 	return out, h.commit(ev, next, out, d)
 }
@@ -321,7 +321,7 @@ func (h *Handle[S, E, O]) persist(next S, out O, d *delivery) error {
 	}
 	b := rt.cfg.Store.NewBatch()
 	b.Fence(fence)
-	stage(h.kind, b, k.ID, h.rec, h.wake, next, out, d, h.deliveries, rt.cfg.DeliveryRetention)
+	stage(h.kind, b, k.ID, h.rec, h.wake, next, out, d)
 	start := rt.cfg.Clock.Now()
 	err = b.Commit()
 	rt.cfg.Metrics.Persist.Observe(rt.cfg.Clock.Since(start).Seconds())
@@ -395,7 +395,7 @@ func (h *Handle[S, E, O]) outlived(now int64) error {
 // for an id used before with another body (T5: answering the first
 // body's answer would tell this sender about a message it did not send;
 // applying it would break M20), or when the record cannot be read.
-func (h *Handle[S, E, O]) delivered(d *Delivery) (*persistence.Delivery, error) {
+func (h *Handle[S, E, O]) delivered(d *delivery) (*persistence.Delivery, error) {
 	if !h.loaded {
 		ds, err := h.rt.cfg.Store.Deliveries(h.key.ID)
 		var bad *persistence.CorruptError
@@ -409,13 +409,13 @@ func (h *Handle[S, E, O]) delivered(d *Delivery) (*persistence.Delivery, error) 
 		}
 		h.deliveries, h.loaded = ds, true
 	}
-	first, ok := h.deliveries.Find(d.ID)
+	first, ok := h.deliveries.Lookup(d.entry)
 	switch {
 	case !ok:
 		return nil, nil
-	case !first.SameBody(d.BodyHash):
-		h.rt.log.Warn("delivery id reused with another body", "kind", h.key.Kind, "id", h.key.ID, "delivery", d.ID)
-		return nil, fmt.Errorf("%w: delivery %q was already used for %s with another body", errs.IdempotencyKeyReused, clipID(d.ID), h.key)
+	case first.Body != d.entry.Body:
+		h.rt.log.Warn("delivery id reused with another body", "kind", h.key.Kind, "id", h.key.ID, "delivery", d.id)
+		return nil, fmt.Errorf("%w: delivery %q was already used for %s with another body", errs.IdempotencyKeyReused, clipID(d.id), h.key)
 	}
 	return &first, nil
 }
@@ -436,15 +436,13 @@ func writes[O Outcome](out O, delivery bool) bool { return out.Writes() || deliv
 // stage puts one step into w: the kind's writes, its wake-index move from
 // the entry stored (wake: a step that wrote nothing may have changed the
 // record's wake in memory only) and, for a delivery, the entity's
-// deliveries (held before it) with the step's reply added (I5, M20).
-func stage[S, E any, O Outcome](k *kindOf[S, E, O], w persistence.Writer, id string, before S, wake time.Time, next S, out O, d *delivery, held persistence.Deliveries, retention time.Duration) {
+// deliveries record with the step's reply added (I5, M20).
+func stage[S, E any, O Outcome](k *kindOf[S, E, O], w persistence.Writer, id string, before S, wake time.Time, next S, out O, d *delivery) {
 	k.Stage(w, id, before, next, out)
 	if k.wakeKind != "" {
 		w.MoveWake(k.wakeKind, id, wake, k.wakeOf(next))
 	}
 	if d != nil {
-		d.entry.Reply = out.Encoded()
-		d.after = held.With(d.entry, retention)
 		w.PutDeliveries(id, d.id, d.after)
 	}
 }
@@ -464,6 +462,6 @@ func DescribeWrite[S, E any, O Outcome](kind Kind[S, E, O], id string, before, n
 	}
 	k := resolve(kind)
 	var r persistence.Recorder
-	stage(k, &r, id, before, k.wakeOf(before), next, out, d, nil, 0)
+	stage(k, &r, id, before, k.wakeOf(before), next, out, d)
 	return r.String()
 }

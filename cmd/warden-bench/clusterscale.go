@@ -77,17 +77,14 @@ type scaleRun struct {
 	// window (one compaction retention) fills, and every marquee's
 	// deliveries record reaches its bound.
 	warm time.Duration
-	// slope is the db in use's growth per acknowledged callback after
-	// warm, by least squares through one member's floors (points): the
-	// db in use just after a compaction to the revision of one retention
-	// ago, made by the bench at the start, the middle and the end of the
-	// measured run. Between etcd's own compactions the db in use holds the
-	// revisions since the last one too, a sawtooth of tens of MiB at this
-	// rate, which samples at other moments would read as growth or
-	// shrinkage. first and last are the first and last floors.
-	slope       float64
-	points      int
-	first, last [2]int64 // acknowledged callbacks, db in use
+	// floors are one member's db in use just after a compaction to the
+	// revision of one retention ago, made by the bench at the start, the
+	// middle and the end of the measured run, each with the callbacks
+	// acknowledged by then. Between etcd's own compactions the db in use
+	// holds the revisions since the last one too, a sawtooth of tens of
+	// MiB at this rate, which samples at other moments would read as
+	// growth or shrinkage.
+	floors [][2]int64
 }
 
 // warm is the unmeasured start of the steady run (make bench: one
@@ -476,9 +473,6 @@ func steadyCallbacks(nodes []*scaleNode, run *scaleRun) error {
 	if err := sample(0); err != nil {
 		return err
 	}
-	var fit lineFit
-	var warmOK int64
-	var nextFloor time.Time
 	// revsBefore is the store's revision at the last sample before t:
 	// compacting to it keeps the history etcd's own compactor keeps (a
 	// run shorter than the retention, as the test's, compacts to its
@@ -493,6 +487,12 @@ func steadyCallbacks(nodes []*scaleNode, run *scaleRun) error {
 		return rev
 	}
 	start := time.Now()
+	floorAt := []time.Duration{run.warm, run.warm + run.steady/2} // the last is taken after the loop
+	floor := func(now time.Time) error {
+		at, err := compactedFloor(cl, nodes[len(nodes)-1], revsBefore(now.Add(-run.compaction)), &ok)
+		run.floors = append(run.floors, at)
+		return err
+	}
 	tick := time.NewTicker(10 * time.Millisecond)
 	next, sent := start.Add(10*time.Second), 0
 	for now := range tick.C {
@@ -508,37 +508,25 @@ func steadyCallbacks(nodes []*scaleNode, run *scaleRun) error {
 				return err
 			}
 			next = next.Add(10 * time.Second)
-			if elapsed >= run.warm && (warmOK == 0 || !nextFloor.IsZero() && now.After(nextFloor)) {
-				// A floor at the start, the middle and the end of the
-				// measured run (the last is taken after the loop).
-				at, err := compactedFloor(cl, nodes[len(nodes)-1], revsBefore(now.Add(-run.compaction)), &ok)
-				if err != nil {
+			if len(floorAt) > 0 && elapsed >= floorAt[0] {
+				floorAt = floorAt[1:]
+				if err := floor(now); err != nil {
 					return err
 				}
-				if warmOK == 0 {
-					warmOK, run.first, nextFloor = ok.Load(), at, now.Add(run.steady/2)
-				} else {
-					nextFloor = time.Time{}
-				}
-				fit.add(float64(at[0]), float64(at[1]))
 			}
 		}
 	}
 	tick.Stop()
-	last, err := compactedFloor(cl, nodes[len(nodes)-1], revsBefore(time.Now().Add(-run.compaction)), &ok)
-	if err != nil {
+	if err := floor(time.Now()); err != nil {
 		return err
 	}
-	fit.add(float64(last[0]), float64(last[1]))
-	run.last = last
 	close(work)
 	wg.Wait()
 	if err := sample(time.Since(start)); err != nil {
 		return err
 	}
-	run.requests, run.errors = int(ok.Load()-warmOK), int(failed.Load())
+	run.requests, run.errors = int(ok.Load()-run.floors[0][0]), int(failed.Load())
 	run.rps = float64(ok.Load()) / (run.warm + run.steady).Seconds()
-	run.slope, run.points = fit.slope(), fit.n
 	dup2, err := sumDuplicates(c, bn)
 	if err != nil {
 		return err
@@ -573,12 +561,17 @@ func renderScale(r scaleRun) string {
 	fmt.Fprintf(&b, "| etcd's db during the steady run, largest of %d samples of every member (size / in use) | %.1f / %.1f MiB |\n", r.samples, float64(r.maxDB)/(1<<20), float64(r.maxInUse)/(1<<20))
 	fmt.Fprintf(&b, "| ... at the end | %.1f / %.1f MiB |\n", float64(r.endDB)/(1<<20), float64(r.endInUse)/(1<<20))
 	fmt.Fprintf(&b, "| etcd's quota (the default) | %d MiB: the largest db was %.1f%% of it |\n", etcdQuota>>20, 100*float64(r.maxDB)/etcdQuota)
-	if r.points >= 2 {
-		per := float64(r.last[1]-r.first[1]) / float64(r.last[0]-r.first[0])
-		fmt.Fprintf(&b, "| growth of the db in use per acknowledged callback, just after a compaction to one retention ago (at the start, middle and end of the measured run; one member): least squares / first to last | %.0f / %.0f bytes |\n", r.slope, per)
-		fmt.Fprintf(&b, "| ... the db in use just after the first and the last of them | %.1f / %.1f MiB |\n", float64(r.first[1])/(1<<20), float64(r.last[1])/(1<<20))
+	if n := len(r.floors); n >= 2 {
+		var fit lineFit
+		for _, f := range r.floors {
+			fit.add(float64(f[0]), float64(f[1]))
+		}
+		first, last := r.floors[0], r.floors[n-1]
+		per := float64(last[1]-first[1]) / float64(last[0]-first[0])
+		fmt.Fprintf(&b, "| growth of the db in use per acknowledged callback, just after a compaction to one retention ago (at the start, middle and end of the measured run; one member): least squares / first to last | %.0f / %.0f bytes |\n", fit.slope(), per)
+		fmt.Fprintf(&b, "| ... the db in use just after the first and the last of them | %.1f / %.1f MiB |\n", float64(first[1])/(1<<20), float64(last[1])/(1<<20))
 	} else {
-		fmt.Fprintf(&b, "| growth of the db in use per acknowledged callback | not measured: %d floor in the measured run |\n", r.points)
+		fmt.Fprintf(&b, "| growth of the db in use per acknowledged callback | not measured: %d floor in the measured run |\n", n)
 	}
 	b.WriteString("\n")
 	return b.String()

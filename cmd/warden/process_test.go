@@ -31,21 +31,11 @@ var (
 // one make test built for every package).
 func wardenBinary(t *testing.T) string {
 	buildOnce.Do(func() {
-		if bin, ok := testkit.Prebuilt("warden"); ok {
-			binPath = bin
-			return
-		}
 		dir, err := os.MkdirTemp("", "warden-bin")
-		if err != nil {
-			buildErr = err
-			return
+		if err == nil {
+			binPath, err = testkit.BuildWarden(dir)
 		}
-		binPath = filepath.Join(dir, "warden")
-		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
-		if err != nil {
-			buildErr = err
-			binPath = string(out)
-		}
+		buildErr = err
 	})
 	require.NoError(t, buildErr, binPath)
 	return binPath
