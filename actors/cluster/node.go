@@ -366,7 +366,9 @@ func (n *Node) Leave(ctx context.Context) {
 		n.drop(s)
 	}
 	if n.lease != 0 {
-		_ = n.coord.Revoke(ctx, n.lease)
+		if err := n.coord.Revoke(ctx, n.lease); err != nil {
+			n.log.Warn("lease not revoked; it lapses after its TTL", "ttl", n.ttl, "err", err)
+		}
 		n.lease = 0
 	}
 }

@@ -528,7 +528,7 @@ func (c *config) validateCluster() []string {
 	if c.SealKeyFile == "" || c.CallbackSigningKeyFile == "" {
 		problems = append(problems, "every node of a cluster shares its keys: --seal-key-file and --callback-signing-key-file (warden keygen DIR makes both)")
 	}
-	if c.LeaseTTL < 2*time.Second || c.LeaseTTL > time.Minute {
+	if c.LeaseTTL < 2*time.Second || c.LeaseTTL > maxLeaseTTL {
 		problems = append(problems, "--lease-ttl: 2s..1m")
 	}
 	if c.EtcdCompaction < time.Minute || c.EtcdCompaction > 24*time.Hour {
@@ -676,3 +676,7 @@ func (c *config) validatePlatform() []string {
 	}
 	return problems
 }
+
+// maxLeaseTTL bounds --lease-ttl, and so how long a stopped node's lease
+// can outlive it (what the offline commands wait out, clusterServing).
+const maxLeaseTTL = time.Minute

@@ -427,37 +427,89 @@ func (e etcdFlags) dial(endpoints []string) (*clientv3.Client, error) {
 }
 
 // clusterServing names what shows a cluster is running on etcd: a node's
-// member key or a shard's owner key (both live only under a node's lease).
-// It waits up to etcdAnswerWait for etcd to answer at all: members just
-// started (make cluster-etcd) still elect a leader.
+// member key or a shard's owner key, both held under a node's lease. It
+// waits up to etcdAnswerWait for etcd to answer at all (members just
+// started, make cluster-etcd, still elect a leader). A lease outlives its
+// node by up to its TTL when the node could not revoke it (killed, or
+// every member stopped at once and its quorum went first), and etcd gives
+// every lease its whole TTL again when the members come back; so a key
+// counts as a running node only once it has outlived its lease: a live
+// node renews it, a stopped node's key goes.
 func clusterServing(c *clientv3.Client) (string, error) {
 	deadline := time.Now().Add(etcdAnswerWait)
-	for {
-		who, err := clusterServingOnce(c)
-		if err == nil || time.Now().After(deadline) {
-			return who, err
-		}
+	held, err := heldKeys(c)
+	for err != nil && time.Now().Before(deadline) {
 		time.Sleep(500 * time.Millisecond)
+		held, err = heldKeys(c)
 	}
+	if err != nil || len(held) == 0 {
+		return "", err
+	}
+	lapse := time.Now().Add(longestLease(c, held) + leaseLapseMargin)
+	for len(held) > 0 && time.Now().Before(lapse) {
+		time.Sleep(250 * time.Millisecond)
+		if held, err = heldKeys(c); err != nil {
+			return "", err
+		}
+	}
+	if len(held) == 0 {
+		return "", nil
+	}
+	return held[0].key, nil
 }
 
 // etcdAnswerWait is how long a command that reaches etcd itself waits for
 // a quorum to answer.
 const etcdAnswerWait = 30 * time.Second
 
-func clusterServingOnce(c *clientv3.Client) (string, error) {
+// leaseLapseMargin is what etcd takes past a lease's TTL to revoke it: its
+// lessor looks for expired leases every 500 ms and revokes them through
+// raft.
+const leaseLapseMargin = 2 * time.Second
+
+type heldKey struct {
+	key   string
+	lease int64
+}
+
+// heldKeys lists the member and shard owner keys, which exist only while
+// a node holds them.
+func heldKeys(c *clientv3.Client) ([]heldKey, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
+	var held []heldKey
 	for _, p := range []string{cluster.MemberKey(""), cluster.ShardPrefix} {
-		r, err := c.Get(ctx, p, clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithLimit(1))
+		r, err := c.Get(ctx, p, clientv3.WithPrefix())
 		if err != nil {
-			return "", fmt.Errorf("etcd: %w", err)
+			return nil, fmt.Errorf("etcd: %w", err)
 		}
-		if len(r.Kvs) > 0 {
-			return string(r.Kvs[0].Key), nil
+		for _, kv := range r.Kvs {
+			held = append(held, heldKey{string(kv.Key), kv.Lease})
 		}
 	}
-	return "", nil
+	return held, nil
+}
+
+// longestLease is the longest TTL granted to the leases the keys are held
+// under, at most a node's longest (--lease-ttl); a key under no lease, or
+// a lease etcd no longer knows, costs no wait.
+func longestLease(c *clientv3.Client, held []heldKey) time.Duration {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var longest time.Duration
+	seen := map[int64]bool{}
+	for _, h := range held {
+		if h.lease == 0 || seen[h.lease] {
+			continue
+		}
+		seen[h.lease] = true
+		r, err := c.TimeToLive(ctx, clientv3.LeaseID(h.lease))
+		if err != nil || r.GrantedTTL <= 0 {
+			continue
+		}
+		longest = max(longest, time.Duration(r.GrantedTTL)*time.Second)
+	}
+	return min(longest, maxLeaseTTL)
 }
 
 // endpoint is one side of a migration: pebble:DIR or etcd:URL,URL.

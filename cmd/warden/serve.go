@@ -418,6 +418,10 @@ const readOnlyRetry = 10 * time.Second
 // answers leave before the process exits.
 const sealedDrain = 2 * time.Second
 
+// leaveBound is how long a node waits for etcd to take its lease back
+// when it stops.
+const leaveBound = 2 * time.Second
+
 // storeCloseBound is how long a close may take before warden exits
 // without it (S3): a store that does not close in this time is wedged.
 const storeCloseBound = 5 * time.Second
@@ -438,7 +442,11 @@ func (p *process) stop(failed *persistence.Failure) error {
 		p.log.Warn("actors did not stop within the grace; exiting without them")
 	}
 	if p.node != nil {
-		p.node.Leave(ctx)
+		// Its own bound, not what the actors left of the grace: a lease
+		// not revoked holds the cluster's offline commands for a TTL.
+		leaveCtx, cancelLeave := context.WithTimeout(context.Background(), leaveBound)
+		p.node.Leave(leaveCtx)
+		cancelLeave()
 	}
 	_ = p.srv.Shutdown(ctx)
 	var closeErr error
