@@ -333,6 +333,11 @@ func (w *pebbleWrites) Commit(f Fence) error {
 		if err = w.b.SyncWait(); err != nil {
 			w.p.fatal("pebble: fatal commit error: %v", err) // seals; does not return (S1)
 		}
+		if f := w.p.health.Failed(); f != nil {
+			// A log failed under this batch and took nothing more
+			// (allOrNothingWAL): it is not durable, whatever Pebble says.
+			w.p.fatal("pebble: fatal commit error: %v", f) // does not return (S1)
+		}
 	}
 	if err != nil {
 		return err

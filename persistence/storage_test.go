@@ -559,3 +559,43 @@ func FuzzCheckNewestWAL(f *testing.F) {
 		_ = syncedPast(b, 4, 0)
 	})
 }
+
+// TestS1AWALFailingAtItsRotationSealsWithoutAPanic: the log a flush
+// rotates away from fails its last write or sync. Pebble panics when that
+// close fails, and the panic ends the process as a fatal error with a Go
+// trace; the store seals instead, refuses what follows, and what it
+// acknowledged opens again after the crash.
+func TestS1AWALFailingAtItsRotationSealsWithoutAPanic(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		kinds []errorfs.OpKind
+		errno syscall.Errno
+		cause Cause
+	}{
+		{"the closing log's write", walWrite, syscall.ENOSPC, DiskFull},
+		{"the closing log's sync", anySync, syscall.EIO, IOError},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := &disk{}
+			s, mem, _ := faultyStore(t, d, Options{MarkEvery: -1})
+			require.NoError(t, put(s, "m/acknowledged", "\x01{}"))
+			d.arm(".log", fmt.Errorf("injected: %w", tc.errno), tc.kinds...)
+			go func() { _ = s.Flush() }() // rotates the log; a failing flush may wait for ever
+			select {
+			case <-s.Health().Sealed():
+			case <-time.After(10 * time.Second):
+				t.Fatal("the log's failure at its rotation did not seal the store")
+			}
+			require.Equal(t, tc.cause, s.Health().Failed().Cause)
+			require.ErrorAs(t, put(s, "m/after", "\x01{}"), new(*Failure), "refused once sealed")
+
+			crashed := mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})
+			again, err := Open("db", Options{FS: crashed, MarkEvery: -1})
+			require.NoError(t, err, "the store opens after the crash")
+			defer again.Close()
+			var v struct{}
+			require.NoError(t, again.Get([]byte("m/acknowledged"), &v), "what was acknowledged is there")
+			require.Equal(t, 1, countRecords(t, again), "and nothing else")
+		})
+	}
+}

@@ -21,6 +21,15 @@ import (
 // each write before it is made and refuses the write, with nothing
 // written, when they cannot be had.
 //
+// A write-ahead log that fails a write or a sync seals the store, and from
+// then on takes nothing more to the disk: Pebble panics when closing the
+// log it rotates away from fails (rotateWAL), and the panic unwinds
+// through its locks into a fatal error (S7 says never a Go trace). So the
+// failure is sealed, not returned; every later write to a log is dropped
+// and no new sstable is made, so nothing written after the failure
+// reaches the disk; and a commit that finds the store sealed after its
+// sync is refused (pebbleWrites.Commit), never acknowledged.
+//
 // It also keeps a write-ahead log from failing to open for want of a
 // file descriptor: Pebble panics when it cannot create the next log
 // (rotateWAL), and the panic unwinds through its locks into a fatal
@@ -40,6 +49,9 @@ const walReserveAhead = 1 << 20
 func isWAL(name string) bool { return strings.HasSuffix(name, ".log") }
 
 func (fs allOrNothingWAL) Create(name string, c vfs.DiskWriteCategory) (vfs.File, error) {
+	if err := fs.sealedAgainst(name); err != nil {
+		return nil, err
+	}
 	f, err := fs.FS.Create(name, c)
 	if err != nil && isWAL(name) && fs.outOfDescriptors(name, err) {
 		f, err = fs.FS.Create(name, c)
@@ -47,10 +59,13 @@ func (fs allOrNothingWAL) Create(name string, c vfs.DiskWriteCategory) (vfs.File
 	if err != nil || !isWAL(name) {
 		return f, err
 	}
-	return &reservingFile{File: f}, nil
+	return &reservingFile{File: f, health: fs.health, name: name}, nil
 }
 
 func (fs allOrNothingWAL) ReuseForWrite(oldname, newname string, c vfs.DiskWriteCategory) (vfs.File, error) {
+	if err := fs.sealedAgainst(newname); err != nil {
+		return nil, err
+	}
 	f, err := fs.FS.ReuseForWrite(oldname, newname, c)
 	if err != nil && isWAL(newname) && fs.outOfDescriptors(newname, err) {
 		f, err = fs.FS.ReuseForWrite(oldname, newname, c)
@@ -58,8 +73,25 @@ func (fs allOrNothingWAL) ReuseForWrite(oldname, newname string, c vfs.DiskWrite
 	if err != nil || !isWAL(newname) {
 		return f, err
 	}
-	return &reservingFile{File: f}, nil
+	return &reservingFile{File: f, health: fs.health, name: newname}, nil
 }
+
+// sealedAgainst refuses a new file other than a log once the store
+// sealed: a flush after a log's failure would take the memtable's unacknowledged
+// batches into an sstable. A log is still opened (Pebble panics if it
+// cannot be), and takes nothing (reservingFile).
+func (fs allOrNothingWAL) sealedAgainst(name string) error {
+	if fs.health == nil || isWAL(name) {
+		return nil
+	}
+	if f := fs.health.Failed(); f != nil {
+		return fmt.Errorf("%s not written: %w", name, f)
+	}
+	return nil
+}
+
+// walFailureOp names a write-ahead log's failed write or sync in a seal.
+const walFailureOp = "WAL write or sync"
 
 // outOfDescriptors seals the store when err is the process running out of
 // descriptors, and reports whether a held one was given up for a retry.
@@ -122,20 +154,65 @@ func (fs allOrNothingWAL) Unwrap() vfs.FS { return fs.FS }
 
 type reservingFile struct {
 	vfs.File
+	health           *Health
+	name             string
 	offset, reserved int64
 	unsupported      bool
 }
 
 func (f *reservingFile) Write(p []byte) (int, error) {
+	if f.dropping() {
+		return len(p), nil
+	}
 	end := f.offset + int64(len(p))
 	if end > f.reserved && !f.unsupported {
 		if err := f.reserve(end); err != nil {
-			return 0, err
+			return f.failed(len(p), err) // nothing of p is written
 		}
 	}
 	n, err := f.File.Write(p)
 	f.offset += int64(n)
-	return n, err
+	if err != nil {
+		return f.failed(len(p), err)
+	}
+	return n, nil
+}
+
+func (f *reservingFile) Sync() error {
+	if f.dropping() {
+		return nil
+	}
+	if err := f.File.Sync(); err != nil {
+		_, err = f.failed(0, err)
+		return err
+	}
+	return nil
+}
+
+func (f *reservingFile) SyncData() error { return f.Sync() }
+
+func (f *reservingFile) SyncTo(length int64) (fullSync bool, err error) {
+	if f.dropping() {
+		return true, nil
+	}
+	if fullSync, err = f.File.SyncTo(length); err != nil {
+		_, err = f.failed(0, err)
+	}
+	return fullSync, err
+}
+
+// dropping is true once the store sealed: nothing more goes to a log.
+func (f *reservingFile) dropping() bool { return f.health != nil && f.health.Failed() != nil }
+
+// failed seals the store with a log's failure and reports n done, so that
+// Pebble goes on (a commit waiting for its sync then finds the store
+// sealed and is refused); without a Health to seal, the error is Pebble's.
+func (f *reservingFile) failed(n int, err error) (int, error) {
+	if f.health == nil {
+		return 0, err
+	}
+	f.health.Seal(&Failure{Cause: Classify(err), Op: walFailureOp, Err: fmt.Errorf("%s: %w", f.name, err)})
+	return n, nil
 }
 
 // reserve makes the blocks up to end (and, if it can, a MiB beyond) the
