@@ -547,8 +547,19 @@ func driftKey(d environment.Drift) string {
 // branchGeneration reads the newest route generation a branch gave out:
 // the last of its keys, or the one key of the layout before them.
 func branchGeneration(st *persistence.Store, branch string) (uint64, error) {
-	b, err := loadBranch(st, branch)
-	return b.Last, err
+	var last uint64
+	prefix := persistence.BranchGenerationPrefix(branch)
+	err := st.Scan(prefix, nil, func(k, _ []byte) (bool, error) {
+		if g, ok := persistence.ParseBranchGeneration(prefix, k); ok {
+			last = max(last, g)
+		}
+		return true, nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	legacy, err := legacyBranchGeneration(st, branch)
+	return max(last, legacy), err
 }
 
 // loadBranch reads a branch's givings in generation order (its keys sort
@@ -569,12 +580,19 @@ func loadBranch(st *persistence.Store, branch string) (environment.Branch, error
 		return b, err
 	}
 	b.Recent = b.Recent[max(0, len(b.Recent)-environment.RecentGivings):]
+	legacy, err := legacyBranchGeneration(st, branch)
+	b.Last = max(b.Last, legacy)
+	return b, err
+}
+
+// legacyBranchGeneration is the last generation the layout before each
+// had a key gave out, 0 if it left none.
+func legacyBranchGeneration(st *persistence.Store, branch string) (uint64, error) {
 	var legacy uint64
 	if err := st.Get(persistence.LegacyBranchKey(branch), &legacy); err != nil && !errors.Is(err, persistence.ErrNotFound) {
-		return b, err
+		return 0, err
 	}
-	b.Last = max(b.Last, legacy)
-	return b, nil
+	return legacy, nil
 }
 
 // --- the record's codec -----------------------------------------------------------

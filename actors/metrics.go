@@ -3,6 +3,7 @@ package actors
 import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"sync"
 
 	"github.com/wardenhq/warden/actors/runtime"
 	"github.com/wardenhq/warden/persistence"
@@ -79,8 +80,8 @@ func NewMetrics() *Metrics {
 	m.zeroes()
 	m.Registry.MustRegister(m.HTTPRequests, m.HTTPSeconds)
 	m.Registry.MustRegister(m.Failures, m.Retries, m.Drivers, m.PoolReserved, m.PoolQueued, m.PoolLimit, m.EnvTransitions, m.DriftFound, m.DriftResolved)
-	m.Registry.MustRegister(m.Callbacks, m.Decision, m.Forwarded, m.Malformed,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.Registry.MustRegister(m.Callbacks, m.Decision, m.Forwarded, m.Malformed)
+	m.Registry.MustRegister(processCollectors()...)
 	m.Registry.MustRegister(m.Runtime.Collectors()...)
 	return m
 }
@@ -144,3 +145,11 @@ func (m *Metrics) RegisterStorage(h *persistence.Health, reserve persistence.Res
 			space(func(sp persistence.Space) float64 { return float64(reserve.Of(sp.Total)) })),
 	)
 }
+
+// processCollectors are the Go runtime's and the process's collectors,
+// made once: they describe the process, not a system, and making the Go
+// collector lists every runtime metric (the simulator starts a system per
+// simulated restart). A collector may be registered with many registries.
+var processCollectors = sync.OnceValue(func() []prometheus.Collector {
+	return []prometheus.Collector{collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})}
+})

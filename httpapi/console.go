@@ -65,6 +65,17 @@ type console struct {
 }
 
 func newConsole(s *Server) *console {
+	c := &console{s: s, pages: consolePages(), sessions: map[string]*session{}}
+	static, _ := fs.Sub(consoleFS, "console/static")
+	c.static = http.StripPrefix("/ui/static/", http.FileServer(http.FS(static)))
+	return c
+}
+
+// consolePages are the console's pages, parsed once per process: every
+// server shares them (a template executes concurrently), and a process
+// that starts many servers (the simulator restarts one per crash) parses
+// them once.
+var consolePages = sync.OnceValue(func() map[string]*template.Template {
 	funcs := template.FuncMap{
 		"when": func(t any) string {
 			switch v := t.(type) {
@@ -108,15 +119,13 @@ func newConsole(s *Server) *console {
 			return "?" + v.Encode()
 		},
 	}
-	c := &console{s: s, pages: map[string]*template.Template{}, sessions: map[string]*session{}}
+	pages := map[string]*template.Template{}
 	layout := template.Must(template.New("layout.html").Funcs(funcs).ParseFS(consoleFS, "console/templates/layout.html"))
 	for _, page := range []string{"login", "marquees", "marquee", "environments", "environment", "pools", "process", "cluster"} {
-		c.pages[page] = template.Must(template.Must(layout.Clone()).ParseFS(consoleFS, "console/templates/"+page+".html"))
+		pages[page] = template.Must(template.Must(layout.Clone()).ParseFS(consoleFS, "console/templates/"+page+".html"))
 	}
-	static, _ := fs.Sub(consoleFS, "console/static")
-	c.static = http.StripPrefix("/ui/static/", http.FileServer(http.FS(static)))
-	return c
-}
+	return pages
+})
 
 // isConsolePath says which requests are the console's.
 func isConsolePath(p string) bool { return p == "/" || p == "/ui" || strings.HasPrefix(p, "/ui/") }
