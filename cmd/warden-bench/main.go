@@ -52,6 +52,7 @@ func main() {
 	steadyRate := flag.Int("rate", 200, "with -cluster-scale: callbacks a second during the steady run")
 	verifySize := flag.Int("verify", 0, "measure warden verify (D6) over a healthy store of this many marquees instead")
 	scale := flag.Bool("scale", false, "measure actors at scale (memory, activation, start-up) instead of the webhook path")
+	flag.StringVar(&heapProfileOut, "heap-profile-out", "", "with -scale, keep the heap profile taken once the 20,000 marquees are active in this file (what an actor holds, for go tool pprof -sample_index=inuse_space)")
 	sizes := flag.String("sizes", "10000,100000,1000000", "stored marquees for the start-up figure")
 	clusterBench := flag.Bool("cluster", false, "measure three nodes on etcd against one node on this machine (docs/rules/cluster.md C8)")
 	flag.StringVar(&wardenBin, "warden", "", "the warden binary -cluster starts (default: build ./cmd/warden); an A/B of two builds runs this twice")
@@ -62,6 +63,11 @@ func main() {
 	flag.BoolVar(&profile, "profile", true, "profile the durable path at the highest connection count and report where its CPU goes")
 	flag.StringVar(&profileOut, "profile-out", "", "keep the durable path's CPU profile in this file (for go tool pprof)")
 	flag.Parse()
+	if heapProfileOut != "" {
+		// Every allocation recorded: the profile divides the heap among an
+		// actor's parts exactly, not by 512 KiB samples.
+		runtime.MemProfileRate = 1
+	}
 	loadGen = *gen
 	if *clusterBench {
 		if err := runCluster(*out, *duration, *warmup); err != nil {

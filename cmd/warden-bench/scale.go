@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"sort"
 	"strings"
 	"time"
@@ -65,6 +66,21 @@ func startSystem(dir string) (*actors.System, *persistence.Store, error) {
 	return sys, st, nil
 }
 
+// heapProfileOut is where -heap-profile-out keeps the heap profile.
+var heapProfileOut string
+
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
 func heap() uint64 {
 	runtime.GC()
 	runtime.GC()
@@ -115,6 +131,11 @@ func runScale(out string, sizes []int) error {
 	}
 	after := heap()
 	activated := sys.Live() - liveBefore
+	if heapProfileOut != "" {
+		if err := writeHeapProfile(heapProfileOut); err != nil {
+			return err
+		}
+	}
 	perActor := float64(after-before) / float64(max(activated, 1))
 	warm := make([]time.Duration, 0, n)
 	for i := 0; i < n; i++ {
