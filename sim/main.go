@@ -289,7 +289,7 @@ func (a *aggregate) markdown(heading string, n, nodes int, wall time.Duration, d
 	fmt.Fprintf(&b, "| seeds | %d; determinism: %s | 100%% |\n", n, identical)
 	fmt.Fprintf(&b, "| wall time | %s (%.0f seeds/min; per seed: the faulty run twice when checking determinism, and a fault-free run) | 200 seeds < 5 min |\n", wall.Round(time.Second), float64(n)/wall.Minutes())
 	fmt.Fprintf(&b, "| time compression (simulated over wall, faulty runs) | %.0fx | >= 1000x |\n", a.simTime.Seconds()/max(a.wall.Seconds(), 1e-9))
-	fmt.Fprintf(&b, "| events per wall second (actor messages + world steps) | %.0f | >= 20,000 |\n", float64(a.events)/max(a.wall.Seconds(), 1e-9))
+	fmt.Fprintf(&b, "| events per wall second (actor messages + world steps) | %.0f | >= 40,000 |\n", float64(a.events)/max(a.wall.Seconds(), 1e-9))
 	rm, fm := a.missing()
 	fmt.Fprintf(&b, "| rules hit | %d of %d; missing: %v | 100%% |\n", len(rules(a.cluster))-len(rm), len(rules(a.cluster)), rm)
 	fmt.Fprintf(&b, "| fault points fired | %d of %d; missing: %v | 100%% |\n\n", len(pointsFor(a.cluster))-len(fm), len(pointsFor(a.cluster)), fm)
