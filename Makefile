@@ -55,31 +55,33 @@ lint:
 
 # make test: every rule's tests, sized to run in minutes. The binaries
 # the tests run are built once here and shared by every package
-# (WARDEN_TEST_BIN). The race detector's fivefold slowdown is spent where
-# the concurrency is (the actors, their runtime and cluster, the store, the
-# HTTP layer, and a few of the simulator's seeds), under -short; the rest
-# runs without it. make check (CI runs it after make test) runs the long
-# sizes.
+# (WARDEN_TEST_BIN). make check (CI runs it after make test) runs the long
+# sizes, and the race detector where the concurrency is (the actors' shell,
+# their runtime and cluster, the store, the HTTP layer, and a few of the
+# simulator's seeds), under -short: its instrumented builds and fivefold
+# slowdown were five of make test's fourteen minutes.
 TEST_BIN ?= $(CURDIR)/bin/test
 testbin:
 	@mkdir -p $(TEST_BIN)
 	$(GO) build -o $(TEST_BIN)/warden ./cmd/warden
 
-RACE_PKGS := ./actors ./actors/runtime ./actors/cluster ./actors/marquee ./actors/environment ./actors/admission ./persistence ./httpapi
+# The pure machines (marquee, environment, admission) start no goroutine:
+# the race detector has nothing to find there.
+RACE_PKGS := ./actors ./actors/runtime ./actors/cluster ./persistence ./httpapi
 test: lint testbin
 	WARDEN_TEST_BIN=$(TEST_BIN) $(GO) test -count=1 -timeout 20m ./...
-	$(GO) test -race -short -count=1 -timeout 15m $(RACE_PKGS)
-	$(GO) test -race -short -count=1 -timeout 15m -run 'TestSeedsWithDeterminism|TestClusterSeedsWithDeterminism' ./sim
 
 # make check: the heaviest checks, at full size (WARDEN_CHECK=1): the
 # release built twice and compared byte for byte (D3), the crash run's 50
 # kills, the cluster's convergence at a second lease TTL, the simulator's
 # CI batches (200 single-node seeds, 40 cluster seeds), the cluster at
-# scale's small run (D10).
+# scale's small run (D10); then the race detector's runs.
 CHECK_TESTS := TestD3DistIsReproducible|TestCrashFiftyKills|TestC5ConvergesAtEachLeaseTTL|TestSeedsWithDeterminism|TestClusterSeedsWithDeterminism|TestD10TheClusterAtScaleBenchRuns
 check: testbin
 	WARDEN_CHECK=1 WARDEN_TEST_BIN=$(TEST_BIN) $(GO) test -count=1 -timeout 25m -run '^($(CHECK_TESTS))$$' \
 		./cmd/internal/sbom ./cmd/warden-crash ./cmd/warden-cluster-crash ./sim ./cmd/warden-bench
+	$(GO) test -race -short -count=1 -timeout 15m $(RACE_PKGS)
+	$(GO) test -race -short -count=1 -timeout 15m -run 'TestSeedsWithDeterminism|TestClusterSeedsWithDeterminism' ./sim
 
 # warden's exit statuses are in the README ("When the disk fails"); make
 # run restarts nothing, it says why warden stopped. RUN_FLAGS adds flags
