@@ -19,11 +19,13 @@ import (
 	"github.com/wardenhq/warden/cmd/internal/testkit"
 )
 
+// freeAddr is a loopback address below the ephemeral range
+// (testkit.StablePort): one from ":0", closed and listened on later, may
+// be taken meanwhile by anything connecting.
 func freeAddr(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := testkit.StablePort()
 	require.NoError(t, err)
-	defer ln.Close()
-	return ln.Addr().String()
+	return addr
 }
 
 // syncBuffer is the command's output, read while it runs.

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -67,11 +66,14 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
+// freePort is a loopback address for a process a test starts later: below
+// the ephemeral range (testkit.StablePort), so that nothing connecting or
+// listening on ":0" meanwhile takes it (CI: an etcd member's peer port,
+// picked before a restore of several seconds, was taken by then).
 func freePort(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := testkit.StablePort()
 	require.NoError(t, err)
-	defer ln.Close()
-	return ln.Addr().String()
+	return addr
 }
 
 func startProc(t *testing.T, dataDir, addr string, extra ...string) *proc {
