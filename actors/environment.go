@@ -547,52 +547,46 @@ func driftKey(d environment.Drift) string {
 // branchGeneration reads the newest route generation a branch gave out:
 // the last of its keys, or the one key of the layout before them.
 func branchGeneration(st *persistence.Store, branch string) (uint64, error) {
-	var last uint64
-	prefix := persistence.BranchGenerationPrefix(branch)
-	err := st.Scan(prefix, nil, func(k, _ []byte) (bool, error) {
-		if g, ok := persistence.ParseBranchGeneration(prefix, k); ok {
-			last = max(last, g)
-		}
-		return true, nil
-	})
-	if err != nil {
-		return 0, err
-	}
-	legacy, err := legacyBranchGeneration(st, branch)
-	return max(last, legacy), err
+	return scanBranch(st, branch, nil)
 }
 
 // loadBranch reads a branch's givings in generation order (its keys sort
 // so), and the last generation of the layout before they had keys.
 func loadBranch(st *persistence.Store, branch string) (environment.Branch, error) {
 	b := environment.Branch{Name: branch}
+	last, err := scanBranch(st, branch, func(g uint64, env []byte) {
+		if len(env) > 0 {
+			b.Recent = append(b.Recent, environment.Give{Env: string(env), Generation: g})
+		}
+	})
+	b.Last = last
+	b.Recent = b.Recent[max(0, len(b.Recent)-environment.RecentGivings):]
+	return b, err
+}
+
+// scanBranch calls give (if not nil) with each generation key of a
+// branch and the environment it went to (valid only during the call),
+// and returns the newest generation, the legacy layout's one key included.
+func scanBranch(st *persistence.Store, branch string, give func(g uint64, env []byte)) (uint64, error) {
+	var last uint64
 	prefix := persistence.BranchGenerationPrefix(branch)
 	err := st.Scan(prefix, nil, func(k, v []byte) (bool, error) {
 		if g, ok := persistence.ParseBranchGeneration(prefix, k); ok {
-			b.Last = max(b.Last, g)
-			if len(v) > 0 {
-				b.Recent = append(b.Recent, environment.Give{Env: string(v), Generation: g})
+			last = max(last, g)
+			if give != nil {
+				give(g, v)
 			}
 		}
 		return true, nil
 	})
 	if err != nil {
-		return b, err
+		return last, err
 	}
-	b.Recent = b.Recent[max(0, len(b.Recent)-environment.RecentGivings):]
-	legacy, err := legacyBranchGeneration(st, branch)
-	b.Last = max(b.Last, legacy)
-	return b, err
-}
-
-// legacyBranchGeneration is the last generation the layout before each
-// had a key gave out, 0 if it left none.
-func legacyBranchGeneration(st *persistence.Store, branch string) (uint64, error) {
 	var legacy uint64
 	if err := st.Get(persistence.LegacyBranchKey(branch), &legacy); err != nil && !errors.Is(err, persistence.ErrNotFound) {
-		return 0, err
+		return last, err
 	}
-	return legacy, nil
+	return max(last, legacy), nil
 }
 
 // --- the record's codec -----------------------------------------------------------

@@ -1,9 +1,10 @@
 package actors
 
 import (
+	"sync"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"sync"
 
 	"github.com/wardenhq/warden/actors/runtime"
 	"github.com/wardenhq/warden/persistence"

@@ -59,7 +59,7 @@ func (l pebbleLogger) Fatalf(format string, args ...any) {
 func fatalOp(msg string) string {
 	switch {
 	case strings.Contains(msg, "commit"):
-		return "WAL write or sync"
+		return walFailureOp
 	case strings.Contains(msg, "MANIFEST"):
 		return "manifest write"
 	}

@@ -116,17 +116,21 @@ func waitFatal(t *testing.T, fatal <-chan struct{}) {
 	}
 }
 
+// walFaults are the write-ahead log's failures, each with the cause a
+// seal names.
+var walFaults = []struct {
+	name  string
+	kinds []errorfs.OpKind
+	errno syscall.Errno
+	cause Cause
+}{
+	{"WAL write, disk full", walWrite, syscall.ENOSPC, DiskFull},
+	{"WAL write, read-only filesystem", walWrite, syscall.EROFS, ReadOnly},
+	{"WAL sync, I/O error", anySync, syscall.EIO, IOError},
+}
+
 func TestS1AFailedWALWriteOrSyncSealsTheStore(t *testing.T) {
-	for _, tc := range []struct {
-		name  string
-		kinds []errorfs.OpKind
-		errno syscall.Errno
-		cause Cause
-	}{
-		{"WAL write, disk full", walWrite, syscall.ENOSPC, DiskFull},
-		{"WAL write, read-only filesystem", walWrite, syscall.EROFS, ReadOnly},
-		{"WAL sync, I/O error", anySync, syscall.EIO, IOError},
-	} {
+	for _, tc := range walFaults {
 		t.Run(tc.name, func(t *testing.T) {
 			d := &disk{}
 			s, _, fatal := faultyStore(t, d, Options{})
@@ -566,15 +570,7 @@ func FuzzCheckNewestWAL(f *testing.F) {
 // trace; the store seals instead, refuses what follows, and what it
 // acknowledged opens again after the crash.
 func TestS1AWALFailingAtItsRotationSealsWithoutAPanic(t *testing.T) {
-	for _, tc := range []struct {
-		name  string
-		kinds []errorfs.OpKind
-		errno syscall.Errno
-		cause Cause
-	}{
-		{"the closing log's write", walWrite, syscall.ENOSPC, DiskFull},
-		{"the closing log's sync", anySync, syscall.EIO, IOError},
-	} {
+	for _, tc := range walFaults {
 		t.Run(tc.name, func(t *testing.T) {
 			d := &disk{}
 			s, mem, _ := faultyStore(t, d, Options{MarkEvery: -1})

@@ -77,9 +77,9 @@ func (fs allOrNothingWAL) ReuseForWrite(oldname, newname string, c vfs.DiskWrite
 }
 
 // sealedAgainst refuses a new file other than a log once the store
-// sealed: a flush after a log's failure would take the memtable's unacknowledged
-// batches into an sstable. A log is still opened (Pebble panics if it
-// cannot be), and takes nothing (reservingFile).
+// sealed: a flush after a log's failure would take the memtable's
+// unacknowledged batches into an sstable. A log is still opened (Pebble
+// panics if it cannot be), and takes nothing (reservingFile).
 func (fs allOrNothingWAL) sealedAgainst(name string) error {
 	if fs.health == nil || isWAL(name) {
 		return nil
@@ -89,9 +89,6 @@ func (fs allOrNothingWAL) sealedAgainst(name string) error {
 	}
 	return nil
 }
-
-// walFailureOp names a write-ahead log's failed write or sync in a seal.
-const walFailureOp = "WAL write or sync"
 
 // outOfDescriptors seals the store when err is the process running out of
 // descriptors, and reports whether a held one was given up for a retry.
@@ -167,53 +164,67 @@ func (f *reservingFile) Write(p []byte) (int, error) {
 	end := f.offset + int64(len(p))
 	if end > f.reserved && !f.unsupported {
 		if err := f.reserve(end); err != nil {
-			return f.failed(len(p), err) // nothing of p is written
+			return f.failedWrite(0, p, err) // nothing of p is written
 		}
 	}
 	n, err := f.File.Write(p)
 	f.offset += int64(n)
 	if err != nil {
-		return f.failed(len(p), err)
+		return f.failedWrite(n, p, err)
 	}
 	return n, nil
+}
+
+// failedWrite is a write that failed after n bytes: sealed (fail), it
+// reports p written, the rest dropped as everything after it is.
+func (f *reservingFile) failedWrite(n int, p []byte, err error) (int, error) {
+	if err = f.fail(err); err != nil {
+		return n, err
+	}
+	return len(p), nil
 }
 
 func (f *reservingFile) Sync() error {
 	if f.dropping() {
 		return nil
 	}
-	if err := f.File.Sync(); err != nil {
-		_, err = f.failed(0, err)
-		return err
-	}
-	return nil
+	return f.fail(f.File.Sync())
 }
 
-func (f *reservingFile) SyncData() error { return f.Sync() }
+// SyncData is the file's own (fdatasync), not Sync: it is the sync of
+// every durable commit.
+func (f *reservingFile) SyncData() error {
+	if f.dropping() {
+		return nil
+	}
+	return f.fail(f.File.SyncData())
+}
 
 func (f *reservingFile) SyncTo(length int64) (fullSync bool, err error) {
 	if f.dropping() {
 		return true, nil
 	}
-	if fullSync, err = f.File.SyncTo(length); err != nil {
-		_, err = f.failed(0, err)
-	}
-	return fullSync, err
+	fullSync, err = f.File.SyncTo(length)
+	return fullSync, f.fail(err)
 }
 
 // dropping is true once the store sealed: nothing more goes to a log.
 func (f *reservingFile) dropping() bool { return f.health != nil && f.health.Failed() != nil }
 
-// failed seals the store with a log's failure and reports n done, so that
-// Pebble goes on (a commit waiting for its sync then finds the store
-// sealed and is refused); without a Health to seal, the error is Pebble's.
-func (f *reservingFile) failed(n int, err error) (int, error) {
-	if f.health == nil {
-		return 0, err
+// fail seals the store with a log's failure and hides it from Pebble, so
+// that Pebble goes on (a commit waiting for its sync then finds the store
+// sealed and is refused, and whatever Pebble writes next is dropped);
+// without a Health to seal, the error is Pebble's. A nil err is nil.
+func (f *reservingFile) fail(err error) error {
+	if err == nil || f.health == nil {
+		return err
 	}
 	f.health.Seal(&Failure{Cause: Classify(err), Op: walFailureOp, Err: fmt.Errorf("%s: %w", f.name, err)})
-	return n, nil
+	return nil
 }
+
+// walFailureOp names a write-ahead log's failed write or sync in a seal.
+const walFailureOp = "WAL write or sync"
 
 // reserve makes the blocks up to end (and, if it can, a MiB beyond) the
 // file's own; a filesystem without fallocate is written as it is.

@@ -74,7 +74,7 @@ func writeHeapProfile(path string) error {
 	if err != nil {
 		return err
 	}
-	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+	if err := pprof.WriteHeapProfile(f); err != nil {
 		f.Close()
 		return err
 	}
