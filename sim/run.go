@@ -132,6 +132,7 @@ func Run(o Options) Result {
 	sum := sha256.Sum256([]byte(strings.Join(w.trace, "\n")))
 	r.Hash = hex.EncodeToString(sum[:])
 	_ = w.store.Close()
+	hosts.give(w.procs)
 	r.Wall = time.Since(wallStart)
 	return r
 }

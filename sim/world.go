@@ -17,6 +17,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -308,12 +309,47 @@ func (w *world) systemConfig(p *proc, st *persistence.Store) actors.Config {
 	}
 }
 
-// hostOf is the process's actor system, made at its first start.
+// hostOf is the process's actor system, taken at its first start.
 func (p *proc) hostOf() *runtime.Host {
 	if p.host == nil {
-		p.host = runtime.NewHost()
+		p.host = hosts.take()
 	}
 	return p.host
+}
+
+// hosts are the actor systems of runs that ended, reset for the next run
+// (runtime.Host.Reset): making one is about 33,000 small maps.
+var hosts hostPool
+
+type hostPool struct {
+	mu   sync.Mutex
+	free []*runtime.Host
+}
+
+func (hp *hostPool) take() *runtime.Host {
+	hp.mu.Lock()
+	defer hp.mu.Unlock()
+	if n := len(hp.free); n > 0 {
+		h := hp.free[n-1]
+		hp.free = hp.free[:n-1]
+		return h
+	}
+	return runtime.NewHost()
+}
+
+// give takes back the hosts of a run that ended: nothing steps its
+// runtimes again.
+func (hp *hostPool) give(procs []*proc) {
+	for _, p := range procs {
+		if p.host == nil {
+			continue
+		}
+		p.host.Reset()
+		hp.mu.Lock()
+		hp.free = append(hp.free, p.host)
+		hp.mu.Unlock()
+		p.host = nil
+	}
 }
 
 // appliedDelivery is a callback answered 200 applied: its record must

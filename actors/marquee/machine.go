@@ -3,7 +3,6 @@ package marquee
 import (
 	"encoding/json"
 	"fmt"
-	"reflect"
 	"sort"
 	"strings"
 	"time"
@@ -143,7 +142,7 @@ func (m Machine) Step(s State, ev Event, now time.Time) (State, Ready) {
 	if out.Err != nil {
 		return before, Ready{Err: out.Err}
 	}
-	out.Changed = !reflect.DeepEqual(before, s)
+	out.Changed = !before.equal(s)
 	if out.Changed {
 		s.UpdatedAt = now
 	}

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -40,4 +41,45 @@ func TestRuntimesShareAHostOneAfterAnother(t *testing.T) {
 	_, ents = start()
 	_, err = ents.Ask(context.Background(), "c", Request[int]{Mode: Command, Event: 0})
 	require.NoError(t, err, "the Host outlives a runtime that stopped")
+}
+
+// TestHostResetLeavesNoActorBehind: after Reset, no actor an abandoned
+// runtime left is registered, and the next runtime starts under the
+// names a new Host would give, so a run on a reset Host cannot tell it
+// from a new one.
+func TestHostResetLeavesNoActorBehind(t *testing.T) {
+	st, err := persistence.Open(t.TempDir(), persistence.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	host := NewHost()
+	registered := func() []string {
+		var ids []string
+		for _, m := range host.as.ProcessRegistry.LocalPIDs.LocalPIDs {
+			m.IterCb(func(id string, _ any) { ids = append(ids, id) })
+		}
+		slices.Sort(ids)
+		return ids
+	}
+	before := registered()
+	start := func(ids ...string) *Runtime {
+		rt, err := New(Config{Store: st, Clock: clock.NewManual(time.Unix(0, 0)), Cluster: SingleNode(), IdleAfter: -1, Host: host})
+		require.NoError(t, err)
+		var ents *Entities[int, int, counted]
+		ents = Register(rt, Kind[int, int, counted](counter{ents: &ents}))
+		for _, id := range ids {
+			_, err = ents.Ask(context.Background(), id, Request[int]{Mode: Create, Event: 0})
+			require.NoError(t, err)
+		}
+		return rt
+	}
+	first := start("a", "b", "c") // abandoned, as a crash leaves it
+	require.Len(t, registered(), len(before)+4, "the registry and its three entities")
+	host.Reset()
+	require.Equal(t, before, registered())
+
+	second := start("d")
+	require.Equal(t, first.registry.Id, second.registry.Id, "names start again as on a new Host")
+	second.Stop(context.Background())
+	host.Reset()
+	require.Equal(t, before, registered())
 }

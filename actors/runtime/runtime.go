@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -81,10 +82,42 @@ type Config struct {
 type Host struct {
 	as    *actor.ActorSystem
 	count atomic.Int64
+
+	mu       sync.Mutex
+	runtimes []*Runtime // started on it since its last Reset
 }
 
 // NewHost makes a Host.
 func NewHost() *Host { return &Host{as: newActorSystem()} }
+
+// Reset unregisters every actor the Host's runtimes left behind, so that
+// a runtime of another world can run on it: the simulator carries its
+// Hosts from seed to seed, since making one is a twentieth of its CPU.
+// Only once none of those runtimes is stepped again.
+func (h *Host) Reset() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	reg := h.as.ProcessRegistry
+	for _, rt := range h.runtimes {
+		rt.reg.mu.Lock()
+		for _, e := range rt.reg.byPID {
+			reg.Remove(e.pid)
+		}
+		rt.reg.mu.Unlock()
+		reg.Remove(rt.registry)
+	}
+	h.runtimes = nil
+	// Names start again as on a new Host; an actor Reset missed would
+	// make the next runtime's start fail on its name, not leak unseen.
+	h.count.Store(0)
+}
+
+// adopt records a runtime started on the Host, for Reset.
+func (h *Host) adopt(rt *Runtime) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.runtimes = append(h.runtimes, rt)
+}
 
 func newActorSystem() *actor.ActorSystem {
 	return actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
@@ -169,6 +202,9 @@ func New(cfg Config) (*Runtime, error) {
 		return nil, fmt.Errorf("spawn registry: %w", err)
 	}
 	rt.registry = pid
+	if cfg.Host != nil {
+		cfg.Host.adopt(rt)
+	}
 	return rt, nil
 }
 
