@@ -12,8 +12,8 @@
 package marquee
 
 import (
-	"slices"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/wardenhq/warden/actors/ident"
