@@ -161,9 +161,9 @@ bench:
 # a cluster of three over the simulated etcd; writes the figures.
 SIM_SEEDS ?= 1000
 sim:
-	$(GO) run ./cmd/warden sim --seeds $(SIM_SEEDS) --check-determinism --report BENCHMARKS.md
-	$(GO) run ./cmd/warden sim --seeds $(SIM_SEEDS) --nodes 3 --check-determinism --report BENCHMARKS.md
-	$(GO) run ./cmd/warden sim --planted --report BENCHMARKS.md
+	$(GO) run ./cmd/warden-sim --seeds $(SIM_SEEDS) --check-determinism --report BENCHMARKS.md
+	$(GO) run ./cmd/warden-sim --seeds $(SIM_SEEDS) --nodes 3 --check-determinism --report BENCHMARKS.md
+	$(GO) run ./cmd/warden-sim --planted --report BENCHMARKS.md
 
 # The crash test for as long as asked: make crash CRASH_DURATION=30m
 CRASH_DURATION ?= 10m

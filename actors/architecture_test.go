@@ -2,6 +2,7 @@ package actors
 
 import (
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -38,7 +39,7 @@ var allowedImports = map[string][]string{
 // TestArchitectureImports fails on an import that breaks
 // docs/architecture.md: the pure rules import only the shared types,
 // the runtime no kind and no shell, the adapters and persistence no
-// shell, and only cmd/warden imports the simulator.
+// shell, and only cmd/warden-sim imports the simulator.
 func TestArchitectureImports(t *testing.T) {
 	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}:{{join .Imports " "}}`, module+"...").Output()
 	if err != nil {
@@ -54,8 +55,8 @@ func TestArchitectureImports(t *testing.T) {
 			}
 			imp = strings.TrimPrefix(imp, module)
 			checked++
-			if imp == "sim" && pkg != "cmd/warden" {
-				t.Errorf("%s imports the simulator: only cmd/warden may (docs/architecture.md)", pkg)
+			if imp == "sim" && pkg != "cmd/warden-sim" {
+				t.Errorf("%s imports the simulator: only cmd/warden-sim may (docs/architecture.md)", pkg)
 			}
 			if allowed, ruled := rulesFor(pkg); ruled && !matches(allowed, imp) {
 				t.Errorf("%s imports %s: docs/architecture.md allows it %v", pkg, imp, allowed)
@@ -103,11 +104,34 @@ func TestArchitectureRulesRefuse(t *testing.T) {
 		{"persistence/etcdembed", "actors/clock", false},
 		{"actors/environment", "actors/ident", true},
 		{"httpapi", "actors/trust", true},
-		{"cmd/warden", "sim", true},
+		{"cmd/warden-sim", "sim", true},
 	} {
 		allowed, ruled := rulesFor(c.pkg)
 		if got := !ruled || matches(allowed, c.imp); got != c.ok {
 			t.Errorf("%s importing %s: allowed=%t, want %t", c.pkg, c.imp, got, c.ok)
+		}
+	}
+}
+
+// testOnly are the packages the server must not link: the simulator, what
+// only it uses, and the standard library's test servers.
+var testOnly = []string{"net/http/httptest", module + "sim", module + "internal/linear",
+	module + "persistence/faultfs", module + "cmd/internal/testkit", "github.com/anishathalye/porcupine"}
+
+// TestServerLinksNoSimulator: the server's binary links no test code
+// (docs/architecture.md).
+func TestServerLinksNoSimulator(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", module+"cmd/warden").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	deps := strings.Fields(string(out))
+	if !slices.Contains(deps, module+"actors/runtime") {
+		t.Fatalf("go list -deps named %d packages, not the runtime: the check checked nothing", len(deps))
+	}
+	for _, bad := range testOnly {
+		if slices.Contains(deps, bad) {
+			t.Errorf("cmd/warden links %s", bad)
 		}
 	}
 }

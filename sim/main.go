@@ -14,7 +14,7 @@ import (
 	"time"
 )
 
-// Command declares `warden sim`'s flags on fs and returns what runs once
+// Command declares `warden-sim`'s flags on fs and returns what runs once
 // they are parsed: the process exit code, or what is wrong with the
 // command line. With --report, its figures go to report(path, heading,
 // section).
@@ -72,7 +72,7 @@ func Command(fs *flag.FlagSet, stdout, stderr io.Writer, report func(path, headi
 			s := list[i]
 			if o.div != nil {
 				fmt.Fprintln(stdout, o.div)
-				fmt.Fprintf(stdout, "replay: warden sim --seed %d --nodes %d --check-determinism\n", s, *nodes)
+				fmt.Fprintf(stdout, "replay: warden-sim --seed %d --nodes %d --check-determinism\n", s, *nodes)
 				failed++
 				diverged++
 				continue
@@ -94,7 +94,7 @@ func Command(fs *flag.FlagSet, stdout, stderr io.Writer, report func(path, headi
 			// A report states what was measured: a batch with a failed seed is
 			// a bug to fix, not a figure to publish.
 			if *reportPath != "" {
-				fmt.Fprintf(stderr, "warden sim: %d of %d seeds failed; %s not written\n", failed, len(list), *reportPath)
+				fmt.Fprintf(stderr, "warden-sim: %d of %d seeds failed; %s not written\n", failed, len(list), *reportPath)
 			}
 			return 1, nil
 		}
@@ -104,7 +104,7 @@ func Command(fs *flag.FlagSet, stdout, stderr io.Writer, report func(path, headi
 				heading = fmt.Sprintf("## Simulation of a cluster of %d nodes", *nodes)
 			}
 			if err := report(*reportPath, heading, agg.markdown(heading, len(list), *nodes, wall, *determinism)); err != nil {
-				fmt.Fprintln(stderr, "warden sim:", err)
+				fmt.Fprintln(stderr, "warden-sim:", err)
 				return 1, nil
 			}
 		}
@@ -182,7 +182,7 @@ func printFailure(w io.Writer, r Result, plant string, nodes int) {
 	for _, l := range r.Trace[lo:] {
 		fmt.Fprintln(w, "  "+l)
 	}
-	cmd := fmt.Sprintf("go run ./cmd/warden sim --seed %d --trace", r.Seed)
+	cmd := fmt.Sprintf("go run ./cmd/warden-sim --seed %d --trace", r.Seed)
 	if nodes > 1 {
 		cmd += fmt.Sprintf(" --nodes %d", nodes)
 	}
@@ -278,7 +278,7 @@ func (a *aggregate) markdown(heading string, n, nodes int, wall time.Duration, d
 	if det {
 		check = " --check-determinism"
 	}
-	fmt.Fprintf(&b, "Command: `make sim` (`go run ./cmd/warden sim --seeds %d%s%s --report BENCHMARKS.md`). Each seed: the faulty run, the same seed again (determinism) when checked, and a fault-free run of its workload (convergence).\n\n", n, flags, check)
+	fmt.Fprintf(&b, "Command: `make sim` (`go run ./cmd/warden-sim --seeds %d%s%s --report BENCHMARKS.md`). Each seed: the faulty run, the same seed again (determinism) when checked, and a fault-free run of its workload (convergence).\n\n", n, flags, check)
 	fmt.Fprintf(&b, "| figure | value | goal |\n|---|---|---|\n")
 	// Only a batch where every seed passed is reported (Main), so every
 	// seed that was checked was byte-identical.
@@ -322,7 +322,7 @@ func (a *aggregate) markdown(heading string, n, nodes int, wall time.Duration, d
 // findAllPlanted reports seeds-to-detection of every planted bug.
 func findAllPlanted(stdout io.Writer, path string, report func(path, heading, section string) error) int {
 	var b strings.Builder
-	b.WriteString("## Planted bugs\n\nCommand: `go run ./cmd/warden sim --planted --report BENCHMARKS.md`. Seeds are tried from 1; the first that fails is the detection.\n\n")
+	b.WriteString("## Planted bugs\n\nCommand: `go run ./cmd/warden-sim --planted --report BENCHMARKS.md`. Seeds are tried from 1; the first that fails is the detection.\n\n")
 	b.WriteString("| planted bug (guard disabled) | caught at seed | by | expected |\n|---|---|---|---|\n")
 	code := 0
 	for _, p := range Planted {

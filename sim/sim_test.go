@@ -16,7 +16,7 @@ func report(t *testing.T, r Result) {
 		return
 	}
 	tail := r.Trace[max(0, len(r.Trace)-30):]
-	t.Errorf("seed %d: %v\n%s\ntrace tail:\n%s\nreplay: go run ./cmd/warden sim --seed %d", r.Seed, r.Violation, r.Config, strings.Join(tail, "\n"), r.Seed)
+	t.Errorf("seed %d: %v\n%s\ntrace tail:\n%s\nreplay: go run ./cmd/warden-sim --seed %d", r.Seed, r.Violation, r.Config, strings.Join(tail, "\n"), r.Seed)
 }
 
 // TestSeedsWithDeterminism is the CI batch (docs/rules/simulation.md: at least 200

@@ -11,7 +11,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 )
 
-// startMinimalFloor serves the second floor issue 34 asks for: a minimal
+// startMinimalFloor serves the second floor the goals name: a minimal
 // net/http server whose callback is one synced Pebble Set of the body,
 // under the delivery id (unique per request, so every request writes a
 // new key). No authentication, no decision, no dedup: what no design on

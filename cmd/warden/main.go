@@ -17,8 +17,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/wardenhq/warden/cmd/internal/buildinfo"
-	"github.com/wardenhq/warden/cmd/internal/mdreport"
-	"github.com/wardenhq/warden/sim"
 )
 
 func main() {
@@ -98,8 +96,6 @@ func newRoot(getenv func(string) string, stdout, stderr io.Writer) *cobra.Comman
 	callbackCmd := cmd("callback --verb VERB", "send one callback from a workflow (configured from the environment)",
 		"  WARDEN_CALLBACK_URL=... WARDEN_MARQUEE_ID=m-1 WARDEN_GENERATION=1 WARDEN_CALLBACK_TOKEN=... warden callback --verb step --step vm_starting", cobra.NoArgs)
 	callbackCmd.Long = callbackLong
-	simCmd := cmd("sim", "deterministic simulation: --seed N | --seeds K [--from N] [--nodes 3] [--check-determinism]",
-		"  warden sim --seeds 20 --check-determinism\n  warden sim --seed 7 --nodes 3 --trace", cobra.NoArgs)
 	root.AddCommand(
 		serveCmd,
 		goFlags(callbackCmd, func(fs *flag.FlagSet) func([]string) error { return callbackCommand(fs, getenv, stdout, stderr) }),
@@ -107,19 +103,6 @@ func newRoot(getenv func(string) string, stdout, stderr io.Writer) *cobra.Comman
 		goFlags(cmd("keygen DIR", "write the keys and token the nodes of a cluster share into DIR (where absent)",
 			"  warden keygen data/cluster/shared --node n1 --host 127.0.0.1,localhost", argsNamed("DIR")),
 			func(fs *flag.FlagSet) func([]string) error { return keygenCommand(fs, stdout) }),
-		goFlags(simCmd, func(fs *flag.FlagSet) func([]string) error {
-			run := sim.Command(fs, stdout, stderr, mdreport.Replace)
-			return func(args []string) error {
-				code, usage := run(args)
-				switch {
-				case usage != nil:
-					return usageError("%v", usage)
-				case code != 0:
-					return exitError{code}
-				}
-				return nil
-			}
-		}),
 		&cobra.Command{Use: "version", Short: "print the version, commit and Go version", Args: cobra.NoArgs, Example: "  warden version",
 			RunE: func(*cobra.Command, []string) error {
 				fmt.Fprintln(stdout, buildinfo.Read())
