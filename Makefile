@@ -76,12 +76,12 @@ test: lint testbin
 # kills, the cluster's convergence at a second lease TTL, the simulator's
 # CI batches (200 single-node seeds, 40 cluster seeds), the cluster at
 # scale's small run (D10); then the race detector's runs.
-CHECK_TESTS := TestD3DistIsReproducible|TestCrashFiftyKills|TestC5ConvergesAtEachLeaseTTL|TestSeedsWithDeterminism|TestClusterSeedsWithDeterminism|TestD10TheClusterAtScaleBenchRuns
+CHECK_TESTS := TestD3DistIsReproducible|TestCrashFiftyKills|TestC5ConvergesAtEachLeaseTTL|TestSeedsWithDeterminism|TestC11ClusterSeedsWithDeterminism|TestD10TheClusterAtScaleBenchRuns
 check: testbin
 	WARDEN_CHECK=1 WARDEN_TEST_BIN=$(TEST_BIN) $(GO) test -count=1 -timeout 25m -run '^($(CHECK_TESTS))$$' \
 		./cmd/internal/sbom ./cmd/warden-crash ./cmd/warden-cluster-crash ./sim ./cmd/warden-bench
 	$(GO) test -race -short -count=1 -timeout 15m $(RACE_PKGS)
-	$(GO) test -race -short -count=1 -timeout 15m -run 'TestSeedsWithDeterminism|TestClusterSeedsWithDeterminism' ./sim
+	$(GO) test -race -short -count=1 -timeout 15m -run 'TestSeedsWithDeterminism|TestC11ClusterSeedsWithDeterminism' ./sim
 
 # warden's exit statuses are in the README ("When the disk fails"); make
 # run restarts nothing, it says why warden stopped. RUN_FLAGS adds flags
@@ -155,7 +155,7 @@ bench:
 	$(GO) run ./cmd/warden-bench -cluster-scale 100000 -steady 10m -out BENCHMARKS.md
 	$(GO) run ./cmd/warden-bench -cluster-scale 100000 -steady 10m -compaction 2m -out BENCHMARKS.md
 	$(GO) run ./cmd/warden-bench -cluster -out BENCHMARKS.md
-	$(GO) test ./persistence -run '^$$' -bench BenchmarkTransition -benchtime 3s -count 3
+	$(GO) test ./persistence -run '^$$' -bench BenchmarkC8Transition -benchtime 3s -count 3
 
 # More seeds than CI runs, with the determinism check, on one node and on
 # a cluster of three over the simulated etcd; writes the figures.
@@ -192,7 +192,7 @@ fuzz:
 # stale.
 screenshots:
 	WARDEN_DOCS_SCREENSHOTS=1 $(GO) test -count=1 ./httpapi -run 'TestO7O8ConsoleInChromium$$'
-	WARDEN_DOCS_SCREENSHOTS=1 $(GO) test -count=1 ./cmd/warden-previews -run 'TestP2MakePreviewsStartsThePlatformAndStopsIt$$'
+	WARDEN_DOCS_SCREENSHOTS=1 $(GO) test -count=1 ./cmd/warden-previews -run 'TestP2P12P18MakePreviewsStartsThePlatformAndStopsIt$$'
 
 # go install into an empty GOBIN with a clean module cache (CI runs it).
 install-check:

@@ -1,10 +1,14 @@
 package actors
 
 import (
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"os"
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -13,7 +17,7 @@ import (
 
 // The rules live in docs/rules/, one file per family; each is written
 // "**M16 ...**" where it is stated. These tests keep two promises: every
-// rule stated there is shown by a test that cites it, and every rule file
+// rule stated there is shown by a test named for it, and every rule file
 // the code cites exists (the code cited files outside the
 // repository).
 
@@ -61,29 +65,130 @@ func walkRepo(t *testing.T, fn func(path string, b []byte)) {
 	require.NoError(t, err)
 }
 
+// TestEveryRuleIsNamedByATest: a rule counts as tested only where a test
+// is named for it: a test or fuzz function's name (TestM16...), a subtest's
+// name written where it is run (t.Run("E15 ...")) or in a table's name
+// field, or a golden script's case heading (a "#" line before a command).
+// A rule mentioned in a comment, an assertion message or a golden file's
+// expected output does not count.
 func TestEveryRuleIsNamedByATest(t *testing.T) {
 	stated := statedRules(t)
-	for _, family := range []string{"M23", "A10", "E17", "I15", "T12", "O15", "W9", "C12", "S13", "P18", "D15"} {
+	for _, family := range []string{"M23", "A10", "E18", "I15", "T12", "O15", "W9", "C12", "S13", "P18", "D15"} {
 		require.Contains(t, stated, family, "docs/rules states %s", family)
 	}
-	cited := map[string]bool{}
+	named := map[string]bool{}
 	walkRepo(t, func(path string, b []byte) {
-		isTest := strings.HasSuffix(path, "_test.go") || strings.Contains(path, string(filepath.Separator)+"testdata"+string(filepath.Separator))
-		if !isTest || path == filepath.Join(repoRoot, "actors", "rules_test.go") {
-			return
+		var names []string
+		switch {
+		case strings.HasSuffix(path, "_test.go"):
+			names = testNames(t, path, b)
+		case strings.Contains(path, string(filepath.Separator)+"testdata"+string(filepath.Separator)):
+			names = goldenHeadings(string(b))
 		}
-		for _, id := range citations(string(b)) {
-			cited[id] = true
+		for _, name := range names {
+			// "E2E" in a test's name is end to end, not rule E2.
+			for _, id := range citations(strings.ReplaceAll(name, "E2E", " ")) {
+				named[id] = true
+			}
 		}
 	})
 	var missing []string
 	for id, file := range stated {
-		if !cited[id] {
+		if !named[id] {
 			missing = append(missing, id+" ("+file+")")
 		}
 	}
 	sort.Strings(missing)
-	require.Empty(t, missing, "rules no test cites")
+	require.Empty(t, missing, "rules no test is named for")
+}
+
+// testNames lists the names a Go test file gives its tests: functions
+// named Test*, Fuzz* or Benchmark*, the literal first argument of every Run call, and
+// the literal name or Name field of a composite (a table's subtest names).
+func testNames(t *testing.T, path string, src []byte) []string {
+	f, err := parser.ParseFile(token.NewFileSet(), path, src, parser.SkipObjectResolution)
+	require.NoError(t, err)
+	var names []string
+	literal := func(e ast.Expr) {
+		if lit, ok := e.(*ast.BasicLit); ok && lit.Kind == token.STRING {
+			if s, err := strconv.Unquote(lit.Value); err == nil {
+				names = append(names, s)
+			}
+		}
+	}
+	ast.Inspect(f, func(n ast.Node) bool {
+		switch n := n.(type) {
+		case *ast.FuncDecl:
+			if n.Recv == nil && isTestFunc(n.Name.Name) {
+				names = append(names, n.Name.Name)
+			}
+		case *ast.CallExpr:
+			if sel, ok := n.Fun.(*ast.SelectorExpr); ok && sel.Sel.Name == "Run" && len(n.Args) == 2 {
+				literal(n.Args[0])
+			}
+		case *ast.KeyValueExpr:
+			if key, ok := n.Key.(*ast.Ident); ok && (key.Name == "name" || key.Name == "Name") {
+				literal(n.Value)
+			}
+		}
+		return true
+	})
+	return names
+}
+
+func isTestFunc(name string) bool {
+	for _, prefix := range []string{"Test", "Fuzz", "Benchmark"} {
+		if strings.HasPrefix(name, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+// goldenHeadings lists a golden script's case headings: the "#" lines
+// outside an expected output (which runs from "----" to a blank line, or
+// between two "----" lines when it holds blank lines).
+func goldenHeadings(script string) []string {
+	var headings []string
+	inOutput, twoSeparators := false, false
+	lines := strings.Split(script, "\n")
+	for i, line := range lines {
+		switch {
+		case line == "----" && !inOutput:
+			inOutput = true
+			twoSeparators = i+1 < len(lines) && lines[i+1] == "----"
+		case inOutput && twoSeparators:
+			if line == "----" && i > 0 && lines[i-1] != "----" && i+1 < len(lines) && lines[i+1] == "----" {
+				inOutput = false
+			}
+		case inOutput:
+			inOutput = line != ""
+		case strings.HasPrefix(line, "#"):
+			headings = append(headings, line)
+		}
+	}
+	return headings
+}
+
+func TestRulesCountOnlyWhereATestIsNamedForThem(t *testing.T) {
+	src := []byte(`package p
+// M1 in a comment does not count.
+func TestM2Name(t *testing.T) {
+	t.Run("E15 a subtest", func(t *testing.T) { require.True(t, ok, "M3 in a message") })
+	for _, tc := range []struct{ name string }{{name: "O4 from a table"}} { _ = tc }
+}
+func FuzzT5(f *testing.F) {}
+func helperM6() {}
+`)
+	var ids []string
+	for _, name := range testNames(t, "p_test.go", src) {
+		ids = append(ids, citations(name)...)
+	}
+	require.Equal(t, []string{"M2", "E15", "O4", "T5"}, ids)
+	require.Equal(t, []string{"C8"}, citations("BenchmarkC8Transition"))
+
+	script := "# M7: a heading\ncreate id=m-1\n----\nrecord: applied (M8)\n# not a heading M9\n\n# A10 heading\ncmd\n----\n----\nout\n\n# M11 inside a two-separator output\n----\n----\n"
+	require.Equal(t, []string{"# M7: a heading", "# A10 heading"}, goldenHeadings(script))
 }
 
 // TestEveryCitedRuleFileIsInTheRepository: a comment, message or script
@@ -137,7 +242,7 @@ func citations(text string) []string {
 			prev = before[len(before)-1]
 		}
 		isLetter := prev >= 'a' && prev <= 'z' || prev >= 'A' && prev <= 'Z' || prev == '_'
-		if !isLetter || strings.HasSuffix(before, "Test") || prev >= '0' && prev <= '9' {
+		if !isLetter || strings.HasSuffix(before, "Test") || strings.HasSuffix(before, "Fuzz") || strings.HasSuffix(before, "Benchmark") || prev >= '0' && prev <= '9' {
 			out = append(out, id)
 		}
 	}

@@ -127,10 +127,10 @@ func (h *harness) eventually(what string, cond func() bool) {
 	require.Eventually(h.t, cond, 5*time.Second, time.Millisecond, what)
 }
 
-// TestStuckRetryIsDurableAndFiresOnce: M21, M3, M23. The retry deadline is
+// TestM3M21M23I2StuckRetryIsDurableAndFiresOnce: M21, M3, M23. The retry deadline is
 // persisted in the wake index with the snapshot; after a restart with the
 // process down past it, it fires once, late, under a new generation.
-func TestStuckRetryIsDurableAndFiresOnce(t *testing.T) {
+func TestM3M21M23I2StuckRetryIsDurableAndFiresOnce(t *testing.T) {
 	h := newHarness(t)
 	_, err := h.sys.Create(context.Background(), marquee.Create{ID: "m-1", Kind: marquee.Tutorial})
 	require.NoError(t, err)

@@ -19,11 +19,11 @@ func (w *world) envView(id string) map[string]any {
 	return v
 }
 
-// TestE2EEnvironmentLifecycle: an environment is provisioned through its
+// TestE2EE17EnvironmentLifecycle: an environment is provisioned through its
 // verified transitions to ready, announces itself once through the outbox
 // (E10), is removed forward to a tombstone (E11, E12), and the view shows
 // state, receipts, resources, actions and audit (E17).
-func TestE2EEnvironmentLifecycle(t *testing.T) {
+func TestE2EE17EnvironmentLifecycle(t *testing.T) {
 	w := newWorld(t, defaultPools)
 	st, v, raw := w.do("POST", "/v1/environments", operatorToken, map[string]any{
 		"id": "env-271", "branch": "feature-search", "revision": "3f2c9e1", "data": "disposable", "ttl": "72h"})

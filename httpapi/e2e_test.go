@@ -144,10 +144,10 @@ func TestE2EVeto(t *testing.T) {
 	}
 }
 
-// TestE2EAdmissionThreeAtOnce: three tutorial creations at once against
+// TestE2EA3A4A10AdmissionThreeAtOnce: three tutorial creations at once against
 // limit 1: one reserved, two queued, admitted in order as slots free (A3,
 // A4, I7, I8). Each answer comes after its admission is durable (A10).
-func TestE2EAdmissionThreeAtOnce(t *testing.T) {
+func TestE2EA3A4A10AdmissionThreeAtOnce(t *testing.T) {
 	w := newWorld(t, defaultPools)
 	ids := []string{"m-a", "m-b", "m-c"}
 	answers := make([]map[string]any, 3)
@@ -243,8 +243,8 @@ func TestE2EM20ADeliveryPastTheBoundIsANewMessage(t *testing.T) {
 	}
 }
 
-// TestE2EAuthAndLimits: M9 and the HTTP contract's error answers.
-func TestE2EAuthAndLimits(t *testing.T) {
+// TestE2EM9AuthAndLimits: M9 and the HTTP contract's error answers.
+func TestE2EM9AuthAndLimits(t *testing.T) {
 	w := newWorld(t, defaultPools)
 	w.create("m-1")
 	ok := map[string]any{"marquee_id": "m-1", "verb": "step", "generation": 1, "step": "vm_starting"}

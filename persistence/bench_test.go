@@ -8,14 +8,14 @@ import (
 	"time"
 )
 
-// BenchmarkTransition is one marquee transition's batch in shape (a
+// BenchmarkC8Transition is one marquee transition's batch in shape (a
 // snapshot of a marquee's size, its wake entries, a history entry and its
 // pruning, its deliveries record) committed durably: on Pebble (one fsync'd WAL)
 // and on etcd (one transaction through Raft on an embedded single member,
 // the same disk). C8: the cost of a transaction on etcd against one on
 // Pebble. "serial" is one writer (the latency floor); "parallel" is 64
 // writers (what group commit does).
-func BenchmarkTransition(b *testing.B) {
+func BenchmarkC8Transition(b *testing.B) {
 	snapshot := Encode(map[string]string{"state": strings.Repeat("x", 900)})
 	entry := Encode(map[string]string{"verb": "step", "result": "applied", "detail": strings.Repeat("y", 80)})
 	// A deliveries record of a workflow run's worth (eight callbacks).

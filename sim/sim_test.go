@@ -58,13 +58,13 @@ func checkBatch(t *testing.T, nodes int, n uint64) {
 	}
 }
 
-// TestClusterSeedsWithDeterminism is the CI batch of cluster seeds (C11)
+// TestC11ClusterSeedsWithDeterminism is the CI batch of cluster seeds (C11)
 // (docs/rules/simulation.md, the cluster in the simulator): three nodes on
 // the simulated etcd, each seed run twice and compared, then against a
 // fault-free run of its workload; every invariant, C3-C5 and each
 // marquee's linearizability hold: 40 under make check, 10 under make
 // test. make sim runs 1,000.
-func TestClusterSeedsWithDeterminism(t *testing.T) {
+func TestC11ClusterSeedsWithDeterminism(t *testing.T) {
 	checkBatch(t, 3, batchSize(40, 10, 2))
 }
 

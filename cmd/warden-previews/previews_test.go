@@ -131,7 +131,7 @@ func appPort(t *testing.T, env string) string {
 	return strings.TrimSpace(string(out))
 }
 
-// TestP2MakePreviewsStartsThePlatformAndStopsIt: from an empty data
+// TestP2P12P18MakePreviewsStartsThePlatformAndStopsIt: from an empty data
 // directory, `make previews`' program starts PostgreSQL, Caddy and warden
 // on the local platform, saying each step as it starts it (P18); the
 // README's preview block, run against it, creates a preview, waits for
@@ -143,7 +143,7 @@ func appPort(t *testing.T, env string) string {
 // same data directory, PostgreSQL is on the same address and every
 // preview serves its revision and its row within 30 s of warden being
 // ready (P15).
-func TestP2MakePreviewsStartsThePlatformAndStopsIt(t *testing.T) {
+func TestP2P12P18MakePreviewsStartsThePlatformAndStopsIt(t *testing.T) {
 	bin := t.TempDir()
 	_, err := testkit.BuildWarden(bin)
 	require.NoError(t, err)

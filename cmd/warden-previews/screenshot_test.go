@@ -22,7 +22,7 @@ import (
 
 // The README shows a preview served through Caddy beside its environment
 // page in the console. `make screenshots` draws it from a running
-// `make previews` (TestP2MakePreviewsStartsThePlatformAndStopsIt, with
+// `make previews` (TestP2P12P18MakePreviewsStartsThePlatformAndStopsIt, with
 // WARDEN_DOCS_SCREENSHOTS=1); the picture carries the digest of what drew
 // it, and a change to that makes the test below say it is stale.
 const (

@@ -180,11 +180,11 @@ func okScript(t *testing.T) string {
 	return script
 }
 
-// TestProcessRestartKeepsPoolsAndMarquees kills the real process with
+// TestI5I10ProcessRestartKeepsPoolsAndMarquees kills the real process with
 // SIGKILL and starts a new one on the same data directory: every answered
 // callback (I5) and admission (I10) is still there, the pool is rebuilt
 // with its queue in order (A7, I8), and work resumes.
-func TestProcessRestartKeepsPoolsAndMarquees(t *testing.T) {
+func TestI5I10ProcessRestartKeepsPoolsAndMarquees(t *testing.T) {
 	gh := acceptingGitHub(t)
 	script := okScript(t)
 	dir := filepath.Join(t.TempDir(), "data") // created 0700 by warden (T11)

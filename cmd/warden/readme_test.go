@@ -23,7 +23,7 @@ import (
 //	<!-- readme-test: skip (the reason) -->
 //	<!-- readme-test: needs terraform -->
 //	<!-- readme-test: previews -->   run against make previews instead, by
-//	                                   TestP2MakePreviewsStartsThePlatformAndStopsIt
+//	                                   TestP2P12P18MakePreviewsStartsThePlatformAndStopsIt
 //	<!-- readme-test: cluster-move --> run from make run's and make cluster's
 //	                                   directories, by
 //	                                   TestD15MovingToAClusterAsTheReadmeGivesIt

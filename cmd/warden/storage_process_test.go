@@ -110,7 +110,7 @@ func fill(t *testing.T, dir string) string {
 	}
 }
 
-func TestS2S3S9S11AFullDiskFailsFastVisiblyAndLosesNothing(t *testing.T) {
+func TestI15S2S3S9S11AFullDiskFailsFastVisiblyAndLosesNothing(t *testing.T) {
 	mnt := mountTmpfs(t, 48)
 	gh := acceptingGitHub(t)
 	data := filepath.Join(mnt, "data")

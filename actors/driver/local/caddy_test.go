@@ -110,11 +110,11 @@ func route(t *testing.T, d *Routes, op, env string, gen, expected uint64, capabi
 	return res
 }
 
-// TestP7TheRouteMovesOnlyForwardByCompareAndSet: a branch's route is set
+// TestP7P8TheRouteMovesOnlyForwardByCompareAndSet: a branch's route is set
 // for a generation over its predecessor, never over a newer one; removal
 // touches only this generation's; the smoke check through Caddy says who
 // answers (P8, E8, I14).
-func TestP7TheRouteMovesOnlyForwardByCompareAndSet(t *testing.T) {
+func TestP7P8TheRouteMovesOnlyForwardByCompareAndSet(t *testing.T) {
 	c := startCaddy(t)
 	d := routesOn(c, map[string]string{"env-1": app(t, "env-1", "rev-env-1"), "env-2": app(t, "env-2", "rev-env-2")})
 

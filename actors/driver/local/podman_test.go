@@ -70,13 +70,13 @@ func cleanupPodman(t *testing.T, p *Podman, envs ...string) {
 	})
 }
 
-// TestP6APreviewRunsItsImageWithItsOwnDatabase: the artifact is an image
+// TestP4P6APreviewRunsItsImageWithItsOwnDatabase: the artifact is an image
 // built with its environment's labels, its digest the receipt, found
 // again rather than rebuilt (P4); the application is a labelled container
 // of it whose health endpoint names its environment and revision, and
 // whose page shows a row of its own database (P3, P5, P6); removed by
 // hand it is seen gone and started again (P10); removal leaves nothing.
-func TestP6APreviewRunsItsImageWithItsOwnDatabase(t *testing.T) {
+func TestP4P6APreviewRunsItsImageWithItsOwnDatabase(t *testing.T) {
 	p := podmanHere(t)
 	cleanupPodman(t, p, "env-p1")
 	example, err := LoadMigrations("../../../examples/previewapp/migrations")
