@@ -67,7 +67,7 @@ testbin:
 
 # The pure machines (marquee, environment, admission) start no goroutine:
 # the race detector has nothing to find there.
-RACE_PKGS := ./actors ./actors/runtime ./actors/cluster ./persistence ./httpapi
+RACE_PKGS := ./actors ./actors/runtime ./internal/cluster ./persistence ./httpapi
 test: lint testbin
 	WARDEN_TEST_BIN=$(TEST_BIN) $(GO) test -count=1 -timeout 20m ./...
 
@@ -175,17 +175,17 @@ fuzz:
 	$(GO) test ./httpapi -run '^$$' -fuzz FuzzDecodeCreate -fuzztime 30s
 	$(GO) test ./persistence -run '^$$' -fuzz FuzzDecode -fuzztime 30s
 	$(GO) test ./persistence -run '^$$' -fuzz FuzzCheckNewestWAL -fuzztime 30s
-	$(GO) test ./actors/driver -run '^$$' -fuzz FuzzDecodeChats -fuzztime 30s
-	$(GO) test ./actors/driver -run '^$$' -fuzz FuzzDecodeExecResult -fuzztime 30s
+	$(GO) test ./internal/driver -run '^$$' -fuzz FuzzDecodeChats -fuzztime 30s
+	$(GO) test ./internal/driver -run '^$$' -fuzz FuzzDecodeExecResult -fuzztime 30s
 	$(GO) test ./httpapi -run '^$$' -fuzz FuzzDecodeDestroy -fuzztime 30s
 	$(GO) test ./httpapi -run '^$$' -fuzz FuzzDecodeEnvCreate -fuzztime 30s
 	$(GO) test ./httpapi -run '^$$' -fuzz FuzzDecodeCursor -fuzztime 30s
 	$(GO) test ./httpapi -run '^$$' -fuzz FuzzDecodeReason -fuzztime 30s
 	$(GO) test ./httpapi -run '^$$' -fuzz FuzzStrictDecode -fuzztime 30s
 	$(GO) test ./httpapi -run '^$$' -fuzz FuzzAuthenticateCallback -fuzztime 60s
-	$(GO) test ./actors/trust -run '^$$' -fuzz FuzzParseSignatures -fuzztime 30s
-	$(GO) test ./actors/trust -run '^$$' -fuzz FuzzVerifyScoped -fuzztime 30s
-	$(GO) test ./actors/trust -run '^$$' -fuzz FuzzKeyring -fuzztime 30s
+	$(GO) test ./internal/trust -run '^$$' -fuzz FuzzParseSignatures -fuzztime 30s
+	$(GO) test ./internal/trust -run '^$$' -fuzz FuzzVerifyScoped -fuzztime 30s
+	$(GO) test ./internal/trust -run '^$$' -fuzz FuzzKeyring -fuzztime 30s
 
 # The README's console pictures, from the browser test (Debian's chromium),
 # with the digest of the templates they show; make test says when they are

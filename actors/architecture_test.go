@@ -14,26 +14,28 @@ const module = "github.com/wardenhq/warden/"
 // prefix ending in "/"), the packages of this module it may import; a
 // package not named may import anything. Test files are not held to it.
 var allowedImports = map[string][]string{
-	"actors/marquee":       {"actors/entity", "actors/errs", "actors/ident"},
-	"actors/environment":   {"actors/entity", "actors/errs", "actors/ident"},
-	"actors/admission":     {"actors/entity", "actors/errs", "actors/ident"},
-	"actors/entity":        {},
-	"actors/errs":          {},
-	"actors/ident":         {},
-	"actors/clock":         {},
-	"actors/trust":         {},
-	"persistence":          {},
-	"persistence/":         {},
-	"internal/linear":      {},
-	"actors/runtime":       {"actors/clock", "actors/errs", "persistence"},
-	"actors/cluster":       {"actors/clock", "actors/errs", "persistence"},
-	"actors/driver":        {},
-	"actors/driver/local":  {"actors/driver", "actors/environment"},
-	"actors/driver/local/": {},
-	"httpapi":              {"actors", "actors/", "persistence"},
-	"httpapi/":             {},
-	"sim":                  {"actors", "actors/", "httpapi", "persistence", "persistence/", "internal/linear"},
-	"cmd/internal/":        {"actors", "actors/", "httpapi", "persistence", "persistence/", "internal/"},
+	"actors/marquee":         {"actors/entity", "actors/errs", "actors/ident"},
+	"actors/environment":     {"actors/entity", "actors/errs", "actors/ident"},
+	"actors/admission":       {"actors/entity", "actors/errs", "actors/ident"},
+	"actors/entity":          {},
+	"actors/errs":            {},
+	"actors/ident":           {},
+	"actors/clock":           {},
+	"persistence":            {},
+	"persistence/":           {},
+	"internal/linear":        {},
+	"internal/fieldcheck":    {},
+	"internal/trust":         {},
+	"actors/runtime":         {"actors/clock", "actors/errs", "persistence"},
+	"internal/cluster":       {"actors/clock", "actors/errs", "persistence"},
+	"internal/driver":        {},
+	"internal/driver/local":  {"internal/driver", "actors/environment"},
+	"internal/driver/local/": {},
+	"actors":                 {"actors/", "persistence", "persistence/", "internal/trust", "internal/cluster", "internal/driver", "internal/driver/"},
+	"httpapi":                {"actors", "actors/", "persistence", "internal/trust", "internal/cluster", "internal/driver"},
+	"httpapi/":               {},
+	"sim":                    {"actors", "actors/", "httpapi", "persistence", "persistence/", "internal/linear", "internal/trust", "internal/cluster", "internal/driver", "internal/driver/"},
+	"cmd/internal/":          {"actors", "actors/", "httpapi", "persistence", "persistence/", "internal/"},
 }
 
 // TestArchitectureImports fails on an import that breaks
@@ -100,11 +102,15 @@ func TestArchitectureRulesRefuse(t *testing.T) {
 	}{
 		{"actors/marquee", "persistence", false},
 		{"actors/runtime", "actors/marquee", false},
-		{"actors/driver/local/pgcluster", "actors", false},
+		{"internal/driver/local/pgcluster", "actors", false},
+		{"internal/trust", "actors", false},
+		{"internal/cluster", "httpapi", false},
+		{"actors/marquee", "internal/fieldcheck", false},
 		{"persistence/etcdembed", "actors/clock", false},
 		{"actors/environment", "actors/ident", true},
-		{"httpapi", "actors/trust", true},
+		{"httpapi", "internal/trust", true},
 		{"cmd/warden-sim", "sim", true},
+		{"actors", "httpapi", false},
 	} {
 		allowed, ruled := rulesFor(c.pkg)
 		if got := !ruled || matches(allowed, c.imp); got != c.ok {
@@ -116,7 +122,7 @@ func TestArchitectureRulesRefuse(t *testing.T) {
 // testOnly are the packages the server must not link: the simulator, what
 // only it uses, and the standard library's test servers.
 var testOnly = []string{"net/http/httptest", module + "sim", module + "internal/linear",
-	module + "persistence/faultfs", module + "cmd/internal/testkit", "github.com/anishathalye/porcupine"}
+	module + "persistence/faultfs", module + "cmd/internal/testkit", module + "internal/fieldcheck", "github.com/anishathalye/porcupine"}
 
 // TestServerLinksNoSimulator: the server's binary links no test code
 // (docs/architecture.md).

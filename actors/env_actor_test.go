@@ -16,10 +16,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/wardenhq/warden/actors/clock"
-	"github.com/wardenhq/warden/actors/driver"
 	"github.com/wardenhq/warden/actors/environment"
 	"github.com/wardenhq/warden/actors/marquee"
 	"github.com/wardenhq/warden/actors/runtime"
+	"github.com/wardenhq/warden/internal/driver"
 	"github.com/wardenhq/warden/persistence"
 )
 

@@ -16,7 +16,7 @@ import (
 // library or randomness, never read the clock and never start goroutines.
 func TestMachinesStayPure(t *testing.T) {
 	forbiddenImports := []string{"net", "os", "math/rand", "crypto/rand", "github.com/asynkron/protoactor-go",
-		"github.com/cockroachdb/pebble", "github.com/wardenhq/warden/persistence", "github.com/wardenhq/warden/httpapi", "github.com/wardenhq/warden/actors/driver", "github.com/wardenhq/warden/actors/clock", "sync", "log"}
+		"github.com/cockroachdb/pebble", "github.com/wardenhq/warden/persistence", "github.com/wardenhq/warden/httpapi", "github.com/wardenhq/warden/internal/driver", "github.com/wardenhq/warden/actors/clock", "sync", "log"}
 	forbiddenCalls := map[string]bool{"Now": true, "Since": true, "Until": true, "After": true, "AfterFunc": true, "NewTimer": true, "NewTicker": true, "Sleep": true, "Tick": true}
 	for _, dir := range []string{"marquee", "admission", "environment", "entity"} {
 		files, err := filepath.Glob(filepath.Join(dir, "*.go"))

@@ -9,7 +9,7 @@ import (
 
 	"github.com/wardenhq/warden/actors/clock"
 	"github.com/wardenhq/warden/actors/marquee"
-	"github.com/wardenhq/warden/actors/trust"
+	"github.com/wardenhq/warden/internal/trust"
 	"github.com/wardenhq/warden/persistence"
 )
 

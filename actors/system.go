@@ -1,6 +1,6 @@
 // Package actors is warden's shell: its three kinds of entity (marquees,
 // admission pools, preview environments) on the runtime (actors/runtime),
-// one page each (marquee.go, pool.go, environment.go: the record and its
+// one page each (marquee_kind.go, pool.go, environment_kind.go: the record and its
 // codec, the machine lifted to it, its effects), and the System that
 // starts them, recovers them, and answers the HTTP layer through a small
 // typed API (api.go). The rules are the pure machines' (actors/marquee,
@@ -22,12 +22,12 @@ import (
 
 	"github.com/wardenhq/warden/actors/admission"
 	"github.com/wardenhq/warden/actors/clock"
-	"github.com/wardenhq/warden/actors/driver"
 	"github.com/wardenhq/warden/actors/environment"
 	"github.com/wardenhq/warden/actors/errs"
 	"github.com/wardenhq/warden/actors/marquee"
 	"github.com/wardenhq/warden/actors/runtime"
-	"github.com/wardenhq/warden/actors/trust"
+	"github.com/wardenhq/warden/internal/driver"
+	"github.com/wardenhq/warden/internal/trust"
 	"github.com/wardenhq/warden/persistence"
 )
 

@@ -15,7 +15,7 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"github.com/wardenhq/warden/actors"
-	"github.com/wardenhq/warden/actors/trust"
+	"github.com/wardenhq/warden/internal/trust"
 )
 
 // Callback modes (T2): how a workflow may prove who it is.

@@ -14,8 +14,8 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"github.com/wardenhq/warden/actors/clock"
-	"github.com/wardenhq/warden/actors/cluster"
 	"github.com/wardenhq/warden/actors/errs"
+	"github.com/wardenhq/warden/internal/cluster"
 )
 
 // ClusterNode is this process's place in a cluster (C4, C9); nil in

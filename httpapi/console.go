@@ -19,10 +19,10 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/wardenhq/warden/actors/cluster"
 	"github.com/wardenhq/warden/actors/environment"
 	"github.com/wardenhq/warden/actors/errs"
 	"github.com/wardenhq/warden/actors/marquee"
+	"github.com/wardenhq/warden/internal/cluster"
 )
 
 // The console (O6-O8): server-rendered pages from templates and assets

@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/wardenhq/warden/actors"
-	"github.com/wardenhq/warden/actors/cluster"
 	"github.com/wardenhq/warden/httpapi"
+	"github.com/wardenhq/warden/internal/cluster"
 )
 
 // fakeNode is a cluster node that owns nothing (or everything) and names

@@ -11,8 +11,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/wardenhq/warden/actors/driver"
 	"github.com/wardenhq/warden/actors/environment"
+	"github.com/wardenhq/warden/internal/driver"
 )
 
 // fakePreview is an in-process preview world standing behind the driver

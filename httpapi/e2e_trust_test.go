@@ -22,8 +22,8 @@ import (
 
 	"github.com/wardenhq/warden/actors"
 	"github.com/wardenhq/warden/actors/clock"
-	"github.com/wardenhq/warden/actors/trust"
 	"github.com/wardenhq/warden/httpapi"
+	"github.com/wardenhq/warden/internal/trust"
 )
 
 // trustWorld is a world with the trust boundary switched on: signing keys

@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/wardenhq/warden/actors"
-	"github.com/wardenhq/warden/actors/cluster"
 	"github.com/wardenhq/warden/actors/runtime"
 	"github.com/wardenhq/warden/httpapi"
+	"github.com/wardenhq/warden/internal/cluster"
 	"github.com/wardenhq/warden/persistence"
 )
 

@@ -8,7 +8,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/wardenhq/warden/actors/cluster"
+	"github.com/wardenhq/warden/internal/cluster"
 	"github.com/wardenhq/warden/persistence"
 )
 

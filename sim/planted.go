@@ -7,9 +7,9 @@ import (
 
 	"github.com/wardenhq/warden/actors"
 	"github.com/wardenhq/warden/actors/admission"
-	"github.com/wardenhq/warden/actors/cluster"
 	"github.com/wardenhq/warden/actors/environment"
 	"github.com/wardenhq/warden/actors/marquee"
+	"github.com/wardenhq/warden/internal/cluster"
 	"github.com/wardenhq/warden/persistence"
 )
 

@@ -15,9 +15,9 @@ import (
 	"time"
 
 	"github.com/wardenhq/warden/actors"
-	"github.com/wardenhq/warden/actors/cluster"
-	"github.com/wardenhq/warden/actors/driver"
 	"github.com/wardenhq/warden/actors/environment"
+	"github.com/wardenhq/warden/internal/cluster"
+	"github.com/wardenhq/warden/internal/driver"
 )
 
 // The preview world: an artifact store, databases with migration ledgers,

@@ -13,9 +13,9 @@ import (
 
 	"github.com/wardenhq/warden/actors/admission"
 	"github.com/wardenhq/warden/actors/clock"
-	"github.com/wardenhq/warden/actors/driver"
 	"github.com/wardenhq/warden/actors/environment"
 	"github.com/wardenhq/warden/actors/marquee"
+	"github.com/wardenhq/warden/internal/driver"
 )
 
 // Result is what one seed's run produced.

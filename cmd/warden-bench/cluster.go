@@ -15,9 +15,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/wardenhq/warden/actors/cluster"
 	"github.com/wardenhq/warden/cmd/internal/mdreport"
 	"github.com/wardenhq/warden/cmd/internal/testkit"
+	"github.com/wardenhq/warden/internal/cluster"
 )
 
 // The cluster figures (C8): the durable callback path at 64 connections on

@@ -25,10 +25,10 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/wardenhq/warden/actors"
-	"github.com/wardenhq/warden/actors/cluster"
 	"github.com/wardenhq/warden/actors/marquee"
 	"github.com/wardenhq/warden/cmd/internal/mdreport"
 	"github.com/wardenhq/warden/cmd/internal/testkit"
+	"github.com/wardenhq/warden/internal/cluster"
 	"github.com/wardenhq/warden/persistence"
 	"github.com/wardenhq/warden/persistence/etcdembed"
 )

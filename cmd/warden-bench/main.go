@@ -30,9 +30,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/wardenhq/warden/actors/trust"
 	"github.com/wardenhq/warden/cmd/internal/mdreport"
 	"github.com/wardenhq/warden/cmd/internal/testkit"
+	"github.com/wardenhq/warden/internal/trust"
 )
 
 const (

@@ -20,7 +20,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/wardenhq/warden/actors/driver/local/pgcluster"
+	"github.com/wardenhq/warden/internal/driver/local/pgcluster"
 )
 
 // The PostgreSQL baseline: the same callback contract and the

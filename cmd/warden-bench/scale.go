@@ -13,9 +13,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/wardenhq/warden/actors"
 	"github.com/wardenhq/warden/actors/clock"
-	"github.com/wardenhq/warden/actors/driver"
 	"github.com/wardenhq/warden/actors/marquee"
 	"github.com/wardenhq/warden/cmd/internal/mdreport"
+	"github.com/wardenhq/warden/internal/driver"
 	"github.com/wardenhq/warden/persistence"
 )
 

@@ -23,9 +23,9 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/wardenhq/warden/actors/cluster"
 	"github.com/wardenhq/warden/cmd/internal/previewworld"
 	"github.com/wardenhq/warden/cmd/internal/testkit"
+	"github.com/wardenhq/warden/internal/cluster"
 	"github.com/wardenhq/warden/internal/linear"
 )
 

@@ -11,8 +11,8 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/wardenhq/warden/actors/cluster"
 	"github.com/wardenhq/warden/cmd/internal/testkit"
+	"github.com/wardenhq/warden/internal/cluster"
 	"github.com/wardenhq/warden/persistence"
 )
 

@@ -11,7 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/wardenhq/warden/actors/cluster"
+	"github.com/wardenhq/warden/internal/cluster"
 )
 
 // TestC4APausedOwnerAnswersOnlyFromTheCurrentState is the finding

@@ -30,7 +30,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/wardenhq/warden/actors/driver/local/pgcluster"
+	"github.com/wardenhq/warden/internal/driver/local/pgcluster"
 )
 
 func main() {

@@ -19,8 +19,8 @@ import (
 	"github.com/wardenhq/warden/actors"
 	"github.com/wardenhq/warden/actors/environment"
 	"github.com/wardenhq/warden/actors/marquee"
-	"github.com/wardenhq/warden/actors/trust"
 	"github.com/wardenhq/warden/cmd/internal/buildinfo"
+	"github.com/wardenhq/warden/internal/trust"
 	"github.com/wardenhq/warden/persistence"
 )
 

@@ -17,7 +17,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/wardenhq/warden/actors/trust"
+	"github.com/wardenhq/warden/internal/trust"
 )
 
 // The cluster's certificates: etcd's members and warden's

@@ -18,7 +18,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/wardenhq/warden/actors/trust"
+	"github.com/wardenhq/warden/internal/trust"
 	"github.com/wardenhq/warden/persistence"
 	"github.com/wardenhq/warden/persistence/etcdembed"
 )

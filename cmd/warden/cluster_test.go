@@ -15,7 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/wardenhq/warden/actors/cluster"
+	"github.com/wardenhq/warden/internal/cluster"
 	"github.com/wardenhq/warden/persistence/etcdembed"
 )
 

@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/wardenhq/warden/actors/cluster"
+	"github.com/wardenhq/warden/internal/cluster"
 )
 
 // TestD7ALeaseAStoppedNodeLeftIsWaitedOut: a member key under a lease

@@ -12,11 +12,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/wardenhq/warden/actors/driver/local"
 	"github.com/wardenhq/warden/actors/environment"
 	"github.com/wardenhq/warden/actors/marquee"
-	"github.com/wardenhq/warden/actors/trust"
 	"github.com/wardenhq/warden/httpapi"
+	"github.com/wardenhq/warden/internal/driver/local"
+	"github.com/wardenhq/warden/internal/trust"
 )
 
 // config is everything `warden serve` is told. Every flag falls back to a

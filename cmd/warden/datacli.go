@@ -20,10 +20,10 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/wardenhq/warden/actors"
-	"github.com/wardenhq/warden/actors/cluster"
 	"github.com/wardenhq/warden/actors/environment"
 	"github.com/wardenhq/warden/actors/marquee"
-	"github.com/wardenhq/warden/actors/trust"
+	"github.com/wardenhq/warden/internal/cluster"
+	"github.com/wardenhq/warden/internal/trust"
 	"github.com/wardenhq/warden/persistence"
 	"github.com/wardenhq/warden/persistence/etcdembed"
 )

@@ -14,7 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/wardenhq/warden/actors"
-	"github.com/wardenhq/warden/actors/trust"
+	"github.com/wardenhq/warden/internal/trust"
 	"github.com/wardenhq/warden/persistence"
 	"github.com/wardenhq/warden/persistence/etcdembed"
 )

@@ -14,7 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/wardenhq/warden/actors/trust"
+	"github.com/wardenhq/warden/internal/trust"
 )
 
 // TestD9OnlineRekeyOnTheCluster rekeys a two-node cluster while it runs,

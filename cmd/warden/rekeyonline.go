@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/wardenhq/warden/actors/trust"
+	"github.com/wardenhq/warden/internal/trust"
 )
 
 // An online rekey (D9, T10) for a warden that cannot be stopped for one,

@@ -20,13 +20,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/wardenhq/warden/actors"
 	"github.com/wardenhq/warden/actors/clock"
-	"github.com/wardenhq/warden/actors/cluster"
-	"github.com/wardenhq/warden/actors/driver"
 	"github.com/wardenhq/warden/actors/environment"
 	"github.com/wardenhq/warden/actors/marquee"
-	"github.com/wardenhq/warden/actors/trust"
 	"github.com/wardenhq/warden/cmd/internal/buildinfo"
 	"github.com/wardenhq/warden/httpapi"
+	"github.com/wardenhq/warden/internal/cluster"
+	"github.com/wardenhq/warden/internal/driver"
+	"github.com/wardenhq/warden/internal/trust"
 	"github.com/wardenhq/warden/persistence"
 )
 

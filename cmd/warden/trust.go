@@ -13,8 +13,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/wardenhq/warden/actors/trust"
 	"github.com/wardenhq/warden/httpapi"
+	"github.com/wardenhq/warden/internal/trust"
 )
 
 // trustMaterial is every key and identity serve loads before it listens.

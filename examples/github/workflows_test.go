@@ -60,7 +60,7 @@ func TestW4MarqueeWorkflow(t *testing.T) {
 	for name := range dispatch.Inputs {
 		inputs = append(inputs, name)
 	}
-	// The inputs the GitHub dispatch client sends (actors/driver/github.go).
+	// The inputs the GitHub dispatch client sends (internal/driver/github.go).
 	require.ElementsMatch(t, []string{"marquee_id", "generation", "action", "callback_url", "callback_token"}, inputs)
 
 	require.NotNil(t, w.Concurrency)

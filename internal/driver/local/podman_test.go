@@ -13,7 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/wardenhq/warden/actors/driver"
+	"github.com/wardenhq/warden/internal/driver"
 )
 
 // podmanHere is podman as these machines run it (docs/rules/platform.md):

@@ -15,9 +15,9 @@ import (
 
 	"github.com/wardenhq/warden/actors"
 	"github.com/wardenhq/warden/actors/clock"
-	"github.com/wardenhq/warden/actors/driver"
 	"github.com/wardenhq/warden/actors/environment"
 	"github.com/wardenhq/warden/actors/marquee"
+	"github.com/wardenhq/warden/internal/driver"
 	"github.com/wardenhq/warden/persistence"
 )
 

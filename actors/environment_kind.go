@@ -11,9 +11,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/wardenhq/warden/actors/driver"
 	"github.com/wardenhq/warden/actors/environment"
 	"github.com/wardenhq/warden/actors/runtime"
+	"github.com/wardenhq/warden/internal/driver"
 	"github.com/wardenhq/warden/persistence"
 )
 

@@ -18,7 +18,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/wardenhq/warden/actors/driver"
+	"github.com/wardenhq/warden/internal/driver"
 )
 
 // caddy is a real Caddy (Debian's caddy) started for one test, its

@@ -17,7 +17,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/wardenhq/warden/actors/driver"
+	"github.com/wardenhq/warden/internal/driver"
 )
 
 // Data drives the "database" and "migrations" capabilities on one

@@ -12,11 +12,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/wardenhq/warden/actors/driver"
 	"github.com/wardenhq/warden/actors/errs"
 	"github.com/wardenhq/warden/actors/marquee"
 	"github.com/wardenhq/warden/actors/runtime"
-	"github.com/wardenhq/warden/actors/trust"
+	"github.com/wardenhq/warden/internal/driver"
+	"github.com/wardenhq/warden/internal/trust"
 	"github.com/wardenhq/warden/persistence"
 )
 

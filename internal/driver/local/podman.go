@@ -18,7 +18,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/wardenhq/warden/actors/driver"
+	"github.com/wardenhq/warden/internal/driver"
 )
 
 // Podman drives the "artifact" and "app" capabilities with podman (P4,

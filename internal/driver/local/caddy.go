@@ -14,7 +14,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/wardenhq/warden/actors/driver"
+	"github.com/wardenhq/warden/internal/driver"
 )
 
 // Routes drives the "route" and "smoke" capabilities on Caddy (P7, P8):

@@ -10,8 +10,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/wardenhq/warden/actors/driver"
-	"github.com/wardenhq/warden/actors/driver/local/pgcluster"
+	"github.com/wardenhq/warden/internal/driver"
+	"github.com/wardenhq/warden/internal/driver/local/pgcluster"
 )
 
 // The tests run against a real PostgreSQL cluster of their own (Debian's

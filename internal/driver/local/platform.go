@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/wardenhq/warden/actors/driver"
 	"github.com/wardenhq/warden/actors/environment"
+	"github.com/wardenhq/warden/internal/driver"
 )
 
 // Platform is the local platform's parts (P1): one PostgreSQL server, podman
