@@ -282,10 +282,6 @@ func (s *System) Stop(ctx context.Context) {
 	s.rt.Stop(ctx)
 }
 
-// Quiescent reports whether nothing is in flight (a test's way to know
-// "nothing happened" had its chance, instead of sleeping).
-func (s *System) Quiescent() bool { return s.rt.Quiescent() }
-
 // PendingRetries is how many internal events wait to be tried again.
 func (s *System) PendingRetries() int64 { return s.rt.PendingRetries() }
 
@@ -306,14 +302,6 @@ func (s *System) Now() time.Time { return s.clock().Now() }
 
 // Clock is the system's clock.
 func (s *System) Clock() clock.Clock { return s.cfg.Clock }
-
-// WriteFloor is the benchmark floor's write (httpapi's --bench-noop
-// route): the body, under a key of its own, in one synced batch.
-func (s *System) WriteFloor(n uint64, body []byte) error {
-	b := s.cfg.Store.NewBatch()
-	b.PutBenchFloor(n, body)
-	return b.Commit()
-}
 
 func isNotFound(err error) bool { return errors.Is(err, persistence.ErrNotFound) }
 

@@ -119,7 +119,7 @@ func TestC3NonOwnerCommitsNothing(t *testing.T) {
 	require.NoError(t, err)
 	// The create's dispatch and its result settle first: what follows must
 	// be the only thing that could write.
-	require.Eventually(t, sys.Quiescent, 5*time.Second, time.Millisecond)
+	require.Eventually(t, sys.rt.Quiescent, 5*time.Second, time.Millisecond)
 	before := storeKeys(t, store)
 
 	fc.set(shard, false) // the lease lapsed

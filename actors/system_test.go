@@ -146,12 +146,12 @@ func TestM3M21M23I2StuckRetryIsDurableAndFiresOnce(t *testing.T) {
 
 	h.restart()
 	require.NoError(t, h.sys.Activate(context.Background(), "m-1")) // loaded and reconciled
-	h.eventually("quiescent after the restart", h.sys.Quiescent)
+	h.eventually("quiescent after the restart", h.sys.rt.Quiescent)
 	require.Equal(t, []uint64{1, 2}, h.disp.gens("m-1"), "M23: a fired deadline never fires twice")
 
 	// The next retry is due one minute after the first (M21).
 	h.clock.Advance(59 * time.Second)
-	h.eventually("quiescent a second early", h.sys.Quiescent)
+	h.eventually("quiescent a second early", h.sys.rt.Quiescent)
 	require.Len(t, h.disp.gens("m-1"), 2)
 	h.clock.Advance(2 * time.Second)
 	h.eventually("second retry", func() bool { return len(h.disp.gens("m-1")) == 3 })

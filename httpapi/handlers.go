@@ -86,16 +86,14 @@ func (s *Server) noop(w http.ResponseWriter, r *http.Request, _ httprouter.Param
 	writeJSON(w, http.StatusOK, map[string]any{"result": "ignored", "marquee_id": id, "generation": cb.Generation, "received_generation": cb.Generation})
 }
 
-// floor is the durable path's floor: HTTP and one synced write
-// of the request body into the same store, under a key of its own;
-// no authentication, no decoding, no actor, no decision. Only
-// --bench-noop serves it.
+// floor is the durable path's floor (Options.Floor): HTTP and the body
+// written, nothing else.
 func (s *Server) floor(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 	body, ok := readBody(w, r, false)
 	if !ok {
 		return
 	}
-	if err := s.sys.WriteFloor(s.floorSeq.Add(1), body); err != nil {
+	if err := s.opts.Floor.Write(body); err != nil {
 		s.writeErr(w, err)
 		return
 	}

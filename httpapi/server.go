@@ -14,7 +14,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
-	"sync/atomic"
 	"time"
 
 	"net/url"
@@ -55,12 +54,15 @@ type Options struct {
 	OIDC *trust.OIDC
 	// ProtectMetrics requires the operator token on GET /metrics.
 	ProtectMetrics bool
-	// NoopWebhook adds the benchmark's two baselines: POST
-	// /v1/webhooks/floor (the body written to the store in one synced
-	// batch, nothing else) and POST /v1/webhooks/noop: authenticated and decoded
-	// like the real webhook, answered without an actor. The benchmark's
-	// baseline; off in production.
+	// NoopWebhook adds the benchmark's baseline POST /v1/webhooks/noop:
+	// authenticated and decoded like the real webhook, answered without
+	// an actor. Off in production.
 	NoopWebhook bool
+	// Floor, when set, serves the benchmark's floor POST
+	// /v1/webhooks/floor: the body handed to Floor (internal/benchfloor
+	// writes it to the store in one synced batch), nothing else. Off in
+	// production.
+	Floor interface{ Write(body []byte) error }
 	// Cluster is this node's place in a cluster; nil is a single node.
 	// ClusterToken authenticates the nodes' messages to each other;
 	// PeerTransport carries requests forwarded to another node (nil:
@@ -97,8 +99,6 @@ type Server struct {
 	now       func() time.Time
 	// limiter bounds failed sign-ins and operator tokens per address.
 	limiter *authLimiter
-	// floorSeq numbers the benchmark floor's writes.
-	floorSeq atomic.Uint64
 }
 
 // New builds the router.
@@ -146,6 +146,8 @@ func New(sys *actors.System, o Options) *Server {
 	}), s.admitCallback, s.ready(s.webhook))))
 	if o.NoopWebhook {
 		r.POST("/v1/webhooks/noop", s.query(noQuery, s.ready(s.noop)))
+	}
+	if o.Floor != nil {
 		r.POST("/v1/webhooks/floor", s.query(noQuery, s.ready(s.floor)))
 	}
 	r.POST("/v1/marquees", s.query(noQuery, s.owned(bodyEntity("marquee", func(b []byte) (string, error) {

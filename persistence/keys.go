@@ -22,7 +22,6 @@ const (
 	EnvPrefix           = "e/"
 	BranchFamily        = "b/"
 	WakePrefix          = "w/"
-	benchFloorPrefix    = "x/floor/"
 	dataLossPrefix      = "z/data-loss/"
 	generationKeyDigits = 16
 )
@@ -93,9 +92,6 @@ func WakeKey(at time.Time, kind, id string) []byte {
 	return fmt.Appendf(nil, "%s%016x/%s/%s", WakePrefix, uint64(at.UnixNano()), kind, id)
 }
 
-// benchFloorKey is the benchmark floor's n-th write (httpapi's
-// --bench-noop route): a family of its own that no reader scans.
-func benchFloorKey(n uint64) []byte { return fmt.Appendf(nil, "%s%016x", benchFloorPrefix, n) }
 
 // dataLossKey is the audit entry of a repair that dropped data (S7).
 func dataLossKey(at time.Time) []byte {

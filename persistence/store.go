@@ -30,6 +30,7 @@
 //	                                e environment) has a deadline or unsettled
 //	                                effects at that time (empty value)
 //	x/floor/<n %016x>               the benchmark floor's writes
+//	                                (internal/benchfloor, --bench-noop only)
 //	z/data-loss/<unix nanos %016x>  audit of a repair that dropped data (S7)
 //
 // The records' codecs are their kinds' (actors): this package knows the
@@ -448,8 +449,6 @@ func (b *Batch) Set(key, val []byte) { b.w.Set(key, val) }
 // Delete stages the removal of key.
 func (b *Batch) Delete(key []byte) { b.w.Delete(key) }
 
-// PutBenchFloor stages the benchmark floor's n-th body (benchFloorKey).
-func (b *Batch) PutBenchFloor(n uint64, body []byte) { b.w.Set(benchFloorKey(n), body) }
 
 // Len is the number of writes staged.
 func (b *Batch) Len() int { return b.w.Len() }

@@ -24,6 +24,7 @@ import (
 	"github.com/wardenhq/warden/actors/marquee"
 	"github.com/wardenhq/warden/cmd/internal/buildinfo"
 	"github.com/wardenhq/warden/httpapi"
+	"github.com/wardenhq/warden/internal/benchfloor"
 	"github.com/wardenhq/warden/internal/cluster"
 	"github.com/wardenhq/warden/internal/driver"
 	"github.com/wardenhq/warden/internal/trust"
@@ -333,11 +334,15 @@ func (p *process) serveAPI(tm *trustMaterial) {
 		clusterAPI = p.node
 		registerClusterMetrics(m.Registry, p.node)
 	}
-	api := http.Handler(httpapi.New(p.sys, httpapi.Options{CallbackToken: c.CallbackToken, OperatorToken: c.OperatorToken,
+	opts := httpapi.Options{CallbackToken: c.CallbackToken, OperatorToken: c.OperatorToken,
 		Operators: tm.operators, CallbackModes: c.CallbackAuth, CallbackKeys: tm.signing, CallbackTokenTTL: c.CallbackTokenTTL,
 		Webhooks: tm.webhooks, OIDC: tm.oidc, ProtectMetrics: c.ProtectMetrics, NoopWebhook: c.benchNoop,
 		Cluster: clusterAPI, ClusterToken: c.ClusterToken, Logger: p.log, PublicURL: c.PublicURL, DevTokenHint: devTokenHint(c),
-		Maintenance: maintenance{p}}))
+		Maintenance: maintenance{p}}
+	if c.benchNoop {
+		opts.Floor = benchfloor.New(p.store)
+	}
+	api := http.Handler(httpapi.New(p.sys, opts))
 	p.live.Store(&api)
 	p.log.Info("ready", "version", bi.Version, "commit", bi.CommitLabel(), "data", c.Data, "dispatch", c.Dispatch, "bootstrap", c.Bootstrap, "pools", poolFlag(c.Pools).String(),
 		"callback_auth", strings.Join(c.CallbackAuth, ","), "operators", len(tm.operators)+min(1, len(c.OperatorToken)), "read_only", p.store.Health().ReadOnly() != nil)

@@ -1,0 +1,28 @@
+package httpapi_test
+
+import (
+	"net/http"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/wardenhq/warden/actors"
+	"github.com/wardenhq/warden/httpapi"
+	"github.com/wardenhq/warden/internal/benchfloor"
+)
+
+// The benchmark's floor is served only when the server is given one, and
+// then writes the body it was sent into the server's store.
+func TestBenchFloorOnlyWhenGivenAndItWritesTheBody(t *testing.T) {
+	plain := newWorld(t, defaultPools)
+	code, _, _ := plain.do(http.MethodPost, "/v1/webhooks/floor", "", `{"x":1}`)
+	require.Equal(t, http.StatusNotFound, code, "no floor route in production")
+
+	w := newWorldWith(t, defaultPools, func(c *actors.Config, o *httpapi.Options) { o.Floor = benchfloor.New(c.Store) })
+	code, answer, _ := w.do(http.MethodPost, "/v1/webhooks/floor", "", `{"x":1}`)
+	require.Equal(t, http.StatusOK, code)
+	require.Equal(t, "ok", answer["result"])
+	has, err := w.store.Has(benchfloor.Key(1))
+	require.NoError(t, err)
+	require.True(t, has, "the body is in the store")
+}
