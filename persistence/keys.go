@@ -92,7 +92,6 @@ func WakeKey(at time.Time, kind, id string) []byte {
 	return fmt.Appendf(nil, "%s%016x/%s/%s", WakePrefix, uint64(at.UnixNano()), kind, id)
 }
 
-
 // dataLossKey is the audit entry of a repair that dropped data (S7).
 func dataLossKey(at time.Time) []byte {
 	return fmt.Appendf(nil, "%s%016x", dataLossPrefix, uint64(at.UnixNano()))

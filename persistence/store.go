@@ -449,7 +449,6 @@ func (b *Batch) Set(key, val []byte) { b.w.Set(key, val) }
 // Delete stages the removal of key.
 func (b *Batch) Delete(key []byte) { b.w.Delete(key) }
 
-
 // Len is the number of writes staged.
 func (b *Batch) Len() int { return b.w.Len() }
 
