@@ -345,77 +345,12 @@ func (m Machine) Step(e Env, ev Event, now time.Time) (Env, Outcome) {
 	if e.Attempt != nil {
 		owner = e.Attempt.Lease.Owner // the worker whose attempt ends here goes on
 	}
-	var out decision
-	if c, ok := ev.(Create); ok {
-		if before.ID != "" {
-			return before, Outcome{Err: fmt.Errorf("%w: environment %s already exists", ErrConflict, before.ID)}
-		}
-		var err error
-		if e, err = m.New(c, now); err != nil {
-			return before, Outcome{Err: err}
-		}
-		out = decision{Note: "created"}
-		if e.Generation == 0 {
-			out = m.askBranch(&e, now)
-			out.Note = "created; " + out.Note
-		}
-	} else if g, ok := ev.(GenerationGiven); ok {
-		out = m.given(&e, g)
-	} else if e.Tombstone != nil {
-		switch ev := ev.(type) {
-		case AtRest:
-			out = m.atRestTombstone(&e, ev, now)
-		case Action:
-			out = m.action(&e, ev, now)
-		case Delivered:
-			out = m.delivered(&e, ev)
-		default:
-			out = decision{Note: "tombstone: nothing to do"}
-		}
-	} else {
-		switch ev := ev.(type) {
-		case Advance:
-			out = m.advance(&e, ev, now)
-		case Result:
-			out = m.result(&e, ev, now)
-		case RenewLease:
-			out = m.renew(&e, ev, now)
-		case OwnerGone:
-			out = m.ownerGone(&e, ev, now)
-		case RemoveEnv:
-			if ev.By != "" && e.Desired != "removed" {
-				e.Audit = append(e.Audit, AuditEntry{Actor: ev.By, Action: "remove", Reason: ev.Reason, At: now})
-			}
-			out = m.remove(&e, ev.Reason, now)
-		case Expire:
-			if e.ExpiresAt.IsZero() || now.Before(e.ExpiresAt) || e.Desired == "removed" {
-				out = decision{Note: "not expired"}
-			} else {
-				out = m.remove(&e, "ttl expired", now)
-			}
-		case AtRest:
-			out = m.atRest(&e, ev, now)
-		case Action:
-			out = m.action(&e, ev, now)
-		case Delivered:
-			out = m.delivered(&e, ev)
-		default:
-			panic(fmt.Sprintf("environment: unknown event %T", ev))
-		}
-	}
+	out := m.decide(&e, before, ev, now)
 	if out.Err != nil {
 		return before, Outcome{Err: out.Err}
 	}
 	m.proceed(&e, ev, owner, &out, now)
-	if (e.State == Ready && before.State != Ready) || (e.Tombstone != nil && before.Tombstone == nil) {
-		// A drift whose outcome was decided is resolved once the preview
-		// is ready again, or gone (O2).
-		for i := range e.Drift {
-			if e.Drift[i].Outcome != "" && e.Drift[i].ResolvedAt.IsZero() {
-				e.Drift[i].ResolvedAt = now
-			}
-		}
-	}
+	resolveDrift(&e, before, now)
 	e.trim()
 	through := out.through
 	if e.State != before.State && (len(through) == 0 || through[len(through)-1] != e.State) {
@@ -428,6 +363,86 @@ func (m Machine) Step(e Env, ev Event, now time.Time) (Env, Outcome) {
 	}
 	r.Wake = m.Wake(e)
 	return e, r
+}
+
+// decide is the event's own transition on e (a clone of before).
+func (m Machine) decide(e *Env, before Env, ev Event, now time.Time) decision {
+	if c, ok := ev.(Create); ok {
+		return m.create(e, before, c, now)
+	}
+	if g, ok := ev.(GenerationGiven); ok {
+		return m.given(e, g)
+	}
+	if e.Tombstone != nil {
+		switch ev := ev.(type) {
+		case AtRest:
+			return m.atRestTombstone(e, ev, now)
+		case Action:
+			return m.action(e, ev, now)
+		case Delivered:
+			return m.delivered(e, ev)
+		}
+		return decision{Note: "tombstone: nothing to do"}
+	}
+	switch ev := ev.(type) {
+	case Advance:
+		return m.advance(e, ev, now)
+	case Result:
+		return m.result(e, ev, now)
+	case RenewLease:
+		return m.renew(e, ev, now)
+	case OwnerGone:
+		return m.ownerGone(e, ev, now)
+	case RemoveEnv:
+		if ev.By != "" && e.Desired != "removed" {
+			e.Audit = append(e.Audit, AuditEntry{Actor: ev.By, Action: "remove", Reason: ev.Reason, At: now})
+		}
+		return m.remove(e, ev.Reason, now)
+	case Expire:
+		if e.ExpiresAt.IsZero() || now.Before(e.ExpiresAt) || e.Desired == "removed" {
+			return decision{Note: "not expired"}
+		}
+		return m.remove(e, "ttl expired", now)
+	case AtRest:
+		return m.atRest(e, ev, now)
+	case Action:
+		return m.action(e, ev, now)
+	case Delivered:
+		return m.delivered(e, ev)
+	}
+	panic(fmt.Sprintf("environment: unknown event %T", ev))
+}
+
+// create makes the environment, asking its branch for a route generation
+// when the create brought none.
+func (m Machine) create(e *Env, before Env, c Create, now time.Time) decision {
+	if before.ID != "" {
+		return decision{Err: fmt.Errorf("%w: environment %s already exists", ErrConflict, before.ID)}
+	}
+	created, err := m.New(c, now)
+	if err != nil {
+		return decision{Err: err}
+	}
+	*e = created
+	if e.Generation != 0 {
+		return decision{Note: "created"}
+	}
+	out := m.askBranch(e, now)
+	out.Note = "created; " + out.Note
+	return out
+}
+
+// resolveDrift marks a drift whose outcome was decided resolved once the
+// preview is ready again, or gone (O2).
+func resolveDrift(e *Env, before Env, now time.Time) {
+	if !(e.State == Ready && before.State != Ready) && !(e.Tombstone != nil && before.Tombstone == nil) {
+		return
+	}
+	for i := range e.Drift {
+		if e.Drift[i].Outcome != "" && e.Drift[i].ResolvedAt.IsZero() {
+			e.Drift[i].ResolvedAt = now
+		}
+	}
 }
 
 // trim keeps the record within MaxReceipts, MaxAudit and MaxDrift.
@@ -813,26 +828,38 @@ func (m Machine) verify(e *Env, o Observation, now time.Time) decision {
 		m.setResource(e, a.Capability, "", "removed")
 		return m.stepDone(e, "already absent or removed, ownership verified (E11)", "", now)
 	case Observe:
-		if a.From == DataRemoved { // resources-verified-absent
-			if o.Exists {
-				return m.fail(e, Transient, a.Identity+" is still present", now)
-			}
-			return m.stepDone(e, a.Identity+" verified absent", "", now)
-		}
-		if a.From == AppStarting && (!o.Exists || o.Replace) {
-			// Waiting cannot make it ready: the next attempt starts it
-			// again (P15), after the back-off of an observed failure.
-			out := m.fail(e, Transient, fmt.Sprintf("%s cannot become ready as it is, started again next: %s", a.Identity, o.Detail), now)
-			e.State = DataReady
-			m.setResource(e, App, "", "absent")
-			return out
-		}
-		if !o.Exists || !o.Matches {
-			return m.fail(e, Transient, fmt.Sprintf("%s not ready: %s", a.Identity, o.Detail), now)
-		}
-		return m.stepDone(e, a.Identity+" ready: "+o.Detail, "", now)
+		return m.verifyObserved(e, o, now)
 	}
-	// Apply.
+	return m.verifyApplied(e, o, now)
+}
+
+// verifyObserved judges an observation step: absence verified, or a
+// resource ready.
+func (m Machine) verifyObserved(e *Env, o Observation, now time.Time) decision {
+	a := e.Attempt
+	if a.From == DataRemoved { // resources-verified-absent
+		if o.Exists {
+			return m.fail(e, Transient, a.Identity+" is still present", now)
+		}
+		return m.stepDone(e, a.Identity+" verified absent", "", now)
+	}
+	if a.From == AppStarting && (!o.Exists || o.Replace) {
+		// Waiting cannot make it ready: the next attempt starts it
+		// again (P15), after the back-off of an observed failure.
+		out := m.fail(e, Transient, fmt.Sprintf("%s cannot become ready as it is, started again next: %s", a.Identity, o.Detail), now)
+		e.State = DataReady
+		m.setResource(e, App, "", "absent")
+		return out
+	}
+	if !o.Exists || !o.Matches {
+		return m.fail(e, Transient, fmt.Sprintf("%s not ready: %s", a.Identity, o.Detail), now)
+	}
+	return m.stepDone(e, a.Identity+" ready: "+o.Detail, "", now)
+}
+
+// verifyApplied judges what an apply left.
+func (m Machine) verifyApplied(e *Env, o Observation, now time.Time) decision {
+	a := e.Attempt
 	if !o.Exists {
 		return m.fail(e, Transient, a.Identity+" not found after apply", now)
 	}

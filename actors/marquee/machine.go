@@ -233,43 +233,9 @@ func (m Machine) callback(s *State, c Callback, now time.Time) Ready {
 	}
 	switch c.Verb {
 	case VerbStep: // M12
-		switch s.Lifecycle {
-		case Provisioning:
-			if c.Step > s.Progress {
-				s.Progress = c.Step
-				return done(Applied, "progress "+c.Step.String())
-			}
-			return done(Ignored, fmt.Sprintf("step %s does not advance progress %s (M12)", c.Step, s.Progress))
-		case Provisioned:
-			return m.healthy(s, now, done)
-		}
-		return done(Ignored, "step in lifecycle "+string(s.Lifecycle))
+		return m.stepCallback(s, c, now, done)
 	case VerbDeployed: // M13
-		if c.Connection == nil {
-			panic("marquee: deployed callback without connection") // the decoder requires it
-		}
-		switch s.Lifecycle {
-		case Provisioning:
-			if s.Connection != nil {
-				return m.lockedOrDuplicate(s, *c.Connection, done)
-			}
-			conn := *c.Connection
-			s.Connection = &conn
-			s.ConnectionGeneration = s.Generation
-			s.Progress = AppDeploying
-			s.NullPendingUntil = time.Time{}
-			s.Bootstrap = &Bootstrap{Generation: s.Generation, Running: true}
-			return done(Applied, "connection stored; bootstrap started (M13, M19)", StartBootstrap{Generation: s.Generation})
-		case Provisioned:
-			if s.Connection != nil && !s.Connection.sameLocked(*c.Connection) {
-				return done(Locked, "deployed tried to change locked connection fields (M13)")
-			}
-			if s.NullPending(now) {
-				return m.healthy(s, now, done)
-			}
-			return m.lockedOrDuplicate(s, *c.Connection, done)
-		}
-		return done(Ignored, "deployed in lifecycle "+string(s.Lifecycle))
+		return m.deployedCallback(s, c, now, done)
 	case VerbDestroyed: // M14
 		if s.Lifecycle == Destroyed {
 			return done(Ignored, "already destroyed")
@@ -286,43 +252,96 @@ func (m Machine) callback(s *State, c Callback, now time.Time) Ready {
 		}
 		return done(Ignored, "failed in lifecycle "+string(s.Lifecycle))
 	case VerbNull: // M16
-		switch s.Lifecycle {
-		case Provisioning:
-			s.Lifecycle = Failed
-			s.Progress = Queued
-			s.Failure = &Failure{Reason: "the workflow's plan found nothing to provision (null while provisioning)", Rule: "M16", At: now, Generation: s.Generation}
-			effects := m.settle(s)
-			return done(Applied, "null plan while provisioning is conclusive (M16)", effects...)
-		case Provisioned:
-			if !s.NullPending(now) {
-				s.NullPendingUntil = now.Add(m.Config.NullWindow)
-				return done(PendingConfirmation, "first null: waiting for a second opinion until "+s.NullPendingUntil.Format(time.RFC3339)+" (M16, I4)")
-			}
-			return m.downgrade(s, c, now, done)
-		case Destroying:
-			effects := m.settleDestroyed(s, now)
-			return done(Applied, "null while destroying: the infrastructure is gone (M16)", effects...)
-		}
-		return done(Ignored, "null in lifecycle "+string(s.Lifecycle))
+		return m.nullCallback(s, c, now, done)
 	case VerbRebooted: // M17
-		switch s.Lifecycle {
-		case Provisioning, Provisioned:
-			s.Progress = Queued
-			s.NullPendingUntil = time.Time{}
-			if s.Downgrade != nil {
-				s.Downgrade = nil
-				return done(Applied, "host rebooted: progress reset; pending downgrade withdrawn (M17)")
-			}
-			return done(Applied, "host rebooted: progress reset (M17)")
-		}
-		return done(Ignored, "rebooted in lifecycle "+string(s.Lifecycle))
+		return rebootedCallback(s, done)
 	}
 	panic("marquee: unknown verb " + string(c.Verb)) // the decoder only lets known verbs in
 }
 
+// answerWith records a callback's entry with its result and answers it.
+type answerWith = func(Result, string, ...Effect) Ready
+
+func (m Machine) stepCallback(s *State, c Callback, now time.Time, done answerWith) Ready {
+	switch s.Lifecycle {
+	case Provisioning:
+		if c.Step > s.Progress {
+			s.Progress = c.Step
+			return done(Applied, "progress "+c.Step.String())
+		}
+		return done(Ignored, fmt.Sprintf("step %s does not advance progress %s (M12)", c.Step, s.Progress))
+	case Provisioned:
+		return m.healthy(s, now, done)
+	}
+	return done(Ignored, "step in lifecycle "+string(s.Lifecycle))
+}
+
+func (m Machine) deployedCallback(s *State, c Callback, now time.Time, done answerWith) Ready {
+	if c.Connection == nil {
+		panic("marquee: deployed callback without connection") // the decoder requires it
+	}
+	switch s.Lifecycle {
+	case Provisioning:
+		if s.Connection != nil {
+			return m.lockedOrDuplicate(s, *c.Connection, done)
+		}
+		conn := *c.Connection
+		s.Connection = &conn
+		s.ConnectionGeneration = s.Generation
+		s.Progress = AppDeploying
+		s.NullPendingUntil = time.Time{}
+		s.Bootstrap = &Bootstrap{Generation: s.Generation, Running: true}
+		return done(Applied, "connection stored; bootstrap started (M13, M19)", StartBootstrap{Generation: s.Generation})
+	case Provisioned:
+		if s.Connection != nil && !s.Connection.sameLocked(*c.Connection) {
+			return done(Locked, "deployed tried to change locked connection fields (M13)")
+		}
+		if s.NullPending(now) {
+			return m.healthy(s, now, done)
+		}
+		return m.lockedOrDuplicate(s, *c.Connection, done)
+	}
+	return done(Ignored, "deployed in lifecycle "+string(s.Lifecycle))
+}
+
+func (m Machine) nullCallback(s *State, c Callback, now time.Time, done answerWith) Ready {
+	switch s.Lifecycle {
+	case Provisioning:
+		s.Lifecycle = Failed
+		s.Progress = Queued
+		s.Failure = &Failure{Reason: "the workflow's plan found nothing to provision (null while provisioning)", Rule: "M16", At: now, Generation: s.Generation}
+		effects := m.settle(s)
+		return done(Applied, "null plan while provisioning is conclusive (M16)", effects...)
+	case Provisioned:
+		if !s.NullPending(now) {
+			s.NullPendingUntil = now.Add(m.Config.NullWindow)
+			return done(PendingConfirmation, "first null: waiting for a second opinion until "+s.NullPendingUntil.Format(time.RFC3339)+" (M16, I4)")
+		}
+		return m.downgrade(s, c, now, done)
+	case Destroying:
+		effects := m.settleDestroyed(s, now)
+		return done(Applied, "null while destroying: the infrastructure is gone (M16)", effects...)
+	}
+	return done(Ignored, "null in lifecycle "+string(s.Lifecycle))
+}
+
+func rebootedCallback(s *State, done answerWith) Ready {
+	switch s.Lifecycle {
+	case Provisioning, Provisioned:
+		s.Progress = Queued
+		s.NullPendingUntil = time.Time{}
+		if s.Downgrade != nil {
+			s.Downgrade = nil
+			return done(Applied, "host rebooted: progress reset; pending downgrade withdrawn (M17)")
+		}
+		return done(Applied, "host rebooted: progress reset (M17)")
+	}
+	return done(Ignored, "rebooted in lifecycle "+string(s.Lifecycle))
+}
+
 // healthy handles a healthy signal on a provisioned marquee (M16): it clears
 // a pending null and withdraws a downgrade that waits for the control plane.
-func (m Machine) healthy(s *State, now time.Time, done func(Result, string, ...Effect) Ready) Ready {
+func (m Machine) healthy(s *State, now time.Time, done answerWith) Ready {
 	var cleared []string
 	if s.NullPending(now) {
 		cleared = append(cleared, "pending null cleared")
@@ -338,7 +357,7 @@ func (m Machine) healthy(s *State, now time.Time, done func(Result, string, ...E
 	return done(Applied, "healthy signal: "+strings.Join(cleared, "; ")+" (M16)")
 }
 
-func (m Machine) lockedOrDuplicate(s *State, c Connection, done func(Result, string, ...Effect) Ready) Ready {
+func (m Machine) lockedOrDuplicate(s *State, c Connection, done answerWith) Ready {
 	switch {
 	case !s.Connection.sameLocked(c):
 		return done(Locked, "deployed tried to change locked connection fields (M13)")
@@ -352,7 +371,7 @@ func (m Machine) lockedOrDuplicate(s *State, c Connection, done func(Result, str
 // downgrade starts the veto check of a confirmed null or a failed on a
 // provisioned marquee (M18). Only an active one can be vetoed, so only then
 // is the control plane asked.
-func (m Machine) downgrade(s *State, c Callback, now time.Time, done func(Result, string, ...Effect) Ready) Ready {
+func (m Machine) downgrade(s *State, c Callback, now time.Time, done answerWith) Ready {
 	if s.Downgrade != nil {
 		return done(Checking, "a downgrade already waits for the control plane (M18)")
 	}
