@@ -271,29 +271,11 @@ func (b *bench) baseOf(p path) string {
 }
 
 func run(duration, warmup time.Duration, out, connsFlag string, names []string) error {
-	var conns []int
-	for _, c := range strings.Split(connsFlag, ",") {
-		var n int
-		if _, err := fmt.Sscan(c, &n); err != nil || n < 1 || n > 1024 {
-			return fmt.Errorf("bad -conns %q", connsFlag)
-		}
-		conns = append(conns, n)
+	conns, paths, err := parseRun(connsFlag, names)
+	if err != nil {
+		return err
 	}
-	var paths []path
-	for _, n := range names {
-		p, ok := allPaths[n]
-		if !ok {
-			return fmt.Errorf("unknown path %q", n)
-		}
-		if loadGen == "wrk" && p.mode == "standard-webhooks" {
-			return fmt.Errorf("path %s needs a signature per request, which wrk's Lua cannot compute: use -load go", n)
-		}
-		paths = append(paths, p)
-	}
-	maxConns := 0
-	for _, c := range conns {
-		maxConns = max(maxConns, c)
-	}
+	maxConns := slices.Max(conns)
 	tmp, err := os.MkdirTemp("", "warden-bench")
 	if err != nil {
 		return err
@@ -307,139 +289,25 @@ func run(duration, warmup time.Duration, out, connsFlag string, names []string) 
 	if err != nil {
 		return err
 	}
-	b := &bench{secret: make([]byte, 32), marquee: maxConns}
-	var rid [6]byte
-	_, _ = rand.Read(rid[:])
-	_, _ = rand.Read(b.secret)
-	b.runID = hex.EncodeToString(rid[:])
-	secrets := filepath.Join(tmp, "webhook-secrets")
-	if err := os.WriteFile(secrets, []byte("whsec_"+base64.StdEncoding.EncodeToString(b.secret)+"\n"), 0o600); err != nil {
-		return err
+	b, server, err := startWarden(bin, okScript, tmp, maxConns)
+	if server != nil {
+		defer func() { _ = server.Process.Kill(); _ = server.Wait() }()
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err
 	}
-	addr := ln.Addr().String()
-	ln.Close()
-	data := filepath.Join(tmp, "data")
-	cmd := exec.Command(bin, "serve", "--listen", addr, "--data", data, "--bench-noop",
-		"--dispatch", "exec", "--dispatch-command", okScript, "--bootstrap", "exec", "--bootstrap-command", okScript,
-		"--pool", fmt.Sprintf("default=%d", maxConns), "--log-format", "json",
-		"--callback-auth", "scoped,shared,standard-webhooks", "--webhook-secrets-file", secrets)
-	cmd.Env = append(os.Environ(), "WARDEN_CALLBACK_TOKEN="+callbackToken, "WARDEN_OPERATOR_TOKEN="+operatorToken)
-	logf, _ := os.Create(filepath.Join(tmp, "warden.log"))
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-	b.base = "http://" + addr
-	b.client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2048, MaxConnsPerHost: 2048}, Timeout: 10 * time.Second}
-	if err := waitReady(b.client, b.base, 20*time.Second); err != nil {
-		return err
-	}
-	// One tutorial marquee per connection, each admitted and dispatched, so
-	// every callback lands on a live attempt of generation 1.
-	for i := 0; i < maxConns; i++ {
-		body := fmt.Sprintf(`{"id":"m-%03d","kind":"tutorial"}`, i)
-		if st, err := post(b.client, b.base+"/v1/marquees", operatorToken, body, nil); err != nil || st != 201 {
-			return fmt.Errorf("create marquee %d: %d %v", i, st, err)
-		}
-	}
-	keys, err := trust.LoadKeyring(filepath.Join(data, "callback-signing.key"))
+	paths, notes, stop, err := b.startBaselines(tmp, paths, maxConns)
+	defer stop()
 	if err != nil {
 		return err
 	}
-	for i := 0; i < maxConns; i++ {
-		b.tokens = append(b.tokens, trust.MintScoped(keys, fmt.Sprintf("m-%03d", i), 1, time.Now().Add(time.Hour)))
-	}
-	time.Sleep(500 * time.Millisecond)
-	var notes []string
-	for i := 0; i < len(paths); i++ {
-		if !paths[i].postgres {
-			continue
-		}
-		base, cpu, stop, err := startPGServer(tmp, maxConns, maxConns)
-		if err != nil {
-			note := fmt.Sprintf("The PostgreSQL baseline did not run: %v.", err)
-			fmt.Println(note)
-			notes = append(notes, note)
-			paths = append(paths[:i], paths[i+1:]...)
-			break
-		}
-		defer stop()
-		b.pgBase, b.pgCPU = base, cpu
-		break
-	}
-	if slices.ContainsFunc(paths, func(p path) bool { return p.minimal }) {
-		base, stop, err := startMinimalFloor(tmp)
-		if err != nil {
-			return err
-		}
-		defer stop()
-		b.minimalBase = base
-	}
-	if loadGen == "wrk" {
-		wrkScript = filepath.Join(tmp, "load.lua")
-		if err := os.WriteFile(wrkScript, []byte(wrkLua(b.tokens)), 0o644); err != nil {
-			return err
-		}
-	}
-
-	// Every path runs once per round, in an order rotated each round, and
-	// the median round is reported: the store grows as the bench runs
-	// (history, dedup records, compactions), so a fixed order would charge
-	// the later paths for the earlier ones' data.
 	var results []result
 	for _, c := range conns {
-		perPath := map[string][]result{}
-		for round := 0; round < rounds; round++ {
-			for k := range paths {
-				p := paths[(k+round)%len(paths)]
-				_ = b.load(p, c, warmup)
-				dupBefore, err := duplicates(b.client, b.baseOf(p))
-				if err != nil {
-					return err
-				}
-				cpu := func() time.Duration { return cpuTime(cmd.Process.Pid) }
-				switch {
-				case p.postgres:
-					cpu = b.pgCPU
-				case p.minimal:
-					cpu = func() time.Duration { return 0 } // shares this process: not separable
-				}
-				cpuBefore := cpu()
-				r := b.load(p, c, duration)
-				if r.requests > 0 {
-					r.cpuPerReq = (cpu() - cpuBefore) / time.Duration(r.requests)
-				}
-				dupAfter, err := duplicates(b.client, b.baseOf(p))
-				if err != nil {
-					return err
-				}
-				// A deduplicated answer costs a read, not a transition: one
-				// in a measured run would flatter the durable path.
-				if dupAfter != dupBefore {
-					return fmt.Errorf("%s at %d connections: %.0f requests were answered as duplicate deliveries; the load repeated delivery ids", p.name, c, dupAfter-dupBefore)
-				}
-				perPath[p.name] = append(perPath[p.name], r)
-				fmt.Printf("round %d %-32s conns=%-3d %8.0f req/s  p50 %-9s p99 %-9s cpu/req %-8s (%d requests, %d errors, 0 duplicates)\n",
-					round+1, r.path, r.conns, r.rps, r.p50.Round(time.Microsecond), r.p99.Round(time.Microsecond), r.cpuPerReq.Round(time.Microsecond), r.requests, r.errors)
-			}
+		rs, err := b.measure(paths, c, duration, warmup, func() time.Duration { return cpuTime(server.Process.Pid) })
+		if err != nil {
+			return err
 		}
-		for _, p := range paths {
-			rs := perPath[p.name]
-			sort.Slice(rs, func(i, j int) bool { return rs[i].rps < rs[j].rps })
-			med := rs[len(rs)/2]
-			cpus := make([]time.Duration, len(rs))
-			for i, r := range rs {
-				cpus[i] = r.cpuPerReq
-			}
-			sort.Slice(cpus, func(i, j int) bool { return cpus[i] < cpus[j] })
-			med.cpuPerReq = cpus[len(cpus)/2]
-			results = append(results, med)
-		}
+		results = append(results, rs...)
 	}
 	fsync, err := fdatasyncP50(tmp)
 	if err != nil {
@@ -458,6 +326,194 @@ func run(duration, warmup time.Duration, out, connsFlag string, names []string) 
 		return writeSection(out, report)
 	}
 	return nil
+}
+
+// parseRun reads -conns and the paths asked for.
+func parseRun(connsFlag string, names []string) ([]int, []path, error) {
+	var conns []int
+	for _, c := range strings.Split(connsFlag, ",") {
+		var n int
+		if _, err := fmt.Sscan(c, &n); err != nil || n < 1 || n > 1024 {
+			return nil, nil, fmt.Errorf("bad -conns %q", connsFlag)
+		}
+		conns = append(conns, n)
+	}
+	var paths []path
+	for _, n := range names {
+		p, ok := allPaths[n]
+		if !ok {
+			return nil, nil, fmt.Errorf("unknown path %q", n)
+		}
+		if loadGen == "wrk" && p.mode == "standard-webhooks" {
+			return nil, nil, fmt.Errorf("path %s needs a signature per request, which wrk's Lua cannot compute: use -load go", n)
+		}
+		paths = append(paths, p)
+	}
+	return conns, paths, nil
+}
+
+// startWarden starts warden with the benchmark's routes and one tutorial
+// marquee per connection, each admitted and dispatched, so that every
+// callback lands on a live attempt of generation 1. The process is
+// returned as soon as it started, for the caller to stop, error or not.
+func startWarden(bin, okScript, tmp string, marquees int) (*bench, *exec.Cmd, error) {
+	b := &bench{secret: make([]byte, 32), marquee: marquees}
+	var rid [6]byte
+	_, _ = rand.Read(rid[:])
+	_, _ = rand.Read(b.secret)
+	b.runID = hex.EncodeToString(rid[:])
+	secrets := filepath.Join(tmp, "webhook-secrets")
+	if err := os.WriteFile(secrets, []byte("whsec_"+base64.StdEncoding.EncodeToString(b.secret)+"\n"), 0o600); err != nil {
+		return nil, nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, nil, err
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	data := filepath.Join(tmp, "data")
+	cmd := exec.Command(bin, "serve", "--listen", addr, "--data", data, "--bench-noop",
+		"--dispatch", "exec", "--dispatch-command", okScript, "--bootstrap", "exec", "--bootstrap-command", okScript,
+		"--pool", fmt.Sprintf("default=%d", marquees), "--log-format", "json",
+		"--callback-auth", "scoped,shared,standard-webhooks", "--webhook-secrets-file", secrets)
+	cmd.Env = append(os.Environ(), "WARDEN_CALLBACK_TOKEN="+callbackToken, "WARDEN_OPERATOR_TOKEN="+operatorToken)
+	logf, _ := os.Create(filepath.Join(tmp, "warden.log"))
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		return nil, nil, err
+	}
+	b.base = "http://" + addr
+	b.client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2048, MaxConnsPerHost: 2048}, Timeout: 10 * time.Second}
+	if err := waitReady(b.client, b.base, 20*time.Second); err != nil {
+		return nil, cmd, err
+	}
+	for i := 0; i < marquees; i++ {
+		body := fmt.Sprintf(`{"id":"m-%03d","kind":"tutorial"}`, i)
+		if st, err := post(b.client, b.base+"/v1/marquees", operatorToken, body, nil); err != nil || st != 201 {
+			return nil, cmd, fmt.Errorf("create marquee %d: %d %v", i, st, err)
+		}
+	}
+	keys, err := trust.LoadKeyring(filepath.Join(data, "callback-signing.key"))
+	if err != nil {
+		return nil, cmd, err
+	}
+	for i := 0; i < marquees; i++ {
+		b.tokens = append(b.tokens, trust.MintScoped(keys, fmt.Sprintf("m-%03d", i), 1, time.Now().Add(time.Hour)))
+	}
+	time.Sleep(500 * time.Millisecond)
+	return b, cmd, nil
+}
+
+// startBaselines starts the servers the baselines need (PostgreSQL, the
+// minimal floor) and wrk's script. A PostgreSQL that cannot start drops
+// its path, with a note saying so; stop stops what started.
+func (b *bench) startBaselines(tmp string, paths []path, conns int) (_ []path, notes []string, stop func(), _ error) {
+	var stops []func()
+	stop = func() {
+		for _, f := range stops {
+			f()
+		}
+	}
+	if i := slices.IndexFunc(paths, func(p path) bool { return p.postgres }); i >= 0 {
+		base, cpu, stopPG, err := startPGServer(tmp, conns, conns)
+		if err != nil {
+			note := fmt.Sprintf("The PostgreSQL baseline did not run: %v.", err)
+			fmt.Println(note)
+			notes = append(notes, note)
+			paths = slices.Delete(slices.Clone(paths), i, i+1)
+		} else {
+			stops = append(stops, stopPG)
+			b.pgBase, b.pgCPU = base, cpu
+		}
+	}
+	if slices.ContainsFunc(paths, func(p path) bool { return p.minimal }) {
+		base, stopMinimal, err := startMinimalFloor(tmp)
+		if err != nil {
+			return paths, notes, stop, err
+		}
+		stops = append(stops, stopMinimal)
+		b.minimalBase = base
+	}
+	if loadGen == "wrk" {
+		wrkScript = filepath.Join(tmp, "load.lua")
+		if err := os.WriteFile(wrkScript, []byte(wrkLua(b.tokens)), 0o644); err != nil {
+			return paths, notes, stop, err
+		}
+	}
+	return paths, notes, stop, nil
+}
+
+// measure runs every path once per round at c connections, in an order
+// rotated each round, and reports each path's median round: the store
+// grows as the bench runs (history, dedup records, compactions), so a
+// fixed order would charge the later paths for the earlier ones' data.
+// wardenCPU is the warden process's CPU time.
+func (b *bench) measure(paths []path, c int, duration, warmup time.Duration, wardenCPU func() time.Duration) ([]result, error) {
+	perPath := map[string][]result{}
+	for round := 0; round < rounds; round++ {
+		for k := range paths {
+			p := paths[(k+round)%len(paths)]
+			r, err := b.measureOnce(p, c, duration, warmup, wardenCPU)
+			if err != nil {
+				return nil, err
+			}
+			perPath[p.name] = append(perPath[p.name], r)
+			fmt.Printf("round %d %-32s conns=%-3d %8.0f req/s  p50 %-9s p99 %-9s cpu/req %-8s (%d requests, %d errors, 0 duplicates)\n",
+				round+1, r.path, r.conns, r.rps, r.p50.Round(time.Microsecond), r.p99.Round(time.Microsecond), r.cpuPerReq.Round(time.Microsecond), r.requests, r.errors)
+		}
+	}
+	var results []result
+	for _, p := range paths {
+		results = append(results, median(perPath[p.name]))
+	}
+	return results, nil
+}
+
+// measureOnce is one warmed-up, measured run of a path, refused if any
+// request was answered as a duplicate delivery: a deduplicated answer
+// costs a read, not a transition, and would flatter the durable path.
+func (b *bench) measureOnce(p path, c int, duration, warmup time.Duration, wardenCPU func() time.Duration) (result, error) {
+	_ = b.load(p, c, warmup)
+	dupBefore, err := duplicates(b.client, b.baseOf(p))
+	if err != nil {
+		return result{}, err
+	}
+	cpu := wardenCPU
+	switch {
+	case p.postgres:
+		cpu = b.pgCPU
+	case p.minimal:
+		cpu = func() time.Duration { return 0 } // shares this process: not separable
+	}
+	cpuBefore := cpu()
+	r := b.load(p, c, duration)
+	if r.requests > 0 {
+		r.cpuPerReq = (cpu() - cpuBefore) / time.Duration(r.requests)
+	}
+	dupAfter, err := duplicates(b.client, b.baseOf(p))
+	if err != nil {
+		return result{}, err
+	}
+	if dupAfter != dupBefore {
+		return result{}, fmt.Errorf("%s at %d connections: %.0f requests were answered as duplicate deliveries; the load repeated delivery ids", p.name, c, dupAfter-dupBefore)
+	}
+	return r, nil
+}
+
+// median is the round of median throughput, with the median CPU per
+// request of all rounds.
+func median(rs []result) result {
+	rs = slices.Clone(rs)
+	sort.Slice(rs, func(i, j int) bool { return rs[i].rps < rs[j].rps })
+	med := rs[len(rs)/2]
+	cpus := make([]time.Duration, len(rs))
+	for i, r := range rs {
+		cpus[i] = r.cpuPerReq
+	}
+	slices.Sort(cpus)
+	med.cpuPerReq = cpus[len(cpus)/2]
+	return med
 }
 
 // duplicates reads the server's count of deduplicated answers.
