@@ -18,6 +18,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/wardenhq/warden/cmd/warden/internal/config"
 	"github.com/wardenhq/warden/internal/trust"
 	"github.com/wardenhq/warden/persistence"
 	"github.com/wardenhq/warden/persistence/etcdembed"
@@ -38,7 +39,7 @@ const etcdRequestTimeout = 5 * time.Second
 
 // openCluster starts (or reaches) etcd and builds the node; its store is
 // the etcd backend.
-func openCluster(c config, log *slog.Logger) (*clusterParts, error) {
+func openCluster(c config.Serve, log *slog.Logger) (*clusterParts, error) {
 	p := &clusterParts{}
 	endpoints := c.EtcdEndpoints
 	if c.EtcdEmbed {
@@ -61,7 +62,7 @@ func openCluster(c config, log *slog.Logger) (*clusterParts, error) {
 
 // startMember starts the node's embedded etcd member and waits for its
 // quorum.
-func startMember(c config, log *slog.Logger) (*etcdembed.Member, error) {
+func startMember(c config.Serve, log *slog.Logger) (*etcdembed.Member, error) {
 	if _, err := etcdembed.ParseInitialCluster(c.EtcdInitialCluster); err != nil {
 		return nil, err
 	}
@@ -80,7 +81,7 @@ func startMember(c config, log *slog.Logger) (*etcdembed.Member, error) {
 // nodes are stopped, for migrate to copy a store into or out of, or an
 // offline rekey. The data directory is locked as a node's is, so the node
 // cannot start on it meanwhile.
-func serveEtcdOnly(c config, log *slog.Logger) error {
+func serveEtcdOnly(c config.Serve, log *slog.Logger) error {
 	lock, err := takeDataDir(c.Data)
 	if err != nil {
 		return err
@@ -114,7 +115,7 @@ func (p *clusterParts) close() {
 }
 
 // advertiseURL is where the other nodes reach this one.
-func advertiseURL(c config) string {
+func advertiseURL(c config.Serve) string {
 	if c.AdvertiseURL != "" {
 		return strings.TrimRight(c.AdvertiseURL, "/")
 	}
@@ -134,10 +135,10 @@ func keygenCommand(fs *flag.FlagSet, stdout io.Writer) func([]string) error {
 			return usageError("usage: %s", keygenUsage)
 		}
 		dir := args[0]
-		if *node != "" && !validNodeName(*node) {
+		if *node != "" && !config.ValidNodeName(*node) {
 			return usageError("--node: 1..32 of a-z, 0-9 and -")
 		}
-		if *client != "" && (!validNodeName(*client) || *client == *node) {
+		if *client != "" && (!config.ValidNodeName(*client) || *client == *node) {
 			return usageError("--client: 1..32 of a-z, 0-9 and -, not the node's name")
 		}
 		if err := prepareDataDir(dir); err != nil {

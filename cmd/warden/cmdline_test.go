@@ -10,6 +10,8 @@ import (
 	"io"
 
 	"github.com/spf13/pflag"
+
+	"github.com/wardenhq/warden/cmd/warden/internal/config"
 )
 
 // runEnv is `warden env ARGS...` for callers that hold a command line.
@@ -63,19 +65,23 @@ func parseAndRun(name string, define defineFunc, args []string) error {
 
 // parseConfig reads serve's configuration from a command line and the
 // environment, as `warden serve` does.
-func parseConfig(args []string, getenv func(string) string, _ io.Writer) (config, error) {
+func parseConfig(args []string, getenv func(string) string, _ io.Writer) (config.Serve, error) {
 	gfs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	finish := serveFlags(gfs, getenv)
+	finish := config.Declare(gfs, getenv)
 	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.AddGoFlagSet(gfs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
-			return config{}, errFlagHelp
+			return config.Serve{}, errFlagHelp
 		}
-		return config{}, statusError{exitUsage, err}
+		return config.Serve{}, statusError{exitUsage, err}
 	}
-	return finish(fs.Args(), fs.Changed)
+	c, err := finish(fs.Args(), fs.Changed)
+	if err != nil {
+		return c, serveConfigError(err)
+	}
+	return c, nil
 }
 
 func serve(args []string, getenv func(string) string, stderr io.Writer) error {

@@ -22,6 +22,7 @@ import (
 	"github.com/wardenhq/warden/actors"
 	"github.com/wardenhq/warden/actors/environment"
 	"github.com/wardenhq/warden/actors/marquee"
+	"github.com/wardenhq/warden/cmd/warden/internal/config"
 	"github.com/wardenhq/warden/internal/cluster"
 	"github.com/wardenhq/warden/internal/trust"
 	"github.com/wardenhq/warden/persistence"
@@ -39,19 +40,19 @@ const exitProblems = exitCorrupt
 // verifyFlags are what an offline check needs of the configuration.
 type verifyFlags struct {
 	data, keyFile string
-	pools         poolFlag
+	pools         config.Pools
 	rules         marquee.Config
 	retention     time.Duration
 	json          bool
 }
 
 func (v *verifyFlags) register(fs *flag.FlagSet, getenv func(string) string) {
-	v.pools = poolFlag{}
+	v.pools = config.Pools{}
 	v.rules = marquee.DefaultConfig()
 	fs.StringVar(&v.data, "data", envOr(getenv, "WARDEN_DATA", "./data"), "data directory")
 	fs.StringVar(&v.keyFile, "seal-key-file", getenv("WARDEN_SEAL_KEY_FILE"), "seal keyring (default <data>/seal.key)")
 	fs.Var(v.pools, "pool", "a pool's limit, name=limit, as warden serve is given it (repeatable): checked against its reservations (I7)")
-	ruleFlags(fs, &v.rules)
+	config.RuleFlags(fs, &v.rules)
 	fs.DurationVar(&v.retention, "dedup-retention", 72*time.Hour, "how long deliveries are kept, as warden serve is given it")
 	fs.BoolVar(&v.json, "json", false, "print the report as JSON")
 }
@@ -509,7 +510,7 @@ func longestLease(c *clientv3.Client, held []heldKey) time.Duration {
 		}
 		longest = max(longest, time.Duration(r.GrantedTTL)*time.Second)
 	}
-	return min(longest, maxLeaseTTL)
+	return min(longest, config.MaxLeaseTTL)
 }
 
 // endpoint is one side of a migration: pebble:DIR or etcd:URL,URL.

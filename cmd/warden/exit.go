@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/wardenhq/warden/cmd/warden/internal/config"
 	"github.com/wardenhq/warden/persistence"
 )
 
@@ -43,6 +44,17 @@ func exitStatusOf(err error) int {
 		return exitStorage
 	}
 	return exitFailure
+}
+
+// serveConfigError is the exit of serve's configuration refused: a
+// command line it cannot read is a usage error, anything else a refused
+// configuration.
+func serveConfigError(err error) error {
+	var usage config.UsageError
+	if errors.As(err, &usage) {
+		return usageError("%s", usage)
+	}
+	return configError(err)
 }
 
 // configError marks a refused configuration.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/wardenhq/warden/actors"
 	"github.com/wardenhq/warden/actors/marquee"
+	"github.com/wardenhq/warden/cmd/warden/internal/config"
 	"github.com/wardenhq/warden/internal/trust"
 	"github.com/wardenhq/warden/persistence"
 )
@@ -28,7 +29,7 @@ func rekeyCommand(fs *flag.FlagSet, getenv func(string) string, stdout, stderr i
 	data := fs.String("data", envOr(getenv, "WARDEN_DATA", "./data"), "data directory (warden must be stopped)")
 	keyFile := fs.String("seal-key-file", getenv("WARDEN_SEAL_KEY_FILE"), "seal keyring (default <data>/seal.key; on a cluster, the one every node is given)")
 	var endpoints []string
-	fs.Var(listFlag{&endpoints}, "etcd-endpoints", "a cluster's etcd client URLs: rekey its store (every node stopped, D9)")
+	fs.Var(config.ListFlag{L: &endpoints}, "etcd-endpoints", "a cluster's etcd client URLs: rekey its store (every node stopped, D9)")
 	var ef etcdFlags
 	ef.register(fs)
 	online := fs.String("online", "", "rekey a running warden or cluster in phases: stage, activate, reseal, finish (D9; README \"Moving to a cluster\")")

@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/wardenhq/warden/cmd/internal/buildinfo"
+	"github.com/wardenhq/warden/cmd/warden/internal/config"
 )
 
 func main() {
@@ -84,12 +85,12 @@ func newRoot(getenv func(string) string, stdout, stderr io.Writer) *cobra.Comman
 		"  warden serve --listen 127.0.0.1:8080 --data ./data --dispatch exec --dispatch-command ./bin/example-workflow", cobra.NoArgs)
 	serveCmd.Long = "Runs the supervisor: the HTTP API over the actor system and its store.\nEvery flag falls back to WARDEN_<FLAG> (upper case, - as _); secrets come\nfrom the environment or a --*-file, never from a flag."
 	gfs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	finish := serveFlags(gfs, getenv)
+	finish := config.Declare(gfs, getenv)
 	serveCmd.Flags().AddGoFlagSet(gfs)
 	serveCmd.RunE = func(c *cobra.Command, args []string) error {
 		conf, err := finish(args, c.Flags().Changed)
 		if err != nil {
-			return err
+			return serveConfigError(err)
 		}
 		return serveConfig(conf, stderr)
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/wardenhq/warden/actors/environment"
 	"github.com/wardenhq/warden/actors/marquee"
 	"github.com/wardenhq/warden/cmd/internal/buildinfo"
+	"github.com/wardenhq/warden/cmd/warden/internal/config"
 	"github.com/wardenhq/warden/httpapi"
 	"github.com/wardenhq/warden/internal/benchfloor"
 	"github.com/wardenhq/warden/internal/cluster"
@@ -32,7 +33,7 @@ import (
 )
 
 // serveConfig runs warden with its configuration until it stops.
-func serveConfig(c config, stderr io.Writer) error {
+func serveConfig(c config.Serve, stderr io.Writer) error {
 	log := newLogger(c, stderr)
 	if c.EtcdEmbed && c.EtcdPlaintext {
 		log.Warn("etcd without TLS (--etcd-plaintext): anyone on this machine can read and write every record; for tests only")
@@ -49,7 +50,7 @@ func serveConfig(c config, stderr io.Writer) error {
 }
 
 // newLogger is the process's structured log at its --log-level.
-func newLogger(c config, stderr io.Writer) *slog.Logger {
+func newLogger(c config.Serve, stderr io.Writer) *slog.Logger {
 	opts := &slog.HandlerOptions{Level: c.LogLevel}
 	if c.LogFormat == "json" {
 		return slog.New(slog.NewJSONHandler(stderr, opts))
@@ -59,7 +60,7 @@ func newLogger(c config, stderr io.Writer) *slog.Logger {
 
 // process is one `warden serve`: what it holds from start to stop.
 type process struct {
-	c       config
+	c       config.Serve
 	log     *slog.Logger
 	lock    *os.File
 	stopCPU func()
@@ -171,10 +172,10 @@ func (p *process) preparePlatform() {
 // startProfile writes a CPU profile of the whole run when asked (the
 // benchmark's profile).
 func (p *process) startProfile() error {
-	if p.c.cpuProfile == "" {
+	if p.c.CPUProfile == "" {
 		return nil
 	}
-	f, err := os.Create(p.c.cpuProfile)
+	f, err := os.Create(p.c.CPUProfile)
 	if err != nil {
 		return fmt.Errorf("--cpu-profile: %w", err)
 	}
@@ -336,15 +337,15 @@ func (p *process) serveAPI(tm *trustMaterial) {
 	}
 	opts := httpapi.Options{CallbackToken: c.CallbackToken, OperatorToken: c.OperatorToken,
 		Operators: tm.operators, CallbackModes: c.CallbackAuth, CallbackKeys: tm.signing, CallbackTokenTTL: c.CallbackTokenTTL,
-		Webhooks: tm.webhooks, OIDC: tm.oidc, ProtectMetrics: c.ProtectMetrics, NoopWebhook: c.benchNoop,
+		Webhooks: tm.webhooks, OIDC: tm.oidc, ProtectMetrics: c.ProtectMetrics, NoopWebhook: c.BenchNoop,
 		Cluster: clusterAPI, ClusterToken: c.ClusterToken, Logger: p.log, PublicURL: c.PublicURL, DevTokenHint: devTokenHint(c),
 		Maintenance: maintenance{p}}
-	if c.benchNoop {
+	if c.BenchNoop {
 		opts.Floor = benchfloor.New(p.store)
 	}
 	api := http.Handler(httpapi.New(p.sys, opts))
 	p.live.Store(&api)
-	p.log.Info("ready", "version", bi.Version, "commit", bi.CommitLabel(), "data", c.Data, "dispatch", c.Dispatch, "bootstrap", c.Bootstrap, "pools", poolFlag(c.Pools).String(),
+	p.log.Info("ready", "version", bi.Version, "commit", bi.CommitLabel(), "data", c.Data, "dispatch", c.Dispatch, "bootstrap", c.Bootstrap, "pools", config.Pools(c.Pools).String(),
 		"callback_auth", strings.Join(c.CallbackAuth, ","), "operators", len(tm.operators)+min(1, len(c.OperatorToken)), "read_only", p.store.Health().ReadOnly() != nil)
 }
 
@@ -482,7 +483,7 @@ const devOperatorToken = "dev-operator-token"
 
 // devTokenHint tells the sign-in page where make run's token is, when
 // warden runs with it.
-func devTokenHint(c config) string {
+func devTokenHint(c config.Serve) string {
 	if c.OperatorToken != devOperatorToken {
 		return ""
 	}
@@ -542,14 +543,14 @@ func within(ctx context.Context, f func()) bool {
 	}
 }
 
-func callbackKeys(c config, tm *trustMaterial) *trust.Keyring {
+func callbackKeys(c config.Serve, tm *trustMaterial) *trust.Keyring {
 	if slices.Contains(c.CallbackAuth, httpapi.ModeScoped) {
 		return tm.signing
 	}
 	return nil
 }
 
-func dispatcher(c config) driver.Dispatcher {
+func dispatcher(c config.Serve) driver.Dispatcher {
 	if c.Dispatch == "exec" {
 		// The run's scoped credential travels in the request on stdin (T1);
 		// the script's environment is the minimal one (T9).
@@ -559,7 +560,7 @@ func dispatcher(c config) driver.Dispatcher {
 		Token: c.GitHubToken, Client: &http.Client{Timeout: c.DispatchTimeout}}
 }
 
-func bootstrapper(c config) driver.Bootstrapper {
+func bootstrapper(c config.Serve) driver.Bootstrapper {
 	if c.Bootstrap == "exec" {
 		return &driver.ExecBootstrapper{Exec: driver.Exec{Command: c.BootstrapCommand, Timeout: c.BootstrapTimeout, PassEnv: c.DriverEnv}}
 	}
@@ -569,7 +570,7 @@ func bootstrapper(c config) driver.Bootstrapper {
 // notifier is where environment notifications go (E10, W7): GitHub's
 // commit statuses and pull-request comments, a webhook, or nowhere (they
 // stay in the outbox).
-func notifier(c config) driver.Notifier {
+func notifier(c config.Serve) driver.Notifier {
 	client := &http.Client{Timeout: 10 * time.Second}
 	switch c.Notify {
 	case "github":
@@ -582,7 +583,7 @@ func notifier(c config) driver.Notifier {
 
 // envConfig wires preview environments: one exec driver serves every
 // capability (the request names it), if configured.
-func envConfig(c config) (actors.EnvConfig, error) {
+func envConfig(c config.Serve) (actors.EnvConfig, error) {
 	mc := environment.DefaultConfig()
 	mc.LeaseFor, mc.RetryBackoff, mc.PreviewURL = c.EnvLease, c.EnvRetryBackoff, c.PreviewURL
 	mc.RemoveArtifacts = c.EnvPlatform == "local" // its images are each environment's own (P9)
@@ -603,11 +604,11 @@ func envConfig(c config) (actors.EnvConfig, error) {
 		d := &driver.ExecCapability{Exec: driver.Exec{Command: c.EnvDriverCommand, Timeout: c.EnvDriverTimeout, PassEnv: c.DriverEnv}}
 		ec.Drivers = actors.DriverForAll(d)
 	}
-	return ec, c.localPlatform(&ec)
+	return ec, localPlatform(c, &ec)
 }
 
 // localPlatform puts the local platform's drivers in ec (P1).
-func (c config) localPlatform(ec *actors.EnvConfig) error {
+func localPlatform(c config.Serve, ec *actors.EnvConfig) error {
 	if c.EnvPlatform != "local" {
 		return nil
 	}

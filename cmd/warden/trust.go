@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/wardenhq/warden/cmd/warden/internal/config"
 	"github.com/wardenhq/warden/httpapi"
 	"github.com/wardenhq/warden/internal/trust"
 )
@@ -46,7 +47,7 @@ func prepareDataDir(dir string) error {
 }
 
 // loadTrust reads (or, beside the data, creates) the keys and identities.
-func loadTrust(c config, log *slog.Logger) (*trustMaterial, error) {
+func loadTrust(c config.Serve, log *slog.Logger) (*trustMaterial, error) {
 	t := &trustMaterial{}
 	var err error
 	if t.seal, err = loadKeys(c.SealKeyFile, filepath.Join(c.Data, sealKeyName), "seal key", log); err != nil {

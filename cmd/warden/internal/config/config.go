@@ -1,4 +1,8 @@
-package main
+// Package Serve is what `warden serve` is told: its flags declared from
+// one table (Declare), each falling back to WARDEN_<FLAG>, the secrets read
+// from the environment or files, and the whole checked before anything
+// starts. The command wires what it is given; it decides nothing here.
+package config
 
 import (
 	"errors"
@@ -19,10 +23,10 @@ import (
 	"github.com/wardenhq/warden/internal/trust"
 )
 
-// config is everything `warden serve` is told. Every flag falls back to a
+// Serve is everything `warden serve` is told. Every flag falls back to a
 // WARDEN_* environment variable; secrets come only from the environment or
 // a file, never from a flag (a flag shows in ps and shell history).
-type config struct {
+type Serve struct {
 	Listen           string
 	Data             string
 	PublicURL        string
@@ -79,8 +83,8 @@ type config struct {
 	OperatorsFile          string
 	SealKeyFile            string
 	DriverEnv              []string
-	benchNoop              bool
-	cpuProfile             string
+	BenchNoop              bool
+	CPUProfile             string
 	// Cluster (docs/rules/cluster.md): a node of several sharing one entity space on
 	// etcd; Node empty is the single-node default (C10).
 	Node               string
@@ -102,28 +106,28 @@ type config struct {
 	EtcdCert, EtcdKey, EtcdCA string
 }
 
-// listFlag is a comma-separated list that may also be repeated.
-type listFlag struct{ l *[]string }
+// ListFlag is a comma-separated list that may also be repeated.
+type ListFlag struct{ L *[]string }
 
-func (f listFlag) String() string {
-	if f.l == nil {
+func (f ListFlag) String() string {
+	if f.L == nil {
 		return ""
 	}
-	return strings.Join(*f.l, ",")
+	return strings.Join(*f.L, ",")
 }
 
-func (f listFlag) Set(v string) error {
+func (f ListFlag) Set(v string) error {
 	for _, item := range strings.Split(v, ",") {
 		if item = strings.TrimSpace(item); item != "" {
-			*f.l = append(*f.l, item)
+			*f.L = append(*f.L, item)
 		}
 	}
 	return nil
 }
 
-type poolFlag map[string]int
+type Pools map[string]int
 
-func (p poolFlag) String() string {
+func (p Pools) String() string {
 	var parts []string
 	for n, l := range p {
 		parts = append(parts, fmt.Sprintf("%s=%d", n, l))
@@ -132,7 +136,7 @@ func (p poolFlag) String() string {
 	return strings.Join(parts, ",")
 }
 
-func (p poolFlag) Set(v string) error {
+func (p Pools) Set(v string) error {
 	for _, item := range strings.Split(v, ",") {
 		name, lim, ok := strings.Cut(strings.TrimSpace(item), "=")
 		n, err := strconv.Atoi(lim)
@@ -185,11 +189,11 @@ func (f commandFlag) String() string {
 // Set splits on white space; no shell quoting, so nothing is interpreted.
 func (f commandFlag) Set(v string) error { *f.c = strings.Fields(v); return nil }
 
-// serveFlags declares serve's flags on fs; finish completes the
+// Declare declares serve's flags on fs; finish completes the
 // configuration once the command line is parsed: WARDEN_<FLAG> fills any
 // flag not given (given), the secrets are read, and the whole is checked.
-func serveFlags(fs *flag.FlagSet, getenv func(string) string) (finish func(args []string, given func(string) bool) (config, error)) {
-	c := config{Pools: map[string]int{}, Rules: marquee.DefaultConfig()}
+func Declare(fs *flag.FlagSet, getenv func(string) string) (finish func(args []string, given func(string) bool) (Serve, error)) {
+	c := Serve{Pools: map[string]int{}, Rules: marquee.DefaultConfig()}
 	fs.StringVar(&c.Listen, "listen", "127.0.0.1:8080", "address to serve HTTP on")
 	fs.StringVar(&c.Data, "data", "./data", "directory of the Pebble store")
 	fs.StringVar(&c.PublicURL, "public-url", "", "base URL the workflow calls back on (default http://<listen>)")
@@ -204,8 +208,8 @@ func serveFlags(fs *flag.FlagSet, getenv func(string) string) (finish func(args 
 	fs.Var(commandFlag{&c.BootstrapCommand}, "bootstrap-command", "command of the exec bootstrap driver (split on spaces)")
 	fs.DurationVar(&c.BootstrapTimeout, "bootstrap-timeout", 5*time.Minute, "limit on one bootstrap run")
 	fs.StringVar(&c.ControlPlaneURL, "control-plane-url", "", "control plane base URL (empty: chats unknown, live hosts preserved)")
-	fs.Var(poolFlag(c.Pools), "pool", "admission pool NAME=LIMIT (repeatable; default default=1)")
-	ruleFlags(fs, &c.Rules)
+	fs.Var(Pools(c.Pools), "pool", "admission pool NAME=LIMIT (repeatable; default default=1)")
+	RuleFlags(fs, &c.Rules)
 	fs.BoolVar(&c.ProtectMetrics, "protect-metrics", false, "require the operator token on /metrics")
 	fs.StringVar(&c.LogFormat, "log-format", "text", "log format: text or json")
 	fs.TextVar(&c.LogLevel, "log-level", slog.LevelInfo, "least level logged: debug (Pebble's routine messages too), info, warn or error")
@@ -225,9 +229,9 @@ func serveFlags(fs *flag.FlagSet, getenv func(string) string) (finish func(args 
 	fs.StringVar(&c.PreviewURL, "preview-url-template", "", "a preview's public URL, e.g. https://{branch}.preview.example.com; {id}, {branch}, {generation} are filled in (W8); empty: the URL the route driver observes")
 	fs.StringVar(&c.NotifyURL, "notify-url", "", "where environment notifications are POSTed with --notify webhook (E10)")
 	fs.StringVar(&c.Notify, "notify", "", "where environment notifications go: webhook (--notify-url), github (commit status and pull-request comment in --github-repo, W7) or none; default webhook if --notify-url is set, else none (they stay in the outbox)")
-	fs.BoolVar(&c.benchNoop, "bench-noop", false, "serve POST /v1/webhooks/noop (benchmark baseline)")
-	fs.StringVar(&c.cpuProfile, "cpu-profile", "", "write a CPU profile of the whole run to this file (the benchmark's profile)")
-	fs.Var(listFlag{&c.CallbackAuth}, "callback-auth", "accepted callback modes: scoped,shared,standard-webhooks,github-oidc (default: scoped, and shared and standard-webhooks where their secrets are configured) (T2)")
+	fs.BoolVar(&c.BenchNoop, "bench-noop", false, "serve POST /v1/webhooks/noop (benchmark baseline)")
+	fs.StringVar(&c.CPUProfile, "cpu-profile", "", "write a CPU profile of the whole run to this file (the benchmark's profile)")
+	fs.Var(ListFlag{&c.CallbackAuth}, "callback-auth", "accepted callback modes: scoped,shared,standard-webhooks,github-oidc (default: scoped, and shared and standard-webhooks where their secrets are configured) (T2)")
 	fs.StringVar(&c.CallbackSigningKeyFile, "callback-signing-key-file", "", "keyring that derives scoped callback credentials (default <data>/callback-signing.key, created when absent) (T1)")
 	fs.DurationVar(&c.CallbackTokenTTL, "callback-token-ttl", 24*time.Hour, "lifetime of a scoped callback credential; a rotated-out signing key verifies this long (T1)")
 	fs.StringVar(&c.WebhookSecretsFile, "webhook-secrets-file", "", "Standard Webhooks whsec_ secrets, one a line (T3)")
@@ -239,7 +243,7 @@ func serveFlags(fs *flag.FlagSet, getenv func(string) string) (finish func(args 
 	fs.StringVar(&c.OIDCJWKSURL, "oidc-jwks-url", "", "the issuer's key set (default: the jwks_uri of the issuer's discovery document) (T4)")
 	fs.StringVar(&c.OperatorsFile, "operators-file", "", "named operators and viewers: `name role sha256-of-token` a line (T8)")
 	fs.StringVar(&c.SealKeyFile, "seal-key-file", "", "keyring that seals secrets at rest (default <data>/seal.key, created when absent) (T10)")
-	fs.Var(listFlag{&c.DriverEnv}, "driver-env", "environment variable passed to driver processes besides PATH, HOME, LANG, TMPDIR (repeatable) (T9)")
+	fs.Var(ListFlag{&c.DriverEnv}, "driver-env", "environment variable passed to driver processes besides PATH, HOME, LANG, TMPDIR (repeatable) (T9)")
 	fs.StringVar(&c.Node, "node", "", "run as this node of a cluster on etcd (docs/rules/cluster.md); empty: a single node on Pebble")
 	fs.StringVar(&c.AdvertiseURL, "advertise-url", "", "URL the other nodes reach this node's HTTP on (default http://<listen>)")
 	fs.BoolVar(&c.EtcdEmbed, "etcd-embed", false, "run an etcd member inside this process, data under <data>/etcd")
@@ -249,7 +253,7 @@ func serveFlags(fs *flag.FlagSet, getenv func(string) string) (finish func(args 
 	fs.StringVar(&c.EtcdClientURL, "etcd-client-url", "", "the embedded member's client URL, e.g. http://127.0.0.1:2379")
 	fs.StringVar(&c.EtcdInitialCluster, "etcd-initial-cluster", "", "every founding member: n1=peerURL,n2=peerURL,n3=peerURL")
 	fs.BoolVar(&c.EtcdJoin, "etcd-join", false, "the embedded member was added to a running cluster (etcdctl member add) rather than founding it")
-	fs.Var(listFlag{&c.EtcdEndpoints}, "etcd-endpoints", "client URLs of an existing etcd cluster (instead of --etcd-embed)")
+	fs.Var(ListFlag{&c.EtcdEndpoints}, "etcd-endpoints", "client URLs of an existing etcd cluster (instead of --etcd-embed)")
 	fs.StringVar(&c.EtcdCert, "etcd-cert-file", "", "this node's certificate for etcd's mutual TLS, embedded member or external (warden keygen DIR --node NAME writes it)")
 	fs.StringVar(&c.EtcdKey, "etcd-key-file", "", "the key of --etcd-cert-file")
 	fs.StringVar(&c.EtcdCA, "etcd-ca-file", "", "the cluster CA: only certificates it signed are let in, or trusted (warden keygen DIR writes cluster-ca.crt)")
@@ -262,7 +266,7 @@ func serveFlags(fs *flag.FlagSet, getenv func(string) string) (finish func(args 
 	githubFile := fs.String("github-token-file", "", "file holding the GitHub token (else WARDEN_GITHUB_TOKEN)")
 	cpFile := fs.String("control-plane-token-file", "", "file holding the control plane token (else WARDEN_CONTROL_PLANE_TOKEN)")
 
-	return func(args []string, given func(string) bool) (config, error) {
+	return func(args []string, given func(string) bool) (Serve, error) {
 		// WARDEN_<FLAG> fills any flag not given on the command line.
 		var envErr error
 		fs.VisitAll(func(f *flag.Flag) {
@@ -277,10 +281,10 @@ func serveFlags(fs *flag.FlagSet, getenv func(string) string) (finish func(args 
 			}
 		})
 		if envErr != nil {
-			return c, configError(envErr)
+			return c, envErr
 		}
 		if len(args) > 0 {
-			return c, usageError("unexpected arguments: %v", args)
+			return c, UsageError(fmt.Sprintf("unexpected arguments: %v", args))
 		}
 		if len(c.Pools) == 0 {
 			c.Pools["default"] = 1
@@ -297,11 +301,11 @@ func serveFlags(fs *flag.FlagSet, getenv func(string) string) (finish func(args 
 			{&c.GitHubToken, *githubFile, "WARDEN_GITHUB_TOKEN"}, {&c.ControlPlaneToken, *cpFile, "WARDEN_CONTROL_PLANE_TOKEN"},
 			{&c.ClusterToken, *clusterFile, "WARDEN_CLUSTER_TOKEN"}} {
 			if *s.dst, err = secret(s.file, s.env, getenv); err != nil {
-				return c, configError(err)
+				return c, err
 			}
 		}
 		if err := c.validate(); err != nil {
-			return c, configError(err)
+			return c, err
 		}
 		return c, nil
 	}
@@ -341,9 +345,9 @@ func (f bytesFlag) Set(v string) error {
 
 // defaultCallbackAuth is T2's default: scoped always, shared and Standard
 // Webhooks where their secrets are configured; github-oidc only when asked.
-// ruleFlags are the marquee machine's timings: warden serve runs by them,
+// RuleFlags are the marquee machine's timings: warden serve runs by them,
 // warden verify judges the wake index by them.
-func ruleFlags(fs *flag.FlagSet, r *marquee.Config) {
+func RuleFlags(fs *flag.FlagSet, r *marquee.Config) {
 	fs.DurationVar(&r.StaleAfter, "stale-after", r.StaleAfter, "no callback for this long makes an attempt stuck (M21)")
 	fs.DurationVar(&r.ProvisioningTimeout, "provisioning-timeout", r.ProvisioningTimeout, "per-attempt provisioning timeout (M22)")
 	fs.DurationVar(&r.NullWindow, "null-window", r.NullWindow, "how long a first null waits for its confirmation (M16)")
@@ -352,7 +356,7 @@ func ruleFlags(fs *flag.FlagSet, r *marquee.Config) {
 	fs.DurationVar(&r.ChatsRecheckAfter, "chats-recheck", r.ChatsRecheckAfter, "when an unanswered control-plane question is asked again (M18)")
 }
 
-func (c *config) defaultCallbackAuth() []string {
+func (c *Serve) defaultCallbackAuth() []string {
 	modes := []string{httpapi.ModeScoped}
 	if c.CallbackToken != "" {
 		modes = append(modes, httpapi.ModeShared)
@@ -382,7 +386,7 @@ func secret(file, env string, getenv func(string) string) (string, error) {
 	return getenv(env), nil
 }
 
-func (c *config) validate() error {
+func (c *Serve) validate() error {
 	if c.EtcdOnly {
 		return joinProblems(c.validateEtcdOnly())
 	}
@@ -501,7 +505,7 @@ func joinProblems(problems []string) error {
 // external), a token for its peers, and the keys every node shares
 // (records sealed on one node are opened on another; a callback credential
 // minted by one is verified by any).
-func (c *config) validateCluster() []string {
+func (c *Serve) validateCluster() []string {
 	var problems []string
 	if c.Node == "" {
 		if c.EtcdEmbed || len(c.EtcdEndpoints) > 0 {
@@ -509,7 +513,7 @@ func (c *config) validateCluster() []string {
 		}
 		return problems
 	}
-	if !validNodeName(c.Node) {
+	if !ValidNodeName(c.Node) {
 		problems = append(problems, "--node: 1..32 of a-z, 0-9 and -")
 	}
 	if c.EtcdEmbed == (len(c.EtcdEndpoints) > 0) {
@@ -528,7 +532,7 @@ func (c *config) validateCluster() []string {
 	if c.SealKeyFile == "" || c.CallbackSigningKeyFile == "" {
 		problems = append(problems, "every node of a cluster shares its keys: --seal-key-file and --callback-signing-key-file (warden keygen DIR makes both)")
 	}
-	if c.LeaseTTL < 2*time.Second || c.LeaseTTL > maxLeaseTTL {
+	if c.LeaseTTL < 2*time.Second || c.LeaseTTL > MaxLeaseTTL {
 		problems = append(problems, "--lease-ttl: 2s..1m")
 	}
 	if c.EtcdCompaction < time.Minute || c.EtcdCompaction > 24*time.Hour {
@@ -543,7 +547,7 @@ func (c *config) validateCluster() []string {
 // validateEtcdOnly checks a member started alone: the cluster flags it
 // is started with, and nothing a node needs to serve (no tokens, no
 // drivers: it runs none).
-func (c *config) validateEtcdOnly() []string {
+func (c *Serve) validateEtcdOnly() []string {
 	if c.Node == "" || !c.EtcdEmbed {
 		return []string{"--etcd-only runs a node's embedded etcd member alone: it needs --node NAME and --etcd-embed"}
 	}
@@ -553,7 +557,7 @@ func (c *config) validateEtcdOnly() []string {
 // validateEtcdTLS: a cluster beyond loopback talks to etcd only over
 // mutual TLS (an open etcd gave anyone who reached its port
 // every record, and the member list the nodes forward to).
-func (c *config) validateEtcdTLS() []string {
+func (c *Serve) validateEtcdTLS() []string {
 	given := 0
 	for _, f := range []string{c.EtcdCert, c.EtcdKey, c.EtcdCA} {
 		if f != "" {
@@ -584,7 +588,7 @@ func (c *config) validateEtcdTLS() []string {
 }
 
 // etcdURLs are every etcd URL this node uses or announces.
-func (c *config) etcdURLs() []string {
+func (c *Serve) etcdURLs() []string {
 	urls := append([]string(nil), c.EtcdEndpoints...)
 	if c.EtcdEmbed {
 		urls = append(urls, c.EtcdPeerURL, c.EtcdClientURL)
@@ -611,7 +615,7 @@ func loopbackURL(u string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-func validNodeName(s string) bool {
+func ValidNodeName(s string) bool {
 	if len(s) == 0 || len(s) > 32 {
 		return false
 	}
@@ -625,7 +629,7 @@ func validNodeName(s string) bool {
 
 // platformFlags are the local preview platform's (docs/rules/platform.md
 // P1): one PostgreSQL server, podman and one Caddy.
-func (c *config) platformFlags(fs *flag.FlagSet) {
+func (c *Serve) platformFlags(fs *flag.FlagSet) {
 	p := &c.Platform
 	fs.StringVar(&c.EnvPlatform, "env-platform", "exec", "preview drivers: exec (--env-driver-command) or local (PostgreSQL, podman and Caddy, the --platform-* flags; P1)")
 	fs.StringVar(&p.PostgresAdmin, "platform-postgres", "", "with --env-platform local: a PostgreSQL connection string for a role that may create roles and databases (P5)")
@@ -650,7 +654,7 @@ const (
 	reconcileLocal = 5 * time.Second
 )
 
-func (c *config) validatePlatform() []string {
+func (c *Serve) validatePlatform() []string {
 	if c.EnvReconcileEvery == 0 {
 		c.EnvReconcileEvery = reconcileExec
 		if c.EnvPlatform == "local" {
@@ -677,6 +681,12 @@ func (c *config) validatePlatform() []string {
 	return problems
 }
 
-// maxLeaseTTL bounds --lease-ttl, and so how long a stopped node's lease
+// MaxLeaseTTL bounds --lease-ttl, and so how long a stopped node's lease
 // can outlive it (what the offline commands wait out, clusterServing).
-const maxLeaseTTL = time.Minute
+const MaxLeaseTTL = time.Minute
+
+// UsageError is a command line that cannot be read, as against a
+// configuration that is refused (every other error of Declare's finish).
+type UsageError string
+
+func (e UsageError) Error() string { return string(e) }
