@@ -207,6 +207,7 @@ func Start(cfg Config) (*System, error) {
 		// A read-only store (S4): reads are served from it; recovery, which
 		// would write, waits until Resume.
 		s.log.Warn("started read-only: recovery waits until the store is writable")
+		s.rt.Every(ReadOnlyRetry, s.tryWritable)
 		return s, nil
 	}
 	if err := s.resume(); err != nil {
@@ -287,6 +288,31 @@ func (s *System) resume() error {
 		go s.watch(ctx, w)
 	}
 	return nil
+}
+
+// ReadOnlyRetry is how often a store that started read-only is tried
+// read-write again (S4).
+const ReadOnlyRetry = 10 * time.Second
+
+// tryWritable reopens a read-only store read-write and, once it is,
+// recovers (S4). It does nothing once the system is ready.
+func (s *System) tryWritable() {
+	if s.ready.Load() {
+		return
+	}
+	ok, err := s.cfg.Store.TryWritable()
+	if err != nil {
+		s.log.Error("the read-only store could not be reopened", "err", err)
+		return
+	}
+	if !ok {
+		return
+	}
+	if err := s.Resume(); err != nil {
+		s.log.Error("recovery after the store became writable failed", "err", err)
+		return
+	}
+	s.log.Info("store writable: recovered and ready")
 }
 
 // PruneEvery is how often delivery records past their retention go.

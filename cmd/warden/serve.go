@@ -72,9 +72,6 @@ type process struct {
 	cp      *clusterParts
 	node    *cluster.Node
 	sys     *actors.System
-	// quit is closed to stop the background loops (dedup pruning, the
-	// read-only store's retry).
-	quit chan struct{}
 	// stored: stop has dealt with the store (closed it, or left a sealed
 	// one alone).
 	stored bool
@@ -352,11 +349,9 @@ func (p *process) serveAPI(tm *trustMaterial) {
 // run serves until a signal, a drain, a failed store or a failed server,
 // then stops within bounds.
 func (p *process) run() error {
-	p.quit = make(chan struct{})
 	monitorCtx, stopMonitor := context.WithCancel(context.Background())
 	defer stopMonitor()
 	go p.store.Monitor(monitorCtx)
-	go p.retryWritable()
 	var drained <-chan struct{} // nil, never ready, on a single node
 	nodeCtx, stopNode := context.WithCancel(context.Background())
 	defer stopNode()
@@ -377,47 +372,11 @@ func (p *process) run() error {
 	case <-p.store.Health().Sealed():
 		failed = p.store.Health().Failed()
 	case err := <-p.served:
-		close(p.quit)
 		return fmt.Errorf("http server: %w", err)
 	}
-	close(p.quit)
 	stopNode()
 	return p.stop(failed)
 }
-
-// retryWritable tries a read-only store read-write again every 10 s and,
-// once it is writable, lets recovery run (S4).
-func (p *process) retryWritable() {
-	if p.store.Health().ReadOnly() == nil {
-		return
-	}
-	t := time.NewTicker(readOnlyRetry)
-	defer t.Stop()
-	for {
-		select {
-		case <-p.quit:
-			return
-		case <-t.C:
-		}
-		ok, err := p.store.TryWritable()
-		if err != nil {
-			p.log.Error("the read-only store could not be reopened", "err", err)
-			continue
-		}
-		if !ok {
-			continue
-		}
-		if err := p.sys.Resume(); err != nil {
-			p.log.Error("recovery after the store became writable failed", "err", err)
-			continue
-		}
-		p.log.Info("store writable: recovered and ready")
-		return
-	}
-}
-
-// readOnlyRetry is S4's: how often a read-only store is tried read-write.
-const readOnlyRetry = 10 * time.Second
 
 // sealedDrain bounds the stop after a storage failure (S3): every caller
 // in flight was answered when the store sealed, so this only lets the
