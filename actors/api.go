@@ -9,6 +9,7 @@ import (
 	"github.com/wardenhq/warden/actors/admission"
 	"github.com/wardenhq/warden/actors/clock"
 	"github.com/wardenhq/warden/actors/environment"
+	"github.com/wardenhq/warden/actors/errs"
 	"github.com/wardenhq/warden/actors/marquee"
 	"github.com/wardenhq/warden/actors/runtime"
 	"github.com/wardenhq/warden/persistence"
@@ -64,7 +65,7 @@ func (s *System) Callback(ctx context.Context, req CallbackRequest) (CallbackAns
 	}
 	res, err := s.marquees.Ask(ctx, req.MarqueeID, r)
 	switch {
-	case errors.Is(err, ErrIdempotencyKeyReused):
+	case errors.Is(err, errs.IdempotencyKeyReused):
 		s.cfg.Metrics.Callbacks.WithLabelValues(string(cb.Verb), "idempotency_key_reused").Inc()
 	case err == nil && res.Duplicate:
 		s.cfg.Metrics.Callbacks.WithLabelValues(string(cb.Verb), "duplicate_delivery").Inc()
@@ -80,14 +81,14 @@ func (s *System) Callback(ctx context.Context, req CallbackRequest) (CallbackAns
 // decision is durable (A10).
 func (s *System) Create(ctx context.Context, c marquee.Create) (marquee.State, error) {
 	if !marquee.ValidID(c.ID) {
-		return marquee.State{}, fmt.Errorf("%w: id %q must match [a-z0-9][a-z0-9-]{0,62}", marquee.ErrInvalid, c.ID)
+		return marquee.State{}, fmt.Errorf("%w: id %q must match [a-z0-9][a-z0-9-]{0,62}", errs.Invalid, c.ID)
 	}
 	if c.Kind == marquee.Tutorial {
 		if c.Pool == "" {
 			c.Pool = "default"
 		}
 		if _, ok := s.cfg.Pools[c.Pool]; !ok {
-			return marquee.State{}, fmt.Errorf("%w: pool %q is not configured", marquee.ErrInvalid, c.Pool)
+			return marquee.State{}, fmt.Errorf("%w: pool %q is not configured", errs.Invalid, c.Pool)
 		}
 	}
 	if err := s.newWork(); err != nil {
@@ -160,7 +161,7 @@ func (s *System) Pool(ctx context.Context, name string) (PoolView, error) {
 		// read is.
 		pool, bad, err := rebuildPool(s.cfg.Store, name, limit)
 		if err != nil {
-			return PoolView{}, fmt.Errorf("%w: pool %s: %v", ErrUnavailable, name, err)
+			return PoolView{}, fmt.Errorf("%w: pool %s: %v", errs.Unavailable, name, err)
 		}
 		return poolView(name, pool, bad), nil
 	}
@@ -254,7 +255,7 @@ func (s *System) Readiness() error {
 		return f
 	}
 	if !s.Ready() {
-		return fmt.Errorf("%w: recovering or shutting down", ErrUnavailable)
+		return fmt.Errorf("%w: recovering or shutting down", errs.Unavailable)
 	}
 	return nil
 }

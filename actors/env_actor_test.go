@@ -17,6 +17,7 @@ import (
 
 	"github.com/wardenhq/warden/actors/clock"
 	"github.com/wardenhq/warden/actors/environment"
+	"github.com/wardenhq/warden/actors/errs"
 	"github.com/wardenhq/warden/actors/marquee"
 	"github.com/wardenhq/warden/actors/runtime"
 	"github.com/wardenhq/warden/internal/driver"
@@ -255,7 +256,7 @@ func TestRefusedCreatesSpendNoRouteGeneration(t *testing.T) {
 			switch {
 			case err == nil:
 				created.Add(1)
-			case errors.Is(err, environment.ErrConflict):
+			case errors.Is(err, errs.Conflict):
 				conflicts.Add(1)
 			default:
 				t.Errorf("create: %v", err)
@@ -373,7 +374,7 @@ func TestEnvironmentCommandOnAnUnknownIDIsNotFound(t *testing.T) {
 	defer sys.Stop(context.Background())
 	for _, ev := range []environment.Event{environment.RemoveEnv{Reason: "x"}, environment.Action{Name: "resume", Actor: "a", Reason: "x"}} {
 		_, err := sys.EnvironmentCommand(context.Background(), "nope", ev)
-		require.ErrorIs(t, err, ErrNotFound, "%T", ev)
+		require.ErrorIs(t, err, errs.NotFound, "%T", ev)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/wardenhq/warden/actors/environment"
+	"github.com/wardenhq/warden/actors/errs"
 	"github.com/wardenhq/warden/actors/runtime"
 	"github.com/wardenhq/warden/internal/driver"
 	"github.com/wardenhq/warden/persistence"
@@ -127,7 +128,7 @@ func (envKind) Stage(b persistence.Writer, id string, _, next EnvRecord, _ envir
 func (envKind) WakeOf(r EnvRecord) time.Time { return r.WakeAt }
 
 func (envKind) Conflict(id string, _ EnvRecord) error {
-	return fmt.Errorf("%w: environment %s already exists", environment.ErrConflict, id)
+	return fmt.Errorf("%w: environment %s already exists", errs.Conflict, id)
 }
 
 // Holds keeps a create's answer until the branch has given the route

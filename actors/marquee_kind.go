@@ -185,9 +185,9 @@ func (k marqueeKind) Admit(rec MarqueeRecord, ev marquee.Event) error {
 // alone sent a reader looking for a live marquee.
 func (marqueeKind) Conflict(id string, rec MarqueeRecord) error {
 	if ts := rec.State.Tombstone; ts != nil {
-		return fmt.Errorf("%w: marquee %s already exists as a tombstone (reaped %s); ids are not reused, pick another", marquee.ErrConflict, id, ts.At.UTC().Format(time.RFC3339))
+		return fmt.Errorf("%w: marquee %s already exists as a tombstone (reaped %s); ids are not reused, pick another", errs.Conflict, id, ts.At.UTC().Format(time.RFC3339))
 	}
-	return fmt.Errorf("%w: marquee %s already exists", marquee.ErrConflict, id)
+	return fmt.Errorf("%w: marquee %s already exists", errs.Conflict, id)
 }
 
 // Holds: an operator's answer waits until the pool's decision is durable

@@ -23,31 +23,11 @@ import (
 	"github.com/wardenhq/warden/actors/admission"
 	"github.com/wardenhq/warden/actors/clock"
 	"github.com/wardenhq/warden/actors/environment"
-	"github.com/wardenhq/warden/actors/errs"
 	"github.com/wardenhq/warden/actors/marquee"
 	"github.com/wardenhq/warden/actors/runtime"
 	"github.com/wardenhq/warden/internal/driver"
 	"github.com/wardenhq/warden/internal/trust"
 	"github.com/wardenhq/warden/persistence"
-)
-
-// Errors the HTTP layer maps to status codes.
-var (
-	ErrNotFound    error = errs.NotFound
-	ErrUnavailable error = errs.Unavailable
-	// ErrIdempotencyKeyReused: a delivery id came again with another body
-	// (T5), 409.
-	ErrIdempotencyKeyReused error = errs.IdempotencyKeyReused
-	// ErrOverloaded: the entity's mailbox is past runtime.MaxInbox; the
-	// caller is told to come back rather than queued without bound.
-	ErrOverloaded error = errs.Overloaded
-)
-
-// Fault points of a transition (Config.Fault).
-const (
-	FaultBeforePersist = runtime.FaultBeforePersist
-	FaultAfterPersist  = runtime.FaultAfterPersist
-	FaultAfterEffects  = runtime.FaultAfterEffects
 )
 
 // Config wires a System.
@@ -85,7 +65,7 @@ type Config struct {
 	// negative means never.
 	IdleAfter time.Duration
 	// Fault, if set, is called at the named points of every transition
-	// that writes (FaultBeforePersist, FaultAfterPersist,
+	// that writes (runtime.FaultBeforePersist, FaultAfterPersist,
 	// FaultAfterEffects): tests and the simulator panic there to prove a
 	// crash at each point is restarted into reconciliation; an error at
 	// FaultBeforePersist is a failed write.

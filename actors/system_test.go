@@ -16,7 +16,9 @@ import (
 
 	"github.com/wardenhq/warden/actors/admission"
 	"github.com/wardenhq/warden/actors/clock"
+	"github.com/wardenhq/warden/actors/errs"
 	"github.com/wardenhq/warden/actors/marquee"
+	"github.com/wardenhq/warden/actors/runtime"
 	"github.com/wardenhq/warden/internal/driver"
 	"github.com/wardenhq/warden/persistence"
 )
@@ -208,7 +210,7 @@ func TestPoolRecoveryReconcilesReservedJobs(t *testing.T) {
 // transition; the supervisor restarts it, the snapshot is reloaded and the
 // in-flight work reconciled, so the marquee still ends up dispatched.
 func TestCrashAtEachStepIsReconciled(t *testing.T) {
-	for _, point := range []string{FaultBeforePersist, FaultAfterPersist, FaultAfterEffects} {
+	for _, point := range []string{runtime.FaultBeforePersist, runtime.FaultAfterPersist, runtime.FaultAfterEffects} {
 		t.Run(point, func(t *testing.T) {
 			h := newHarness(t)
 			var fired atomic.Bool
@@ -219,12 +221,12 @@ func TestCrashAtEachStepIsReconciled(t *testing.T) {
 			}
 			h.fault.Store(&f)
 			_, err := h.sys.Create(context.Background(), marquee.Create{ID: "m-1", Kind: marquee.Tutorial})
-			if point == FaultBeforePersist {
+			if point == runtime.FaultBeforePersist {
 				require.Error(t, err, "nothing was persisted, so nothing is answered as done")
 				_, err = h.sys.Create(context.Background(), marquee.Create{ID: "m-1", Kind: marquee.Tutorial})
 			}
 			if err != nil {
-				require.ErrorIs(t, err, ErrUnavailable)
+				require.ErrorIs(t, err, errs.Unavailable)
 			}
 			h.eventually("dispatched after the restart", func() bool {
 				st, err := h.sys.Marquee("m-1")
@@ -254,7 +256,7 @@ func TestRestartLoopIsBounded(t *testing.T) {
 	_, err := h.sys.Create(context.Background(), marquee.Create{ID: "m-1", Kind: marquee.Tutorial})
 	require.NoError(t, err)
 	f := func(p, id string) {
-		if id == "m-1" && p == FaultBeforePersist {
+		if id == "m-1" && p == runtime.FaultBeforePersist {
 			panic("always")
 		}
 	}
@@ -410,7 +412,7 @@ func TestActorCrashAfterSettleReleasesTheSlot(t *testing.T) {
 	f := func(p, id string) {
 		// m-1's fifth commit is the bootstrap's success: create, admission,
 		// dispatch result, deployed, bootstrap.
-		if p == FaultAfterPersist && id == "m-1" && afterPersist.Add(1) == 5 {
+		if p == runtime.FaultAfterPersist && id == "m-1" && afterPersist.Add(1) == 5 {
 			panic("crash between the commit and the release")
 		}
 	}
@@ -445,7 +447,7 @@ func TestInternalEventSurvivesAFailedWrite(t *testing.T) {
 	f := func(p, id string) error {
 		// The first write (the deployed callback) succeeds; the next two
 		// (the bootstrap result) fail: only the actor can try those again.
-		if p == FaultBeforePersist && id == "m-1" {
+		if p == runtime.FaultBeforePersist && id == "m-1" {
 			if n := writes.Add(1); n == 2 || n == 3 {
 				return fmt.Errorf("injected write error")
 			}

@@ -16,9 +16,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/wardenhq/warden/actors"
-	"github.com/wardenhq/warden/actors/environment"
-	"github.com/wardenhq/warden/actors/marquee"
+	"github.com/wardenhq/warden/actors/errs"
 	"github.com/wardenhq/warden/internal/trust"
 	"github.com/wardenhq/warden/persistence"
 )
@@ -141,16 +139,16 @@ func BenchmarkCallbackAuth(b *testing.B) {
 func TestOneAnswerPerErrorKind(t *testing.T) {
 	s := &Server{log: slog.New(slog.DiscardHandler)}
 	for err, status := range map[error]int{
-		fmt.Errorf("%w: marquee m-9", actors.ErrNotFound):            404,
-		fmt.Errorf("%w: enable needs disabled", marquee.ErrConflict): 409,
-		fmt.Errorf("%w: id", environment.ErrInvalid):                 400,
-		fmt.Errorf("%w: run 7", marquee.ErrForbidden):                403,
-		fmt.Errorf("%w: d-1", actors.ErrIdempotencyKeyReused):        409,
-		fmt.Errorf("%w: 1000 waiting", actors.ErrOverloaded):         503,
-		fmt.Errorf("%w: persist", actors.ErrUnavailable):             503,
-		fmt.Errorf("ask: %w", context.DeadlineExceeded):              503,
-		errors.New("pebble: something nobody classified"):            500,
-		fmt.Errorf("store: %w", persistence.ErrNotFound):             404,
+		fmt.Errorf("%w: marquee m-9", errs.NotFound):           404,
+		fmt.Errorf("%w: enable needs disabled", errs.Conflict): 409,
+		fmt.Errorf("%w: id", errs.Invalid):                     400,
+		fmt.Errorf("%w: run 7", errs.Forbidden):                403,
+		fmt.Errorf("%w: d-1", errs.IdempotencyKeyReused):       409,
+		fmt.Errorf("%w: 1000 waiting", errs.Overloaded):        503,
+		fmt.Errorf("%w: persist", errs.Unavailable):            503,
+		fmt.Errorf("ask: %w", context.DeadlineExceeded):        503,
+		errors.New("pebble: something nobody classified"):      500,
+		fmt.Errorf("store: %w", persistence.ErrNotFound):       404,
 	} {
 		rec := httptest.NewRecorder()
 		s.writeErr(rec, err)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/wardenhq/warden/actors"
 	"github.com/wardenhq/warden/httpapi"
+	"github.com/wardenhq/warden/internal/benchfloor"
 )
 
 var (
@@ -52,7 +53,9 @@ func TestO10EveryRouteIsDescribed(t *testing.T) {
 	doc, _ := loadSpec(t)
 	require.True(t, doc.IsOpenAPI31OrLater() && !doc.IsOpenAPI32OrLater(), "OpenAPI 3.1")
 	var api *httpapi.Server
-	w := newWorldWith(t, defaultPools, func(_ *actors.Config, o *httpapi.Options) { o.NoopWebhook = true })
+	w := newWorldWith(t, defaultPools, func(c *actors.Config, o *httpapi.Options) {
+		o.NoopWebhook, o.Floor = true, benchfloor.New(c.Store)
+	})
 	api = w.api
 	described := map[string]bool{}
 	for path, item := range doc.Paths.Map() {

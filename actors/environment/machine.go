@@ -22,12 +22,6 @@ const (
 	MaxDrift    = 50
 )
 
-// ErrConflict refuses an action that is not available now (http 409).
-var ErrConflict error = errs.Conflict
-
-// ErrInvalid refuses a command with a bad argument (http 400).
-var ErrInvalid error = errs.Invalid
-
 // Config holds the machine's limits.
 type Config struct {
 	// RemoveArtifacts: the platform's artifacts are each environment's
@@ -301,13 +295,13 @@ func (m Machine) Create(c Create, now time.Time) (Env, Outcome) { return m.Step(
 func (c Create) Validate() error {
 	switch {
 	case !ValidID(c.ID):
-		return fmt.Errorf("%w: id %q must match [a-z0-9][a-z0-9-]{0,62}", ErrInvalid, c.ID)
+		return fmt.Errorf("%w: id %q must match [a-z0-9][a-z0-9-]{0,62}", errs.Invalid, c.ID)
 	case !ValidID(c.Branch):
-		return fmt.Errorf("%w: branch %q must match [a-z0-9][a-z0-9-]{0,62}", ErrInvalid, c.Branch)
+		return fmt.Errorf("%w: branch %q must match [a-z0-9][a-z0-9-]{0,62}", errs.Invalid, c.Branch)
 	case !ValidRevision(c.Revision):
-		return fmt.Errorf("%w: revision %q must match [A-Za-z0-9][A-Za-z0-9._-]{0,63}", ErrInvalid, c.Revision)
+		return fmt.Errorf("%w: revision %q must match [A-Za-z0-9][A-Za-z0-9._-]{0,63}", errs.Invalid, c.Revision)
 	case c.Data != "" && c.Data != Disposable && c.Data != Preserve:
-		return fmt.Errorf("%w: data must be disposable or preserve", ErrInvalid)
+		return fmt.Errorf("%w: data must be disposable or preserve", errs.Invalid)
 	}
 	return nil
 }
@@ -417,7 +411,7 @@ func (m Machine) decide(e *Env, before Env, ev Event, now time.Time) decision {
 // when the create brought none.
 func (m Machine) create(e *Env, before Env, c Create, now time.Time) decision {
 	if before.ID != "" {
-		return decision{Err: fmt.Errorf("%w: environment %s already exists", ErrConflict, before.ID)}
+		return decision{Err: fmt.Errorf("%w: environment %s already exists", errs.Conflict, before.ID)}
 	}
 	created, err := m.New(c, now)
 	if err != nil {
@@ -1318,13 +1312,13 @@ func (m Machine) Actions(e Env) []string {
 
 func (m Machine) action(e *Env, a Action, now time.Time) decision {
 	if !slices.Contains(ActionNames, a.Name) {
-		return decision{Err: fmt.Errorf("%w: %q is not an action (actions: %s)", ErrInvalid, a.Name, strings.Join(ActionNames, ", "))}
+		return decision{Err: fmt.Errorf("%w: %q is not an action (actions: %s)", errs.Invalid, a.Name, strings.Join(ActionNames, ", "))}
 	}
 	if a.Actor == "" || a.Reason == "" {
-		return decision{Err: fmt.Errorf("%w: a manual action records who and why: give its reason (E16)", ErrInvalid)}
+		return decision{Err: fmt.Errorf("%w: a manual action records who and why: give its reason (E16)", errs.Invalid)}
 	}
 	if !slices.Contains(m.Actions(*e), a.Name) {
-		return decision{Err: fmt.Errorf("%w: %s is not available now (available: %v)", ErrConflict, a.Name, m.Actions(*e))}
+		return decision{Err: fmt.Errorf("%w: %s is not available now (available: %v)", errs.Conflict, a.Name, m.Actions(*e))}
 	}
 	e.Audit = append(e.Audit, AuditEntry{Actor: a.Actor, Action: a.Name, Reason: a.Reason, At: now})
 	i := m.openDrift(e)
@@ -1360,7 +1354,7 @@ func (m Machine) action(e *Env, a Action, now time.Time) decision {
 	case "abandon":
 		return m.remove(e, "abandoned by "+a.Actor+": "+a.Reason, now)
 	}
-	return decision{Err: fmt.Errorf("%w: unknown action %s", ErrInvalid, a.Name)}
+	return decision{Err: fmt.Errorf("%w: unknown action %s", errs.Invalid, a.Name)}
 }
 
 // ActionNames are the manual actions an operator may take (E16); which of

@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/wardenhq/warden/actors/errs"
 )
 
 // Config holds the durations and limits of the rules. Every one is a
@@ -60,14 +62,14 @@ func (m Machine) Create(c Create, now time.Time) (State, Ready) {
 
 func (m Machine) create(c Create, now time.Time) (State, Ready, error) {
 	if !ValidID(c.ID) {
-		return State{}, Ready{}, fmt.Errorf("%w: id %q must match [a-z0-9][a-z0-9-]{0,62}", ErrInvalid, c.ID)
+		return State{}, Ready{}, fmt.Errorf("%w: id %q must match [a-z0-9][a-z0-9-]{0,62}", errs.Invalid, c.ID)
 	}
 	s := State{ID: c.ID, Kind: c.Kind, CreatedAt: now, UpdatedAt: now}
 	out := Ready{Answer: Applied, Changed: true}
 	switch c.Kind {
 	case BYO: // M4
 		if c.Connection == nil {
-			return State{}, Ready{}, fmt.Errorf("%w: connection is required for a byo marquee", ErrInvalid)
+			return State{}, Ready{}, fmt.Errorf("%w: connection is required for a byo marquee", errs.Invalid)
 		}
 		conn := *c.Connection
 		s.Connection = &conn
@@ -75,7 +77,7 @@ func (m Machine) create(c Create, now time.Time) (State, Ready, error) {
 		out.Records = []Entry{{At: now, Source: SourceOperator, Verb: "create", Result: Applied, Actor: c.By, Detail: "byo marquee stored with its connection (M4)"}}
 	case Tutorial: // M5
 		if c.Connection != nil {
-			return State{}, Ready{}, fmt.Errorf("%w: connection is reported by the workflow for a tutorial marquee, not given at create", ErrInvalid)
+			return State{}, Ready{}, fmt.Errorf("%w: connection is reported by the workflow for a tutorial marquee, not given at create", errs.Invalid)
 		}
 		if c.Pool == "" {
 			c.Pool = "default"
@@ -89,7 +91,7 @@ func (m Machine) create(c Create, now time.Time) (State, Ready, error) {
 		out.Effects = []Effect{AskAdmission{Pool: c.Pool}}
 		out.Records = []Entry{{At: now, Source: SourceOperator, Verb: "create", Result: Applied, Actor: c.By, Detail: "tutorial marquee queued; asking pool " + c.Pool + " for a slot (M5)"}}
 	default:
-		return State{}, Ready{}, fmt.Errorf("%w: kind %q must be byo or tutorial", ErrInvalid, c.Kind)
+		return State{}, Ready{}, fmt.Errorf("%w: kind %q must be byo or tutorial", errs.Invalid, c.Kind)
 	}
 	return s, out, nil
 }

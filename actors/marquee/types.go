@@ -362,10 +362,6 @@ func (s State) Clone() State {
 	return s
 }
 
-// ErrForbidden refuses a callback whose credential does not speak for
-// this marquee or generation (T1, T4): http 403.
-var ErrForbidden error = errs.Forbidden
-
 // AuthorizeRun checks an OIDC callback's run id against the runs warden
 // dispatched for this marquee (T4): a recorded run speaks only for the
 // generation it was dispatched under; a run not recorded speaks only if a
@@ -377,7 +373,7 @@ func AuthorizeRun(s State, runID, generation uint64, scopedVouched bool) error {
 			continue
 		}
 		if r.Generation != generation {
-			return fmt.Errorf("%w: workflow run %d was dispatched for generation %d of marquee %s, not %d", ErrForbidden, runID, r.Generation, s.ID, generation)
+			return fmt.Errorf("%w: workflow run %d was dispatched for generation %d of marquee %s, not %d", errs.Forbidden, runID, r.Generation, s.ID, generation)
 		}
 		return nil
 	}
@@ -385,20 +381,13 @@ func AuthorizeRun(s State, runID, generation uint64, scopedVouched bool) error {
 		return nil
 	}
 	if s.Attempt != nil && s.Attempt.RunID != 0 {
-		return fmt.Errorf("%w: workflow run %d is not a run warden dispatched for marquee %s", ErrForbidden, runID, s.ID)
+		return fmt.Errorf("%w: workflow run %d is not a run warden dispatched for marquee %s", errs.Forbidden, runID, s.ID)
 	}
-	return fmt.Errorf("%w: warden has no run id for marquee %s (the dispatch returned no run details): send its scoped credential as well (T4)", ErrForbidden, s.ID)
+	return fmt.Errorf("%w: warden has no run id for marquee %s (the dispatch returned no run details): send its scoped credential as well (T4)", errs.Forbidden, s.ID)
 }
 
-// ErrConflict is an operator command that is not allowed in the current
-// state (http 409).
-var ErrConflict error = errs.Conflict
-
-// ErrInvalid is an operator command with a bad argument (http 400).
-var ErrInvalid error = errs.Invalid
-
 func conflictf(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", ErrConflict, fmt.Sprintf(format, args...))
+	return fmt.Errorf("%w: %s", errs.Conflict, fmt.Sprintf(format, args...))
 }
 
 // ValidID accepts [a-z0-9][a-z0-9-]{0,62}.
