@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/wardenhq/warden/actors/errs"
 	"net/http"
 	"slices"
 	"strings"
@@ -99,13 +98,15 @@ func validOperatorName(s string) bool {
 // forbidden, rate limited) and a message that says which check failed,
 // never the credential.
 type authFail struct {
-	kind       errs.Kind
+	refusal    refusal
 	msg        string
-	retryAfter string // overrides the kind's
+	retryAfter string // overrides the refusal's
 }
 
+func (f *authFail) Error() string { return f.msg }
+
 func (f *authFail) write(w http.ResponseWriter) {
-	a := answerOf[f.kind]
+	a := answers[f.refusal]
 	if f.retryAfter != "" {
 		a.retryAfter = f.retryAfter
 	}
@@ -113,7 +114,7 @@ func (f *authFail) write(w http.ResponseWriter) {
 }
 
 func unauthorized(format string, args ...any) *authFail {
-	return &authFail{kind: errs.Unauthenticated, msg: fmt.Sprintf(format, args...)}
+	return &authFail{refusal: unauthenticated, msg: fmt.Sprintf(format, args...)}
 }
 
 // bearer reads the Authorization header: the scheme is case-insensitive
@@ -124,7 +125,7 @@ func bearer(r *http.Request) (token string, present bool, fail *authFail) {
 		return "", false, nil
 	}
 	if len(h) > 1 {
-		return "", true, &authFail{kind: errs.Invalid, msg: "more than one Authorization header"}
+		return "", true, &authFail{refusal: invalidRequest, msg: "more than one Authorization header"}
 	}
 	scheme, tok, ok := strings.Cut(h[0], " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") || tok == "" || strings.ContainsAny(tok, " \t") {
@@ -187,11 +188,11 @@ func (s *Server) operator(r *http.Request, write bool) (Operator, *authFail) {
 	op, ok := s.operatorOf(digest)
 	switch {
 	case ok && write && op.Role != RoleOperator:
-		return Operator{}, &authFail{kind: errs.Forbidden, msg: "operator " + op.Name + " is a viewer: it may read, not change (T8)"}
+		return Operator{}, &authFail{refusal: forbidden, msg: "operator " + op.Name + " is a viewer: it may read, not change (T8)"}
 	case ok:
 		return op, nil
 	case s.isSharedCallbackToken(digest) || s.validScoped(token):
-		return Operator{}, &authFail{kind: errs.Forbidden, msg: "this token's role may not call this endpoint"}
+		return Operator{}, &authFail{refusal: forbidden, msg: "this token's role may not call this endpoint"}
 	}
 	s.limiter.failed(addr)
 	return Operator{}, unauthorized("unknown token")
@@ -239,7 +240,7 @@ func (s *Server) authenticateCallback(r *http.Request, body []byte) (callerClaim
 	signed := r.Header.Get("Webhook-Signature") != ""
 	extra := r.Header.Get(ScopedHeader)
 	if signed && (present || extra != "") {
-		return callerClaims{}, &authFail{kind: errs.Invalid, msg: "credentials of two kinds at once: a Standard Webhooks signature and a bearer token (T7)"}
+		return callerClaims{}, &authFail{refusal: invalidRequest, msg: "credentials of two kinds at once: a Standard Webhooks signature and a bearer token (T7)"}
 	}
 	now := s.now()
 	if signed {
@@ -256,7 +257,7 @@ func (s *Server) authenticateCallback(r *http.Request, body []byte) (callerClaim
 		return callerClaims{}, unauthorized("a bearer token or a Standard Webhooks signature is required")
 	}
 	if extra != "" && !trust.IsJWT(token) {
-		return callerClaims{}, &authFail{kind: errs.Invalid, msg: ScopedHeader + " only accompanies a GitHub OIDC token (T4); send a scoped credential as the bearer token instead"}
+		return callerClaims{}, &authFail{refusal: invalidRequest, msg: ScopedHeader + " only accompanies a GitHub OIDC token (T4); send a scoped credential as the bearer token instead"}
 	}
 	switch {
 	case trust.IsScoped(token):
@@ -288,7 +289,7 @@ func (s *Server) authenticateCallback(r *http.Request, body []byte) (callerClaim
 	}
 	digest := sha256.Sum256([]byte(token)) // once, for both tables
 	if _, isOp := s.operatorOf(digest); isOp {
-		return callerClaims{}, &authFail{kind: errs.Forbidden, msg: "this token's role may not call this endpoint"}
+		return callerClaims{}, &authFail{refusal: forbidden, msg: "this token's role may not call this endpoint"}
 	}
 	if !s.isSharedCallbackToken(digest) {
 		return callerClaims{}, unauthorized("unknown token")
@@ -322,10 +323,10 @@ func (c callerClaims) bind(marqueeID string, generation uint64) (actors.Callback
 		return auth, nil
 	}
 	if c.scoped.MarqueeID != marqueeID {
-		return auth, &authFail{kind: errs.Forbidden, msg: fmt.Sprintf("this credential speaks for marquee %s, not %s (T1)", c.scoped.MarqueeID, marqueeID)}
+		return auth, &authFail{refusal: forbidden, msg: fmt.Sprintf("this credential speaks for marquee %s, not %s (T1)", c.scoped.MarqueeID, marqueeID)}
 	}
 	if c.scoped.Generation != generation {
-		return auth, &authFail{kind: errs.Forbidden, msg: fmt.Sprintf("this credential speaks for generation %d of marquee %s, not generation %d (T1)", c.scoped.Generation, marqueeID, generation)}
+		return auth, &authFail{refusal: forbidden, msg: fmt.Sprintf("this credential speaks for generation %d of marquee %s, not generation %d (T1)", c.scoped.Generation, marqueeID, generation)}
 	}
 	auth.ScopedVouched = c.oidc
 	return auth, nil

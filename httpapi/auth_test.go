@@ -63,7 +63,7 @@ func FuzzAuthenticateCallback(f *testing.F) {
 		}
 		c, fail := s.authenticateCallback(r, []byte("{}"))
 		if fail != nil {
-			require.Contains(t, []int{400, 401, 403}, answerOf[fail.kind].status)
+			require.Contains(t, []int{400, 401, 403}, answers[fail.refusal].status)
 			require.NotContains(t, fail.msg, "shared-token", "a refusal never echoes a secret")
 			return
 		}

@@ -197,14 +197,14 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, body []byte, ow
 		}
 	}
 	s.sys.Metrics().Forwarded.WithLabelValues(kind).Inc()
-	w.WriteHeader(resp.StatusCode)
+	w.WriteHeader(resp.StatusCode) // the owner's answer, relayed: its status came from its own table
 	_, _ = w.Write(ans)
 }
 
 // clusterView is GET /v1/cluster (C9).
 func (s *Server) clusterView(w http.ResponseWriter, _ *http.Request, _ httprouter.Params, _ Operator) {
 	if s.opts.Cluster == nil {
-		refuse(w, errs.NotFound, "this warden is a single node (started without --node)")
+		refuse(w, notFound, "this warden is a single node (started without --node)")
 		return
 	}
 	writeJSON(w, http.StatusOK, s.opts.Cluster.View())
@@ -214,7 +214,7 @@ func (s *Server) clusterView(w http.ResponseWriter, _ *http.Request, _ httproute
 // the process stops (C9).
 func (s *Server) drain(w http.ResponseWriter, r *http.Request, _ httprouter.Params, op Operator) {
 	if s.opts.Cluster == nil {
-		refuse(w, errs.NotFound, "this warden is a single node (started without --node)")
+		refuse(w, notFound, "this warden is a single node (started without --node)")
 		return
 	}
 	if !s.emptyBody(w, r) {
@@ -246,12 +246,12 @@ func (s *Server) emptyBody(w http.ResponseWriter, r *http.Request) bool {
 // from another node (C4), authenticated by the cluster's shared token.
 func (s *Server) internalMessage(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 	if s.opts.Cluster == nil || s.opts.ClusterToken == "" {
-		refuse(w, errs.NotFound, "no such endpoint")
+		refuse(w, notFound, "no such endpoint")
 		return
 	}
 	got := sha256.Sum256([]byte(strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")))
 	if subtle.ConstantTimeCompare(s.clusterToken[:], got[:]) != 1 {
-		refuse(w, errs.Unauthenticated, "a cluster token is required")
+		refuse(w, unauthenticated, "a cluster token is required")
 		return
 	}
 	body, ok := readBody(w, r, false)

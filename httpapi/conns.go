@@ -9,8 +9,6 @@ import (
 	"strconv"
 	"sync/atomic"
 	"time"
-
-	"github.com/wardenhq/warden/actors/errs"
 )
 
 // ConnLimit bounds the connections served at once, so that the process's
@@ -112,7 +110,7 @@ func refuseConn(c net.Conn) {
 			break
 		}
 	}
-	a := answerOf[errs.Overloaded]
+	a := answers[overloaded]
 	var b errorBody
 	b.Error.Code, b.Error.Message = a.code, "warden serves as many connections as its file descriptors allow; try again"
 	body, _ := json.Marshal(b)

@@ -144,7 +144,7 @@ func (c *console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case strings.HasPrefix(path, "/ui/static/"):
 		if name := strings.TrimPrefix(path, "/ui/static/"); !utf8.ValidString(name) || !fs.ValidPath(name) {
 			// A name no file can have (an invalid byte was a 500).
-			refuse(w, errs.NotFound, "no such file")
+			refuse(w, notFound, "no such file")
 			return
 		}
 		h.Set("Cache-Control", "no-cache")
@@ -160,7 +160,7 @@ func (c *console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			http.Redirect(w, r, "/ui/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
 			return
 		}
-		refuse(w, errs.Unauthenticated, "sign in first")
+		refuse(w, unauthenticated, "sign in first")
 		return
 	}
 	if r.Method == http.MethodPost {
@@ -168,7 +168,7 @@ func (c *console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		refuse(w, errs.MethodNotAllowed, "method not allowed on this page")
+		refuse(w, methodNotAllowed, "method not allowed on this page")
 		return
 	}
 	if err := c.s.sys.Readable(); err != nil {
@@ -197,7 +197,7 @@ func (c *console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (c *console) notFound(w http.ResponseWriter, r *http.Request, sess *session) {
-	w.WriteHeader(http.StatusNotFound)
+	w.WriteHeader(notFound.status())
 	c.render(w, r, sess, "process", "Not found", map[string]any{"NotFound": r.URL.Path})
 }
 
@@ -215,7 +215,7 @@ func (c *console) render(w http.ResponseWriter, r *http.Request, sess *session, 
 	var buf bytes.Buffer
 	if err := c.pages[page].ExecuteTemplate(&buf, name, data); err != nil {
 		c.s.log.Error("console template", "page", page, "err", err)
-		refuse(w, errs.Other, "page could not be rendered")
+		refuse(w, internal, "page could not be rendered")
 		return
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
@@ -234,7 +234,7 @@ func (c *console) login(w http.ResponseWriter, r *http.Request) {
 	switch r.Method {
 	case http.MethodGet, http.MethodHead, http.MethodPost:
 	default:
-		refuse(w, errs.MethodNotAllowed, "method not allowed on this page")
+		refuse(w, methodNotAllowed, "method not allowed on this page")
 		return
 	}
 	if r.Method != http.MethodPost {
@@ -247,7 +247,7 @@ func (c *console) login(w http.ResponseWriter, r *http.Request) {
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, 8<<10)
 	if err := r.ParseForm(); err != nil {
-		refuse(w, errs.TooLarge, "the sign-in form is at most 8 KiB")
+		refuse(w, tooLarge, "the sign-in form is at most 8 KiB")
 		return
 	}
 	next := SafeNext(r.PostFormValue("next"))
@@ -258,14 +258,14 @@ func (c *console) login(w http.ResponseWriter, r *http.Request) {
 	}
 	ck, err := r.Cookie(loginCookie)
 	if err != nil || len(ck.Value) != 64 || subtle.ConstantTimeCompare([]byte(ck.Value), []byte(r.PostFormValue("csrf"))) != 1 || !c.sameOrigin(r) {
-		refuse(w, errs.Forbidden, "the sign-in form must be sent from this console's own page (reload it and try again)")
+		refuse(w, forbidden, "the sign-in form must be sent from this console's own page (reload it and try again)")
 		return
 	}
 	token := strings.TrimSpace(r.PostFormValue("token"))
 	op, ok := c.s.operatorOf(sha256.Sum256([]byte(token)))
 	if token == "" || !ok {
 		c.s.limiter.failed(addr)
-		w.WriteHeader(http.StatusUnauthorized)
+		w.WriteHeader(unauthenticated.status())
 		fresh := randomHex(32)
 		http.SetCookie(w, &http.Cookie{Name: loginCookie, Value: fresh, Path: "/ui/login", HttpOnly: true,
 			SameSite: http.SameSiteStrictMode, Secure: c.secure(r), MaxAge: int(loginTTL / time.Second)})
@@ -397,7 +397,7 @@ func (c *console) endSession(r *http.Request) {
 func (c *console) post(w http.ResponseWriter, r *http.Request, sess *session, path string) {
 	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
 	if err := r.ParseForm(); err != nil {
-		refuse(w, errs.Invalid, "form: "+err.Error())
+		refuse(w, invalidRequest, "form: "+err.Error())
 		return
 	}
 	csrf := r.PostFormValue("csrf")
@@ -405,7 +405,7 @@ func (c *console) post(w http.ResponseWriter, r *http.Request, sess *session, pa
 		csrf = r.Header.Get("X-CSRF-Token")
 	}
 	if subtle.ConstantTimeCompare([]byte(csrf), []byte(sess.csrf)) != 1 {
-		refuse(w, errs.Forbidden, "missing or wrong CSRF token; reload the page")
+		refuse(w, forbidden, "missing or wrong CSRF token; reload the page")
 		return
 	}
 	if path == "/ui/logout" {
@@ -415,11 +415,11 @@ func (c *console) post(w http.ResponseWriter, r *http.Request, sess *session, pa
 		return
 	}
 	if path != "/ui/act" && path != "/ui/drain" {
-		refuse(w, errs.NotFound, "no such action")
+		refuse(w, notFound, "no such action")
 		return
 	}
 	if sess.op.Role != RoleOperator {
-		refuse(w, errs.Forbidden, "a viewer changes nothing (T8)")
+		refuse(w, forbidden, "a viewer changes nothing (T8)")
 		return
 	}
 	if path == "/ui/drain" {
@@ -428,11 +428,11 @@ func (c *console) post(w http.ResponseWriter, r *http.Request, sess *session, pa
 	}
 	kind, id, action, reason := r.PostFormValue("kind"), r.PostFormValue("id"), r.PostFormValue("action"), strings.TrimSpace(r.PostFormValue("reason"))
 	if r.PostFormValue("confirm") != "yes" {
-		refuse(w, errs.Invalid, "confirm the action")
+		refuse(w, invalidRequest, "confirm the action")
 		return
 	}
 	if reason == "" || len(reason) > maxReason {
-		refuse(w, errs.Invalid, fmt.Sprintf("give a reason (1..%d bytes)", maxReason))
+		refuse(w, invalidRequest, fmt.Sprintf("give a reason (1..%d bytes)", maxReason))
 		return
 	}
 	if node := c.s.opts.Cluster; node != nil && (kind == "marquee" || kind == "environment") {
@@ -444,7 +444,7 @@ func (c *console) post(w http.ResponseWriter, r *http.Request, sess *session, pa
 				c.s.writeErr(w, fmt.Errorf("%w: %s %s: shard %d is moving; try again in a second", errs.Moving, kind, id, shard))
 				return
 			}
-			refuse(w, errs.NotOwner, fmt.Sprintf("%s %s is owned by node %s: act on its console, %s/ui/", kind, id, owner, url))
+			refuse(w, notOwner, fmt.Sprintf("%s %s is owned by node %s: act on its console, %s/ui/", kind, id, owner, url))
 			return
 		}
 	}
@@ -455,7 +455,7 @@ func (c *console) post(w http.ResponseWriter, r *http.Request, sess *session, pa
 		ev, ok := map[string]marquee.Event{"redeploy": marquee.Redeploy{By: sess.op.Name}, "destroy": marquee.Destroy{By: sess.op.Name},
 			"disable": marquee.Disable{By: sess.op.Name}, "enable": marquee.Enable{By: sess.op.Name}, "run-now": marquee.RunNow{By: sess.op.Name}}[action]
 		if !ok || !marquee.ValidID(id) {
-			refuse(w, errs.Invalid, "unknown marquee action")
+			refuse(w, invalidRequest, "unknown marquee action")
 			return
 		}
 		var st marquee.State
@@ -464,7 +464,7 @@ func (c *console) post(w http.ResponseWriter, r *http.Request, sess *session, pa
 		}
 	case "environment":
 		if !environment.ValidID(id) {
-			refuse(w, errs.Invalid, "unknown environment")
+			refuse(w, invalidRequest, "unknown environment")
 			return
 		}
 		var ev environment.Event = environment.Action{Name: action, Actor: sess.op.Name, Reason: reason}
@@ -476,7 +476,7 @@ func (c *console) post(w http.ResponseWriter, r *http.Request, sess *session, pa
 			status = c.s.sys.EnvMachine().Status(e, c.s.sys.Now()).Text
 		}
 	default:
-		refuse(w, errs.Invalid, "kind: marquee or environment")
+		refuse(w, invalidRequest, "kind: marquee or environment")
 		return
 	}
 	if err != nil {
@@ -490,7 +490,7 @@ func (c *console) post(w http.ResponseWriter, r *http.Request, sess *session, pa
 func (c *console) marquees(w http.ResponseWriter, r *http.Request, sess *session) {
 	q := r.URL.Query()
 	if err := checkQuery(q, marqueeListRules()...); err != nil {
-		refuse(w, errs.Invalid, err.Error())
+		refuse(w, invalidRequest, err.Error())
 		return
 	}
 	q.Set("limit", "50")
@@ -553,7 +553,7 @@ func (c *console) marquee(w http.ResponseWriter, r *http.Request, sess *session,
 func (c *console) environments(w http.ResponseWriter, r *http.Request, sess *session) {
 	q := r.URL.Query()
 	if err := checkQuery(q, envListRules()...); err != nil {
-		refuse(w, errs.Invalid, err.Error())
+		refuse(w, invalidRequest, err.Error())
 		return
 	}
 	q.Set("limit", "50")
@@ -641,11 +641,11 @@ func (c *console) cluster(w http.ResponseWriter, r *http.Request, sess *session)
 func (c *console) drain(w http.ResponseWriter, r *http.Request, sess *session) {
 	node := c.s.opts.Cluster
 	if node == nil {
-		refuse(w, errs.NotFound, "this warden is a single node")
+		refuse(w, notFound, "this warden is a single node")
 		return
 	}
 	if r.PostFormValue("confirm") != "yes" {
-		refuse(w, errs.Invalid, "confirm the drain")
+		refuse(w, invalidRequest, "confirm the drain")
 		return
 	}
 	if err := node.Drain(r.Context()); err != nil {

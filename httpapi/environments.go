@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"github.com/wardenhq/warden/actors/errs"
 	"net/http"
 	"strconv"
 	"time"
@@ -110,7 +109,7 @@ func (s *Server) getEnv(w http.ResponseWriter, r *http.Request, p httprouter.Par
 		receipts = n
 	}
 	if !environment.ValidID(p.ByName("id")) {
-		refuse(w, errs.NotFound, "no such environment")
+		refuse(w, notFound, "no such environment")
 		return
 	}
 	e, err := s.sys.Environment(p.ByName("id"))
@@ -151,7 +150,7 @@ func (s *Server) envCommand(w http.ResponseWriter, r *http.Request, p httprouter
 		return
 	}
 	if !environment.ValidID(p.ByName("id")) {
-		refuse(w, errs.NotFound, "no such environment")
+		refuse(w, notFound, "no such environment")
 		return
 	}
 	e, err := s.sys.EnvironmentCommand(r.Context(), p.ByName("id"), build(in.Reason))

@@ -3,7 +3,6 @@ package httpapi
 import (
 	"bytes"
 	"context"
-	"github.com/wardenhq/warden/actors/errs"
 	"net"
 	"net/http"
 	"sync"
@@ -96,7 +95,7 @@ func framing(h http.Handler) http.Handler {
 		if len(r.TransferEncoding) > 0 {
 			w.Header().Set("Connection", "close")
 			if rc, ok := r.Context().Value(rawConnKey{}).(*rawConn); ok && rc.headHasLength(r) {
-				refuse(w, errs.Invalid, "a request with both Content-Length and Transfer-Encoding is refused (RFC 9112 section 6.1)")
+				refuse(w, invalidRequest, "a request with both Content-Length and Transfer-Encoding is refused (RFC 9112 section 6.1)")
 				return
 			}
 		}

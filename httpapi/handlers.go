@@ -3,7 +3,6 @@ package httpapi
 import (
 	"crypto/sha256"
 	"errors"
-	"github.com/wardenhq/warden/actors/errs"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -18,7 +17,7 @@ import (
 func (s *Server) badRequest(w http.ResponseWriter, err error) {
 	var iv *invalid
 	if errors.As(err, &iv) {
-		refuse(w, errs.Invalid, iv.msg)
+		refuse(w, invalidRequest, iv.msg)
 		return
 	}
 	s.writeErr(w, err)
@@ -40,7 +39,7 @@ func (s *Server) webhook(w http.ResponseWriter, r *http.Request, _ httprouter.Pa
 	}
 	deliveryID := r.Header.Get("Webhook-Id")
 	if deliveryID != "" && !validDeliveryID(deliveryID) {
-		refuse(w, errs.Invalid, "header Webhook-Id: 1..200 printable ASCII characters")
+		refuse(w, invalidRequest, "header Webhook-Id: 1..200 printable ASCII characters")
 		return
 	}
 	id, cb, err := DecodeCallback(body)
@@ -134,7 +133,7 @@ func (s *Server) command(status int, decode func(body []byte, by string) (marque
 		}
 		id := p.ByName("id")
 		if !marquee.ValidID(id) {
-			refuse(w, errs.NotFound, "no such marquee")
+			refuse(w, notFound, "no such marquee")
 			return
 		}
 		st, err := s.sys.Command(r.Context(), id, ev)
@@ -149,7 +148,7 @@ func (s *Server) command(status int, decode func(body []byte, by string) (marque
 func (s *Server) getMarquee(w http.ResponseWriter, _ *http.Request, p httprouter.Params, _ Operator) {
 	id := p.ByName("id")
 	if !marquee.ValidID(id) {
-		refuse(w, errs.NotFound, "no such marquee")
+		refuse(w, notFound, "no such marquee")
 		return
 	}
 	st, err := s.sys.Marquee(id)

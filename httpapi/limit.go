@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"errors"
-	"github.com/wardenhq/warden/actors/errs"
 	"net"
 	"net/http"
 	"strconv"
@@ -92,7 +91,7 @@ func (l *authLimiter) refused(addr, surface string) *authFail {
 	}
 	l.limited.WithLabelValues(surface).Inc()
 	wait := time.Duration((1 - b.tokens) * float64(authRefill))
-	return &authFail{kind: errs.RateLimited, msg: "too many failed attempts from this address; wait and try again",
+	return &authFail{refusal: rateLimited, msg: "too many failed attempts from this address; wait and try again",
 		retryAfter: strconv.Itoa(int(wait/time.Second) + 1)}
 }
 

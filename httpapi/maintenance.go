@@ -39,7 +39,7 @@ func (s *Server) routeMaintenance(r *routeTable) {
 // after that is caught by the client against the manifest's digests.
 func (s *Server) backup(w http.ResponseWriter, r *http.Request, _ httprouter.Params, op Operator) {
 	if s.opts.Maintenance == nil {
-		refuse(w, errs.NotFound, "this warden takes no backups")
+		refuse(w, notFound, "this warden takes no backups")
 		return
 	}
 	if !s.emptyBody(w, r) {
@@ -74,7 +74,7 @@ func (l *lazyHeader) Write(p []byte) (int, error) {
 // a problem (the report says; the CLI exits non-zero on one).
 func (s *Server) verify(w http.ResponseWriter, r *http.Request, _ httprouter.Params, op Operator) {
 	if s.opts.Maintenance == nil {
-		refuse(w, errs.NotFound, "this warden has no store to verify")
+		refuse(w, notFound, "this warden has no store to verify")
 		return
 	}
 	rep, err := s.opts.Maintenance.Verify(r.Context())
@@ -94,7 +94,7 @@ type verifyAnswer struct {
 // reseal is POST /v1/admin/reseal: this node's part of an online rekey.
 func (s *Server) reseal(w http.ResponseWriter, r *http.Request, _ httprouter.Params, op Operator) {
 	if s.opts.Maintenance == nil {
-		refuse(w, errs.NotFound, "this warden has no store to reseal")
+		refuse(w, notFound, "this warden has no store to reseal")
 		return
 	}
 	if !s.emptyBody(w, r) {

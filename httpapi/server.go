@@ -22,10 +22,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/wardenhq/warden/actors"
-	"github.com/wardenhq/warden/actors/errs"
 	"github.com/wardenhq/warden/actors/marquee"
 	"github.com/wardenhq/warden/internal/trust"
-	"github.com/wardenhq/warden/persistence"
 )
 
 // MaxBody is the largest request body accepted (413 beyond it). A deployed
@@ -129,14 +127,14 @@ func New(sys *actors.System, o Options) *Server {
 	r := s.routes
 	s.router.HandleMethodNotAllowed = true
 	s.router.NotFound = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		refuse(w, errs.NotFound, "no such endpoint")
+		refuse(w, notFound, "no such endpoint")
 	})
 	s.router.MethodNotAllowed = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		refuse(w, errs.MethodNotAllowed, "method not allowed on this endpoint")
+		refuse(w, methodNotAllowed, "method not allowed on this endpoint")
 	})
 	s.router.PanicHandler = func(w http.ResponseWriter, _ *http.Request, v any) {
 		s.log.Error("handler panic", "panic", fmt.Sprint(v))
-		refuse(w, errs.Other, "internal error")
+		refuse(w, internal, "internal error")
 	}
 	noQuery := []queryRule{}
 	marqueeInPath := pathEntity("marquee", "id")
@@ -190,7 +188,7 @@ func New(sys *actors.System, o Options) *Server {
 			return
 		}
 		if o.Cluster != nil && !placed(o.Cluster.View()) {
-			unavailable(w, "this cluster node is up; its shards are still being placed")
+			refuse(w, unavailable, "this cluster node is up; its shards are still being placed")
 			return
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
@@ -348,16 +346,16 @@ func (s *Server) query(rules []queryRule, h httprouter.Handle) httprouter.Handle
 // readBody enforces the content type and the size limit.
 func readBody(w http.ResponseWriter, r *http.Request, optional bool) ([]byte, bool) {
 	if r.ContentLength > MaxBody {
-		refuse(w, errs.TooLarge, fmt.Sprintf("body over %d bytes", MaxBody))
+		refuse(w, tooLarge, fmt.Sprintf("body over %d bytes", MaxBody))
 		return nil, false
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			refuse(w, errs.TooLarge, fmt.Sprintf("body over %d bytes", MaxBody))
+			refuse(w, tooLarge, fmt.Sprintf("body over %d bytes", MaxBody))
 		} else {
-			refuse(w, errs.Invalid, "body could not be read")
+			refuse(w, invalidRequest, "body could not be read")
 		}
 		return nil, false
 	}
@@ -365,7 +363,7 @@ func readBody(w http.ResponseWriter, r *http.Request, optional bool) ([]byte, bo
 		return nil, true
 	}
 	if ct := r.Header.Get("Content-Type"); !isJSON(ct) {
-		refuse(w, errs.UnsupportedMediaType, "Content-Type must be application/json")
+		refuse(w, unsupportedMediaType, "Content-Type must be application/json")
 		return nil, false
 	}
 	return body, true
@@ -382,9 +380,9 @@ type errorBody struct {
 	} `json:"error"`
 }
 
-// refuse answers a refusal of kind in the handler's own words, through
-// the one table (answerOf).
-func refuse(w http.ResponseWriter, kind errs.Kind, msg string) { respond(w, answerOf[kind], msg) }
+// refuse answers a refusal in the handler's own words, through the one
+// table (answers).
+func refuse(w http.ResponseWriter, r refusal, msg string) { respond(w, answers[r], msg) }
 
 // respond writes an answer: its status, Retry-After and the error body.
 func respond(w http.ResponseWriter, a answer, msg string) {
@@ -398,14 +396,12 @@ func respond(w http.ResponseWriter, a answer, msg string) {
 
 // Unavailable answers 503 unavailable with Retry-After: the process's own
 // answer before the API is up.
-func Unavailable(w http.ResponseWriter, msg string) { unavailable(w, msg) }
-
-func unavailable(w http.ResponseWriter, msg string) { refuse(w, errs.Unavailable, msg) }
+func Unavailable(w http.ResponseWriter, msg string) { refuse(w, unavailable, msg) }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
-		status, b = http.StatusInternalServerError, []byte(`{"error":{"code":"internal","message":"encode"}}`)
+		status, b = internal.status(), []byte(`{"error":{"code":"internal","message":"encode"}}`)
 	}
 	writeRaw(w, status, b)
 }
@@ -417,65 +413,15 @@ func writeRaw(w http.ResponseWriter, status int, b []byte) {
 	_, _ = w.Write(append(b, '\n'))
 }
 
-// answer is a status code, a code word and, for the retryable ones, a
-// Retry-After.
-type answer struct {
-	status     int
-	code       string
-	retryAfter string
-}
-
-// answerOf is the one place an error kind becomes a status code, a code
-// word and, for the retryable ones, a Retry-After (docs/rules/http-api.md "Errors").
-var answerOf = map[errs.Kind]answer{
-	errs.Other:                {http.StatusInternalServerError, "internal", ""},
-	errs.Invalid:              {http.StatusBadRequest, "invalid_request", ""},
-	errs.Unauthenticated:      {http.StatusUnauthorized, "unauthorized", ""},
-	errs.TooLarge:             {http.StatusRequestEntityTooLarge, "too_large", ""},
-	errs.UnsupportedMediaType: {http.StatusUnsupportedMediaType, "unsupported_media_type", ""},
-	errs.MethodNotAllowed:     {http.StatusMethodNotAllowed, "method_not_allowed", ""},
-	errs.NotOwner:             {http.StatusConflict, "not_owner", ""},
-	errs.RateLimited:          {http.StatusTooManyRequests, "too_many_requests", "60"},
-	errs.NotFound:             {http.StatusNotFound, "not_found", ""},
-	errs.Conflict:             {http.StatusConflict, "conflict", ""},
-	errs.Forbidden:            {http.StatusForbidden, "forbidden", ""},
-	errs.IdempotencyKeyReused: {http.StatusConflict, "idempotency_key_reused", ""},
-	errs.Overloaded:           {http.StatusServiceUnavailable, "overloaded", "1"},
-	errs.Unavailable:          {http.StatusServiceUnavailable, "unavailable", "5"},
-	errs.Moving:               {http.StatusServiceUnavailable, "shard_moving", "1"},
-}
-
-// storageAnswer is the store's own refusals (S2, S7, S9): they come
-// first, since a storage failure inside an actor's answer is wrapped as
-// unavailable too, and its cause is what the caller must hear.
-func storageAnswer(err error) (answer, bool) {
-	var f *persistence.Failure
-	switch {
-	case errors.As(err, &f) && f.Cause == persistence.Corrupted:
-		return answer{http.StatusInternalServerError, "storage_corrupt", ""}, true
-	case f != nil:
-		return answer{http.StatusServiceUnavailable, "storage_unavailable", "10"}, true
-	case errors.Is(err, persistence.ErrStorageLow):
-		return answer{http.StatusInsufficientStorage, "storage_low", "60"}, true
-	case errors.Is(err, persistence.ErrNotFound):
-		// The store knows no error kinds (it imports nothing of actors).
-		return answerOf[errs.NotFound], true
-	}
-	return answer{}, false
-}
-
 // writeErr answers an error by its kind. An error of no known kind is a
 // bug or an I/O failure nobody classified: logged, and answered 500 so it
 // is seen rather than retried as if it were load.
 func (s *Server) writeErr(w http.ResponseWriter, err error) {
-	a, ok := storageAnswer(err)
-	if !ok && errs.KindOf(err) == errs.Other {
+	r := refusalOf(err)
+	if r == internal {
 		s.log.Error("request failed", "err", err)
-		refuse(w, errs.Other, "internal error")
+		refuse(w, internal, "internal error")
 		return
 	}
-	if !ok {
-		a = answerOf[errs.KindOf(err)]
-	}
-	respond(w, a, err.Error())
+	refuse(w, r, err.Error())
 }

@@ -2,7 +2,9 @@
 // a Kind is itself an error, so a package wraps it with its own words
 // (fmt.Errorf("%w: marquee %s", errs.NotFound, id)), errors.Is still finds
 // it, and the HTTP layer maps each kind to one status code in one table
-// instead of a ladder of sentinels from every package.
+// instead of a ladder of sentinels from every package. These are the
+// domain's kinds; how the HTTP layer refuses a request it cannot read (a
+// credential, a body, a method) is its own.
 package errs
 
 import (
@@ -38,23 +40,9 @@ const (
 	// Moving: in a cluster, the entity's shard has no owner this moment
 	// (a node died or handed it over); try again in a second (503, C4).
 	Moving
-	// Unauthenticated: no credential, or one that is not valid (401).
-	Unauthenticated
-	// TooLarge: a body over its limit (413).
-	TooLarge
-	// UnsupportedMediaType: a body that is not JSON (415).
-	UnsupportedMediaType
-	// MethodNotAllowed: a method the endpoint does not take (405).
-	MethodNotAllowed
-	// NotOwner: in a cluster, a console action for an entity another node
-	// owns; act on that node (409).
-	NotOwner
-	// RateLimited: too many failed attempts from one address; wait (429).
-	RateLimited
 )
 
-var names = [...]string{"other", "invalid", "not found", "conflict", "forbidden", "idempotency key reused", "overloaded", "unavailable", "shard moving",
-	"unauthenticated", "too large", "unsupported media type", "method not allowed", "not owner", "rate limited"}
+var names = [...]string{"other", "invalid", "not found", "conflict", "forbidden", "idempotency key reused", "overloaded", "unavailable", "shard moving"}
 
 func (k Kind) String() string {
 	if int(k) < len(names) {
