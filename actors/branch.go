@@ -22,7 +22,7 @@ import (
 // environment.RecentGivings of them kept, older ones deleted.
 type BranchRecord struct{ Branch environment.Branch }
 
-type branches = runtime.Entities[BranchRecord, environment.NextGeneration, environment.BranchReady]
+type branches = runtime.Entities[BranchRecord, environment.NextGeneration, environment.BranchOutcome]
 
 type branchKind struct{ sys *System }
 
@@ -36,14 +36,14 @@ func (k branchKind) Load(name string) (BranchRecord, bool, error) {
 	return BranchRecord{Branch: b}, err == nil, err
 }
 
-func (branchKind) Step(rec BranchRecord, ev environment.NextGeneration, now time.Time) (BranchRecord, environment.BranchReady) {
+func (branchKind) Step(rec BranchRecord, ev environment.NextGeneration, now time.Time) (BranchRecord, environment.BranchOutcome) {
 	b, out := environment.StepBranch(rec.Branch, ev, now)
 	return BranchRecord{Branch: b}, out
 }
 
 // Stage writes the new giving's key; the one that fell out of the recent
 // givings goes.
-func (branchKind) Stage(b persistence.Writer, name string, _, _ BranchRecord, out environment.BranchReady) {
+func (branchKind) Stage(b persistence.Writer, name string, _, _ BranchRecord, out environment.BranchOutcome) {
 	for _, g := range out.Records {
 		b.Set(persistence.BranchGenerationKey(name, g.Generation), []byte(g.Env))
 		if g.Generation > environment.RecentGivings {
@@ -53,7 +53,7 @@ func (branchKind) Stage(b persistence.Writer, name string, _, _ BranchRecord, ou
 }
 
 // Sends tells each asker its generation, once it is durable.
-func (k branchKind) Sends(_ string, _ BranchRecord, out environment.BranchReady) []runtime.Message {
+func (k branchKind) Sends(_ string, _ BranchRecord, out environment.BranchOutcome) []runtime.Message {
 	var msgs []runtime.Message
 	for _, g := range out.Effects {
 		msgs = append(msgs, k.sys.envs.Message(g.Env, environment.GenerationGiven{Generation: g.Generation}))

@@ -85,8 +85,8 @@ type envKind struct {
 	step EnvStep
 }
 
-func (envKind) Name() string     { return "environment" }
-func (envKind) WakeKind() string { return persistence.KindEnvironment }
+func (envKind) Name() string       { return "environment" }
+func (envKind) WakeLetter() string { return persistence.WakeEnvironment }
 
 func (k envKind) Load(id string) (EnvRecord, bool, error) {
 	r, err := loadEnv(k.sys.cfg.Store, id)
@@ -218,7 +218,7 @@ func (k envKind) next(h *envHandle) {
 	if e.ActivatesRouteNext() {
 		adv.BranchNewest = k.sys.branchNewest(e.Branch)
 	}
-	h.Send(adv)
+	h.Tell(adv)
 }
 
 // branchNewest reads the newest route generation the branch gave out,
@@ -262,7 +262,7 @@ func (k envKind) reconcile(h *envHandle) {
 			return // unknown is not drift; the next round looks again
 		}
 		o := out.Observation
-		s.envs.Send(id, environment.AtRest{Capability: c, Seq: seq, BranchNewest: s.branchNewest(e.Branch), Observation: environment.Observation{
+		s.envs.Tell(id, environment.AtRest{Capability: c, Seq: seq, BranchNewest: s.branchNewest(e.Branch), Observation: environment.Observation{
 			Exists: o.Exists, Owner: o.Owner, Matches: o.Matches, Replace: o.Replace, ProviderID: o.ProviderID, RouteTarget: o.RouteTarget,
 			Detail: redactString(o.Detail, s.cfg.Secrets...)}})
 	}
@@ -281,7 +281,7 @@ func (k envKind) reconcile(h *envHandle) {
 	}
 	finish := func() {
 		if round.done() {
-			s.envs.Signal(id, s.reconcileTurn)
+			s.envs.InTurn(id, s.reconcileTurn)
 		}
 	}
 	h.Go(runtime.Effect{Run: func(ctx context.Context) {
@@ -366,13 +366,13 @@ func (k envKind) do(h *envHandle, env environment.Env, e environment.Do) {
 	eff := runtime.Effect{Labels: driverLabels(req), Run: func(ctx context.Context) {
 		res := s.callCapability(ctx, drv, req)
 		res.BranchNewest = s.branchNewest(env.Branch)
-		s.envs.Send(id, res)
+		s.envs.Tell(id, res)
 	}}
 	if leaseFor := s.cfg.Env.Machine.Config.LeaseFor; leaseFor > 0 {
 		// A renewal that races the call's end is refused by the machine as
 		// the lease it names is gone, harmlessly.
 		renew := environment.RenewLease{AttemptID: req.AttemptID, LeaseGeneration: req.LeaseGeneration}
-		eff.Heartbeat, eff.Every = func() { s.envs.Send(id, renew) }, leaseFor/3
+		eff.Heartbeat, eff.Every = func() { s.envs.Tell(id, renew) }, leaseFor/3
 	}
 	h.Go(eff)
 }
@@ -387,8 +387,8 @@ func driverLabels(req driver.CapabilityRequest) map[string]string {
 // callCapability makes one driver call and says what it found. Receipts
 // are kept and shown (E13, E17): a driver that echoes one of the process's
 // secrets never gets it there.
-func (s *System) callCapability(ctx context.Context, drv driver.Capability, req driver.CapabilityRequest) environment.Result {
-	res := environment.Result{AttemptID: req.AttemptID, LeaseGeneration: req.LeaseGeneration}
+func (s *System) callCapability(ctx context.Context, drv driver.Capability, req driver.CapabilityRequest) environment.DriverAnswer {
+	res := environment.DriverAnswer{AttemptID: req.AttemptID, LeaseGeneration: req.LeaseGeneration}
 	if drv == nil {
 		res.Category, res.Message = environment.Configuration, "no driver configured for "+req.Capability
 		return res
@@ -404,7 +404,7 @@ func (s *System) callCapability(ctx context.Context, drv driver.Capability, req 
 	case errors.Is(err, driver.ErrTimeout):
 		res.Timeout = true
 	case err != nil:
-		res.Category, res.Message = environment.Category(driver.KindOf(err)), redacted(err, secrets...).Error()
+		res.Category, res.Message = environment.Category(driver.ClassOf(err)), redacted(err, secrets...).Error()
 		if res.Category != environment.Configuration {
 			res.Category = environment.Transient
 		}
@@ -443,10 +443,10 @@ func (k envKind) send(h *envHandle, n environment.Notification, attempt int) {
 		if err != nil {
 			d.Error = err.Error()
 		}
-		s.envs.Send(id, d)
+		s.envs.Tell(id, d)
 		if err != nil && attempt+1 < MaxNotifyAttempts {
 			s.clock().AfterFunc(s.cfg.Env.NotifyBackoff<<min(attempt, 10), func() {
-				s.envs.Signal(id, k.resend(n.Key, attempt+1))
+				s.envs.InTurn(id, k.resend(n.Key, attempt+1))
 			})
 		}
 	}})

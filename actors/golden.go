@@ -18,17 +18,17 @@ import (
 
 // MarqueeWrite is the write of one marquee step from the record before
 // it; delivery is the callback's delivery id ("" for none).
-func MarqueeWrite(before MarqueeRecord, s marquee.State, rd marquee.Ready, now time.Time, delivery string) (MarqueeRecord, string) {
+func MarqueeWrite(before MarqueeRecord, s marquee.State, rd marquee.Outcome, now time.Time, delivery string) (MarqueeRecord, string) {
 	if rd.Err != nil {
 		return before, "none"
 	}
 	next := nextRecord(before, s, rd, now)
-	return next, runtime.DescribeWrite(runtime.Kind[MarqueeRecord, marquee.Event, marquee.Ready](marqueeKind{sys: &System{}}), s.ID, before, next, rd, delivery)
+	return next, runtime.DescribeWrite(runtime.Kind[MarqueeRecord, marquee.Event, marquee.Outcome](marqueeKind{sys: &System{}}), s.ID, before, next, rd, delivery)
 }
 
 // PoolWrite is the write of one pool step.
-func PoolWrite(before, next admission.Pool, rd admission.Ready) string {
-	k := runtime.Kind[PoolRecord, admission.Event, admission.Ready](poolKind{sys: &System{}})
+func PoolWrite(before, next admission.Pool, rd admission.Outcome) string {
+	k := runtime.Kind[PoolRecord, admission.Event, admission.Outcome](poolKind{sys: &System{}})
 	return runtime.DescribeWrite(k, next.Name, PoolRecord{Pool: before}, PoolRecord{Pool: next}, rd, "")
 }
 

@@ -37,7 +37,7 @@ type MarqueeRecord struct {
 	WakeAt time.Time `json:"wake_at,omitzero"`
 }
 
-type marquees = runtime.Entities[MarqueeRecord, marquee.Event, marquee.Ready]
+type marquees = runtime.Entities[MarqueeRecord, marquee.Event, marquee.Outcome]
 
 // marqueeKind is the marquee machine on the runtime.
 type marqueeKind struct {
@@ -46,8 +46,8 @@ type marqueeKind struct {
 	step MarqueeStep
 }
 
-func (marqueeKind) Name() string     { return "marquee" }
-func (marqueeKind) WakeKind() string { return persistence.KindMarquee }
+func (marqueeKind) Name() string       { return "marquee" }
+func (marqueeKind) WakeLetter() string { return persistence.WakeMarquee }
 
 func (k marqueeKind) Load(id string) (MarqueeRecord, bool, error) {
 	r, err := loadMarquee(k.sys.cfg.Store, k.sys.cfg.Sealer, id)
@@ -61,10 +61,10 @@ func (k marqueeKind) Stored(id string) (bool, error) {
 	return k.sys.cfg.Store.Has(persistence.MarqueeKey(id))
 }
 
-func (k marqueeKind) Step(rec MarqueeRecord, ev marquee.Event, now time.Time) (MarqueeRecord, marquee.Ready) {
+func (k marqueeKind) Step(rec MarqueeRecord, ev marquee.Event, now time.Time) (MarqueeRecord, marquee.Outcome) {
 	m := k.sys.cfg.Machine
 	var s marquee.State
-	var rd marquee.Ready
+	var rd marquee.Outcome
 	if c, ok := ev.(marquee.Create); ok {
 		s, rd = m.Create(c, now)
 	} else {
@@ -81,7 +81,7 @@ func (k marqueeKind) Step(rec MarqueeRecord, ev marquee.Event, now time.Time) (M
 // live actor's timer is armed at the deadline), while moving it costs two
 // writes on every callback that pushes a deadline out (the stale timer,
 // M21), a third of a callback's batch.
-func nextRecord(rec MarqueeRecord, s marquee.State, rd marquee.Ready, now time.Time) MarqueeRecord {
+func nextRecord(rec MarqueeRecord, s marquee.State, rd marquee.Outcome, now time.Time) MarqueeRecord {
 	next := MarqueeRecord{State: s, HistorySeq: rec.HistorySeq + uint64(len(rd.Records)), WakeAt: rd.Wake}
 	switch {
 	case marquee.NeedsReconcile(s):
@@ -92,7 +92,7 @@ func nextRecord(rec MarqueeRecord, s marquee.State, rd marquee.Ready, now time.T
 	return next
 }
 
-func (k marqueeKind) Stage(b persistence.Writer, id string, before, next MarqueeRecord, rd marquee.Ready) {
+func (k marqueeKind) Stage(b persistence.Writer, id string, before, next MarqueeRecord, rd marquee.Outcome) {
 	putMarquee(b, k.sys.cfg.Sealer, next)
 	for i, e := range rd.Records {
 		appendHistory(b, id, before.HistorySeq+uint64(i)+1, e)
@@ -101,13 +101,13 @@ func (k marqueeKind) Stage(b persistence.Writer, id string, before, next Marquee
 
 func (marqueeKind) WakeOf(r MarqueeRecord) time.Time { return r.WakeAt }
 
-func (k marqueeKind) Run(h *marqueeHandle, next MarqueeRecord, rd marquee.Ready) {
+func (k marqueeKind) Run(h *marqueeHandle, next MarqueeRecord, rd marquee.Outcome) {
 	k.sys.startMarqueeEffects(h, next.State, rd.Effects)
 }
 
 // Sends asks or releases the marquee's pool place (A3, A5), once the step
 // is durable.
-func (k marqueeKind) Sends(id string, _ MarqueeRecord, rd marquee.Ready) []runtime.Message {
+func (k marqueeKind) Sends(id string, _ MarqueeRecord, rd marquee.Outcome) []runtime.Message {
 	var msgs []runtime.Message
 	for _, eff := range rd.Effects {
 		switch e := eff.(type) {
@@ -254,7 +254,7 @@ var queueFull = marquee.DispatchFinished{Outcome: marquee.DispatchConfiguration}
 
 // --- effects --------------------------------------------------------------------
 
-type marqueeHandle = runtime.Handle[MarqueeRecord, marquee.Event, marquee.Ready]
+type marqueeHandle = runtime.Handle[MarqueeRecord, marquee.Event, marquee.Outcome]
 
 // startMarqueeEffects runs each effect outside the mailbox. Results come
 // back as events carrying the generation they were started for.
@@ -284,7 +284,7 @@ func (s *System) startMarqueeEffects(h *marqueeHandle, st marquee.State, effects
 				if err != nil {
 					res.Err = err.Error()
 				}
-				s.marquees.Send(id, res)
+				s.marquees.Tell(id, res)
 			}})
 		case marquee.TeardownPlaygrounds:
 			gen := e.Generation
@@ -316,12 +316,12 @@ func (s *System) dispatch(ctx context.Context, req driver.DispatchRequest) {
 		err = redacted(err, append([]string{req.CallbackToken}, s.cfg.Secrets...)...)
 		res.Detail = err.Error()
 		res.Outcome = marquee.DispatchTransient
-		if driver.KindOf(err) == driver.Configuration {
+		if driver.ClassOf(err) == driver.Configuration {
 			res.Outcome = marquee.DispatchConfiguration
 		}
 		s.log.Warn("dispatch failed", "marquee", req.MarqueeID, "generation", req.Generation, "err", err)
 	}
-	s.marquees.Send(req.MarqueeID, res)
+	s.marquees.Tell(req.MarqueeID, res)
 }
 
 func (s *System) bootstrap(ctx context.Context, req driver.BootstrapRequest, c marquee.Connection) {
@@ -335,7 +335,7 @@ func (s *System) bootstrap(ctx context.Context, req driver.BootstrapRequest, c m
 		secrets := append([]string{c.SSHPrivateKey, c.ACMEDNS.Password, c.ACMEDNS.Username}, s.cfg.Secrets...)
 		res.Detail = redacted(err, secrets...).Error()
 	}
-	s.marquees.Send(req.MarqueeID, res)
+	s.marquees.Tell(req.MarqueeID, res)
 }
 
 // mintCallbackToken derives the scoped credential of one dispatch (T1); ""
@@ -373,7 +373,7 @@ func redactString(s string, secrets ...string) string {
 // person cares about changed (a lifecycle, a serving status, a failure,
 // an operator's action, a held-back downgrade), at debug for routine
 // steps such as an accepted progress callback; never a secret.
-func (k marqueeKind) Observe(_ runtime.View[MarqueeRecord], ev marquee.Event, before, next MarqueeRecord, rd marquee.Ready) {
+func (k marqueeKind) Observe(_ runtime.View[MarqueeRecord], ev marquee.Event, before, next MarqueeRecord, rd marquee.Outcome) {
 	s := k.sys
 	if cb, ok := ev.(marquee.Callback); ok && rd.Err == nil {
 		s.cfg.Metrics.Callbacks.WithLabelValues(string(cb.Verb), string(rd.Answer)).Inc()
@@ -433,7 +433,7 @@ func (k marqueeKind) Observe(_ runtime.View[MarqueeRecord], ev marquee.Event, be
 
 // logCallback: rejections and held-back downgrades are logged with both
 // numbers (M10); routine progress only at debug level, off the hot path.
-func (k marqueeKind) logCallback(st marquee.State, cb marquee.Callback, rd marquee.Ready) {
+func (k marqueeKind) logCallback(st marquee.State, cb marquee.Callback, rd marquee.Outcome) {
 	level := slog.LevelDebug
 	switch rd.Answer {
 	case marquee.Stale, marquee.Locked, marquee.Vetoed, marquee.Checking, marquee.PendingConfirmation:

@@ -28,8 +28,8 @@ type poolMeta struct {
 	NextSequence uint64 `json:"next_sequence"`
 }
 
-type pools = runtime.Entities[PoolRecord, admission.Event, admission.Ready]
-type poolHandle = runtime.Handle[PoolRecord, admission.Event, admission.Ready]
+type pools = runtime.Entities[PoolRecord, admission.Event, admission.Outcome]
+type poolHandle = runtime.Handle[PoolRecord, admission.Event, admission.Outcome]
 
 type poolKind struct {
 	sys  *System
@@ -55,13 +55,13 @@ func (k poolKind) Load(name string) (PoolRecord, bool, error) {
 	return PoolRecord{Pool: pool, Malformed: bad}, true, nil
 }
 
-func (k poolKind) Step(rec PoolRecord, ev admission.Event, now time.Time) (PoolRecord, admission.Ready) {
+func (k poolKind) Step(rec PoolRecord, ev admission.Event, now time.Time) (PoolRecord, admission.Outcome) {
 	p, rd := k.step(rec.Pool, ev, now)
 	rec.Pool = p
 	return rec, rd
 }
 
-func (poolKind) Stage(b persistence.Writer, name string, _, next PoolRecord, rd admission.Ready) {
+func (poolKind) Stage(b persistence.Writer, name string, _, next PoolRecord, rd admission.Outcome) {
 	for _, j := range rd.Records {
 		if j.Status == admission.None {
 			b.Delete(persistence.AdmissionKey(name, j.ID))
@@ -76,7 +76,7 @@ func (poolKind) Stage(b persistence.Writer, name string, _, next PoolRecord, rd 
 // asked again, it is told again), the jobs admitted from the queue their
 // slot (A4), a job the full queue refused its failure; all once the batch
 // is durable (A10).
-func (k poolKind) Sends(_ string, _ PoolRecord, rd admission.Ready) []runtime.Message {
+func (k poolKind) Sends(_ string, _ PoolRecord, rd admission.Outcome) []runtime.Message {
 	var msgs []runtime.Message
 	for _, t := range rd.Effects {
 		ev := marquee.Event(marquee.AdmissionDecided{Status: statusOf(t.Status), Sequence: t.Sequence})
@@ -107,7 +107,7 @@ func (k poolKind) Started(h *poolHandle, _ bool) {
 // slot with it.
 func reconcileJobs(s *System, h *poolHandle) {
 	for _, j := range h.Record().Pool.Reserved {
-		s.marquees.Send(j.ID, marquee.AdmissionDecided{Status: marquee.AdmissionReserved, Sequence: j.Sequence})
+		s.marquees.Tell(j.ID, marquee.AdmissionDecided{Status: marquee.AdmissionReserved, Sequence: j.Sequence})
 	}
 }
 
@@ -119,13 +119,13 @@ const PoolReconcileEvery = 5 * time.Minute
 func (s *System) reconcilePools() {
 	for _, name := range s.poolNames() {
 		if s.rt.Owns(s.pools.Key(name)) {
-			s.pools.Signal(name, func(h *poolHandle) { reconcileJobs(s, h) })
+			s.pools.InTurn(name, func(h *poolHandle) { reconcileJobs(s, h) })
 		}
 	}
 }
 
 // Observe counts the pool's occupancy (O12) and logs a refusal.
-func (k poolKind) Observe(v runtime.View[PoolRecord], _ admission.Event, _, next PoolRecord, rd admission.Ready) {
+func (k poolKind) Observe(v runtime.View[PoolRecord], _ admission.Event, _, next PoolRecord, rd admission.Outcome) {
 	if rd.Answer.Status == admission.Refused {
 		k.sys.log.Warn("admission refused: the pool's queue is full", "pool", v.ID, "job", rd.Answer.ID)
 	}

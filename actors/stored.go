@@ -33,14 +33,14 @@ func StoredHistory(st *persistence.Store, id string, limit int) ([]marquee.Entry
 // secrets sealed, and its wake-index entry.
 func SeedMarquee(b *persistence.Batch, sealer *trust.Sealer, r MarqueeRecord) {
 	putMarquee(b, sealer, r)
-	b.MoveWake(persistence.KindMarquee, r.State.ID, time.Time{}, r.WakeAt)
+	b.MoveWake(persistence.WakeMarquee, r.State.ID, time.Time{}, r.WakeAt)
 }
 
 // SeedEnvironment stages an environment record as its create would: the
 // record, its branch's route generation and its wake-index entry.
 func SeedEnvironment(b *persistence.Batch, r EnvRecord) {
 	envKind{sys: &System{}}.Stage(b, r.Env.ID, EnvRecord{}, r, environment.Outcome{})
-	b.MoveWake(persistence.KindEnvironment, r.Env.ID, time.Time{}, r.WakeAt)
+	b.MoveWake(persistence.WakeEnvironment, r.Env.ID, time.Time{}, r.WakeAt)
 	// Its route generation, as the branch gave it out before the create.
 	b.Set(persistence.BranchGenerationKey(r.Env.Branch, r.Env.Generation), []byte(r.Env.ID))
 }

@@ -104,10 +104,10 @@ type Config struct {
 // once when they wrote nothing) and every actor failure: the simulator's
 // oracles and the tests that count commits. A nil one sees nothing.
 type Hooks struct {
-	Marquee func(runtime.Committed[MarqueeRecord, marquee.Event, marquee.Ready])
-	Pool    func(runtime.Committed[PoolRecord, admission.Event, admission.Ready])
+	Marquee func(runtime.Committed[MarqueeRecord, marquee.Event, marquee.Outcome])
+	Pool    func(runtime.Committed[PoolRecord, admission.Event, admission.Outcome])
 	Env     func(runtime.Committed[EnvRecord, environment.Event, environment.Outcome])
-	Branch  func(runtime.Committed[BranchRecord, environment.NextGeneration, environment.BranchReady])
+	Branch  func(runtime.Committed[BranchRecord, environment.NextGeneration, environment.BranchOutcome])
 	Failed  func(actor string, err error)
 }
 
@@ -116,8 +116,8 @@ type Cluster = runtime.Cluster
 
 // The kinds' pure steps, as a caller may wrap them.
 type (
-	MarqueeStep func(s marquee.State, ev marquee.Event, now time.Time) (marquee.State, marquee.Ready)
-	PoolStep    func(p admission.Pool, ev admission.Event, now time.Time) (admission.Pool, admission.Ready)
+	MarqueeStep func(s marquee.State, ev marquee.Event, now time.Time) (marquee.State, marquee.Outcome)
+	PoolStep    func(p admission.Pool, ev admission.Event, now time.Time) (admission.Pool, admission.Outcome)
 	EnvStep     func(e environment.Env, ev environment.Event, now time.Time) (environment.Env, environment.Outcome)
 )
 
@@ -168,13 +168,13 @@ func Start(cfg Config) (*System, error) {
 	}
 	s := &System{cfg: cfg, rt: rt, log: cfg.Logger}
 	w := cfg.Steps
-	s.marquees = runtime.Register(rt, runtime.Kind[MarqueeRecord, marquee.Event, marquee.Ready](
+	s.marquees = runtime.Register(rt, runtime.Kind[MarqueeRecord, marquee.Event, marquee.Outcome](
 		marqueeKind{sys: s, step: wrap(MarqueeStep(cfg.Machine.Step), w.Marquee)}))
-	s.pools = runtime.Register(rt, runtime.Kind[PoolRecord, admission.Event, admission.Ready](
+	s.pools = runtime.Register(rt, runtime.Kind[PoolRecord, admission.Event, admission.Outcome](
 		poolKind{sys: s, step: wrap(PoolStep(admission.Step), w.Pool)}))
 	s.envs = runtime.Register(rt, runtime.Kind[EnvRecord, environment.Event, environment.Outcome](
 		envKind{sys: s, step: wrap(EnvStep(cfg.Env.Machine.Step), w.Env)}))
-	s.branches = runtime.Register(rt, runtime.Kind[BranchRecord, environment.NextGeneration, environment.BranchReady](branchKind{sys: s}))
+	s.branches = runtime.Register(rt, runtime.Kind[BranchRecord, environment.NextGeneration, environment.BranchOutcome](branchKind{sys: s}))
 	s.marquees.OnCommit(cfg.Hooks.Marquee)
 	s.pools.OnCommit(cfg.Hooks.Pool)
 	s.envs.OnCommit(cfg.Hooks.Env)
@@ -318,7 +318,7 @@ func (s *System) watch(ctx context.Context, w driver.Watcher) {
 		// warden's previews beside these.
 		if environment.ValidID(id) {
 			if ok, err := s.cfg.Store.Has(persistence.EnvKey(id)); ok && err == nil {
-				s.envs.Signal(id, s.reconcileTurn)
+				s.envs.InTurn(id, s.reconcileTurn)
 			}
 		}
 	}
@@ -369,7 +369,7 @@ func (s *System) recoverShard(shard int, wait bool) error {
 		}
 		// Activated, not waited for: its Started recovers it (A7) while the
 		// node's tick, which took the shard, goes on.
-		s.pools.Signal(name, func(*poolHandle) {})
+		s.pools.InTurn(name, func(*poolHandle) {})
 	}
 	wakes, err := s.rt.ArmWakes(func(k runtime.Key) bool { return s.rt.Shard(k) == shard })
 	if err != nil {
@@ -388,7 +388,7 @@ func (s *System) reconcileSweep() {
 		s.warnStore("reconciler: list environments", err)
 	}
 	for _, id := range ids {
-		s.envs.Signal(id, s.reconcileTurn)
+		s.envs.InTurn(id, s.reconcileTurn)
 	}
 }
 

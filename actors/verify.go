@@ -407,7 +407,7 @@ func (v *verifier) branch(k []byte, rest string) {
 func (v *verifier) wake(key string) {
 	parts := strings.SplitN(key, "/", 4)
 	var nanos uint64
-	if len(parts) != 4 || (parts[2] != persistence.KindMarquee && parts[2] != persistence.KindEnvironment) || len(parts[1]) != 16 {
+	if len(parts) != 4 || (parts[2] != persistence.WakeMarquee && parts[2] != persistence.WakeEnvironment) || len(parts[1]) != 16 {
 		v.problem(CheckWake, key, "wake entry does not read")
 		return
 	}
@@ -436,7 +436,7 @@ func (v *verifier) checkMarquees() {
 	for _, id := range slices.Sorted(maps.Keys(v.marquees)) {
 		m := v.marquees[id]
 		key := string(persistence.MarqueeKey(id))
-		v.checkWakeOf(persistence.KindMarquee, id, key, m.wakeAt, m.deadline)
+		v.checkWakeOf(persistence.WakeMarquee, id, key, m.wakeAt, m.deadline)
 		h, ok := v.history[id]
 		switch {
 		case !ok && m.historySeq > 0:
@@ -511,7 +511,7 @@ func (v *verifier) checkEnvs() {
 	for _, id := range slices.Sorted(maps.Keys(v.envs)) {
 		e := v.envs[id]
 		key := string(persistence.EnvKey(id))
-		v.checkWakeOf(persistence.KindEnvironment, id, key, e.wakeAt, e.deadline)
+		v.checkWakeOf(persistence.WakeEnvironment, id, key, e.wakeAt, e.deadline)
 		if newest, ok := v.branches[e.branch]; e.generation > 0 && (!ok || newest < e.generation) {
 			v.problem(CheckRoute, key, "generation %d of branch %s was never given out (newest: %d)", e.generation, e.branch, newest)
 		}
@@ -541,7 +541,7 @@ func (v *verifier) checkWakeOwners() {
 	for _, who := range slices.Sorted(maps.Keys(v.wakes)) {
 		kind, id, _ := strings.Cut(who, "/")
 		var owned bool
-		if kind == persistence.KindMarquee {
+		if kind == persistence.WakeMarquee {
 			_, owned = v.marquees[id]
 		} else {
 			_, owned = v.envs[id]

@@ -134,14 +134,14 @@ func TestVerifyFindsEachPlantedProblem(t *testing.T) {
 			plant(t, dir, func(b *persistence.Batch, st *persistence.Store) {
 				r, err := LoadMarquee(st, nil, "m-2")
 				require.NoError(t, err)
-				b.MoveWake(persistence.KindMarquee, "m-2", r.WakeAt, time.Time{})
+				b.MoveWake(persistence.WakeMarquee, "m-2", r.WakeAt, time.Time{})
 				r.WakeAt = time.Time{}
 				putMarquee(b, nil, r)
 			})
 		}},
 		{"a wake entry of no record", CheckWake, "w/", func(t *testing.T, dir string, _ *VerifyOptions) {
 			plant(t, dir, func(b *persistence.Batch, _ *persistence.Store) {
-				b.Set(persistence.WakeKey(start, persistence.KindEnvironment, "env-404"), nil)
+				b.Set(persistence.WakeKey(start, persistence.WakeEnvironment, "env-404"), nil)
 			})
 		}},
 		{"a gap in a history", CheckHistory, "h/m-1/", func(t *testing.T, dir string, _ *VerifyOptions) {

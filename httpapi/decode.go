@@ -160,7 +160,7 @@ func DecodeCreate(body []byte) (marquee.Create, error) {
 	if !marquee.ValidID(w.ID) {
 		return marquee.Create{}, invalidf("field id: must match [a-z0-9][a-z0-9-]{0,62}")
 	}
-	c := marquee.Create{ID: w.ID, Kind: marquee.Kind(w.Kind), Pool: w.Pool}
+	c := marquee.Create{ID: w.ID, Kind: marquee.Origin(w.Kind), Pool: w.Pool}
 	switch c.Kind {
 	case marquee.BYO:
 		if w.Connection == nil {

@@ -222,7 +222,7 @@ func (s *Server) actors(w http.ResponseWriter, _ *http.Request, _ httprouter.Par
 // replaced by "[redacted]".
 type View struct {
 	ID        string          `json:"id"`
-	Kind      marquee.Kind    `json:"kind"`
+	Kind      marquee.Origin  `json:"kind"`
 	Serving   marquee.Serving `json:"serving"`
 	Lifecycle string          `json:"lifecycle,omitempty"`
 	// Progress is the workflow's last step while an attempt is under way.

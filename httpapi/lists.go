@@ -62,7 +62,7 @@ var marqueeClasses = []string{marquee.ClassRetrying, marquee.ClassWaitingConfirm
 // MarqueeSummary is one row of a marquee list.
 type MarqueeSummary struct {
 	ID         string          `json:"id"`
-	Kind       marquee.Kind    `json:"kind"`
+	Kind       marquee.Origin  `json:"kind"`
 	Serving    marquee.Serving `json:"serving"`
 	Lifecycle  string          `json:"lifecycle,omitempty"`
 	Progress   string          `json:"progress,omitempty"`

@@ -47,7 +47,7 @@ func BenchmarkC8Transition(b *testing.B) {
 						id := fmt.Sprintf("m-%03d", n%64)
 						w := s.NewBatch()
 						w.Set(MarqueeKey(id), snapshot)
-						w.MoveWake(KindMarquee, id, t0.Add(time.Duration(n-1)), t0.Add(time.Duration(n)))
+						w.MoveWake(WakeMarquee, id, t0.Add(time.Duration(n-1)), t0.Add(time.Duration(n)))
 						w.Set(HistoryKey(id, n), entry)
 						if n > 200 {
 							w.Delete(HistoryKey(id, n-200))

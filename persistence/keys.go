@@ -83,8 +83,8 @@ func ParseBranchGeneration(prefix, key []byte) (uint64, bool) {
 
 // Entity kinds in the wake index.
 const (
-	KindMarquee     = "m"
-	KindEnvironment = "e"
+	WakeMarquee     = "m"
+	WakeEnvironment = "e"
 )
 
 // WakeKey is an entity's wake-index entry at a time.

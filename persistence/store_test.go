@@ -33,7 +33,7 @@ func TestRecordRoundTripWakeAndReopen(t *testing.T) {
 		s := bk.open(t)
 		b := s.NewBatch()
 		b.Put(itemKey("a"), item{ID: "a", N: 1})
-		b.MoveWake(KindMarquee, "a", time.Time{}, t0.Add(time.Minute))
+		b.MoveWake(WakeMarquee, "a", time.Time{}, t0.Add(time.Minute))
 		require.NoError(t, b.Commit())
 		s = bk.open(t)
 		var it item
@@ -45,7 +45,7 @@ func TestRecordRoundTripWakeAndReopen(t *testing.T) {
 		require.True(t, has)
 		ws, err := s.Wakes(t0.Add(time.Hour))
 		require.NoError(t, err)
-		require.Equal(t, []Wake{{At: t0.Add(time.Minute), Kind: KindMarquee, ID: "a"}}, ws)
+		require.Equal(t, []Wake{{At: t0.Add(time.Minute), Letter: WakeMarquee, ID: "a"}}, ws)
 	})
 }
 
@@ -56,7 +56,7 @@ func TestWakeIndexMovesWithItsRecord(t *testing.T) {
 		s := bk.open(t)
 		for _, w := range []struct{ old, at time.Time }{{time.Time{}, t0.Add(5 * time.Minute)}, {t0.Add(5 * time.Minute), t0.Add(30 * time.Minute)}} {
 			b := s.NewBatch()
-			b.MoveWake(KindEnvironment, "e-1", w.old, w.at)
+			b.MoveWake(WakeEnvironment, "e-1", w.old, w.at)
 			require.NoError(t, b.Commit())
 		}
 		ws, err := s.Wakes(t0.Add(10 * time.Minute))
@@ -64,9 +64,9 @@ func TestWakeIndexMovesWithItsRecord(t *testing.T) {
 		require.Empty(t, ws, "the old entry is gone; the new one is not due yet")
 		ws, err = s.Wakes(t0.Add(time.Hour))
 		require.NoError(t, err)
-		require.Equal(t, []Wake{{At: t0.Add(30 * time.Minute), Kind: KindEnvironment, ID: "e-1"}}, ws)
+		require.Equal(t, []Wake{{At: t0.Add(30 * time.Minute), Letter: WakeEnvironment, ID: "e-1"}}, ws)
 		b := s.NewBatch()
-		b.MoveWake(KindEnvironment, "e-1", t0.Add(30*time.Minute), time.Time{})
+		b.MoveWake(WakeEnvironment, "e-1", t0.Add(30*time.Minute), time.Time{})
 		require.NoError(t, b.Commit())
 		ws, err = s.Wakes(t0.Add(time.Hour))
 		require.NoError(t, err)

@@ -12,9 +12,9 @@ import (
 
 // Wake is one entry of the wake index.
 type Wake struct {
-	At   time.Time
-	Kind string // KindMarquee or KindEnvironment
-	ID   string
+	At     time.Time
+	Letter string // KindMarquee or KindEnvironment
+	ID     string
 }
 
 // Wakes returns every wake-index entry due at or before until, earliest
@@ -22,20 +22,20 @@ type Wake struct {
 // work, not the number of stored marquees.
 func (s *Store) Wakes(until time.Time) ([]Wake, error) {
 	var out []Wake
-	end := WakeKey(until, KindMarquee, "\xff")
+	end := WakeKey(until, WakeMarquee, "\xff")
 	err := s.Scan([]byte(WakePrefix), nil, func(k, _ []byte) (bool, error) {
 		if bytes.Compare(k, end) > 0 {
 			return false, nil
 		}
 		var nanos uint64
 		parts := strings.SplitN(string(k), "/", 4)
-		if len(parts) != 4 || (parts[2] != KindMarquee && parts[2] != KindEnvironment) {
+		if len(parts) != 4 || (parts[2] != WakeMarquee && parts[2] != WakeEnvironment) {
 			return true, nil // not ours; never written by this version
 		}
 		if _, err := fmt.Sscanf(parts[1], "%016x", &nanos); err != nil {
 			return true, nil
 		}
-		out = append(out, Wake{At: time.Unix(0, int64(nanos)).UTC(), Kind: parts[2], ID: parts[3]})
+		out = append(out, Wake{At: time.Unix(0, int64(nanos)).UTC(), Letter: parts[2], ID: parts[3]})
 		return true, nil
 	})
 	return out, err

@@ -17,7 +17,7 @@ func TestRecorderSaysWhatAStepWrites(t *testing.T) {
 	r.Put(MarqueeKey("m-1"), struct{}{})
 	r.Put(HistoryKey("m-1", 201), struct{}{})
 	r.Delete(HistoryKey("m-1", 1))
-	r.MoveWake(KindMarquee, "m-1", at.Add(-time.Hour), at)
+	r.MoveWake(WakeMarquee, "m-1", at.Add(-time.Hour), at)
 	r.PutDeliveries("m-1", "d-7", nil)
 	r.Set(BranchGenerationKey("main", 3), nil)
 	r.Delete(BranchGenerationKey("main", 2))
@@ -25,7 +25,7 @@ func TestRecorderSaysWhatAStepWrites(t *testing.T) {
 	require.Equal(t, "marquee m-1, history +1 -1, wake 14:01:00 (was 13:01:00), dedup d-7, branch main generation 3 -generation 2, admission -m-2", r.String())
 
 	var same Recorder
-	same.MoveWake(KindMarquee, "m-1", at, at)
+	same.MoveWake(WakeMarquee, "m-1", at, at)
 	require.Equal(t, "none", same.String(), "a wake entry that stays is not written again")
 }
 

@@ -14,7 +14,7 @@ func (d *Divergence) Error() string {
 }
 
 // CheckDeterminism runs a seed twice and compares the traces line by line.
-func CheckDeterminism(o Options) (Result, *Divergence) {
+func CheckDeterminism(o Options) (SeedRun, *Divergence) {
 	a := Run(o)
 	b := Run(o)
 	if a.Hash == b.Hash {

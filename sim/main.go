@@ -131,7 +131,7 @@ func plantNames() string {
 
 // outcome is one seed's: its result, or how its two runs diverged.
 type outcome struct {
-	r   Result
+	r   SeedRun
 	div *Divergence
 }
 
@@ -175,7 +175,7 @@ func runParallel(seeds []uint64, f func(uint64) outcome) func(yield func(int, ou
 	}
 }
 
-func printFailure(w io.Writer, r Result, plant string, nodes int) {
+func printFailure(w io.Writer, r SeedRun, plant string, nodes int) {
 	fmt.Fprintf(w, "\nFAILED seed %d: %s violated: %s\n%s\n", r.Seed, r.Violation.Invariant, r.Violation.Detail, r.Config)
 	lo := max(0, len(r.Trace)-25)
 	fmt.Fprintln(w, "trace around it:")
@@ -206,7 +206,7 @@ func newAggregate(cluster bool) *aggregate {
 	return &aggregate{cluster: cluster, coverage: map[string]int{}, fired: map[string]int{}}
 }
 
-func (a *aggregate) add(r Result) {
+func (a *aggregate) add(r SeedRun) {
 	for k, v := range r.Coverage {
 		a.coverage[k] += v
 	}

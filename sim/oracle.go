@@ -25,12 +25,12 @@ var ruleRef = regexp.MustCompile(`\b([MAE][0-9]{1,2})\b`)
 // against who held the entity's shard (C3).
 func (w *world) hooks(p *proc) actors.Hooks {
 	return actors.Hooks{
-		Marquee: func(c runtime.Committed[actors.MarqueeRecord, marquee.Event, marquee.Ready]) {
+		Marquee: func(c runtime.Committed[actors.MarqueeRecord, marquee.Event, marquee.Outcome]) {
 			if w.wrote(p, "marquee", c.ID, c.Wrote) {
 				w.committed(c.Event, c.Before.State, c.After.State, c.Outcome)
 			}
 		},
-		Pool: func(c runtime.Committed[actors.PoolRecord, admission.Event, admission.Ready]) {
+		Pool: func(c runtime.Committed[actors.PoolRecord, admission.Event, admission.Outcome]) {
 			w.wrote(p, "pool", c.ID, c.Wrote)
 			w.poolCommitted(c.Event, c.Before.Pool, c.After.Pool, c.Outcome)
 		},
@@ -39,7 +39,7 @@ func (w *world) hooks(p *proc) actors.Hooks {
 				w.envCommitted(p, c.Event, c.Before.Env, c.After.Env, c.Outcome)
 			}
 		},
-		Branch: func(c runtime.Committed[actors.BranchRecord, environment.NextGeneration, environment.BranchReady]) {
+		Branch: func(c runtime.Committed[actors.BranchRecord, environment.NextGeneration, environment.BranchOutcome]) {
 			if w.wrote(p, "branch", c.ID, c.Wrote) {
 				w.branchCommitted(c.Event, c.Before.Branch, c.After.Branch)
 			}
@@ -78,7 +78,7 @@ func (w *world) pendingRetries() int64 {
 }
 
 // committed sees every durable marquee transition.
-func (w *world) committed(ev marquee.Event, before, after marquee.State, out marquee.Ready) {
+func (w *world) committed(ev marquee.Event, before, after marquee.State, out marquee.Outcome) {
 	w.model[after.ID] = after
 	for _, e := range out.Records {
 		for _, m := range ruleRef.FindAllStringSubmatch(e.Detail, -1) {
@@ -162,7 +162,7 @@ func (w *world) confirmedNull(id string) bool {
 }
 
 // poolCommitted sees every pool transition.
-func (w *world) poolCommitted(ev admission.Event, before, after admission.Pool, out admission.Ready) {
+func (w *world) poolCommitted(ev admission.Event, before, after admission.Pool, out admission.Outcome) {
 	w.pools[after.Name] = after
 	if a, ok := ev.(admission.Ask); ok && out.Err == nil && out.Answer.ID == a.Job && out.Answer.Status == admission.Queued && len(before.Reserved) >= before.Limit {
 		w.cover("A1") // the limit itself turned a job away: the branch that is A1

@@ -177,7 +177,7 @@ func plantedStore(plant string, o persistence.Options) persistence.Options {
 }
 
 func plantMarquee(plant string, step actors.MarqueeStep) actors.MarqueeStep {
-	return func(s marquee.State, ev marquee.Event, now time.Time) (marquee.State, marquee.Ready) {
+	return func(s marquee.State, ev marquee.Event, now time.Time) (marquee.State, marquee.Outcome) {
 		switch e := ev.(type) {
 		case marquee.Callback:
 			if plant == PlantGenerationCheck && e.Generation > 0 {
@@ -203,7 +203,7 @@ func plantMarquee(plant string, step actors.MarqueeStep) actors.MarqueeStep {
 
 // plantNoLimitCheck reserves a newcomer whatever the limit and the queue.
 func plantNoLimitCheck(step actors.PoolStep) actors.PoolStep {
-	return func(p admission.Pool, ev admission.Event, now time.Time) (admission.Pool, admission.Ready) {
+	return func(p admission.Pool, ev admission.Event, now time.Time) (admission.Pool, admission.Outcome) {
 		a, ok := ev.(admission.Ask)
 		if !ok || p.Lookup(a.Job).Status != admission.None {
 			return step(p, ev, now)
@@ -219,7 +219,7 @@ func plantNoLimitCheck(step actors.PoolStep) actors.PoolStep {
 func plantEnv(plant string, step actors.EnvStep) actors.EnvStep {
 	return func(e environment.Env, ev environment.Event, now time.Time) (environment.Env, environment.Outcome) {
 		switch x := ev.(type) {
-		case environment.Result:
+		case environment.DriverAnswer:
 			if plant == PlantRouteCAS {
 				x.BranchNewest = 0 // a newer sibling does not supersede
 				ev = x
@@ -267,12 +267,12 @@ func plantEnv(plant string, step actors.EnvStep) actors.EnvStep {
 
 // FindPlanted runs seeds from 1 on the given nodes until one catches the
 // planted bug, and returns that seed's result; limit bounds the search.
-func FindPlanted(name string, nodes int, limit uint64) (Result, uint64) {
+func FindPlanted(name string, nodes int, limit uint64) (SeedRun, uint64) {
 	for seed := uint64(1); seed <= limit; seed++ {
 		r := Check(Options{Seed: seed, Plant: name, Nodes: nodes})
 		if r.Violation != nil {
 			return r, seed
 		}
 	}
-	return Result{}, 0
+	return SeedRun{}, 0
 }

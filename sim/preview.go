@@ -326,7 +326,7 @@ func (w *world) envCommitted(p *proc, ev environment.Event, before, after enviro
 		if before.Generation == 0 && after.Generation != w.givenTo[after.ID] || before.Generation != 0 && after.Generation != before.Generation {
 			w.violate("I14", "%s took route generation %d; its branch gave it %d", after.ID, after.Generation, w.givenTo[after.ID])
 		}
-	case environment.Result:
+	case environment.DriverAnswer:
 		// I13: a result under a lease generation that is not current never
 		// commits a transition.
 		if a := before.Attempt; a != nil && ev.LeaseGeneration != a.Lease.Generation && !out.Answer.Rejected {

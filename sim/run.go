@@ -18,8 +18,8 @@ import (
 	"github.com/wardenhq/warden/internal/driver"
 )
 
-// Result is what one seed's run produced.
-type Result struct {
+// SeedRun is what one seed's run produced.
+type SeedRun struct {
 	Seed      uint64
 	Config    string
 	Violation *Violation
@@ -47,7 +47,7 @@ const (
 // Run runs one seed: a faulty phase, a clean restart, a quiet phase in
 // which the operator repairs toward the workload's intent, and the
 // oracles throughout.
-func Run(o Options) Result {
+func Run(o Options) SeedRun {
 	wallStart := time.Now()
 	cluster := o.Nodes > 1
 	if o.FaultyPhase == 0 {
@@ -127,7 +127,7 @@ func Run(o Options) Result {
 	if w.violation == nil {
 		w.checkLinear()
 	}
-	r := Result{Seed: o.Seed, Config: w.faults.String(), Violation: w.violation, Trace: w.trace, Steps: w.steps,
+	r := SeedRun{Seed: o.Seed, Config: w.faults.String(), Violation: w.violation, Trace: w.trace, Steps: w.steps,
 		Messages: w.messages, Crashes: w.crashes, SimTime: w.now().Sub(epoch), Coverage: w.coverage, Fired: w.faults.fired, Final: w.final()}
 	sum := sha256.Sum256([]byte(strings.Join(w.trace, "\n")))
 	r.Hash = hex.EncodeToString(sum[:])
@@ -182,11 +182,11 @@ const maxStepsPerInstant = 20000
 
 // Check runs a seed with faults and the same workload without, and adds
 // the convergence oracle: after the quiet phase both worlds must agree.
-func Check(o Options) Result { return Converge(Run(o), o) }
+func Check(o Options) SeedRun { return Converge(Run(o), o) }
 
 // Converge compares a finished faulty run with a fault-free run of the
 // same seed's workload.
-func Converge(r Result, o Options) Result {
+func Converge(r SeedRun, o Options) SeedRun {
 	if r.Violation != nil {
 		return r
 	}

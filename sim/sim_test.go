@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-func report(t *testing.T, r Result) {
+func report(t *testing.T, r SeedRun) {
 	t.Helper()
 	if r.Violation == nil {
 		return

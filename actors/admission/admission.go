@@ -3,7 +3,7 @@
 // (rules A1-A10 in docs/rules/admission.md).
 //
 // The machine does no I/O and reads no clock: Step takes the pool, an event
-// and the time, and returns the new pool and a Ready (actors/entity): the
+// and the time, and returns the new pool and an Outcome (actors/entity): the
 // answer, the records to persist and the grants to announce after. The shell (an actor per pool) makes
 // Step the only code that ever reserves a slot (A2), persists its result
 // before telling anyone (A3, A10), and rebuilds the pool from storage in
@@ -88,13 +88,13 @@ type Told struct {
 	Status   Status
 }
 
-// Ready is what one Step produced (entity.Ready): the asked job's
+// Outcome is what one Step produced (entity.Outcome): the asked job's
 // admission after the step as its Answer (None after a release); every job
 // record written or deleted as its Records (a deleted record has status
 // None), persisted in one batch with the pool's next sequence; the jobs to
 // tell, in order, as its Effects: the asker first, then the queued jobs
 // this step admitted in sequence order.
-type Ready = entity.Ready[Job, Told, Job]
+type Outcome = entity.Outcome[Job, Told, Job]
 
 // String prints a telling in golden files and logs.
 func (t Told) String() string { return fmt.Sprintf("tell(%s#%d %s)", t.Job, t.Sequence, t.Status) }
@@ -105,21 +105,21 @@ func tell(j Job) Told { return Told{Job: j.ID, Sequence: j.Sequence, Status: j.S
 func (j Job) String() string { return fmt.Sprintf("%s#%d %s", j.ID, j.Sequence, j.Status) }
 
 // Step applies one event to the pool.
-func Step(p Pool, ev Event, now time.Time) (Pool, Ready) {
+func Step(p Pool, ev Event, now time.Time) (Pool, Outcome) {
 	before := p
 	next, out, err := step(p.clone(), ev, now)
 	if err != nil {
-		return before, Ready{Err: err}
+		return before, Outcome{Err: err}
 	}
 	out.Changed = len(out.Records) > 0
 	return next, out
 }
 
-func step(p Pool, ev Event, now time.Time) (Pool, Ready, error) {
+func step(p Pool, ev Event, now time.Time) (Pool, Outcome, error) {
 	switch e := ev.(type) {
 	case Ask:
 		if j, ok := p.find(e.Job); ok {
-			return p, Ready{Answer: j, Effects: []Told{tell(j)}}, nil // A6: never a second slot or place
+			return p, Outcome{Answer: j, Effects: []Told{tell(j)}}, nil // A6: never a second slot or place
 		}
 		if p.NextSequence == 0 {
 			p.NextSequence = 1
@@ -133,15 +133,15 @@ func step(p Pool, ev Event, now time.Time) (Pool, Ready, error) {
 		} else {
 			if len(p.Queued) >= MaxQueue {
 				refused := Job{ID: e.Job, Status: Refused}
-				return p, Ready{Answer: refused, Effects: []Told{tell(refused)}}, nil
+				return p, Outcome{Answer: refused, Effects: []Told{tell(refused)}}, nil
 			}
 			j.Status = Queued
 			p.Queued = append(p.Queued, j)
 		}
 		p.NextSequence++
-		return p, Ready{Answer: j, Records: []Job{j}, Effects: []Told{tell(j)}}, nil
+		return p, Outcome{Answer: j, Records: []Job{j}, Effects: []Told{tell(j)}}, nil
 	case Release:
-		out := Ready{Answer: Job{ID: e.Job, Status: None}}
+		out := Outcome{Answer: Job{ID: e.Job, Status: None}}
 		j, ok := p.find(e.Job)
 		if !ok {
 			return p, out, nil
@@ -155,7 +155,7 @@ func step(p Pool, ev Event, now time.Time) (Pool, Ready, error) {
 		}
 		return p, out, nil
 	default:
-		return p, Ready{}, fmt.Errorf("admission: unknown event %T", ev)
+		return p, Outcome{}, fmt.Errorf("admission: unknown event %T", ev)
 	}
 }
 

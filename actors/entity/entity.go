@@ -1,11 +1,11 @@
 // Package entity holds the one shape every machine's step returns, in the
 // spirit of etcd's raft Ready: a pure Step(state, event, now) gives back the
-// next state and a Ready that says everything the shell must do about it,
-// in order:
+// next state and an Outcome that says everything the shell must do about
+// it, in order:
 //
-//	Step ──► Ready ──► Err?  ── yes ─► answer the error; nothing written
-//	                    │ no
-//	                    ▼
+//	Step ──► Outcome ──► Err?  ── yes ─► answer the error; nothing written
+//	                      │ no
+//	                      ▼
 //	         Records + state (+ Reply as the delivery's dedup record)
 //	                    │  one synced batch
 //	                    ▼
@@ -22,8 +22,8 @@ import (
 	"time"
 )
 
-// Ready is what one step produced besides the next state.
-type Ready[Answer, Effect, Record any] struct {
+// Outcome is what one step produced besides the next state.
+type Outcome[Answer, Effect, Record any] struct {
 	// Answer is what was decided, for the caller and for history: a
 	// callback's result, a pool's admission, a preview's verdict.
 	Answer Answer
@@ -47,24 +47,24 @@ type Ready[Answer, Effect, Record any] struct {
 }
 
 // Refusal is Err: the runtime's name for a step it must not write.
-func (r Ready[A, F, R]) Refusal() error { return r.Err }
+func (r Outcome[A, F, R]) Refusal() error { return r.Err }
 
 // Encoded is Reply: what a delivery's record keeps.
-func (r Ready[A, F, R]) Encoded() []byte { return r.Reply }
+func (r Outcome[A, F, R]) Encoded() []byte { return r.Reply }
 
 // WakeAt is Wake.
-func (r Ready[A, F, R]) WakeAt() time.Time { return r.Wake }
+func (r Outcome[A, F, R]) WakeAt() time.Time { return r.Wake }
 
 // Writes says whether the step has anything to persist.
-func (r Ready[A, F, R]) Writes() bool {
+func (r Outcome[A, F, R]) Writes() bool {
 	return r.Changed || len(r.Records) > 0 || r.Reply != nil
 }
 
-// Format prints a Ready the one way every golden suite shows a step:
+// Format prints an Outcome the one way every golden suite shows a step:
 // the answer (or error), each record and effect on its own line, the wake
 // relative to now, and whether the state changed. Answers, records and
 // effects print with their String methods.
-func Format[A, F, R any](r Ready[A, F, R], now time.Time) string {
+func Format[A, F, R any](r Outcome[A, F, R], now time.Time) string {
 	var b strings.Builder
 	if r.Err != nil {
 		fmt.Fprintf(&b, "error: %v\n", r.Err)

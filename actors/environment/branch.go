@@ -41,24 +41,24 @@ type Give struct {
 // String prints a giving in golden files.
 func (g Give) String() string { return fmt.Sprintf("give(%s %d)", g.Env, g.Generation) }
 
-// BranchReady is a branch step's entity.Ready: the generation given out as
+// BranchOutcome is a branch step's entity.Outcome: the generation given out as
 // its Answer, the new giving as its Record (none when told again), and who
 // is told it as its Effect.
-type BranchReady = entity.Ready[uint64, Give, Give]
+type BranchOutcome = entity.Outcome[uint64, Give, Give]
 
 // StepBranch gives out the next generation, or the one already given to
 // the asker (told again, writing nothing). A generation is spent whether or
 // not the preview that asked for it goes on; only the order matters, and a
 // create refused as a duplicate never asks (the asking is the created
 // record's own first effect).
-func StepBranch(b Branch, ev NextGeneration, _ time.Time) (Branch, BranchReady) {
+func StepBranch(b Branch, ev NextGeneration, _ time.Time) (Branch, BranchOutcome) {
 	for _, g := range b.Recent {
 		if g.Env == ev.For {
-			return b, BranchReady{Answer: g.Generation, Effects: []Give{g}}
+			return b, BranchOutcome{Answer: g.Generation, Effects: []Give{g}}
 		}
 	}
 	b.Last++
 	give := Give{Env: ev.For, Generation: b.Last}
 	b.Recent = append(b.Recent[max(0, len(b.Recent)+1-RecentGivings):len(b.Recent):len(b.Recent)], give)
-	return b, BranchReady{Answer: b.Last, Records: []Give{give}, Effects: []Give{give}, Changed: true}
+	return b, BranchOutcome{Answer: b.Last, Records: []Give{give}, Effects: []Give{give}, Changed: true}
 }

@@ -113,7 +113,7 @@ func drive(t *testing.T, f fault, removeAfter bool) (Env, *world, bool) {
 		e = next
 		return out
 	}
-	var stale *Result
+	var stale *DriverAnswer
 	for i := 0; i < 400; i++ {
 		out := step(Advance{Owner: "worker-a"})
 		if len(out.Effects) == 0 {
@@ -169,30 +169,30 @@ func drive(t *testing.T, f fault, removeAfter bool) (Env, *world, bool) {
 			if f == staleAfterTakeover && !fired && d.Op == Apply {
 				fired = true
 				w.apply(e, d) // worker-a did the work, then paused past its lease
-				stale = &Result{AttemptID: d.AttemptID, LeaseGeneration: d.LeaseGeneration, OK: true}
+				stale = &DriverAnswer{AttemptID: d.AttemptID, LeaseGeneration: d.LeaseGeneration, OK: true}
 				now = now.Add(m.Config.LeaseFor + time.Second)
 				out = step(Advance{Owner: "worker-b"})
 				rej := step(*stale) // worker-a wakes and reports
 				require.True(t, rej.Answer.Rejected, "I13: a stale lease generation never commits")
 				continue
 			}
-			var r Result
+			var r DriverAnswer
 			if d.Op == Observe {
 				o := w.observe(e, d)
 				if e.State == DataRemoved || (e.Attempt != nil && e.Attempt.From == DataRemoved) {
 					o = w.observe(e, d) // verified-absent reads the same truth
 				}
-				r = Result{AttemptID: d.AttemptID, LeaseGeneration: d.LeaseGeneration, OK: true, Observation: &o}
+				r = DriverAnswer{AttemptID: d.AttemptID, LeaseGeneration: d.LeaseGeneration, OK: true, Observation: &o}
 			} else {
 				w.apply(e, d)
-				r = Result{AttemptID: d.AttemptID, LeaseGeneration: d.LeaseGeneration, OK: true}
+				r = DriverAnswer{AttemptID: d.AttemptID, LeaseGeneration: d.LeaseGeneration, OK: true}
 				lose := (f == successThenTimeout && d.Capability == Database) ||
 					(f == routeResponseLost && d.Capability == Route) ||
 					(f == migrationDisconnect && d.Capability == Migrations) ||
 					(f == removalPartial && d.Op == Remove && d.Capability == App)
 				if lose && !fired {
 					fired = true
-					r = Result{AttemptID: d.AttemptID, LeaseGeneration: d.LeaseGeneration, Timeout: true}
+					r = DriverAnswer{AttemptID: d.AttemptID, LeaseGeneration: d.LeaseGeneration, Timeout: true}
 				}
 			}
 			out = step(r)

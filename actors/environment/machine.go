@@ -116,11 +116,11 @@ type Observation struct {
 	Detail  string
 }
 
-// Result is a driver's answer for one attempt, under one lease generation.
+// DriverAnswer is a driver's answer for one attempt, under one lease generation.
 // BranchNewest, as in Advance, is the branch's newest route generation
 // when the answer came back: the result may end a transition and begin
 // the route's activation in the same step.
-type Result struct {
+type DriverAnswer struct {
 	AttemptID       string
 	LeaseGeneration uint64
 	BranchNewest    uint64
@@ -158,11 +158,11 @@ type AtRest struct {
 	Capability   Capability
 	Observation  Observation
 	Seq          uint64
-	BranchNewest uint64 // as in Result: a repair may begin with the route
+	BranchNewest uint64 // as in DriverAnswer: a repair may begin with the route
 }
 
 // Action is an audited manual intervention (E16); BranchNewest as in
-// Result.
+// DriverAnswer.
 type Action struct {
 	Name, Actor, Reason string
 	BranchNewest        uint64
@@ -188,16 +188,16 @@ type Delivered struct {
 	Error string
 }
 
-func (Create) isEvent()     {}
-func (Advance) isEvent()    {}
-func (Result) isEvent()     {}
-func (RenewLease) isEvent() {}
-func (RemoveEnv) isEvent()  {}
-func (Expire) isEvent()     {}
-func (AtRest) isEvent()     {}
-func (Action) isEvent()     {}
-func (Delivered) isEvent()  {}
-func (OwnerGone) isEvent()  {}
+func (Create) isEvent()       {}
+func (Advance) isEvent()      {}
+func (DriverAnswer) isEvent() {}
+func (RenewLease) isEvent()   {}
+func (RemoveEnv) isEvent()    {}
+func (Expire) isEvent()       {}
+func (AtRest) isEvent()       {}
+func (Action) isEvent()       {}
+func (Delivered) isEvent()    {}
+func (OwnerGone) isEvent()    {}
 
 func (GenerationGiven) isEvent() {}
 
@@ -248,12 +248,12 @@ func (s Send) String() string {
 }
 
 // Outcome is what one step produced besides the new record, the
-// entity.Ready of this kind (named apart from the state Ready):
+// entity.Outcome of this kind:
 // a Verdict as its Answer, the driver calls and notifications to start
 // after the record is durable as its Effects (intent before effect, E5),
 // and the record's next deadline as its Wake. The outbox and receipts live
 // in the record itself, so there are no separate records.
-type Outcome = entity.Ready[Verdict, Effect, entity.None]
+type Outcome = entity.Outcome[Verdict, Effect, entity.None]
 
 // Verdict says what a step decided, for the audit, logs and tests.
 type Verdict struct {
@@ -381,7 +381,7 @@ func (m Machine) decide(e *Env, before Env, ev Event, now time.Time) decision {
 	switch ev := ev.(type) {
 	case Advance:
 		return m.advance(e, ev, now)
-	case Result:
+	case DriverAnswer:
 		return m.result(e, ev, now)
 	case RenewLease:
 		return m.renew(e, ev, now)
@@ -655,7 +655,7 @@ func (m Machine) proceed(e *Env, ev Event, owner string, out *decision, now time
 	var newest uint64
 	switch ev := ev.(type) {
 	case Create, RemoveEnv, Expire, GenerationGiven:
-	case Result:
+	case DriverAnswer:
 		newest = ev.BranchNewest
 	case AtRest:
 		newest = ev.BranchNewest
@@ -742,7 +742,7 @@ func (m Machine) renew(e *Env, r RenewLease, now time.Time) decision {
 	return decision{Note: "lease renewed until " + a.Lease.ExpiresAt.Format(time.RFC3339)}
 }
 
-func (m Machine) result(e *Env, r Result, now time.Time) decision {
+func (m Machine) result(e *Env, r DriverAnswer, now time.Time) decision {
 	a := e.Attempt
 	fenced := a != nil && a.Lease.Generation != r.LeaseGeneration
 	if a == nil || a.ID != r.AttemptID || fenced {

@@ -92,15 +92,15 @@ func TestMachine(t *testing.T) {
 				return step(Advance{Owner: arg("owner", "worker-a"), BranchNewest: num("newest")})
 			case "ok", "timeout", "failed":
 				id, lg := cur()
-				return step(Result{AttemptID: id, LeaseGeneration: lg, OK: d.Cmd == "ok", Timeout: d.Cmd == "timeout",
+				return step(DriverAnswer{AttemptID: id, LeaseGeneration: lg, OK: d.Cmd == "ok", Timeout: d.Cmd == "timeout",
 					Category: Category(arg("category", "")), Message: arg("msg", ""), BranchNewest: newest()})
 			case "observe":
 				id, lg := cur()
-				return step(Result{AttemptID: id, LeaseGeneration: lg, OK: true, BranchNewest: newest(), Observation: &Observation{Exists: d.HasArg("exists"),
+				return step(DriverAnswer{AttemptID: id, LeaseGeneration: lg, OK: true, BranchNewest: newest(), Observation: &Observation{Exists: d.HasArg("exists"),
 					Owner: arg("owner", e.ID), Matches: d.HasArg("matches"), RouteTarget: num("route"), Detail: arg("detail", ""), ProviderID: arg("provider", ""),
 					Replace: d.HasArg("replace")}})
 			case "stale":
-				return step(Result{AttemptID: arg("attempt", ""), LeaseGeneration: num("lease"), OK: true})
+				return step(DriverAnswer{AttemptID: arg("attempt", ""), LeaseGeneration: num("lease"), OK: true})
 			case "owner-gone":
 				return step(OwnerGone{Owner: arg("owner", "")})
 			case "renew":
@@ -170,13 +170,13 @@ func TestMachine(t *testing.T) {
 						if !found || e.Attempt == nil {
 							return
 						}
-						var r Result
+						var r DriverAnswer
 						if do.Op == Observe || e.Attempt.Verifying {
 							obs := &Observation{Exists: e.Attempt.Op != Remove && e.Attempt.From != DataRemoved, Owner: e.ID, Matches: true, RouteTarget: e.Generation,
 								ProviderID: "p-" + do.Identity}
-							r = Result{AttemptID: do.AttemptID, LeaseGeneration: do.LeaseGeneration, OK: true, Observation: obs, BranchNewest: e.Generation}
+							r = DriverAnswer{AttemptID: do.AttemptID, LeaseGeneration: do.LeaseGeneration, OK: true, Observation: obs, BranchNewest: e.Generation}
 						} else {
-							r = Result{AttemptID: do.AttemptID, LeaseGeneration: do.LeaseGeneration, OK: true, BranchNewest: e.Generation}
+							r = DriverAnswer{AttemptID: do.AttemptID, LeaseGeneration: do.LeaseGeneration, OK: true, BranchNewest: e.Generation}
 						}
 						fmt.Fprintf(&b, "%s %s %s\n", do.Op, do.Capability, do.Identity)
 						state := e.State
@@ -308,7 +308,7 @@ func TestWakeFollowsTheLeaseNotASpentBackoff(t *testing.T) {
 		t.Fatalf("a new environment is due at once (its first transition is eligible), wake %v", got)
 	}
 	e, _ = m.Step(e, Advance{Owner: "w"}, now)
-	e, _ = m.Step(e, Result{AttemptID: e.Attempt.ID, LeaseGeneration: e.Attempt.Lease.Generation, Category: Transient, Message: "503"}, now)
+	e, _ = m.Step(e, DriverAnswer{AttemptID: e.Attempt.ID, LeaseGeneration: e.Attempt.Lease.Generation, Category: Transient, Message: "503"}, now)
 	if got := m.Wake(e); !got.Equal(e.RetryAt) {
 		t.Fatalf("after a transient failure the wake is the back-off's end %v, got %v", e.RetryAt, got)
 	}
@@ -320,7 +320,7 @@ func TestWakeFollowsTheLeaseNotASpentBackoff(t *testing.T) {
 	if got := m.Wake(e); !got.Equal(e.Attempt.Lease.ExpiresAt) {
 		t.Fatalf("with an attempt in flight the wake is its lease expiry %v, got %v", e.Attempt.Lease.ExpiresAt, got)
 	}
-	e, _ = m.Step(e, Result{AttemptID: e.Attempt.ID, LeaseGeneration: e.Attempt.Lease.Generation, Category: Configuration, Message: "bad"}, now)
+	e, _ = m.Step(e, DriverAnswer{AttemptID: e.Attempt.ID, LeaseGeneration: e.Attempt.Lease.Generation, Category: Configuration, Message: "bad"}, now)
 	if got := m.Wake(e); !got.IsZero() {
 		t.Fatalf("a failure needing new input wakes nothing, got %v", got)
 	}
@@ -377,7 +377,7 @@ func TestW8PreviewURL(t *testing.T) {
 func TestBranchGenerationsOnlyGoUp(t *testing.T) {
 	b := Branch{Name: "main"}
 	for want := uint64(1); want <= 3; want++ {
-		var rd BranchReady
+		var rd BranchOutcome
 		b, rd = StepBranch(b, NextGeneration{For: fmt.Sprintf("env-%d", want)}, epoch)
 		require.Equal(t, want, rd.Answer)
 		require.True(t, rd.Writes(), "a generation is written before it is given out")
@@ -414,10 +414,10 @@ func TestReceiptSaysWhichCallVerifiedTheStep(t *testing.T) {
 	require.NoError(t, out.Err)
 	do := out.Effects[0].(Do) // the create began the first transition
 	require.Equal(t, Apply, do.Op)
-	e, out = m.Step(e, Result{AttemptID: do.AttemptID, LeaseGeneration: do.LeaseGeneration, OK: true}, epoch)
+	e, out = m.Step(e, DriverAnswer{AttemptID: do.AttemptID, LeaseGeneration: do.LeaseGeneration, OK: true}, epoch)
 	obs := out.Effects[0].(Do)
 	require.Equal(t, Observe, obs.Op)
-	e, _ = m.Step(e, Result{AttemptID: obs.AttemptID, LeaseGeneration: obs.LeaseGeneration, OK: true, Input: `{"op":"observe"}`,
+	e, _ = m.Step(e, DriverAnswer{AttemptID: obs.AttemptID, LeaseGeneration: obs.LeaseGeneration, OK: true, Input: `{"op":"observe"}`,
 		Observation: &Observation{Exists: true, Owner: "env-1", Matches: true}}, epoch)
 	r := e.Receipts[0]
 	require.Equal(t, Apply, r.Op, "the step")
@@ -470,7 +470,7 @@ func walk(m Machine, e Env, now time.Time, observe func(Do) *Observation) Env {
 		}
 		a := e.Attempt
 		d := Do{AttemptID: a.ID, LeaseGeneration: a.Lease.Generation, Capability: a.Capability, Op: a.Op, Identity: a.Identity, Generation: e.Generation}
-		r := Result{AttemptID: a.ID, LeaseGeneration: a.Lease.Generation, OK: true, BranchNewest: e.Generation}
+		r := DriverAnswer{AttemptID: a.ID, LeaseGeneration: a.Lease.Generation, OK: true, BranchNewest: e.Generation}
 		if a.Verifying {
 			d.Op, r.Observation = Observe, observe(d)
 		}

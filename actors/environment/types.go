@@ -4,7 +4,7 @@
 // resource it owns.
 //
 // As with marquees, Machine.Step(env, event, now) returns the new record
-// and an Outcome (an entity.Ready): effects for the shell (driver calls, each carrying the
+// and an Outcome (an entity.Outcome): effects for the shell (driver calls, each carrying the
 // attempt id and lease generation), and an audit of what was decided. The
 // machine never trusts an exit status: an effect that reports success is
 // followed by an observation, and only an observation that matches the

@@ -15,7 +15,7 @@ type Event interface{ isEvent() }
 // since there is no state before it.
 type Create struct {
 	ID         string
-	Kind       Kind
+	Kind       Origin
 	Pool       string
 	Connection *Connection
 	// By names the operator who asked (T8); it goes into the history.
@@ -209,7 +209,7 @@ type Entry struct {
 	Verb               string    `json:"verb"`
 	Generation         uint64    `json:"generation"`
 	ReceivedGeneration uint64    `json:"received_generation,omitempty"`
-	Result             Result    `json:"result"`
+	Result             Answer    `json:"result"`
 	Detail             string    `json:"detail,omitempty"`
 	// DeliveryID is the callback's Webhook-Id, so that every acknowledged
 	// delivery can be found again (I5).
@@ -221,9 +221,9 @@ type Entry struct {
 	Auth string `json:"auth,omitempty"`
 }
 
-// Ready is what one step produced besides the new state: the callback's
-// result as its Answer, history lines as its Records (entity.Ready).
-type Ready = entity.Ready[Result, Effect, Entry]
+// Outcome is what one step produced besides the new state: the callback's
+// result as its Answer, history lines as its Records (entity.Outcome).
+type Outcome = entity.Outcome[Answer, Effect, Entry]
 
 // String methods print effects and history lines the same way in golden
 // files and logs.

@@ -51,25 +51,25 @@ type Machine struct{ Config Config }
 
 // Create makes a new marquee (M4, M5). The caller checks that the id is
 // free; Create checks the command itself.
-func (m Machine) Create(c Create, now time.Time) (State, Ready) {
+func (m Machine) Create(c Create, now time.Time) (State, Outcome) {
 	s, out, err := m.create(c, now)
 	if err != nil {
-		return State{}, Ready{Err: err}
+		return State{}, Outcome{Err: err}
 	}
 	out.Wake = m.Wake(s)
 	return s, out
 }
 
-func (m Machine) create(c Create, now time.Time) (State, Ready, error) {
+func (m Machine) create(c Create, now time.Time) (State, Outcome, error) {
 	if !ValidID(c.ID) {
-		return State{}, Ready{}, fmt.Errorf("%w: id %q must match [a-z0-9][a-z0-9-]{0,62}", errs.Invalid, c.ID)
+		return State{}, Outcome{}, fmt.Errorf("%w: id %q must match [a-z0-9][a-z0-9-]{0,62}", errs.Invalid, c.ID)
 	}
 	s := State{ID: c.ID, Kind: c.Kind, CreatedAt: now, UpdatedAt: now}
-	out := Ready{Answer: Applied, Changed: true}
+	out := Outcome{Answer: Applied, Changed: true}
 	switch c.Kind {
 	case BYO: // M4
 		if c.Connection == nil {
-			return State{}, Ready{}, fmt.Errorf("%w: connection is required for a byo marquee", errs.Invalid)
+			return State{}, Outcome{}, fmt.Errorf("%w: connection is required for a byo marquee", errs.Invalid)
 		}
 		conn := *c.Connection
 		s.Connection = &conn
@@ -77,7 +77,7 @@ func (m Machine) create(c Create, now time.Time) (State, Ready, error) {
 		out.Records = []Entry{{At: now, Source: SourceOperator, Verb: "create", Result: Applied, Actor: c.By, Detail: "byo marquee stored with its connection (M4)"}}
 	case Tutorial: // M5
 		if c.Connection != nil {
-			return State{}, Ready{}, fmt.Errorf("%w: connection is reported by the workflow for a tutorial marquee, not given at create", errs.Invalid)
+			return State{}, Outcome{}, fmt.Errorf("%w: connection is reported by the workflow for a tutorial marquee, not given at create", errs.Invalid)
 		}
 		if c.Pool == "" {
 			c.Pool = "default"
@@ -91,16 +91,16 @@ func (m Machine) create(c Create, now time.Time) (State, Ready, error) {
 		out.Effects = []Effect{AskAdmission{Pool: c.Pool}}
 		out.Records = []Entry{{At: now, Source: SourceOperator, Verb: "create", Result: Applied, Actor: c.By, Detail: "tutorial marquee queued; asking pool " + c.Pool + " for a slot (M5)"}}
 	default:
-		return State{}, Ready{}, fmt.Errorf("%w: kind %q must be byo or tutorial", errs.Invalid, c.Kind)
+		return State{}, Outcome{}, fmt.Errorf("%w: kind %q must be byo or tutorial", errs.Invalid, c.Kind)
 	}
 	return s, out, nil
 }
 
 // Step applies one event. It never mutates s.
-func (m Machine) Step(s State, ev Event, now time.Time) (State, Ready) {
+func (m Machine) Step(s State, ev Event, now time.Time) (State, Outcome) {
 	before := s
 	s = s.Clone()
-	var out Ready
+	var out Outcome
 	if s.Tombstone != nil {
 		out = m.onTombstone(s, ev, now)
 	} else {
@@ -142,7 +142,7 @@ func (m Machine) Step(s State, ev Event, now time.Time) (State, Ready) {
 		}
 	}
 	if out.Err != nil {
-		return before, Ready{Err: out.Err}
+		return before, Outcome{Err: out.Err}
 	}
 	out.Changed = !before.equal(s)
 	if out.Changed {
@@ -157,7 +157,7 @@ func (m Machine) Step(s State, ev Event, now time.Time) (State, Ready) {
 
 // CallbackReply is the body of every callback answer (docs/rules/http-api.md).
 type CallbackReply struct {
-	Result             Result `json:"result"`
+	Result             Answer `json:"result"`
 	MarqueeID          string `json:"marquee_id"`
 	Generation         uint64 `json:"generation"`
 	ReceivedGeneration uint64 `json:"received_generation"`
@@ -165,7 +165,7 @@ type CallbackReply struct {
 
 // Reply encodes a callback's answer after the step, as the caller hears it
 // and as a repeated delivery hears it again (M20).
-func Reply(s State, c Callback, r Result) []byte {
+func Reply(s State, c Callback, r Answer) []byte {
 	b, err := json.Marshal(CallbackReply{Result: r, MarqueeID: s.ID, Generation: s.Generation, ReceivedGeneration: c.Generation})
 	if err != nil {
 		panic(err) // strings and numbers always encode
@@ -182,7 +182,7 @@ func (m Machine) Wake(s State) time.Time {
 }
 
 // operatorBy records who asked on an operator command's history (T8).
-func operatorBy(out Ready, by string) Ready {
+func operatorBy(out Outcome, by string) Outcome {
 	for i := range out.Records {
 		if out.Records[i].Source == SourceOperator {
 			out.Records[i].Actor = by
@@ -191,30 +191,30 @@ func operatorBy(out Ready, by string) Ready {
 	return out
 }
 
-func (m Machine) onTombstone(s State, ev Event, now time.Time) Ready {
+func (m Machine) onTombstone(s State, ev Event, now time.Time) Outcome {
 	switch e := ev.(type) {
 	case Callback:
 		// docs/rules/http-api.md: a callback for a reaped marquee gets 200 stale.
-		return Ready{Answer: Stale, Records: []Entry{{At: now, Source: SourceCallback, Verb: string(e.Verb), Generation: s.Generation, DeliveryID: e.DeliveryID, Auth: e.Auth,
+		return Outcome{Answer: Stale, Records: []Entry{{At: now, Source: SourceCallback, Verb: string(e.Verb), Generation: s.Generation, DeliveryID: e.DeliveryID, Auth: e.Auth,
 			ReceivedGeneration: e.Generation, Result: Stale, Detail: "marquee is a tombstone"}}}
 	case Redeploy, Destroy, Disable, Enable:
-		return Ready{Err: conflictf("marquee %s is a tombstone (reaped %s)", s.ID, s.Tombstone.At.Format(time.RFC3339))}
+		return Outcome{Err: conflictf("marquee %s is a tombstone (reaped %s)", s.ID, s.Tombstone.At.Format(time.RFC3339))}
 	case AdmissionDecided:
 		// A grant that raced the reap: give the slot straight back.
-		return Ready{Answer: Ignored, Effects: []Effect{ReleaseAdmission{Pool: s.Pool}}}
+		return Outcome{Answer: Ignored, Effects: []Effect{ReleaseAdmission{Pool: s.Pool}}}
 	default:
-		return Ready{Answer: Ignored}
+		return Outcome{Answer: Ignored}
 	}
 }
 
 // --- callbacks ------------------------------------------------------------
 
-func (m Machine) callback(s *State, c Callback, now time.Time) Ready {
+func (m Machine) callback(s *State, c Callback, now time.Time) Outcome {
 	entry := Entry{At: now, Source: SourceCallback, Verb: string(c.Verb), Generation: s.Generation, ReceivedGeneration: c.Generation,
 		DeliveryID: c.DeliveryID, Auth: c.Auth}
-	done := func(r Result, detail string, effects ...Effect) Ready {
+	done := func(r Answer, detail string, effects ...Effect) Outcome {
 		entry.Result, entry.Detail = r, detail
-		return Ready{Answer: r, Effects: effects, Records: []Entry{entry}}
+		return Outcome{Answer: r, Effects: effects, Records: []Entry{entry}}
 	}
 	if s.Kind != Tutorial {
 		return done(Ignored, "byo marquees have no infrastructure lifecycle")
@@ -262,9 +262,9 @@ func (m Machine) callback(s *State, c Callback, now time.Time) Ready {
 }
 
 // answerWith records a callback's entry with its result and answers it.
-type answerWith = func(Result, string, ...Effect) Ready
+type answerWith = func(Answer, string, ...Effect) Outcome
 
-func (m Machine) stepCallback(s *State, c Callback, now time.Time, done answerWith) Ready {
+func (m Machine) stepCallback(s *State, c Callback, now time.Time, done answerWith) Outcome {
 	switch s.Lifecycle {
 	case Provisioning:
 		if c.Step > s.Progress {
@@ -278,7 +278,7 @@ func (m Machine) stepCallback(s *State, c Callback, now time.Time, done answerWi
 	return done(Ignored, "step in lifecycle "+string(s.Lifecycle))
 }
 
-func (m Machine) deployedCallback(s *State, c Callback, now time.Time, done answerWith) Ready {
+func (m Machine) deployedCallback(s *State, c Callback, now time.Time, done answerWith) Outcome {
 	if c.Connection == nil {
 		panic("marquee: deployed callback without connection") // the decoder requires it
 	}
@@ -306,7 +306,7 @@ func (m Machine) deployedCallback(s *State, c Callback, now time.Time, done answ
 	return done(Ignored, "deployed in lifecycle "+string(s.Lifecycle))
 }
 
-func (m Machine) nullCallback(s *State, c Callback, now time.Time, done answerWith) Ready {
+func (m Machine) nullCallback(s *State, c Callback, now time.Time, done answerWith) Outcome {
 	switch s.Lifecycle {
 	case Provisioning:
 		s.Lifecycle = Failed
@@ -327,7 +327,7 @@ func (m Machine) nullCallback(s *State, c Callback, now time.Time, done answerWi
 	return done(Ignored, "null in lifecycle "+string(s.Lifecycle))
 }
 
-func rebootedCallback(s *State, done answerWith) Ready {
+func rebootedCallback(s *State, done answerWith) Outcome {
 	switch s.Lifecycle {
 	case Provisioning, Provisioned:
 		s.Progress = Queued
@@ -343,7 +343,7 @@ func rebootedCallback(s *State, done answerWith) Ready {
 
 // healthy handles a healthy signal on a provisioned marquee (M16): it clears
 // a pending null and withdraws a downgrade that waits for the control plane.
-func (m Machine) healthy(s *State, now time.Time, done answerWith) Ready {
+func (m Machine) healthy(s *State, now time.Time, done answerWith) Outcome {
 	var cleared []string
 	if s.NullPending(now) {
 		cleared = append(cleared, "pending null cleared")
@@ -359,7 +359,7 @@ func (m Machine) healthy(s *State, now time.Time, done answerWith) Ready {
 	return done(Applied, "healthy signal: "+strings.Join(cleared, "; ")+" (M16)")
 }
 
-func (m Machine) lockedOrDuplicate(s *State, c Connection, done answerWith) Ready {
+func (m Machine) lockedOrDuplicate(s *State, c Connection, done answerWith) Outcome {
 	switch {
 	case !s.Connection.sameLocked(c):
 		return done(Locked, "deployed tried to change locked connection fields (M13)")
@@ -373,7 +373,7 @@ func (m Machine) lockedOrDuplicate(s *State, c Connection, done answerWith) Read
 // downgrade starts the veto check of a confirmed null or a failed on a
 // provisioned marquee (M18). Only an active one can be vetoed, so only then
 // is the control plane asked.
-func (m Machine) downgrade(s *State, c Callback, now time.Time, done answerWith) Ready {
+func (m Machine) downgrade(s *State, c Callback, now time.Time, done answerWith) Outcome {
 	if s.Downgrade != nil {
 		return done(Checking, "a downgrade already waits for the control plane (M18)")
 	}
@@ -462,9 +462,9 @@ func (m Machine) dispatch(s *State, a Action, now time.Time) Effect {
 	return StartDispatch{Generation: s.Generation, Action: a}
 }
 
-func (m Machine) redeploy(s *State, now time.Time) Ready {
+func (m Machine) redeploy(s *State, now time.Time) Outcome {
 	if s.Kind != Tutorial {
-		return Ready{Err: conflictf("redeploy is for tutorial marquees; %s is %s (M6)", s.ID, s.Kind)}
+		return Outcome{Err: conflictf("redeploy is for tutorial marquees; %s is %s (M6)", s.ID, s.Kind)}
 	}
 	// M6: supersede at once, so that no callback of the old attempt counts
 	// while the new one waits for its slot.
@@ -494,12 +494,12 @@ func (m Machine) redeploy(s *State, now time.Time) Ready {
 		effects = append(effects, AskAdmission{Pool: s.Pool})
 		entry.Detail = "superseded; asking pool " + s.Pool + " for a slot (M6)"
 	}
-	return Ready{Answer: Applied, Effects: effects, Records: []Entry{entry}}
+	return Outcome{Answer: Applied, Effects: effects, Records: []Entry{entry}}
 }
 
-func (m Machine) destroy(s *State, d Destroy, now time.Time) Ready {
+func (m Machine) destroy(s *State, d Destroy, now time.Time) Outcome {
 	if s.Kind != Tutorial {
-		return Ready{Err: conflictf("destroy is for tutorial marquees; %s is %s (M7)", s.ID, s.Kind)}
+		return Outcome{Err: conflictf("destroy is for tutorial marquees; %s is %s (M7)", s.ID, s.Kind)}
 	}
 	entry := Entry{At: now, Source: SourceOperator, Verb: "destroy", Result: Applied}
 	switch s.Lifecycle {
@@ -508,14 +508,14 @@ func (m Machine) destroy(s *State, d Destroy, now time.Time) Ready {
 		// reap request is remembered.
 		s.ReapOnDestroyed = s.ReapOnDestroyed || d.Reap
 		entry.Generation, entry.Detail = s.Generation, "already destroying"
-		return Ready{Answer: Ignored, Records: []Entry{entry}}
+		return Outcome{Answer: Ignored, Records: []Entry{entry}}
 	case Destroyed:
 		if !d.Reap {
-			return Ready{Err: conflictf("marquee %s is already destroyed", s.ID)}
+			return Outcome{Err: conflictf("marquee %s is already destroyed", s.ID)}
 		}
 		s.Tombstone = &Tombstone{Reason: "reaped after destroy", At: now}
 		entry.Generation, entry.Detail = s.Generation, "already destroyed; reaped (M14)"
-		return Ready{Answer: Applied, Records: []Entry{entry}}
+		return Outcome{Answer: Applied, Records: []Entry{entry}}
 	}
 	effects := m.settle(s) // M7: destroy never waits for a slot and releases one it holds
 	s.NullPendingUntil = time.Time{}
@@ -527,44 +527,44 @@ func (m Machine) destroy(s *State, d Destroy, now time.Time) Ready {
 	s.ReapOnDestroyed = d.Reap
 	effects = append(effects, m.dispatch(s, ActionDestroy, now))
 	entry.Generation, entry.Detail = s.Generation, "destroy dispatched (M7)"
-	return Ready{Answer: Applied, Effects: effects, Records: []Entry{entry}}
+	return Outcome{Answer: Applied, Effects: effects, Records: []Entry{entry}}
 }
 
-func (m Machine) disable(s *State, now time.Time) Ready {
+func (m Machine) disable(s *State, now time.Time) Outcome {
 	entry := Entry{At: now, Source: SourceOperator, Verb: "disable", Generation: s.Generation, Result: Applied, Detail: "serving disabled (M8)"}
 	if s.Serving == Disabled {
 		entry.Result, entry.Detail = Ignored, "already disabled"
 	}
 	s.Serving = Disabled
-	return Ready{Answer: entry.Result, Records: []Entry{entry}}
+	return Outcome{Answer: entry.Result, Records: []Entry{entry}}
 }
 
-func (m Machine) enable(s *State, now time.Time) Ready {
+func (m Machine) enable(s *State, now time.Time) Outcome {
 	if s.Serving != Disabled {
-		return Ready{Err: conflictf("enable needs serving=disabled; %s is %s (M8)", s.ID, s.Serving)}
+		return Outcome{Err: conflictf("enable needs serving=disabled; %s is %s (M8)", s.ID, s.Serving)}
 	}
 	if s.Kind == Tutorial && s.Lifecycle != Provisioned {
-		return Ready{Err: conflictf("enable needs lifecycle=provisioned; %s is %s (M8)", s.ID, s.Lifecycle)}
+		return Outcome{Err: conflictf("enable needs lifecycle=provisioned; %s is %s (M8)", s.ID, s.Lifecycle)}
 	}
 	s.Serving = Active
-	return Ready{Answer: Applied, Records: []Entry{{At: now, Source: SourceOperator, Verb: "enable", Generation: s.Generation, Result: Applied, Detail: "serving active (M8)"}}}
+	return Outcome{Answer: Applied, Records: []Entry{{At: now, Source: SourceOperator, Verb: "enable", Generation: s.Generation, Result: Applied, Detail: "serving active (M8)"}}}
 }
 
 // --- results of effects -------------------------------------------------------
 
-func (m Machine) admissionDecided(s *State, d AdmissionDecided, now time.Time) Ready {
+func (m Machine) admissionDecided(s *State, d AdmissionDecided, now time.Time) Outcome {
 	entry := Entry{At: now, Source: SourceAdmission, Verb: "admission", Generation: s.Generation}
 	if s.Admission == nil {
 		// The marquee stopped wanting a slot (destroyed, failed) before the
 		// pool's answer came in: hand it straight back (A5, I9).
 		entry.Result, entry.Detail = Ignored, fmt.Sprintf("pool answered %s after the marquee settled; released", d.Status)
-		return Ready{Answer: Ignored, Effects: []Effect{ReleaseAdmission{Pool: s.Pool}}, Records: []Entry{entry}}
+		return Outcome{Answer: Ignored, Effects: []Effect{ReleaseAdmission{Pool: s.Pool}}, Records: []Entry{entry}}
 	}
 	s.Admission.Status, s.Admission.Sequence = d.Status, d.Sequence
 	entry.Result = Applied
 	if d.Status != AdmissionReserved {
 		entry.Detail = fmt.Sprintf("queued in pool %s at sequence %d (A3)", s.Admission.Pool, d.Sequence)
-		return Ready{Answer: Applied, Records: []Entry{entry}}
+		return Outcome{Answer: Applied, Records: []Entry{entry}}
 	}
 	var effects []Effect
 	if s.Attempt != nil && s.Attempt.Dispatch == DispatchWaiting {
@@ -574,14 +574,14 @@ func (m Machine) admissionDecided(s *State, d AdmissionDecided, now time.Time) R
 	} else {
 		entry.Detail = fmt.Sprintf("slot reserved in pool %s at sequence %d", s.Admission.Pool, d.Sequence)
 	}
-	return Ready{Answer: Applied, Effects: effects, Records: []Entry{entry}}
+	return Outcome{Answer: Applied, Effects: effects, Records: []Entry{entry}}
 }
 
-func (m Machine) dispatchFinished(s *State, d DispatchFinished, now time.Time) Ready {
+func (m Machine) dispatchFinished(s *State, d DispatchFinished, now time.Time) Outcome {
 	entry := Entry{At: now, Source: SourceDispatch, Verb: "dispatch", Generation: s.Generation, ReceivedGeneration: d.Generation}
 	if s.Attempt == nil || s.Attempt.Generation != d.Generation || (s.Attempt.Dispatch != DispatchPending && s.Attempt.Dispatch != DispatchSent) {
 		entry.Result, entry.Detail = Stale, fmt.Sprintf("dispatch result for generation %d arrived after the attempt moved on", d.Generation)
-		return Ready{Answer: Stale, Records: []Entry{entry}}
+		return Outcome{Answer: Stale, Records: []Entry{entry}}
 	}
 	if s.Attempt.Dispatch == DispatchSent {
 		// Already observed through the run's own callbacks; its run id is
@@ -590,9 +590,9 @@ func (m Machine) dispatchFinished(s *State, d DispatchFinished, now time.Time) R
 		if d.Outcome == DispatchOK && d.RunID != 0 && s.Attempt.RunID == 0 {
 			recordRun(s, d)
 			entry.Result = Applied
-			return Ready{Answer: Applied, Records: []Entry{entry}}
+			return Outcome{Answer: Applied, Records: []Entry{entry}}
 		}
-		return Ready{Answer: Ignored, Records: []Entry{entry}}
+		return Outcome{Answer: Ignored, Records: []Entry{entry}}
 	}
 	switch d.Outcome {
 	case DispatchOK:
@@ -602,7 +602,7 @@ func (m Machine) dispatchFinished(s *State, d DispatchFinished, now time.Time) R
 			recordRun(s, d)
 			entry.Detail += fmt.Sprintf(" as run %d (W6)", d.RunID)
 		}
-		return Ready{Answer: Applied, Records: []Entry{entry}}
+		return Outcome{Answer: Applied, Records: []Entry{entry}}
 	case DispatchConfiguration:
 		// Retrying a request GitHub refused as malformed cannot help.
 		s.Attempt.Dispatch = DispatchFailed
@@ -612,13 +612,13 @@ func (m Machine) dispatchFinished(s *State, d DispatchFinished, now time.Time) R
 		}
 		effects := m.settleFailed(s, true, now, "M5", reason)
 		entry.Result, entry.Detail = Applied, "dispatch refused (configuration): "+clip(d.Detail)
-		return Ready{Answer: Applied, Effects: effects, Records: []Entry{entry}}
+		return Outcome{Answer: Applied, Effects: effects, Records: []Entry{entry}}
 	default:
 		// Transient: no callback will come, so the stuck retries (M21)
 		// dispatch again under a new generation.
 		s.Attempt.Dispatch = DispatchFailed
 		entry.Result, entry.Detail = Applied, "dispatch failed (transient; the stuck retry will dispatch again): "+clip(d.Detail)
-		return Ready{Answer: Applied, Records: []Entry{entry}}
+		return Outcome{Answer: Applied, Records: []Entry{entry}}
 	}
 }
 
@@ -632,55 +632,55 @@ func recordRun(s *State, d DispatchFinished) {
 	}
 }
 
-func (m Machine) bootstrapFinished(s *State, b BootstrapFinished, now time.Time) Ready {
+func (m Machine) bootstrapFinished(s *State, b BootstrapFinished, now time.Time) Outcome {
 	entry := Entry{At: now, Source: SourceBootstrap, Verb: "bootstrap", Generation: s.Generation, ReceivedGeneration: b.Generation}
 	if s.Bootstrap == nil || !s.Bootstrap.Running || b.Generation != s.Generation || s.Lifecycle != Provisioning {
 		entry.Result, entry.Detail = Stale, fmt.Sprintf("bootstrap result for generation %d ignored (M19)", b.Generation)
-		return Ready{Answer: Stale, Records: []Entry{entry}}
+		return Outcome{Answer: Stale, Records: []Entry{entry}}
 	}
 	if b.OK {
 		s.Serving = Active
 		s.Lifecycle = Provisioned
 		effects := m.settle(s)
 		entry.Result, entry.Detail = Applied, "bootstrap verified: active and provisioned (M19)"
-		return Ready{Answer: Applied, Effects: effects, Records: []Entry{entry}}
+		return Outcome{Answer: Applied, Effects: effects, Records: []Entry{entry}}
 	}
 	s.Bootstrap.Failures++
 	s.Bootstrap.Running = false
 	if s.Bootstrap.Failures > m.Config.BootstrapRetries {
 		effects := m.settleFailed(s, false, now, "M19", fmt.Sprintf("bootstrap failed %d times: %s", m.Config.BootstrapRetries+1, clip(b.Detail)))
 		entry.Result, entry.Detail = Applied, fmt.Sprintf("bootstrap failed %d times; giving up (M19): %s", m.Config.BootstrapRetries+1, clip(b.Detail))
-		return Ready{Answer: Applied, Effects: effects, Records: []Entry{entry}}
+		return Outcome{Answer: Applied, Effects: effects, Records: []Entry{entry}}
 	}
 	s.Bootstrap.RetryAt = now.Add(m.Config.BootstrapBackoff << (s.Bootstrap.Failures - 1))
 	entry.Result, entry.Detail = Applied, fmt.Sprintf("bootstrap failed (%d of %d retries left), retry at %s: %s",
 		m.Config.BootstrapRetries-s.Bootstrap.Failures+1, m.Config.BootstrapRetries, s.Bootstrap.RetryAt.Format(time.RFC3339), clip(b.Detail))
-	return Ready{Answer: Applied, Records: []Entry{entry}}
+	return Outcome{Answer: Applied, Records: []Entry{entry}}
 }
 
-func (m Machine) bootstrapRetryDue(s *State, e BootstrapRetryDue, now time.Time, force bool) Ready {
+func (m Machine) bootstrapRetryDue(s *State, e BootstrapRetryDue, now time.Time, force bool) Outcome {
 	b := s.Bootstrap
 	if b == nil || b.Running || b.Generation != e.Generation || (!force && now.Before(b.RetryAt)) {
-		return Ready{Answer: Ignored}
+		return Outcome{Answer: Ignored}
 	}
 	b.Running = true
 	b.RetryAt = time.Time{}
-	return Ready{Answer: Applied, Effects: []Effect{StartBootstrap{Generation: b.Generation}},
+	return Outcome{Answer: Applied, Effects: []Effect{StartBootstrap{Generation: b.Generation}},
 		Records: []Entry{{At: now, Source: SourceTimer, Verb: "bootstrap_retry", Generation: s.Generation, Result: Applied, Detail: fmt.Sprintf("bootstrap retry %d (M19)", b.Failures)}}}
 }
 
-func (m Machine) chatsAnswered(s *State, c ChatsAnswered, now time.Time) Ready {
+func (m Machine) chatsAnswered(s *State, c ChatsAnswered, now time.Time) Outcome {
 	entry := Entry{At: now, Source: SourceControlPlane, Verb: "chats", Generation: s.Generation, ReceivedGeneration: c.Generation}
 	d := s.Downgrade
 	if d == nil || !d.Asking || d.Generation != c.Generation || s.Generation != c.Generation {
 		entry.Result, entry.Detail = Stale, "control-plane answer for a downgrade no longer pending"
-		return Ready{Answer: Stale, Records: []Entry{entry}}
+		return Outcome{Answer: Stale, Records: []Entry{entry}}
 	}
 	verb := d.Verb
 	if !(s.Kind == Tutorial && s.Serving == Active && s.Lifecycle == Provisioned) {
 		effects := m.applyDowngrade(s, verb, now)
 		entry.Result, entry.Detail = Applied, fmt.Sprintf("%s applied: marquee no longer active and provisioned (M18)", verb)
-		return Ready{Answer: Applied, Effects: effects, Records: []Entry{entry}}
+		return Outcome{Answer: Applied, Effects: effects, Records: []Entry{entry}}
 	}
 	if c.Err != "" {
 		// Uncertainty never tears down a live host: preserve, ask again.
@@ -690,28 +690,28 @@ func (m Machine) chatsAnswered(s *State, c ChatsAnswered, now time.Time) Ready {
 		// Held, not vetoed: nobody said there are live chats; the callback
 		// was answered checking and the check goes on.
 		entry.Result, entry.Detail = Checking, "control plane unreachable, marquee preserved; asking again at "+d.RecheckAt.Format(time.RFC3339)+" (M18): "+clip(c.Err)
-		return Ready{Answer: Checking, Records: []Entry{entry}}
+		return Outcome{Answer: Checking, Records: []Entry{entry}}
 	}
 	if min(c.Live, c.Reachable) >= 1 {
 		s.Downgrade = nil
 		s.NullPendingUntil = time.Time{}
 		s.LastVeto = &Veto{Verb: verb, Live: min(c.Live, c.Reachable), At: now}
 		entry.Result, entry.Detail = Vetoed, fmt.Sprintf("%s vetoed: %d live reachable chats; drift logged (M18, I3)", verb, min(c.Live, c.Reachable))
-		return Ready{Answer: Vetoed, Records: []Entry{entry}}
+		return Outcome{Answer: Vetoed, Records: []Entry{entry}}
 	}
 	effects := m.applyDowngrade(s, verb, now)
 	entry.Result, entry.Detail = Applied, fmt.Sprintf("%s applied: no live reachable chats; errored and failed (M18)", verb)
-	return Ready{Answer: Applied, Effects: effects, Records: []Entry{entry}}
+	return Outcome{Answer: Applied, Effects: effects, Records: []Entry{entry}}
 }
 
-func (m Machine) chatsRecheckDue(s *State, e ChatsRecheckDue, now time.Time, force bool) Ready {
+func (m Machine) chatsRecheckDue(s *State, e ChatsRecheckDue, now time.Time, force bool) Outcome {
 	d := s.Downgrade
 	if d == nil || d.Asking || d.Generation != e.Generation || (!force && now.Before(d.RecheckAt)) {
-		return Ready{Answer: Ignored}
+		return Outcome{Answer: Ignored}
 	}
 	d.Asking = true
 	d.RecheckAt = time.Time{}
-	return Ready{Answer: Applied, Effects: []Effect{AskChats{Generation: d.Generation}},
+	return Outcome{Answer: Applied, Effects: []Effect{AskChats{Generation: d.Generation}},
 		Records: []Entry{{At: now, Source: SourceTimer, Verb: "chats_recheck", Generation: s.Generation, Result: Applied, Detail: "asking the control plane again (M18)"}}}
 }
 
@@ -790,21 +790,21 @@ func (m Machine) Due(s State, now time.Time) []Event {
 	return evs
 }
 
-func (m Machine) retryDue(s *State, e RetryDue, now time.Time, force bool) Ready {
+func (m Machine) retryDue(s *State, e RetryDue, now time.Time, force bool) Outcome {
 	if !awaitingCallback(*s) || s.Attempt.Generation != e.Generation || (!force && now.Before(m.stuckAt(*s))) {
-		return Ready{Answer: Ignored}
+		return Outcome{Answer: Ignored}
 	}
 	entry := Entry{At: now, Source: SourceTimer, Verb: "retry", Generation: s.Generation, Result: Applied}
 	if s.RetryCount >= len(m.Config.RetryBackoff) {
 		effects := m.settleFailed(s, true, now, "M21", fmt.Sprintf("no callback from the workflow after %d retries", len(m.Config.RetryBackoff)))
 		entry.Detail = fmt.Sprintf("no callback after %d retries: failed (M21)", len(m.Config.RetryBackoff))
-		return Ready{Answer: Applied, Effects: effects, Records: []Entry{entry}}
+		return Outcome{Answer: Applied, Effects: effects, Records: []Entry{entry}}
 	}
 	s.RetryCount++
 	eff := m.dispatch(s, s.Attempt.Action, now)
 	entry.Generation = s.Generation
 	entry.Detail = fmt.Sprintf("stuck: retry %d of %d, %s re-dispatched under generation %d (M21)", s.RetryCount, len(m.Config.RetryBackoff), s.Attempt.Action, s.Generation)
-	return Ready{Answer: Applied, Effects: []Effect{eff}, Records: []Entry{entry}}
+	return Outcome{Answer: Applied, Effects: []Effect{eff}, Records: []Entry{entry}}
 }
 
 // runNow cuts short the back-off that waits (O5): a stuck retry after the
@@ -812,9 +812,9 @@ func (m Machine) retryDue(s *State, e RetryDue, now time.Time, force bool) Ready
 // transition now, recorded as the operator's. Safety windows are not
 // back-offs: the first stuck wait (the workflow may still call), the
 // null window (M16) and the provisioning timeout (M22) are never cut.
-func (m Machine) runNow(s *State, now time.Time) Ready {
+func (m Machine) runNow(s *State, now time.Time) Outcome {
 	for _, d := range m.Deadlines(*s) {
-		var out Ready
+		var out Outcome
 		switch ev := d.Event.(type) {
 		case RetryDue:
 			if s.RetryCount == 0 {
@@ -834,25 +834,25 @@ func (m Machine) runNow(s *State, now time.Time) Ready {
 		}
 		return out
 	}
-	return Ready{Err: conflictf("marquee %s has no back-off waiting: run-now cuts short a stuck retry after the first, a bootstrap retry or a control-plane recheck (O5)", s.ID)}
+	return Outcome{Err: conflictf("marquee %s has no back-off waiting: run-now cuts short a stuck retry after the first, a bootstrap retry or a control-plane recheck (O5)", s.ID)}
 }
 
-func (m Machine) provisioningTimedOut(s *State, e ProvisioningTimedOut, now time.Time) Ready {
+func (m Machine) provisioningTimedOut(s *State, e ProvisioningTimedOut, now time.Time) Outcome {
 	a := s.Attempt
 	if s.Lifecycle != Provisioning || a == nil || a.Generation != e.Generation || a.DispatchedAt.IsZero() || now.Before(a.DispatchedAt.Add(m.Config.ProvisioningTimeout)) {
-		return Ready{Answer: Ignored}
+		return Outcome{Answer: Ignored}
 	}
 	effects := m.settleFailed(s, false, now, "M22", fmt.Sprintf("still provisioning %s after the dispatch", m.Config.ProvisioningTimeout))
-	return Ready{Answer: Applied, Effects: effects, Records: []Entry{{At: now, Source: SourceTimer, Verb: "timeout", Generation: s.Generation, Result: Applied,
+	return Outcome{Answer: Applied, Effects: effects, Records: []Entry{{At: now, Source: SourceTimer, Verb: "timeout", Generation: s.Generation, Result: Applied,
 		Detail: fmt.Sprintf("attempt %d provisioning for %s: failed (M22)", a.Generation, m.Config.ProvisioningTimeout)}}}
 }
 
-func (m Machine) nullExpired(s *State, now time.Time) Ready {
+func (m Machine) nullExpired(s *State, now time.Time) Outcome {
 	if s.NullPendingUntil.IsZero() || now.Before(s.NullPendingUntil) {
-		return Ready{Answer: Ignored}
+		return Outcome{Answer: Ignored}
 	}
 	s.NullPendingUntil = time.Time{}
-	return Ready{Answer: Applied, Records: []Entry{{At: now, Source: SourceTimer, Verb: "null_expired", Generation: s.Generation, Result: Applied,
+	return Outcome{Answer: Applied, Records: []Entry{{At: now, Source: SourceTimer, Verb: "null_expired", Generation: s.Generation, Result: Applied,
 		Detail: "first null was never confirmed; forgotten (M16)"}}}
 }
 
@@ -866,7 +866,7 @@ func (m Machine) nullExpired(s *State, now time.Time) Ready {
 //     is an observation, safe to repeat);
 //   - a control-plane question is asked again;
 //   - an admission question is asked again (A6 makes it idempotent).
-func (m Machine) reconcile(s *State, r Reconcile, now time.Time) Ready {
+func (m Machine) reconcile(s *State, r Reconcile, now time.Time) Outcome {
 	var effects []Effect
 	var details []string
 	if s.Admission != nil && s.Admission.Status == AdmissionAsking {
@@ -901,7 +901,7 @@ func (m Machine) reconcile(s *State, r Reconcile, now time.Time) Ready {
 		details = append(details, "playground teardown asked again")
 	}
 	if len(details) == 0 {
-		return Ready{Answer: Ignored}
+		return Outcome{Answer: Ignored}
 	}
 	detail := ""
 	for i, d := range details {
@@ -910,7 +910,7 @@ func (m Machine) reconcile(s *State, r Reconcile, now time.Time) Ready {
 		}
 		detail += d
 	}
-	return Ready{Answer: Applied, Effects: effects, Records: []Entry{{At: now, Source: SourceRecovery, Verb: "reconcile", Generation: s.Generation, Result: Applied, Detail: detail}}}
+	return Outcome{Answer: Applied, Effects: effects, Records: []Entry{{At: now, Source: SourceRecovery, Verb: "reconcile", Generation: s.Generation, Result: Applied, Detail: detail}}}
 }
 
 // clip bounds text that came from outside before it goes into history.

@@ -70,7 +70,7 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 	}
 	switch d.Cmd {
 	case "create":
-		c := Create{ID: arg("id", "m-1"), Kind: Kind(arg("kind", "tutorial")), Pool: arg("pool", "")}
+		c := Create{ID: arg("id", "m-1"), Kind: Origin(arg("kind", "tutorial")), Pool: arg("pool", "")}
 		if host := arg("host", ""); host != "" {
 			c.Connection = &Connection{Host: host, Port: 22, User: "root", SSHPrivateKey: "k"}
 		}
@@ -235,14 +235,14 @@ func (h *harness) step(ev Event) string {
 
 // report is the one way a step is shown (entity.Format), then what the
 // runtime's batch would hold for it, then the state.
-func (h *harness) report(out Ready) string {
+func (h *harness) report(out Outcome) string {
 	var write string
 	h.rec, write = actors.MarqueeWrite(h.rec, h.s, out, h.now, h.delivery)
 	return entity.Format(out, h.now) + "write: " + write + "\n" + "state: " + h.describe() + "\n"
 }
 
 // refused shows a refused step: nothing is written.
-func (h *harness) refused(out Ready) string { return entity.Format(out, h.now) + "write: none\n" }
+func (h *harness) refused(out Outcome) string { return entity.Format(out, h.now) + "write: none\n" }
 
 func (h *harness) describe() string { return describeAt(h.s, h.now) }
 
@@ -338,7 +338,7 @@ func (h *harness) set(t *testing.T, k, v string) {
 	case "id":
 		s.ID = v
 	case "kind":
-		s.Kind = Kind(v)
+		s.Kind = Origin(v)
 	case "pool":
 		s.Pool = v
 	case "serving":

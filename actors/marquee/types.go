@@ -2,7 +2,7 @@
 // whose VM is provisioned out of band by a Terraform workflow that calls back
 // (rules M1-M23 and invariants I1-I6 in docs/rules/marquee.md).
 //
-// Machine.Step(state, event, now) returns the new state and a Ready
+// Machine.Step(state, event, now) returns the new state and an Outcome
 // (actors/entity): the result to answer and its encoded reply, the history
 // entries to persist with the new state, the effects for the shell to
 // start after it has, and the earliest deadline. The
@@ -21,12 +21,13 @@ import (
 	"github.com/wardenhq/warden/actors/errs"
 )
 
-// Kind of marquee (M4, M5).
-type Kind string
+// Origin is where a marquee's host comes from: handed over by its owner
+// (byo) or built by warden's workflow (tutorial) (M4, M5).
+type Origin string
 
 const (
-	BYO      Kind = "byo"
-	Tutorial Kind = "tutorial"
+	BYO      Origin = "byo"
+	Tutorial Origin = "tutorial"
 )
 
 // Serving is the first state axis: can the host take traffic (M1).
@@ -120,18 +121,18 @@ const (
 	ActionDestroy  Action = "destroy"
 )
 
-// Result is the answer word of a callback (docs/rules/http-api.md).
-type Result string
+// Answer is the answer word of a callback (docs/rules/http-api.md).
+type Answer string
 
 const (
-	Applied             Result = "applied"
-	Stale               Result = "stale"
-	Duplicate           Result = "duplicate"
-	Ignored             Result = "ignored"
-	PendingConfirmation Result = "pending_confirmation"
-	Checking            Result = "checking"
-	Vetoed              Result = "vetoed"
-	Locked              Result = "locked"
+	Applied             Answer = "applied"
+	Stale               Answer = "stale"
+	Duplicate           Answer = "duplicate"
+	Ignored             Answer = "ignored"
+	PendingConfirmation Answer = "pending_confirmation"
+	Checking            Answer = "checking"
+	Vetoed              Answer = "vetoed"
+	Locked              Answer = "locked"
 )
 
 // Connection is what a deployed callback reports. The SSH key and the
@@ -263,7 +264,7 @@ type Tombstone struct {
 // State is everything durable about one marquee.
 type State struct {
 	ID        string    `json:"id"`
-	Kind      Kind      `json:"kind"`
+	Kind      Origin    `json:"kind"`
 	Pool      string    `json:"pool,omitempty"`
 	Serving   Serving   `json:"serving"`
 	Lifecycle Lifecycle `json:"lifecycle,omitempty"`

@@ -137,9 +137,9 @@ func (h *Handle[S, E, O]) Epoch() int64 { return h.rt.epochOf(h.key) }
 // tried again after a back-off.
 func (h *Handle[S, E, O]) Apply(ev E) { h.internal(ev, 0) }
 
-// Send steps an event after the messages already waiting (the entity's
+// Tell steps an event after the messages already waiting (the entity's
 // own next step, through its mailbox).
-func (h *Handle[S, E, O]) Send(ev E) { h.ents.Send(h.key.ID, ev) }
+func (h *Handle[S, E, O]) Tell(ev E) { h.ents.Tell(h.key.ID, ev) }
 
 // ArmWake sets the entity's wake timer.
 func (h *Handle[S, E, O]) ArmWake(at time.Time) { h.rt.armWake(h.key, at) }
@@ -168,7 +168,7 @@ func (h *Handle[S, E, O]) request(m request[S, E, O]) {
 	req := m.req
 	switch {
 	case req.Mode == Read:
-		m.reply <- answer[S, O]{res: Result[S, O]{Record: h.kind.copy(h.rec), Exists: h.exists}}
+		m.reply <- answer[S, O]{res: Response[S, O]{Record: h.kind.copy(h.rec), Exists: h.exists}}
 		return
 	case req.Mode == Create && h.exists:
 		m.fail(h.kind.conflict(h.key.ID, h.rec))
@@ -181,7 +181,7 @@ func (h *Handle[S, E, O]) request(m request[S, E, O]) {
 			m.fail(err)
 			return
 		}
-		m.reply <- answer[S, O]{res: Result[S, O]{Record: h.kind.copy(h.rec), Exists: true}}
+		m.reply <- answer[S, O]{res: Response[S, O]{Record: h.kind.copy(h.rec), Exists: true}}
 		return
 	}
 	if err := h.kind.admit(h.rec, req.Event); err != nil {
@@ -197,7 +197,7 @@ func (h *Handle[S, E, O]) request(m request[S, E, O]) {
 			m.fail(err)
 			return
 		case dup != nil:
-			m.reply <- answer[S, O]{res: Result[S, O]{Record: h.kind.copy(h.rec), Exists: true, Reply: dup.Reply, Duplicate: true}}
+			m.reply <- answer[S, O]{res: Response[S, O]{Record: h.kind.copy(h.rec), Exists: true, Reply: dup.Reply, Duplicate: true}}
 			return
 		}
 	}
@@ -212,7 +212,7 @@ func (h *Handle[S, E, O]) request(m request[S, E, O]) {
 	if d != nil {
 		h.deliveries = d.after
 	}
-	res := Result[S, O]{Record: h.kind.copy(h.rec), Exists: true, Reply: out.Encoded(), Outcome: out}
+	res := Response[S, O]{Record: h.kind.copy(h.rec), Exists: true, Reply: out.Encoded(), Outcome: out}
 	if req.Delivery == nil && h.kind.holds(h.rec) {
 		if len(h.held) >= maxHeld {
 			m.fail(fmt.Errorf("%w: too many requests waiting for %s", errs.Unavailable, h.key))
@@ -349,7 +349,7 @@ func (h *Handle[S, E, O]) flushHeld() {
 		return
 	}
 	for _, r := range h.held {
-		r <- answer[S, O]{res: Result[S, O]{Record: h.kind.copy(h.rec), Exists: h.exists}}
+		r <- answer[S, O]{res: Response[S, O]{Record: h.kind.copy(h.rec), Exists: h.exists}}
 	}
 	h.held = nil
 }
@@ -439,8 +439,8 @@ func writes[O Outcome](out O, delivery bool) bool { return out.Writes() || deliv
 // deliveries record with the step's reply added (I5, M20).
 func stage[S, E any, O Outcome](k *kindOf[S, E, O], w persistence.Writer, id string, before S, wake time.Time, next S, out O, d *delivery) {
 	k.Stage(w, id, before, next, out)
-	if k.wakeKind != "" {
-		w.MoveWake(k.wakeKind, id, wake, k.wakeOf(next))
+	if k.wakeLetter != "" {
+		w.MoveWake(k.wakeLetter, id, wake, k.wakeOf(next))
 	}
 	if d != nil {
 		w.PutDeliveries(id, d.id, d.after)

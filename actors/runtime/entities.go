@@ -37,18 +37,18 @@ func (x *Entities[S, E, O]) Key(id string) Key { return Key{Kind: x.name, ID: id
 
 // Ask sends a request and waits for its answer, bounded by the runtime's
 // AskTimeout; on a cluster node the answer is confirmed first (C4).
-func (x *Entities[S, E, O]) Ask(ctx context.Context, id string, req Request[E]) (Result[S, O], error) {
+func (x *Entities[S, E, O]) Ask(ctx context.Context, id string, req Request[E]) (Response[S, O], error) {
 	rt := x.rt
 	if err := rt.refusal(); err != nil {
-		return Result[S, O]{}, err
+		return Response[S, O]{}, err
 	}
 	k := x.Key(id)
 	fence, err := rt.fenceOf(k)
 	if err != nil {
-		return Result[S, O]{}, err
+		return Response[S, O]{}, err
 	}
 	if n := rt.inbox(k); n >= MaxInbox {
-		return Result[S, O]{}, fmt.Errorf("%w: %s has %d messages waiting", errs.Overloaded, k, n)
+		return Response[S, O]{}, fmt.Errorf("%w: %s has %d messages waiting", errs.Overloaded, k, n)
 	}
 	reply := make(chan answer[S, O], 1)
 	before := rt.route(k, request[S, E, O]{req: req, reply: reply})
@@ -60,14 +60,14 @@ func (x *Entities[S, E, O]) Ask(ctx context.Context, id string, req Request[E]) 
 // the simulator's queue until it is there), bounded by AskTimeout, and cut
 // short by a store that seals under the actor's write, which never
 // returns (S1, S2).
-func (x *Entities[S, E, O]) await(ctx context.Context, k Key, reply chan answer[S, O]) (Result[S, O], error) {
+func (x *Entities[S, E, O]) await(ctx context.Context, k Key, reply chan answer[S, O]) (Response[S, O], error) {
 	rt := x.rt
 	if !rt.cfg.Scheduler.Wait(func() bool { return len(reply) > 0 }) {
 		select {
 		case a := <-reply:
 			return a.res, a.err
 		default:
-			return Result[S, O]{}, fmt.Errorf("%w: %s did not answer", errs.Unavailable, k)
+			return Response[S, O]{}, fmt.Errorf("%w: %s did not answer", errs.Unavailable, k)
 		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, rt.cfg.AskTimeout)
@@ -76,15 +76,15 @@ func (x *Entities[S, E, O]) await(ctx context.Context, k Key, reply chan answer[
 	case a := <-reply:
 		return a.res, a.err
 	case <-rt.cfg.Store.Health().Sealed():
-		return Result[S, O]{}, rt.cfg.Store.Health().Failed()
+		return Response[S, O]{}, rt.cfg.Store.Health().Failed()
 	case <-ctx.Done():
-		return Result[S, O]{}, fmt.Errorf("%w: %s did not answer in time", errs.Unavailable, k)
+		return Response[S, O]{}, fmt.Errorf("%w: %s did not answer in time", errs.Unavailable, k)
 	}
 }
 
-// Send routes an internal event to an entity (an effect's result, another
+// Tell routes an internal event to an entity (an effect's result, another
 // entity's decision): nobody waits for it; a failed write is retried.
-func (x *Entities[S, E, O]) Send(id string, ev E) {
+func (x *Entities[S, E, O]) Tell(id string, ev E) {
 	x.rt.route(x.Key(id), internal[E]{ev: ev})
 }
 
@@ -94,9 +94,9 @@ func (x *Entities[S, E, O]) Message(id string, ev E) Message {
 	return Message{key: x.Key(id), msg: internal[E]{ev: ev}}
 }
 
-// Signal runs fn in the entity's mailbox, after the messages already
+// InTurn runs fn in the entity's mailbox, after the messages already
 // waiting: the kind's own work that is not a step (a reconciler's turn).
-func (x *Entities[S, E, O]) Signal(id string, fn func(h *Handle[S, E, O])) {
+func (x *Entities[S, E, O]) InTurn(id string, fn func(h *Handle[S, E, O])) {
 	x.rt.route(x.Key(id), signal[S, E, O]{fn: fn})
 }
 
@@ -118,14 +118,14 @@ type Committed[S, E any, O Outcome] struct {
 type kindOps interface {
 	props() *actor.Props
 	stored(id string) (bool, error)
-	wakeKind() string
+	wakeLetter() string
 	encode(msg message) ([]byte, bool)
 	routeEvent(id string, body json.RawMessage) error
 }
 
 func (x *Entities[S, E, O]) props() *actor.Props            { return x.actorProps }
 func (x *Entities[S, E, O]) stored(id string) (bool, error) { return x.kind.stored(id) }
-func (x *Entities[S, E, O]) wakeKind() string               { return x.kind.wakeKind }
+func (x *Entities[S, E, O]) wakeLetter() string             { return x.kind.wakeLetter }
 
 func (x *Entities[S, E, O]) encode(msg message) ([]byte, bool) {
 	if m, ok := msg.(internal[E]); ok {
@@ -139,7 +139,7 @@ func (x *Entities[S, E, O]) routeEvent(id string, body json.RawMessage) error {
 	if err != nil {
 		return fmt.Errorf("%w: %s event: %v", errs.Invalid, x.name, err)
 	}
-	x.Send(id, ev)
+	x.Tell(id, ev)
 	return nil
 }
 
@@ -152,7 +152,7 @@ type request[S, E any, O Outcome] struct {
 }
 
 type answer[S any, O Outcome] struct {
-	res Result[S, O]
+	res Response[S, O]
 	err error
 }
 

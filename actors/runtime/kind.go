@@ -9,6 +9,11 @@
 //	                                             delivery's reply
 //	                                          ─► effects ─► wake armed ─► answer
 //
+// An entity is messaged two ways: Ask, which waits for its answer, and
+// Tell, which does not. Besides messages, the shell may run code of its
+// own in an entity's turn (InTurn), and a handle applies an event of its
+// own at once, in the turn it is in (Apply).
+//
 // It knows no kind: a kind is a Kind (its machine lifted to its durable
 // record, how a step goes into a batch, how its effects start) registered
 // with Register, which gives back typed Entities to ask. Timers and the
@@ -30,8 +35,8 @@ import (
 	"github.com/wardenhq/warden/persistence"
 )
 
-// Outcome is what the runtime needs of a step's result (entity.Ready and
-// the environment machine's Outcome are ones): whether it refused, the
+// Outcome is what the runtime needs of a step's outcome (every
+// entity.Outcome is one): whether it refused, the
 // encoded reply a delivery keeps, whether it writes, and its wake.
 type Outcome interface {
 	Refusal() error
@@ -73,7 +78,7 @@ type (
 	// WakeIndexed: the kind's deadlines are in the wake index under its
 	// letter, at WakeOf of a record (M23).
 	WakeIndexed[S any] interface {
-		WakeKind() string
+		WakeLetter() string
 		WakeOf(rec S) time.Time
 	}
 	// Observes sees every step taken, for logs and metrics only (O11): it
@@ -139,21 +144,21 @@ type View[S any] struct {
 // reconcile, admit or hold, never idle, no wire form.
 type kindOf[S, E any, O Outcome] struct {
 	Kind[S, E, O]
-	run      func(h *Handle[S, E, O], next S, out O)
-	sends    func(id string, next S, out O) []Message
-	wakeKind string
-	wakeOf   func(S) time.Time
-	observe  func(View[S], E, S, S, O)
-	started  func(*Handle[S, E, O], bool)
-	woken    func(*Handle[S, E, O])
-	stored   func(string) (bool, error)
-	admit    func(S, E) error
-	conflict func(string, S) error
-	holds    func(S) bool
-	idle     func(S, bool) bool
-	copy     func(S) S
-	encode   func(E) ([]byte, bool)
-	decode   func([]byte) (E, error)
+	run        func(h *Handle[S, E, O], next S, out O)
+	sends      func(id string, next S, out O) []Message
+	wakeLetter string
+	wakeOf     func(S) time.Time
+	observe    func(View[S], E, S, S, O)
+	started    func(*Handle[S, E, O], bool)
+	woken      func(*Handle[S, E, O])
+	stored     func(string) (bool, error)
+	admit      func(S, E) error
+	conflict   func(string, S) error
+	holds      func(S) bool
+	idle       func(S, bool) bool
+	copy       func(S) S
+	encode     func(E) ([]byte, bool)
+	decode     func([]byte) (E, error)
 }
 
 func resolve[S, E any, O Outcome](k Kind[S, E, O]) *kindOf[S, E, O] {
@@ -180,7 +185,7 @@ func resolve[S, E any, O Outcome](k Kind[S, E, O]) *kindOf[S, E, O] {
 		r.sends = x.Sends
 	}
 	if x, ok := k.(WakeIndexed[S]); ok {
-		r.wakeKind, r.wakeOf = x.WakeKind(), x.WakeOf
+		r.wakeLetter, r.wakeOf = x.WakeLetter(), x.WakeOf
 	}
 	if x, ok := k.(Observes[S, E, O]); ok {
 		r.observe = x.Observe
@@ -255,8 +260,8 @@ type Delivery struct {
 	BodyHash [32]byte
 }
 
-// Result is an entity's answer.
-type Result[S any, O Outcome] struct {
+// Response is an entity's answer.
+type Response[S any, O Outcome] struct {
 	// Record is the entity's record after the request (as it stands for a
 	// Read or a refusal), copied by Copies.
 	Record S

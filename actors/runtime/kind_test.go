@@ -52,7 +52,7 @@ func (k counter) Sends(_ string, _ int, out counted) []Message {
 
 func (k counter) Observe(_ View[int], _ int, _, _ int, out counted) {
 	if k.chatty && out.n == 1 {
-		(*k.ents).Send("other", 2)
+		(*k.ents).Tell("other", 2)
 	}
 }
 

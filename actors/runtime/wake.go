@@ -89,13 +89,13 @@ func (rt *Runtime) ArmWakes(keep func(Key) bool) (int, error) {
 	}
 	byLetter := map[string]string{}
 	for name, k := range rt.kinds {
-		if l := k.wakeKind(); l != "" {
+		if l := k.wakeLetter(); l != "" {
 			byLetter[l] = name
 		}
 	}
 	n := 0
 	for _, w := range wakes {
-		kind, ok := byLetter[w.Kind]
+		kind, ok := byLetter[w.Letter]
 		if !ok {
 			continue
 		}

@@ -200,7 +200,7 @@ func entityOfKey(k string) (kind, id string, ok bool) {
 	case "w":
 		parts := strings.SplitN(rest, "/", 3)
 		if len(parts) == 3 {
-			return map[string]string{persistence.KindMarquee: "marquee", persistence.KindEnvironment: "environment"}[parts[1]], parts[2], true
+			return map[string]string{persistence.WakeMarquee: "marquee", persistence.WakeEnvironment: "environment"}[parts[1]], parts[2], true
 		}
 	}
 	return "", "", false

@@ -91,7 +91,7 @@ func (c *ExecCapability) Do(ctx context.Context, r CapabilityRequest) (Capabilit
 	case err == nil:
 	case errors.As(err, &de) && de.Timeout:
 		return CapabilityResult{}, ErrTimeout
-	case errors.As(err, &de) && de.Kind == Scoped:
+	case errors.As(err, &de) && de.Class == Scoped:
 		// A scoped failure: keep the category the script named, if any.
 		if res.Category == "" || !validCategories[res.Category] {
 			res.Category = "unknown"

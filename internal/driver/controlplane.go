@@ -31,7 +31,7 @@ type HTTPControlPlane struct {
 // ErrNoControlPlane is every call's answer when no control plane is
 // configured (--control-plane-url): chats are unknown, so live hosts are
 // preserved (M13), and no playground is torn down.
-var ErrNoControlPlane error = &Error{Kind: Configuration, Msg: "no control plane configured (--control-plane-url)"}
+var ErrNoControlPlane error = &Error{Class: Configuration, Msg: "no control plane configured (--control-plane-url)"}
 
 func (c *HTTPControlPlane) client() *http.Client {
 	if c.Client != nil {

@@ -12,40 +12,40 @@ import (
 	"fmt"
 )
 
-// Kind classifies a driver failure so the caller can decide what to do.
-type Kind string
+// FailureClass classifies a driver failure so the caller can decide what to do.
+type FailureClass string
 
 const (
 	// Transient failures may succeed if tried again later (429, 5xx,
 	// network, timeout).
-	Transient Kind = "transient"
+	Transient FailureClass = "transient"
 	// Configuration failures will not succeed until someone changes the
 	// configuration (4xx other than 429, a missing command).
-	Configuration Kind = "configuration"
+	Configuration FailureClass = "configuration"
 	// Scoped is one failure a script reported about the work it was asked
 	// to do (non-zero exit).
-	Scoped Kind = "scoped"
+	Scoped FailureClass = "scoped"
 )
 
 // Error is a classified driver failure. Its message never holds a secret.
 type Error struct {
-	Kind Kind
-	Msg  string
+	Class FailureClass
+	Msg   string
 	// Timeout: the call ran out of time, so its outcome is unknown.
 	Timeout bool
 }
 
-func (e *Error) Error() string { return string(e.Kind) + ": " + e.Msg }
+func (e *Error) Error() string { return string(e.Class) + ": " + e.Msg }
 
-func errorf(k Kind, format string, args ...any) error {
-	return &Error{Kind: k, Msg: fmt.Sprintf(format, args...)}
+func errorf(k FailureClass, format string, args ...any) error {
+	return &Error{Class: k, Msg: fmt.Sprintf(format, args...)}
 }
 
-// KindOf returns the kind of err, Transient for errors no driver classified.
-func KindOf(err error) Kind {
+// ClassOf returns the class of err, Transient for errors no driver classified.
+func ClassOf(err error) FailureClass {
 	var e *Error
 	if errors.As(err, &e) {
-		return e.Kind
+		return e.Class
 	}
 	return Transient
 }

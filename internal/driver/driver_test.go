@@ -36,7 +36,7 @@ func TestGitHubDispatchContractAndErrorKinds(t *testing.T) {
 	req := DispatchRequest{MarqueeID: "m-1", Generation: 6, Action: "apply", CallbackURL: "https://w/v1/webhooks/terraform"}
 	for _, tc := range []struct {
 		status int
-		kind   Kind
+		kind   FailureClass
 	}{{204, ""}, {429, Transient}, {500, Transient}, {503, Transient}, {404, Configuration}, {401, Configuration}, {422, Configuration}} {
 		status = tc.status
 		_, err := g.Dispatch(context.Background(), req)
@@ -44,7 +44,7 @@ func TestGitHubDispatchContractAndErrorKinds(t *testing.T) {
 			require.NoError(t, err)
 		} else {
 			require.Error(t, err)
-			require.Equal(t, tc.kind, KindOf(err), "status %d", tc.status)
+			require.Equal(t, tc.kind, ClassOf(err), "status %d", tc.status)
 			require.NotContains(t, err.Error(), "tok-secret")
 		}
 	}
@@ -57,7 +57,7 @@ func TestGitHubDispatchContractAndErrorKinds(t *testing.T) {
 
 	dead := &GitHub{APIURL: "http://127.0.0.1:1", Repo: "a/b", Workflow: "w", Ref: "main", Token: "tok-secret"}
 	_, err := dead.Dispatch(context.Background(), req)
-	require.Equal(t, Transient, KindOf(err))
+	require.Equal(t, Transient, ClassOf(err))
 	require.NotContains(t, err.Error(), "tok-secret")
 }
 
@@ -79,7 +79,7 @@ func TestExecDriverContract(t *testing.T) {
 	// Non-zero exit: one scoped failure, with stderr as the diagnostic.
 	fail := &ExecDispatcher{Exec{Command: script(t, "cat >/dev/null; echo 'quota exceeded' >&2; exit 3")}}
 	_, err = fail.Dispatch(ctx, DispatchRequest{})
-	require.Equal(t, Scoped, KindOf(err))
+	require.Equal(t, Scoped, ClassOf(err))
 	require.ErrorContains(t, err, "exited 3: quota exceeded")
 
 	// Garbage on stdout is not success.
@@ -91,7 +91,7 @@ func TestExecDriverContract(t *testing.T) {
 	slow := &ExecDispatcher{Exec{Command: script(t, "sleep 30 & sleep 30"), Timeout: 200 * time.Millisecond}}
 	start := time.Now()
 	_, err = slow.Dispatch(ctx, DispatchRequest{})
-	require.Equal(t, Transient, KindOf(err))
+	require.Equal(t, Transient, ClassOf(err))
 	require.Less(t, time.Since(start), 5*time.Second)
 
 	missing := &ExecDispatcher{Exec{Command: []string{"/nonexistent/driver"}}}
@@ -99,7 +99,7 @@ func TestExecDriverContract(t *testing.T) {
 	require.Error(t, err)
 	none := &ExecDispatcher{}
 	_, err = none.Dispatch(ctx, DispatchRequest{})
-	require.Equal(t, Configuration, KindOf(err))
+	require.Equal(t, Configuration, ClassOf(err))
 
 	// Secrets travel on stdin, never on argv.
 	b := &ExecBootstrapper{Exec{Command: script(t, `grep -q '"ssh_private_key":"s3cret"' && echo '{"ok":true}' || echo '{"ok":false}'`)}}

@@ -96,7 +96,7 @@ func (e *Exec) Run(ctx context.Context, req any, res any) error {
 	name := e.Command[0]
 	switch {
 	case ctx.Err() == context.DeadlineExceeded:
-		return &Error{Kind: Transient, Msg: fmt.Sprintf("%s timed out after %s", name, timeout), Timeout: true}
+		return &Error{Class: Transient, Msg: fmt.Sprintf("%s timed out after %s", name, timeout), Timeout: true}
 	case errors.Is(err, exec.ErrNotFound):
 		return errorf(Configuration, "%s: not found", name)
 	case err != nil:

@@ -241,7 +241,7 @@ func unwrapURL(err error) error {
 // classify maps an answer's status to a failure kind: 429 and 5xx may
 // pass, any other refusal is configuration (a wrong repository, token or
 // endpoint).
-func classify(status int) Kind {
+func classify(status int) FailureClass {
 	if status == http.StatusTooManyRequests || status >= 500 {
 		return Transient
 	}

@@ -173,12 +173,12 @@ func TestW7GitHubFailuresAreRetryableOrNot(t *testing.T) {
 	n := Notification{Key: "k", Event: "environment-ready", EnvID: "e", Branch: "b", Revision: shaOne, Generation: 1, URL: "https://b.example"}
 	f.fail = 1
 	err := g.Notify(context.Background(), n)
-	require.Equal(t, Transient, KindOf(err))
+	require.Equal(t, Transient, ClassOf(err))
 	require.NoError(t, g.Notify(context.Background(), n), "the next delivery goes through")
 
 	wrong := &GitHubStatus{APIURL: srv.URL, Repo: "acme/missing", Token: "gh-token"}
 	err = wrong.Notify(context.Background(), n)
-	require.Equal(t, Configuration, KindOf(err))
+	require.Equal(t, Configuration, ClassOf(err))
 	require.NotContains(t, fmt.Sprint(err), "gh-token")
 
 	// A revision that is not a full SHA has no commit to report on.

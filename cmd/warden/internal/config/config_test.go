@@ -29,7 +29,7 @@ func TestEveryFlagIsInTheREADMEAndNoOther(t *testing.T) {
 		section = section[:end[0]]
 	}
 	documented := map[string]bool{}
-	for _, m := range regexp.MustCompile("(?m)^(\\|.*)$").FindAllSubmatch(section, -1) {
+	for _, m := range regexp.MustCompile(`(?m)^(\|.*)$`).FindAllSubmatch(section, -1) {
 		for _, f := range regexp.MustCompile("`--([a-z0-9-]+)").FindAllSubmatch(m[1], -1) {
 			documented[string(f[1])] = true
 		}
