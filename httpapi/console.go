@@ -426,6 +426,34 @@ func (c *console) post(w http.ResponseWriter, r *http.Request, sess *session, pa
 		c.drain(w, r, sess)
 		return
 	}
+	c.act(w, r, sess)
+}
+
+// ownedHere answers, when this node of a cluster does not own the
+// entity, where its action must be taken: a console session lives on one
+// node, and an action for an entity another node owns is taken there
+// (C4).
+func (c *console) ownedHere(w http.ResponseWriter, kind, id string) bool {
+	node := c.s.opts.Cluster
+	if node == nil || (kind != "marquee" && kind != "environment") {
+		return true
+	}
+	shard := cluster.ShardOf(kind, id)
+	if node.Owns(shard) {
+		return true
+	}
+	owner, url := node.OwnerURL(shard)
+	if url == "" {
+		c.s.writeErr(w, fmt.Errorf("%w: %s %s: shard %d is moving; try again in a second", errs.Moving, kind, id, shard))
+		return false
+	}
+	refuse(w, notOwner, fmt.Sprintf("%s %s is owned by node %s: act on its console, %s/ui/", kind, id, owner, url))
+	return false
+}
+
+// act takes an operator's confirmed action on a marquee or an
+// environment, with its reason.
+func (c *console) act(w http.ResponseWriter, r *http.Request, sess *session) {
 	kind, id, action, reason := r.PostFormValue("kind"), r.PostFormValue("id"), r.PostFormValue("action"), strings.TrimSpace(r.PostFormValue("reason"))
 	if r.PostFormValue("confirm") != "yes" {
 		refuse(w, invalidRequest, "confirm the action")
@@ -435,18 +463,8 @@ func (c *console) post(w http.ResponseWriter, r *http.Request, sess *session, pa
 		refuse(w, invalidRequest, fmt.Sprintf("give a reason (1..%d bytes)", maxReason))
 		return
 	}
-	if node := c.s.opts.Cluster; node != nil && (kind == "marquee" || kind == "environment") {
-		// A console session lives on one node; an action for an entity
-		// another node owns is taken there (C4).
-		if shard := cluster.ShardOf(kind, id); !node.Owns(shard) {
-			owner, url := node.OwnerURL(shard)
-			if url == "" {
-				c.s.writeErr(w, fmt.Errorf("%w: %s %s: shard %d is moving; try again in a second", errs.Moving, kind, id, shard))
-				return
-			}
-			refuse(w, notOwner, fmt.Sprintf("%s %s is owned by node %s: act on its console, %s/ui/", kind, id, owner, url))
-			return
-		}
+	if !c.ownedHere(w, kind, id) {
+		return
 	}
 	var status string
 	var err error

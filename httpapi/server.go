@@ -136,8 +136,17 @@ func New(sys *actors.System, o Options) *Server {
 		s.log.Error("handler panic", "panic", fmt.Sprint(v))
 		refuse(w, internal, "internal error")
 	}
-	noQuery := []queryRule{}
-	marqueeInPath := pathEntity("marquee", "id")
+	s.routeWebhooks(r)
+	s.routeMarquees(r)
+	s.routeEnvironments()
+	s.routeOperations(r)
+	return s
+}
+
+// routeWebhooks serves the callbacks and, for the benchmark only, its
+// baselines.
+func (s *Server) routeWebhooks(r *routeTable) {
+	o, noQuery := s.opts, []queryRule{}
 	r.POST("/v1/webhooks/terraform", s.query(noQuery, s.owned(bodyEntity("marquee", func(b []byte) (string, error) {
 		id, _, err := DecodeCallback(b)
 		return id, err
@@ -148,6 +157,12 @@ func New(sys *actors.System, o Options) *Server {
 	if o.Floor != nil {
 		r.POST("/v1/webhooks/floor", s.query(noQuery, s.ready(s.floor)))
 	}
+}
+
+// routeMarquees serves the marquees' operator API.
+func (s *Server) routeMarquees(r *routeTable) {
+	noQuery := []queryRule{}
+	marqueeInPath := pathEntity("marquee", "id")
 	r.POST("/v1/marquees", s.query(noQuery, s.owned(bodyEntity("marquee", func(b []byte) (string, error) {
 		c, err := DecodeCreate(b)
 		return c.ID, err
@@ -168,7 +183,12 @@ func New(sys *actors.System, o Options) *Server {
 	r.POST("/v1/marquees/:id/enable", s.query(noQuery, s.owned(marqueeInPath, s.admitOperator, s.write(s.readyOp(s.command(http.StatusOK, func(b []byte, by string) (marquee.Event, error) {
 		return marquee.Enable{By: by}, decodeEmpty(b)
 	}))))))
-	s.routeEnvironments()
+}
+
+// routeOperations serves pools, the cluster, the process's health,
+// metrics and its API's description.
+func (s *Server) routeOperations(r *routeTable) {
+	o, sys, noQuery := s.opts, s.sys, []queryRule{}
 	r.GET("/v1/pools", s.query(noQuery, s.read(s.readableOp(s.pools))))
 	r.GET("/v1/pools/:name", s.query(noQuery, s.read(s.readableOp(s.pool))))
 	r.GET("/v1/cluster", s.query(noQuery, s.read(s.clusterView)))
@@ -200,7 +220,6 @@ func New(sys *actors.System, o Options) *Server {
 	} else {
 		r.GET("/metrics", metricsHandle)
 	}
-	return s
 }
 
 // ServeHTTP sends console pages to the console and everything else to the

@@ -66,6 +66,43 @@ func openPebble(dir string, o Options, h *Health, readOnly bool) (*pebbleBackend
 		return nil, err
 	}
 	plog := newPebbleLogger(o.Logger, h, o.OnFatal)
+	db, err := openWithin(dir, pebbleOptions(fs, o, h, plog, readOnly), h)
+	if errors.Is(err, errSealedOpening) {
+		return nil, h.Failed()
+	}
+	if err != nil {
+		return nil, openFailure(dir, fs, err)
+	}
+	if before != nil && before.Exists && before.FormatMajorVersion < db.FormatMajorVersion() {
+		logger(o.Logger).Info("store format ratcheted", "data", dir,
+			"from", before.FormatMajorVersion.String(), "to", db.FormatMajorVersion().String())
+	}
+	if !readOnly && (before == nil || !before.Exists || before.FormatMajorVersion < pebble.FormatWALSyncChunks) {
+		// Pebble wrote the log it opened before it ratcheted the format,
+		// so that log has no sync offsets; a flush starts a new one that
+		// has (S6).
+		if err := db.Flush(); err != nil {
+			_ = db.Close()
+			return nil, openFailure(dir, fs, err)
+		}
+	}
+	wo := pebble.Sync
+	if o.NoSync {
+		wo = pebble.NoSync
+	}
+	p := &pebbleBackend{db: db, writeOpts: wo, health: h, readOnly: readOnly, fs: fs, dir: dir, log: o.Logger, fatal: plog.Fatalf}
+	replayed, err := replayedSeq(db)
+	if err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	p.seq.next = replayed + 1
+	p.seq.acked.Store(replayed)
+	return p, nil
+}
+
+// pebbleOptions are the store's Pebble options.
+func pebbleOptions(fs vfs.FS, o Options, h *Health, plog pebbleLogger, readOnly bool) *pebble.Options {
 	po := &pebble.Options{
 		FS:                 allOrNothingWAL{FS: fs, health: h},
 		MaxOpenFiles:       o.MaxOpenFiles,
@@ -85,6 +122,15 @@ func openPebble(dir string, o Options, h *Health, readOnly bool) (*pebbleBackend
 	for i := range po.Levels {
 		po.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
 	}
+	return po
+}
+
+// errSealedOpening: the store was sealed while Pebble opened it.
+var errSealedOpening = errors.New("sealed while opening")
+
+// openWithin opens Pebble unless h is sealed first: a Fatalf while it
+// opens seals h, and that Open never returns.
+func openWithin(dir string, po *pebble.Options, h *Health) (*pebble.DB, error) {
 	type opened struct {
 		db  *pebble.DB
 		err error
@@ -94,41 +140,12 @@ func openPebble(dir string, o Options, h *Health, readOnly bool) (*pebbleBackend
 		db, err := pebble.Open(dir, po)
 		done <- opened{db, err}
 	}()
-	var r opened
 	select {
-	case r = <-done:
+	case r := <-done:
+		return r.db, r.err
 	case <-h.Sealed():
-		return nil, h.Failed()
+		return nil, errSealedOpening
 	}
-	if r.err != nil {
-		return nil, openFailure(dir, fs, r.err)
-	}
-	if before != nil && before.Exists && before.FormatMajorVersion < r.db.FormatMajorVersion() {
-		logger(o.Logger).Info("store format ratcheted", "data", dir,
-			"from", before.FormatMajorVersion.String(), "to", r.db.FormatMajorVersion().String())
-	}
-	if !readOnly && (before == nil || !before.Exists || before.FormatMajorVersion < pebble.FormatWALSyncChunks) {
-		// Pebble wrote the log it opened before it ratcheted the format,
-		// so that log has no sync offsets; a flush starts a new one that
-		// has (S6).
-		if err := r.db.Flush(); err != nil {
-			_ = r.db.Close()
-			return nil, openFailure(dir, fs, err)
-		}
-	}
-	wo := pebble.Sync
-	if o.NoSync {
-		wo = pebble.NoSync
-	}
-	p := &pebbleBackend{db: r.db, writeOpts: wo, health: h, readOnly: readOnly, fs: fs, dir: dir, log: o.Logger, fatal: plog.Fatalf}
-	replayed, err := replayedSeq(r.db)
-	if err != nil {
-		_ = r.db.Close()
-		return nil, err
-	}
-	p.seq.next = replayed + 1
-	p.seq.acked.Store(replayed)
-	return p, nil
 }
 
 // openChecked is openPebble held to the store's high-water mark (S12):

@@ -393,6 +393,35 @@ func (c *Serve) validate() error {
 	var problems []string
 	problems = append(problems, c.validateCluster()...)
 	problems = append(problems, c.validatePlatform()...)
+	problems = append(problems, c.validateTrust()...)
+	problems = append(problems, c.validateDrivers()...)
+	problems = append(problems, c.validateNotify()...)
+	if c.EnvLease <= 0 || c.EnvRetryBackoff <= 0 {
+		problems = append(problems, "--env-lease and --env-retry-backoff must be positive")
+	}
+	if c.DedupRetention < 72*time.Hour {
+		problems = append(problems, "--dedup-retention must be at least 72h (docs/rules/http-api.md)")
+	}
+	if c.PublicURL == "" {
+		c.PublicURL = "http://" + c.Listen
+	}
+	c.Platform.Console = strings.TrimRight(c.PublicURL, "/") + "/ui/environments"
+	if c.PreviewURL != "" {
+		probe := strings.NewReplacer("{id}", "x", "{branch}", "x", "{generation}", "1").Replace(c.PreviewURL)
+		if u, err := url.Parse(probe); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || strings.ContainsAny(probe, "{}") {
+			problems = append(problems, "--preview-url-template: an http(s) URL with {id}, {branch} or {generation} in it")
+		}
+	}
+	if c.OIDCAudience == "" {
+		c.OIDCAudience = c.PublicURL
+	}
+	return joinProblems(problems)
+}
+
+// validateTrust checks who may call: an operator, and every callback mode
+// with what it needs (T2).
+func (c *Serve) validateTrust() []string {
+	var problems []string
 	if c.OperatorToken == "" && c.OperatorsFile == "" {
 		problems = append(problems, "an operator is required (WARDEN_OPERATOR_TOKEN, --operator-token-file or --operators-file)")
 	}
@@ -427,40 +456,21 @@ func (c *Serve) validate() error {
 	if c.CallbackToken != "" && c.CallbackToken == c.OperatorToken {
 		problems = append(problems, "the callback and operator tokens must differ: two roles, two secrets")
 	}
+	return problems
+}
+
+// validateDrivers checks the dispatch and bootstrap drivers.
+func (c *Serve) validateDrivers() []string {
+	var problems []string
 	switch c.Dispatch {
 	case "github":
-		if c.GitHubRepo == "" || !strings.Contains(c.GitHubRepo, "/") {
-			problems = append(problems, "--github-repo owner/name is required with --dispatch github")
-		}
-		if c.GitHubToken == "" {
-			problems = append(problems, "a GitHub token is required with --dispatch github (WARDEN_GITHUB_TOKEN or --github-token-file)")
-		}
+		problems = append(problems, c.needGitHub("--dispatch github")...)
 	case "exec":
 		if len(c.DispatchCommand) == 0 {
 			problems = append(problems, "--dispatch-command is required with --dispatch exec")
 		}
 	default:
 		problems = append(problems, fmt.Sprintf("--dispatch %q: want github or exec", c.Dispatch))
-	}
-	if c.Notify == "" && c.NotifyURL != "" {
-		c.Notify = "webhook"
-	}
-	switch c.Notify {
-	case "", "none":
-		c.Notify = ""
-	case "webhook":
-		if u, err := url.Parse(c.NotifyURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			problems = append(problems, "--notify webhook needs --notify-url, an http(s) URL")
-		}
-	case "github":
-		if c.GitHubRepo == "" || !strings.Contains(c.GitHubRepo, "/") {
-			problems = append(problems, "--github-repo owner/name is required with --notify github")
-		}
-		if c.GitHubToken == "" {
-			problems = append(problems, "a GitHub token is required with --notify github (WARDEN_GITHUB_TOKEN or --github-token-file)")
-		}
-	default:
-		problems = append(problems, fmt.Sprintf("--notify %q: want webhook, github or none", c.Notify))
 	}
 	switch c.Bootstrap {
 	case "https":
@@ -471,26 +481,40 @@ func (c *Serve) validate() error {
 	default:
 		problems = append(problems, fmt.Sprintf("--bootstrap %q: want https or exec", c.Bootstrap))
 	}
-	if c.EnvLease <= 0 || c.EnvRetryBackoff <= 0 {
-		problems = append(problems, "--env-lease and --env-retry-backoff must be positive")
+	return problems
+}
+
+// validateNotify checks where environment notifications go (E10, W7).
+func (c *Serve) validateNotify() []string {
+	if c.Notify == "" && c.NotifyURL != "" {
+		c.Notify = "webhook"
 	}
-	if c.DedupRetention < 72*time.Hour {
-		problems = append(problems, "--dedup-retention must be at least 72h (docs/rules/http-api.md)")
-	}
-	if c.PublicURL == "" {
-		c.PublicURL = "http://" + c.Listen
-	}
-	c.Platform.Console = strings.TrimRight(c.PublicURL, "/") + "/ui/environments"
-	if c.PreviewURL != "" {
-		probe := strings.NewReplacer("{id}", "x", "{branch}", "x", "{generation}", "1").Replace(c.PreviewURL)
-		if u, err := url.Parse(probe); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || strings.ContainsAny(probe, "{}") {
-			problems = append(problems, "--preview-url-template: an http(s) URL with {id}, {branch} or {generation} in it")
+	switch c.Notify {
+	case "", "none":
+		c.Notify = ""
+	case "webhook":
+		if u, err := url.Parse(c.NotifyURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return []string{"--notify webhook needs --notify-url, an http(s) URL"}
 		}
+	case "github":
+		return c.needGitHub("--notify github")
+	default:
+		return []string{fmt.Sprintf("--notify %q: want webhook, github or none", c.Notify)}
 	}
-	if c.OIDCAudience == "" {
-		c.OIDCAudience = c.PublicURL
+	return nil
+}
+
+// needGitHub is what using GitHub (for what) needs: its repository and a
+// token.
+func (c *Serve) needGitHub(what string) []string {
+	var problems []string
+	if c.GitHubRepo == "" || !strings.Contains(c.GitHubRepo, "/") {
+		problems = append(problems, "--github-repo owner/name is required with "+what)
 	}
-	return joinProblems(problems)
+	if c.GitHubToken == "" {
+		problems = append(problems, "a GitHub token is required with "+what+" (WARDEN_GITHUB_TOKEN or --github-token-file)")
+	}
+	return problems
 }
 
 // joinProblems is every problem found, in one error.
