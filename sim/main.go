@@ -44,52 +44,12 @@ func Command(fs *flag.FlagSet, stdout, stderr io.Writer, report func(path, headi
 		if *planted {
 			return findAllPlanted(stdout, *reportPath, report), nil
 		}
-		var list []uint64
-		switch {
-		case *seed != 0:
-			list = []uint64{*seed}
-		case *seeds != 0:
-			for s := *from; s < *from+*seeds; s++ {
-				list = append(list, s)
-			}
-		default:
-			return 0, errors.New("give --seed N or --seeds K [--from N]")
+		list, err := seedList(*seed, *seeds, *from)
+		if err != nil {
+			return 0, err
 		}
-		agg := newAggregate(*nodes > 1)
-		start := time.Now()
-		failed, diverged := 0, 0
-		for i, o := range runParallel(list, func(s uint64) outcome {
-			o := Options{Seed: s, Plant: *plant, Once: *once, Nodes: *nodes}
-			if !*determinism {
-				return outcome{r: Check(o)}
-			}
-			first, div := CheckDeterminism(o)
-			if div != nil {
-				return outcome{div: div}
-			}
-			return outcome{r: Converge(first, o)}
-		}) {
-			s := list[i]
-			if o.div != nil {
-				fmt.Fprintln(stdout, o.div)
-				fmt.Fprintf(stdout, "replay: warden-sim --seed %d --nodes %d --check-determinism\n", s, *nodes)
-				failed++
-				diverged++
-				continue
-			}
-			r := o.r
-			agg.add(r)
-			if *trace {
-				fmt.Fprintln(stdout, strings.Join(r.Trace, "\n"))
-			}
-			fmt.Fprintf(stdout, "seed %d %s steps=%d messages=%d crashes=%d sim=%s wall=%s\n", s, r.Hash[:16], r.Steps, r.Messages, r.Crashes, r.SimTime.Round(time.Second), r.Wall.Round(time.Millisecond))
-			if r.Violation != nil {
-				failed++
-				printFailure(stdout, r, *plant, *nodes)
-			}
-		}
-		wall := time.Since(start)
-		fmt.Fprintln(stdout, agg.summary(len(list), failed, diverged, wall, *determinism))
+		b := batch{plant: *plant, once: *once, nodes: *nodes, determinism: *determinism, trace: *trace, out: stdout}
+		agg, failed, wall := b.run(list)
 		if failed > 0 {
 			// A report states what was measured: a batch with a failed seed is
 			// a bug to fix, not a figure to publish.
@@ -110,6 +70,73 @@ func Command(fs *flag.FlagSet, stdout, stderr io.Writer, report func(path, headi
 		}
 		return 0, nil
 	}
+}
+
+// seedList is the seeds a command line names.
+func seedList(seed, seeds, from uint64) ([]uint64, error) {
+	switch {
+	case seed != 0:
+		return []uint64{seed}, nil
+	case seeds != 0:
+		var list []uint64
+		for s := from; s < from+seeds; s++ {
+			list = append(list, s)
+		}
+		return list, nil
+	}
+	return nil, errors.New("give --seed N or --seeds K [--from N]")
+}
+
+// batch is a run of seeds as the command line asked for it.
+type batch struct {
+	plant, once        string
+	nodes              int
+	determinism, trace bool
+	out                io.Writer
+}
+
+// run runs the seeds, a line each as they finish in order, and sums them
+// up: the figures, how many failed, the wall time.
+func (b batch) run(list []uint64) (*aggregate, int, time.Duration) {
+	agg := newAggregate(b.nodes > 1)
+	start := time.Now()
+	failed, diverged := 0, 0
+	for i, o := range runParallel(list, b.one) {
+		s := list[i]
+		if o.div != nil {
+			fmt.Fprintln(b.out, o.div)
+			fmt.Fprintf(b.out, "replay: warden-sim --seed %d --nodes %d --check-determinism\n", s, b.nodes)
+			failed++
+			diverged++
+			continue
+		}
+		r := o.r
+		agg.add(r)
+		if b.trace {
+			fmt.Fprintln(b.out, strings.Join(r.Trace, "\n"))
+		}
+		fmt.Fprintf(b.out, "seed %d %s steps=%d messages=%d crashes=%d sim=%s wall=%s\n", s, r.Hash[:16], r.Steps, r.Messages, r.Crashes, r.SimTime.Round(time.Second), r.Wall.Round(time.Millisecond))
+		if r.Violation != nil {
+			failed++
+			printFailure(b.out, r, b.plant, b.nodes)
+		}
+	}
+	wall := time.Since(start)
+	fmt.Fprintln(b.out, agg.summary(len(list), failed, diverged, wall, b.determinism))
+	return agg, failed, wall
+}
+
+// one runs one seed, twice when determinism is checked.
+func (b batch) one(s uint64) outcome {
+	o := Options{Seed: s, Plant: b.plant, Once: b.once, Nodes: b.nodes}
+	if !b.determinism {
+		return outcome{r: Check(o)}
+	}
+	first, div := CheckDeterminism(o)
+	if div != nil {
+		return outcome{div: div}
+	}
+	return outcome{r: Converge(first, o)}
 }
 
 // maxNodes bounds a simulated cluster: enough for every fault a cluster

@@ -102,37 +102,16 @@ func (d previewDriver) Do(_ context.Context, r driver.CapabilityRequest) (driver
 			p.dbs[r.Identity] = &simDB{owner: r.EnvID}
 		}
 	case "migrations/apply":
-		db := p.dbs[r.Identity]
-		if db == nil || db.owner != r.EnvID {
-			return driver.CapabilityResult{Category: "transient", Message: "no database " + r.Identity}, nil
-		}
-		// The ledger is read first; only missing migrations run.
-		for _, m := range migrations {
-			if !slices.Contains(db.ledger, m) {
-				db.ledger = append(db.ledger, m)
-			}
-		}
-		if w.faults.fire("env.migration-disconnect") {
-			w.logf("migrations of %s committed, client disconnected", r.Identity)
-			return driver.CapabilityResult{}, errDisconnected
+		if answered, res, err := w.applyMigrations(r); answered {
+			return res, err
 		}
 	case "app/apply":
 		if a, ok := p.apps[r.Identity]; !ok || a.owner == r.EnvID {
 			p.apps[r.Identity] = &simApp{owner: r.EnvID, revision: r.Revision, running: true}
 		}
 	case "route/apply":
-		cur := p.routes[r.Branch]
-		if cur.gen <= r.ExpectedRoute || cur.gen == r.Generation {
-			if r.Generation < p.routeHigh[r.Branch] {
-				w.violate("I14", "route %s moved from generation %d back to %d (%s)", r.Branch, p.routeHigh[r.Branch], r.Generation, r.EnvID)
-			}
-			p.routes[r.Branch] = simRoute{gen: r.Generation, env: r.EnvID}
-			p.routeHigh[r.Branch] = max(p.routeHigh[r.Branch], r.Generation)
-			w.cover("I14")
-		}
-		if w.faults.fire("env.route-response-lost") {
-			w.logf("route %s set, response lost", r.Branch)
-			return driver.CapabilityResult{}, driver.ErrTimeout
+		if answered, res, err := w.applyRoute(r); answered {
+			return res, err
 		}
 	case "smoke/apply":
 		return driver.CapabilityResult{OK: true, Observation: w.observeResource(r)}, nil
@@ -160,6 +139,46 @@ func (d previewDriver) Do(_ context.Context, r driver.CapabilityRequest) (driver
 		return driver.CapabilityResult{}, driver.ErrTimeout
 	}
 	return driver.CapabilityResult{OK: true}, nil
+}
+
+// applyMigrations runs the migrations a database's ledger lacks; answered
+// is true when the call ends here (no database, a lost connection).
+func (w *world) applyMigrations(r driver.CapabilityRequest) (answered bool, _ driver.CapabilityResult, _ error) {
+	db := w.preview.dbs[r.Identity]
+	if db == nil || db.owner != r.EnvID {
+		return true, driver.CapabilityResult{Category: "transient", Message: "no database " + r.Identity}, nil
+	}
+	// The ledger is read first; only missing migrations run.
+	for _, m := range migrations {
+		if !slices.Contains(db.ledger, m) {
+			db.ledger = append(db.ledger, m)
+		}
+	}
+	if w.faults.fire("env.migration-disconnect") {
+		w.logf("migrations of %s committed, client disconnected", r.Identity)
+		return true, driver.CapabilityResult{}, errDisconnected
+	}
+	return false, driver.CapabilityResult{}, nil
+}
+
+// applyRoute moves a branch's route forward by compare-and-set (I14);
+// answered is true when its answer is lost.
+func (w *world) applyRoute(r driver.CapabilityRequest) (answered bool, _ driver.CapabilityResult, _ error) {
+	p := w.preview
+	cur := p.routes[r.Branch]
+	if cur.gen <= r.ExpectedRoute || cur.gen == r.Generation {
+		if r.Generation < p.routeHigh[r.Branch] {
+			w.violate("I14", "route %s moved from generation %d back to %d (%s)", r.Branch, p.routeHigh[r.Branch], r.Generation, r.EnvID)
+		}
+		p.routes[r.Branch] = simRoute{gen: r.Generation, env: r.EnvID}
+		p.routeHigh[r.Branch] = max(p.routeHigh[r.Branch], r.Generation)
+		w.cover("I14")
+	}
+	if w.faults.fire("env.route-response-lost") {
+		w.logf("route %s set, response lost", r.Branch)
+		return true, driver.CapabilityResult{}, driver.ErrTimeout
+	}
+	return false, driver.CapabilityResult{}, nil
 }
 
 // observeResource reads the world's truth under a declared identity,
@@ -317,6 +336,12 @@ func (w *world) envCommitted(p *proc, ev environment.Event, before, after enviro
 	if _, ok := ev.(environment.RenewLease); ok && strings.HasPrefix(out.Answer.Note, "lease renewed") {
 		w.cover("E7")
 	}
+	w.checkEnvEvent(ev, before, after, out)
+	w.checkEnvOutcome(before, after, out)
+}
+
+// checkEnvEvent is the oracle on what each kind of event may do.
+func (w *world) checkEnvEvent(ev environment.Event, before, after environment.Env, out environment.Outcome) {
 	switch ev := ev.(type) {
 	case environment.Create:
 		w.cover("E1")
@@ -357,6 +382,11 @@ func (w *world) envCommitted(p *proc, ev environment.Event, before, after enviro
 			w.violate("E10", "%s: a delivery report changed the state %s -> %s", after.ID, before.State, after.State)
 		}
 	}
+}
+
+// checkEnvOutcome is the oracle on a transition's effects and what it
+// changed, and the rules it covered.
+func (w *world) checkEnvOutcome(before, after environment.Env, out environment.Outcome) {
 	for _, eff := range out.Effects {
 		switch d := eff.(type) {
 		case environment.Do:

@@ -49,23 +49,8 @@ const (
 // oracles throughout.
 func Run(o Options) SeedRun {
 	wallStart := time.Now()
+	w := newWorld(o)
 	cluster := o.Nodes > 1
-	if o.FaultyPhase == 0 {
-		o.FaultyPhase = map[bool]time.Duration{false: DefaultFaultyPhase, true: DefaultClusterFaultyPhase}[cluster]
-	}
-	if o.QuietPhase == 0 {
-		o.QuietPhase = map[bool]time.Duration{false: DefaultQuietPhase, true: DefaultClusterQuietPhase}[cluster]
-	}
-	mc := marquee.DefaultConfig()
-	w := &world{
-		opts: o, faults: drawFaults(o.Seed, o.FaultFree, o.Once, cluster), rnd: rand.New(rand.NewPCG(o.Seed, 3)),
-		clock: clock.NewManual(epoch), end: epoch.Add(o.FaultyPhase + o.QuietPhase), machine: marquee.Machine{Config: mc},
-		fs: vfs.NewCrashableMem(), model: map[string]marquee.State{}, pools: map[string]admission.Pool{},
-		granted: map[string]uint64{}, leaks: map[string]time.Time{}, dispatched: map[string]map[uint64]bool{},
-		answered: map[string][]byte{}, created: map[string]bool{}, intents: map[string]*intent{},
-		chats: map[string]driver.Chats{}, coverage: map[string]int{},
-		disk: &diskFaults{}, preview: newPreviewWorld(), envs: map[string]environment.Env{}, envIntents: map[string]*envIntent{}, slowAttempts: map[string]slowCall{}, branchLast: map[string]uint64{}, givenTo: map[string]uint64{}, cutUntil: map[pair]time.Time{},
-	}
 	w.logf("seed %d nodes %d %s plant=%q", o.Seed, max(o.Nodes, 1), w.faults, o.Plant)
 	if cluster {
 		w.startCluster()
@@ -78,10 +63,48 @@ func Run(o Options) SeedRun {
 	}
 	w.workload()
 	w.envWorkload()
-	quietAt := epoch.Add(o.FaultyPhase)
+	w.scheduleQuiet(cluster)
+	if o.arm != nil {
+		o.arm(w)
+	}
+	w.loop()
+	w.finalChecks()
+	r := SeedRun{Seed: o.Seed, Config: w.faults.String(), Violation: w.violation, Trace: w.trace, Steps: w.steps,
+		Messages: w.messages, Crashes: w.crashes, SimTime: w.now().Sub(epoch), Coverage: w.coverage, Fired: w.faults.fired, Final: w.final()}
+	sum := sha256.Sum256([]byte(strings.Join(w.trace, "\n")))
+	r.Hash = hex.EncodeToString(sum[:])
+	_ = w.store.Close()
+	hosts.give(w.procs)
+	r.Wall = time.Since(wallStart)
+	return r
+}
+
+// newWorld is a seed's world before anything runs in it.
+func newWorld(o Options) *world {
+	cluster := o.Nodes > 1
+	if o.FaultyPhase == 0 {
+		o.FaultyPhase = map[bool]time.Duration{false: DefaultFaultyPhase, true: DefaultClusterFaultyPhase}[cluster]
+	}
+	if o.QuietPhase == 0 {
+		o.QuietPhase = map[bool]time.Duration{false: DefaultQuietPhase, true: DefaultClusterQuietPhase}[cluster]
+	}
+	mc := marquee.DefaultConfig()
+	return &world{
+		opts: o, faults: drawFaults(o.Seed, o.FaultFree, o.Once, cluster), rnd: rand.New(rand.NewPCG(o.Seed, 3)),
+		clock: clock.NewManual(epoch), end: epoch.Add(o.FaultyPhase + o.QuietPhase), machine: marquee.Machine{Config: mc},
+		fs: vfs.NewCrashableMem(), model: map[string]marquee.State{}, pools: map[string]admission.Pool{},
+		granted: map[string]uint64{}, leaks: map[string]time.Time{}, dispatched: map[string]map[uint64]bool{},
+		answered: map[string][]byte{}, created: map[string]bool{}, intents: map[string]*intent{},
+		chats: map[string]driver.Chats{}, coverage: map[string]int{},
+		disk: &diskFaults{}, preview: newPreviewWorld(), envs: map[string]environment.Env{}, envIntents: map[string]*envIntent{}, slowAttempts: map[string]slowCall{}, branchLast: map[string]uint64{}, givenTo: map[string]uint64{}, cutUntil: map[pair]time.Time{},
+	}
+}
+
+// scheduleQuiet ends the faulty phase: faults heal, a clean restart
+// (parked actors come back), then the operator repairs every so often.
+func (w *world) scheduleQuiet(cluster bool) {
+	quietAt := epoch.Add(w.opts.FaultyPhase)
 	w.at(quietAt, "quiet", func() {
-		// Faults heal: a clean restart (parked actors come back), then the
-		// operator repairs every so often.
 		w.faults.off = true
 		if cluster {
 			w.restartAll("quiet-phase restart")
@@ -93,18 +116,20 @@ func Run(o Options) SeedRun {
 		}
 		w.at(quietAt.Add(time.Minute), "repair", w.repairRound)
 	})
-	if o.arm != nil {
-		o.arm(w)
-	}
+}
+
+// loop runs the events in time order, checking after each, until the
+// end, a violation, or a world that stands still.
+func (w *world) loop() {
 	for w.violation == nil {
 		next, ok := w.nextTime()
 		if !ok || next.After(w.end) {
-			break
+			return
 		}
 		w.steps++
 		w.guard(func() { w.clock.Set(next); w.drain() })
 		if w.standsStill() {
-			break
+			return
 		}
 		for w.events.Len() > 0 && !w.events[0].at.After(w.now()) && w.violation == nil && !w.standsStill() {
 			e := heap.Pop(&w.events).(*event)
@@ -115,26 +140,23 @@ func Run(o Options) SeedRun {
 			w.check()
 		}
 	}
-	if w.violation == nil && !o.FaultFree {
-		w.check()
+}
+
+// finalChecks are the oracles at the end of a run, the store's last.
+func (w *world) finalChecks() {
+	for _, check := range []func(){
+		func() {
+			if !w.opts.FaultFree {
+				w.check()
+			}
+		},
+		w.checkEnvs, w.checkStore, w.checkLinear,
+	} {
+		if w.violation != nil {
+			return
+		}
+		check()
 	}
-	if w.violation == nil {
-		w.checkEnvs()
-	}
-	if w.violation == nil {
-		w.checkStore()
-	}
-	if w.violation == nil {
-		w.checkLinear()
-	}
-	r := SeedRun{Seed: o.Seed, Config: w.faults.String(), Violation: w.violation, Trace: w.trace, Steps: w.steps,
-		Messages: w.messages, Crashes: w.crashes, SimTime: w.now().Sub(epoch), Coverage: w.coverage, Fired: w.faults.fired, Final: w.final()}
-	sum := sha256.Sum256([]byte(strings.Join(w.trace, "\n")))
-	r.Hash = hex.EncodeToString(sum[:])
-	_ = w.store.Close()
-	hosts.give(w.procs)
-	r.Wall = time.Since(wallStart)
-	return r
 }
 
 // crashBetweenEvents kills the process (on a cluster, one node drawn from
