@@ -216,6 +216,8 @@ func waitShards(c *http.Client, nodes []benchNode) error {
 	return fmt.Errorf("the shards did not settle")
 }
 
+// measureNodes loads the nodes path by path and measures each.
+// Long: a measurement's script, read top to bottom as it runs.
 func measureNodes(nodes []benchNode, setup clusterSetup, duration, warmup time.Duration) ([]clusterRun, error) {
 	b := &bench{client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2048, MaxConnsPerHost: 2048}, Timeout: 10 * time.Second},
 		base: nodes[0].base, marquee: clusterConns}

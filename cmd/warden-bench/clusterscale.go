@@ -407,6 +407,7 @@ func measureFailover(c *http.Client, bin, okScript, shared string, nodes []*scal
 // steadyCallbacks sends callbacks to the three nodes at run.rate a second
 // for run.steady (each with a delivery id of its own), sampling every
 // member's size every ten seconds.
+// Long: a measurement's script, read top to bottom as it runs.
 func steadyCallbacks(nodes []*scaleNode, run *scaleRun) error {
 	bn := benchNodesOf(nodes)
 	c := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256, MaxConnsPerHost: 256}, Timeout: 10 * time.Second}

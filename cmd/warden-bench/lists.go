@@ -20,6 +20,7 @@ import (
 // or all of the store to fill a page, a console page (what each live
 // update of an open page costs), and the metrics census. Real HTTP on
 // loopback against the real system and Pebble store.
+// Long: a measurement's script, read top to bottom as it runs.
 func runLists(out string, n, requests int) error {
 	dir, err := os.MkdirTemp("", "warden-lists")
 	if err != nil {

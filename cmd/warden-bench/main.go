@@ -40,6 +40,7 @@ const (
 	operatorToken = "bench-operator-token"
 )
 
+// Long: one table of the bench's flags and the measurement each selects.
 func main() {
 	duration := flag.Duration("duration", 5*time.Second, "measured time per scenario")
 	warmup := flag.Duration("warmup", time.Second, "unmeasured time before each scenario")

@@ -97,6 +97,7 @@ func pct(ds []time.Duration, p int) time.Duration {
 // runScale measures memory per active marquee actor, activation latency of
 // a marquee whose actor is not live (the path a passivated one takes), and
 // start-up time against the number of stored marquees.
+// Long: a measurement's script, read top to bottom as it runs.
 func runScale(out string, sizes []int) error {
 	var b strings.Builder
 	b.WriteString("## Actors at scale\n\n")

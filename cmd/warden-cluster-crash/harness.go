@@ -278,6 +278,7 @@ func (h *harness) close(err error) error {
 }
 
 // Run runs one fault-injection test of a three-node cluster.
+// Long: the fault-injection test's script, read top to bottom as it runs.
 func Run(o Options) (rep Report, err error) {
 	start := time.Now()
 	h := newHarness(o)

@@ -87,6 +87,7 @@ func (h *harness) checkStoreHistory(rep *Report) error {
 
 // replayHistory is the check of checkStoreHistory on a list of events in
 // revision order (a unit test feeds it a planted violation of each kind).
+// Long: one pass over the history holding every check's state together.
 func replayHistory(events []*clientv3.Event, rep *Report) error {
 	epoch := map[int]int64{}
 	reserved := map[string]bool{}

@@ -114,6 +114,7 @@ func (h *harness) intn(n int) int {
 }
 
 // Run runs one crash test.
+// Long: the crash test's script, read top to bottom as it runs.
 func Run(o Options) (_ Report, runErr error) {
 	start := time.Now()
 	h := &harness{o: o, rnd: rand.New(rand.NewSource(o.Seed)),

@@ -122,6 +122,8 @@ func (o *clientOptions) print(v any) (bool, error) {
 	return false, nil
 }
 
+// addClientCommands adds the API's clients (get, create, history, ...).
+// Long: one table of the client's commands, read as one.
 func addClientCommands(root *cobra.Command, getenv func(string) string, stdout, stderr io.Writer) {
 	o := &clientOptions{getenv: getenv, stdout: stdout, stderr: stderr}
 	shared := func(c *cobra.Command) *cobra.Command {

@@ -125,6 +125,9 @@ func advertiseURL(c config.Serve) string {
 // keygenUsage is keygen's one line of usage.
 const keygenUsage = "warden keygen DIR [--node NAME [--host ADDR,...]] [--client NAME] [--rotate] (writes seal.key, callback-signing.key, cluster.token and the cluster CA where absent)"
 
+// keygenCommand is `warden keygen`: the keys, the token and the
+// certificates a node or a client needs, each written where absent.
+// Long: its flags and the files they select, read as one.
 func keygenCommand(fs *flag.FlagSet, stdout io.Writer) func([]string) error {
 	node := fs.String("node", "", "also write this node's certificate (NAME.crt, NAME.key)")
 	hosts := fs.String("host", "127.0.0.1,localhost", "the node's IP addresses and DNS names, comma-separated (its certificate's names)")

@@ -45,6 +45,7 @@ type envOptions struct {
 }
 
 // newEnvCommand is `warden env create|remove|action|get`.
+// Long: one table of the env subcommands, read as one.
 func newEnvCommand(getenv func(string) string, stdout, stderr io.Writer) *cobra.Command {
 	o := &envOptions{getenv: getenv}
 	env := &cobra.Command{Use: "env", Short: "ask warden for a preview environment, its removal or an action: env create|remove|action|get",

@@ -25,6 +25,7 @@ import (
 //
 // Run again after a crash, it resumes: a keyring that already holds more
 // than one key is mid-rekey, and its first key is the target.
+// Long: the rekey's three steps in the order above.
 func rekeyCommand(fs *flag.FlagSet, getenv func(string) string, stdout, stderr io.Writer) func(args []string) error {
 	data := fs.String("data", envOr(getenv, "WARDEN_DATA", "./data"), "data directory (warden must be stopped)")
 	keyFile := fs.String("seal-key-file", getenv("WARDEN_SEAL_KEY_FILE"), "seal keyring (default <data>/seal.key; on a cluster, the one every node is given)")

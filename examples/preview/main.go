@@ -171,6 +171,9 @@ func validName(n string) bool {
 	return true
 }
 
+// do is the example's whole driver protocol: one case per capability and
+// operation, kept together for a reader who writes their own driver.
+// Long: the protocol read as one switch.
 func (d drivers) do(r request) (result, error) {
 	switch r.Capability + "/" + r.Op {
 	case "artifact/apply":

@@ -192,6 +192,8 @@ func (f commandFlag) Set(v string) error { *f.c = strings.Fields(v); return nil 
 // Declare declares serve's flags on fs; finish completes the
 // configuration once the command line is parsed: WARDEN_<FLAG> fills any
 // flag not given (given), the secrets are read, and the whole is checked.
+// Long: one table of every flag serve takes, each declared, defaulted and
+// documented in one place.
 func Declare(fs *flag.FlagSet, getenv func(string) string) (finish func(args []string, given func(string) bool) (Serve, error)) {
 	c := Serve{Pools: map[string]int{}, Rules: marquee.DefaultConfig()}
 	fs.StringVar(&c.Listen, "listen", "127.0.0.1:8080", "address to serve HTTP on")
