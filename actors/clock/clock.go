@@ -35,9 +35,11 @@ type Ticker interface {
 // Real is the wall clock.
 type Real struct{}
 
-// Now keeps the monotonic reading (Since, deadlines and timers measure
-// with it, never with a wall clock that steps); warden's processes set
-// time.Local to UTC at start, so its times print in UTC all the same.
+// Now keeps the monotonic reading, which Since and the timers use. A
+// deadline read back from the store has none: comparing with it uses the
+// wall clock, so a step of the wall clock moves stored deadlines as it
+// would across a restart. warden's processes set time.Local to UTC at
+// start, so its times print in UTC all the same.
 func (Real) Now() time.Time { return time.Now() }
 
 // Since uses the monotonic reading of t where it has one.
