@@ -210,10 +210,13 @@ func TestO11EveryTransitionIsALogLine(t *testing.T) {
 	require.Eventually(t, func() bool { return w.envView("env-1")["tombstone"] != nil }, 5*time.Second, 5*time.Millisecond)
 
 	var lines []map[string]any
-	for _, l := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
-		var m map[string]any
-		require.NoError(t, json.Unmarshal([]byte(l), &m), l)
-		lines = append(lines, m)
+	parse := func() {
+		lines = nil
+		for _, l := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+			var m map[string]any
+			require.NoError(t, json.Unmarshal([]byte(l), &m), l)
+			lines = append(lines, m)
+		}
 	}
 	find := func(msg string, match func(m map[string]any) bool) map[string]any {
 		for _, l := range lines {
@@ -223,6 +226,10 @@ func TestO11EveryTransitionIsALogLine(t *testing.T) {
 		}
 		return nil
 	}
+	// The view reads the store, which has the removal once it is durable;
+	// the step's log line comes just after, in the entity's turn.
+	removed := func(m map[string]any) bool { return m["state"] == "resources-verified-absent -> removed" }
+	require.Eventually(t, func() bool { parse(); return find("environment transition", removed) != nil }, 5*time.Second, 5*time.Millisecond)
 	require.NotNil(t, find("marquee transition", func(m map[string]any) bool { return m["lifecycle"] == "provisioning -> provisioned" }), "a lifecycle change")
 	disabled := find("marquee transition", func(m map[string]any) bool { return m["event"] == "Disable" })
 	require.NotNil(t, disabled, "an operator action")
