@@ -216,10 +216,14 @@ func TestP16AKillMidEffectIsReadySoonAfterTheRestart(t *testing.T) {
 	require.NoError(t, err, "%s", out)
 	ok := okScript(t)
 	data, addr := t.TempDir()+"/data", freePort(t)
-	env := []string{"WARDEN_PREVIEW_DIR=" + t.TempDir(), "WARDEN_PREVIEW_APPLY_DELAY=1500ms"}
+	dir := "WARDEN_PREVIEW_DIR=" + t.TempDir()
 	args := []string{"--dispatch", "exec", "--dispatch-command", ok, "--bootstrap", "exec", "--bootstrap-command", ok,
 		"--env-driver-command", previewBin, "--driver-env", "WARDEN_PREVIEW_DIR,WARDEN_PREVIEW_APPLY_DELAY", "--env-reconcile-every", "-1s"}
-	first := startProcGroup(t, data, addr, env, args...)
+	// The first process's applies take 10 s, so that the kill 300 ms after
+	// the database's apply is seen in flight lands inside it even on a
+	// loaded machine (at 1.5 s, a poll answered late once found it done);
+	// the second's take 1.5 s, as a slow platform's would.
+	first := startProcGroup(t, data, addr, []string{dir, "WARDEN_PREVIEW_APPLY_DELAY=10s"}, args...)
 	status, _ := first.do("POST", "/v1/environments", "op-secret", map[string]any{"id": "env-k1", "branch": "kill-mid", "revision": "r1"})
 	require.Equal(t, 201, status)
 	require.Eventually(t, func() bool {
@@ -227,12 +231,12 @@ func TestP16AKillMidEffectIsReadySoonAfterTheRestart(t *testing.T) {
 		a, _ := v["attempt"].(map[string]any)
 		return a != nil && a["capability"] == "database" && a["op"] == "apply" && a["verifying"] == false
 	}, 30*time.Second, 20*time.Millisecond, "the database's apply is in flight: %s", first.log)
-	time.Sleep(300 * time.Millisecond) // well inside the apply's 1.5 s
+	time.Sleep(300 * time.Millisecond) // well inside the apply's 10 s
 	require.NoError(t, syscall.Kill(-first.cmd.Process.Pid, syscall.SIGKILL), "warden and its driver, killed -9")
 	_ = first.cmd.Wait()
 
 	restarted := time.Now()
-	second := startProcEnv(t, data, addr, env, append(args, "--log-level", "debug")...)
+	second := startProcEnv(t, data, addr, []string{dir, "WARDEN_PREVIEW_APPLY_DELAY=1500ms"}, append(args, "--log-level", "debug")...)
 	var state string
 	require.Eventually(t, func() bool {
 		_, v := second.do("GET", "/v1/environments/env-k1", "op-secret", nil)
