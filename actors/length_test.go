@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 // maxFuncLines is how long a function may be and still be read at once.
@@ -73,11 +75,7 @@ func hasReason(doc *ast.CommentGroup) bool {
 func TestALongFunctionNeedsItsReason(t *testing.T) {
 	body := strings.Repeat("\t_ = 1\n", maxFuncLines)
 	src := "package p\n\n// F is long.\nfunc F() {\n" + body + "}\n\n// G is long.\n// Long: a table read as one.\nfunc G() {\n" + body + "}\n\nfunc H() {}\n"
-	require := func(cond bool, msg string) {
-		if !cond {
-			t.Fatal(msg)
-		}
-	}
 	got := longWithoutReason(t, "p.go", []byte(src))
-	require(len(got) == 1 && strings.Contains(got[0], " F "), fmt.Sprintf("want only F, got %v", got))
+	require.Len(t, got, 1)
+	require.Contains(t, got[0], " F ", "G gives its reason; H is short")
 }

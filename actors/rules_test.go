@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -136,13 +137,11 @@ func testNames(t *testing.T, path string, src []byte) []string {
 	return names
 }
 
+// testFuncPrefixes begin the names of the functions go test runs.
+var testFuncPrefixes = []string{"Test", "Fuzz", "Benchmark"}
+
 func isTestFunc(name string) bool {
-	for _, prefix := range []string{"Test", "Fuzz", "Benchmark"} {
-		if strings.HasPrefix(name, prefix) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(testFuncPrefixes, func(p string) bool { return strings.HasPrefix(name, p) })
 }
 
 // goldenHeadings lists a golden script's case headings: the "#" lines
@@ -242,7 +241,7 @@ func citations(text string) []string {
 			prev = before[len(before)-1]
 		}
 		isLetter := prev >= 'a' && prev <= 'z' || prev >= 'A' && prev <= 'Z' || prev == '_'
-		if !isLetter || strings.HasSuffix(before, "Test") || strings.HasSuffix(before, "Fuzz") || strings.HasSuffix(before, "Benchmark") || prev >= '0' && prev <= '9' {
+		if !isLetter || slices.ContainsFunc(testFuncPrefixes, func(p string) bool { return strings.HasSuffix(before, p) }) || prev >= '0' && prev <= '9' {
 			out = append(out, id)
 		}
 	}

@@ -91,7 +91,6 @@ var ofKind = map[errs.Kind]refusal{
 // kinds (it imports nothing of actors), so its not-found is read here.
 func refusalOf(err error) refusal {
 	var f *persistence.Failure
-	var auth *authFail
 	switch {
 	case errors.As(err, &f) && f.Cause == persistence.Corrupted:
 		return storageCorrupt
@@ -101,8 +100,6 @@ func refusalOf(err error) refusal {
 		return storageLow
 	case errors.Is(err, persistence.ErrNotFound):
 		return notFound
-	case errors.As(err, &auth):
-		return auth.refusal
 	}
 	return ofKind[errs.KindOf(err)]
 }

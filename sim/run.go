@@ -144,14 +144,10 @@ func (w *world) loop() {
 
 // finalChecks are the oracles at the end of a run, the store's last.
 func (w *world) finalChecks() {
-	for _, check := range []func(){
-		func() {
-			if !w.opts.FaultFree {
-				w.check()
-			}
-		},
-		w.checkEnvs, w.checkStore, w.checkLinear,
-	} {
+	if w.violation == nil && !w.opts.FaultFree {
+		w.check()
+	}
+	for _, check := range []func(){w.checkEnvs, w.checkStore, w.checkLinear} {
 		if w.violation != nil {
 			return
 		}

@@ -10,12 +10,10 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// declared is every flag Declare declares.
-func declared(t *testing.T) *flag.FlagSet {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	Declare(fs, func(string) string { return "" })
-	return fs
-}
+var (
+	tableRow = regexp.MustCompile(`(?m)^(\|.*)$`)
+	flagName = regexp.MustCompile("`--([a-z0-9-]+)")
+)
 
 // The README's configuration tables document every flag serve takes
 // (the benchmark's own flags aside), and name none it does not.
@@ -29,14 +27,15 @@ func TestEveryFlagIsInTheREADMEAndNoOther(t *testing.T) {
 		section = section[:end[0]]
 	}
 	documented := map[string]bool{}
-	for _, m := range regexp.MustCompile(`(?m)^(\|.*)$`).FindAllSubmatch(section, -1) {
-		for _, f := range regexp.MustCompile("`--([a-z0-9-]+)").FindAllSubmatch(m[1], -1) {
+	for _, m := range tableRow.FindAllSubmatch(section, -1) {
+		for _, f := range flagName.FindAllSubmatch(m[1], -1) {
 			documented[string(f[1])] = true
 		}
 	}
 	benchOnly := map[string]bool{"bench-noop": true, "cpu-profile": true}
 	var missing, unknown []string
-	fs := declared(t)
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	Declare(fs, func(string) string { return "" })
 	fs.VisitAll(func(f *flag.Flag) {
 		if f.Usage == "" {
 			t.Errorf("--%s has no usage", f.Name)
