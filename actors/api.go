@@ -11,6 +11,7 @@ import (
 	"github.com/wardenhq/warden/actors/environment"
 	"github.com/wardenhq/warden/actors/errs"
 	"github.com/wardenhq/warden/actors/marquee"
+	"github.com/wardenhq/warden/actors/record"
 	"github.com/wardenhq/warden/actors/runtime"
 	"github.com/wardenhq/warden/persistence"
 )
@@ -122,7 +123,7 @@ func (s *System) Activate(ctx context.Context, id string) error {
 // tombstone is returned like any other state (O3): only an id that never
 // existed is not found.
 func (s *System) Marquee(id string) (marquee.State, error) {
-	rec, err := loadMarquee(s.cfg.Store, s.cfg.Sealer, id)
+	rec, err := record.LoadMarquee(s.cfg.Store, s.cfg.Sealer, id)
 	if err != nil {
 		return marquee.State{}, notFound(err, "marquee", id)
 	}
@@ -131,7 +132,7 @@ func (s *System) Marquee(id string) (marquee.State, error) {
 
 // History is up to limit entries of a marquee's history, newest first.
 func (s *System) History(id string, limit int) ([]marquee.Entry, error) {
-	return history(s.cfg.Store, id, limit)
+	return record.History(s.cfg.Store, id, limit)
 }
 
 // Page is one page of a list (O4): the items, the id to go on after (""
@@ -145,7 +146,7 @@ type Page[T any] struct {
 // Marquees is one page of stored marquees that keep accepts, after the id
 // `after`, reading at most maxScan records (0: no bound).
 func (s *System) Marquees(after string, limit, maxScan int, keep func(marquee.State) bool) (Page[marquee.State], error) {
-	items, next, bad, err := listMarquees(s.cfg.Store, after, limit, maxScan, keep)
+	items, next, bad, err := record.ListMarquees(s.cfg.Store, after, limit, maxScan, keep)
 	return Page[marquee.State]{Items: items, Next: next, Malformed: bad}, err
 }
 
@@ -159,7 +160,7 @@ func (s *System) Pool(ctx context.Context, name string) (PoolView, error) {
 		// Another node's pool (C4), or any pool of a read-only store (S4):
 		// its last committed state, read from the store, as every other
 		// read is.
-		pool, bad, err := rebuildPool(s.cfg.Store, name, limit)
+		pool, bad, err := record.RebuildPool(s.cfg.Store, name, limit)
 		if err != nil {
 			return PoolView{}, fmt.Errorf("%w: pool %s: %v", errs.Unavailable, name, err)
 		}
@@ -208,7 +209,7 @@ func (s *System) CreateEnvironment(ctx context.Context, c environment.Create) (e
 // generation, read here, outside the mailbox.
 func (s *System) EnvironmentCommand(ctx context.Context, id string, ev environment.Event) (environment.Env, error) {
 	if a, ok := ev.(environment.Action); ok {
-		if rec, err := loadEnv(s.cfg.Store, id); err == nil {
+		if rec, err := record.LoadEnvironment(s.cfg.Store, id); err == nil {
 			a.BranchNewest = s.branchNewest(rec.Env.Branch)
 			ev = a
 		}
@@ -219,7 +220,7 @@ func (s *System) EnvironmentCommand(ctx context.Context, id string, ev environme
 
 // Environment reads an environment's last committed record.
 func (s *System) Environment(id string) (environment.Env, error) {
-	rec, err := loadEnv(s.cfg.Store, id)
+	rec, err := record.LoadEnvironment(s.cfg.Store, id)
 	if err != nil {
 		return environment.Env{}, notFound(err, "environment", id)
 	}
@@ -229,7 +230,7 @@ func (s *System) Environment(id string) (environment.Env, error) {
 // Environments is one page of stored environments (tombstones included,
 // E12) that keep accepts.
 func (s *System) Environments(after string, limit, maxScan int, keep func(environment.Env) bool) (Page[environment.Env], error) {
-	items, next, bad, err := listEnvs(s.cfg.Store, after, limit, maxScan, keep)
+	items, next, bad, err := record.ListEnvironments(s.cfg.Store, after, limit, maxScan, keep)
 	return Page[environment.Env]{Items: items, Next: next, Malformed: bad}, err
 }
 
@@ -240,8 +241,9 @@ type ActorInfo = runtime.ActorInfo
 // failure.
 func (s *System) Actors() []ActorInfo { return s.rt.Actors() }
 
-// Live is the number of live entity actors.
-func (s *System) Live() int { return s.rt.Live() }
+// Load is what the runtime has in flight: live actors, queued messages,
+// effects, retries.
+func (s *System) Load() runtime.Load { return s.rt.Load() }
 
 // Ready reports whether recovery has finished and the system is not
 // stopping.
@@ -282,9 +284,6 @@ func (s *System) Stop(ctx context.Context) {
 	}
 	s.rt.Stop(ctx)
 }
-
-// PendingRetries is how many internal events wait to be tried again.
-func (s *System) PendingRetries() int64 { return s.rt.PendingRetries() }
 
 // Metrics returns the system's metrics.
 func (s *System) Metrics() *Metrics { return s.cfg.Metrics }

@@ -27,6 +27,7 @@ var allowedImports = map[string][]string{
 	"internal/fieldcheck":    {},
 	"internal/trust":         {},
 	"actors/runtime":         {"actors/clock", "actors/errs", "persistence"},
+	"actors/record":          {"actors/marquee", "actors/environment", "actors/admission", "actors/runtime", "persistence", "internal/trust"},
 	"internal/cluster":       {"actors/clock", "actors/errs", "persistence"},
 	"internal/driver":        {},
 	"internal/driver/local":  {"internal/driver", "actors/environment"},
@@ -67,6 +68,38 @@ func TestArchitectureImports(t *testing.T) {
 	}
 	if checked == 0 {
 		t.Fatal("go list named no import of this module: the check checked nothing")
+	}
+}
+
+// rulesTestsMay is what the pure rules' tests may import of this module:
+// the rules and shared types, the records and the runtime's write
+// description (a golden step's write: line), the field check; never the
+// shell, whose helpers would make the rules' spec depend on it.
+var rulesTestsMay = []string{"actors/marquee", "actors/environment", "actors/admission", "actors/entity", "actors/errs",
+	"actors/ident", "actors/record", "actors/runtime", "internal/fieldcheck"}
+
+// TestArchitectureRulesTestsImportNoShell: the pure rules' golden suites
+// and tests stand below the shell too.
+func TestArchitectureRulesTestsImportNoShell(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}:{{join .TestImports " "}} {{join .XTestImports " "}}`,
+		module+"actors/marquee", module+"actors/environment", module+"actors/admission").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	checked := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		pkg, imports, _ := strings.Cut(line, ":")
+		for _, imp := range strings.Fields(imports) {
+			if rel, ok := strings.CutPrefix(imp, module); ok {
+				checked++
+				if !slices.Contains(rulesTestsMay, rel) {
+					t.Errorf("%s's tests import %s: docs/architecture.md allows %v", pkg, rel, rulesTestsMay)
+				}
+			}
+		}
+	}
+	if checked == 0 {
+		t.Fatal("go list named no test import of this module: the check checked nothing")
 	}
 }
 
@@ -111,6 +144,8 @@ func TestArchitectureRulesRefuse(t *testing.T) {
 		{"httpapi", "internal/trust", true},
 		{"cmd/warden-sim", "sim", true},
 		{"actors", "httpapi", false},
+		{"actors/record", "actors", false},
+		{"actors/record", "internal/trust", true},
 	} {
 		allowed, ruled := rulesFor(c.pkg)
 		if got := !ruled || matches(allowed, c.imp); got != c.ok {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/wardenhq/warden/actors/environment"
 	"github.com/wardenhq/warden/actors/marquee"
+	"github.com/wardenhq/warden/actors/record"
 )
 
 // The census of stored entities: marquees by lifecycle and serving and by
@@ -101,7 +102,7 @@ func (c *census) environments() (map[string]int, int) {
 	defer c.envMu.Unlock()
 	if c.envStates == nil || clk.Since(c.envAt) >= envCensusEvery {
 		states, open := map[string]int{}, 0
-		_, _, _, err := listEnvs(c.sys.cfg.Store, "", 0, 0, func(e environment.Env) bool {
+		_, _, _, err := record.ListEnvironments(c.sys.cfg.Store, "", 0, 0, func(e environment.Env) bool {
 			states[string(e.State)]++
 			if slices.ContainsFunc(e.Drift, func(d environment.Drift) bool { return d.Outcome == "" }) {
 				open++
@@ -131,7 +132,7 @@ func (c *census) count() {
 			parked[a.ID] = true
 		}
 	}
-	_, _, _, errM := listMarquees(s.cfg.Store, "", 0, 0, func(st marquee.State) bool {
+	_, _, _, errM := record.ListMarquees(s.cfg.Store, "", 0, 0, func(st marquee.State) bool {
 		n.Marquees[[2]string{lifecycleName(st), string(st.Serving)}]++
 		if st.Tombstone != nil {
 			return false

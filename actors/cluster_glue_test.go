@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wardenhq/warden/actors/record"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/wardenhq/warden/actors/clock"
@@ -119,7 +121,7 @@ func TestC3NonOwnerCommitsNothing(t *testing.T) {
 	require.NoError(t, err)
 	// The create's dispatch and its result settle first: what follows must
 	// be the only thing that could write.
-	require.Eventually(t, sys.rt.Quiescent, 5*time.Second, time.Millisecond)
+	require.Eventually(t, atRest(sys), 5*time.Second, time.Millisecond)
 	before := storeKeys(t, store)
 
 	fc.set(shard, false) // the lease lapsed
@@ -148,11 +150,11 @@ func TestIssue20AnActorThatOutlivedItsEpochNeitherWritesNorAnswers(t *testing.T)
 
 	// Another owner disabled it while this node did not hold the shard;
 	// this node then took the shard back at a new epoch, its actor alive.
-	rec, err := loadMarquee(store, nil, "m-1")
+	rec, err := record.LoadMarquee(store, nil, "m-1")
 	require.NoError(t, err)
 	rec.State.Serving = marquee.Disabled
 	b := store.NewBatch()
-	putMarquee(b, nil, rec)
+	record.PutMarquee(b, nil, rec)
 	require.NoError(t, b.Commit())
 	fc.mu.Lock()
 	fc.epochs[shard] = fakeEpoch + 1

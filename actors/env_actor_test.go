@@ -19,6 +19,7 @@ import (
 	"github.com/wardenhq/warden/actors/environment"
 	"github.com/wardenhq/warden/actors/errs"
 	"github.com/wardenhq/warden/actors/marquee"
+	"github.com/wardenhq/warden/actors/record"
 	"github.com/wardenhq/warden/actors/runtime"
 	"github.com/wardenhq/warden/internal/driver"
 	"github.com/wardenhq/warden/persistence"
@@ -288,7 +289,7 @@ type commitLog struct {
 	commits []envCommit
 }
 
-type envCommit = runtime.Committed[EnvRecord, environment.Event, environment.Outcome]
+type envCommit = runtime.Committed[record.Environment, environment.Event, environment.Outcome]
 
 func (c *commitLog) hooks() Hooks {
 	return Hooks{Env: func(x envCommit) {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/wardenhq/warden/actors/environment"
 	"github.com/wardenhq/warden/actors/errs"
+	"github.com/wardenhq/warden/actors/record"
 	"github.com/wardenhq/warden/actors/runtime"
 	"github.com/wardenhq/warden/internal/driver"
 	"github.com/wardenhq/warden/persistence"
@@ -21,12 +22,6 @@ import (
 // The environment kind: each preview is its own worker, taking one
 // eligible transition at a time, recording intent before every effect
 // (E5), its driver calls under a lease it renews (E7).
-
-// EnvRecord is an environment's durable record.
-type EnvRecord struct {
-	Env    environment.Env `json:"env"`
-	WakeAt time.Time       `json:"wake_at,omitzero"`
-}
 
 // EnvConfig wires the environment side of the System.
 type EnvConfig struct {
@@ -77,21 +72,21 @@ func DriverForAll(d driver.Capability) map[environment.Capability]driver.Capabil
 // the view) either way.
 const MaxNotifyAttempts = 12
 
-type environments = runtime.Entities[EnvRecord, environment.Event, environment.Outcome]
-type envHandle = runtime.Handle[EnvRecord, environment.Event, environment.Outcome]
+type environments = runtime.Entities[record.Environment, environment.Event, environment.Outcome]
+type envHandle = runtime.Handle[record.Environment, environment.Event, environment.Outcome]
 
 type envKind struct {
+	record.EnvironmentWrites
 	sys  *System
 	step EnvStep
 }
 
-func (envKind) Name() string       { return "environment" }
-func (envKind) WakeLetter() string { return persistence.WakeEnvironment }
+func (envKind) Name() string { return "environment" }
 
-func (k envKind) Load(id string) (EnvRecord, bool, error) {
-	r, err := loadEnv(k.sys.cfg.Store, id)
+func (k envKind) Load(id string) (record.Environment, bool, error) {
+	r, err := record.LoadEnvironment(k.sys.cfg.Store, id)
 	if errors.Is(err, persistence.ErrNotFound) {
-		return EnvRecord{}, false, nil
+		return record.Environment{}, false, nil
 	}
 	return r, err == nil, err
 }
@@ -100,43 +95,37 @@ func (k envKind) Stored(id string) (bool, error) { return k.sys.cfg.Store.Has(pe
 
 // Step is the machine on the record; a create is its first step (the
 // machine begins the first transition in it).
-func (k envKind) Step(rec EnvRecord, ev environment.Event, now time.Time) (EnvRecord, environment.Outcome) {
+func (k envKind) Step(rec record.Environment, ev environment.Event, now time.Time) (record.Environment, environment.Outcome) {
 	e, rd := k.step(rec.Env, ev, now)
-	return k.record(e, rd, now), rd
+	return k.nextRecord(e, rd, now), rd
 }
 
-// record is the durable record after a step. Its wake-index time is the
+// nextRecord is the durable record after a step. Its wake-index time is the
 // step's wake; or now, on a store only this process writes, while an
 // attempt is in flight: a process that starts after a crash takes its dead
 // predecessor's attempts over at once (ExclusiveStore) rather than when
 // their leases would have expired. A live process's timer is armed at the
 // step's wake all the same.
-func (k envKind) record(e environment.Env, rd environment.Outcome, now time.Time) EnvRecord {
-	r := EnvRecord{Env: e, WakeAt: rd.Wake}
+func (k envKind) nextRecord(e environment.Env, rd environment.Outcome, now time.Time) record.Environment {
+	r := record.Environment{Env: e, WakeAt: rd.Wake}
 	if e.Attempt != nil && k.sys.cfg.Env.ExclusiveStore {
 		r.WakeAt = now
 	}
 	return r
 }
 
-// Stage writes the record. The branch's route generation was committed by
-// the branch's own entity before the create was asked (I14).
-func (envKind) Stage(b persistence.Writer, id string, _, next EnvRecord, _ environment.Outcome) {
-	b.Put(persistence.EnvKey(id), next)
-}
-
-func (envKind) WakeOf(r EnvRecord) time.Time { return r.WakeAt }
-
-func (envKind) Conflict(id string, _ EnvRecord) error {
+func (envKind) Conflict(id string, _ record.Environment) error {
 	return fmt.Errorf("%w: environment %s already exists", errs.Conflict, id)
 }
 
 // Holds keeps a create's answer until the branch has given the route
 // generation: the caller hears the environment with its generation.
-func (envKind) Holds(r EnvRecord) bool { return r.Env.Generation == 0 && r.Env.Tombstone == nil }
+func (envKind) Holds(r record.Environment) bool {
+	return r.Env.Generation == 0 && r.Env.Tombstone == nil
+}
 
 // Sends asks the branch for a created environment's route generation.
-func (k envKind) Sends(id string, _ EnvRecord, rd environment.Outcome) []runtime.Message {
+func (k envKind) Sends(id string, _ record.Environment, rd environment.Outcome) []runtime.Message {
 	var msgs []runtime.Message
 	for _, eff := range rd.Effects {
 		if a, ok := eff.(environment.AskGeneration); ok {
@@ -343,7 +332,7 @@ func (r *observeRound) done() bool {
 	return true
 }
 
-func (k envKind) Run(h *envHandle, next EnvRecord, rd environment.Outcome) {
+func (k envKind) Run(h *envHandle, next record.Environment, rd environment.Outcome) {
 	env := next.Env
 	for _, eff := range rd.Effects {
 		switch e := eff.(type) {
@@ -469,7 +458,7 @@ func (s *System) notify(ctx context.Context, n environment.Notification) error {
 // Observe logs and counts every environment step (O11, O12). It sends
 // nothing: the machine begins the next transition in the step that ended
 // the last one.
-func (k envKind) Observe(_ runtime.View[EnvRecord], ev environment.Event, before, next EnvRecord, rd environment.Outcome) {
+func (k envKind) Observe(_ runtime.View[record.Environment], ev environment.Event, before, next record.Environment, rd environment.Outcome) {
 	if rd.Err != nil || (!rd.Changed && len(rd.Effects) == 0) {
 		return
 	}
@@ -588,32 +577,6 @@ func scanBranch(st *persistence.Store, branch string, give func(g uint64, env []
 		return last, err
 	}
 	return max(last, legacy), nil
-}
-
-// --- the record's codec -----------------------------------------------------------
-
-// loadEnv reads one environment record; persistence.ErrNotFound or a
-// *persistence.CorruptError.
-func loadEnv(st *persistence.Store, id string) (EnvRecord, error) {
-	var r EnvRecord
-	key := persistence.EnvKey(id)
-	if err := st.Get(key, &r); err != nil {
-		return EnvRecord{}, err
-	}
-	if !environment.ValidID(r.Env.ID) || r.Env.ID != id {
-		return EnvRecord{}, &persistence.CorruptError{Malformed: persistence.Malformed{Key: string(key), Reason: fmt.Sprintf("record names environment %q", r.Env.ID)}}
-	}
-	return r, nil
-}
-
-// listEnvs is one page of stored environments that keep accepts (nil:
-// all; tombstones included, they are kept for leak audits, E12).
-func listEnvs(st *persistence.Store, after string, limit, maxScan int, keep func(environment.Env) bool) ([]environment.Env, string, []persistence.Malformed, error) {
-	return persistence.ListPage(st, persistence.EnvPrefix, after, limit, maxScan, func(k, v []byte) (environment.Env, error) {
-		var r EnvRecord
-		err := persistence.Decode(k, v, &r)
-		return r.Env, err
-	}, keep)
 }
 
 // listEnvIDs lists every stored environment's id, in key order, without

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/wardenhq/warden/actors/record"
+
 	"github.com/wardenhq/warden/actors/errs"
 	"github.com/wardenhq/warden/actors/marquee"
 	"github.com/wardenhq/warden/actors/runtime"
@@ -20,39 +22,26 @@ import (
 	"github.com/wardenhq/warden/persistence"
 )
 
-// The marquee kind: its durable record and codec, its machine on the
-// runtime, its effects, and the API that asks it.
+// The marquee kind: its machine on the runtime (its record and what a
+// step writes are actors/record's), its effects, and the API that asks it.
 
-// HistoryLimit bounds the history kept per marquee: enough to reconstruct a
-// stale-callback story over a day of retries, small enough that a noisy
-// workflow cannot grow a row without bound.
-const HistoryLimit = 200
+type marquees = runtime.Entities[record.Marquee, marquee.Event, marquee.Outcome]
 
-// MarqueeRecord is a marquee's durable record.
-type MarqueeRecord struct {
-	State marquee.State `json:"state"`
-	// HistorySeq is the sequence of the newest history entry.
-	HistorySeq uint64 `json:"history_seq"`
-	// WakeAt is the wake-index entry this record owns (zero: none).
-	WakeAt time.Time `json:"wake_at,omitzero"`
-}
-
-type marquees = runtime.Entities[MarqueeRecord, marquee.Event, marquee.Outcome]
-
-// marqueeKind is the marquee machine on the runtime.
+// marqueeKind is the marquee machine on the runtime; its record's writes
+// are record.MarqueeWrites.
 type marqueeKind struct {
+	record.MarqueeWrites
 	sys *System
 	// step is the machine's Step, as Config.Steps wraps it.
 	step MarqueeStep
 }
 
-func (marqueeKind) Name() string       { return "marquee" }
-func (marqueeKind) WakeLetter() string { return persistence.WakeMarquee }
+func (marqueeKind) Name() string { return "marquee" }
 
-func (k marqueeKind) Load(id string) (MarqueeRecord, bool, error) {
-	r, err := loadMarquee(k.sys.cfg.Store, k.sys.cfg.Sealer, id)
+func (k marqueeKind) Load(id string) (record.Marquee, bool, error) {
+	r, err := record.LoadMarquee(k.sys.cfg.Store, k.sys.cfg.Sealer, id)
 	if errors.Is(err, persistence.ErrNotFound) {
-		return MarqueeRecord{}, false, nil
+		return record.Marquee{}, false, nil
 	}
 	return r, err == nil, err
 }
@@ -61,7 +50,7 @@ func (k marqueeKind) Stored(id string) (bool, error) {
 	return k.sys.cfg.Store.Has(persistence.MarqueeKey(id))
 }
 
-func (k marqueeKind) Step(rec MarqueeRecord, ev marquee.Event, now time.Time) (MarqueeRecord, marquee.Outcome) {
+func (k marqueeKind) Step(rec record.Marquee, ev marquee.Event, now time.Time) (record.Marquee, marquee.Outcome) {
 	m := k.sys.cfg.Machine
 	var s marquee.State
 	var rd marquee.Outcome
@@ -70,44 +59,16 @@ func (k marqueeKind) Step(rec MarqueeRecord, ev marquee.Event, now time.Time) (M
 	} else {
 		s, rd = k.step(rec.State, ev, now)
 	}
-	return nextRecord(rec, s, rd, now), rd
+	return record.NextMarquee(rec, s, rd, now), rd
 }
 
-// nextRecord is the record after a step. Its wake-index time is now while
-// effects are in flight (a crash must reconcile them at once), else the
-// earliest deadline; or an entry still ahead that is earlier than the
-// deadline, kept. The index may be early, never late: an early entry
-// costs one activation that finds nothing due (after a restart only; a
-// live actor's timer is armed at the deadline), while moving it costs two
-// writes on every callback that pushes a deadline out (the stale timer,
-// M21), a third of a callback's batch.
-func nextRecord(rec MarqueeRecord, s marquee.State, rd marquee.Outcome, now time.Time) MarqueeRecord {
-	next := MarqueeRecord{State: s, HistorySeq: rec.HistorySeq + uint64(len(rd.Records)), WakeAt: rd.Wake}
-	switch {
-	case marquee.NeedsReconcile(s):
-		next.WakeAt = now
-	case rec.WakeAt.After(now) && rec.WakeAt.Before(rd.Wake):
-		next.WakeAt = rec.WakeAt
-	}
-	return next
-}
-
-func (k marqueeKind) Stage(b persistence.Writer, id string, before, next MarqueeRecord, rd marquee.Outcome) {
-	putMarquee(b, k.sys.cfg.Sealer, next)
-	for i, e := range rd.Records {
-		appendHistory(b, id, before.HistorySeq+uint64(i)+1, e)
-	}
-}
-
-func (marqueeKind) WakeOf(r MarqueeRecord) time.Time { return r.WakeAt }
-
-func (k marqueeKind) Run(h *marqueeHandle, next MarqueeRecord, rd marquee.Outcome) {
+func (k marqueeKind) Run(h *marqueeHandle, next record.Marquee, rd marquee.Outcome) {
 	k.sys.startMarqueeEffects(h, next.State, rd.Effects)
 }
 
 // Sends asks or releases the marquee's pool place (A3, A5), once the step
 // is durable.
-func (k marqueeKind) Sends(id string, _ MarqueeRecord, rd marquee.Outcome) []runtime.Message {
+func (k marqueeKind) Sends(id string, _ record.Marquee, rd marquee.Outcome) []runtime.Message {
 	var msgs []runtime.Message
 	for _, eff := range rd.Effects {
 		switch e := eff.(type) {
@@ -169,7 +130,7 @@ const stalledWakeAfter = time.Second
 // Admit: a GitHub token speaks for a run, and only the marquee knows which
 // runs it dispatched; refused before anything is read or written (T4,
 // T12).
-func (k marqueeKind) Admit(rec MarqueeRecord, ev marquee.Event) error {
+func (k marqueeKind) Admit(rec record.Marquee, ev marquee.Event) error {
 	cb, ok := ev.(marquee.Callback)
 	if !ok || cb.OIDC == nil {
 		return nil
@@ -183,7 +144,7 @@ func (k marqueeKind) Admit(rec MarqueeRecord, ev marquee.Event) error {
 
 // Conflict: an id is never reused, even after a reap; "already exists"
 // alone sent a reader looking for a live marquee.
-func (marqueeKind) Conflict(id string, rec MarqueeRecord) error {
+func (marqueeKind) Conflict(id string, rec record.Marquee) error {
 	if ts := rec.State.Tombstone; ts != nil {
 		return fmt.Errorf("%w: marquee %s already exists as a tombstone (reaped %s); ids are not reused, pick another", errs.Conflict, id, ts.At.UTC().Format(time.RFC3339))
 	}
@@ -192,18 +153,18 @@ func (marqueeKind) Conflict(id string, rec MarqueeRecord) error {
 
 // Holds: an operator's answer waits until the pool's decision is durable
 // here (A10).
-func (marqueeKind) Holds(rec MarqueeRecord) bool {
+func (marqueeKind) Holds(rec record.Marquee) bool {
 	ad := rec.State.Admission
 	return ad != nil && ad.Status == marquee.AdmissionAsking
 }
 
 // Idle: never with effects in flight whose results must come back to this
 // instance.
-func (marqueeKind) Idle(rec MarqueeRecord, exists bool) bool {
+func (marqueeKind) Idle(rec record.Marquee, exists bool) bool {
 	return !exists || !marquee.NeedsReconcile(rec.State)
 }
 
-func (marqueeKind) Copy(rec MarqueeRecord) MarqueeRecord {
+func (marqueeKind) Copy(rec record.Marquee) record.Marquee {
 	rec.State = rec.State.Clone()
 	return rec
 }
@@ -254,7 +215,7 @@ var queueFull = marquee.DispatchFinished{Outcome: marquee.DispatchConfiguration}
 
 // --- effects --------------------------------------------------------------------
 
-type marqueeHandle = runtime.Handle[MarqueeRecord, marquee.Event, marquee.Outcome]
+type marqueeHandle = runtime.Handle[record.Marquee, marquee.Event, marquee.Outcome]
 
 // startMarqueeEffects runs each effect outside the mailbox. Results come
 // back as events carrying the generation they were started for.
@@ -373,7 +334,7 @@ func redactString(s string, secrets ...string) string {
 // person cares about changed (a lifecycle, a serving status, a failure,
 // an operator's action, a held-back downgrade), at debug for routine
 // steps such as an accepted progress callback; never a secret.
-func (k marqueeKind) Observe(_ runtime.View[MarqueeRecord], ev marquee.Event, before, next MarqueeRecord, rd marquee.Outcome) {
+func (k marqueeKind) Observe(_ runtime.View[record.Marquee], ev marquee.Event, before, next record.Marquee, rd marquee.Outcome) {
 	s := k.sys
 	if cb, ok := ev.(marquee.Callback); ok && rd.Err == nil {
 		s.cfg.Metrics.Callbacks.WithLabelValues(string(cb.Verb), string(rd.Answer)).Inc()
@@ -449,113 +410,6 @@ func sameVeto(a, b *marquee.Veto) bool {
 	return (a == nil && b == nil) || (a != nil && b != nil && *a == *b)
 }
 
-// --- the record's codec: sealed secrets (T10), bounded history ---------------------
-
-// secretFields lists each sealed field of a connection: its name in the
-// associated data and where it lives.
-func secretFields(c *marquee.Connection) []struct {
-	name string
-	v    *string
-} {
-	return []struct {
-		name string
-		v    *string
-	}{{"ssh_private_key", &c.SSHPrivateKey}, {"acme_dns.username", &c.ACMEDNS.Username}, {"acme_dns.password", &c.ACMEDNS.Password}}
-}
-
-// sealMarquee returns a copy of r whose secrets are sealed, with the
-// record's key and the field's name as associated data (T10).
-func sealMarquee(sealer *trust.Sealer, r MarqueeRecord) MarqueeRecord {
-	if sealer == nil || r.State.Connection == nil {
-		return r
-	}
-	c := *r.State.Connection
-	key := string(persistence.MarqueeKey(r.State.ID))
-	for _, f := range secretFields(&c) {
-		*f.v = sealer.Seal(*f.v, key, f.name)
-	}
-	r.State.Connection = &c
-	return r
-}
-
-// openMarquee opens a decoded record's secrets and validates it (A9): a
-// record that does not open is malformed, never used.
-func openMarquee(sealer *trust.Sealer, key []byte, r *MarqueeRecord) error {
-	if c := r.State.Connection; c != nil {
-		for _, f := range secretFields(c) {
-			v, err := sealer.Open(*f.v, string(key), f.name)
-			if err != nil {
-				return &persistence.CorruptError{Malformed: persistence.Malformed{Key: string(key), Reason: err.Error()}}
-			}
-			*f.v = v
-		}
-	}
-	if err := r.State.Validate(); err != nil {
-		return &persistence.CorruptError{Malformed: persistence.Malformed{Key: string(key), Reason: err.Error()}}
-	}
-	return nil
-}
-
-// loadMarquee reads one marquee's record: persistence.ErrNotFound, a
-// *persistence.CorruptError, or the record with its secrets opened.
-func loadMarquee(st *persistence.Store, sealer *trust.Sealer, id string) (MarqueeRecord, error) {
-	var r MarqueeRecord
-	key := persistence.MarqueeKey(id)
-	if err := st.Get(key, &r); err != nil {
-		return MarqueeRecord{}, err
-	}
-	if err := openMarquee(sealer, key, &r); err != nil {
-		return MarqueeRecord{}, err
-	}
-	return r, nil
-}
-
-// putMarquee stages the record, its secrets sealed.
-func putMarquee(b persistence.Writer, sealer *trust.Sealer, r MarqueeRecord) {
-	b.Put(persistence.MarqueeKey(r.State.ID), sealMarquee(sealer, r))
-}
-
-// appendHistory stages entry number seq and drops the one that falls out
-// of the window, so a marquee never holds more than HistoryLimit entries.
-func appendHistory(b persistence.Writer, id string, seq uint64, e marquee.Entry) {
-	b.Put(persistence.HistoryKey(id, seq), e)
-	if seq > HistoryLimit {
-		b.Delete(persistence.HistoryKey(id, seq-HistoryLimit))
-	}
-}
-
-// listMarquees is one page of stored marquees that keep accepts (see
-// persistence.ListPage). Sealed secrets stay sealed: a list shows
-// summaries, never connections.
-func listMarquees(st *persistence.Store, after string, limit, maxScan int, keep func(marquee.State) bool) ([]marquee.State, string, []persistence.Malformed, error) {
-	return persistence.ListPage(st, persistence.MarqueePrefix, after, limit, maxScan, func(k, v []byte) (marquee.State, error) {
-		var r MarqueeRecord
-		err := persistence.Decode(k, v, &r)
-		return r.State, err
-	}, keep)
-}
-
-// history returns up to limit entries of a marquee's history, newest first.
-func history(st *persistence.Store, id string, limit int) ([]marquee.Entry, error) {
-	var all []marquee.Entry
-	err := st.Scan(persistence.HistoryPrefix(id), nil, func(k, v []byte) (bool, error) {
-		var e marquee.Entry
-		if err := persistence.Decode(k, v, &e); err != nil {
-			return false, err
-		}
-		all = append(all, e)
-		return true, nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	out := make([]marquee.Entry, 0, min(limit, len(all)))
-	for i := len(all) - 1; i >= 0 && len(out) < limit; i-- {
-		out = append(out, all[i])
-	}
-	return out, nil
-}
-
 // resealBatch bounds one batch of Reseal: a crash loses at most this much
 // progress, and a batch stays small in memory.
 const resealBatch = 256
@@ -593,14 +447,14 @@ func Reseal(st *persistence.Store, sealer *trust.Sealer) (rewritten int, err err
 		return 0, errors.New("reseal: no seal key")
 	}
 	active := sealer.ActiveKeyID()
-	var pending []MarqueeRecord
+	var pending []record.Marquee
 	flush := func() error {
 		if len(pending) == 0 {
 			return nil
 		}
 		b := st.NewBatch()
 		for _, r := range pending {
-			putMarquee(b, sealer, r)
+			record.PutMarquee(b, sealer, r)
 		}
 		if err := b.Commit(); err != nil {
 			return err
@@ -610,14 +464,14 @@ func Reseal(st *persistence.Store, sealer *trust.Sealer) (rewritten int, err err
 		return nil
 	}
 	err = st.Scan([]byte(persistence.MarqueePrefix), nil, func(k, v []byte) (bool, error) {
-		var raw MarqueeRecord
+		var raw record.Marquee
 		if err := persistence.Decode(k, v, &raw); err != nil {
 			return true, nil // malformed records are reported elsewhere (A8); nothing to reseal
 		}
-		if !slices.ContainsFunc(sealedUnder(raw), func(id string) bool { return id != active }) {
+		if !slices.ContainsFunc(record.SealedUnder(raw), func(id string) bool { return id != active }) {
 			return true, nil
 		}
-		if err := openMarquee(sealer, k, &raw); err != nil {
+		if err := record.OpenMarquee(sealer, k, &raw); err != nil {
 			return false, fmt.Errorf("reseal %s: %w", k, err)
 		}
 		pending = append(pending, raw)
@@ -630,22 +484,6 @@ func Reseal(st *persistence.Store, sealer *trust.Sealer) (rewritten int, err err
 		err = flush()
 	}
 	return rewritten, err
-}
-
-// sealedUnder reports the key ids a stored marquee value names ("" for a
-// secret in clear).
-func sealedUnder(r MarqueeRecord) []string {
-	c := r.State.Connection
-	if c == nil {
-		return nil
-	}
-	var ids []string
-	for _, f := range secretFields(c) {
-		if *f.v != "" {
-			ids = append(ids, trust.SealedKeyID(*f.v))
-		}
-	}
-	return ids
 }
 
 // errNotFound is the kinds' refusal for an id that never existed.
@@ -678,11 +516,11 @@ func (s *System) ResealOwned(ctx context.Context) (ResealResult, error) {
 	out.Active = s.cfg.Sealer.ActiveKeyID()
 	var stale []string
 	err := s.cfg.Store.Scan([]byte(persistence.MarqueePrefix), nil, func(k, v []byte) (bool, error) {
-		var raw MarqueeRecord
+		var raw record.Marquee
 		if persistence.Decode(k, v, &raw) != nil {
 			return true, nil // reported by verify (D6); nothing to reseal
 		}
-		if slices.ContainsFunc(sealedUnder(raw), func(id string) bool { return id != out.Active }) {
+		if slices.ContainsFunc(record.SealedUnder(raw), func(id string) bool { return id != out.Active }) {
 			stale = append(stale, strings.TrimPrefix(string(k), persistence.MarqueePrefix))
 		}
 		return true, nil

@@ -2,12 +2,12 @@ package actors
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/wardenhq/warden/actors/admission"
 	"github.com/wardenhq/warden/actors/marquee"
+	"github.com/wardenhq/warden/actors/record"
 	"github.com/wardenhq/warden/actors/runtime"
 	"github.com/wardenhq/warden/persistence"
 )
@@ -16,22 +16,11 @@ import (
 // and reservation is one transition in its mailbox (A3), persisted before
 // the marquee hears of it (A10).
 
-// PoolRecord is a pool as its records say, with the records that could not
-// be used (A8).
-type PoolRecord struct {
-	Pool      admission.Pool
-	Malformed []persistence.Malformed
-}
-
-// poolMeta is what a pool keeps besides its job records.
-type poolMeta struct {
-	NextSequence uint64 `json:"next_sequence"`
-}
-
-type pools = runtime.Entities[PoolRecord, admission.Event, admission.Outcome]
-type poolHandle = runtime.Handle[PoolRecord, admission.Event, admission.Outcome]
+type pools = runtime.Entities[record.Pool, admission.Event, admission.Outcome]
+type poolHandle = runtime.Handle[record.Pool, admission.Event, admission.Outcome]
 
 type poolKind struct {
+	record.PoolWrites
 	sys  *System
 	step PoolStep
 }
@@ -41,42 +30,31 @@ func (poolKind) Name() string { return "pool" }
 // Load rebuilds the pool from storage (A7). A pool that cannot be read is
 // a panic: the supervisor retries, then parks it, and nothing is admitted
 // from a queue that was never read.
-func (k poolKind) Load(name string) (PoolRecord, bool, error) {
+func (k poolKind) Load(name string) (record.Pool, bool, error) {
 	limit, ok := k.sys.cfg.Pools[name]
 	if !ok {
 		k.sys.log.Warn("pool is not configured; using limit 1", "pool", name)
 		limit = 1
 	}
-	pool, bad, err := rebuildPool(k.sys.cfg.Store, name, limit)
+	pool, bad, err := record.RebuildPool(k.sys.cfg.Store, name, limit)
 	if err != nil {
 		k.sys.log.Error("pool not loaded", "pool", name, "err", err)
 		panic(fmt.Sprintf("pool %s: %v", name, err))
 	}
-	return PoolRecord{Pool: pool, Malformed: bad}, true, nil
+	return record.Pool{Pool: pool, Malformed: bad}, true, nil
 }
 
-func (k poolKind) Step(rec PoolRecord, ev admission.Event, now time.Time) (PoolRecord, admission.Outcome) {
+func (k poolKind) Step(rec record.Pool, ev admission.Event, now time.Time) (record.Pool, admission.Outcome) {
 	p, rd := k.step(rec.Pool, ev, now)
 	rec.Pool = p
 	return rec, rd
-}
-
-func (poolKind) Stage(b persistence.Writer, name string, _, next PoolRecord, rd admission.Outcome) {
-	for _, j := range rd.Records {
-		if j.Status == admission.None {
-			b.Delete(persistence.AdmissionKey(name, j.ID))
-			continue
-		}
-		b.Put(persistence.AdmissionKey(name, j.ID), j)
-	}
-	b.Put(persistence.PoolKey(name), poolMeta{NextSequence: next.Pool.NextSequence})
 }
 
 // Sends tells every job this step decided: the asker its admission (A6:
 // asked again, it is told again), the jobs admitted from the queue their
 // slot (A4), a job the full queue refused its failure; all once the batch
 // is durable (A10).
-func (k poolKind) Sends(_ string, _ PoolRecord, rd admission.Outcome) []runtime.Message {
+func (k poolKind) Sends(_ string, _ record.Pool, rd admission.Outcome) []runtime.Message {
 	var msgs []runtime.Message
 	for _, t := range rd.Effects {
 		ev := marquee.Event(marquee.AdmissionDecided{Status: statusOf(t.Status), Sequence: t.Sequence})
@@ -125,7 +103,7 @@ func (s *System) reconcilePools() {
 }
 
 // Observe counts the pool's occupancy (O12) and logs a refusal.
-func (k poolKind) Observe(v runtime.View[PoolRecord], _ admission.Event, _, next PoolRecord, rd admission.Outcome) {
+func (k poolKind) Observe(v runtime.View[record.Pool], _ admission.Event, _, next record.Pool, rd admission.Outcome) {
 	if rd.Answer.Status == admission.Refused {
 		k.sys.log.Warn("admission refused: the pool's queue is full", "pool", v.ID, "job", rd.Answer.ID)
 	}
@@ -185,47 +163,6 @@ func (poolKind) DecodeEvent(b []byte) (admission.Event, error) {
 		return admission.Release{Job: w.Job}, nil
 	}
 	return nil, fmt.Errorf("pool event %q", w.Type)
-}
-
-// rebuildPool is a pool as its stored records say (A7): queued jobs in
-// sequence order, and every record that could not be used, with why (A8).
-// The pool's actor loads itself with it; another node shows the pool with
-// it (C4).
-func rebuildPool(st *persistence.Store, name string, limit int) (admission.Pool, []persistence.Malformed, error) {
-	var meta poolMeta
-	if err := st.Get(persistence.PoolKey(name), &meta); err != nil && !errors.Is(err, persistence.ErrNotFound) {
-		var ce *persistence.CorruptError
-		if !errors.As(err, &ce) {
-			return admission.Pool{}, nil, err
-		}
-		// The sequence is recovered from the records themselves.
-	}
-	var jobs []admission.Job
-	var bad []persistence.Malformed
-	prefix := persistence.AdmissionPrefix(name)
-	err := st.Scan(prefix, nil, func(k, v []byte) (bool, error) {
-		var j admission.Job
-		if err := persistence.Decode(k, v, &j); err != nil {
-			var ce *persistence.CorruptError
-			errors.As(err, &ce)
-			bad = append(bad, ce.Malformed)
-			return true, nil
-		}
-		if want := string(persistence.AdmissionKey(name, j.ID)); want != string(k) {
-			bad = append(bad, persistence.Malformed{Key: string(k), Reason: fmt.Sprintf("record names job %q, key does not", j.ID)})
-			return true, nil
-		}
-		jobs = append(jobs, j)
-		return true, nil
-	})
-	if err != nil {
-		return admission.Pool{}, nil, err
-	}
-	pool, invalid := admission.Rebuild(name, limit, meta.NextSequence, jobs)
-	for _, m := range invalid {
-		bad = append(bad, persistence.Malformed{Key: string(persistence.AdmissionKey(name, m.Job)), Reason: m.Reason})
-	}
-	return pool, bad, nil
 }
 
 // PoolView is GET /v1/pools/{name}.

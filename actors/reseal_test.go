@@ -9,6 +9,7 @@ import (
 
 	"github.com/wardenhq/warden/actors/clock"
 	"github.com/wardenhq/warden/actors/marquee"
+	"github.com/wardenhq/warden/actors/record"
 	"github.com/wardenhq/warden/internal/trust"
 	"github.com/wardenhq/warden/persistence"
 )
@@ -24,10 +25,10 @@ func TestD9ResealOwnedRewritesThroughTheActors(t *testing.T) {
 	require.NoError(t, err)
 	b := st.NewBatch()
 	for _, id := range []string{"m-1", "m-2"} {
-		SeedMarquee(b, trust.NewSealer(&trust.Keyring{Keys: []trust.Key{oldKey}}), MarqueeRecord{State: marquee.State{ID: id, Kind: marquee.BYO,
+		record.SeedMarquee(b, trust.NewSealer(&trust.Keyring{Keys: []trust.Key{oldKey}}), record.Marquee{State: marquee.State{ID: id, Kind: marquee.BYO,
 			Serving: marquee.Active, Connection: &marquee.Connection{Host: "h", SSHPrivateKey: "secret-" + id}}, WakeAt: start.Add(time.Hour)})
 	}
-	SeedMarquee(b, nil, MarqueeRecord{State: marquee.State{ID: "m-3", Kind: marquee.BYO, Serving: marquee.Active}})
+	record.SeedMarquee(b, nil, record.Marquee{State: marquee.State{ID: "m-3", Kind: marquee.BYO, Serving: marquee.Active}})
 	require.NoError(t, b.Commit())
 
 	ring := &trust.Keyring{Keys: []trust.Key{{ID: "new", Secret: [trust.KeySize]byte{2}}, oldKey}}
@@ -39,10 +40,10 @@ func TestD9ResealOwnedRewritesThroughTheActors(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, ResealResult{Rewritten: 2, Active: "new"}, res)
 	for _, id := range []string{"m-1", "m-2"} {
-		var raw MarqueeRecord
+		var raw record.Marquee
 		require.NoError(t, st.Get(persistence.MarqueeKey(id), &raw))
-		require.Equal(t, []string{"new"}, sealedUnder(raw), "D9: %s is sealed under the active key", id)
-		r, err := LoadMarquee(st, trust.NewSealer(&trust.Keyring{Keys: ring.Keys[:1]}), id)
+		require.Equal(t, []string{"new"}, record.SealedUnder(raw), "D9: %s is sealed under the active key", id)
+		r, err := record.LoadMarquee(st, trust.NewSealer(&trust.Keyring{Keys: ring.Keys[:1]}), id)
 		require.NoError(t, err, "opens with the new key alone")
 		require.Equal(t, "secret-"+id, r.State.Connection.SSHPrivateKey)
 		require.Equal(t, start.Add(time.Hour), r.WakeAt.UTC(), "the wake entry is where it was")

@@ -24,6 +24,7 @@ import (
 	"github.com/wardenhq/warden/actors/clock"
 	"github.com/wardenhq/warden/actors/environment"
 	"github.com/wardenhq/warden/actors/marquee"
+	"github.com/wardenhq/warden/actors/record"
 	"github.com/wardenhq/warden/actors/runtime"
 	"github.com/wardenhq/warden/internal/driver"
 	"github.com/wardenhq/warden/internal/trust"
@@ -104,9 +105,9 @@ type Config struct {
 // once when they wrote nothing) and every actor failure: the simulator's
 // oracles and the tests that count commits. A nil one sees nothing.
 type Hooks struct {
-	Marquee func(runtime.Committed[MarqueeRecord, marquee.Event, marquee.Outcome])
-	Pool    func(runtime.Committed[PoolRecord, admission.Event, admission.Outcome])
-	Env     func(runtime.Committed[EnvRecord, environment.Event, environment.Outcome])
+	Marquee func(runtime.Committed[record.Marquee, marquee.Event, marquee.Outcome])
+	Pool    func(runtime.Committed[record.Pool, admission.Event, admission.Outcome])
+	Env     func(runtime.Committed[record.Environment, environment.Event, environment.Outcome])
 	Branch  func(runtime.Committed[BranchRecord, environment.NextGeneration, environment.BranchOutcome])
 	Failed  func(actor string, err error)
 }
@@ -168,11 +169,11 @@ func Start(cfg Config) (*System, error) {
 	}
 	s := &System{cfg: cfg, rt: rt, log: cfg.Logger}
 	w := cfg.Steps
-	s.marquees = runtime.Register(rt, runtime.Kind[MarqueeRecord, marquee.Event, marquee.Outcome](
-		marqueeKind{sys: s, step: wrap(MarqueeStep(cfg.Machine.Step), w.Marquee)}))
-	s.pools = runtime.Register(rt, runtime.Kind[PoolRecord, admission.Event, admission.Outcome](
+	s.marquees = runtime.Register(rt, runtime.Kind[record.Marquee, marquee.Event, marquee.Outcome](
+		marqueeKind{MarqueeWrites: record.MarqueeWrites{Sealer: cfg.Sealer}, sys: s, step: wrap(MarqueeStep(cfg.Machine.Step), w.Marquee)}))
+	s.pools = runtime.Register(rt, runtime.Kind[record.Pool, admission.Event, admission.Outcome](
 		poolKind{sys: s, step: wrap(PoolStep(admission.Step), w.Pool)}))
-	s.envs = runtime.Register(rt, runtime.Kind[EnvRecord, environment.Event, environment.Outcome](
+	s.envs = runtime.Register(rt, runtime.Kind[record.Environment, environment.Event, environment.Outcome](
 		envKind{sys: s, step: wrap(EnvStep(cfg.Env.Machine.Step), w.Env)}))
 	s.branches = runtime.Register(rt, runtime.Kind[BranchRecord, environment.NextGeneration, environment.BranchOutcome](branchKind{sys: s}))
 	s.marquees.OnCommit(cfg.Hooks.Marquee)

@@ -3,6 +3,8 @@ package actors
 import (
 	"context"
 
+	"github.com/wardenhq/warden/actors/record"
+
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -121,7 +123,7 @@ func (h *harness) state(id string) marquee.State {
 // the manual clock finds the actors at rest.
 func (h *harness) quiet() {
 	h.t.Helper()
-	h.eventually("actors quiet", func() bool { return h.sys.rt.Pending() == 0 })
+	h.eventually("actors quiet", func() bool { return h.sys.Load().Queued == 0 })
 }
 
 func (h *harness) eventually(what string, cond func() bool) {
@@ -148,12 +150,12 @@ func TestM3M21M23I2StuckRetryIsDurableAndFiresOnce(t *testing.T) {
 
 	h.restart()
 	require.NoError(t, h.sys.Activate(context.Background(), "m-1")) // loaded and reconciled
-	h.eventually("quiescent after the restart", h.sys.rt.Quiescent)
+	h.eventually("quiescent after the restart", atRest(h.sys))
 	require.Equal(t, []uint64{1, 2}, h.disp.gens("m-1"), "M23: a fired deadline never fires twice")
 
 	// The next retry is due one minute after the first (M21).
 	h.clock.Advance(59 * time.Second)
-	h.eventually("quiescent a second early", h.sys.rt.Quiescent)
+	h.eventually("quiescent a second early", atRest(h.sys))
 	require.Len(t, h.disp.gens("m-1"), 2)
 	h.clock.Advance(2 * time.Second)
 	h.eventually("second retry", func() bool { return len(h.disp.gens("m-1")) == 3 })
@@ -186,14 +188,14 @@ func TestPoolRecoveryReconcilesReservedJobs(t *testing.T) {
 	require.NoError(t, err)
 	b := store.NewBatch()
 	failed := marquee.State{ID: "m-1", Kind: marquee.Tutorial, Pool: "default", Serving: marquee.Errored, Lifecycle: marquee.Failed, Generation: 1, DispatchedGeneration: 1}
-	putMarquee(b, nil, MarqueeRecord{State: failed})
+	record.PutMarquee(b, nil, record.Marquee{State: failed})
 	waiting := marquee.State{ID: "m-2", Kind: marquee.Tutorial, Pool: "default", Serving: marquee.Disabled, Lifecycle: marquee.Provisioning,
 		Attempt: &marquee.Attempt{Action: marquee.ActionApply, Dispatch: marquee.DispatchWaiting}, Admission: &marquee.Admission{Pool: "default", Status: marquee.AdmissionQueued, Sequence: 2}}
-	putMarquee(b, nil, MarqueeRecord{State: waiting})
+	record.PutMarquee(b, nil, record.Marquee{State: waiting})
 	b.Put(persistence.AdmissionKey("default", "m-1"), admission.Job{ID: "m-1", Sequence: 1, Status: admission.Reserved, Since: start})
 	b.Put(persistence.AdmissionKey("default", "m-2"), admission.Job{ID: "m-2", Sequence: 2, Status: admission.Queued, Since: start})
 	b.Set([]byte("a/default/m-9"), []byte("garbage"))
-	b.Put(persistence.PoolKey("default"), poolMeta{NextSequence: 3})
+	b.Put(persistence.PoolKey("default"), record.PoolMeta{NextSequence: 3})
 	require.NoError(t, b.Commit())
 	require.NoError(t, store.Close())
 
@@ -458,15 +460,15 @@ func TestInternalEventSurvivesAFailedWrite(t *testing.T) {
 	_, err = h.sys.Callback(ctx, cbReq("m-1", "", marquee.Callback{Verb: marquee.VerbDeployed, Generation: 1,
 		Connection: &marquee.Connection{Host: "h", Port: 22, User: "root", SSHPrivateKey: "k", FreeDomain: "d"}}))
 	require.NoError(t, err)
-	h.eventually("first retry scheduled", func() bool { return h.sys.PendingRetries() == 1 && writes.Load() == 2 })
+	h.eventually("first retry scheduled", func() bool { return h.sys.Load().Retries == 1 && writes.Load() == 2 })
 	h.quiet()
 	h.clock.Advance(time.Second)
-	h.eventually("second retry scheduled", func() bool { return h.sys.PendingRetries() == 1 && writes.Load() == 3 })
+	h.eventually("second retry scheduled", func() bool { return h.sys.Load().Retries == 1 && writes.Load() == 3 })
 	h.quiet()
 	require.Equal(t, marquee.Provisioning, h.state("m-1").Lifecycle)
 	h.clock.Advance(2 * time.Second)
 	h.eventually("provisioned after the retries", func() bool { return h.state("m-1").Lifecycle == marquee.Provisioned })
-	require.Zero(t, h.sys.PendingRetries())
+	require.Zero(t, h.sys.Load().Retries)
 }
 
 // echoingBootstrap fails with everything it was given in its message, as a
@@ -497,7 +499,7 @@ func TestDriverOutputNeverLeaksSecrets(t *testing.T) {
 	require.NoError(t, err)
 	var detail string
 	require.Eventually(t, func() bool {
-		hist, _ := history(store, "m-1", 1)
+		hist, _ := record.History(store, "m-1", 1)
 		if len(hist) == 1 && hist[0].Source == marquee.SourceBootstrap {
 			detail = hist[0].Detail
 			return true
@@ -511,4 +513,13 @@ func TestDriverOutputNeverLeaksSecrets(t *testing.T) {
 
 func cbReq(id, delivery string, cb marquee.Callback) CallbackRequest {
 	return CallbackRequest{MarqueeID: id, DeliveryID: delivery, BodyHash: [32]byte{byte(len(delivery))}, Auth: CallbackAuth{Mode: "shared"}, Callback: cb}
+}
+
+// atRest reports whether s has nothing in flight: no message queued for
+// an entity, no effect, no internal event waiting to be retried.
+func atRest(s *System) func() bool {
+	return func() bool {
+		l := s.Load()
+		return l.Queued == 0 && l.Effects == 0 && l.Retries == 0
+	}
 }

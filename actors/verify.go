@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/wardenhq/warden/actors/record"
+
 	"github.com/wardenhq/warden/actors/admission"
 	"github.com/wardenhq/warden/actors/environment"
 	"github.com/wardenhq/warden/actors/marquee"
@@ -219,7 +221,7 @@ func (v *verifier) record(k, val []byte) {
 	case persistence.DeliveriesFamily:
 		v.deliveries(k, val)
 	case persistence.PoolPrefix:
-		var m poolMeta
+		var m record.PoolMeta
 		if err := persistence.Decode(k, val, &m); err != nil {
 			v.decodeFailed(err)
 		}
@@ -245,22 +247,22 @@ func (v *verifier) record(k, val []byte) {
 }
 
 func (v *verifier) marquee(k, val []byte, id string) {
-	var r MarqueeRecord
+	var r record.Marquee
 	if err := persistence.Decode(k, val, &r); err != nil {
 		v.decodeFailed(err)
 		return
 	}
 	if c := r.State.Connection; c != nil {
-		for _, f := range secretFields(c) {
-			if trust.IsSealed(*f.v) {
-				v.keyIDs[trust.SealedKeyID(*f.v)] = true
+		for _, f := range record.SecretFields(c) {
+			if trust.IsSealed(*f.Value) {
+				v.keyIDs[trust.SealedKeyID(*f.Value)] = true
 			}
-			clear, err := v.o.Sealer.Open(*f.v, string(k), f.name)
+			clear, err := v.o.Sealer.Open(*f.Value, string(k), f.Name)
 			if err != nil {
 				v.problem(CheckSeal, string(k), "%v", err)
 				return
 			}
-			*f.v = clear
+			*f.Value = clear
 		}
 	}
 	if err := r.State.Validate(); err != nil {
@@ -363,7 +365,7 @@ func (v *verifier) admission(k, val []byte) {
 }
 
 func (v *verifier) env(k, val []byte, id string) {
-	var r EnvRecord
+	var r record.Environment
 	if err := persistence.Decode(k, val, &r); err != nil {
 		v.decodeFailed(err)
 		return

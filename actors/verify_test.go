@@ -12,6 +12,7 @@ import (
 	"github.com/wardenhq/warden/actors/admission"
 	"github.com/wardenhq/warden/actors/environment"
 	"github.com/wardenhq/warden/actors/marquee"
+	"github.com/wardenhq/warden/actors/record"
 	"github.com/wardenhq/warden/internal/trust"
 	"github.com/wardenhq/warden/persistence"
 )
@@ -42,8 +43,8 @@ func healthyStore(t *testing.T) (dir string, opts VerifyOptions) {
 	old.SupersededBy = 2
 	newer := previewEnv("env-b", "main", 2, start.Add(time.Minute))
 	newer.Resources = []environment.Resource{{Capability: environment.Route, Identity: "route-main-2", Status: "present"}}
-	SeedEnvironment(b, EnvRecord{Env: old})
-	SeedEnvironment(b, EnvRecord{Env: newer})
+	record.SeedEnvironment(b, record.Environment{Env: old})
+	record.SeedEnvironment(b, record.Environment{Env: newer})
 	require.NoError(t, b.Commit())
 	require.NoError(t, st.Close())
 	return h.dir, VerifyOptions{Machine: marquee.Machine{Config: marquee.DefaultConfig()}, Pools: map[string]int{"default": 1}}
@@ -108,14 +109,14 @@ func TestVerifyFindsEachPlantedProblem(t *testing.T) {
 		}},
 		{"a record naming another id", CheckDecode, "e/env-z", func(t *testing.T, dir string, _ *VerifyOptions) {
 			plant(t, dir, func(b *persistence.Batch, _ *persistence.Store) {
-				b.Put([]byte("e/env-z"), EnvRecord{Env: previewEnv("env-y", "dev", 1, start)})
+				b.Put([]byte("e/env-z"), record.Environment{Env: previewEnv("env-y", "dev", 1, start)})
 			})
 		}},
 		{"a sealed field under a key nobody holds", CheckSeal, "m/m-8", func(t *testing.T, dir string, o *VerifyOptions) {
 			*o = sealed
 			other := trust.NewSealer(&trust.Keyring{Keys: []trust.Key{{ID: "gone", Secret: [trust.KeySize]byte{9}}}})
 			plant(t, dir, func(b *persistence.Batch, _ *persistence.Store) {
-				putMarquee(b, other, MarqueeRecord{State: marquee.State{ID: "m-8", Kind: marquee.BYO, Serving: marquee.Active,
+				record.PutMarquee(b, other, record.Marquee{State: marquee.State{ID: "m-8", Kind: marquee.BYO, Serving: marquee.Active,
 					Connection: &marquee.Connection{Host: "h", SSHPrivateKey: "secret"}}})
 			})
 		}},
@@ -132,11 +133,11 @@ func TestVerifyFindsEachPlantedProblem(t *testing.T) {
 		}},
 		{"a deadline the wake index does not cover", CheckWake, "m/m-2", func(t *testing.T, dir string, _ *VerifyOptions) {
 			plant(t, dir, func(b *persistence.Batch, st *persistence.Store) {
-				r, err := LoadMarquee(st, nil, "m-2")
+				r, err := record.LoadMarquee(st, nil, "m-2")
 				require.NoError(t, err)
 				b.MoveWake(persistence.WakeMarquee, "m-2", r.WakeAt, time.Time{})
 				r.WakeAt = time.Time{}
-				putMarquee(b, nil, r)
+				record.PutMarquee(b, nil, r)
 			})
 		}},
 		{"a wake entry of no record", CheckWake, "w/", func(t *testing.T, dir string, _ *VerifyOptions) {
@@ -149,7 +150,7 @@ func TestVerifyFindsEachPlantedProblem(t *testing.T) {
 		}},
 		{"history ending before the record's", CheckHistory, "m/m-3", func(t *testing.T, dir string, _ *VerifyOptions) {
 			plant(t, dir, func(b *persistence.Batch, st *persistence.Store) {
-				r, err := LoadMarquee(st, nil, "m-3")
+				r, err := record.LoadMarquee(st, nil, "m-3")
 				require.NoError(t, err)
 				b.Delete(persistence.HistoryKey("m-3", r.HistorySeq))
 			})
@@ -178,7 +179,7 @@ func TestVerifyFindsEachPlantedProblem(t *testing.T) {
 		}},
 		{"a route held by an older generation", CheckRoute, "e/env-a", func(t *testing.T, dir string, _ *VerifyOptions) {
 			plant(t, dir, func(b *persistence.Batch, st *persistence.Store) {
-				r, err := LoadEnvironment(st, "env-a")
+				r, err := record.LoadEnvironment(st, "env-a")
 				require.NoError(t, err)
 				r.Env.Resources = []environment.Resource{{Capability: environment.Route, Identity: "route-main-1", Status: "present"}}
 				b.Put(persistence.EnvKey("env-a"), r)
@@ -186,12 +187,12 @@ func TestVerifyFindsEachPlantedProblem(t *testing.T) {
 		}},
 		{"a generation never given out", CheckRoute, "e/env-c", func(t *testing.T, dir string, _ *VerifyOptions) {
 			plant(t, dir, func(b *persistence.Batch, _ *persistence.Store) {
-				b.Put(persistence.EnvKey("env-c"), EnvRecord{Env: previewEnv("env-c", "main", 7, start)})
+				b.Put(persistence.EnvKey("env-c"), record.Environment{Env: previewEnv("env-c", "main", 7, start)})
 			})
 		}},
 		{"a tombstone holding a lease", CheckLease, "e/env-a", func(t *testing.T, dir string, _ *VerifyOptions) {
 			plant(t, dir, func(b *persistence.Batch, st *persistence.Store) {
-				r, err := LoadEnvironment(st, "env-a")
+				r, err := record.LoadEnvironment(st, "env-a")
 				require.NoError(t, err)
 				r.Env.Tombstone = &environment.Tombstone{Reason: "removed", RemovedAt: start}
 				r.Env.Attempt = &environment.Attempt{ID: "at-1", Lease: environment.Lease{Owner: "warden-1", Generation: 1, ExpiresAt: start.Add(time.Hour)}}

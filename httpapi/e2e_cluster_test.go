@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/wardenhq/warden/actors/record"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/wardenhq/warden/actors"
@@ -113,7 +115,7 @@ func TestC4AnyNodeAnswers(t *testing.T) {
 	node.set(true, "")
 	st, _, _ = entry.do("POST", "/v1/marquees", operatorToken, map[string]any{"id": "m-2", "kind": "tutorial"})
 	require.Equal(t, http.StatusCreated, st)
-	_, err = actors.LoadMarquee(entry.store, nil, "m-2")
+	_, err = record.LoadMarquee(entry.store, nil, "m-2")
 	require.NoError(t, err)
 }
 

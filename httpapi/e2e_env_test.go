@@ -5,9 +5,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wardenhq/warden/actors/record"
+
 	"github.com/stretchr/testify/require"
 
-	"github.com/wardenhq/warden/actors"
 	"github.com/wardenhq/warden/actors/environment"
 	"github.com/wardenhq/warden/persistence"
 )
@@ -70,7 +71,7 @@ func TestE2EEnvironmentResumesFromItsRecord(t *testing.T) {
 	require.NoError(t, err)
 	e.State = environment.DataReady
 	b := store.NewBatch()
-	actors.SeedEnvironment(b, actors.EnvRecord{Env: e, WakeAt: now})
+	record.SeedEnvironment(b, record.Environment{Env: e, WakeAt: now})
 	require.NoError(t, b.Commit())
 	require.NoError(t, store.Close())
 	w.preview.res["artifact-env-1-r1"] = ""

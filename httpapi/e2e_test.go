@@ -3,6 +3,8 @@ package httpapi_test
 import (
 	"fmt"
 	"net/http"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -304,7 +306,7 @@ func TestE2ESecretsNeverAnswered(t *testing.T) {
 }
 
 // TestE2EMetrics: callbacks by verb and result, decision and persistence
-// latency, mailbox depth.
+// latency, and what the runtime has in flight (read when scraped).
 func TestE2EMetrics(t *testing.T) {
 	w := newWorld(t, defaultPools)
 	w.create("m-1")
@@ -318,10 +320,17 @@ func TestE2EMetrics(t *testing.T) {
 		`warden_callbacks_total{result="stale",verb="step"} 1`,
 		"warden_decision_seconds_count 2",
 		"warden_persist_seconds_count",
-		"warden_mailbox_depth",
+		"warden_mailbox_depth ",
+		"warden_effects_in_flight ",
+		"warden_internal_retries_pending 0",
 	} {
 		require.Contains(t, text, want)
 	}
+	live := regexp.MustCompile(`(?m)^warden_actors_live (\d+)$`).FindStringSubmatch(text)
+	require.NotNil(t, live, "warden_actors_live is scraped")
+	n, err := strconv.Atoi(live[1])
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, n, 2, "the marquee's actor and its pool's are live")
 }
 
 // TestE2EOperatorLifecycle: destroy with reap makes a tombstone (M7, M14):

@@ -114,7 +114,7 @@ func pebbleOptions(fs vfs.FS, o Options, h *Health, plog pebbleLogger, readOnly 
 		// every lookup misses: bloom filters answer a miss from memory
 		// instead of reading a block of every level.
 		CacheSize: CacheSize,
-		// A history entry is deleted HistoryLimit transitions after it is
+		// A history entry is deleted HistoryLimit (actors/record) transitions after it is
 		// written; a memtable this size usually holds both, so neither ever
 		// reaches an sstable or a compaction.
 		MemTableSize: 64 << 20,

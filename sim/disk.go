@@ -7,9 +7,10 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/wardenhq/warden/actors/record"
+
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 
-	"github.com/wardenhq/warden/actors"
 	"github.com/wardenhq/warden/actors/runtime"
 )
 
@@ -113,10 +114,10 @@ func (w *world) armDiskFault(id string) {
 // storedState reads what the store holds for the entity of r.
 func (w *world) storedState(r *refusedWrite) (any, bool) {
 	if r.env {
-		rec, err := actors.LoadEnvironment(w.store, r.id)
+		rec, err := record.LoadEnvironment(w.store, r.id)
 		return rec.Env, err == nil
 	}
-	rec, err := actors.LoadMarquee(w.store, nil, r.id)
+	rec, err := record.LoadMarquee(w.store, nil, r.id)
 	return rec.State, err == nil
 }
 

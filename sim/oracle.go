@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/wardenhq/warden/actors/record"
+
 	"github.com/wardenhq/warden/actors"
 	"github.com/wardenhq/warden/actors/admission"
 	"github.com/wardenhq/warden/actors/environment"
@@ -25,16 +27,16 @@ var ruleRef = regexp.MustCompile(`\b([MAE][0-9]{1,2})\b`)
 // against who held the entity's shard (C3).
 func (w *world) hooks(p *proc) actors.Hooks {
 	return actors.Hooks{
-		Marquee: func(c runtime.Committed[actors.MarqueeRecord, marquee.Event, marquee.Outcome]) {
+		Marquee: func(c runtime.Committed[record.Marquee, marquee.Event, marquee.Outcome]) {
 			if w.wrote(p, "marquee", c.ID, c.Wrote) {
 				w.committed(c.Event, c.Before.State, c.After.State, c.Outcome)
 			}
 		},
-		Pool: func(c runtime.Committed[actors.PoolRecord, admission.Event, admission.Outcome]) {
+		Pool: func(c runtime.Committed[record.Pool, admission.Event, admission.Outcome]) {
 			w.wrote(p, "pool", c.ID, c.Wrote)
 			w.poolCommitted(c.Event, c.Before.Pool, c.After.Pool, c.Outcome)
 		},
-		Env: func(c runtime.Committed[actors.EnvRecord, environment.Event, environment.Outcome]) {
+		Env: func(c runtime.Committed[record.Environment, environment.Event, environment.Outcome]) {
 			if w.wrote(p, "environment", c.ID, c.Wrote) {
 				w.envCommitted(p, c.Event, c.Before.Env, c.After.Env, c.Outcome)
 			}
@@ -68,7 +70,7 @@ func (w *world) pendingRetries() int64 {
 	var n int64
 	for _, p := range w.procs {
 		if p.sys != nil && (p.node == nil || !p.node.down) {
-			n += p.sys.PendingRetries()
+			n += p.sys.Load().Retries
 		}
 		if p.node != nil && !p.node.down {
 			n += int64(p.node.cnode.InFlight()) // messages on their way to another node
@@ -142,7 +144,7 @@ func (w *world) committed(ev marquee.Event, before, after marquee.State, out mar
 // confirmedNull reads the marquee's history (newest first) for a first null
 // answered pending_confirmation since the last thing that cleared it.
 func (w *world) confirmedNull(id string) bool {
-	hist, err := actors.StoredHistory(w.store, id, actors.HistoryLimit)
+	hist, err := record.History(w.store, id, record.HistoryLimit)
 	if err != nil {
 		return true
 	}
@@ -282,7 +284,7 @@ func (w *world) checkApplied() {
 func (w *world) afterRestart() {
 	w.model = map[string]marquee.State{}
 	for _, id := range w.ids {
-		rec, err := actors.LoadMarquee(w.store, nil, id)
+		rec, err := record.LoadMarquee(w.store, nil, id)
 		if err == nil {
 			w.model[id] = rec.State
 		} else if !errors.Is(err, persistence.ErrNotFound) {

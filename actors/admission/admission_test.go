@@ -2,15 +2,17 @@ package admission_test
 
 import (
 	"fmt"
-	. "github.com/wardenhq/warden/actors/admission"
 	"strings"
 	"testing"
 	"time"
 
+	. "github.com/wardenhq/warden/actors/admission"
+	"github.com/wardenhq/warden/actors/record"
+	"github.com/wardenhq/warden/actors/runtime"
+
 	"github.com/cockroachdb/datadriven"
 
 	"github.com/stretchr/testify/require"
-	"github.com/wardenhq/warden/actors"
 	"github.com/wardenhq/warden/actors/entity"
 )
 
@@ -52,7 +54,7 @@ func TestAdmission(t *testing.T) {
 				if out.Err != nil {
 					return entity.Format(out, now) + "write: none\n"
 				}
-				return entity.Format(out, now) + "write: " + actors.PoolWrite(before, next, out) + "\n" + show(p)
+				return entity.Format(out, now) + "write: " + runtime.DescribeWrite(record.PoolWrites{}, next.Name, record.Pool{Pool: before}, record.Pool{Pool: next}, out, "") + "\n" + show(p)
 			case "rebuild":
 				var limit int
 				var next uint64

@@ -2,15 +2,18 @@ package environment_test
 
 import (
 	"fmt"
-	. "github.com/wardenhq/warden/actors/environment"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/wardenhq/warden/actors/runtime"
+
+	. "github.com/wardenhq/warden/actors/environment"
+	"github.com/wardenhq/warden/actors/record"
+
 	"github.com/cockroachdb/datadriven"
 
 	"github.com/stretchr/testify/require"
-	"github.com/wardenhq/warden/actors"
 	"github.com/wardenhq/warden/actors/entity"
 )
 
@@ -36,7 +39,7 @@ func TestMachine(t *testing.T) {
 	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
 		m := Machine{Config: DefaultConfig()}
 		var e Env
-		var rec actors.EnvRecord // as the runtime would hold it (write: lines)
+		var rec record.Environment // as the runtime would hold it (write: lines)
 		now := epoch
 		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
 			arg := func(k, def string) string {
@@ -59,7 +62,7 @@ func TestMachine(t *testing.T) {
 				}
 				e = next
 				var write string
-				rec, write = actors.EnvironmentWrite(rec, e, out)
+				rec, write = written(rec, e, out)
 				return entity.Format(out, now) + "write: " + write + "\n" + "state: " + describe(e, m) + "\n"
 			}
 			step := func(ev Event) string { return show(m.Step(e, ev, now)) }
@@ -75,7 +78,7 @@ func TestMachine(t *testing.T) {
 			}
 			switch d.Cmd {
 			case "create":
-				rec = actors.EnvRecord{}
+				rec = record.Environment{}
 				mm := m // the process that creates it owns its first attempt
 				if o := arg("owner", ""); o != "" {
 					mm.Config.Worker = o
@@ -144,7 +147,7 @@ func TestMachine(t *testing.T) {
 				// The steps are summarized; the record still follows them.
 				runStep := func(ev Event) (Env, Outcome) {
 					next, out := m.Step(e, ev, now)
-					rec, _ = actors.EnvironmentWrite(rec, next, out)
+					rec, _ = written(rec, next, out)
 					return next, out
 				}
 				var b strings.Builder
@@ -220,6 +223,17 @@ func TestMachine(t *testing.T) {
 			return ""
 		})
 	})
+}
+
+// written is the record after a step, as the runtime would hold it, and
+// what its one batch holds for the step (the write: line). A refused
+// step changes nothing.
+func written(before record.Environment, e Env, out Outcome) (record.Environment, string) {
+	if out.Err != nil {
+		return before, "none"
+	}
+	next := record.Environment{Env: e, WakeAt: out.Wake}
+	return next, runtime.DescribeWrite(record.EnvironmentWrites{}, e.ID, before, next, out, "")
 }
 
 func effects(es []Effect) string {

@@ -2,14 +2,17 @@ package marquee_test
 
 import (
 	"fmt"
-	. "github.com/wardenhq/warden/actors/marquee"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/wardenhq/warden/actors/runtime"
+
+	. "github.com/wardenhq/warden/actors/marquee"
+	"github.com/wardenhq/warden/actors/record"
+
 	"github.com/cockroachdb/datadriven"
 
-	"github.com/wardenhq/warden/actors"
 	"github.com/wardenhq/warden/actors/entity"
 )
 
@@ -24,7 +27,7 @@ type harness struct {
 	// rec is the durable record as the runtime would hold it, and
 	// delivery the id of the callback being stepped ("" for none), for
 	// each step's write: line.
-	rec      actors.MarqueeRecord
+	rec      record.Marquee
 	delivery string
 }
 
@@ -236,8 +239,9 @@ func (h *harness) step(ev Event) string {
 // report is the one way a step is shown (entity.Format), then what the
 // runtime's batch would hold for it, then the state.
 func (h *harness) report(out Outcome) string {
-	var write string
-	h.rec, write = actors.MarqueeWrite(h.rec, h.s, out, h.now, h.delivery)
+	before := h.rec
+	h.rec = record.NextMarquee(before, h.s, out, h.now)
+	write := runtime.DescribeWrite(record.MarqueeWrites{}, h.s.ID, before, h.rec, out, h.delivery)
 	return entity.Format(out, h.now) + "write: " + write + "\n" + "state: " + h.describe() + "\n"
 }
 

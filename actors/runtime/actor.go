@@ -321,7 +321,7 @@ func (h *Handle[S, E, O]) persist(next S, out O, d *delivery) error {
 	}
 	b := rt.cfg.Store.NewBatch()
 	b.Fence(fence)
-	stage(h.kind, b, k.ID, h.rec, h.wake, next, out, d)
+	h.kind.stage(b, k.ID, h.rec, h.wake, next, out, d)
 	start := rt.cfg.Clock.Now()
 	err = b.Commit()
 	rt.cfg.Metrics.Persist.Observe(rt.cfg.Clock.Since(start).Seconds())
@@ -437,8 +437,8 @@ func writes[O Outcome](out O, delivery bool) bool { return out.Writes() || deliv
 // the entry stored (wake: a step that wrote nothing may have changed the
 // record's wake in memory only) and, for a delivery, the entity's
 // deliveries record with the step's reply added (I5, M20).
-func stage[S, E any, O Outcome](k *kindOf[S, E, O], w persistence.Writer, id string, before S, wake time.Time, next S, out O, d *delivery) {
-	k.Stage(w, id, before, next, out)
+func (k staging[S, O]) stage(w persistence.Writer, id string, before S, wake time.Time, next S, out O, d *delivery) {
+	k.stager.Stage(w, id, before, next, out)
 	if k.wakeLetter != "" {
 		w.MoveWake(k.wakeLetter, id, wake, k.wakeOf(next))
 	}
@@ -452,7 +452,7 @@ func stage[S, E any, O Outcome](k *kindOf[S, E, O], w persistence.Writer, id str
 // families, e.g. "marquee m-1, history +1, wake 00:30:00, dedup d-7".
 // deliveryID is the request's delivery id ("" for none). A refused step
 // writes nothing.
-func DescribeWrite[S, E any, O Outcome](kind Kind[S, E, O], id string, before, next S, out O, deliveryID string) string {
+func DescribeWrite[S any, O Outcome](st Stager[S, O], id string, before, next S, out O, deliveryID string) string {
 	if out.Refusal() != nil || !writes(out, deliveryID != "") {
 		return "none"
 	}
@@ -460,8 +460,8 @@ func DescribeWrite[S, E any, O Outcome](kind Kind[S, E, O], id string, before, n
 	if deliveryID != "" {
 		d = &delivery{id: deliveryID}
 	}
-	k := resolve(kind)
+	k := stagingOf(st)
 	var r persistence.Recorder
-	stage(k, &r, id, before, k.wakeOf(before), next, out, d)
+	k.stage(&r, id, before, k.wakeOf(before), next, out, d)
 	return r.String()
 }

@@ -57,8 +57,14 @@ type Kind[S, E any, O Outcome] interface {
 	Load(id string) (rec S, exists bool, err error)
 	// Step is the kind's pure machine on its record.
 	Step(rec S, ev E, now time.Time) (S, O)
+	Stager[S, O]
+}
+
+// Stager is what a step writes of a kind's record.
+type Stager[S any, O Outcome] interface {
 	// Stage puts a step's writes into b (before is the record it
-	// replaces). The runtime adds the wake entry and a delivery's record.
+	// replaces). The runtime adds the wake entry (WakeIndexed) and a
+	// delivery's record.
 	Stage(b persistence.Writer, id string, before, next S, out O)
 }
 
@@ -144,28 +150,40 @@ type View[S any] struct {
 // reconcile, admit or hold, never idle, no wire form.
 type kindOf[S, E any, O Outcome] struct {
 	Kind[S, E, O]
-	run        func(h *Handle[S, E, O], next S, out O)
-	sends      func(id string, next S, out O) []Message
+	staging[S, O]
+	run      func(h *Handle[S, E, O], next S, out O)
+	sends    func(id string, next S, out O) []Message
+	observe  func(View[S], E, S, S, O)
+	started  func(*Handle[S, E, O], bool)
+	woken    func(*Handle[S, E, O])
+	stored   func(string) (bool, error)
+	admit    func(S, E) error
+	conflict func(string, S) error
+	holds    func(S) bool
+	idle     func(S, bool) bool
+	copy     func(S) S
+	encode   func(E) ([]byte, bool)
+	decode   func([]byte) (E, error)
+}
+
+// staging is a Stager with its wake letter found (none: not indexed).
+type staging[S any, O Outcome] struct {
+	stager     Stager[S, O]
 	wakeLetter string
 	wakeOf     func(S) time.Time
-	observe    func(View[S], E, S, S, O)
-	started    func(*Handle[S, E, O], bool)
-	woken      func(*Handle[S, E, O])
-	stored     func(string) (bool, error)
-	admit      func(S, E) error
-	conflict   func(string, S) error
-	holds      func(S) bool
-	idle       func(S, bool) bool
-	copy       func(S) S
-	encode     func(E) ([]byte, bool)
-	decode     func([]byte) (E, error)
+}
+
+func stagingOf[S any, O Outcome](st Stager[S, O]) staging[S, O] {
+	if x, ok := st.(WakeIndexed[S]); ok {
+		return staging[S, O]{st, x.WakeLetter(), x.WakeOf}
+	}
+	return staging[S, O]{st, "", func(S) time.Time { return time.Time{} }}
 }
 
 func resolve[S, E any, O Outcome](k Kind[S, E, O]) *kindOf[S, E, O] {
-	r := &kindOf[S, E, O]{Kind: k,
+	r := &kindOf[S, E, O]{Kind: k, staging: stagingOf[S, O](k),
 		run:      func(*Handle[S, E, O], S, O) {},
 		sends:    func(string, S, O) []Message { return nil },
-		wakeOf:   func(S) time.Time { return time.Time{} },
 		observe:  func(View[S], E, S, S, O) {},
 		started:  func(*Handle[S, E, O], bool) {},
 		woken:    func(*Handle[S, E, O]) {},
@@ -183,9 +201,6 @@ func resolve[S, E any, O Outcome](k Kind[S, E, O]) *kindOf[S, E, O] {
 	}
 	if x, ok := k.(Sends[S, O]); ok {
 		r.sends = x.Sends
-	}
-	if x, ok := k.(WakeIndexed[S]); ok {
-		r.wakeLetter, r.wakeOf = x.WakeLetter(), x.WakeOf
 	}
 	if x, ok := k.(Observes[S, E, O]); ok {
 		r.observe = x.Observe

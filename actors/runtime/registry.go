@@ -75,7 +75,6 @@ type entry struct {
 // still starting an effect.
 func (e *entry) handled(rt *Runtime) {
 	e.inbox.Add(-1)
-	rt.cfg.Metrics.MailboxDepth.Dec()
 	rt.nudge()
 }
 
@@ -127,7 +126,6 @@ func (r *registry) Receive(ctx actor.Context) {
 				delete(st.entries, e.key)
 			}
 			buffered, e.buffer = e.buffer, nil
-			r.rt.cfg.Metrics.MailboxDepth.Sub(float64(e.inbox.Load()))
 		}
 		st.mu.Unlock()
 		// Messages that raced the passivation reactivate the entity at
@@ -175,7 +173,6 @@ func (r *registry) deliver(ctx actor.Context, k Key, msg message) {
 	e.inbox.Add(1)
 	e.lastRouted.Store(r.rt.cfg.Clock.Now().UnixNano())
 	st.mu.Unlock()
-	r.rt.cfg.Metrics.MailboxDepth.Inc()
 	ctx.Send(e.pid, msg)
 }
 
@@ -257,16 +254,12 @@ func (rt *Runtime) route(k Key, msg message) instanceMark {
 	}
 	rt.reg.mu.Unlock()
 	if direct {
-		rt.cfg.Metrics.MailboxDepth.Inc()
 		rt.as.Root.Send(e.pid, msg)
 		return mark
 	}
 	rt.as.Root.Send(rt.registry, routed{key: k, msg: msg})
 	return mark
 }
-
-// Pending counts messages routed to entity actors and not yet handled.
-func (rt *Runtime) Pending() int64 { return rt.pending() }
 
 // pending counts messages routed to entity actors and not yet handled.
 func (rt *Runtime) pending() int64 {

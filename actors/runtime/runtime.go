@@ -205,6 +205,7 @@ func New(cfg Config) (*Runtime, error) {
 	if cfg.Host != nil {
 		cfg.Host.adopt(rt)
 	}
+	cfg.Metrics.current.Store(rt)
 	return rt, nil
 }
 
@@ -319,20 +320,27 @@ func (rt *Runtime) Shutdown() {
 	}
 }
 
-// Quiescent reports whether nothing is in flight: no effect, no message
-// waiting for an entity, no internal event waiting to be retried.
-func (rt *Runtime) Quiescent() bool {
-	return rt.effects.Load() == 0 && rt.pending() == 0 && rt.retries.Load() == 0
+// Load is what a runtime has in flight: scraped as its gauges, and what
+// a caller waits on to find it at rest (all zero but Live).
+type Load struct {
+	// Live entity actors: activated, not passivated.
+	Live int
+	// Queued messages routed to entities and not yet handled (a parked
+	// actor's excluded: its mailbox is never handled).
+	Queued int64
+	// Effects started and not finished.
+	Effects int64
+	// Retries: internal events whose write failed, waiting to be tried
+	// again.
+	Retries int64
 }
 
-// PendingRetries is how many internal events wait to be tried again.
-func (rt *Runtime) PendingRetries() int64 { return rt.retries.Load() }
-
-// Live is the number of live entity actors.
-func (rt *Runtime) Live() int {
+// Load reads what is in flight now.
+func (rt *Runtime) Load() Load {
 	rt.reg.mu.Lock()
-	defer rt.reg.mu.Unlock()
-	return len(rt.reg.entries)
+	live := len(rt.reg.entries)
+	rt.reg.mu.Unlock()
+	return Load{Live: live, Queued: rt.pending(), Effects: rt.effects.Load(), Retries: rt.retries.Load()}
 }
 
 // fault calls the fault hook at a named point.

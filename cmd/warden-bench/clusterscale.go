@@ -20,11 +20,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/wardenhq/warden/actors/record"
+
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/wardenhq/warden/actors"
 	"github.com/wardenhq/warden/actors/marquee"
 	"github.com/wardenhq/warden/cmd/internal/mdreport"
 	"github.com/wardenhq/warden/cmd/internal/testkit"
@@ -211,7 +212,7 @@ func seedEtcd(nodes []*scaleNode, n int, run *scaleRun) error {
 	const perTxn = 25 // a marquee is its record and maybe a wake entry: within etcd's 100 operations
 	b := st.NewBatch()
 	for i := 0; i < n; i++ {
-		actors.SeedMarquee(b, nil, restingMarquee(fmt.Sprintf("s-%07d", i), i, now))
+		record.SeedMarquee(b, nil, restingMarquee(fmt.Sprintf("s-%07d", i), i, now))
 		if (i+1)%perTxn == 0 || i == n-1 {
 			if err := b.Commit(); err != nil {
 				return err
@@ -241,19 +242,19 @@ func seedEtcd(nodes []*scaleNode, n int, run *scaleRun) error {
 // restingMarquee is the i-th marquee the scale figures seed: provisioned
 // and at rest, except every hundredth, stuck provisioning with a retry
 // overdue (its wake-index entry in the past).
-func restingMarquee(id string, i int, now time.Time) actors.MarqueeRecord {
+func restingMarquee(id string, i int, now time.Time) record.Marquee {
 	s := marquee.State{ID: id, Kind: marquee.Tutorial, Pool: "default", Serving: marquee.Active,
 		Lifecycle: marquee.Provisioned, Progress: marquee.AppDeploying, Generation: 3, DispatchedGeneration: 3, ConnectionGeneration: 3,
 		Connection: &marquee.Connection{Host: "203.0.113.7", Port: 22, User: "root", SSHPrivateKey: "k", FreeDomain: "x.example.net"},
 		Attempt:    &marquee.Attempt{Generation: 3, Action: marquee.ActionApply, Dispatch: marquee.DispatchSent, DispatchedAt: now.Add(-time.Hour)},
 		CreatedAt:  now.Add(-time.Hour), UpdatedAt: now.Add(-time.Hour)}
 	if i%100 != 0 {
-		return actors.MarqueeRecord{State: s}
+		return record.Marquee{State: s}
 	}
 	s.Serving, s.Lifecycle, s.Connection, s.ConnectionGeneration = marquee.Disabled, marquee.Provisioning, nil, 0
 	s.Progress = marquee.Queued
 	s.Attempt.DispatchedAt = now.Add(-10 * time.Minute)
-	return actors.MarqueeRecord{State: s, WakeAt: now.Add(-5 * time.Minute)}
+	return record.Marquee{State: s, WakeAt: now.Add(-5 * time.Minute)}
 }
 
 func dirBytes(dir string) int64 {

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/wardenhq/warden/actors/record"
+
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/wardenhq/warden/actors"
 	"github.com/wardenhq/warden/actors/clock"
@@ -40,7 +42,7 @@ func populate(dir string, n int, now time.Time) error {
 	b := st.NewBatch()
 	for i := 0; i < n; i++ {
 		rec := restingMarquee(fmt.Sprintf("m-%07d", i), i, now)
-		actors.SeedMarquee(b, nil, rec)
+		record.SeedMarquee(b, nil, rec)
 		if (i+1)%perBatch == 0 || i == n-1 {
 			if err := b.Commit(); err != nil {
 				return err
@@ -121,7 +123,7 @@ func runScale(out string, sizes []int) error {
 	}
 	time.Sleep(500 * time.Millisecond) // let the 1% with overdue work settle
 	before := heap()
-	liveBefore := sys.Live()
+	liveBefore := sys.Load().Live
 	cold := make([]time.Duration, 0, n)
 	for i := 0; i < n; i++ {
 		t0 := time.Now()
@@ -131,7 +133,7 @@ func runScale(out string, sizes []int) error {
 		cold = append(cold, time.Since(t0))
 	}
 	after := heap()
-	activated := sys.Live() - liveBefore
+	activated := sys.Load().Live - liveBefore
 	if heapProfileOut != "" {
 		if err := writeHeapProfile(heapProfileOut); err != nil {
 			return err

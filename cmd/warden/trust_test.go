@@ -12,9 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wardenhq/warden/actors/record"
+
 	"github.com/stretchr/testify/require"
 
-	"github.com/wardenhq/warden/actors"
 	"github.com/wardenhq/warden/actors/marquee"
 	"github.com/wardenhq/warden/internal/trust"
 	"github.com/wardenhq/warden/persistence"
@@ -159,7 +160,7 @@ func TestRekeyResumesAfterACrash(t *testing.T) {
 	require.NoError(t, err)
 	b := st.NewBatch()
 	for _, id := range []string{"m-1", "m-2", "m-3"} {
-		actors.SeedMarquee(b, trust.NewSealer(old), actors.MarqueeRecord{State: marquee.State{ID: id, Kind: marquee.BYO, Serving: marquee.Active,
+		record.SeedMarquee(b, trust.NewSealer(old), record.Marquee{State: marquee.State{ID: id, Kind: marquee.BYO, Serving: marquee.Active,
 			Connection: &marquee.Connection{Host: "h", Port: 22, User: "u", SSHPrivateKey: "key-of-" + id}}})
 	}
 	require.NoError(t, b.Commit())
@@ -181,7 +182,7 @@ func TestRekeyResumesAfterACrash(t *testing.T) {
 
 	st, err = persistence.Open(dir, persistence.Options{})
 	require.NoError(t, err)
-	r, err := actors.LoadMarquee(st, trust.NewSealer(done), "m-2")
+	r, err := record.LoadMarquee(st, trust.NewSealer(done), "m-2")
 	require.NoError(t, err, "opens without the old key")
 	require.Equal(t, "key-of-m-2", r.State.Connection.SSHPrivateKey)
 
@@ -195,7 +196,7 @@ func TestRekeyResumesAfterACrash(t *testing.T) {
 	// background work would find its files gone and panic (a flaky
 	// failure this test used to cause).
 	defer st.Close()
-	r, err = actors.LoadMarquee(st, trust.NewSealer(loadRing(t, path)), "m-3")
+	r, err = record.LoadMarquee(st, trust.NewSealer(loadRing(t, path)), "m-3")
 	require.NoError(t, err)
 	require.Equal(t, "key-of-m-3", r.State.Connection.SSHPrivateKey)
 }

@@ -1,0 +1,25 @@
+// Package record holds each kind's durable record: its type, what one
+// step writes of it into the runtime's batch (a Stager, with the kind's
+// wake letter), and how a store's copy is read back, secrets opened and
+// checked. The shell runs the kinds on these; the simulator's oracles,
+// the machines' golden suites and the benchmarks' seeding read and write
+// records here without a System. It imports the rules, the runtime's
+// Stager contract, persistence and trust; never the shell.
+package record
+
+import (
+	"github.com/wardenhq/warden/actors/admission"
+	"github.com/wardenhq/warden/actors/environment"
+	"github.com/wardenhq/warden/actors/marquee"
+	"github.com/wardenhq/warden/actors/runtime"
+)
+
+// Each kind's writes as the runtime finds them: a method renamed here
+// would otherwise drop the wake index silently.
+var (
+	_ runtime.Stager[Marquee, marquee.Outcome]         = MarqueeWrites{}
+	_ runtime.WakeIndexed[Marquee]                     = MarqueeWrites{}
+	_ runtime.Stager[Environment, environment.Outcome] = EnvironmentWrites{}
+	_ runtime.WakeIndexed[Environment]                 = EnvironmentWrites{}
+	_ runtime.Stager[Pool, admission.Outcome]          = PoolWrites{}
+)

@@ -1,0 +1,182 @@
+package record
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/wardenhq/warden/actors/marquee"
+	"github.com/wardenhq/warden/internal/trust"
+	"github.com/wardenhq/warden/persistence"
+)
+
+// HistoryLimit bounds the history kept per marquee: enough to reconstruct a
+// stale-callback story over a day of retries, small enough that a noisy
+// workflow cannot grow a row without bound.
+const HistoryLimit = 200
+
+// Marquee is a marquee's durable record.
+type Marquee struct {
+	State marquee.State `json:"state"`
+	// HistorySeq is the sequence of the newest history entry.
+	HistorySeq uint64 `json:"history_seq"`
+	// WakeAt is the wake-index entry this record owns (zero: none).
+	WakeAt time.Time `json:"wake_at,omitzero"`
+}
+
+// NextMarquee is the record after a step. Its wake-index time is now while
+// effects are in flight (a crash must reconcile them at once), else the
+// earliest deadline; or an entry still ahead that is earlier than the
+// deadline, kept. The index may be early, never late: an early entry
+// costs one activation that finds nothing due (after a restart only; a
+// live actor's timer is armed at the deadline), while moving it costs two
+// writes on every callback that pushes a deadline out (the stale timer,
+// M21), a third of a callback's batch.
+func NextMarquee(rec Marquee, s marquee.State, rd marquee.Outcome, now time.Time) Marquee {
+	next := Marquee{State: s, HistorySeq: rec.HistorySeq + uint64(len(rd.Records)), WakeAt: rd.Wake}
+	switch {
+	case marquee.NeedsReconcile(s):
+		next.WakeAt = now
+	case rec.WakeAt.After(now) && rec.WakeAt.Before(rd.Wake):
+		next.WakeAt = rec.WakeAt
+	}
+	return next
+}
+
+// MarqueeWrites is what a marquee's step writes: its record, secrets
+// sealed with Sealer (nil: in clear), and its history entries; its
+// deadlines go in the wake index.
+type MarqueeWrites struct{ Sealer *trust.Sealer }
+
+func (w MarqueeWrites) Stage(b persistence.Writer, id string, before, next Marquee, rd marquee.Outcome) {
+	PutMarquee(b, w.Sealer, next)
+	for i, e := range rd.Records {
+		appendHistory(b, id, before.HistorySeq+uint64(i)+1, e)
+	}
+}
+
+func (MarqueeWrites) WakeLetter() string         { return persistence.WakeMarquee }
+func (MarqueeWrites) WakeOf(r Marquee) time.Time { return r.WakeAt }
+
+// SecretField is one sealed field of a connection: its name in the
+// associated data and where it lives.
+type SecretField struct {
+	Name  string
+	Value *string
+}
+
+// SecretFields lists a connection's sealed fields.
+func SecretFields(c *marquee.Connection) []SecretField {
+	return []SecretField{{"ssh_private_key", &c.SSHPrivateKey}, {"acme_dns.username", &c.ACMEDNS.Username}, {"acme_dns.password", &c.ACMEDNS.Password}}
+}
+
+// sealMarquee returns a copy of r whose secrets are sealed, with the
+// record's key and the field's name as associated data (T10).
+func sealMarquee(sealer *trust.Sealer, r Marquee) Marquee {
+	if sealer == nil || r.State.Connection == nil {
+		return r
+	}
+	c := *r.State.Connection
+	key := string(persistence.MarqueeKey(r.State.ID))
+	for _, f := range SecretFields(&c) {
+		*f.Value = sealer.Seal(*f.Value, key, f.Name)
+	}
+	r.State.Connection = &c
+	return r
+}
+
+// OpenMarquee opens a decoded record's secrets and validates it (A9): a
+// record that does not open is malformed, never used.
+func OpenMarquee(sealer *trust.Sealer, key []byte, r *Marquee) error {
+	if c := r.State.Connection; c != nil {
+		for _, f := range SecretFields(c) {
+			v, err := sealer.Open(*f.Value, string(key), f.Name)
+			if err != nil {
+				return &persistence.CorruptError{Malformed: persistence.Malformed{Key: string(key), Reason: err.Error()}}
+			}
+			*f.Value = v
+		}
+	}
+	if err := r.State.Validate(); err != nil {
+		return &persistence.CorruptError{Malformed: persistence.Malformed{Key: string(key), Reason: err.Error()}}
+	}
+	return nil
+}
+
+// LoadMarquee reads one marquee's record: persistence.ErrNotFound, a
+// *persistence.CorruptError, or the record with its secrets opened.
+func LoadMarquee(st *persistence.Store, sealer *trust.Sealer, id string) (Marquee, error) {
+	var r Marquee
+	key := persistence.MarqueeKey(id)
+	if err := st.Get(key, &r); err != nil {
+		return Marquee{}, err
+	}
+	if r.State.ID != id {
+		return Marquee{}, &persistence.CorruptError{Malformed: persistence.Malformed{Key: string(key), Reason: fmt.Sprintf("record names marquee %q", r.State.ID)}}
+	}
+	if err := OpenMarquee(sealer, key, &r); err != nil {
+		return Marquee{}, err
+	}
+	return r, nil
+}
+
+// PutMarquee stages the record, its secrets sealed.
+func PutMarquee(b persistence.Writer, sealer *trust.Sealer, r Marquee) {
+	b.Put(persistence.MarqueeKey(r.State.ID), sealMarquee(sealer, r))
+}
+
+// appendHistory stages entry number seq and drops the one that falls out
+// of the window, so a marquee never holds more than HistoryLimit entries.
+func appendHistory(b persistence.Writer, id string, seq uint64, e marquee.Entry) {
+	b.Put(persistence.HistoryKey(id, seq), e)
+	if seq > HistoryLimit {
+		b.Delete(persistence.HistoryKey(id, seq-HistoryLimit))
+	}
+}
+
+// ListMarquees is one page of stored marquees that keep accepts (see
+// persistence.ListPage). Sealed secrets stay sealed: a list shows
+// summaries, never connections.
+func ListMarquees(st *persistence.Store, after string, limit, maxScan int, keep func(marquee.State) bool) ([]marquee.State, string, []persistence.Malformed, error) {
+	return persistence.ListPage(st, persistence.MarqueePrefix, after, limit, maxScan, func(k, v []byte) (marquee.State, error) {
+		var r Marquee
+		err := persistence.Decode(k, v, &r)
+		return r.State, err
+	}, keep)
+}
+
+// History returns up to limit entries of a marquee's history, newest first.
+func History(st *persistence.Store, id string, limit int) ([]marquee.Entry, error) {
+	var all []marquee.Entry
+	err := st.Scan(persistence.HistoryPrefix(id), nil, func(k, v []byte) (bool, error) {
+		var e marquee.Entry
+		if err := persistence.Decode(k, v, &e); err != nil {
+			return false, err
+		}
+		all = append(all, e)
+		return true, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]marquee.Entry, 0, min(limit, len(all)))
+	for i := len(all) - 1; i >= 0 && len(out) < limit; i-- {
+		out = append(out, all[i])
+	}
+	return out, nil
+}
+
+// SealedUnder reports the key ids a stored marquee value names ("" for a
+// secret in clear).
+func SealedUnder(r Marquee) []string {
+	c := r.State.Connection
+	if c == nil {
+		return nil
+	}
+	var ids []string
+	for _, f := range SecretFields(c) {
+		if *f.Value != "" {
+			ids = append(ids, trust.SealedKeyID(*f.Value))
+		}
+	}
+	return ids
+}

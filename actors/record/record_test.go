@@ -1,0 +1,120 @@
+package record
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/stretchr/testify/require"
+	"github.com/wardenhq/warden/actors/environment"
+	"github.com/wardenhq/warden/actors/marquee"
+	"github.com/wardenhq/warden/internal/trust"
+	"github.com/wardenhq/warden/persistence"
+)
+
+var at = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+func memStore(t testing.TB) *persistence.Store {
+	st, err := persistence.Open("", persistence.Options{FS: vfs.NewMem()})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	return st
+}
+
+func sealerOf(id string, secret byte) *trust.Sealer {
+	return trust.NewSealer(&trust.Keyring{Keys: []trust.Key{{ID: id, Secret: [trust.KeySize]byte{secret}}}})
+}
+
+func withSecret(id string) Marquee {
+	return Marquee{State: marquee.State{ID: id, Kind: marquee.BYO, Serving: marquee.Active,
+		Connection: &marquee.Connection{Host: "h", SSHPrivateKey: "key-of-" + id}}, HistorySeq: 3, WakeAt: at}
+}
+
+// TestT10StoredSecretsAreSealedAndOpenOnlyWithTheirKey: a record's
+// secrets are stored sealed under the record's key, read back whole with
+// the keyring that sealed them, and a record that does not open with the
+// keyring given is malformed (A9), never used.
+func TestT10StoredSecretsAreSealedAndOpenOnlyWithTheirKey(t *testing.T) {
+	st := memStore(t)
+	b := st.NewBatch()
+	SeedMarquee(b, sealerOf("k1", 1), withSecret("m-1"))
+	require.NoError(t, b.Commit())
+
+	var raw Marquee
+	require.NoError(t, st.Get(persistence.MarqueeKey("m-1"), &raw))
+	require.NotContains(t, raw.State.Connection.SSHPrivateKey, "key-of-m-1", "stored sealed")
+	require.Equal(t, []string{"k1"}, SealedUnder(raw))
+
+	got, err := LoadMarquee(st, sealerOf("k1", 1), "m-1")
+	require.NoError(t, err)
+	require.Equal(t, "key-of-m-1", got.State.Connection.SSHPrivateKey)
+	require.Equal(t, uint64(3), got.HistorySeq)
+	require.True(t, got.WakeAt.Equal(at))
+
+	_, err = LoadMarquee(st, sealerOf("k2", 2), "m-1")
+	var ce *persistence.CorruptError
+	require.ErrorAs(t, err, &ce, "A9: a record that does not open is malformed")
+	require.NotContains(t, err.Error(), "key-of-m-1", "no secret in the error")
+}
+
+// TestHistoryKeepsTheNewestWindow: a marquee's history holds at most
+// HistoryLimit entries (200 decisions, docs/rules/marquee.md), newest
+// first, as steps stage them.
+func TestHistoryKeepsTheNewestWindow(t *testing.T) {
+	st := memStore(t)
+	w := MarqueeWrites{}
+	rec := Marquee{State: marquee.State{ID: "m-1", Kind: marquee.BYO}}
+	for i := range HistoryLimit + 5 {
+		b := st.NewBatch()
+		rd := marquee.Outcome{Records: []marquee.Entry{{Verb: "e", Generation: uint64(i + 1)}}}
+		next := NextMarquee(rec, rec.State, rd, at)
+		w.Stage(b, "m-1", rec, next, rd)
+		require.NoError(t, b.Commit())
+		rec = next
+	}
+	h, err := History(st, "m-1", HistoryLimit+10)
+	require.NoError(t, err)
+	require.Len(t, h, HistoryLimit)
+	require.Equal(t, uint64(HistoryLimit+5), h[0].Generation, "newest first")
+	require.Equal(t, uint64(6), h[len(h)-1].Generation, "the oldest five fell out")
+}
+
+// FuzzLoadStoredRecords: whatever bytes a store holds under a marquee's
+// or an environment's key, reading them gives a record that validates and
+// names its key, or a CorruptError; never a panic, never a secret.
+func FuzzLoadStoredRecords(f *testing.F) {
+	st := memStore(f)
+	b := st.NewBatch()
+	SeedMarquee(b, sealerOf("k1", 1), withSecret("m-1"))
+	SeedMarquee(b, nil, Marquee{State: marquee.State{ID: "m-2", Kind: marquee.BYO, Serving: marquee.Active}})
+	SeedEnvironment(b, Environment{Env: environment.Env{ID: "e-1", Branch: "main", Generation: 1}})
+	require.NoError(f, b.Commit())
+	for _, prefix := range []string{persistence.MarqueePrefix, persistence.EnvPrefix} {
+		require.NoError(f, st.Scan([]byte(prefix), nil, func(_, v []byte) (bool, error) {
+			f.Add(append([]byte(nil), v...))
+			return true, nil
+		}))
+	}
+	f.Add([]byte(`{"state":{"id":"m-1"}}`))
+	f.Add([]byte(`{"env":{"id":"e-2"}}`))
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, val []byte) {
+		b := st.NewBatch()
+		b.Set(persistence.MarqueeKey("m-f"), val)
+		b.Set(persistence.EnvKey("e-f"), val)
+		require.NoError(t, b.Commit())
+		var ce *persistence.CorruptError
+		if m, err := LoadMarquee(st, sealerOf("k1", 1), "m-f"); err != nil {
+			require.True(t, errors.As(err, &ce), "%v", err)
+		} else {
+			require.Equal(t, "m-f", m.State.ID)
+			require.NoError(t, m.State.Validate())
+		}
+		if e, err := LoadEnvironment(st, "e-f"); err != nil {
+			require.True(t, errors.As(err, &ce), "%v", err)
+		} else {
+			require.Equal(t, "e-f", e.Env.ID)
+		}
+	})
+}
