@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/wardenhq/warden/actors/environment"
+	"github.com/wardenhq/warden/actors/record"
 	"github.com/wardenhq/warden/actors/runtime"
-	"github.com/wardenhq/warden/persistence"
 )
 
 // The branch kind: a branch's route-generation counter on its own machine
@@ -17,43 +17,32 @@ import (
 // preview (its Give effect, a message back), on a single node and on a
 // cluster alike (I14): no mailbox waits on another.
 
-// BranchRecord is a branch's durable record: one key per generation given
-// out (b/<branch>/<n>, holding the preview it went to), the last
-// environment.RecentGivings of them kept, older ones deleted.
-type BranchRecord struct{ Branch environment.Branch }
+type branches = runtime.Entities[record.Branch, environment.NextGeneration, environment.BranchOutcome]
 
-type branches = runtime.Entities[BranchRecord, environment.NextGeneration, environment.BranchOutcome]
-
-type branchKind struct{ sys *System }
+// branchKind is the branch counter on the runtime; its writes are
+// record.BranchWrites.
+type branchKind struct {
+	record.BranchWrites
+	sys *System
+}
 
 func (branchKind) Name() string { return "branch" }
 
 // Load reads the recent givings and the newest generation; a branch that
 // never gave one out is at 0 and exists all the same (its first preview
 // asks it).
-func (k branchKind) Load(name string) (BranchRecord, bool, error) {
-	b, err := loadBranch(k.sys.cfg.Store, name)
-	return BranchRecord{Branch: b}, err == nil, err
+func (k branchKind) Load(name string) (record.Branch, bool, error) {
+	b, err := record.LoadBranch(k.sys.cfg.Store, name)
+	return record.Branch{Branch: b}, err == nil, err
 }
 
-func (branchKind) Step(rec BranchRecord, ev environment.NextGeneration, now time.Time) (BranchRecord, environment.BranchOutcome) {
+func (branchKind) Step(rec record.Branch, ev environment.NextGeneration, now time.Time) (record.Branch, environment.BranchOutcome) {
 	b, out := environment.StepBranch(rec.Branch, ev, now)
-	return BranchRecord{Branch: b}, out
-}
-
-// Stage writes the new giving's key; the one that fell out of the recent
-// givings goes.
-func (branchKind) Stage(b persistence.Writer, name string, _, _ BranchRecord, out environment.BranchOutcome) {
-	for _, g := range out.Records {
-		b.Set(persistence.BranchGenerationKey(name, g.Generation), []byte(g.Env))
-		if g.Generation > environment.RecentGivings {
-			b.Delete(persistence.BranchGenerationKey(name, g.Generation-environment.RecentGivings))
-		}
-	}
+	return record.Branch{Branch: b}, out
 }
 
 // Sends tells each asker its generation, once it is durable.
-func (k branchKind) Sends(_ string, _ BranchRecord, out environment.BranchOutcome) []runtime.Message {
+func (k branchKind) Sends(_ string, _ record.Branch, out environment.BranchOutcome) []runtime.Message {
 	var msgs []runtime.Message
 	for _, g := range out.Effects {
 		msgs = append(msgs, k.sys.envs.Message(g.Env, environment.GenerationGiven{Generation: g.Generation}))

@@ -356,7 +356,7 @@ func TestE8ACreateReachesItsFirstDriverCallAfterItsBranchAnswers(t *testing.T) {
 	require.IsType(t, environment.GenerationGiven{}, before[1].Event)
 	require.Equal(t, uint64(0), before[0].After.Env.Generation, "the create waits for its branch")
 	require.NotNil(t, before[1].After.Env.Attempt, "the given generation's step holds the first intent (E5)")
-	g, err := branchGeneration(store, "main")
+	g, err := record.BranchGeneration(store, "main")
 	require.NoError(t, err)
 	require.Equal(t, uint64(1), g, "the branch's generation is durable before the preview uses it")
 }

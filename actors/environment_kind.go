@@ -215,7 +215,7 @@ func (k envKind) next(h *envHandle) {
 // generations are durable before any is used. Unreadable, it is 0, and
 // the machine leaves the activation to the next advance.
 func (s *System) branchNewest(branch string) uint64 {
-	newest, err := branchGeneration(s.cfg.Store, branch)
+	newest, err := record.BranchGeneration(s.cfg.Store, branch)
 	if err != nil {
 		s.log.Warn("environment: branch generation unreadable", "branch", branch, "err", err)
 	}
@@ -532,51 +532,6 @@ func driftChanges(before, after []environment.Drift) (found, resolved []environm
 
 func driftKey(d environment.Drift) string {
 	return fmt.Sprintf("%s/%s/%d", d.Capability, d.Identity, d.DetectedAt.UnixNano())
-}
-
-// branchGeneration reads the newest route generation a branch gave out:
-// the last of its keys, or the one key of the layout before them.
-func branchGeneration(st *persistence.Store, branch string) (uint64, error) {
-	return scanBranch(st, branch, nil)
-}
-
-// loadBranch reads a branch's givings in generation order (its keys sort
-// so), and the last generation of the layout before they had keys.
-func loadBranch(st *persistence.Store, branch string) (environment.Branch, error) {
-	b := environment.Branch{Name: branch}
-	last, err := scanBranch(st, branch, func(g uint64, env []byte) {
-		if len(env) > 0 {
-			b.Recent = append(b.Recent, environment.Give{Env: string(env), Generation: g})
-		}
-	})
-	b.Last = last
-	b.Recent = b.Recent[max(0, len(b.Recent)-environment.RecentGivings):]
-	return b, err
-}
-
-// scanBranch calls give (if not nil) with each generation key of a
-// branch and the environment it went to (valid only during the call),
-// and returns the newest generation, the legacy layout's one key included.
-func scanBranch(st *persistence.Store, branch string, give func(g uint64, env []byte)) (uint64, error) {
-	var last uint64
-	prefix := persistence.BranchGenerationPrefix(branch)
-	err := st.Scan(prefix, nil, func(k, v []byte) (bool, error) {
-		if g, ok := persistence.ParseBranchGeneration(prefix, k); ok {
-			last = max(last, g)
-			if give != nil {
-				give(g, v)
-			}
-		}
-		return true, nil
-	})
-	if err != nil {
-		return last, err
-	}
-	var legacy uint64
-	if err := st.Get(persistence.LegacyBranchKey(branch), &legacy); err != nil && !errors.Is(err, persistence.ErrNotFound) {
-		return last, err
-	}
-	return max(last, legacy), nil
 }
 
 // listEnvIDs lists every stored environment's id, in key order, without

@@ -39,6 +39,6 @@ var (
 	_ runtime.Conflicts[record.Environment]                                        = envKind{}
 	_ runtime.Holds[record.Environment]                                            = envKind{}
 	_ runtime.Wire[environment.Event]                                              = envKind{}
-	_ runtime.Sends[BranchRecord, environment.BranchOutcome]                       = branchKind{}
+	_ runtime.Sends[record.Branch, environment.BranchOutcome]                      = branchKind{}
 	_ runtime.Wire[environment.NextGeneration]                                     = branchKind{}
 )

@@ -108,7 +108,7 @@ type Hooks struct {
 	Marquee func(runtime.Committed[record.Marquee, marquee.Event, marquee.Outcome])
 	Pool    func(runtime.Committed[record.Pool, admission.Event, admission.Outcome])
 	Env     func(runtime.Committed[record.Environment, environment.Event, environment.Outcome])
-	Branch  func(runtime.Committed[BranchRecord, environment.NextGeneration, environment.BranchOutcome])
+	Branch  func(runtime.Committed[record.Branch, environment.NextGeneration, environment.BranchOutcome])
 	Failed  func(actor string, err error)
 }
 
@@ -175,7 +175,7 @@ func Start(cfg Config) (*System, error) {
 		poolKind{sys: s, step: wrap(PoolStep(admission.Step), w.Pool)}))
 	s.envs = runtime.Register(rt, runtime.Kind[record.Environment, environment.Event, environment.Outcome](
 		envKind{sys: s, step: wrap(EnvStep(cfg.Env.Machine.Step), w.Env)}))
-	s.branches = runtime.Register(rt, runtime.Kind[BranchRecord, environment.NextGeneration, environment.BranchOutcome](branchKind{sys: s}))
+	s.branches = runtime.Register(rt, runtime.Kind[record.Branch, environment.NextGeneration, environment.BranchOutcome](branchKind{sys: s}))
 	s.marquees.OnCommit(cfg.Hooks.Marquee)
 	s.pools.OnCommit(cfg.Hooks.Pool)
 	s.envs.OnCommit(cfg.Hooks.Env)

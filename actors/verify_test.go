@@ -43,8 +43,8 @@ func healthyStore(t *testing.T) (dir string, opts VerifyOptions) {
 	old.SupersededBy = 2
 	newer := previewEnv("env-b", "main", 2, start.Add(time.Minute))
 	newer.Resources = []environment.Resource{{Capability: environment.Route, Identity: "route-main-2", Status: "present"}}
-	record.SeedEnvironment(b, record.Environment{Env: old})
-	record.SeedEnvironment(b, record.Environment{Env: newer})
+	seedEnvironment(b, record.Environment{Env: old})
+	seedEnvironment(b, record.Environment{Env: newer})
 	require.NoError(t, b.Commit())
 	require.NoError(t, st.Close())
 	return h.dir, VerifyOptions{Machine: marquee.Machine{Config: marquee.DefaultConfig()}, Pools: map[string]int{"default": 1}}
@@ -225,4 +225,12 @@ func TestVerifyFindsEachPlantedProblem(t *testing.T) {
 			require.Contains(t, rep.Text(), fmt.Sprintf("%d problem(s) found", len(rep.Problems)))
 		})
 	}
+}
+
+// seedEnvironment stages an environment record as its create would: the
+// record, its wake-index entry and its branch's route generation.
+func seedEnvironment(b *persistence.Batch, r record.Environment) {
+	record.EnvironmentWrites{}.Stage(b, r.Env.ID, record.Environment{}, r, environment.Outcome{})
+	b.MoveWake(persistence.WakeEnvironment, r.Env.ID, time.Time{}, r.WakeAt)
+	b.Set(persistence.BranchGenerationKey(r.Env.Branch, r.Env.Generation), []byte(r.Env.ID))
 }

@@ -71,7 +71,10 @@ func TestE2EEnvironmentResumesFromItsRecord(t *testing.T) {
 	require.NoError(t, err)
 	e.State = environment.DataReady
 	b := store.NewBatch()
-	record.SeedEnvironment(b, record.Environment{Env: e, WakeAt: now})
+	// As its create wrote it: the record and its wake entry (its branch's
+	// generation does not matter to a resume).
+	record.EnvironmentWrites{}.Stage(b, e.ID, record.Environment{}, record.Environment{Env: e, WakeAt: now}, environment.Outcome{})
+	b.MoveWake(persistence.WakeEnvironment, e.ID, time.Time{}, now)
 	require.NoError(t, b.Commit())
 	require.NoError(t, store.Close())
 	w.preview.res["artifact-env-1-r1"] = ""

@@ -41,7 +41,7 @@ func (w *world) hooks(p *proc) actors.Hooks {
 				w.envCommitted(p, c.Event, c.Before.Env, c.After.Env, c.Outcome)
 			}
 		},
-		Branch: func(c runtime.Committed[actors.BranchRecord, environment.NextGeneration, environment.BranchOutcome]) {
+		Branch: func(c runtime.Committed[record.Branch, environment.NextGeneration, environment.BranchOutcome]) {
 			if w.wrote(p, "branch", c.ID, c.Wrote) {
 				w.branchCommitted(c.Event, c.Before.Branch, c.After.Branch)
 			}

@@ -88,7 +88,7 @@ func FuzzLoadStoredRecords(f *testing.F) {
 	b := st.NewBatch()
 	SeedMarquee(b, sealerOf("k1", 1), withSecret("m-1"))
 	SeedMarquee(b, nil, Marquee{State: marquee.State{ID: "m-2", Kind: marquee.BYO, Serving: marquee.Active}})
-	SeedEnvironment(b, Environment{Env: environment.Env{ID: "e-1", Branch: "main", Generation: 1}})
+	EnvironmentWrites{}.Stage(b, "e-1", Environment{}, Environment{Env: environment.Env{ID: "e-1", Branch: "main", Generation: 1}}, environment.Outcome{})
 	require.NoError(f, b.Commit())
 	for _, prefix := range []string{persistence.MarqueePrefix, persistence.EnvPrefix} {
 		require.NoError(f, st.Scan([]byte(prefix), nil, func(_, v []byte) (bool, error) {
