@@ -91,10 +91,8 @@ func TestD8WriteFixture(t *testing.T) {
 
 func startFixtureWarden(t *testing.T, dir string) *proc {
 	ok := okScript(t)
-	previewBin := filepath.Join(t.TempDir(), "example-preview")
-	out, err := exec.Command("go", "build", "-o", previewBin, "../../examples/preview").CombinedOutput()
-	require.NoError(t, err, string(out))
 	preview := filepath.Join(t.TempDir(), "preview")
+	previewBin := previewDriver(t, preview)
 	return startProcEnv(t, dir, freePort(t), []string{"WARDEN_PREVIEW_DIR=" + preview},
 		"--dispatch", "exec", "--dispatch-command", ok, "--bootstrap", "exec", "--bootstrap-command", ok, "--pool", "default=2",
 		"--env-driver-command", previewBin, "--driver-env", "WARDEN_PREVIEW_DIR")

@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -87,9 +86,7 @@ func TestD4D5D6D7D9TheDataMovesAndVerifies(t *testing.T) {
 	}
 	flags := flagsWith(ok)
 	previewDir := t.TempDir()
-	previewBin := filepath.Join(t.TempDir(), "example-preview")
-	out, err := exec.Command("go", "build", "-o", previewBin, "../../examples/preview").CombinedOutput()
-	require.NoError(t, err, string(out))
+	previewBin := previewDriver(t, previewDir)
 	envFlags := append(append([]string(nil), flags...), "--env-driver-command", previewBin, "--driver-env", "WARDEN_PREVIEW_DIR")
 	env := []string{"WARDEN_PREVIEW_DIR=" + previewDir}
 

@@ -116,9 +116,8 @@ func TestW7PreviewScriptFollowsAPullRequest(t *testing.T) {
 // becomes ready and its commit gets warden's status linking the preview;
 // its removal sets the status again, without a link.
 func TestW7ServeReportsPreviewsToGitHub(t *testing.T) {
-	previewBin := filepath.Join(t.TempDir(), "example-preview")
-	out, err := exec.Command("go", "build", "-o", previewBin, "../../examples/preview").CombinedOutput()
-	require.NoError(t, err, "%s", out)
+	previewDir := t.TempDir()
+	previewBin := previewDriver(t, previewDir)
 	var mu sync.Mutex
 	var statuses []map[string]any
 	gh := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -139,7 +138,7 @@ func TestW7ServeReportsPreviewsToGitHub(t *testing.T) {
 	}))
 	t.Cleanup(gh.Close)
 	ok := okScript(t)
-	p := startProcEnv(t, t.TempDir()+"/data", freePort(t), []string{"WARDEN_PREVIEW_DIR=" + t.TempDir()},
+	p := startProcEnv(t, t.TempDir()+"/data", freePort(t), []string{"WARDEN_PREVIEW_DIR=" + previewDir},
 		"--dispatch", "exec", "--dispatch-command", ok, "--bootstrap", "exec", "--bootstrap-command", ok,
 		"--env-driver-command", previewBin, "--driver-env", "WARDEN_PREVIEW_DIR",
 		"--notify", "github", "--github-repo", "acme/app", "--github-api-url", gh.URL)
@@ -211,12 +210,11 @@ func TestSecondServeOnOneDataDirRefusesBeforeListening(t *testing.T) {
 // absent, applies it again without a back-off (no failure is recorded),
 // and the preview is ready within 20 s of the restart.
 func TestP16AKillMidEffectIsReadySoonAfterTheRestart(t *testing.T) {
-	previewBin := filepath.Join(t.TempDir(), "example-preview")
-	out, err := exec.Command("go", "build", "-o", previewBin, "../../examples/preview").CombinedOutput()
-	require.NoError(t, err, "%s", out)
+	previewDir := t.TempDir()
+	previewBin := previewDriver(t, previewDir)
 	ok := okScript(t)
 	data, addr := t.TempDir()+"/data", freePort(t)
-	dir := "WARDEN_PREVIEW_DIR=" + t.TempDir()
+	dir := "WARDEN_PREVIEW_DIR=" + previewDir
 	args := []string{"--dispatch", "exec", "--dispatch-command", ok, "--bootstrap", "exec", "--bootstrap-command", ok,
 		"--env-driver-command", previewBin, "--driver-env", "WARDEN_PREVIEW_DIR,WARDEN_PREVIEW_APPLY_DELAY", "--env-reconcile-every", "-1s"}
 	// The first process's applies take 10 s, so that the kill 300 ms after
