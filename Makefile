@@ -68,8 +68,10 @@ testbin:
 # The pure machines (marquee, environment, admission) start no goroutine:
 # the race detector has nothing to find there.
 RACE_PKGS := ./actors ./actors/runtime ./internal/cluster ./persistence ./httpapi
+# -parallel 4: the tests marked t.Parallel (cmd/warden's longest) mostly
+# wait on processes and timers, so four overlap on two cores.
 test: lint testbin
-	WARDEN_TEST_BIN=$(TEST_BIN) $(GO) test -count=1 -timeout 20m ./...
+	WARDEN_TEST_BIN=$(TEST_BIN) $(GO) test -count=1 -parallel 4 -timeout 20m ./...
 
 # make check: the heaviest checks, at full size (WARDEN_CHECK=1): the
 # release built twice and compared byte for byte (D3), the crash run's 50

@@ -90,10 +90,10 @@ func TestO9TheBinaryIsAlsoTheClient(t *testing.T) {
 	require.True(t, strings.HasPrefix(out, "warden "))
 }
 
-// TestIssue22TheCLIFollowsItsUsersHabits: the resource types people type
+// TestTheCLIFollowsItsUsersHabits: the resource types people type
 // (aliases, one item by id, describe by id alone), a usage error that
 // says so and exits 2, and `warden wait`.
-func TestIssue22TheCLIFollowsItsUsersHabits(t *testing.T) {
+func TestTheCLIFollowsItsUsersHabits(t *testing.T) {
 	ok := okScript(t)
 	p := startProc(t, t.TempDir()+"/data", freePort(t), "--dispatch", "exec", "--dispatch-command", ok, "--bootstrap", "exec", "--bootstrap-command", ok)
 	st, v := p.do("POST", "/v1/marquees", "op-secret", map[string]any{"id": "m-3", "kind": "tutorial"})

@@ -63,11 +63,11 @@ func TestC10NodeOnExternalEtcd(t *testing.T) {
 	require.NotContains(t, p.log.String(), "cb-secret")
 }
 
-// TestIssue22MakeRunStopsCleanlyOnCtrlC: Ctrl-C in a terminal stops make
+// TestMakeRunStopsCleanlyOnCtrlC: Ctrl-C in a terminal stops make
 // run's warden cleanly, and make prints no "*** Interrupt". Make says it
 // only on a terminal, so the test types Ctrl-C into one (tmux, Debian's
 // package; .ci/run installs it).
-func TestIssue22MakeRunStopsCleanlyOnCtrlC(t *testing.T) {
+func TestMakeRunStopsCleanlyOnCtrlC(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs make run in a terminal")
 	}

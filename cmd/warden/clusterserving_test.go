@@ -16,6 +16,7 @@ import (
 // an offline command for the lease's TTL only; one a live node renews
 // is a cluster serving, and the command is refused.
 func TestD7ALeaseAStoppedNodeLeftIsWaitedOut(t *testing.T) {
+	t.Parallel() // mostly waits on processes and timers: overlapped with the other long waits (make test)
 	c, err := clientv3.New(clientv3.Config{Endpoints: startEtcd(t, 1), DialTimeout: 5 * time.Second})
 	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })

@@ -76,6 +76,7 @@ func (l *load) snapshot() map[string][]string {
 // three-member etcd cluster, verified there, rekeyed there (D9), served by
 // a cluster node, and migrated back to Pebble (D7).
 func TestD4D5D6D7D9TheDataMovesAndVerifies(t *testing.T) {
+	t.Parallel() // mostly waits on processes and timers: overlapped with the other long waits (make test)
 	ok := okScript(t)
 	// The first warden's dispatch of m-slow never returns while it runs:
 	// its attempt is in flight (dispatch pending) when the backup is taken.

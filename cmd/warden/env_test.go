@@ -210,6 +210,7 @@ func TestSecondServeOnOneDataDirRefusesBeforeListening(t *testing.T) {
 // absent, applies it again without a back-off (no failure is recorded),
 // and the preview is ready within 20 s of the restart.
 func TestP16AKillMidEffectIsReadySoonAfterTheRestart(t *testing.T) {
+	t.Parallel() // mostly waits on processes and timers: overlapped with the other long waits (make test)
 	previewDir := t.TempDir()
 	previewBin := previewDriver(t, previewDir)
 	ok := okScript(t)

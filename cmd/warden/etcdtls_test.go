@@ -20,12 +20,13 @@ import (
 	"github.com/wardenhq/warden/persistence/etcdembed"
 )
 
-// TestIssue21EtcdLetsInOnlyTheClusterCAsCertificates: the embedded
+// TestEtcdLetsInOnlyTheClusterCAsCertificates: the embedded
 // members serve clients and peers over mutual TLS with the certificates
 // `warden keygen` makes. A client without a certificate gets nothing (nor
 // does plain HTTP), a member with another CA's certificate cannot join,
 // and a node whose certificate was rotated rejoins with the new one.
-func TestIssue21EtcdLetsInOnlyTheClusterCAsCertificates(t *testing.T) {
+func TestEtcdLetsInOnlyTheClusterCAsCertificates(t *testing.T) {
+	t.Parallel() // mostly waits on processes and timers: overlapped with the other long waits (make test)
 	if testing.Short() {
 		t.Skip("starts etcd members")
 	}
@@ -123,10 +124,10 @@ func TestIssue21EtcdLetsInOnlyTheClusterCAsCertificates(t *testing.T) {
 	require.NoError(t, try(client(fresh)))
 }
 
-// TestIssue21AClusterBeyondLoopbackNeedsEtcdTLS: the configuration is
+// TestAClusterBeyondLoopbackNeedsEtcdTLS: the configuration is
 // refused without it, and needs https URLs with it; an embedded member on
 // loopback without TLS is refused unless --etcd-plaintext asks for it (D14).
-func TestIssue21AClusterBeyondLoopbackNeedsEtcdTLS(t *testing.T) {
+func TestAClusterBeyondLoopbackNeedsEtcdTLS(t *testing.T) {
 	env := map[string]string{"WARDEN_OPERATOR_TOKEN": "b", "WARDEN_CLUSTER_TOKEN": "c", "WARDEN_DISPATCH": "exec", "WARDEN_DISPATCH_COMMAND": "echo hi"}
 	getenv := func(k string) string { return env[k] }
 	base := []string{"--node", "n1", "--seal-key-file", "s", "--callback-signing-key-file", "k", "--etcd-embed"}

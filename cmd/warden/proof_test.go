@@ -100,6 +100,7 @@ func cutWAL(t *testing.T, wal, how string) {
 // missing, the log that held them and the ways out; verify says the same;
 // --accept-data-loss starts it with an audit entry.
 func TestS12AKilledUnderLoadThenCutIsRefused(t *testing.T) {
+	t.Parallel() // mostly waits on processes and timers: overlapped with the other long waits (make test)
 	for _, cut := range []string{"none", "a few bytes", "to half", "deleted"} {
 		t.Run(cut, func(t *testing.T) {
 			data, addr, flags := filepath.Join(t.TempDir(), "data"), freePort(t), githubFlags(t)

@@ -74,11 +74,11 @@ func readmeBlocks(t *testing.T, path string) []readmeBlock {
 	return blocks
 }
 
-// TestIssue22TheReadmeRunsTopToBottom pastes every README shell block
+// TestTheReadmeRunsTopToBottom pastes every README shell block
 // that is not marked, in order, into one bash (as a user pasting them into
 // one terminal keeps its variables) against one fresh `make run`. A
 // command that fails, or an answer that is an error, fails the test.
-func TestIssue22TheReadmeRunsTopToBottom(t *testing.T) {
+func TestTheReadmeRunsTopToBottom(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs make run and the README against it")
 	}
@@ -132,7 +132,7 @@ func TestIssue22TheReadmeRunsTopToBottom(t *testing.T) {
 
 	// Ctrl-C, as the README says to stop it: warden stops cleanly, its
 	// store closed. (make itself then dies of the SIGINT it was sent too,
-	// as make does; TestIssue22MakeRunStopsCleanlyOnCtrlC checks that it
+	// as make does; TestMakeRunStopsCleanlyOnCtrlC checks that it
 	// prints nothing of it.)
 	require.NoError(t, syscall.Kill(-mk.Process.Pid, syscall.SIGINT))
 	select {

@@ -23,6 +23,7 @@ import (
 // sealed under the new key alone, the keyring holds only it, and every
 // marquee still reads with its connection.
 func TestD9OnlineRekeyOnTheCluster(t *testing.T) {
+	t.Parallel() // mostly waits on processes and timers: overlapped with the other long waits (make test)
 	urls := startEtcd(t, 3)
 	shared := filepath.Join(t.TempDir(), "shared")
 	var kg strings.Builder

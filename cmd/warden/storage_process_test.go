@@ -212,6 +212,7 @@ func (p *proc) callback(id, delivery string) (int, map[string]any) {
 }
 
 func TestS4S11AReadOnlyFilesystemStartsDegradedAndSwitchesBack(t *testing.T) {
+	t.Parallel() // mostly waits on processes and timers: overlapped with the other long waits (make test)
 	mnt := mountTmpfs(t, 64)
 	data := filepath.Join(mnt, "data")
 	addr := freePort(t)
