@@ -132,14 +132,14 @@ func TestC3NonOwnerCommitsNothing(t *testing.T) {
 	require.Equal(t, before, storeKeys(t, store), "nothing written by a non-owner")
 }
 
-// TestIssue20AnActorThatOutlivedItsEpochNeitherWritesNorAnswers: an
+// TestAnActorThatOutlivedItsEpochNeitherWritesNorAnswers: an
 // actor spawned as its shard was released can survive the release and
 // still be live when the node takes the shard back at a new epoch,
 // holding a record another owner has changed meanwhile. Neither its
 // answers nor its writes may come from that record: the first is refused
 // as moving, the actor stops, and the next message is handled by a fresh
 // one that loads the record again.
-func TestIssue20AnActorThatOutlivedItsEpochNeitherWritesNorAnswers(t *testing.T) {
+func TestAnActorThatOutlivedItsEpochNeitherWritesNorAnswers(t *testing.T) {
 	fc := &fakeCluster{owned: map[int]bool{}, epochs: map[int]int64{}}
 	shard := cluster.ShardOf("marquee", "m-1")
 	fc.set(shard, true)

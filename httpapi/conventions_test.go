@@ -18,11 +18,11 @@ import (
 
 // What users' tools expect of the API.
 
-// TestIssue22OpenAPIDocumentIsLinted: what generated clients and linters
+// TestOpenAPIDocumentIsLinted: what generated clients and linters
 // (redocly's recommended rules) need: a license, servers with URLs, an
 // operationId on every operation, unique, and the 4xx answers each
 // operation gives documented by status, not only as default.
-func TestIssue22OpenAPIDocumentIsLinted(t *testing.T) {
+func TestOpenAPIDocumentIsLinted(t *testing.T) {
 	doc, err := openapi3.NewLoader().LoadFromData(httpapi.OpenAPIYAML)
 	require.NoError(t, err)
 	require.NoError(t, doc.Validate(context.Background()))
@@ -56,9 +56,9 @@ func TestIssue22OpenAPIDocumentIsLinted(t *testing.T) {
 	}
 }
 
-// TestIssue22HeadAnswersEveryGet: HEAD on every GET route answers as GET
+// TestHeadAnswersEveryGet: HEAD on every GET route answers as GET
 // does, with no body (RFC 9110 section 9.1), walked from the router.
-func TestIssue22HeadAnswersEveryGet(t *testing.T) {
+func TestHeadAnswersEveryGet(t *testing.T) {
 	w := newWorld(t, defaultPools)
 	w.create("m-1")
 	fill := strings.NewReplacer(":id", "m-1", ":name", "default")
@@ -91,9 +91,9 @@ func TestIssue22HeadAnswersEveryGet(t *testing.T) {
 	}
 }
 
-// TestIssue22AlertedCountersExistAtZero: every labelled counter an alert
+// TestAlertedCountersExistAtZero: every labelled counter an alert
 // reads exists from start-up, so increase() sees the first failure.
-func TestIssue22AlertedCountersExistAtZero(t *testing.T) {
+func TestAlertedCountersExistAtZero(t *testing.T) {
 	w := newWorld(t, defaultPools)
 	metrics := get(t, http.DefaultClient, w.url+"/metrics")
 	for _, series := range []string{
@@ -107,11 +107,11 @@ func TestIssue22AlertedCountersExistAtZero(t *testing.T) {
 	}
 }
 
-// TestIssue22ARemovedEnvironmentsArtifactIsShownKept: removal keeps the
+// TestARemovedEnvironmentsArtifactIsShownKept: removal keeps the
 // shared artifact on purpose; the console says so instead of flagging a
 // mismatch. The sign-in page of a warden on make run's token says where
 // that token is.
-func TestIssue22ARemovedEnvironmentsArtifactIsShownKept(t *testing.T) {
+func TestARemovedEnvironmentsArtifactIsShownKept(t *testing.T) {
 	w := newWorldWith(t, defaultPools, func(_ *actors.Config, o *httpapi.Options) { o.DevTokenHint = "sign in with dev-operator-token" })
 	page := get(t, browserLike(), w.url+"/ui/login")
 	require.Contains(t, page, `id="dev-token">sign in with dev-operator-token`)

@@ -178,10 +178,10 @@ func TestC9ClusterViewAndDrain(t *testing.T) {
 	require.Equal(t, http.StatusBadRequest, st)
 }
 
-// TestIssue22AClusterNodeIsReadyOnceItsShardsArePlaced: /readyz of a
+// TestAClusterNodeIsReadyOnceItsShardsArePlaced: /readyz of a
 // node whose view has a shard without a live owner is 503: creates sent
 // right after "ready" must not meet shards being placed.
-func TestIssue22AClusterNodeIsReadyOnceItsShardsArePlaced(t *testing.T) {
+func TestAClusterNodeIsReadyOnceItsShardsArePlaced(t *testing.T) {
 	node := &fakeNode{unplaced: true}
 	w := newWorldWith(t, map[string]int{"default": 1}, func(_ *actors.Config, o *httpapi.Options) {
 		o.Cluster, o.ClusterToken = node, "cluster-secret"

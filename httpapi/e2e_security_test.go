@@ -22,9 +22,9 @@ import (
 // What an attacker got through, each as a test that fails
 // without its fix.
 
-// TestIssue21SignInReadsAtMost8KiB: a 24 MiB sign-in form is refused
+// TestSignInReadsAtMost8KiB: a 24 MiB sign-in form is refused
 // after 8 KiB, not read whole.
-func TestIssue21SignInReadsAtMost8KiB(t *testing.T) {
+func TestSignInReadsAtMost8KiB(t *testing.T) {
 	w := newWorld(t, defaultPools)
 	var sent atomic.Int64
 	pr, pw := io.Pipe()
@@ -50,11 +50,11 @@ func TestIssue21SignInReadsAtMost8KiB(t *testing.T) {
 	require.Less(t, sent.Load(), int64(8<<20), "answered long before 24 MiB were sent")
 }
 
-// TestIssue21LoginCSRFIsRefused: a cross-site page that posts the sign-in
+// TestLoginCSRFIsRefused: a cross-site page that posts the sign-in
 // form with the attacker's own token has neither the form's cookie nor
 // its token (SameSite=Strict), and an Origin of another site: refused,
 // no session made.
-func TestIssue21LoginCSRFIsRefused(t *testing.T) {
+func TestLoginCSRFIsRefused(t *testing.T) {
 	w := newWorld(t, defaultPools)
 	noRedirect := browserLike()
 	resp, err := noRedirect.PostForm(w.url+"/ui/login", url.Values{"token": {operatorToken}, "next": {"/ui/marquees"}})
@@ -76,9 +76,9 @@ func TestIssue21LoginCSRFIsRefused(t *testing.T) {
 	require.Equal(t, http.StatusForbidden, resp.StatusCode)
 }
 
-// TestIssue21NoOpenRedirectAfterSignIn: next is judged on the path a
+// TestNoOpenRedirectAfterSignIn: next is judged on the path a
 // browser will follow, decoded and cleaned.
-func TestIssue21NoOpenRedirectAfterSignIn(t *testing.T) {
+func TestNoOpenRedirectAfterSignIn(t *testing.T) {
 	for raw, want := range map[string]string{
 		"/ui/../\\evil.example/x":    "/ui/marquees",
 		"/ui/%2e%2e/%5cevil.example": "/ui/marquees",
@@ -103,10 +103,10 @@ func TestIssue21NoOpenRedirectAfterSignIn(t *testing.T) {
 	require.Equal(t, "/ui/marquees", resp.Header.Get("Location"))
 }
 
-// TestIssue21CookiesAreSecureBehindAnHTTPSProxy: with an https public URL
+// TestCookiesAreSecureBehindAnHTTPSProxy: with an https public URL
 // every console cookie is Secure, although the request reached warden in
 // plain HTTP.
-func TestIssue21CookiesAreSecureBehindAnHTTPSProxy(t *testing.T) {
+func TestCookiesAreSecureBehindAnHTTPSProxy(t *testing.T) {
 	w := newWorldWith(t, defaultPools, func(_ *actors.Config, o *httpapi.Options) { o.PublicURL = "https://warden.example.org" })
 	c := browserLike()
 	resp, err := c.Get(w.url + "/ui/login")
@@ -122,9 +122,9 @@ func TestIssue21CookiesAreSecureBehindAnHTTPSProxy(t *testing.T) {
 	}
 }
 
-// TestIssue21InvalidStaticPathIsNotFound: a path no file can have is 404,
+// TestInvalidStaticPathIsNotFound: a path no file can have is 404,
 // not 500.
-func TestIssue21InvalidStaticPathIsNotFound(t *testing.T) {
+func TestInvalidStaticPathIsNotFound(t *testing.T) {
 	w := newWorld(t, defaultPools)
 	for _, p := range []string{"/ui/static/a%ffb", "/ui/static/../x", "/ui/static/"} {
 		resp, err := http.Get(w.url + p)
@@ -134,10 +134,10 @@ func TestIssue21InvalidStaticPathIsNotFound(t *testing.T) {
 	}
 }
 
-// TestIssue21RequestFramedTwoWaysIsRefusedAndTheConnectionClosed: a
+// TestRequestFramedTwoWaysIsRefusedAndTheConnectionClosed: a
 // request with both Content-Length and Transfer-Encoding gets 400 and the
 // connection closes: the request hidden in its body is never answered.
-func TestIssue21RequestFramedTwoWaysIsRefusedAndTheConnectionClosed(t *testing.T) {
+func TestRequestFramedTwoWaysIsRefusedAndTheConnectionClosed(t *testing.T) {
 	w := newWorld(t, defaultPools)
 	conn, err := net.Dial("tcp", strings.TrimPrefix(w.url, "http://"))
 	require.NoError(t, err)
@@ -157,9 +157,9 @@ func TestIssue21RequestFramedTwoWaysIsRefusedAndTheConnectionClosed(t *testing.T
 	require.Error(t, err, "the smuggled request is never answered: the connection is closed")
 }
 
-// TestIssue21FailedAuthenticationIsLimitedPerAddress: ten wrong tokens,
+// TestFailedAuthenticationIsLimitedPerAddress: ten wrong tokens,
 // then 429 with Retry-After, on the operator API and on sign-in, counted.
-func TestIssue21FailedAuthenticationIsLimitedPerAddress(t *testing.T) {
+func TestFailedAuthenticationIsLimitedPerAddress(t *testing.T) {
 	w := newWorld(t, defaultPools)
 	for i := 0; i < 10; i++ {
 		st, _, _ := w.do("GET", "/v1/marquees", fmt.Sprintf("wrong-%d", i), nil)
@@ -181,10 +181,10 @@ func TestIssue21FailedAuthenticationIsLimitedPerAddress(t *testing.T) {
 	require.Contains(t, metrics, `warden_auth_rate_limited_total{surface="console"} 1`)
 }
 
-// TestIssue21AnonymousRequestsAreNotForwarded: a non-owner authenticates
+// TestAnonymousRequestsAreNotForwarded: a non-owner authenticates
 // before it forwards; an anonymous caller learns nothing of placement and
 // has nothing relayed.
-func TestIssue21AnonymousRequestsAreNotForwarded(t *testing.T) {
+func TestAnonymousRequestsAreNotForwarded(t *testing.T) {
 	owner := newWorld(t, defaultPools)
 	node := &fakeNode{url: owner.url}
 	entry := newWorldWith(t, defaultPools, func(_ *actors.Config, o *httpapi.Options) {

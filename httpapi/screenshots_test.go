@@ -55,7 +55,7 @@ func saveDocsScreenshots(t *testing.T, shots string) {
 	}
 }
 
-func TestIssue22TheReadmeScreenshotsShowTheCurrentConsole(t *testing.T) {
+func TestTheReadmeScreenshotsShowTheCurrentConsole(t *testing.T) {
 	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
 	require.NoError(t, err)
 	for _, s := range docsScreenshots {

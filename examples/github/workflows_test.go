@@ -127,10 +127,10 @@ func TestW4ScriptsAreValidShell(t *testing.T) {
 	}
 }
 
-// TestIssue22ShellcheckPasses runs shellcheck, as the issue's reviewer
+// TestShellcheckPasses runs shellcheck, as the issue's reviewer
 // did, over every script the project ships (Debian's shellcheck; .ci/run
 // installs it).
-func TestIssue22ShellcheckPasses(t *testing.T) {
+func TestShellcheckPasses(t *testing.T) {
 	sc, err := exec.LookPath("shellcheck")
 	if err != nil {
 		t.Skip("shellcheck is not installed (Debian package shellcheck; .ci/run installs it)")

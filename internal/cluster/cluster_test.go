@@ -554,9 +554,9 @@ func TestC4AConfirmationsOfOneShardShareAReadThatStartedAfterThem(t *testing.T) 
 	require.Equal(t, 2, cc.reads, "one read for the first, one shared by the 49 that asked during it")
 }
 
-// TestIssue22TheDrainsAnswerSaysDraining: the view says draining as soon
+// TestTheDrainsAnswerSaysDraining: the view says draining as soon
 // as it is asked, not only after the next tick.
-func TestIssue22TheDrainsAnswerSaysDraining(t *testing.T) {
+func TestTheDrainsAnswerSaysDraining(t *testing.T) {
 	f := newFake()
 	n1 := startNode(f, "n1")
 	tickAll(f, n1)
