@@ -44,6 +44,9 @@ type Options struct {
 	Log        io.Writer
 	// LeaseTTL is the nodes' --lease-ttl; zero is warden's default, 3 s.
 	LeaseTTL time.Duration
+	// StaleAfter is the nodes' --stale-after (zero: 3 s, so that the runs'
+	// stuck work is retried within them, M21).
+	StaleAfter time.Duration
 }
 
 // Report is what a run measured.
@@ -206,6 +209,9 @@ func freeAddr() (string, error) { return testkit.StablePort() }
 func newHarness(o Options) *harness {
 	if o.LeaseTTL == 0 {
 		o.LeaseTTL = defaultTTL
+	}
+	if o.StaleAfter == 0 {
+		o.StaleAfter = 3 * time.Second
 	}
 	return &harness{o: o, rnd: rand.New(rand.NewSource(o.Seed)), ttl: o.LeaseTTL, reg: linear.NewHistory(time.Now()),
 		applied: map[string][]string{}, ops: map[string]int{}, client: &http.Client{Timeout: 5 * time.Second}}
@@ -377,7 +383,7 @@ func (h *harness) start(n *node, initial string, join bool) error {
 		"--cluster-token-file", filepath.Join(h.shared, "cluster.token"), "--lease-ttl", h.ttl.String(),
 		"--dispatch", "github", "--github-api-url", h.gh.URL, "--github-repo", "acme/infra",
 		"--bootstrap", "exec", "--bootstrap-command", "true", "--pool", fmt.Sprintf("default=%d", poolLimit),
-		"--callback-auth", "shared", "--stale-after", "3s", "--retry-backoff", "1s,1s,1s", "--provisioning-timeout", "1m",
+		"--callback-auth", "shared", "--stale-after", h.o.StaleAfter.String(), "--retry-backoff", "1s,1s,1s", "--provisioning-timeout", "1m",
 		"--log-format", "json", "--shutdown-grace", "5s"}
 	if join {
 		args = append(args, "--etcd-join")
