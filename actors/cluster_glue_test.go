@@ -7,13 +7,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wardenhq/warden/actors/record"
-
 	"github.com/stretchr/testify/require"
 
 	"github.com/wardenhq/warden/actors/clock"
 	"github.com/wardenhq/warden/actors/errs"
 	"github.com/wardenhq/warden/actors/marquee"
+	"github.com/wardenhq/warden/actors/record"
 	"github.com/wardenhq/warden/internal/cluster"
 	"github.com/wardenhq/warden/persistence"
 )

@@ -97,21 +97,7 @@ func (k envKind) Stored(id string) (bool, error) { return k.sys.cfg.Store.Has(pe
 // machine begins the first transition in it).
 func (k envKind) Step(rec record.Environment, ev environment.Event, now time.Time) (record.Environment, environment.Outcome) {
 	e, rd := k.step(rec.Env, ev, now)
-	return k.nextRecord(e, rd, now), rd
-}
-
-// nextRecord is the durable record after a step. Its wake-index time is the
-// step's wake; or now, on a store only this process writes, while an
-// attempt is in flight: a process that starts after a crash takes its dead
-// predecessor's attempts over at once (ExclusiveStore) rather than when
-// their leases would have expired. A live process's timer is armed at the
-// step's wake all the same.
-func (k envKind) nextRecord(e environment.Env, rd environment.Outcome, now time.Time) record.Environment {
-	r := record.Environment{Env: e, WakeAt: rd.Wake}
-	if e.Attempt != nil && k.sys.cfg.Env.ExclusiveStore {
-		r.WakeAt = now
-	}
-	return r
+	return record.NextEnvironment(e, rd, now, k.sys.cfg.Env.ExclusiveStore), rd
 }
 
 func (envKind) Conflict(id string, _ record.Environment) error {

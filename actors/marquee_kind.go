@@ -12,10 +12,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/wardenhq/warden/actors/record"
-
 	"github.com/wardenhq/warden/actors/errs"
 	"github.com/wardenhq/warden/actors/marquee"
+	"github.com/wardenhq/warden/actors/record"
 	"github.com/wardenhq/warden/actors/runtime"
 	"github.com/wardenhq/warden/internal/driver"
 	"github.com/wardenhq/warden/internal/trust"

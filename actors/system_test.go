@@ -2,9 +2,6 @@ package actors
 
 import (
 	"context"
-
-	"github.com/wardenhq/warden/actors/record"
-
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -13,13 +10,13 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
-
 	"github.com/stretchr/testify/require"
 
 	"github.com/wardenhq/warden/actors/admission"
 	"github.com/wardenhq/warden/actors/clock"
 	"github.com/wardenhq/warden/actors/errs"
 	"github.com/wardenhq/warden/actors/marquee"
+	"github.com/wardenhq/warden/actors/record"
 	"github.com/wardenhq/warden/actors/runtime"
 	"github.com/wardenhq/warden/internal/driver"
 	"github.com/wardenhq/warden/persistence"

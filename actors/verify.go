@@ -9,11 +9,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/wardenhq/warden/actors/record"
-
 	"github.com/wardenhq/warden/actors/admission"
 	"github.com/wardenhq/warden/actors/environment"
 	"github.com/wardenhq/warden/actors/marquee"
+	"github.com/wardenhq/warden/actors/record"
 	"github.com/wardenhq/warden/internal/trust"
 	"github.com/wardenhq/warden/persistence"
 )

@@ -13,6 +13,7 @@ import (
 	"github.com/wardenhq/warden/actors/environment"
 	"github.com/wardenhq/warden/actors/marquee"
 	"github.com/wardenhq/warden/actors/record"
+	"github.com/wardenhq/warden/actors/runtime"
 	"github.com/wardenhq/warden/internal/trust"
 	"github.com/wardenhq/warden/persistence"
 )
@@ -230,7 +231,6 @@ func TestVerifyFindsEachPlantedProblem(t *testing.T) {
 // seedEnvironment stages an environment record as its create would: the
 // record, its wake-index entry and its branch's route generation.
 func seedEnvironment(b *persistence.Batch, r record.Environment) {
-	record.EnvironmentWrites{}.Stage(b, r.Env.ID, record.Environment{}, r, environment.Outcome{})
-	b.MoveWake(persistence.WakeEnvironment, r.Env.ID, time.Time{}, r.WakeAt)
+	runtime.Stage(record.EnvironmentWrites{}, b, r.Env.ID, record.Environment{}, r, environment.Outcome{})
 	b.Set(persistence.BranchGenerationKey(r.Env.Branch, r.Env.Generation), []byte(r.Env.ID))
 }

@@ -8,11 +8,10 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/wardenhq/warden/actors/record"
-
 	"github.com/stretchr/testify/require"
 
 	"github.com/wardenhq/warden/actors"
+	"github.com/wardenhq/warden/actors/record"
 	"github.com/wardenhq/warden/httpapi"
 	"github.com/wardenhq/warden/internal/cluster"
 )

@@ -5,11 +5,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wardenhq/warden/actors/record"
-
 	"github.com/stretchr/testify/require"
 
 	"github.com/wardenhq/warden/actors/environment"
+	"github.com/wardenhq/warden/actors/record"
+	"github.com/wardenhq/warden/actors/runtime"
 	"github.com/wardenhq/warden/persistence"
 )
 
@@ -73,8 +73,7 @@ func TestE2EEnvironmentResumesFromItsRecord(t *testing.T) {
 	b := store.NewBatch()
 	// As its create wrote it: the record and its wake entry (its branch's
 	// generation does not matter to a resume).
-	record.EnvironmentWrites{}.Stage(b, e.ID, record.Environment{}, record.Environment{Env: e, WakeAt: now}, environment.Outcome{})
-	b.MoveWake(persistence.WakeEnvironment, e.ID, time.Time{}, now)
+	runtime.Stage(record.EnvironmentWrites{}, b, e.ID, record.Environment{}, record.Environment{Env: e, WakeAt: now}, environment.Outcome{})
 	require.NoError(t, b.Commit())
 	require.NoError(t, store.Close())
 	w.preview.res["artifact-env-1-r1"] = ""

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
 	"github.com/wardenhq/warden/httpapi"
 	"github.com/wardenhq/warden/httpapi/pngtext"
 )

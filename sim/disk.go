@@ -7,10 +7,9 @@ import (
 	"sync"
 	"syscall"
 
-	"github.com/wardenhq/warden/actors/record"
-
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 
+	"github.com/wardenhq/warden/actors/record"
 	"github.com/wardenhq/warden/actors/runtime"
 )
 

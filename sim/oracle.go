@@ -8,12 +8,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/wardenhq/warden/actors/record"
-
 	"github.com/wardenhq/warden/actors"
 	"github.com/wardenhq/warden/actors/admission"
 	"github.com/wardenhq/warden/actors/environment"
 	"github.com/wardenhq/warden/actors/marquee"
+	"github.com/wardenhq/warden/actors/record"
 	"github.com/wardenhq/warden/actors/runtime"
 	"github.com/wardenhq/warden/persistence"
 )

@@ -6,14 +6,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/datadriven"
+	"github.com/stretchr/testify/require"
+
 	. "github.com/wardenhq/warden/actors/admission"
+	"github.com/wardenhq/warden/actors/entity"
 	"github.com/wardenhq/warden/actors/record"
 	"github.com/wardenhq/warden/actors/runtime"
-
-	"github.com/cockroachdb/datadriven"
-
-	"github.com/stretchr/testify/require"
-	"github.com/wardenhq/warden/actors/entity"
 )
 
 var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)

@@ -6,15 +6,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wardenhq/warden/actors/runtime"
+	"github.com/cockroachdb/datadriven"
+	"github.com/stretchr/testify/require"
 
+	"github.com/wardenhq/warden/actors/entity"
 	. "github.com/wardenhq/warden/actors/environment"
 	"github.com/wardenhq/warden/actors/record"
-
-	"github.com/cockroachdb/datadriven"
-
-	"github.com/stretchr/testify/require"
-	"github.com/wardenhq/warden/actors/entity"
+	"github.com/wardenhq/warden/actors/runtime"
 )
 
 var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -62,7 +60,7 @@ func TestMachine(t *testing.T) {
 				}
 				e = next
 				var write string
-				rec, write = written(rec, e, out)
+				rec, write = written(rec, e, out, now)
 				return entity.Format(out, now) + "write: " + write + "\n" + "state: " + describe(e, m) + "\n"
 			}
 			step := func(ev Event) string { return show(m.Step(e, ev, now)) }
@@ -147,7 +145,7 @@ func TestMachine(t *testing.T) {
 				// The steps are summarized; the record still follows them.
 				runStep := func(ev Event) (Env, Outcome) {
 					next, out := m.Step(e, ev, now)
-					rec, _ = written(rec, next, out)
+					rec, _ = written(rec, next, out, now)
 					return next, out
 				}
 				var b strings.Builder
@@ -225,14 +223,14 @@ func TestMachine(t *testing.T) {
 	})
 }
 
-// written is the record after a step, as the runtime would hold it, and
-// what its one batch holds for the step (the write: line). A refused
-// step changes nothing.
-func written(before record.Environment, e Env, out Outcome) (record.Environment, string) {
+// written is the record after a step, as the runtime would hold it on a
+// shared store, and what its one batch holds for the step (the write:
+// line). A refused step changes nothing.
+func written(before record.Environment, e Env, out Outcome, now time.Time) (record.Environment, string) {
 	if out.Err != nil {
 		return before, "none"
 	}
-	next := record.Environment{Env: e, WakeAt: out.Wake}
+	next := record.NextEnvironment(e, out, now, false)
 	return next, runtime.DescribeWrite(record.EnvironmentWrites{}, e.ID, before, next, out, "")
 }
 

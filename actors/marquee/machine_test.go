@@ -6,14 +6,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wardenhq/warden/actors/runtime"
-
-	. "github.com/wardenhq/warden/actors/marquee"
-	"github.com/wardenhq/warden/actors/record"
-
 	"github.com/cockroachdb/datadriven"
 
 	"github.com/wardenhq/warden/actors/entity"
+	. "github.com/wardenhq/warden/actors/marquee"
+	"github.com/wardenhq/warden/actors/record"
+	"github.com/wardenhq/warden/actors/runtime"
 )
 
 var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)

@@ -14,6 +14,20 @@ type Environment struct {
 	WakeAt time.Time       `json:"wake_at,omitzero"`
 }
 
+// NextEnvironment is the durable record after a step. Its wake-index time
+// is the step's wake; or now, on a store only this process writes
+// (exclusive), while an attempt is in flight: a process that starts after
+// a crash takes its dead predecessor's attempts over at once rather than
+// when their leases would have expired. A live process's timer is armed
+// at the step's wake all the same.
+func NextEnvironment(e environment.Env, rd environment.Outcome, now time.Time, exclusive bool) Environment {
+	r := Environment{Env: e, WakeAt: rd.Wake}
+	if e.Attempt != nil && exclusive {
+		r.WakeAt = now
+	}
+	return r
+}
+
 // EnvironmentWrites is what an environment's step writes: its record; its
 // deadline goes in the wake index.
 type EnvironmentWrites struct{}
@@ -44,9 +58,5 @@ func LoadEnvironment(st *persistence.Store, id string) (Environment, error) {
 // ListEnvironments is one page of stored environments that keep accepts (nil:
 // all; tombstones included, they are kept for leak audits, E12).
 func ListEnvironments(st *persistence.Store, after string, limit, maxScan int, keep func(environment.Env) bool) ([]environment.Env, string, []persistence.Malformed, error) {
-	return persistence.ListPage(st, persistence.EnvPrefix, after, limit, maxScan, func(k, v []byte) (environment.Env, error) {
-		var r Environment
-		err := persistence.Decode(k, v, &r)
-		return r.Env, err
-	}, keep)
+	return listPage(st, persistence.EnvPrefix, after, limit, maxScan, func(r Environment) environment.Env { return r.Env }, keep)
 }

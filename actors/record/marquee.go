@@ -137,11 +137,7 @@ func appendHistory(b persistence.Writer, id string, seq uint64, e marquee.Entry)
 // persistence.ListPage). Sealed secrets stay sealed: a list shows
 // summaries, never connections.
 func ListMarquees(st *persistence.Store, after string, limit, maxScan int, keep func(marquee.State) bool) ([]marquee.State, string, []persistence.Malformed, error) {
-	return persistence.ListPage(st, persistence.MarqueePrefix, after, limit, maxScan, func(k, v []byte) (marquee.State, error) {
-		var r Marquee
-		err := persistence.Decode(k, v, &r)
-		return r.State, err
-	}, keep)
+	return listPage(st, persistence.MarqueePrefix, after, limit, maxScan, func(r Marquee) marquee.State { return r.State }, keep)
 }
 
 // History returns up to limit entries of a marquee's history, newest first.

@@ -1,8 +1,8 @@
 package record
 
 import (
-	"time"
-
+	"github.com/wardenhq/warden/actors/marquee"
+	"github.com/wardenhq/warden/actors/runtime"
 	"github.com/wardenhq/warden/internal/trust"
 	"github.com/wardenhq/warden/persistence"
 )
@@ -14,6 +14,5 @@ import (
 // SeedMarquee stages a marquee record as a commit would: the record, its
 // secrets sealed, and its wake-index entry.
 func SeedMarquee(b *persistence.Batch, sealer *trust.Sealer, r Marquee) {
-	PutMarquee(b, sealer, r)
-	b.MoveWake(persistence.WakeMarquee, r.State.ID, time.Time{}, r.WakeAt)
+	runtime.Stage(MarqueeWrites{Sealer: sealer}, b, r.State.ID, Marquee{}, r, marquee.Outcome{})
 }

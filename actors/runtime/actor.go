@@ -465,3 +465,11 @@ func DescribeWrite[S any, O Outcome](st Stager[S, O], id string, before, next S,
 	k.stage(&r, id, before, k.wakeOf(before), next, out, d)
 	return r.String()
 }
+
+// Stage puts one step's writes into w as commit would, its wake-index
+// move included, for a step that carries no delivery: a record seeded
+// straight into a store is written as its step would have written it.
+func Stage[S any, O Outcome](st Stager[S, O], w persistence.Writer, id string, before, next S, out O) {
+	k := stagingOf(st)
+	k.stage(w, id, before, k.wakeOf(before), next, out, nil)
+}

@@ -31,7 +31,6 @@ import (
 	"time"
 
 	"github.com/wardenhq/warden/actors/errs"
-
 	"github.com/wardenhq/warden/persistence"
 )
 

@@ -261,19 +261,6 @@ func (rt *Runtime) route(k Key, msg message) instanceMark {
 	return mark
 }
 
-// pending counts messages routed to entity actors and not yet handled.
-func (rt *Runtime) pending() int64 {
-	rt.reg.mu.Lock()
-	defer rt.reg.mu.Unlock()
-	var n int64
-	for _, e := range rt.reg.entries {
-		if !e.restart.parked { // a parked actor's mailbox is never handled
-			n += e.inbox.Load()
-		}
-	}
-	return n
-}
-
 // inbox is how many messages wait for the entity.
 func (rt *Runtime) inbox(k Key) int64 {
 	rt.reg.mu.Lock()

@@ -299,11 +299,11 @@ func (rt *Runtime) Stop(ctx context.Context) {
 		return
 	}
 wait:
-	for rt.effects.Load() > 0 || rt.pending() > 0 {
+	for l := rt.Load(); l.Queued > 0 || l.Effects > 0; l = rt.Load() {
 		select {
 		case <-rt.settled:
 		case <-ctx.Done():
-			rt.log.Warn("stopping with work in flight", "effects", rt.effects.Load(), "messages", rt.pending())
+			rt.log.Warn("stopping with work in flight", "effects", l.Effects, "messages", l.Queued)
 			break wait
 		}
 	}
@@ -335,12 +335,21 @@ type Load struct {
 	Retries int64
 }
 
-// Load reads what is in flight now.
+// Load reads what is in flight now. Queued is read before Effects: a
+// handler starts its effects before its message counts as handled
+// (entry.handled is deferred), so no message queued and then no effect
+// means nothing is left to land.
 func (rt *Runtime) Load() Load {
 	rt.reg.mu.Lock()
-	live := len(rt.reg.entries)
+	l := Load{Live: len(rt.reg.entries)}
+	for _, e := range rt.reg.entries {
+		if !e.restart.parked { // a parked actor's mailbox is never handled
+			l.Queued += e.inbox.Load()
+		}
+	}
 	rt.reg.mu.Unlock()
-	return Load{Live: live, Queued: rt.pending(), Effects: rt.effects.Load(), Retries: rt.retries.Load()}
+	l.Effects, l.Retries = rt.effects.Load(), rt.retries.Load()
+	return l
 }
 
 // fault calls the fault hook at a named point.

@@ -20,13 +20,12 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/wardenhq/warden/actors/record"
-
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
 	"github.com/wardenhq/warden/actors/marquee"
+	"github.com/wardenhq/warden/actors/record"
 	"github.com/wardenhq/warden/cmd/internal/mdreport"
 	"github.com/wardenhq/warden/cmd/internal/testkit"
 	"github.com/wardenhq/warden/internal/cluster"

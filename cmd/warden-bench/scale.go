@@ -10,12 +10,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/wardenhq/warden/actors/record"
-
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/wardenhq/warden/actors"
 	"github.com/wardenhq/warden/actors/clock"
 	"github.com/wardenhq/warden/actors/marquee"
+	"github.com/wardenhq/warden/actors/record"
 	"github.com/wardenhq/warden/cmd/internal/mdreport"
 	"github.com/wardenhq/warden/internal/driver"
 	"github.com/wardenhq/warden/persistence"

@@ -2,19 +2,18 @@ package main
 
 import (
 	"os"
-	"os/exec"
-	"path/filepath"
 	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/wardenhq/warden/cmd/internal/previewworld"
 )
 
 // previewBuild is examples/preview, built once for this test binary.
 var previewBuild struct {
 	once     sync.Once
 	dir, bin string
-	out      []byte
 	err      error
 }
 
@@ -25,20 +24,12 @@ var previewBuild struct {
 func previewDriver(t *testing.T, previewDir string) string {
 	t.Helper()
 	previewBuild.once.Do(func() {
-		previewBuild.dir, previewBuild.err = os.MkdirTemp("", "warden-test-preview")
-		if previewBuild.err == nil {
-			previewBuild.bin = filepath.Join(previewBuild.dir, "example-preview")
-			previewBuild.out, previewBuild.err = exec.Command("go", "build", "-o", previewBuild.bin, "../../examples/preview").CombinedOutput()
+		if previewBuild.dir, previewBuild.err = os.MkdirTemp("", "warden-test-preview"); previewBuild.err == nil {
+			previewBuild.bin, previewBuild.err = previewworld.BuildDriver(previewBuild.dir)
 		}
 	})
-	require.NoError(t, previewBuild.err, "%s", previewBuild.out)
-	t.Cleanup(func() {
-		stop := exec.Command(previewBuild.bin, "stop")
-		stop.Env = append(os.Environ(), "WARDEN_PREVIEW_DIR="+previewDir)
-		if out, err := stop.CombinedOutput(); err != nil {
-			t.Errorf("stopping the preview applications under %s: %v: %s", previewDir, err, out)
-		}
-	})
+	require.NoError(t, previewBuild.err)
+	t.Cleanup(func() { previewworld.StopApps(previewDir) })
 	return previewBuild.bin
 }
 

@@ -12,11 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wardenhq/warden/actors/record"
-
 	"github.com/stretchr/testify/require"
 
 	"github.com/wardenhq/warden/actors/marquee"
+	"github.com/wardenhq/warden/actors/record"
 	"github.com/wardenhq/warden/internal/trust"
 	"github.com/wardenhq/warden/persistence"
 )

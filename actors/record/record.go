@@ -12,6 +12,7 @@ import (
 	"github.com/wardenhq/warden/actors/environment"
 	"github.com/wardenhq/warden/actors/marquee"
 	"github.com/wardenhq/warden/actors/runtime"
+	"github.com/wardenhq/warden/persistence"
 )
 
 // Each kind's writes as the runtime finds them: a method renamed here
@@ -24,3 +25,13 @@ var (
 	_ runtime.Stager[Pool, admission.Outcome]           = PoolWrites{}
 	_ runtime.Stager[Branch, environment.BranchOutcome] = BranchWrites{}
 )
+
+// listPage is one page of the records of type R under prefix, each shown
+// as its part V (see persistence.ListPage).
+func listPage[R, V any](st *persistence.Store, prefix, after string, limit, maxScan int, part func(R) V, keep func(V) bool) ([]V, string, []persistence.Malformed, error) {
+	return persistence.ListPage(st, prefix, after, limit, maxScan, func(k, v []byte) (V, error) {
+		var r R
+		err := persistence.Decode(k, v, &r)
+		return part(r), err
+	}, keep)
+}
