@@ -173,21 +173,26 @@ crash:
 	$(GO) run ./cmd/warden-crash -duration $(CRASH_DURATION)
 
 fuzz:
-	$(GO) test ./httpapi -run '^$$' -fuzz FuzzDecodeCallback -fuzztime 60s
-	$(GO) test ./httpapi -run '^$$' -fuzz FuzzDecodeCreate -fuzztime 30s
-	$(GO) test ./persistence -run '^$$' -fuzz FuzzDecode -fuzztime 30s
-	$(GO) test ./persistence -run '^$$' -fuzz FuzzCheckNewestWAL -fuzztime 30s
-	$(GO) test ./internal/driver -run '^$$' -fuzz FuzzDecodeChats -fuzztime 30s
-	$(GO) test ./internal/driver -run '^$$' -fuzz FuzzDecodeExecResult -fuzztime 30s
-	$(GO) test ./httpapi -run '^$$' -fuzz FuzzDecodeDestroy -fuzztime 30s
-	$(GO) test ./httpapi -run '^$$' -fuzz FuzzDecodeEnvCreate -fuzztime 30s
-	$(GO) test ./httpapi -run '^$$' -fuzz FuzzDecodeCursor -fuzztime 30s
-	$(GO) test ./httpapi -run '^$$' -fuzz FuzzDecodeReason -fuzztime 30s
-	$(GO) test ./httpapi -run '^$$' -fuzz FuzzStrictDecode -fuzztime 30s
-	$(GO) test ./httpapi -run '^$$' -fuzz FuzzAuthenticateCallback -fuzztime 60s
-	$(GO) test ./internal/trust -run '^$$' -fuzz FuzzParseSignatures -fuzztime 30s
-	$(GO) test ./internal/trust -run '^$$' -fuzz FuzzVerifyScoped -fuzztime 30s
-	$(GO) test ./internal/trust -run '^$$' -fuzz FuzzKeyring -fuzztime 30s
+	$(GO) test ./httpapi -run '^$$' -fuzz '^FuzzDecodeCallback$$' -fuzztime 60s
+	$(GO) test ./httpapi -run '^$$' -fuzz '^FuzzDecodeCreate$$' -fuzztime 30s
+	$(GO) test ./persistence -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime 30s
+	$(GO) test ./persistence -run '^$$' -fuzz '^FuzzCheckNewestWAL$$' -fuzztime 30s
+	$(GO) test ./internal/driver -run '^$$' -fuzz '^FuzzDecodeChats$$' -fuzztime 30s
+	$(GO) test ./internal/driver -run '^$$' -fuzz '^FuzzDecodeExecResult$$' -fuzztime 30s
+	$(GO) test ./httpapi -run '^$$' -fuzz '^FuzzDecodeDestroy$$' -fuzztime 30s
+	$(GO) test ./httpapi -run '^$$' -fuzz '^FuzzDecodeEnvCreate$$' -fuzztime 30s
+	$(GO) test ./httpapi -run '^$$' -fuzz '^FuzzDecodeCursor$$' -fuzztime 30s
+	$(GO) test ./httpapi -run '^$$' -fuzz '^FuzzDecodeReason$$' -fuzztime 30s
+	$(GO) test ./httpapi -run '^$$' -fuzz '^FuzzStrictDecode$$' -fuzztime 30s
+	$(GO) test ./httpapi -run '^$$' -fuzz '^FuzzAuthenticateCallback$$' -fuzztime 60s
+	$(GO) test ./internal/trust -run '^$$' -fuzz '^FuzzParseSignatures$$' -fuzztime 30s
+	$(GO) test ./internal/trust -run '^$$' -fuzz '^FuzzVerifyScoped$$' -fuzztime 30s
+	$(GO) test ./internal/trust -run '^$$' -fuzz '^FuzzKeyring$$' -fuzztime 30s
+	$(GO) test ./persistence -run '^$$' -fuzz '^FuzzDecodeDeliveries$$' -fuzztime 30s
+	$(GO) test ./actors/record -run '^$$' -fuzz '^FuzzLoadStoredRecords$$' -fuzztime 30s
+	$(GO) test ./actors/runtime -run '^$$' -fuzz '^FuzzDecodeEnvelope$$' -fuzztime 30s
+	$(GO) test ./actors -run '^$$' -fuzz '^FuzzDecodeRemoteEvents$$' -fuzztime 30s
+	$(GO) test ./internal/jsonappend -run '^$$' -fuzz '^FuzzStringAsEncodingJSON$$' -fuzztime 30s
 
 # The README's console pictures, from the browser test (Debian's chromium),
 # with the digest of the templates they show; make test says when they are

@@ -59,7 +59,7 @@ func (noChats) TeardownPlaygrounds(context.Context, string, uint64) error { retu
 var start = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 type harness struct {
-	t          *testing.T
+	t          testing.TB
 	dir        string
 	clock      *clock.Manual
 	disp       *recordingDispatcher
@@ -68,9 +68,10 @@ type harness struct {
 	fault      atomic.Pointer[func(point, id string)]
 	writeFault atomic.Pointer[func(point, id string) error]
 	idleAfter  time.Duration
+	pool       int // the default pool's limit; 0: 1
 }
 
-func newHarness(t *testing.T, opts ...func(*harness)) *harness {
+func newHarness(t testing.TB, opts ...func(*harness)) *harness {
 	h := &harness{t: t, dir: t.TempDir(), clock: clock.NewManual(start), disp: &recordingDispatcher{}, idleAfter: -1}
 	for _, o := range opts {
 		o(h)
@@ -84,7 +85,7 @@ func (h *harness) start() {
 	store, err := persistence.Open(h.dir, persistence.Options{})
 	require.NoError(h.t, err)
 	sys, err := Start(Config{Store: store, Clock: h.clock, Machine: marquee.Machine{Config: marquee.DefaultConfig()},
-		Pools: map[string]int{"default": 1}, Dispatcher: h.disp, Bootstrapper: okBootstrap{}, ControlPlane: noChats{},
+		Pools: map[string]int{"default": max(1, h.pool)}, Dispatcher: h.disp, Bootstrapper: okBootstrap{}, ControlPlane: noChats{},
 		AskTimeout: time.Second, RestartLimit: 3, RestartWindow: time.Minute, IdleAfter: h.idleAfter,
 		Fault: func(p, id string) error {
 			if f := h.fault.Load(); f != nil {

@@ -22,6 +22,7 @@ type Backend interface {
 
 // Writes is one atomic batch.
 type Writes interface {
+	// Set copies key and val: the caller may reuse them once it returns.
 	Set(key, val []byte)
 	Delete(key []byte)
 	Len() int

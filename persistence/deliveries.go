@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 )
 
@@ -89,7 +90,13 @@ func (ds Deliveries) Lookup(d Delivery) (Delivery, bool) {
 
 // With returns the record after d: entries older than the retention
 // before d.At dropped, then the oldest beyond MaxDeliveries. ds is not
-// changed (the actor keeps it until the batch commits).
+// changed (the actor keeps it until the batch commits): d goes into room
+// past ds's end, which ds does not see. So only the latest record made
+// from ds may be kept; a second With from ds reuses the first's room
+// (the actor makes one per step, and keeps it only once it committed).
+// The room is twice the bound, so the entries are copied once per
+// MaxDeliveries deliveries rather than with each (the copy was two
+// fifths of the durable path's garbage).
 func (ds Deliveries) With(d Delivery, retention time.Duration) Deliveries {
 	cutoff := d.At.Add(-retention)
 	keep := ds
@@ -99,8 +106,12 @@ func (ds Deliveries) With(d Delivery, retention time.Duration) Deliveries {
 	if len(keep) >= MaxDeliveries {
 		keep = keep[len(keep)-MaxDeliveries+1:]
 	}
-	out := make(Deliveries, 0, len(keep)+1)
-	return append(append(out, keep...), d)
+	if len(keep) == cap(keep) {
+		grown := make(Deliveries, len(keep), 2*MaxDeliveries)
+		copy(grown, keep)
+		keep = grown
+	}
+	return append(keep, d)
 }
 
 // KeptPast reports whether the record keeps a delivery older than the
@@ -116,19 +127,25 @@ func DeliveriesKey(entity string) []byte { return []byte(DeliveriesFamily + enti
 // encode lays the record out as: version; the distinct answers (count,
 // then each as length and bytes); the entries (count, then each as id
 // hash, body hash, unix seconds, answer index). Answers repeat (a reply
-// says the result and the generations), so each is stored once.
-func (ds Deliveries) encode() []byte {
-	var replies [][]byte
-	index := make([]uint64, len(ds))
+// says the result and the generations), so each is stored once. It
+// appends to dst (the batch copies what it is given, so the caller's
+// buffer is reused).
+func (ds Deliveries) encode(dst []byte) []byte {
+	var distinct [MaxDeliveries][]byte
+	var index [MaxDeliveries]byte
+	replies := distinct[:0]
+	if len(ds) > len(index) {
+		panic("persistence: a deliveries record over its bound") // With and the decoder never make one
+	}
 	for i, d := range ds {
-		j := slices.IndexFunc(replies, func(r []byte) bool { return bytes.Equal(r, d.Reply) })
+		j := slices.IndexFunc(replies, func(r []byte) bool { return sameReply(r, d.Reply) })
 		if j < 0 {
 			j = len(replies)
 			replies = append(replies, d.Reply)
 		}
-		index[i] = uint64(j)
+		index[i] = byte(j)
 	}
-	b := make([]byte, 0, 8+len(ds)*(2*hashLen+8)+len(replies)*96)
+	b := slices.Grow(dst, 8+len(ds)*(2*hashLen+8)+len(replies)*96)
 	b = append(b, deliveriesV1)
 	b = binary.AppendUvarint(b, uint64(len(replies)))
 	for _, r := range replies {
@@ -140,9 +157,18 @@ func (ds Deliveries) encode() []byte {
 		b = append(b, d.ID[:]...)
 		b = append(b, d.Body[:]...)
 		b = binary.AppendVarint(b, d.At.Unix())
-		b = binary.AppendUvarint(b, index[i])
+		b = binary.AppendUvarint(b, uint64(index[i]))
 	}
 	return b
+}
+
+// sameReply compares two answers: those read from one record share their
+// bytes, so most are told equal without reading them.
+func sameReply(a, b []byte) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	return len(a) == 0 || &a[0] == &b[0] || bytes.Equal(a, b)
 }
 
 // errDeliveries says why a deliveries record does not decode.
@@ -327,5 +353,13 @@ func (s *Store) legacyDeliveries(entity string) (Deliveries, error) {
 
 // PutDeliveries stages an entity's record as it is after a delivery.
 func (b *Batch) PutDeliveries(entity, _ string, ds Deliveries) {
-	b.w.Set(DeliveriesKey(entity), ds.encode())
+	buf := deliveriesBuffers.Get().(*[]byte)
+	*buf = ds.encode((*buf)[:0])
+	b.w.Set(DeliveriesKey(entity), *buf)
+	deliveriesBuffers.Put(buf)
 }
+
+// deliveriesBuffers hold PutDeliveries' encodings (a record is bounded,
+// so every one is kept): Set copies (Writes), so a buffer is free again
+// once it returns.
+var deliveriesBuffers = sync.Pool{New: func() any { return new([]byte) }}

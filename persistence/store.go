@@ -419,6 +419,13 @@ func (s *Store) NewBatch() *Batch {
 // entity's shard at its epoch (C3); a batch without one is a single node's.
 func (b *Batch) Fence(f Fence) { b.fence = f }
 
+// JSONAppender is a record that encodes itself, byte for byte as
+// encoding/json would (internal/jsonappend): the records every step
+// writes, whose reflection was most of a commit's encoding.
+type JSONAppender interface {
+	AppendJSON(dst []byte) ([]byte, error)
+}
+
 // Put stages v, encoded as Encode does, under key. It encodes into a
 // pooled buffer, since every backend copies what it is given: the
 // durable path's records were a third of its allocations.
@@ -426,7 +433,18 @@ func (b *Batch) Put(key []byte, v any) {
 	buf := encodeBuffers.Get().(*bytes.Buffer)
 	buf.Reset()
 	buf.WriteByte(codecV1)
-	if err := json.NewEncoder(buf).Encode(v); err != nil {
+	var err error
+	if a, ok := v.(JSONAppender); ok {
+		// Written by hand as encoding/json would (the records of every
+		// step); the buffer keeps what the append grew.
+		var val []byte
+		val, err = a.AppendJSON(buf.AvailableBuffer())
+		buf.Write(val)
+		buf.WriteByte('\n')
+	} else {
+		err = json.NewEncoder(buf).Encode(v)
+	}
+	if err != nil {
 		panic(fmt.Sprintf("persistence: encode %T: %v", v, err)) // our own types always encode
 	}
 	val := buf.Bytes()

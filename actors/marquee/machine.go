@@ -3,7 +3,7 @@ package marquee
 import (
 	"encoding/json"
 	"fmt"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -759,7 +759,7 @@ func (m Machine) Deadlines(s State) []Deadline {
 	if s.Tombstone != nil || s.Kind != Tutorial {
 		return nil
 	}
-	var ds []Deadline
+	ds := make([]Deadline, 0, 5) // one allocation for the most there can be
 	if awaitingCallback(s) {
 		ds = append(ds, Deadline{At: m.stuckAt(s), Event: RetryDue{Generation: s.Attempt.Generation}})
 	}
@@ -775,7 +775,7 @@ func (m Machine) Deadlines(s State) []Deadline {
 	if s.Downgrade != nil && !s.Downgrade.Asking {
 		ds = append(ds, Deadline{At: s.Downgrade.RecheckAt, Event: ChatsRecheckDue{Generation: s.Downgrade.Generation}})
 	}
-	sort.SliceStable(ds, func(i, j int) bool { return ds[i].At.Before(ds[j].At) })
+	slices.SortStableFunc(ds, func(a, b Deadline) int { return a.At.Compare(b.At) })
 	return ds
 }
 

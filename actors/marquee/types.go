@@ -84,11 +84,15 @@ func ParseProgress(s string) (Progress, error) {
 	return 0, fmt.Errorf("unknown step %q (want one of queued, vm_starting, ssh_configuring, tls_provisioning, app_deploying)", s)
 }
 
-func (p Progress) MarshalText() ([]byte, error) {
+func (p Progress) MarshalText() ([]byte, error) { return p.AppendText(nil) }
+
+// AppendText appends the wire name (a record's encoding writes it without
+// an allocation).
+func (p Progress) AppendText(b []byte) ([]byte, error) {
 	if p < 0 || int(p) >= len(progressNames) {
-		return nil, fmt.Errorf("invalid progress %d", int(p))
+		return b, fmt.Errorf("invalid progress %d", int(p))
 	}
-	return []byte(p.String()), nil
+	return append(b, progressNames[p]...), nil
 }
 
 func (p *Progress) UnmarshalText(b []byte) error {

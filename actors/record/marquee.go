@@ -127,7 +127,7 @@ func PutMarquee(b persistence.Writer, sealer *trust.Sealer, r Marquee) {
 // appendHistory stages entry number seq and drops the one that falls out
 // of the window, so a marquee never holds more than HistoryLimit entries.
 func appendHistory(b persistence.Writer, id string, seq uint64, e marquee.Entry) {
-	b.Put(persistence.HistoryKey(id, seq), e)
+	b.Put(persistence.HistoryKey(id, seq), historyEntry(e))
 	if seq > HistoryLimit {
 		b.Delete(persistence.HistoryKey(id, seq-HistoryLimit))
 	}

@@ -63,6 +63,7 @@ func main() {
 	flag.IntVar(&rounds, "rounds", rounds, "measured runs per path and connection count (the median is reported)")
 	flag.BoolVar(&profile, "profile", true, "profile the durable path at the highest connection count and report where its CPU goes")
 	flag.StringVar(&profileOut, "profile-out", "", "keep the durable path's CPU profile in this file (for go tool pprof)")
+	flag.DurationVar(&profileWarmup, "profile-warmup", 25*time.Second, "load the profiled warden this long before its profile starts (its memtables grow to full size first; 0: profile from start)")
 	flag.Parse()
 	if heapProfileOut != "" {
 		// Every allocation recorded: the profile divides the heap among an
@@ -122,6 +123,9 @@ func main() {
 var (
 	profile    = true
 	profileOut string
+	// profileWarmup is how long the profiled warden runs, loaded, before
+	// its profile starts.
+	profileWarmup time.Duration
 )
 
 // fdatasyncP50 is the p50 of one fdatasync of a small write on the bench's
@@ -844,6 +848,14 @@ func writeSection(path, section string) error {
 	return mdreport.Replace(path, "## Durable webhook path vs no-op (loopback)", section)
 }
 
+// profileSpan says what the profile covers.
+func profileSpan() string {
+	if profileWarmup <= 0 {
+		return "the profile covers the whole process, set-up included"
+	}
+	return fmt.Sprintf("the profile starts after %s of start-up and the same load, `--cpu-profile-after %s`", profileWarmup, profileWarmup)
+}
+
 // profileDurable runs the durable path (shared token) at conns against a
 // warden of its own started with --cpu-profile, then reports the top of
 // the profile: where the server's CPU goes per durable request.
@@ -857,7 +869,9 @@ func profileDurable(bin, okScript, tmp string, conns int, d time.Duration) (stri
 	profPath := filepath.Join(tmp, "durable.pprof")
 	cmd := exec.Command(bin, "serve", "--listen", addr, "--data", filepath.Join(tmp, "profile-data"),
 		"--dispatch", "exec", "--dispatch-command", okScript, "--bootstrap", "exec", "--bootstrap-command", okScript,
-		"--pool", fmt.Sprintf("default=%d", conns), "--log-format", "json", "--callback-auth", "shared", "--cpu-profile", profPath)
+		"--pool", fmt.Sprintf("default=%d", conns), "--log-format", "json", "--callback-auth", "shared", "--cpu-profile", profPath,
+		"--cpu-profile-after", profileWarmup.String())
+	started := time.Now()
 	cmd.Env = append(os.Environ(), "WARDEN_CALLBACK_TOKEN="+callbackToken, "WARDEN_OPERATOR_TOKEN="+operatorToken)
 	if err := cmd.Start(); err != nil {
 		return "", err
@@ -875,6 +889,9 @@ func profileDurable(bin, okScript, tmp string, conns int, d time.Duration) (stri
 			return "", fmt.Errorf("profile: create marquee %d: %d %v", i, st, err)
 		}
 	}
+	if warm := profileWarmup - time.Since(started); warm > 0 {
+		_ = b.load(allPaths["terraform"], conns, warm)
+	}
 	r := b.load(allPaths["terraform"], conns, d)
 	_ = cmd.Process.Signal(syscall.SIGTERM)
 	if err := cmd.Wait(); err != nil {
@@ -890,7 +907,7 @@ func profileDurable(bin, okScript, tmp string, conns int, d time.Duration) (stri
 		return "", fmt.Errorf("pprof: %v: %s", err, top)
 	}
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "Where the durable path's server CPU goes: `go tool pprof -top -cum` (cumulative) of a warden started with `--cpu-profile`, loaded with the shared-token durable path at %d connections for %s (%.0f req/s in that run; the profile covers the whole process, set-up included):\n\n```\n", conns, d, r.rps)
+	fmt.Fprintf(&sb, "Where the durable path's server CPU goes: `go tool pprof -top -cum` (cumulative) of a warden started with `--cpu-profile`, loaded with the shared-token durable path at %d connections for %s (%.0f req/s in that run; %s):\n\n```\n", conns, d, r.rps, profileSpan())
 	lines := strings.Split(strings.TrimSpace(string(top)), "\n")
 	for _, l := range lines {
 		if strings.HasPrefix(l, "File:") || strings.HasPrefix(l, "Build ID:") || strings.HasPrefix(l, "Type:") || strings.HasPrefix(l, "Time:") {

@@ -13,6 +13,7 @@ import (
 	"runtime/pprof"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -166,8 +167,10 @@ func (p *process) preparePlatform() {
 	}
 }
 
-// startProfile writes a CPU profile of the whole run when asked (the
-// benchmark's profile).
+// startProfile writes a CPU profile when asked (the benchmark's profile):
+// of the whole run, or from --cpu-profile-after on, which leaves out the
+// start-up and the first growth of the store's memtables (their first
+// touch of fresh memory is a transient, not the steady cost).
 func (p *process) startProfile() error {
 	if p.c.CPUProfile == "" {
 		return nil
@@ -176,11 +179,41 @@ func (p *process) startProfile() error {
 	if err != nil {
 		return fmt.Errorf("--cpu-profile: %w", err)
 	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
-		return fmt.Errorf("--cpu-profile: %w", err)
+	var mu sync.Mutex
+	started, stopped := false, false
+	start := func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if stopped {
+			return nil
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("--cpu-profile: %w", err)
+		}
+		started = true
+		return nil
 	}
-	p.stopCPU = func() { pprof.StopCPUProfile(); f.Close() }
+	p.stopCPU = func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if started {
+			pprof.StopCPUProfile()
+		}
+		stopped = true
+		f.Close()
+	}
+	if p.c.CPUProfileAfter <= 0 {
+		if err := start(); err != nil {
+			f.Close()
+			return err
+		}
+		return nil
+	}
+	time.AfterFunc(p.c.CPUProfileAfter, func() {
+		if err := start(); err != nil {
+			p.log.Warn("CPU profile not started", "err", err)
+		}
+	})
 	return nil
 }
 

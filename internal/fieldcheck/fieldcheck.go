@@ -1,6 +1,6 @@
-// Package fieldcheck tests a hand-written equality against every field of
-// a record type: a field added to the type and forgotten by its equality
-// fails the test that uses it. Test code only; it imports the standard
+// Package fieldcheck tests a hand-written equality (or encoding) against
+// every field of a record type: a field added to the type and forgotten
+// by it fails the test that uses it. Test code only; it imports the standard
 // library alone, so the pure machines' tests may use it.
 package fieldcheck
 
@@ -21,6 +21,33 @@ var timeType = reflect.TypeFor[time.Time]()
 // deep copy.
 func Check[T any](t *testing.T, equal func(a, b T) bool) {
 	t.Helper()
+	variants, paths := variantsOf[T](t)
+	full := variants[0]
+	for i, a := range variants {
+		if !equal(a, deepCopy(a)) {
+			t.Errorf("%T: the variant at %s differs from its own copy", full, names(reflect.TypeFor[T](), paths[i]))
+		}
+		for j, b := range variants[:i] {
+			if equal(a, b) != reflect.DeepEqual(a, b) {
+				t.Errorf("%T: the variants at %s and %s: equal says %t, reflect.DeepEqual %t", full,
+					names(reflect.TypeFor[T](), paths[i]), names(reflect.TypeFor[T](), paths[j]), equal(a, b), reflect.DeepEqual(a, b))
+			}
+		}
+	}
+}
+
+// Variants are the values Check compares: a T with a value in every
+// field, then one per field changed and per pointer and list set to nil
+// and to empty. A hand-written encoding is tested over them against the
+// one it stands for, so that a field it forgets fails.
+func Variants[T any](t testing.TB) []T {
+	t.Helper()
+	variants, _ := variantsOf[T](t)
+	return variants
+}
+
+func variantsOf[T any](t testing.TB) ([]T, [][]int) {
+	t.Helper()
 	var full T
 	fill(reflect.ValueOf(&full).Elem(), 1)
 	variants := []T{full}
@@ -33,15 +60,33 @@ func Check[T any](t *testing.T, equal func(a, b T) bool) {
 		}
 		variants, paths = append(variants, changed), append(paths, path)
 	})
-	for i, a := range variants {
-		if !equal(a, deepCopy(a)) {
-			t.Errorf("%T: the variant at %s differs from its own copy", full, names(reflect.TypeFor[T](), paths[i]))
+	return variants, paths
+}
+
+// WithStrings is v with every string in it set to s (an encoding's
+// escaping tested in every field).
+func WithStrings[T any](v T, s string) T {
+	out := deepCopy(v)
+	setStrings(reflect.ValueOf(&out).Elem(), s)
+	return out
+}
+
+func setStrings(v reflect.Value, s string) {
+	switch {
+	case v.Type() == timeType:
+	case v.Kind() == reflect.String:
+		v.SetString(s)
+	case v.Kind() == reflect.Pointer:
+		if !v.IsNil() {
+			setStrings(v.Elem(), s)
 		}
-		for j, b := range variants[:i] {
-			if equal(a, b) != reflect.DeepEqual(a, b) {
-				t.Errorf("%T: the variants at %s and %s: equal says %t, reflect.DeepEqual %t", full,
-					names(reflect.TypeFor[T](), paths[i]), names(reflect.TypeFor[T](), paths[j]), equal(a, b), reflect.DeepEqual(a, b))
-			}
+	case v.Kind() == reflect.Slice:
+		for i := range v.Len() {
+			setStrings(v.Index(i), s)
+		}
+	case v.Kind() == reflect.Struct:
+		for i := range v.NumField() {
+			setStrings(v.Field(i), s)
 		}
 	}
 }

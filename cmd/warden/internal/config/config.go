@@ -85,6 +85,7 @@ type Serve struct {
 	DriverEnv              []string
 	BenchNoop              bool
 	CPUProfile             string
+	CPUProfileAfter        time.Duration
 	// Cluster (docs/rules/cluster.md): a node of several sharing one entity space on
 	// etcd; Node empty is the single-node default (C10).
 	Node               string
@@ -233,6 +234,7 @@ func Declare(fs *flag.FlagSet, getenv func(string) string) (finish func(args []s
 	fs.StringVar(&c.Notify, "notify", "", "where environment notifications go: webhook (--notify-url), github (commit status and pull-request comment in --github-repo, W7) or none; default webhook if --notify-url is set, else none (they stay in the outbox)")
 	fs.BoolVar(&c.BenchNoop, "bench-noop", false, "serve POST /v1/webhooks/noop (benchmark baseline)")
 	fs.StringVar(&c.CPUProfile, "cpu-profile", "", "write a CPU profile of the whole run to this file (the benchmark's profile)")
+	fs.DurationVar(&c.CPUProfileAfter, "cpu-profile-after", 0, "start --cpu-profile this long after start, so that it leaves out start-up and the store's first growth")
 	fs.Var(ListFlag{&c.CallbackAuth}, "callback-auth", "accepted callback modes: scoped,shared,standard-webhooks,github-oidc (default: scoped, and shared and standard-webhooks where their secrets are configured) (T2)")
 	fs.StringVar(&c.CallbackSigningKeyFile, "callback-signing-key-file", "", "keyring that derives scoped callback credentials (default <data>/callback-signing.key, created when absent) (T1)")
 	fs.DurationVar(&c.CallbackTokenTTL, "callback-token-ttl", 24*time.Hour, "lifetime of a scoped callback credential; a rotated-out signing key verifies this long (T1)")

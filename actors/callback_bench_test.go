@@ -1,0 +1,48 @@
+package actors
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+
+	"github.com/wardenhq/warden/actors/marquee"
+)
+
+// BenchmarkDurableCallback is the durable path without HTTP: a step
+// callback to one of 64 marquees, each with a delivery id no other
+// callback has, answered after its batch is synced on real Pebble. Its
+// allocations per callback are the garbage the server makes per durable
+// request below the HTTP layer; make bench measures the whole path.
+func BenchmarkDurableCallback(b *testing.B) {
+	const marquees = 64
+	h := newHarness(b, func(h *harness) { h.pool = marquees })
+	ctx := context.Background()
+	for i := range marquees {
+		if _, err := h.sys.Create(ctx, marquee.Create{ID: fmt.Sprintf("m-%03d", i), Kind: marquee.Tutorial}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	h.eventually("every marquee dispatched", func() bool { return len(h.disp.gens(fmt.Sprintf("m-%03d", marquees-1))) == 1 })
+	dups := h.sys.cfg.Metrics.Callbacks.WithLabelValues(string(marquee.VerbStep), "duplicate_delivery")
+	before := testutilCounter(dups)
+	var n atomic.Int64
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.SetParallelism(32)
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			k := n.Add(1)
+			id := fmt.Sprintf("m-%03d", k%marquees)
+			_, err := h.sys.Callback(ctx, cbReq(id, fmt.Sprint("bench-", k), marquee.Callback{Verb: marquee.VerbStep, Generation: 1, Step: marquee.VMStarting}))
+			if err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.StopTimer()
+	if d := testutilCounter(dups) - before; d > 0 {
+		b.Fatalf("%.0f callbacks were answered as duplicate deliveries: the load repeated ids", d)
+	}
+}
