@@ -111,6 +111,11 @@ func (ds Deliveries) With(d Delivery, retention time.Duration) Deliveries {
 		copy(grown, keep)
 		keep = grown
 	}
+	if n := len(keep); n > 0 && bytes.Equal(keep[n-1].Reply, d.Reply) {
+		// The same answer as the last shares its bytes, so that encode
+		// tells them equal without reading them (a run's answers repeat).
+		d.Reply = keep[n-1].Reply
+	}
 	return append(keep, d)
 }
 
@@ -138,7 +143,12 @@ func (ds Deliveries) encode(dst []byte) []byte {
 		panic("persistence: a deliveries record over its bound") // With and the decoder never make one
 	}
 	for i, d := range ds {
-		j := slices.IndexFunc(replies, func(r []byte) bool { return sameReply(r, d.Reply) })
+		var j int
+		if i > 0 && sameBytes(ds[i-1].Reply, d.Reply) {
+			j = int(index[i-1])
+		} else {
+			j = slices.IndexFunc(replies, func(r []byte) bool { return sameReply(r, d.Reply) })
+		}
 		if j < 0 {
 			j = len(replies)
 			replies = append(replies, d.Reply)
@@ -164,11 +174,11 @@ func (ds Deliveries) encode(dst []byte) []byte {
 
 // sameReply compares two answers: those read from one record share their
 // bytes, so most are told equal without reading them.
-func sameReply(a, b []byte) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	return len(a) == 0 || &a[0] == &b[0] || bytes.Equal(a, b)
+func sameReply(a, b []byte) bool { return sameBytes(a, b) || bytes.Equal(a, b) }
+
+// sameBytes reports whether a and b are the same bytes in memory.
+func sameBytes(a, b []byte) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
 // errDeliveries says why a deliveries record does not decode.
