@@ -33,7 +33,18 @@ func MarqueeKey(id string) []byte { return []byte(MarqueePrefix + id) }
 func HistoryPrefix(id string) []byte { return []byte(HistoryFamily + id + "/") }
 
 func HistoryKey(id string, seq uint64) []byte {
-	return fmt.Appendf(nil, "%s%s/%016x", HistoryFamily, id, seq)
+	b := make([]byte, 0, len(HistoryFamily)+len(id)+1+16)
+	b = append(append(append(b, HistoryFamily...), id...), '/')
+	return appendHex16(b, seq) // by hand: fmt was two allocations of every step
+}
+
+// appendHex16 appends n as 16 lower-case hex digits ("%016x").
+func appendHex16(b []byte, n uint64) []byte {
+	const digits = "0123456789abcdef"
+	for shift := 60; shift >= 0; shift -= 4 {
+		b = append(b, digits[n>>uint(shift)&0xF])
+	}
+	return b
 }
 
 // DedupPrefix is an entity's delivery records; DedupKey one of them (T5).

@@ -202,3 +202,11 @@ func TestBranchGenerationKeysSortByGeneration(t *testing.T) {
 	_, ok := ParseBranchGeneration(p, append(p, "zz"...))
 	require.False(t, ok)
 }
+
+// TestHistoryKeyIsFixedWidthHex: a history key's sequence is 16 hex
+// digits, so that the keys sort in sequence order.
+func TestHistoryKeyIsFixedWidthHex(t *testing.T) {
+	for _, n := range []uint64{0, 1, 0xabc, 1 << 40, ^uint64(0)} {
+		require.Equal(t, fmt.Sprintf("h/m-1/%016x", n), string(HistoryKey("m-1", n)))
+	}
+}
