@@ -369,7 +369,7 @@ func (b *Batch) PutDeliveries(entity, _ string, ds Deliveries) {
 	deliveriesBuffers.Put(buf)
 }
 
-// deliveriesBuffers hold PutDeliveries' encodings (a record is bounded,
-// so every one is kept): Set copies (Writes), so a buffer is free again
-// once it returns.
+// deliveriesBuffers hold PutDeliveries' encodings, every one kept (a
+// record is bounded: at most MaxDeliveries answers of maxDeliveryReply):
+// Set copies (Writes), so a buffer is free again once it returns.
 var deliveriesBuffers = sync.Pool{New: func() any { return new([]byte) }}

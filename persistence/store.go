@@ -433,25 +433,28 @@ func (b *Batch) Put(key []byte, v any) {
 	buf := encodeBuffers.Get().(*bytes.Buffer)
 	buf.Reset()
 	buf.WriteByte(codecV1)
-	var err error
-	if a, ok := v.(JSONAppender); ok {
-		// Written by hand as encoding/json would (the records of every
-		// step); the buffer keeps what the append grew.
-		var val []byte
-		val, err = a.AppendJSON(buf.AvailableBuffer())
-		buf.Write(val)
-		buf.WriteByte('\n')
-	} else {
-		err = json.NewEncoder(buf).Encode(v)
-	}
-	if err != nil {
+	if err := encodeJSON(buf, v); err != nil {
 		panic(fmt.Sprintf("persistence: encode %T: %v", v, err)) // our own types always encode
 	}
-	val := buf.Bytes()
-	b.w.Set(key, val[:len(val)-1]) // without the Encoder's newline: Encode's bytes
+	b.w.Set(key, buf.Bytes())
 	if buf.Cap() <= maxPooledBuffer {
 		encodeBuffers.Put(buf)
 	}
+}
+
+// encodeJSON writes v's JSON to buf, as json.Marshal would: by hand for a
+// JSONAppender (the records of every step), else by encoding/json.
+func encodeJSON(buf *bytes.Buffer, v any) error {
+	if a, ok := v.(JSONAppender); ok {
+		val, err := a.AppendJSON(buf.AvailableBuffer())
+		buf.Write(val) // onto itself where it fit the buffer's room
+		return err
+	}
+	if err := json.NewEncoder(buf).Encode(v); err != nil {
+		return err
+	}
+	buf.Truncate(buf.Len() - 1) // the Encoder's newline: json.Marshal's bytes
+	return nil
 }
 
 // encodeBuffers hold Put's encodings; one over maxPooledBuffer (a rare
