@@ -172,27 +172,32 @@ CRASH_DURATION ?= 10m
 crash:
 	$(GO) run ./cmd/warden-crash -duration $(CRASH_DURATION)
 
+# Each target for a count of inputs, not a time: a time budget races Go's
+# fuzzing coordinator at its deadline and fails with "context deadline
+# exceeded" and no input (golang/go#75804; FuzzDecodeCallback, 2026-12-03).
+FUZZ_EXECS ?= 100000
+FUZZ_EXECS_LONG ?= 200000
 fuzz:
-	$(GO) test ./httpapi -run '^$$' -fuzz '^FuzzDecodeCallback$$' -fuzztime 60s
-	$(GO) test ./httpapi -run '^$$' -fuzz '^FuzzDecodeCreate$$' -fuzztime 30s
-	$(GO) test ./persistence -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime 30s
-	$(GO) test ./persistence -run '^$$' -fuzz '^FuzzCheckNewestWAL$$' -fuzztime 30s
-	$(GO) test ./internal/driver -run '^$$' -fuzz '^FuzzDecodeChats$$' -fuzztime 30s
-	$(GO) test ./internal/driver -run '^$$' -fuzz '^FuzzDecodeExecResult$$' -fuzztime 30s
-	$(GO) test ./httpapi -run '^$$' -fuzz '^FuzzDecodeDestroy$$' -fuzztime 30s
-	$(GO) test ./httpapi -run '^$$' -fuzz '^FuzzDecodeEnvCreate$$' -fuzztime 30s
-	$(GO) test ./httpapi -run '^$$' -fuzz '^FuzzDecodeCursor$$' -fuzztime 30s
-	$(GO) test ./httpapi -run '^$$' -fuzz '^FuzzDecodeReason$$' -fuzztime 30s
-	$(GO) test ./httpapi -run '^$$' -fuzz '^FuzzStrictDecode$$' -fuzztime 30s
-	$(GO) test ./httpapi -run '^$$' -fuzz '^FuzzAuthenticateCallback$$' -fuzztime 60s
-	$(GO) test ./internal/trust -run '^$$' -fuzz '^FuzzParseSignatures$$' -fuzztime 30s
-	$(GO) test ./internal/trust -run '^$$' -fuzz '^FuzzVerifyScoped$$' -fuzztime 30s
-	$(GO) test ./internal/trust -run '^$$' -fuzz '^FuzzKeyring$$' -fuzztime 30s
-	$(GO) test ./persistence -run '^$$' -fuzz '^FuzzDecodeDeliveries$$' -fuzztime 30s
-	$(GO) test ./actors/record -run '^$$' -fuzz '^FuzzLoadStoredRecords$$' -fuzztime 30s
-	$(GO) test ./actors/runtime -run '^$$' -fuzz '^FuzzDecodeEnvelope$$' -fuzztime 30s
-	$(GO) test ./actors -run '^$$' -fuzz '^FuzzDecodeRemoteEvents$$' -fuzztime 30s
-	$(GO) test ./internal/jsonappend -run '^$$' -fuzz '^FuzzStringAsEncodingJSON$$' -fuzztime 30s
+	$(GO) test ./httpapi -run '^$$' -fuzz '^FuzzDecodeCallback$$' -fuzztime $(FUZZ_EXECS_LONG)x
+	$(GO) test ./httpapi -run '^$$' -fuzz '^FuzzDecodeCreate$$' -fuzztime $(FUZZ_EXECS)x
+	$(GO) test ./persistence -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZ_EXECS)x
+	$(GO) test ./persistence -run '^$$' -fuzz '^FuzzCheckNewestWAL$$' -fuzztime $(FUZZ_EXECS)x
+	$(GO) test ./internal/driver -run '^$$' -fuzz '^FuzzDecodeChats$$' -fuzztime $(FUZZ_EXECS)x
+	$(GO) test ./internal/driver -run '^$$' -fuzz '^FuzzDecodeExecResult$$' -fuzztime $(FUZZ_EXECS)x
+	$(GO) test ./httpapi -run '^$$' -fuzz '^FuzzDecodeDestroy$$' -fuzztime $(FUZZ_EXECS)x
+	$(GO) test ./httpapi -run '^$$' -fuzz '^FuzzDecodeEnvCreate$$' -fuzztime $(FUZZ_EXECS)x
+	$(GO) test ./httpapi -run '^$$' -fuzz '^FuzzDecodeCursor$$' -fuzztime $(FUZZ_EXECS)x
+	$(GO) test ./httpapi -run '^$$' -fuzz '^FuzzDecodeReason$$' -fuzztime $(FUZZ_EXECS)x
+	$(GO) test ./httpapi -run '^$$' -fuzz '^FuzzStrictDecode$$' -fuzztime $(FUZZ_EXECS)x
+	$(GO) test ./httpapi -run '^$$' -fuzz '^FuzzAuthenticateCallback$$' -fuzztime $(FUZZ_EXECS_LONG)x
+	$(GO) test ./internal/trust -run '^$$' -fuzz '^FuzzParseSignatures$$' -fuzztime $(FUZZ_EXECS)x
+	$(GO) test ./internal/trust -run '^$$' -fuzz '^FuzzVerifyScoped$$' -fuzztime $(FUZZ_EXECS)x
+	$(GO) test ./internal/trust -run '^$$' -fuzz '^FuzzKeyring$$' -fuzztime $(FUZZ_EXECS)x
+	$(GO) test ./persistence -run '^$$' -fuzz '^FuzzDecodeDeliveries$$' -fuzztime $(FUZZ_EXECS)x
+	$(GO) test ./actors/record -run '^$$' -fuzz '^FuzzLoadStoredRecords$$' -fuzztime $(FUZZ_EXECS)x
+	$(GO) test ./actors/runtime -run '^$$' -fuzz '^FuzzDecodeEnvelope$$' -fuzztime $(FUZZ_EXECS)x
+	$(GO) test ./actors -run '^$$' -fuzz '^FuzzDecodeRemoteEvents$$' -fuzztime $(FUZZ_EXECS)x
+	$(GO) test ./internal/jsonappend -run '^$$' -fuzz '^FuzzStringAsEncodingJSON$$' -fuzztime $(FUZZ_EXECS)x
 
 # The README's console pictures, from the browser test (Debian's chromium),
 # with the digest of the templates they show; make test says when they are
