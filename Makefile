@@ -177,27 +177,37 @@ crash:
 # exceeded" and no input (golang/go#75804; FuzzDecodeCallback, 2026-12-03).
 FUZZ_EXECS ?= 100000
 FUZZ_EXECS_LONG ?= 200000
+# Every fuzz test, as package:name (TestMakeFuzzRunsEveryFuzzTest holds
+# the list to the tests there are); the LONG ones take FUZZ_EXECS_LONG.
+FUZZ_TARGETS = \
+	./httpapi:FuzzDecodeCallback \
+	./httpapi:FuzzDecodeCreate \
+	./persistence:FuzzDecode \
+	./persistence:FuzzCheckNewestWAL \
+	./internal/driver:FuzzDecodeChats \
+	./internal/driver:FuzzDecodeExecResult \
+	./httpapi:FuzzDecodeDestroy \
+	./httpapi:FuzzDecodeEnvCreate \
+	./httpapi:FuzzDecodeCursor \
+	./httpapi:FuzzDecodeReason \
+	./httpapi:FuzzStrictDecode \
+	./httpapi:FuzzAuthenticateCallback \
+	./internal/trust:FuzzParseSignatures \
+	./internal/trust:FuzzVerifyScoped \
+	./internal/trust:FuzzKeyring \
+	./persistence:FuzzDecodeDeliveries \
+	./actors/record:FuzzLoadStoredRecords \
+	./actors/runtime:FuzzDecodeEnvelope \
+	./actors:FuzzDecodeRemoteEvents \
+	./internal/jsonappend:FuzzStringAsEncodingJSON
+FUZZ_LONG = FuzzDecodeCallback FuzzAuthenticateCallback
 fuzz:
-	$(GO) test ./httpapi -run '^$$' -fuzz '^FuzzDecodeCallback$$' -fuzztime $(FUZZ_EXECS_LONG)x
-	$(GO) test ./httpapi -run '^$$' -fuzz '^FuzzDecodeCreate$$' -fuzztime $(FUZZ_EXECS)x
-	$(GO) test ./persistence -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZ_EXECS)x
-	$(GO) test ./persistence -run '^$$' -fuzz '^FuzzCheckNewestWAL$$' -fuzztime $(FUZZ_EXECS)x
-	$(GO) test ./internal/driver -run '^$$' -fuzz '^FuzzDecodeChats$$' -fuzztime $(FUZZ_EXECS)x
-	$(GO) test ./internal/driver -run '^$$' -fuzz '^FuzzDecodeExecResult$$' -fuzztime $(FUZZ_EXECS)x
-	$(GO) test ./httpapi -run '^$$' -fuzz '^FuzzDecodeDestroy$$' -fuzztime $(FUZZ_EXECS)x
-	$(GO) test ./httpapi -run '^$$' -fuzz '^FuzzDecodeEnvCreate$$' -fuzztime $(FUZZ_EXECS)x
-	$(GO) test ./httpapi -run '^$$' -fuzz '^FuzzDecodeCursor$$' -fuzztime $(FUZZ_EXECS)x
-	$(GO) test ./httpapi -run '^$$' -fuzz '^FuzzDecodeReason$$' -fuzztime $(FUZZ_EXECS)x
-	$(GO) test ./httpapi -run '^$$' -fuzz '^FuzzStrictDecode$$' -fuzztime $(FUZZ_EXECS)x
-	$(GO) test ./httpapi -run '^$$' -fuzz '^FuzzAuthenticateCallback$$' -fuzztime $(FUZZ_EXECS_LONG)x
-	$(GO) test ./internal/trust -run '^$$' -fuzz '^FuzzParseSignatures$$' -fuzztime $(FUZZ_EXECS)x
-	$(GO) test ./internal/trust -run '^$$' -fuzz '^FuzzVerifyScoped$$' -fuzztime $(FUZZ_EXECS)x
-	$(GO) test ./internal/trust -run '^$$' -fuzz '^FuzzKeyring$$' -fuzztime $(FUZZ_EXECS)x
-	$(GO) test ./persistence -run '^$$' -fuzz '^FuzzDecodeDeliveries$$' -fuzztime $(FUZZ_EXECS)x
-	$(GO) test ./actors/record -run '^$$' -fuzz '^FuzzLoadStoredRecords$$' -fuzztime $(FUZZ_EXECS)x
-	$(GO) test ./actors/runtime -run '^$$' -fuzz '^FuzzDecodeEnvelope$$' -fuzztime $(FUZZ_EXECS)x
-	$(GO) test ./actors -run '^$$' -fuzz '^FuzzDecodeRemoteEvents$$' -fuzztime $(FUZZ_EXECS)x
-	$(GO) test ./internal/jsonappend -run '^$$' -fuzz '^FuzzStringAsEncodingJSON$$' -fuzztime $(FUZZ_EXECS)x
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; name=$${t##*:}; n=$(FUZZ_EXECS); \
+		case " $(FUZZ_LONG) " in *" $$name "*) n=$(FUZZ_EXECS_LONG);; esac; \
+		echo "$(GO) test $$pkg -fuzz ^$$name\$$ -fuzztime $${n}x"; \
+		$(GO) test $$pkg -run '^$$' -fuzz "^$$name\$$" -fuzztime $${n}x; \
+	done
 
 # The README's console pictures, from the browser test (Debian's chromium),
 # with the digest of the templates they show; make test says when they are

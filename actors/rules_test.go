@@ -252,3 +252,33 @@ func TestCitationsFindRulesInWordsAndTestNames(t *testing.T) {
 	require.Equal(t, []string{"O7", "O8", "M16", "I5"}, citations("TestO7O8ConsoleInChromium and (M16), I5."))
 	require.Empty(t, citations("SHA256 IM16 M123 xS1 abcM2"))
 }
+
+// TestMakeFuzzRunsEveryFuzzTest: make fuzz's FUZZ_TARGETS names every
+// fuzz test of the repository, by package and name, and nothing else (it
+// once ran no test it did not list by hand, and five were missing).
+func TestMakeFuzzRunsEveryFuzzTest(t *testing.T) {
+	var have []string
+	walkRepo(t, func(path string, b []byte) {
+		if !strings.HasSuffix(path, "_test.go") {
+			return
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), path, b, parser.SkipObjectResolution)
+		require.NoError(t, err)
+		for _, d := range f.Decls {
+			if fn, ok := d.(*ast.FuncDecl); ok && fn.Recv == nil && strings.HasPrefix(fn.Name.Name, "Fuzz") {
+				rel, err := filepath.Rel(repoRoot, filepath.Dir(path))
+				require.NoError(t, err)
+				have = append(have, "./"+filepath.ToSlash(rel)+":"+fn.Name.Name)
+			}
+		}
+	})
+	makefile, err := os.ReadFile(filepath.Join(repoRoot, "Makefile"))
+	require.NoError(t, err)
+	listed := regexp.MustCompile(`(?m)^\t(\./[\w/]+:Fuzz\w+)`).FindAllStringSubmatch(string(makefile), -1)
+	var targets []string
+	for _, m := range listed {
+		targets = append(targets, m[1])
+	}
+	require.NotEmpty(t, have)
+	require.ElementsMatch(t, have, targets, "the fuzz tests, and the Makefile's FUZZ_TARGETS")
+}

@@ -12,14 +12,37 @@ import (
 // codecV1 is the only encoding so far: a version byte then JSON.
 const codecV1 byte = 1
 
-// Encode is v's stored form: the version byte, then JSON. Records are the
-// project's own types, which always encode; one that does not is a bug.
+// Encode is v's stored form: the version byte, then JSON.
 func Encode(v any) []byte {
-	b, err := json.Marshal(v)
+	var buf bytes.Buffer
+	encodeRecord(&buf, v)
+	return buf.Bytes()
+}
+
+// JSONAppender is a record that encodes itself, byte for byte as
+// encoding/json would (internal/jsonappend): the records every step
+// writes, whose reflection was most of a commit's encoding.
+type JSONAppender interface {
+	AppendJSON(dst []byte) ([]byte, error)
+}
+
+// encodeRecord writes v's stored form to buf, its JSON as json.Marshal
+// writes it: by hand for a JSONAppender (the records of every step), else
+// by encoding/json. Records are the project's own types, which always
+// encode; one that does not is a bug.
+func encodeRecord(buf *bytes.Buffer, v any) {
+	buf.WriteByte(codecV1)
+	var err error
+	if a, ok := v.(JSONAppender); ok {
+		var val []byte
+		val, err = a.AppendJSON(buf.AvailableBuffer())
+		buf.Write(val) // onto itself where it fit the buffer's room
+	} else if err = json.NewEncoder(buf).Encode(v); err == nil {
+		buf.Truncate(buf.Len() - 1) // the Encoder's newline: json.Marshal's bytes
+	}
 	if err != nil {
 		panic(fmt.Sprintf("persistence: encode %T: %v", v, err)) // our own types always encode
 	}
-	return append([]byte{codecV1}, b...)
 }
 
 // Decode reads a stored value into v; a value that does not decode is a

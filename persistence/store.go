@@ -48,7 +48,6 @@ package persistence
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -419,42 +418,17 @@ func (s *Store) NewBatch() *Batch {
 // entity's shard at its epoch (C3); a batch without one is a single node's.
 func (b *Batch) Fence(f Fence) { b.fence = f }
 
-// JSONAppender is a record that encodes itself, byte for byte as
-// encoding/json would (internal/jsonappend): the records every step
-// writes, whose reflection was most of a commit's encoding.
-type JSONAppender interface {
-	AppendJSON(dst []byte) ([]byte, error)
-}
-
 // Put stages v, encoded as Encode does, under key. It encodes into a
 // pooled buffer, since every backend copies what it is given: the
 // durable path's records were a third of its allocations.
 func (b *Batch) Put(key []byte, v any) {
 	buf := encodeBuffers.Get().(*bytes.Buffer)
 	buf.Reset()
-	buf.WriteByte(codecV1)
-	if err := encodeJSON(buf, v); err != nil {
-		panic(fmt.Sprintf("persistence: encode %T: %v", v, err)) // our own types always encode
-	}
+	encodeRecord(buf, v)
 	b.w.Set(key, buf.Bytes())
 	if buf.Cap() <= maxPooledBuffer {
 		encodeBuffers.Put(buf)
 	}
-}
-
-// encodeJSON writes v's JSON to buf, as json.Marshal would: by hand for a
-// JSONAppender (the records of every step), else by encoding/json.
-func encodeJSON(buf *bytes.Buffer, v any) error {
-	if a, ok := v.(JSONAppender); ok {
-		val, err := a.AppendJSON(buf.AvailableBuffer())
-		buf.Write(val) // onto itself where it fit the buffer's room
-		return err
-	}
-	if err := json.NewEncoder(buf).Encode(v); err != nil {
-		return err
-	}
-	buf.Truncate(buf.Len() - 1) // the Encoder's newline: json.Marshal's bytes
-	return nil
 }
 
 // encodeBuffers hold Put's encodings; one over maxPooledBuffer (a rare

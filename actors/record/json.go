@@ -19,16 +19,17 @@ var (
 func (r Marquee) AppendJSON(b []byte) ([]byte, error) {
 	o := jsonappend.Object{B: b}
 	o.Begin()
-	o.Key("state")
+	o.Open("state")
 	appendState(&o, &r.State)
+	o.End()
 	o.Uint("history_seq", r.HistorySeq)
 	o.TimeOmitZero("wake_at", r.WakeAt)
 	o.End()
 	return o.B, o.Err
 }
 
+// appendState writes a state's fields into the object open for it.
 func appendState(o *jsonappend.Object, s *marquee.State) {
-	o.Begin()
 	o.String("id", s.ID)
 	o.String("kind", string(s.Kind))
 	o.StringOmitEmpty("pool", s.Pool)
@@ -38,15 +39,15 @@ func appendState(o *jsonappend.Object, s *marquee.State) {
 	o.Uint("generation", s.Generation)
 	o.Uint("dispatched_generation", s.DispatchedGeneration)
 	if c := s.Connection; c != nil {
-		o.Key("connection")
+		o.Open("connection")
 		appendConnection(o, c)
+		o.End()
 	}
 	o.UintOmitEmpty("connection_generation", s.ConnectionGeneration)
 	o.TimeOmitZero("null_pending_until", s.NullPendingUntil)
 	o.Int("retry_count", s.RetryCount)
 	if a := s.Attempt; a != nil {
-		o.Key("attempt")
-		o.Begin()
+		o.Open("attempt")
 		o.Uint("generation", a.Generation)
 		o.String("action", string(a.Action))
 		o.String("dispatch", string(a.Dispatch))
@@ -57,16 +58,14 @@ func appendState(o *jsonappend.Object, s *marquee.State) {
 		o.End()
 	}
 	if a := s.Admission; a != nil {
-		o.Key("admission")
-		o.Begin()
+		o.Open("admission")
 		o.String("pool", a.Pool)
 		o.String("status", string(a.Status))
 		o.UintOmitEmpty("sequence", a.Sequence)
 		o.End()
 	}
 	if bs := s.Bootstrap; bs != nil {
-		o.Key("bootstrap")
-		o.Begin()
+		o.Open("bootstrap")
 		o.Uint("generation", bs.Generation)
 		o.Int("failures", bs.Failures)
 		o.Bool("running", bs.Running)
@@ -74,8 +73,7 @@ func appendState(o *jsonappend.Object, s *marquee.State) {
 		o.End()
 	}
 	if d := s.Downgrade; d != nil {
-		o.Key("downgrade")
-		o.Begin()
+		o.Open("downgrade")
 		o.String("verb", string(d.Verb))
 		o.Uint("generation", d.Generation)
 		o.StringOmitEmpty("reason", d.Reason)
@@ -89,24 +87,22 @@ func appendState(o *jsonappend.Object, s *marquee.State) {
 	appendOutcomes(o, s)
 	o.Time("created_at", s.CreatedAt)
 	o.Time("updated_at", s.UpdatedAt)
-	o.End()
 }
 
+// appendConnection writes a connection's fields into the object open for
+// it.
 func appendConnection(o *jsonappend.Object, c *marquee.Connection) {
-	o.Begin()
 	o.String("host", c.Host)
 	o.Int("port", c.Port)
 	o.String("user", c.User)
 	o.String("ssh_private_key", c.SSHPrivateKey)
 	o.String("free_domain", c.FreeDomain)
-	o.Key("acme_dns")
-	o.Begin()
+	o.Open("acme_dns")
 	o.String("server_url", c.ACMEDNS.ServerURL)
 	o.String("username", c.ACMEDNS.Username)
 	o.String("password", c.ACMEDNS.Password)
 	o.String("subdomain", c.ACMEDNS.Subdomain)
 	o.String("full_domain", c.ACMEDNS.FullDomain)
-	o.End()
 	o.End()
 }
 
@@ -133,8 +129,7 @@ func appendRuns(o *jsonappend.Object, runs []marquee.Run) {
 // appendOutcomes writes how the marquee last failed, was vetoed or reaped.
 func appendOutcomes(o *jsonappend.Object, s *marquee.State) {
 	if f := s.Failure; f != nil {
-		o.Key("failure")
-		o.Begin()
+		o.Open("failure")
 		o.String("reason", f.Reason)
 		o.String("rule", f.Rule)
 		o.Time("at", f.At)
@@ -142,16 +137,14 @@ func appendOutcomes(o *jsonappend.Object, s *marquee.State) {
 		o.End()
 	}
 	if v := s.LastVeto; v != nil {
-		o.Key("last_veto")
-		o.Begin()
+		o.Open("last_veto")
 		o.String("verb", string(v.Verb))
 		o.Int("live", v.Live)
 		o.Time("at", v.At)
 		o.End()
 	}
 	if t := s.Tombstone; t != nil {
-		o.Key("tombstone")
-		o.Begin()
+		o.Open("tombstone")
 		o.String("reason", t.Reason)
 		o.Time("at", t.At)
 		o.End()

@@ -20,48 +20,54 @@ func String(dst []byte, s string) []byte {
 	dst = append(dst, '"')
 	start := 0
 	for i := 0; i < len(s); {
-		if b := s[i]; b < utf8.RuneSelf {
-			if safe(b) {
-				i++
-				continue
-			}
-			dst = append(dst, s[start:i]...)
-			dst = escapeByte(dst, b)
+		if safeASCII(s[i]) {
 			i++
-			start = i
 			continue
 		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, `\ufffd`...)
-			i += size
-			start = i
+		if n := plainRune(s[i:]); n > 0 {
+			i += n
 			continue
 		}
-		if r == '\u2028' || r == '\u2029' {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, `\u202`...)
-			dst = append(dst, hex[r&0xF])
-			i += size
-			start = i
-			continue
-		}
+		_, size := utf8.DecodeRuneInString(s[i:])
+		dst = appendEscape(append(dst, s[start:i]...), s[i:i+size])
 		i += size
+		start = i
 	}
 	dst = append(dst, s[start:]...)
 	return append(dst, '"')
 }
 
-const hex = "0123456789abcdef"
-
-// safe is a byte written as itself.
-func safe(b byte) bool {
-	return b >= 0x20 && b != '"' && b != '\\' && b != '<' && b != '>' && b != '&'
+// plainRune is the length of the non-ASCII character s starts with if
+// encoding/json writes it as itself, else 0 (an ASCII byte is
+// safeASCII's to tell).
+func plainRune(s string) int {
+	if s[0] < utf8.RuneSelf {
+		return 0
+	}
+	r, size := utf8.DecodeRuneInString(s)
+	if r == utf8.RuneError && size == 1 || r == '\u2028' || r == '\u2029' {
+		return 0
+	}
+	return size
 }
 
-func escapeByte(dst []byte, b byte) []byte {
-	switch b {
+// safeASCII is an ASCII byte written as itself.
+func safeASCII(c byte) bool {
+	return c >= 0x20 && c < utf8.RuneSelf && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
+}
+
+const hex = "0123456789abcdef"
+
+// appendEscape appends the escape of one character String does not
+// write as itself.
+func appendEscape(dst []byte, c string) []byte {
+	switch r, _ := utf8.DecodeRuneInString(c); {
+	case len(c) == 1 && c[0] >= utf8.RuneSelf:
+		return append(dst, `\ufffd`...) // a byte that is not UTF-8
+	case r == '\u2028' || r == '\u2029':
+		return append(dst, '\\', 'u', '2', '0', '2', hex[r&0xF])
+	}
+	switch b := c[0]; b {
 	case '\\', '"':
 		return append(dst, '\\', b)
 	case '\b':
@@ -74,29 +80,10 @@ func escapeByte(dst []byte, b byte) []byte {
 		return append(dst, '\\', 'r')
 	case '\t':
 		return append(dst, '\\', 't')
+	default:
+		return append(dst, '\\', 'u', '0', '0', hex[b>>4], hex[b&0xF])
 	}
-	return append(dst, '\\', 'u', '0', '0', hex[b>>4], hex[b&0xF])
 }
-
-// Key appends a field's name and its colon, after a comma unless it is
-// the object's first; name is a literal the caller knows needs no escape.
-func Key(dst []byte, name string) []byte {
-	if n := len(dst); n > 0 && dst[n-1] != '{' {
-		dst = append(dst, ',')
-	}
-	dst = append(dst, '"')
-	dst = append(dst, name...)
-	return append(dst, '"', ':')
-}
-
-// Uint appends n.
-func Uint(dst []byte, n uint64) []byte { return strconv.AppendUint(dst, n, 10) }
-
-// Int appends n.
-func Int(dst []byte, n int64) []byte { return strconv.AppendInt(dst, n, 10) }
-
-// Bool appends b.
-func Bool(dst []byte, b bool) []byte { return strconv.AppendBool(dst, b) }
 
 // Time appends t as time.Time.MarshalJSON does (RFC 3339 with
 // nanoseconds, quoted), refusing what it refuses.
@@ -113,42 +100,60 @@ type Object struct {
 	Err error
 }
 
-// Begin opens the object (or a nested one, after its Key).
+// Begin opens the object.
 func (o *Object) Begin() { o.B = append(o.B, '{') }
 
-// End closes it.
+// Open opens a nested object, the value of field name.
+func (o *Object) Open(name string) { o.Key(name); o.Begin() }
+
+// End closes the object last opened.
 func (o *Object) End() { o.B = append(o.B, '}') }
 
-// Key writes a field's name (a literal needing no escape).
-func (o *Object) Key(name string) { o.B = Key(o.B, name) }
+// Key writes a field's name and its colon, after a comma unless it is
+// the object's first; name is a literal the caller knows needs no escape.
+func (o *Object) Key(name string) {
+	if n := len(o.B); n > 0 && o.B[n-1] != '{' {
+		o.B = append(o.B, ',')
+	}
+	o.B = append(append(append(o.B, '"'), name...), '"', ':')
+}
 
 func (o *Object) String(name, v string)      { o.Key(name); o.B = String(o.B, v) }
-func (o *Object) Uint(name string, v uint64) { o.Key(name); o.B = Uint(o.B, v) }
-func (o *Object) Int(name string, v int)     { o.Key(name); o.B = Int(o.B, int64(v)) }
-func (o *Object) Bool(name string, v bool)   { o.Key(name); o.B = Bool(o.B, v) }
+func (o *Object) Uint(name string, v uint64) { o.Key(name); o.B = strconv.AppendUint(o.B, v, 10) }
+func (o *Object) Int(name string, v int)     { o.Key(name); o.B = strconv.AppendInt(o.B, int64(v), 10) }
+func (o *Object) Bool(name string, v bool)   { o.Key(name); o.B = strconv.AppendBool(o.B, v) }
 
 // Time writes a time field; a time encoding/json refuses is kept as Err.
 func (o *Object) Time(name string, t time.Time) {
 	o.Key(name)
 	var err error
-	if o.B, err = Time(o.B, t); err != nil && o.Err == nil {
-		o.Err = err
-	}
+	o.B, err = Time(o.B, t)
+	o.keep(err)
 }
 
-// Text writes a field encoded by its AppendText (encoding/json writes an
-// encoding.TextMarshaler's text as a string; the texts here need no
-// escaping, which AppendText's callers guarantee).
+// Text writes a field by its AppendText, as encoding/json writes an
+// encoding.TextMarshaler: its text as a string, escaped where it needs it.
 func (o *Object) Text(name string, v interface {
 	AppendText([]byte) ([]byte, error)
 }) {
 	o.Key(name)
-	o.B = append(o.B, '"')
-	var err error
-	if o.B, err = v.AppendText(o.B); err != nil && o.Err == nil {
+	start := len(o.B)
+	b, err := v.AppendText(append(o.B, '"'))
+	o.keep(err)
+	for _, c := range b[start+1:] {
+		if !safeASCII(c) {
+			// Escaped, or not ASCII: written as String writes it.
+			o.B = String(b[:start], string(b[start+1:]))
+			return
+		}
+	}
+	o.B = append(b, '"')
+}
+
+func (o *Object) keep(err error) {
+	if err != nil && o.Err == nil {
 		o.Err = err
 	}
-	o.B = append(o.B, '"')
 }
 
 // The fields tagged omitempty (or omitzero, for a time) are left out when

@@ -41,3 +41,33 @@ func TestTimeAsEncodingJSON(t *testing.T) {
 		}
 	}
 }
+
+// awkwardText is a text that needs escaping, as a TextMarshaler.
+type awkwardText string
+
+func (t awkwardText) AppendText(b []byte) ([]byte, error) { return append(b, t...), nil }
+func (t awkwardText) MarshalText() ([]byte, error)        { return t.AppendText(nil) }
+
+// TestTextAsEncodingJSON: a field written by its AppendText is what
+// encoding/json writes for a TextMarshaler, escaped where the text needs
+// it, and an object's fields are separated as encoding/json separates
+// them.
+func TestTextAsEncodingJSON(t *testing.T) {
+	for _, s := range []string{"vm_starting", "", "a\"b<c>\n", "é\xff\u2028"} {
+		want, err := json.Marshal(struct {
+			N int         `json:"n"`
+			T awkwardText `json:"t"`
+		}{1, awkwardText(s)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		o := Object{}
+		o.Begin()
+		o.Int("n", 1)
+		o.Text("t", awkwardText(s))
+		o.End()
+		if o.Err != nil || string(o.B) != string(want) {
+			t.Fatalf("%q: wrote %s (%v), encoding/json %s", s, o.B, o.Err, want)
+		}
+	}
+}
