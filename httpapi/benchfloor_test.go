@@ -25,4 +25,15 @@ func TestBenchFloorOnlyWhenGivenAndItWritesTheBody(t *testing.T) {
 	has, err := w.store.Has(benchfloor.Key(1))
 	require.NoError(t, err)
 	require.True(t, has, "the body is in the store")
+
+	code, _, _ = plain.do(http.MethodPost, "/v1/webhooks/floor-records", "", `{"x":1}`)
+	require.Equal(t, http.StatusNotFound, code, "no records floor in production")
+	code, answer, _ = w.do(http.MethodPost, "/v1/webhooks/floor-records", "", `{"x":1}`)
+	require.Equal(t, http.StatusOK, code)
+	require.Equal(t, "ok", answer["result"])
+	for _, k := range [][]byte{benchfloor.RecordsKey('m', 0), benchfloor.RecordsHistoryKey(0, 0), benchfloor.RecordsKey('r', 0)} {
+		has, err := w.store.Has(k)
+		require.NoError(t, err)
+		require.True(t, has, "the records floor wrote %s", k)
+	}
 }

@@ -85,18 +85,20 @@ func (s *Server) noop(w http.ResponseWriter, r *http.Request, _ httprouter.Param
 	writeJSON(w, http.StatusOK, map[string]any{"result": "ignored", "marquee_id": id, "generation": cb.Generation, "received_generation": cb.Generation})
 }
 
-// floor is the durable path's floor (Options.Floor): HTTP and the body
-// written, nothing else.
-func (s *Server) floor(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
-	body, ok := readBody(w, r, false)
-	if !ok {
-		return
+// floor is one of the durable path's floors (Options.Floor): HTTP and
+// the body handed to write, nothing else.
+func (s *Server) floor(write func(body []byte) error) httprouter.Handle {
+	return func(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+		body, ok := readBody(w, r, false)
+		if !ok {
+			return
+		}
+		if err := write(body); err != nil {
+			s.writeErr(w, err)
+			return
+		}
+		writeRaw(w, http.StatusOK, floorAnswer)
 	}
-	if err := s.opts.Floor.Write(body); err != nil {
-		s.writeErr(w, err)
-		return
-	}
-	writeRaw(w, http.StatusOK, floorAnswer)
 }
 
 var floorAnswer = []byte(`{"result":"ok"}`)

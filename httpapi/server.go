@@ -56,11 +56,15 @@ type Options struct {
 	// authenticated and decoded like the real webhook, answered without
 	// an actor. Off in production.
 	NoopWebhook bool
-	// Floor, when set, serves the benchmark's floor POST
-	// /v1/webhooks/floor: the body handed to Floor (internal/benchfloor
-	// writes it to the store in one synced batch), nothing else. Off in
-	// production.
-	Floor interface{ Write(body []byte) error }
+	// Floor, when set, serves the benchmark's floors: POST
+	// /v1/webhooks/floor hands the body to Write (internal/benchfloor
+	// writes it to the store in one synced batch), POST
+	// /v1/webhooks/floor-records to WriteRecords (the keys one callback
+	// writes, in one synced batch); nothing else. Off in production.
+	Floor interface {
+		Write(body []byte) error
+		WriteRecords(body []byte) error
+	}
 	// Cluster is this node's place in a cluster; nil is a single node.
 	// ClusterToken authenticates the nodes' messages to each other;
 	// PeerTransport carries requests forwarded to another node (nil:
@@ -155,7 +159,8 @@ func (s *Server) routeWebhooks(r *routeTable) {
 		r.POST("/v1/webhooks/noop", s.query(noQuery, s.ready(s.noop)))
 	}
 	if o.Floor != nil {
-		r.POST("/v1/webhooks/floor", s.query(noQuery, s.ready(s.floor)))
+		r.POST("/v1/webhooks/floor", s.query(noQuery, s.ready(s.floor(o.Floor.Write))))
+		r.POST("/v1/webhooks/floor-records", s.query(noQuery, s.ready(s.floor(o.Floor.WriteRecords))))
 	}
 }
 

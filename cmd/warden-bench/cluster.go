@@ -30,8 +30,18 @@ import (
 
 const clusterConns = 64
 
-// wardenBin is the binary the cluster figures start (-warden).
+// wardenBin is the binary every figure starts (-warden); empty: one
+// built from this checkout.
 var wardenBin string
+
+// wardenBinary is -warden's binary, or one built into dir from this
+// checkout.
+func wardenBinary(dir string) (string, error) {
+	if wardenBin != "" {
+		return wardenBin, nil
+	}
+	return testkit.BuildWarden(dir)
+}
 
 type clusterSetup struct {
 	name  string
@@ -78,11 +88,8 @@ func clusterKit(name string) (tmp, bin, okScript, shared string, err error) {
 	if tmp, err = os.MkdirTemp("", name); err != nil {
 		return
 	}
-	bin = wardenBin
-	if bin == "" {
-		if bin, err = testkit.BuildWarden(tmp); err != nil {
-			return
-		}
+	if bin, err = wardenBinary(tmp); err != nil {
+		return
 	}
 	if okScript, err = testkit.OKScript(tmp); err != nil {
 		return

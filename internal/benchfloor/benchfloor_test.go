@@ -29,3 +29,34 @@ func TestFloorWritesEachBodyUnderAKeyOfItsOwn(t *testing.T) {
 	}))
 	require.Equal(t, []string{string(Key(1)) + "=one", string(Key(2)) + "=two"}, got)
 }
+
+// The records floor writes a callback's shape: per slot one marquee
+// record and one deliveries record, rewritten, and a history of at most
+// HistoryWindow entries, the oldest deleted as the newest is added.
+func TestRecordsFloorKeepsACallbacksShape(t *testing.T) {
+	dir := t.TempDir()
+	store, err := persistence.Open(dir, persistence.Options{})
+	require.NoError(t, err)
+	defer store.Close()
+	f := New(store)
+	const callbacks = Slots * (HistoryWindow + 3)
+	for range callbacks {
+		require.NoError(t, f.WriteRecords(nil))
+	}
+	sizes := map[byte]int{}
+	count := map[byte]int{}
+	require.NoError(t, store.Scan([]byte(RecordsPrefix), nil, func(k, v []byte) (bool, error) {
+		family := k[len(RecordsPrefix)]
+		count[family]++
+		sizes[family] = len(v)
+		return true, nil
+	}))
+	require.Equal(t, map[byte]int{'m': Slots, 'r': Slots, 'h': Slots * HistoryWindow}, count)
+	require.Equal(t, map[byte]int{'m': MarqueeBytes, 'r': DeliveriesBytes, 'h': HistoryBytes}, sizes)
+	has, err := store.Has(RecordsHistoryKey(7, 2))
+	require.NoError(t, err)
+	require.False(t, has, "the oldest entries were deleted")
+	has, err = store.Has(RecordsHistoryKey(7, HistoryWindow+2))
+	require.NoError(t, err)
+	require.True(t, has, "the newest is kept")
+}

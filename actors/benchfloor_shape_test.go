@@ -1,0 +1,51 @@
+package actors
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/wardenhq/warden/actors/marquee"
+	"github.com/wardenhq/warden/actors/record"
+	"github.com/wardenhq/warden/internal/benchfloor"
+	"github.com/wardenhq/warden/persistence"
+)
+
+// TestRecordsFloorHasACallbacksShape holds make bench's records floor
+// (internal/benchfloor) to what a durable callback really writes: the
+// records of a marquee that has taken make bench's step callbacks, with
+// delivery ids as long as the bench's, are within a fifth of the floor's
+// sizes, and its history window is the records'. A record that grows or
+// shrinks fails here, before the floor stops measuring what it says.
+func TestRecordsFloorHasACallbacksShape(t *testing.T) {
+	require.Equal(t, record.HistoryLimit, benchfloor.HistoryWindow)
+	h := newHarness(t)
+	ctx := context.Background()
+	const id = "m-042"
+	_, err := h.sys.Create(ctx, marquee.Create{ID: id, Kind: marquee.Tutorial})
+	require.NoError(t, err)
+	h.eventually("dispatched", func() bool { return len(h.disp.gens(id)) == 1 })
+	for n := range persistence.MaxDeliveries + 10 {
+		// make bench's ids: "bench-", twelve hex digits of its run, a count.
+		delivery := fmt.Sprintf("bench-%012x-%d", 0xa1b2c3d4e5f6, 100000+n)
+		_, err := h.sys.Callback(ctx, cbReq(id, delivery, marquee.Callback{Verb: marquee.VerbStep, Generation: 1, Step: marquee.VMStarting}))
+		require.NoError(t, err)
+	}
+	size := func(prefix []byte) (n int) {
+		require.NoError(t, h.store.Scan(prefix, nil, func(_, v []byte) (bool, error) {
+			n = len(v) // the last: the newest history entry
+			return true, nil
+		}))
+		require.NotZero(t, n, "nothing under %q", prefix)
+		return n
+	}
+	near := func(what string, got, floor int) {
+		t.Logf("%s: %d bytes, the floor writes %d", what, got, floor)
+		require.InEpsilon(t, floor, got, 0.2, "%s: %d bytes, the floor writes %d", what, got, floor)
+	}
+	near("marquee record", size(persistence.MarqueeKey(id)), benchfloor.MarqueeBytes)
+	near("history entry", size(persistence.HistoryPrefix(id)), benchfloor.HistoryBytes)
+	near("deliveries record", size(persistence.DeliveriesKey(id)), benchfloor.DeliveriesBytes)
+}
