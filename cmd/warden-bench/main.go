@@ -63,6 +63,7 @@ func main() {
 	flag.IntVar(&rounds, "rounds", rounds, "measured runs per path and connection count (the median is reported)")
 	flag.BoolVar(&profile, "profile", true, "profile the durable path at the highest connection count and report where its CPU goes")
 	flag.StringVar(&profileOut, "profile-out", "", "keep the durable path's CPU profile in this file (for go tool pprof)")
+	flag.StringVar(&profilePath, "profile-path", "terraform", "the path the profile loads: terraform (the durable path), floor or records (the floors, to set beside it)")
 	flag.DurationVar(&profileWarmup, "profile-warmup", 25*time.Second, "load the profiled warden this long before its profile starts (its memtables grow to full size first; 0: profile from start)")
 	flag.Parse()
 	if heapProfileOut != "" {
@@ -126,6 +127,8 @@ var (
 	// profileWarmup is how long the profiled warden runs, loaded, before
 	// its profile starts.
 	profileWarmup time.Duration
+	// profilePath is the path profiled: the durable path, or a floor.
+	profilePath string
 )
 
 // fdatasyncP50 is the p50 of one fdatasync of a small write on the bench's
@@ -290,6 +293,9 @@ func run(duration, warmup time.Duration, out, connsFlag string, names []string) 
 		return err
 	}
 	defer os.RemoveAll(tmp)
+	if _, err := profiled(); profile && err != nil {
+		return err
+	}
 	bin, err := wardenBinary(tmp)
 	if err != nil {
 		return err
@@ -860,10 +866,24 @@ func profileSpan() string {
 	return fmt.Sprintf("the profile starts after %s of start-up and the same load, `--cpu-profile-after %s`", profileWarmup, profileWarmup)
 }
 
-// profileDurable runs the durable path (shared token) at conns against a
-// warden of its own started with --cpu-profile, then reports the top of
-// the profile: where the server's CPU goes per durable request.
+// profiled is the path -profile-path names.
+func profiled() (path, error) {
+	switch profilePath {
+	case "terraform", "floor", "records":
+		return allPaths[profilePath], nil
+	}
+	return path{}, fmt.Errorf("-profile-path %q: terraform, floor or records", profilePath)
+}
+
+// profileDurable runs the durable path (shared token), or the floor
+// -profile-path names, at conns against a warden of its own started with
+// --cpu-profile, then reports the top of the profile: where the server's
+// CPU goes per request.
 func profileDurable(bin, okScript, tmp string, conns int, d time.Duration) (string, error) {
+	p, err := profiled()
+	if err != nil {
+		return "", err
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", err
@@ -875,6 +895,9 @@ func profileDurable(bin, okScript, tmp string, conns int, d time.Duration) (stri
 		"--dispatch", "exec", "--dispatch-command", okScript, "--bootstrap", "exec", "--bootstrap-command", okScript,
 		"--pool", fmt.Sprintf("default=%d", conns), "--log-format", "json", "--callback-auth", "shared", "--cpu-profile", profPath,
 		"--cpu-profile-after", profileWarmup.String())
+	if p.endpoint != "terraform" {
+		cmd.Args = append(cmd.Args, "--bench-noop")
+	}
 	started := time.Now()
 	cmd.Env = append(os.Environ(), "WARDEN_CALLBACK_TOKEN="+callbackToken, "WARDEN_OPERATOR_TOKEN="+operatorToken)
 	if err := cmd.Start(); err != nil {
@@ -894,9 +917,9 @@ func profileDurable(bin, okScript, tmp string, conns int, d time.Duration) (stri
 		}
 	}
 	if warm := profileWarmup - time.Since(started); warm > 0 {
-		_ = b.load(allPaths["terraform"], conns, warm)
+		_ = b.load(p, conns, warm)
 	}
-	r := b.load(allPaths["terraform"], conns, d)
+	r := b.load(p, conns, d)
 	_ = cmd.Process.Signal(syscall.SIGTERM)
 	if err := cmd.Wait(); err != nil {
 		return "", fmt.Errorf("profile: warden did not stop cleanly: %w", err)
@@ -911,7 +934,7 @@ func profileDurable(bin, okScript, tmp string, conns int, d time.Duration) (stri
 		return "", fmt.Errorf("pprof: %v: %s", err, top)
 	}
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "Where the durable path's server CPU goes: `go tool pprof -top -cum` (cumulative) of a warden started with `--cpu-profile`, loaded with the shared-token durable path at %d connections for %s (%.0f req/s in that run; %s):\n\n```\n", conns, d, r.rps, profileSpan())
+	fmt.Fprintf(&sb, "Where the server's CPU goes on the %s path: `go tool pprof -top -cum` (cumulative) of a warden started with `--cpu-profile`, loaded with it at %d connections for %s (%.0f req/s in that run; %s):\n\n```\n", p.name, conns, d, r.rps, profileSpan())
 	lines := strings.Split(strings.TrimSpace(string(top)), "\n")
 	for _, l := range lines {
 		if strings.HasPrefix(l, "File:") || strings.HasPrefix(l, "Build ID:") || strings.HasPrefix(l, "Type:") || strings.HasPrefix(l, "Time:") {
