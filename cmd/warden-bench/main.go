@@ -240,6 +240,9 @@ type path struct {
 	minimal bool
 }
 
+// wardenFloor is a floor warden serves (with --bench-noop).
+func (p path) wardenFloor() bool { return p.endpoint == "floor" || p.endpoint == "floor-records" }
+
 var allPaths = map[string]path{
 	"floor":     {"floor (HTTP + one synced write)", "floor", "shared", false, false},
 	"minimal":   {"minimal floor (net/http + one synced Pebble Set)", "minimal", "shared", false, true},
@@ -817,7 +820,7 @@ func render(rs []result, d time.Duration, conns []int, paths []path) string {
 		for _, p := range paths {
 			r := byKey[fmt.Sprintf("%s/%d", p.name, c)]
 			vsFloor, ratio, vsShared, cpuVsShared := "", "", "", ""
-			baseline := p.endpoint == "noop" || p.endpoint == "floor" || p.endpoint == "floor-records" || p.minimal
+			baseline := p.endpoint == "noop" || p.wardenFloor() || p.minimal
 			if p.endpoint == "floor" {
 				vsFloor = "1.00 (baseline)"
 			} else if floor.rps > 0 {
@@ -895,7 +898,7 @@ func profileDurable(bin, okScript, tmp string, conns int, d time.Duration) (stri
 		"--dispatch", "exec", "--dispatch-command", okScript, "--bootstrap", "exec", "--bootstrap-command", okScript,
 		"--pool", fmt.Sprintf("default=%d", conns), "--log-format", "json", "--callback-auth", "shared", "--cpu-profile", profPath,
 		"--cpu-profile-after", profileWarmup.String())
-	if p.endpoint != "terraform" {
+	if p.wardenFloor() {
 		cmd.Args = append(cmd.Args, "--bench-noop")
 	}
 	started := time.Now()

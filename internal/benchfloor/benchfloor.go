@@ -67,6 +67,18 @@ const RecordsPrefix = "x/floor-records/"
 
 var marqueeValue, historyValue, deliveriesValue = hexFill(MarqueeBytes), hexFill(HistoryBytes), hexFill(DeliveriesBytes)
 
+// The slots' fixed keys, made once: the floor should cost what the store
+// costs, not its own formatting (the records' keys are made without fmt).
+var marqueeKeys, deliveriesKeys = slotKeys('m'), slotKeys('r')
+
+func slotKeys(family byte) [Slots][]byte {
+	var keys [Slots][]byte
+	for slot := range keys {
+		keys[slot] = RecordsKey(family, uint64(slot))
+	}
+	return keys
+}
+
 func hexFill(n int) []byte {
 	const digits = "0123456789abcdef"
 	r := rand.New(rand.NewPCG(uint64(n), 1))
@@ -84,12 +96,12 @@ func (f *Floor) WriteRecords([]byte) error {
 	n := f.records.Add(1) - 1
 	slot, seq := n%Slots, n/Slots
 	b := f.store.NewBatch()
-	b.Set(RecordsKey('m', slot), marqueeValue)
+	b.Set(marqueeKeys[slot], marqueeValue)
 	b.Set(RecordsHistoryKey(slot, seq), historyValue)
 	if seq >= HistoryWindow {
 		b.Delete(RecordsHistoryKey(slot, seq-HistoryWindow))
 	}
-	b.Set(RecordsKey('r', slot), deliveriesValue)
+	b.Set(deliveriesKeys[slot], deliveriesValue)
 	return b.Commit()
 }
 
