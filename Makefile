@@ -197,6 +197,7 @@ FUZZ_TARGETS = \
 	./internal/trust:FuzzKeyring \
 	./persistence:FuzzDecodeDeliveries \
 	./actors/record:FuzzLoadStoredRecords \
+	./actors/record:FuzzDecodeAgreesWithEncodingJSON \
 	./actors/runtime:FuzzDecodeEnvelope \
 	./actors:FuzzDecodeRemoteEvents \
 	./internal/jsonappend:FuzzStringAsEncodingJSON

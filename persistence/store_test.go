@@ -210,3 +210,39 @@ func TestHistoryKeyIsFixedWidthHex(t *testing.T) {
 		require.Equal(t, fmt.Sprintf("h/m-1/%016x", n), string(HistoryKey("m-1", n)))
 	}
 }
+
+// TestDecodeReadsAsEncodingJSONRead: the stored records' reader keeps
+// encoding/json's rules (names without case, a repeated name's last value,
+// invalid UTF-8 replaced, unknown names refused), so a record reads as it
+// did when it was stored; a tail after the value, which the encoder never
+// writes, is refused as damage.
+func TestDecodeReadsAsEncodingJSONRead(t *testing.T) {
+	for _, c := range []struct {
+		name, json string
+		want       item
+		corrupt    bool
+	}{
+		{"as encoded", `{"id":"a","n":1}`, item{ID: "a", N: 1}, false},
+		{"a name in another case", `{"ID":"a","N":1}`, item{ID: "a", N: 1}, false},
+		{"a repeated name keeps its last value", `{"id":"a","id":"b"}`, item{ID: "b"}, false},
+		{"invalid UTF-8 replaced", "{\"id\":\"a\xff\"}", item{ID: "a\uFFFD"}, false},
+		{"surrounding whitespace", " {\"id\":\"a\"}\n", item{ID: "a"}, false},
+		{"an unknown name", `{"id":"a","x":1}`, item{}, true},
+		{"a wrong type", `{"n":"1"}`, item{}, true},
+		{"a tail after the value", `{"id":"a"}{"id":"b"}`, item{}, true},
+		{"not JSON", `{"id":`, item{}, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var got item
+			err := Decode([]byte("t/x"), append([]byte{codecV1}, c.json...), &got)
+			if c.corrupt {
+				var ce *CorruptError
+				require.ErrorAs(t, err, &ce)
+				require.Equal(t, "t/x", ce.Key)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, c.want, got)
+		})
+	}
+}

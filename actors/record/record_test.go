@@ -1,6 +1,8 @@
 package record
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"testing"
 	"time"
@@ -118,4 +120,49 @@ func FuzzLoadStoredRecords(f *testing.F) {
 			require.Equal(t, "e-f", e.Env.ID)
 		}
 	})
+}
+
+// FuzzDecodeAgreesWithEncodingJSON: the stored records' reader (JSON v2
+// under encoding/json's rules) accepts what encoding/json's Decoder with
+// unknown fields refused accepted, and reads the same record from it, for
+// the records with the most shape (a marquee's, an environment's); the
+// one difference, a tail after the value, is refused.
+func FuzzDecodeAgreesWithEncodingJSON(f *testing.F) {
+	f.Add(persistence.Encode(withSecret("m-1"))[1:])
+	f.Add(persistence.Encode(Environment{Env: environment.Env{ID: "e-1", Branch: "main", Generation: 1}, WakeAt: at})[1:])
+	f.Add([]byte(`{"STATE":{"id":"m-1","id":"m-2","kind":"byo"},"history_seq":1}`))
+	f.Add([]byte("{\"state\":{\"id\":\"m-\xff\"},\"wake_at\":null}"))
+	f.Fuzz(func(t *testing.T, val []byte) {
+		stored := append([]byte{1}, val...)
+		var m, oldM Marquee
+		requireSameReading(t, persistence.Decode([]byte("m/x"), stored, &m), readAsEncodingJSON(val, &oldM), m, oldM)
+		var e, oldE Environment
+		requireSameReading(t, persistence.Decode([]byte("e/x"), stored, &e), readAsEncodingJSON(val, &oldE), e, oldE)
+	})
+}
+
+// readAsEncodingJSON is how records were read before: encoding/json's
+// Decoder refusing unknown fields, and (the one rule added) nothing but
+// whitespace after the value.
+func readAsEncodingJSON(val []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(val))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if len(bytes.TrimLeft(val[dec.InputOffset():], " \t\r\n")) > 0 {
+		return errors.New("data after the value")
+	}
+	return nil
+}
+
+func requireSameReading[T any](t *testing.T, err, oldErr error, got, old T) {
+	t.Helper()
+	if oldErr != nil {
+		var ce *persistence.CorruptError
+		require.ErrorAs(t, err, &ce, "encoding/json refused it: %v", oldErr)
+		return
+	}
+	require.NoError(t, err, "encoding/json read it")
+	require.Equal(t, old, got)
 }
