@@ -53,28 +53,12 @@ func runLists(out string, n, requests int) error {
 	jar, _ := cookiejar.New(nil)
 	client := &http.Client{Jar: jar, Timeout: time.Minute}
 	get := func(path string, partial bool) (time.Duration, int, error) {
-		req, _ := http.NewRequest(http.MethodGet, base+path, nil)
-		req.Header.Set("Authorization", "Bearer "+token)
-		if partial {
-			req.Header.Set("X-Partial", "1")
-		}
-		t0 := time.Now()
-		resp, err := client.Do(req)
-		if err != nil {
-			return 0, 0, err
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return 0, 0, fmt.Errorf("GET %s: %d %s", path, resp.StatusCode, body)
-		}
-		if isSignInForm(body) {
-			return 0, 0, fmt.Errorf("GET %s: the console answered its sign-in form, not the page: the bench is not signed in", path)
-		}
-		return time.Since(t0), len(body), nil
+		took, body, err := operatorGet(client, base, token, path, partial)
+		return took, len(body), err
 	}
 	// The census behind warden_marquees, which the console's counts share:
-	// timed first (before the sign-in, whose redirect shows a console page), before anything has counted, and held to the store.
+	// timed first, before the sign-in (whose redirect shows a console
+	// page) or anything else has counted, and held to the store.
 	census, err := firstCensus(client, base, token, n)
 	if err != nil {
 		return err
@@ -91,7 +75,7 @@ func runLists(out string, n, requests int) error {
 		{"/v1/marquees?limit=100&cursor=" + cursorAt(n/2), "100 records from the middle (cursor)"},
 		{"/v1/marquees?lifecycle=provisioning&limit=100", "5,000 records, the page's budget (1% match: 50 rows and a cursor)"},
 		{"/v1/marquees?status=failed&limit=100", "5,000 records, none matches (the worst filter: an empty page and a cursor)"},
-		{"/v1/marquees/" + fmt.Sprintf("m-%07d", n/2), "one record"},
+		{"/v1/marquees/" + populatedID(n/2), "one record"},
 		{"/ui/marquees", "a console page: 50 rows and the per-class counts (recounted in the background at most every 10 s)"},
 		{"/ui/marquees?status=retrying", "the same page filtered"},
 	}
@@ -124,7 +108,7 @@ func runLists(out string, n, requests int) error {
 // cursorAt is the cursor the API gives after the i-th marquee (its
 // encoding is the API's own; see httpapi/lists.go).
 func cursorAt(i int) string {
-	return httpapi.EncodeCursorForBench("marquee", fmt.Sprintf("m-%07d", i))
+	return httpapi.EncodeCursorForBench("marquee", populatedID(i))
 }
 
 // consoleSignIn signs client in to the console as a browser does: the
@@ -173,30 +157,41 @@ func isSignInForm(body []byte) bool {
 // any console page: the console's counts share the census, and a scrape
 // after one reuses its count (this bench once timed that, 5 ms).
 func firstCensus(client *http.Client, base, token string, n int) (time.Duration, error) {
-	req, _ := http.NewRequest(http.MethodGet, base+"/metrics", nil)
+	took, body, err := operatorGet(client, base, token, "/metrics", false)
+	if err != nil {
+		return 0, err
+	}
+	if counted := metricSum(body, "warden_marquees"); int(counted) != n {
+		return 0, fmt.Errorf("GET /metrics: warden_marquees adds up to %v, not the %d stored", counted, n)
+	}
+	return took, nil
+}
+
+// operatorGet is one GET with the operator's token, timed from send to
+// the whole body read; X-Partial asks a console page for its main part.
+// Anything but a 200, or a console answering its sign-in form, is an
+// error: a row must time the page it names.
+func operatorGet(client *http.Client, base, token, path string, partial bool) (time.Duration, []byte, error) {
+	req, _ := http.NewRequest(http.MethodGet, base+path, nil)
 	req.Header.Set("Authorization", "Bearer "+token)
+	if partial {
+		req.Header.Set("X-Partial", "1")
+	}
 	t0 := time.Now()
 	resp, err := client.Do(req)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	body, err := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	took := time.Since(t0)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("GET /metrics: %d %v", resp.StatusCode, err)
+	switch {
+	case err != nil:
+		return 0, nil, fmt.Errorf("GET %s: %w", path, err)
+	case resp.StatusCode != http.StatusOK:
+		return 0, nil, fmt.Errorf("GET %s: %d %s", path, resp.StatusCode, body)
+	case isSignInForm(body):
+		return 0, nil, fmt.Errorf("GET %s: the console answered its sign-in form, not the page: the bench is not signed in", path)
 	}
-	counted := 0.0
-	for _, line := range strings.Split(string(body), "\n") {
-		if rest, ok := strings.CutPrefix(line, "warden_marquees{"); ok {
-			var v float64
-			if _, err := fmt.Sscan(rest[strings.LastIndexByte(rest, ' ')+1:], &v); err == nil {
-				counted += v
-			}
-		}
-	}
-	if int(counted) != n {
-		return 0, fmt.Errorf("GET /metrics: warden_marquees adds up to %v, not the %d stored", counted, n)
-	}
-	return took, nil
+	return took, body, nil
 }

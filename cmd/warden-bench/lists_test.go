@@ -15,3 +15,20 @@ import (
 func TestListsBenchTimesTheConsoleNotItsSignInForm(t *testing.T) {
 	require.NoError(t, runLists("", 2_000, 3))
 }
+
+// TestMetricSumAddsTheFamilysMatchingSamples: the bench's duplicate
+// check and its census check read /metrics through metricSum; another
+// family, a sample without the labels asked and a comment add nothing.
+func TestMetricSumAddsTheFamilysMatchingSamples(t *testing.T) {
+	body := []byte(`# HELP warden_marquees Stored marquees by lifecycle (tombstone for reaped ones) and serving.
+warden_marquees{lifecycle="provisioned",serving="active"} 99000
+warden_marquees{lifecycle="provisioning",serving="disabled"} 1000
+warden_marquees_other{lifecycle="provisioned"} 7
+warden_callbacks_total{result="duplicate_delivery",route="terraform"} 3
+warden_callbacks_total{result="accepted",route="terraform"} 5e+06
+`)
+	require.Equal(t, 100000.0, metricSum(body, "warden_marquees"))
+	require.Equal(t, 3.0, metricSum(body, "warden_callbacks_total", `result="duplicate_delivery"`))
+	require.Equal(t, 5e6, metricSum(body, "warden_callbacks_total", `result="accepted"`, `route="terraform"`))
+	require.Zero(t, metricSum(body, "warden_callbacks_total", `result="accepted"`, `route="noop"`))
+}

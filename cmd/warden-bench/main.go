@@ -545,16 +545,34 @@ func duplicates(c *http.Client, base string) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
+	return metricSum(body, "warden_callbacks_total", `result="duplicate_delivery"`), nil
+}
+
+// metricSum adds up a /metrics body's samples of family whose labels
+// include every one of labels (each as name="value").
+func metricSum(body []byte, family string, labels ...string) float64 {
 	var total float64
 	for _, line := range strings.Split(string(body), "\n") {
-		if strings.HasPrefix(line, "warden_callbacks_total{") && strings.Contains(line, `result="duplicate_delivery"`) {
-			f := strings.Fields(line)
-			var v float64
-			fmt.Sscan(f[len(f)-1], &v)
+		rest, ok := strings.CutPrefix(line, family+"{")
+		if !ok || !containsAll(rest, labels) {
+			continue
+		}
+		f := strings.Fields(rest)
+		var v float64
+		if _, err := fmt.Sscan(f[len(f)-1], &v); err == nil {
 			total += v
 		}
 	}
-	return total, nil
+	return total
+}
+
+func containsAll(s string, subs []string) bool {
+	for _, sub := range subs {
+		if !strings.Contains(s, sub) {
+			return false
+		}
+	}
+	return true
 }
 
 // waitReady waits until base answers /readyz (a cluster node waits for

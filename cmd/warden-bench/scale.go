@@ -33,6 +33,9 @@ func (nopDriver) TeardownPlaygrounds(context.Context, string, uint64) error { re
 // populate writes n marquees straight into a store: provisioned and at rest,
 // except every hundredth, which is stuck provisioning with a retry overdue
 // (its wake-index entry is in the past).
+// populatedID is the id populate gives its i-th marquee.
+func populatedID(i int) string { return fmt.Sprintf("m-%07d", i) }
+
 func populate(dir string, n int, now time.Time) error {
 	st, err := persistence.Open(dir, persistence.Options{NoSync: true})
 	if err != nil {
@@ -41,7 +44,7 @@ func populate(dir string, n int, now time.Time) error {
 	const perBatch = 10_000
 	b := st.NewBatch()
 	for i := 0; i < n; i++ {
-		rec := restingMarquee(fmt.Sprintf("m-%07d", i), i, now)
+		rec := restingMarquee(populatedID(i), i, now)
 		record.SeedMarquee(b, nil, rec)
 		if (i+1)%perBatch == 0 || i == n-1 {
 			if err := b.Commit(); err != nil {
@@ -127,7 +130,7 @@ func runScale(out string, sizes []int) error {
 	cold := make([]time.Duration, 0, n)
 	for i := 0; i < n; i++ {
 		t0 := time.Now()
-		if err := sys.Activate(ctx, fmt.Sprintf("m-%07d", i)); err != nil {
+		if err := sys.Activate(ctx, populatedID(i)); err != nil {
 			return err
 		}
 		cold = append(cold, time.Since(t0))
@@ -143,7 +146,7 @@ func runScale(out string, sizes []int) error {
 	warm := make([]time.Duration, 0, n)
 	for i := 0; i < n; i++ {
 		t0 := time.Now()
-		if err := sys.Activate(ctx, fmt.Sprintf("m-%07d", i)); err != nil {
+		if err := sys.Activate(ctx, populatedID(i)); err != nil {
 			return err
 		}
 		warm = append(warm, time.Since(t0))
