@@ -21,17 +21,31 @@ const lockName = "warden.lock"
 // takeDataDir makes the data directory private (prepareDataDir) and locks
 // it for this process (lockDataDir): what every command that writes a
 // data directory does first.
-func takeDataDir(dir string) (*os.File, error) {
+func takeDataDir(dir string) (*dirLock, error) {
 	if err := prepareDataDir(dir); err != nil {
 		return nil, err
 	}
 	return lockDataDir(dir)
 }
 
-// lockDataDir takes the data directory for this process until it exits
-// (the kernel drops the lock with the process, kill -9 included). It
-// returns the open file, which must stay open.
-func lockDataDir(dir string) (*os.File, error) {
+// dirLock is a data directory's lock, held until Close or the process's
+// exit (the kernel drops it with the process, kill -9 included).
+type dirLock struct{ f *os.File }
+
+// Close unlocks before it closes. Closing alone would leave the lock
+// held while any copy of the descriptor lives, and a child this process
+// is starting holds one between its fork and its exec: a command that
+// took the directory just after (keygen for the next node, in a test
+// that starts processes beside it) was refused, "in use by" this very
+// process.
+func (l *dirLock) Close() error {
+	_ = syscall.Flock(int(l.f.Fd()), syscall.LOCK_UN)
+	return l.f.Close()
+}
+
+// lockDataDir takes the data directory for this process until the lock
+// is closed or the process exits.
+func lockDataDir(dir string) (*dirLock, error) {
 	path := filepath.Join(dir, lockName)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if errors.Is(err, syscall.EROFS) {
@@ -60,14 +74,14 @@ func lockDataDir(dir string) (*os.File, error) {
 		_, _ = f.WriteAt([]byte(note+"\n"), 0)
 		_ = f.Sync()
 	}
-	return f, nil
+	return &dirLock{f}, nil
 }
 
 // lockToRead keeps a serving warden out of dir while a command only reads
 // it (verify, a migration's source), without writing anything: the lock
 // file is opened only if a warden ever made it, and its note is left as
 // it is. A directory no warden served from has nothing to keep out.
-func lockToRead(dir string) (*os.File, error) {
+func lockToRead(dir string) (*dirLock, error) {
 	f, err := os.Open(filepath.Join(dir, lockName))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
@@ -87,5 +101,5 @@ func lockToRead(dir string) (*os.File, error) {
 		}
 		return nil, fmt.Errorf("lock data directory: %w", err)
 	}
-	return f, nil
+	return &dirLock{f}, nil
 }

@@ -63,7 +63,7 @@ func newLogger(c config.Serve, stderr io.Writer) *slog.Logger {
 type process struct {
 	c       config.Serve
 	log     *slog.Logger
-	lock    *os.File
+	lock    *dirLock
 	stopCPU func()
 	srv     *http.Server
 	served  chan error
