@@ -7,7 +7,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/wardenhq/warden/actors/environment"
 	"github.com/wardenhq/warden/actors/marquee"
+	"github.com/wardenhq/warden/actors/record"
 )
 
 // TestO12TheCensusReadsTheStoreAtMostOncePerPeriod: the marquees' counts
@@ -50,4 +52,33 @@ func (h *harness) settledCensus() Counts {
 		return !c.counting
 	})
 	return last
+}
+
+// TestO12EnvironmentsAreCountedAtMostEveryTwoSecondsWhileTheReaderWaits:
+// the environments are counted apart from the marquees, again only once
+// the last count is envCensusEvery old, and then before the reader is
+// answered (P13: a preview that left ready must not stay ready for a
+// census period).
+func TestO12EnvironmentsAreCountedAtMostEveryTwoSecondsWhileTheReaderWaits(t *testing.T) {
+	h := newHarness(t)
+	seed := func(e environment.Env) {
+		b := h.store.NewBatch()
+		seedEnvironment(b, record.Environment{Env: e})
+		require.NoError(t, b.Commit())
+	}
+	stored := func() (n int) {
+		for _, v := range h.sys.Census().Environments {
+			n += v
+		}
+		return n
+	}
+	seed(previewEnv("env-a", "main", 1, start))
+	require.Equal(t, 1, stored())
+
+	seed(previewEnv("env-b", "main", 2, start))
+	h.clock.Advance(envCensusEvery - time.Second)
+	require.Equal(t, 1, stored(), "the environments were counted again within their period")
+
+	h.clock.Advance(time.Second)
+	require.Equal(t, 2, stored(), "a reader after the period waits for a new count")
 }
