@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"sync/atomic"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/wardenhq/warden/actors/marquee"
 )
@@ -36,6 +38,7 @@ func BenchmarkDurableCallback(b *testing.B) {
 	before := testutilCounter(dups)
 	var n atomic.Int64
 	b.ReportAllocs()
+	cpu := processCPU(b)
 	b.ResetTimer()
 	b.SetParallelism(32)
 	b.RunParallel(func(pb *testing.PB) {
@@ -50,7 +53,17 @@ func BenchmarkDurableCallback(b *testing.B) {
 		}
 	})
 	b.StopTimer()
+	b.ReportMetric(float64(processCPU(b)-cpu)/float64(b.N), "cpu-ns/op")
 	if d := testutilCounter(dups) - before; d > 0 {
 		b.Fatalf("%.0f callbacks were answered as duplicate deliveries: the load repeated ids", d)
 	}
+}
+
+// processCPU is the CPU this process has used so far, user and system.
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -112,31 +112,51 @@ const mailboxWorkers = 256
 // workerPool is protoactor's dispatcher on long-lived goroutines. Its
 // default starts a goroutine per mailbox run, whose stack then grows from
 // 8 KiB through a step's frames every time (runtime.newstack was an eighth
-// of the durable path's CPU); a worker's stack stays grown. A run is handed
-// only to a worker waiting for one, never queued, so a run can never wait
-// for a worker that waits for it: with none free it gets a goroutine, as
-// before.
-type workerPool struct{ work chan func() }
-
-func newWorkerPool(n int) *workerPool {
-	p := &workerPool{work: make(chan func())}
-	for range n {
-		go p.loop()
-	}
-	return p
+// of the durable path's CPU). A run goes to the worker idle the shortest
+// time: its stack is the likeliest to be in the cache and still grown (the
+// collector shrinks the stacks of goroutines that wait), and under light
+// load a few workers do all the work while the rest stay cold. A run is
+// handed only to a worker waiting for one, never queued, so a run can never
+// wait for a worker that waits for it: with none free and all started it
+// gets a goroutine, as before.
+type workerPool struct {
+	mu      sync.Mutex
+	idle    []*poolWorker // the most recently idle last
+	started int
+	max     int
 }
 
-func (p *workerPool) loop() {
-	for fn := range p.work {
-		fn()
-	}
-}
+type poolWorker struct{ run chan func() }
+
+func newWorkerPool(max int) *workerPool { return &workerPool{max: max} }
 
 func (p *workerPool) Schedule(fn func()) {
-	select {
-	case p.work <- fn:
-	default:
-		go fn()
+	p.mu.Lock()
+	if n := len(p.idle); n > 0 {
+		w := p.idle[n-1]
+		p.idle[n-1] = nil
+		p.idle = p.idle[:n-1]
+		p.mu.Unlock()
+		w.run <- fn // its buffer of one is empty while it is idle
+		return
+	}
+	if p.started < p.max {
+		p.started++
+		p.mu.Unlock()
+		go p.loop(&poolWorker{run: make(chan func(), 1)}, fn)
+		return
+	}
+	p.mu.Unlock()
+	go fn()
+}
+
+func (p *workerPool) loop(w *poolWorker, fn func()) {
+	for {
+		fn()
+		p.mu.Lock()
+		p.idle = append(p.idle, w)
+		p.mu.Unlock()
+		fn = <-w.run
 	}
 }
 
