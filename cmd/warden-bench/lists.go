@@ -152,19 +152,30 @@ func isSignInForm(body []byte) bool {
 }
 
 // firstCensus times the first /metrics scrape, which counts every stored
-// marquee, and checks that its warden_marquees add up to the n stored (a
-// scrape that counted nothing would time nothing). It must come before
-// any console page: the console's counts share the census, and a scrape
-// after one reuses its count (this bench once timed that, 5 ms).
+// marquee. It must come before any console page: the console's counts
+// share the census, and a scrape after one reuses its count (this bench
+// once timed that, 5 ms); censusCounted checks the scrape did the count.
 func firstCensus(client *http.Client, base, token string, n int) (time.Duration, error) {
 	took, body, err := operatorGet(client, base, token, "/metrics", false)
 	if err != nil {
 		return 0, err
 	}
+	return took, censusCounted(body, n, took)
+}
+
+// censusCounted holds a scrape that took took to have counted the n
+// stored marquees itself: its warden_marquees add up to n (a scrape that
+// counted nothing would time nothing), and its census is no older than
+// the scrape (a count made before the request was sent is older than it,
+// by at least the time between that count's start and the send).
+func censusCounted(body []byte, n int, took time.Duration) error {
 	if counted := metricSum(body, "warden_marquees"); int(counted) != n {
-		return 0, fmt.Errorf("GET /metrics: warden_marquees adds up to %v, not the %d stored", counted, n)
+		return fmt.Errorf("GET /metrics: warden_marquees adds up to %v, not the %d stored", counted, n)
 	}
-	return took, nil
+	if age := time.Duration(metricSum(body, "warden_census_age_seconds") * float64(time.Second)); age > took {
+		return fmt.Errorf("GET /metrics: its census is %s old, older than the scrape's %s: it reused a count made before, so its time is not a count's", age.Round(time.Millisecond), took.Round(time.Millisecond))
+	}
+	return nil
 }
 
 // operatorGet is one GET with the operator's token, timed from send to

@@ -554,6 +554,9 @@ func metricSum(body []byte, family string, labels ...string) float64 {
 	var total float64
 	for _, line := range strings.Split(string(body), "\n") {
 		rest, ok := strings.CutPrefix(line, family+"{")
+		if !ok {
+			rest, ok = strings.CutPrefix(line, family+" ") // a sample without labels
+		}
 		if !ok || !containsAll(rest, labels) {
 			continue
 		}
