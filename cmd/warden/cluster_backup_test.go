@@ -41,8 +41,7 @@ func TestD4D5AClustersBackupRestoresIntoANewCluster(t *testing.T) {
 		createOn(t, old, map[string]any{"id": id, "kind": "tutorial"})
 	}
 	old.waitDispatched("m-0", 20*time.Second)
-	st, v := retry503(old, "POST", "/v1/webhooks/terraform", deployedCallback("m-0", "cluster-key"))
-	require.Equal(t, 200, st, "%v", v)
+	deployUnderCurrentGeneration(t, old, "m-0", "cluster-key")
 
 	backup := filepath.Join(t.TempDir(), "backup")
 	code, msg := runCLI(t, "backup", "--to", backup, "--server", old.url)
