@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -112,12 +111,11 @@ func startNodes(bin, okScript, shared, dir string, setup clusterSetup) ([]benchN
 	for i := 0; i < setup.nodes; i++ {
 		var p ports
 		for _, a := range []*string{&p.http, &p.peer, &p.client} {
-			l, err := net.Listen("tcp", "127.0.0.1:0")
+			addr, err := testkit.StablePort() // below the ephemeral range: a node restarts on it
 			if err != nil {
 				return nil, nil, err
 			}
-			*a = l.Addr().String()
-			l.Close()
+			*a = addr
 		}
 		ps = append(ps, p)
 	}

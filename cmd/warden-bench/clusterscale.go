@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -149,12 +148,11 @@ func scaleNodes(tmp string) ([]*scaleNode, error) {
 	for i := 1; i <= 3; i++ {
 		nd := &scaleNode{name: fmt.Sprint("n", i), dir: filepath.Join(tmp, fmt.Sprint("n", i))}
 		for _, a := range []*string{&nd.http, &nd.peer, &nd.client} {
-			l, err := net.Listen("tcp", "127.0.0.1:0")
+			addr, err := testkit.StablePort() // below the ephemeral range: a node restarts on it
 			if err != nil {
 				return nil, err
 			}
-			*a = l.Addr().String()
-			l.Close()
+			*a = addr
 		}
 		if err := os.MkdirAll(nd.dir, 0o700); err != nil {
 			return nil, err
