@@ -120,43 +120,43 @@ const mailboxWorkers = 256
 // wait for a worker that waits for it: with none free and all started it
 // gets a goroutine, as before.
 type workerPool struct {
-	mu      sync.Mutex
-	idle    []*poolWorker // the most recently idle last
+	mu sync.Mutex
+	// idle are the waiting workers' inboxes, the most recently idle last;
+	// an inbox holds one run, and is empty while its worker is listed.
+	idle    []chan func()
 	started int
 	max     int
 }
-
-type poolWorker struct{ run chan func() }
 
 func newWorkerPool(max int) *workerPool { return &workerPool{max: max} }
 
 func (p *workerPool) Schedule(fn func()) {
 	p.mu.Lock()
 	if n := len(p.idle); n > 0 {
-		w := p.idle[n-1]
+		inbox := p.idle[n-1]
 		p.idle[n-1] = nil
 		p.idle = p.idle[:n-1]
 		p.mu.Unlock()
-		w.run <- fn // its buffer of one is empty while it is idle
+		inbox <- fn
 		return
 	}
 	if p.started < p.max {
 		p.started++
 		p.mu.Unlock()
-		go p.loop(&poolWorker{run: make(chan func(), 1)}, fn)
+		go p.loop(make(chan func(), 1), fn)
 		return
 	}
 	p.mu.Unlock()
 	go fn()
 }
 
-func (p *workerPool) loop(w *poolWorker, fn func()) {
+func (p *workerPool) loop(inbox chan func(), fn func()) {
 	for {
 		fn()
 		p.mu.Lock()
-		p.idle = append(p.idle, w)
+		p.idle = append(p.idle, inbox)
 		p.mu.Unlock()
-		fn = <-w.run
+		fn = <-inbox
 	}
 }
 

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -8,13 +9,13 @@ import (
 )
 
 // idleWorkers is the pool's idle list, the most recently idle last.
-func idleWorkers(p *workerPool) []*poolWorker {
+func idleWorkers(p *workerPool) []chan func() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return append([]*poolWorker(nil), p.idle...)
+	return slices.Clone(p.idle)
 }
 
-func waitIdle(t *testing.T, p *workerPool, n int) []*poolWorker {
+func waitIdle(t *testing.T, p *workerPool, n int) []chan func() {
 	t.Helper()
 	require.Eventually(t, func() bool { return len(idleWorkers(p)) == n }, 5*time.Second, time.Millisecond)
 	return idleWorkers(p)
@@ -32,11 +33,11 @@ func TestWorkerPoolHandsARunToTheWorkerIdleTheShortestTime(t *testing.T) {
 	waitIdle(t, p, 1)
 	close(second)
 	idle := waitIdle(t, p, 2)
-	require.NotSame(t, idle[0], idle[1])
+	require.NotEqual(t, idle[0], idle[1])
 
 	hold := make(chan struct{})
 	p.Schedule(func() { <-hold })
-	require.Equal(t, []*poolWorker{idle[0]}, idleWorkers(p), "the run went to the worker idle longest")
+	require.Equal(t, []chan func(){idle[0]}, idleWorkers(p), "the run went to the worker idle longest")
 	close(hold)
 	waitIdle(t, p, 2)
 	require.Equal(t, 2, p.started, "no worker was started while two were idle")

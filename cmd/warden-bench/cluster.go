@@ -110,12 +110,8 @@ func startNodes(bin, okScript, shared, dir string, setup clusterSetup) ([]benchN
 	var ps []ports
 	for i := 0; i < setup.nodes; i++ {
 		var p ports
-		for _, a := range []*string{&p.http, &p.peer, &p.client} {
-			addr, err := testkit.StablePort() // below the ephemeral range: a node restarts on it
-			if err != nil {
-				return nil, nil, err
-			}
-			*a = addr
+		if err := stablePorts(&p.http, &p.peer, &p.client); err != nil {
+			return nil, nil, err
 		}
 		ps = append(ps, p)
 	}
@@ -338,4 +334,18 @@ func renderCluster(runs []clusterRun, d time.Duration) string {
 	}
 	b.WriteString("\n")
 	return b.String()
+}
+
+// stablePorts sets each address to a loopback port below the ephemeral
+// range: a node killed and restarted listens on it again, which a port
+// from ":0" may have been handed to meanwhile.
+func stablePorts(addrs ...*string) error {
+	for _, a := range addrs {
+		addr, err := testkit.StablePort()
+		if err != nil {
+			return err
+		}
+		*a = addr
+	}
+	return nil
 }

@@ -147,12 +147,8 @@ func scaleNodes(tmp string) ([]*scaleNode, error) {
 	var nodes []*scaleNode
 	for i := 1; i <= 3; i++ {
 		nd := &scaleNode{name: fmt.Sprint("n", i), dir: filepath.Join(tmp, fmt.Sprint("n", i))}
-		for _, a := range []*string{&nd.http, &nd.peer, &nd.client} {
-			addr, err := testkit.StablePort() // below the ephemeral range: a node restarts on it
-			if err != nil {
-				return nil, err
-			}
-			*a = addr
+		if err := stablePorts(&nd.http, &nd.peer, &nd.client); err != nil {
+			return nil, err
 		}
 		if err := os.MkdirAll(nd.dir, 0o700); err != nil {
 			return nil, err

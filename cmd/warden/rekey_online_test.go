@@ -111,23 +111,24 @@ func TestD9OnlineRekeyOnTheCluster(t *testing.T) {
 
 // deployUnderCurrentGeneration gives a marquee its connection with the
 // workflow's "deployed" callback for the generation the marquee is at,
-// and requires it applied. On a cluster a shard can move while a
-// dispatch is in flight; its new owner cannot know that dispatch's
-// outcome and supersedes it with a new generation, so a callback for
-// generation 1 can be stale (M10), answered 200 and never applied: this
-// test once went on without m-5's connection and failed at its end (the
-// cluster's backup test had the same race on m-0). A
-// callback that races another supersession is sent again under the newer
-// generation.
+// and requires it applied. On a cluster a shard can move while a dispatch
+// is in flight; its new owner cannot know that dispatch's outcome and
+// supersedes it with a new generation, so a callback for generation 1 can
+// be stale (M10), answered 200 and never applied (this test once went on
+// without m-5's connection). A callback that races another supersession
+// is sent again under the newer generation.
 func deployUnderCurrentGeneration(t *testing.T, p *proc, id, sshKey string) {
 	t.Helper()
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		_, m := retry503(p, "GET", "/v1/marquees/"+id, nil)
-		cb := deployedCallback(id, sshKey)
-		cb["generation"] = m["generation"]
-		st, v := retry503(p, "POST", "/v1/webhooks/terraform", cb)
-		if st == 200 && v["result"] == "applied" {
-			return
+		st, v := retry503(p, "GET", "/v1/marquees/"+id, nil)
+		// Only a generation read: a failed read would send null, not the
+		// generation the marquee is at.
+		if gen, ok := v["generation"].(float64); st == 200 && ok && gen > 0 {
+			cb := deployedCallback(id, sshKey)
+			cb["generation"] = gen
+			if st, v = retry503(p, "POST", "/v1/webhooks/terraform", cb); st == 200 && v["result"] == "applied" {
+				return
+			}
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("%s's deployed callback was never applied: %d %v", id, st, v)
