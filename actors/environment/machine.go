@@ -895,10 +895,16 @@ func (m Machine) applyAgain(e *Env, op Op, o Observation) (decision, bool) {
 
 // verifyActivation judges the route after an activation or its timeout
 // (E8): at the target, success; at the predecessor, again under the same
-// generation; at a newer generation, this preview is superseded.
+// generation; at a newer generation, this preview is superseded. At the
+// target the route must name this environment: generations are per
+// branch, so one that names another is not this branch's route but a
+// read gone wrong (P19), never recorded as ours.
 func (m Machine) verifyActivation(e *Env, o Observation, now time.Time) decision {
 	a := e.Attempt
 	switch {
+	case o.Exists && o.RouteTarget == e.Generation && o.Owner != e.ID:
+		return m.fail(e, Transient, fmt.Sprintf("the route read at generation %d names %q, not this environment: not taken as its route (E8, P19)",
+			o.RouteTarget, o.Owner), now)
 	case o.Exists && o.RouteTarget == e.Generation:
 		m.setResource(e, Route, o.ProviderID, "present")
 		if o.URL != "" {

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/wardenhq/warden/internal/driver"
@@ -79,14 +80,16 @@ type caddyHandler struct {
 
 // held is what a branch's route serves now; shaped: it matches the
 // branch's host name alone and names its environment, generation and one
-// upstream, as this driver writes it.
+// upstream, as this driver writes it. at is the route's position in the
+// server's list when it was read (the path its ETag names): a change or
+// removal goes there, under that ETag, never through its @id (see read).
 type held struct {
 	exists     bool
 	env        string
 	generation uint64
 	upstream   string
 	shaped     bool
-	etag       string
+	etag, at   string
 }
 
 func (d *Routes) routeID(branch string) string { return "preview-" + branch }
@@ -188,7 +191,7 @@ func (d *Routes) detach(ctx context.Context, r driver.CapabilityRequest) (driver
 		if !h.exists || h.env != r.EnvID || h.generation != r.Generation {
 			return driver.CapabilityResult{OK: true, Observation: d.observation(h, r.Branch)}, nil
 		}
-		status, _, err := d.call(ctx, http.MethodDelete, "/id/"+d.routeID(r.Branch), h.etag, nil)
+		status, _, err := d.call(ctx, http.MethodDelete, h.at, h.etag, nil)
 		if err != nil {
 			return driver.CapabilityResult{}, err
 		}
@@ -210,17 +213,18 @@ func (d *Routes) write(ctx context.Context, r driver.CapabilityRequest, upstream
 	proxy, _ := json.Marshal(map[string]any{"handler": "reverse_proxy", "upstreams": []map[string]string{{"dial": upstream}}})
 	body, _ := json.Marshal(caddyRoute{ID: d.routeID(r.Branch), Match: []caddyMatch{{Host: []string{d.host(r.Branch)}}},
 		Handle: []json.RawMessage{headers, proxy}, Terminal: true})
-	method, path, etag := http.MethodPatch, "/id/"+d.routeID(r.Branch), h.etag
+	method, path, etag := http.MethodPatch, h.at, h.etag
 	if !h.exists {
 		// A new route goes first, before the catch-all that answers 404
 		// for every other host (P17): Caddy answers with the first route
-		// that matches.
-		list := d.routesPath()
-		_, tag, err := d.call(ctx, http.MethodGet, list, "", nil)
-		if err != nil {
+		// that matches. It goes in only while the list read for its ETag
+		// lacks it: another activation of the branch may have put it
+		// there since it was found missing.
+		present, tag, err := d.listed(ctx, d.routeID(r.Branch))
+		if err != nil || present {
 			return false, err
 		}
-		method, path, etag = http.MethodPut, list+"/0", tag
+		method, path, etag = http.MethodPut, d.routesPath()+"/0", tag
 	}
 	status, _, err := d.call(ctx, method, path, etag, body)
 	switch {
@@ -244,16 +248,11 @@ const fallbackID = "preview-none"
 // without its config). Preview routes are inserted before it.
 func (d *Routes) EnsureFallback(ctx context.Context) error {
 	for range casAttempts {
-		status, _, err := d.call(ctx, http.MethodGet, "/id/"+fallbackID, "", nil)
-		if err != nil || status == http.StatusOK {
+		present, tag, err := d.listed(ctx, fallbackID)
+		if err != nil || present {
 			return err
 		}
-		list := d.routesPath()
-		_, tag, err := d.call(ctx, http.MethodGet, list, "", nil)
-		if err != nil {
-			return err
-		}
-		status, _, err = d.call(ctx, http.MethodPost, list, tag, d.fallback())
+		status, _, err := d.call(ctx, http.MethodPost, d.routesPath(), tag, d.fallback())
 		switch {
 		case err != nil:
 			return err
@@ -264,6 +263,34 @@ func (d *Routes) EnsureFallback(ctx context.Context) error {
 		}
 	}
 	return fmt.Errorf("caddy's config kept changing while the catch-all route was added")
+}
+
+// listed reads the server's routes: whether one has the @id, and the
+// list's ETag. A route is added only under the ETag of the read that
+// found it missing: two activations that each found it missing by its @id
+// would otherwise both add it (found with the catch-all, added twice when
+// previews activated together).
+func (d *Routes) listed(ctx context.Context, id string) (bool, string, error) {
+	var body []byte
+	status, tag, err := d.callBody(ctx, http.MethodGet, d.routesPath(), "", nil, &body)
+	if err != nil {
+		return false, "", err
+	}
+	if status != http.StatusOK {
+		return false, "", fmt.Errorf("caddy: read the routes of server %s: %d", d.Server, status)
+	}
+	var routes []struct {
+		ID string `json:"@id"`
+	}
+	if err := json.Unmarshal(body, &routes); err != nil { // a server without routes answers null
+		return false, "", fmt.Errorf("caddy: the routes of server %s do not decode: %w", d.Server, err)
+	}
+	for _, r := range routes {
+		if r.ID == id {
+			return true, tag, nil
+		}
+	}
+	return false, tag, nil
 }
 
 // fallback is the catch-all route: a small page naming the host (Caddy's
@@ -285,24 +312,52 @@ func (d *Routes) fallback() []byte {
 
 func (d *Routes) routesPath() string { return "/config/apps/http/servers/" + d.Server + "/routes" }
 
-// read is what the branch's route holds now, with its ETag.
+// read is what the branch's route holds now, with its ETag and position.
+//
+// Caddy resolves an @id to a position in the server's list outside the
+// lock its read then takes, so a route inserted before this one (another
+// preview's activation) can move it in between: the answer is then
+// another route. Found by CI: a preview's activation was read back as its
+// neighbour's route and recorded as its own. So an answer counts only if
+// it carries this route's @id, and is asked again otherwise; and a write
+// goes to the position the ETag names, where Caddy checks the ETag under
+// the same lock as the write (TestP19ARouteIsReadAsItselfWhileOthersAreInsertedBeforeIt).
 func (d *Routes) read(ctx context.Context, branch string) (held, error) {
+	for range casAttempts {
+		h, moved, err := d.readOnce(ctx, branch)
+		if err != nil || !moved {
+			return h, err
+		}
+	}
+	return held{}, fmt.Errorf("caddy: route of %s kept moving while it was read", branch)
+}
+
+// readOnce reads the branch's route by its @id; moved: the answer was
+// another route, the list having changed under the read.
+func (d *Routes) readOnce(ctx context.Context, branch string) (h held, moved bool, err error) {
 	var body []byte
 	status, etag, err := d.callBody(ctx, http.MethodGet, "/id/"+d.routeID(branch), "", nil, &body)
 	if err != nil {
-		return held{}, err
+		return held{}, false, err
 	}
 	if status == http.StatusNotFound {
-		return held{}, nil
+		return held{}, false, nil
 	}
 	if status != http.StatusOK {
-		return held{}, fmt.Errorf("caddy: read route of %s: %d", branch, status)
+		return held{}, false, fmt.Errorf("caddy: read route of %s: %d", branch, status)
 	}
 	var rt caddyRoute
 	if err := json.Unmarshal(body, &rt); err != nil {
-		return held{}, fmt.Errorf("caddy: route of %s does not decode: %w", branch, err)
+		return held{}, false, fmt.Errorf("caddy: route of %s does not decode: %w", branch, err)
 	}
-	h := held{exists: true, etag: etag}
+	if rt.ID != d.routeID(branch) {
+		return held{}, true, nil
+	}
+	at, ok := etagPath(etag)
+	if !ok || !strings.HasPrefix(at, d.routesPath()+"/") {
+		return held{}, false, fmt.Errorf("caddy: route of %s answered without an ETag naming its place (%q): Caddy 2.6 or later is needed", branch, etag)
+	}
+	h = held{exists: true, etag: etag, at: at}
 	hostOnly := len(rt.Match) == 1 && len(rt.Match[0].Host) == 1 && rt.Match[0].Host[0] == d.host(branch)
 	for _, raw := range rt.Handle {
 		var hd caddyHandler
@@ -322,18 +377,49 @@ func (d *Routes) read(ctx context.Context, branch string) (held, error) {
 		}
 	}
 	h.shaped = hostOnly && h.env != "" && h.generation > 0 && h.upstream != "" && len(rt.Handle) == 2
-	return h, nil
+	return h, false, nil
+}
+
+// etagPath is the config path a Caddy ETag names: it is "<path> <hash>",
+// quoted.
+func etagPath(etag string) (string, bool) {
+	f := strings.Fields(strings.Trim(etag, `"`))
+	if len(f) != 2 || !strings.HasPrefix(f[0], "/config/") {
+		return "", false
+	}
+	return f[0], true
 }
 
 func (d *Routes) call(ctx context.Context, method, path, ifMatch string, body []byte) (int, string, error) {
 	return d.callBody(ctx, method, path, ifMatch, body, nil)
 }
 
-// callBody makes one admin API call; the ETag arrives as a trailer.
-func (d *Routes) callBody(ctx context.Context, method, path, ifMatch string, body []byte, out *[]byte) (int, string, error) {
+// callBody makes one admin API call; the ETag arrives as a trailer. A
+// call that is safe to send again (a read, or a change guarded by an
+// ETag, which Caddy refuses once it has landed) is sent again when the
+// connection fails: Caddy replaces its admin server at every config
+// change, and a connection it had accepted can be reset then.
+func (d *Routes) callBody(ctx context.Context, method, path, ifMatch string, body []byte, out *[]byte) (status int, etag string, err error) {
+	for i := range adminAttempts {
+		var retry bool
+		status, etag, retry, err = d.callOnce(ctx, method, path, ifMatch, body, out)
+		if !retry || method != http.MethodGet && ifMatch == "" || ctx.Err() != nil {
+			return status, etag, err
+		}
+		time.Sleep(time.Duration(i+1) * 10 * time.Millisecond)
+	}
+	return status, etag, err
+}
+
+// adminAttempts bounds the sends of one admin call whose connection
+// fails.
+const adminAttempts = 3
+
+// callOnce sends one admin call; retry: the connection failed.
+func (d *Routes) callOnce(ctx context.Context, method, path, ifMatch string, body []byte, out *[]byte) (int, string, bool, error) {
 	req, err := http.NewRequestWithContext(ctx, method, d.Admin+path, bytes.NewReader(body))
 	if err != nil {
-		return 0, "", err
+		return 0, "", false, err
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
@@ -343,15 +429,15 @@ func (d *Routes) callBody(ctx context.Context, method, path, ifMatch string, bod
 	}
 	resp, err := d.client().Do(req)
 	if err != nil {
-		return 0, "", fmt.Errorf("caddy: %w", err)
+		return 0, "", true, fmt.Errorf("caddy: %w", err)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, maxAdminBody+1))
 	if err != nil {
-		return 0, "", fmt.Errorf("caddy: %w", err)
+		return 0, "", true, fmt.Errorf("caddy: %w", err)
 	}
 	if len(b) > maxAdminBody {
-		return 0, "", errors.New("caddy: admin answer over 1 MiB")
+		return 0, "", false, errors.New("caddy: admin answer over 1 MiB")
 	}
 	if out != nil {
 		*out = b
@@ -360,15 +446,21 @@ func (d *Routes) callBody(ctx context.Context, method, path, ifMatch string, bod
 	if etag == "" {
 		etag = resp.Header.Get("Etag")
 	}
-	return resp.StatusCode, etag, nil
+	return resp.StatusCode, etag, false, nil
 }
 
 func (d *Routes) client() *http.Client {
 	if d.Client != nil {
 		return d.Client
 	}
-	return http.DefaultClient
+	return adminClient
 }
+
+// adminClient opens a connection per call: Caddy replaces its admin
+// server at every config change, closing the connections a client keeps
+// alive, and a change sent on one of those is lost with its outcome
+// unknown (seen as "connection reset by peer" with routes changing fast).
+var adminClient = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil}}
 
 // health is what a preview's application answers on /healthz (P6, P13):
 // who it is (environment, generation, revision) and whether each of its

@@ -249,3 +249,73 @@ func TestP10ACaddyRestartedWithoutItsConfigIsSeen(t *testing.T) {
 	require.False(t, route(t, d, "observe", "env-1", 1, 0).Observation.Exists)
 	require.False(t, route(t, d, "observe", "env-1", 1, 0, "smoke").Observation.Exists)
 }
+
+// TestP19ARouteIsReadAsItselfWhileOthersAreInsertedBeforeIt: Caddy resolves
+// an @id to the route's position in the server's list outside its lock,
+// so a route inserted before another moves it between the resolution and
+// the read or write. Found by CI: two previews activated together, one's
+// activation was read back as the other's route (same generation, another
+// environment and upstream), recorded as its own, and taken for route
+// drift after a restart. Here previews activate and are removed together,
+// round after round, each route inserted at the head of the list: every
+// answer names its own environment and upstream, and every write lands on
+// its own route.
+func TestP19ARouteIsReadAsItselfWhileOthersAreInsertedBeforeIt(t *testing.T) {
+	c := startCaddy(t)
+	const previews, rounds = 6, 20
+	ups := map[string]string{}
+	for i := range previews {
+		env := fmt.Sprintf("env-%d", i+1)
+		ups[env] = app(t, env, "rev-"+env)
+	}
+	d := routesOn(c, ups)
+	// do sends an operation until it answers: a connection Caddy reset
+	// while replacing its admin server leaves the outcome unknown, and
+	// these operations are safe to ask again (E8, P16).
+	do := func(op, env string, gen, expected uint64) (driver.CapabilityResult, error) {
+		var err error
+		for range 20 {
+			var res driver.CapabilityResult
+			res, err = d.Do(context.Background(), driver.CapabilityRequest{Capability: "route", Op: op, EnvID: env, Branch: "b-" + env,
+				Generation: gen, ExpectedRoute: expected, Revision: "rev-" + env})
+			if err == nil && res.OK {
+				return res, nil
+			}
+			if err == nil {
+				err = fmt.Errorf("%s %s: %s", op, env, res.Message)
+			}
+		}
+		return driver.CapabilityResult{}, err
+	}
+	for round := range rounds {
+		gen := uint64(round + 1)
+		for _, op := range []string{"apply", "remove"} {
+			errs := make(chan error, previews)
+			for env := range ups {
+				go func() {
+					res, err := do(op, env, gen, gen-1)
+					if err == nil {
+						o := res.Observation
+						if want := op == "apply"; o.Exists != want || want && (o.Owner != env || o.ProviderID != ups[env] || o.RouteTarget != gen || !o.Matches) {
+							err = fmt.Errorf("round %d, %s of b-%s answered %+v", round, op, env, o)
+						}
+					}
+					errs <- err
+				}()
+			}
+			for range previews {
+				require.NoError(t, <-errs)
+			}
+		}
+	}
+	var body []byte
+	_, _, err := d.callBody(context.Background(), http.MethodGet, d.routesPath(), "", nil, &body)
+	require.NoError(t, err)
+	var left []caddyRoute
+	require.NoError(t, json.Unmarshal(body, &left))
+	var ids []string
+	for _, r := range left {
+		ids = append(ids, r.ID)
+	}
+	require.Equal(t, []string{fallbackID}, ids, "every removal took its own route, and the catch-all was added once")
+}

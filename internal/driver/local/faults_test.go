@@ -159,7 +159,7 @@ func resources(t *testing.T, platform Platform, c *caddy, env, branch string) st
 	if resp.StatusCode == http.StatusOK {
 		var rt caddyRoute
 		require.NoError(t, json.NewDecoder(resp.Body).Decode(&rt))
-		h, err := (&Routes{Admin: "http://" + c.admin}).read(context.Background(), branch)
+		h, err := (&Routes{Admin: "http://" + c.admin, Server: "previews"}).read(context.Background(), branch)
 		require.NoError(t, err)
 		out = append(out, "route BRANCH generation "+strconv.FormatUint(h.generation, 10)+" of "+strings.ReplaceAll(h.env, env, "ENV"))
 	}
