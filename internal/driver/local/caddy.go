@@ -550,7 +550,7 @@ func askHealth(ctx context.Context, client *http.Client, url, host string) (heal
 // error, retried with back-off.
 func (d *Routes) smoke(ctx context.Context, r driver.CapabilityRequest) (*driver.CapabilityObservation, error) {
 	host := d.host(r.Branch)
-	h, resp, err := askHealth(ctx, d.Client, "http://"+d.Public+"/healthz", host)
+	h, resp, err := d.askThrough(ctx, host)
 	if err != nil {
 		if r.Op == "observe" && ctx.Err() == nil {
 			return &driver.CapabilityObservation{Detail: fmt.Sprintf("nothing answers for %s at %s: %v", host, d.Public, err)}, nil
@@ -564,4 +564,23 @@ func (d *Routes) smoke(ctx context.Context, r driver.CapabilityRequest) (*driver
 		o.Matches = o.Owner == r.EnvID && h.answers(r)
 	}
 	return o, nil
+}
+
+// askThrough asks the host's health through Caddy, again when the
+// connection fails: Caddy replaces its servers at every config change (a
+// route added for another preview), and a connection can be reset then.
+// A reset is not an observation that nothing serves the host; a preview
+// taken for unserved each time another activated would leave ready for
+// nothing (6 smoke checks in 500 said so while routes changed). A
+// timeout is not asked again: it took its whole patience already.
+func (d *Routes) askThrough(ctx context.Context, host string) (h health, resp *http.Response, err error) {
+	for i := range adminAttempts {
+		h, resp, err = askHealth(ctx, d.Client, "http://"+d.Public+"/healthz", host)
+		var timeout net.Error
+		if err == nil || ctx.Err() != nil || errors.As(err, &timeout) && timeout.Timeout() {
+			return h, resp, err
+		}
+		time.Sleep(time.Duration(i+1) * 10 * time.Millisecond)
+	}
+	return h, resp, err
 }
