@@ -400,7 +400,7 @@ func (d *Routes) call(ctx context.Context, method, path, ifMatch string, body []
 // connection fails: Caddy replaces its admin server at every config
 // change, and a connection it had accepted can be reset then.
 func (d *Routes) callBody(ctx context.Context, method, path, ifMatch string, body []byte, out *[]byte) (status int, etag string, err error) {
-	for i := range adminAttempts {
+	for i := range connAttempts {
 		var retry bool
 		status, etag, retry, err = d.callOnce(ctx, method, path, ifMatch, body, out)
 		if !retry || method != http.MethodGet && ifMatch == "" || ctx.Err() != nil {
@@ -411,9 +411,9 @@ func (d *Routes) callBody(ctx context.Context, method, path, ifMatch string, bod
 	return status, etag, err
 }
 
-// adminAttempts bounds the sends of one admin call whose connection
-// fails.
-const adminAttempts = 3
+// connAttempts bounds the sends of one call to Caddy (admin or smoke
+// check) whose connection fails.
+const connAttempts = 3
 
 // callOnce sends one admin call; retry: the connection failed.
 func (d *Routes) callOnce(ctx context.Context, method, path, ifMatch string, body []byte, out *[]byte) (int, string, bool, error) {
@@ -460,7 +460,7 @@ func (d *Routes) client() *http.Client {
 // server at every config change, closing the connections a client keeps
 // alive, and a change sent on one of those is lost with its outcome
 // unknown (seen as "connection reset by peer" with routes changing fast).
-var adminClient = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil}}
+var adminClient = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 
 // health is what a preview's application answers on /healthz (P6, P13):
 // who it is (environment, generation, revision) and whether each of its
@@ -574,7 +574,7 @@ func (d *Routes) smoke(ctx context.Context, r driver.CapabilityRequest) (*driver
 // nothing (6 smoke checks in 500 said so while routes changed). A
 // timeout is not asked again: it took its whole patience already.
 func (d *Routes) askThrough(ctx context.Context, host string) (h health, resp *http.Response, err error) {
-	for i := range adminAttempts {
+	for i := range connAttempts {
 		h, resp, err = askHealth(ctx, d.Client, "http://"+d.Public+"/healthz", host)
 		var timeout net.Error
 		if err == nil || ctx.Err() != nil || errors.As(err, &timeout) && timeout.Timeout() {
