@@ -191,14 +191,15 @@ func (d *Routes) detach(ctx context.Context, r driver.CapabilityRequest) (driver
 		if !h.exists || h.env != r.EnvID || h.generation != r.Generation {
 			return driver.CapabilityResult{OK: true, Observation: d.observation(h, r.Branch)}, nil
 		}
-		status, _, err := d.call(ctx, http.MethodDelete, h.at, h.etag, nil)
+		var answer []byte
+		status, _, err := d.callBody(ctx, http.MethodDelete, h.at, h.etag, nil, &answer)
 		if err != nil {
 			return driver.CapabilityResult{}, err
 		}
 		if status == http.StatusOK {
 			return d.observe(ctx, r)
 		}
-		if status != http.StatusPreconditionFailed {
+		if !changedUnder(status, answer) {
 			return driver.CapabilityResult{}, fmt.Errorf("caddy: delete route of %s: %d", r.Branch, status)
 		}
 	}
@@ -226,11 +227,12 @@ func (d *Routes) write(ctx context.Context, r driver.CapabilityRequest, upstream
 		}
 		method, path, etag = http.MethodPut, d.routesPath()+"/0", tag
 	}
-	status, _, err := d.call(ctx, method, path, etag, body)
+	var answer []byte
+	status, _, err := d.callBody(ctx, method, path, etag, body, &answer)
 	switch {
 	case err != nil:
 		return false, err
-	case status == http.StatusPreconditionFailed:
+	case changedUnder(status, answer):
 		return false, nil
 	case status != http.StatusOK:
 		return false, fmt.Errorf("caddy: %s %s: %d", method, path, status)
@@ -343,6 +345,9 @@ func (d *Routes) readOnce(ctx context.Context, branch string) (h held, moved boo
 	if status == http.StatusNotFound {
 		return held{}, false, nil
 	}
+	if outOfBounds(status, body) {
+		return held{}, true, nil
+	}
 	if status != http.StatusOK {
 		return held{}, false, fmt.Errorf("caddy: read route of %s: %d", branch, status)
 	}
@@ -378,6 +383,23 @@ func (d *Routes) readOnce(ctx context.Context, branch string) (h held, moved boo
 	}
 	h.shaped = hostOnly && h.env != "" && h.generation > 0 && h.upstream != "" && len(rt.Handle) == 2
 	return h, false, nil
+}
+
+// changedUnder reports whether a change guarded by an ETag was refused
+// because the config changed since its read: 412, or the position the
+// read found no longer exists (routes removed before it since; Caddy
+// answers 500 then). Either way the route is read and decided again.
+func changedUnder(status int, answer []byte) bool {
+	return status == http.StatusPreconditionFailed || outOfBounds(status, answer)
+}
+
+// outOfBounds reports Caddy's answer for a position past the end of a
+// list: an @id resolved to a position the list no longer reaches, or a
+// position read earlier. Caddy says so only in its message (400 for a
+// read, 500 for a change).
+func outOfBounds(status int, answer []byte) bool {
+	return (status == http.StatusBadRequest || status == http.StatusInternalServerError) &&
+		bytes.Contains(answer, []byte("array index out of bounds"))
 }
 
 // etagPath is the config path a Caddy ETag names: it is "<path> <hash>",
