@@ -67,10 +67,24 @@ func execSQL(t *testing.T, q string) {
 	require.NoError(t, err)
 }
 
+// fresh drops the databases and roles of envs left by an earlier run of
+// the same test in this cluster (go test -count), so each run starts
+// where the first did.
+func fresh(t *testing.T, envs ...string) {
+	t.Helper()
+	for _, env := range envs { // a role goes once no database it owns is left
+		execSQL(t, `DROP DATABASE IF EXISTS "db-`+env+`" WITH (FORCE)`)
+	}
+	for _, env := range envs {
+		execSQL(t, `DROP ROLE IF EXISTS "db-`+env+`"`)
+	}
+}
+
 // TestP5DatabaseAndRoleCreatedOrFoundAndMarked: apply makes a role and a
 // database it owns, both marked with the environment and generation;
 // applied again it finds them; observe says whose they are (E2, E3).
 func TestP5DatabaseAndRoleCreatedOrFoundAndMarked(t *testing.T) {
+	fresh(t, "env-1")
 	d := &Data{Admin: adminDSN, Migrations: migrations}
 	for range 2 {
 		res := do(t, d, "database", "apply", "env-1")
@@ -87,6 +101,7 @@ func TestP5DatabaseAndRoleCreatedOrFoundAndMarked(t *testing.T) {
 // declared name made by hand, or by another environment, is found and
 // reported as someone else's, never reused or dropped (E3, E11).
 func TestP5ASameNameDatabaseOfAnotherIsAConflict(t *testing.T) {
+	fresh(t, "env-2", "env-3", "env-4")
 	d := &Data{Admin: adminDSN, Migrations: migrations}
 	execSQL(t, `CREATE DATABASE "db-env-2"`)
 	res := do(t, d, "database", "apply", "env-2")
@@ -110,6 +125,7 @@ func TestP5ASameNameDatabaseOfAnotherIsAConflict(t *testing.T) {
 // (an answer lost after the commit, E4) runs nothing twice, and a
 // migration that fails leaves nothing of itself behind.
 func TestP5MigrationsRunOnceEachInOneTransaction(t *testing.T) {
+	fresh(t, "env-5")
 	d := &Data{Admin: adminDSN, Migrations: migrations}
 	require.True(t, do(t, d, "database", "apply", "env-5").OK)
 	obs := do(t, d, "migrations", "observe", "env-5").Observation
@@ -138,6 +154,7 @@ func TestP5MigrationsRunOnceEachInOneTransaction(t *testing.T) {
 // migrations drops what they made (the database stays); removing the
 // database drops it and its role; a second removal finds them absent.
 func TestP9RemovalDropsOnlyWhatItOwnsAndIsObservedAbsent(t *testing.T) {
+	fresh(t, "env-6")
 	d := &Data{Admin: adminDSN, Migrations: migrations}
 	require.True(t, do(t, d, "database", "apply", "env-6").OK)
 	require.True(t, do(t, d, "migrations", "apply", "env-6").OK)
@@ -180,6 +197,7 @@ func TestP5IdentitiesAreCheckedBeforeAnyQuery(t *testing.T) {
 // TestP10ADatabaseDroppedByHandIsSeen: observe reads the server, so a
 // preview's database dropped behind warden's back is seen gone (E14).
 func TestP10ADatabaseDroppedByHandIsSeen(t *testing.T) {
+	fresh(t, "env-7")
 	d := &Data{Admin: adminDSN, Migrations: migrations}
 	require.True(t, do(t, d, "database", "apply", "env-7").OK)
 	require.True(t, do(t, d, "migrations", "apply", "env-7").Observation.Matches)
