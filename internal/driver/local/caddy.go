@@ -249,6 +249,12 @@ const fallbackID = "preview-none"
 // routes if it is not there (Caddy started without it, or restarted
 // without its config). Preview routes are inserted before it.
 func (d *Routes) EnsureFallback(ctx context.Context) error {
+	// Every activation asks, so the usual answer is the cheap one: Caddy's
+	// index knows the @id. Only a missing catch-all reads the whole list.
+	status, _, err := d.call(ctx, http.MethodGet, "/id/"+fallbackID, "", nil)
+	if err != nil || status == http.StatusOK {
+		return err
+	}
 	for range casAttempts {
 		present, tag, err := d.listed(ctx, fallbackID)
 		if err != nil || present {
