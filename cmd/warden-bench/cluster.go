@@ -110,7 +110,7 @@ func startNodes(bin, okScript, shared, dir string, setup clusterSetup) ([]benchN
 	var ps []ports
 	for i := 0; i < setup.nodes; i++ {
 		var p ports
-		if err := stablePorts(&p.http, &p.peer, &p.client); err != nil {
+		if err := testkit.StablePorts(&p.http, &p.peer, &p.client); err != nil {
 			return nil, nil, err
 		}
 		ps = append(ps, p)
@@ -334,18 +334,4 @@ func renderCluster(runs []clusterRun, d time.Duration) string {
 	}
 	b.WriteString("\n")
 	return b.String()
-}
-
-// stablePorts sets each address to a loopback port below the ephemeral
-// range: a node killed and restarted listens on it again, which a port
-// from ":0" may have been handed to meanwhile.
-func stablePorts(addrs ...*string) error {
-	for _, a := range addrs {
-		addr, err := testkit.StablePort()
-		if err != nil {
-			return err
-		}
-		*a = addr
-	}
-	return nil
 }

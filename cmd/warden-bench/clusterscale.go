@@ -147,7 +147,7 @@ func scaleNodes(tmp string) ([]*scaleNode, error) {
 	var nodes []*scaleNode
 	for i := 1; i <= 3; i++ {
 		nd := &scaleNode{name: fmt.Sprint("n", i), dir: filepath.Join(tmp, fmt.Sprint("n", i))}
-		if err := stablePorts(&nd.http, &nd.peer, &nd.client); err != nil {
+		if err := testkit.StablePorts(&nd.http, &nd.peer, &nd.client); err != nil {
 			return nil, err
 		}
 		if err := os.MkdirAll(nd.dir, 0o700); err != nil {

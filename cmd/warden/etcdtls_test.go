@@ -42,10 +42,8 @@ func TestEtcdLetsInOnlyTheClusterCAsCertificates(t *testing.T) {
 	var ms []member
 	var initial []string
 	for _, n := range []string{"n1", "n2", "n3"} {
-		peer, err := testkit.StablePort()
-		require.NoError(t, err)
-		client, err := testkit.StablePort()
-		require.NoError(t, err)
+		var peer, client string
+		require.NoError(t, testkit.StablePorts(&peer, &client))
 		ms = append(ms, member{n, "https://" + peer, "https://" + client})
 		initial = append(initial, n+"="+"https://"+peer)
 	}

@@ -41,6 +41,18 @@ func StablePort() (string, error) {
 	return "", fmt.Errorf("no free port in %d..%d", floor, low)
 }
 
+// StablePorts sets each address to a StablePort.
+func StablePorts(addrs ...*string) error {
+	for _, a := range addrs {
+		addr, err := StablePort()
+		if err != nil {
+			return err
+		}
+		*a = addr
+	}
+	return nil
+}
+
 // handed are the ports this process gave out: never twice.
 var (
 	handedMu sync.Mutex

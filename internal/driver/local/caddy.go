@@ -80,17 +80,21 @@ type caddyHandler struct {
 
 // held is what a branch's route serves now; shaped: it matches the
 // branch's host name alone and names its environment, generation and one
-// upstream, as this driver writes it. at is the route's position in the
-// server's list when it was read (the path its ETag names): a change or
-// removal goes there, under that ETag, never through its @id (see read).
+// upstream, as this driver writes it. A change or removal goes to the
+// route's position when it was read (at), under its ETag, never through
+// its @id (see read).
 type held struct {
 	exists     bool
 	env        string
 	generation uint64
 	upstream   string
 	shaped     bool
-	etag, at   string
+	etag       string
 }
+
+// at is the route's position in the server's list when it was read: the
+// path its ETag names.
+func (h held) at() string { return etagPath(h.etag) }
 
 func (d *Routes) routeID(branch string) string { return "preview-" + branch }
 
@@ -192,7 +196,7 @@ func (d *Routes) detach(ctx context.Context, r driver.CapabilityRequest) (driver
 			return driver.CapabilityResult{OK: true, Observation: d.observation(h, r.Branch)}, nil
 		}
 		var answer []byte
-		status, _, err := d.callBody(ctx, http.MethodDelete, h.at, h.etag, nil, &answer)
+		status, _, err := d.callBody(ctx, http.MethodDelete, h.at(), h.etag, nil, &answer)
 		if err != nil {
 			return driver.CapabilityResult{}, err
 		}
@@ -214,7 +218,7 @@ func (d *Routes) write(ctx context.Context, r driver.CapabilityRequest, upstream
 	proxy, _ := json.Marshal(map[string]any{"handler": "reverse_proxy", "upstreams": []map[string]string{{"dial": upstream}}})
 	body, _ := json.Marshal(caddyRoute{ID: d.routeID(r.Branch), Match: []caddyMatch{{Host: []string{d.host(r.Branch)}}},
 		Handle: []json.RawMessage{headers, proxy}, Terminal: true})
-	method, path, etag := http.MethodPatch, h.at, h.etag
+	method, path, etag := http.MethodPatch, h.at(), h.etag
 	if !h.exists {
 		// A new route goes first, before the catch-all that answers 404
 		// for every other host (P17): Caddy answers with the first route
@@ -364,11 +368,10 @@ func (d *Routes) readOnce(ctx context.Context, branch string) (h held, moved boo
 	if rt.ID != d.routeID(branch) {
 		return held{}, true, nil
 	}
-	at, ok := etagPath(etag)
-	if !ok || !strings.HasPrefix(at, d.routesPath()+"/") {
+	h = held{exists: true, etag: etag}
+	if !strings.HasPrefix(h.at(), d.routesPath()+"/") {
 		return held{}, false, fmt.Errorf("caddy: route of %s answered without an ETag naming its place (%q): Caddy 2.6 or later is needed", branch, etag)
 	}
-	h = held{exists: true, etag: etag, at: at}
 	hostOnly := len(rt.Match) == 1 && len(rt.Match[0].Host) == 1 && rt.Match[0].Host[0] == d.host(branch)
 	for _, raw := range rt.Handle {
 		var hd caddyHandler
@@ -408,14 +411,13 @@ func outOfBounds(status int, answer []byte) bool {
 		bytes.Contains(answer, []byte("array index out of bounds"))
 }
 
-// etagPath is the config path a Caddy ETag names: it is "<path> <hash>",
-// quoted.
-func etagPath(etag string) (string, bool) {
-	f := strings.Fields(strings.Trim(etag, `"`))
-	if len(f) != 2 || !strings.HasPrefix(f[0], "/config/") {
-		return "", false
+// etagPath is the config path a Caddy ETag names ("" if none): it is
+// "<path> <hash>", quoted.
+func etagPath(etag string) string {
+	if f := strings.Fields(strings.Trim(etag, `"`)); len(f) == 2 {
+		return f[0]
 	}
-	return f[0], true
+	return ""
 }
 
 func (d *Routes) call(ctx context.Context, method, path, ifMatch string, body []byte) (int, string, error) {
@@ -428,14 +430,12 @@ func (d *Routes) call(ctx context.Context, method, path, ifMatch string, body []
 // connection fails: Caddy replaces its admin server at every config
 // change, and a connection it had accepted can be reset then.
 func (d *Routes) callBody(ctx context.Context, method, path, ifMatch string, body []byte, out *[]byte) (status int, etag string, err error) {
-	for i := range connAttempts {
-		var retry bool
-		status, etag, retry, err = d.callOnce(ctx, method, path, ifMatch, body, out)
-		if !retry || method != http.MethodGet && ifMatch == "" || ctx.Err() != nil {
-			return status, etag, err
-		}
-		time.Sleep(time.Duration(i+1) * 10 * time.Millisecond)
-	}
+	safe := method == http.MethodGet || ifMatch != ""
+	resend(ctx, func() bool {
+		var failed bool
+		status, etag, failed, err = d.callOnce(ctx, method, path, ifMatch, body, out)
+		return failed && safe
+	})
 	return status, etag, err
 }
 
@@ -443,7 +443,15 @@ func (d *Routes) callBody(ctx context.Context, method, path, ifMatch string, bod
 // check) whose connection fails.
 const connAttempts = 3
 
-// callOnce sends one admin call; retry: the connection failed.
+// resend sends a call to Caddy, again while send says it failed in a way
+// worth sending again, at most connAttempts times in all.
+func resend(ctx context.Context, send func() (again bool)) {
+	for i := 1; send() && i < connAttempts && ctx.Err() == nil; i++ {
+		time.Sleep(time.Duration(i) * 10 * time.Millisecond)
+	}
+}
+
+// callOnce sends one admin call; failed: the connection failed.
 func (d *Routes) callOnce(ctx context.Context, method, path, ifMatch string, body []byte, out *[]byte) (int, string, bool, error) {
 	req, err := http.NewRequestWithContext(ctx, method, d.Admin+path, bytes.NewReader(body))
 	if err != nil {
@@ -602,13 +610,10 @@ func (d *Routes) smoke(ctx context.Context, r driver.CapabilityRequest) (*driver
 // nothing (6 smoke checks in 500 said so while routes changed). A
 // timeout is not asked again: it took its whole patience already.
 func (d *Routes) askThrough(ctx context.Context, host string) (h health, resp *http.Response, err error) {
-	for i := range connAttempts {
+	resend(ctx, func() bool {
 		h, resp, err = askHealth(ctx, d.Client, "http://"+d.Public+"/healthz", host)
 		var timeout net.Error
-		if err == nil || ctx.Err() != nil || errors.As(err, &timeout) && timeout.Timeout() {
-			return h, resp, err
-		}
-		time.Sleep(time.Duration(i+1) * 10 * time.Millisecond)
-	}
+		return err != nil && !(errors.As(err, &timeout) && timeout.Timeout())
+	})
 	return h, resp, err
 }
