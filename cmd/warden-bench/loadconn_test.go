@@ -66,3 +66,16 @@ func TestLoadConnSendsTheRequestNetHTTPWould(t *testing.T) {
 		t.Error("an https URL was accepted; the lean client speaks plain HTTP only")
 	}
 }
+
+// TestAnUnknownLoadGeneratorIsRefused: a -load the bench does not know
+// must stop it, not measure through some other client under its name.
+func TestAnUnknownLoadGeneratorIsRefused(t *testing.T) {
+	defer func(g string) { loadGen = g }(loadGen)
+	for gen, known := range map[string]bool{"go": true, "nethttp": true, "wrk": true, "gonet": false, "": false} {
+		loadGen = gen
+		_, _, err := parseRun("64", []string{"terraform"})
+		if known != (err == nil) {
+			t.Errorf("-load %q: err %v", gen, err)
+		}
+	}
+}

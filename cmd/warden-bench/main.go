@@ -226,11 +226,13 @@ type result struct {
 	// /proc) over the run divided by the requests answered: steadier than
 	// throughput on a two-core machine the load generator shares.
 	cpuPerReq time.Duration
-	// benchCPUPerReq is this process's CPU time over the run divided
-	// the same way: the load generator's cost, which comes off the
-	// cores the server has, plus the handler of the paths served in this
-	// process (PostgreSQL's, the minimal floor).
+	// benchCPUPerReq is the bench's CPU time over the run divided the
+	// same way: the load generator's cost, which comes off the cores the
+	// server has (wrk's process's too, loadCPU), plus the handler of the
+	// paths served in this process (PostgreSQL's, the minimal floor).
 	benchCPUPerReq time.Duration
+	// loadCPU is the CPU of a load generator run as its own process.
+	loadCPU time.Duration
 }
 
 // A path is one way of calling the webhook: the no-op baseline and the
@@ -360,6 +362,9 @@ func parseRun(connsFlag string, names []string) ([]int, []path, error) {
 			return nil, nil, fmt.Errorf("bad -conns %q", connsFlag)
 		}
 		conns = append(conns, n)
+	}
+	if !slices.Contains([]string{"go", "nethttp", "wrk"}, loadGen) {
+		return nil, nil, fmt.Errorf("unknown -load %q: go, nethttp or wrk", loadGen)
 	}
 	var paths []path
 	for _, n := range names {
@@ -509,11 +514,12 @@ func (b *bench) measureOnce(p path, c int, duration, warmup time.Duration, warde
 	case p.minimal:
 		cpu = func() time.Duration { return 0 } // shares this process: not separable
 	}
-	cpuBefore, selfBefore := cpu(), selfCPU()
+	self := os.Getpid()
+	cpuBefore, selfBefore := cpu(), cpuTime(self)
 	r := b.load(p, c, duration)
 	if r.requests > 0 {
 		r.cpuPerReq = (cpu() - cpuBefore) / time.Duration(r.requests)
-		r.benchCPUPerReq = (selfCPU() - selfBefore) / time.Duration(r.requests)
+		r.benchCPUPerReq = (cpuTime(self) - selfBefore + r.loadCPU) / time.Duration(r.requests)
 	}
 	dupAfter, err := duplicates(b.client, b.baseOf(p))
 	if err != nil {
@@ -531,27 +537,19 @@ func median(rs []result) result {
 	rs = slices.Clone(rs)
 	sort.Slice(rs, func(i, j int) bool { return rs[i].rps < rs[j].rps })
 	med := rs[len(rs)/2]
-	cpus := make([]time.Duration, len(rs))
-	for i, r := range rs {
-		cpus[i] = r.cpuPerReq
-	}
-	slices.Sort(cpus)
-	med.cpuPerReq = cpus[len(cpus)/2]
-	for i, r := range rs {
-		cpus[i] = r.benchCPUPerReq
-	}
-	slices.Sort(cpus)
-	med.benchCPUPerReq = cpus[len(cpus)/2]
+	med.cpuPerReq = medianOf(rs, func(r result) time.Duration { return r.cpuPerReq })
+	med.benchCPUPerReq = medianOf(rs, func(r result) time.Duration { return r.benchCPUPerReq })
 	return med
 }
 
-// selfCPU is this process's CPU time, user and system.
-func selfCPU() time.Duration {
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
+// medianOf is the median of one figure over the rounds.
+func medianOf(rs []result, figure func(result) time.Duration) time.Duration {
+	vs := make([]time.Duration, len(rs))
+	for i, r := range rs {
+		vs[i] = figure(r)
 	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	slices.Sort(vs)
+	return vs[len(vs)/2]
 }
 
 // duplicates reads the server's count of deduplicated answers.
@@ -678,13 +676,15 @@ func (b *bench) loadWrk(p path, conns int, d time.Duration) result {
 	threads := min(conns, 2)
 	// A fresh run id per call: the warm-up and the measured run never share ids.
 	runID := fmt.Sprintf("%s-%d", b.runID, b.seq.Add(1))
-	out, err := exec.Command("wrk", "-t", fmt.Sprint(threads), "-c", fmt.Sprint(conns), "-d", fmt.Sprintf("%ds", max(1, int(d.Seconds()))),
-		"--latency", "-s", wrkScript, b.baseOf(p)+"/v1/webhooks/"+p.endpoint, "--", runID, p.mode).CombinedOutput()
+	cmd := exec.Command("wrk", "-t", fmt.Sprint(threads), "-c", fmt.Sprint(conns), "-d", fmt.Sprintf("%ds", max(1, int(d.Seconds()))),
+		"--latency", "-s", wrkScript, b.baseOf(p)+"/v1/webhooks/"+p.endpoint, "--", runID, p.mode)
+	out, err := cmd.CombinedOutput()
 	r := result{path: p.name, conns: conns}
 	if err != nil {
 		r.errors = 1
 		return r
 	}
+	r.loadCPU = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 	for _, line := range strings.Split(string(out), "\n") {
 		f := strings.Fields(line)
 		switch {
@@ -723,21 +723,21 @@ func (b *bench) load(p path, conns int, d time.Duration) result {
 		if b.target != nil {
 			url = b.target(i) + "/v1/webhooks/" + p.endpoint
 		}
-		send := func(token, body string, headers []string) (int, error) {
-			return post(b.client, url, token, body, headers)
-		}
-		if loadGen == "go" {
-			lc, err := newLoadConn(url)
-			if err != nil {
-				errs.Add(1)
-				continue
-			}
-			defer lc.close()
-			send = lc.post
-		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			send := func(token, body string, headers []string) (int, error) {
+				return post(b.client, url, token, body, headers)
+			}
+			if loadGen == "go" {
+				lc, err := newLoadConn(url)
+				if err != nil {
+					errs.Add(1)
+					return
+				}
+				defer lc.close()
+				send = lc.post
+			}
 			body, _ := json.Marshal(map[string]any{"marquee_id": fmt.Sprintf("m-%03d", i), "verb": "step", "generation": 1, "step": "vm_starting"})
 			local := make([]time.Duration, 0, 4096)
 			for time.Now().Before(stop) {

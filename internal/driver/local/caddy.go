@@ -211,7 +211,7 @@ func (d *Routes) detach(ctx context.Context, r driver.CapabilityRequest) (driver
 }
 
 // write puts the route, guarded by the ETag read with h: false when
-// another change came first (412), to be read and decided again.
+// another change came first (changedUnder), to be read and decided again.
 func (d *Routes) write(ctx context.Context, r driver.CapabilityRequest, upstream string, h held) (bool, error) {
 	headers, _ := json.Marshal(map[string]any{"handler": "headers", "response": map[string]any{"set": map[string][]string{
 		HeaderEnvironment: {r.EnvID}, HeaderRouteGeneration: {strconv.FormatUint(r.Generation, 10)}}}})
