@@ -5,9 +5,11 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 )
 
 // StablePort is a loopback address for a process that is killed and
@@ -15,30 +17,62 @@ import (
 // the process is down the kernel may hand it to anything that connects or
 // listens on ":0" (another test, a driver's own application, the
 // harness's polling client), and the restart then fails to listen. This
-// one lies below the ephemeral range, which the kernel never hands out.
+// one lies below the ephemeral range, which the kernel never hands out,
+// and below the preview applications' ports (from appPortCeiling).
+//
+// go test runs packages as parallel processes that all pick from this
+// range, so a port is reserved for the whole machine while the process
+// that took it lives: a lock on a file named for it, which the kernel
+// drops when that process exits, however it exits. Checking that a port
+// could be bound was not enough: a cluster node failed to start with
+// "bind: address already in use" when another package's test took its
+// port between the check and the node's start.
 func StablePort() (string, error) {
-	low := ephemeralLow()
+	ceiling := min(ephemeralLow(), appPortCeiling)
 	const floor = 10000
-	if low <= floor+1000 {
-		return "", fmt.Errorf("the ephemeral range starts at %d: no room below it", low)
+	if ceiling <= floor+1000 {
+		return "", fmt.Errorf("ports below %d: no room above %d", ceiling, floor)
 	}
 	handedMu.Lock()
 	defer handedMu.Unlock()
 	for range 200 {
-		port := floor + rand.IntN(low-floor)
+		port := floor + rand.IntN(ceiling-floor)
 		addr := "127.0.0.1:" + strconv.Itoa(port)
-		if handed[port] {
+		if handed[port] != nil || !reserve(port) {
 			continue
 		}
 		ln, err := net.Listen("tcp", addr)
 		if err != nil {
-			continue
+			continue // kept reserved: something else holds it
 		}
 		ln.Close()
-		handed[port] = true
 		return addr, nil
 	}
-	return "", fmt.Errorf("no free port in %d..%d", floor, low)
+	return "", fmt.Errorf("no free port in %d..%d", floor, ceiling)
+}
+
+// appPortCeiling is where the local driver's preview applications'
+// ports begin (internal/driver/local, appPortBase): the tests start
+// preview applications too.
+const appPortCeiling = 20000
+
+// reserve takes port for this process's lifetime, unless another live
+// process holds it; the lock's file stays open in handed until exit.
+func reserve(port int) bool {
+	dir := filepath.Join(os.TempDir(), "warden-testkit-ports")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return false
+	}
+	f, err := os.OpenFile(filepath.Join(dir, strconv.Itoa(port)), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return false
+	}
+	if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil {
+		f.Close()
+		return false
+	}
+	handed[port] = f
+	return true
 }
 
 // StablePorts sets each address to a StablePort.
@@ -53,10 +87,11 @@ func StablePorts(addrs ...*string) error {
 	return nil
 }
 
-// handed are the ports this process gave out: never twice.
+// handed are the ports this process reserved, with their locks: never
+// handed out twice.
 var (
 	handedMu sync.Mutex
-	handed   = map[int]bool{}
+	handed   = map[int]*os.File{}
 )
 
 // ephemeralLow is the first port of the kernel's ephemeral range.
