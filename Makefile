@@ -192,6 +192,7 @@ FUZZ_TARGETS = \
 	./httpapi:FuzzDecodeReason \
 	./httpapi:FuzzStrictDecode \
 	./httpapi:FuzzAuthenticateCallback \
+	./httpapi:FuzzLeanHead \
 	./internal/trust:FuzzParseSignatures \
 	./internal/trust:FuzzVerifyScoped \
 	./internal/trust:FuzzKeyring \

@@ -225,7 +225,7 @@ func (w *world) start() {
 	w.api = httpapi.New(sys, opts)
 	srv := httpapi.NewHTTPServer("", w.api)
 	w.srv = srv
-	go func() { _ = srv.Serve(httpapi.Listener(ln)) }()
+	go func() { _ = httpapi.Serve(srv, ln) }()
 }
 
 func (w *world) stop() {

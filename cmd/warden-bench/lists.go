@@ -44,7 +44,7 @@ func runLists(out string, n, requests int) error {
 		return err
 	}
 	srv := httpapi.NewHTTPServer("", api)
-	go func() { _ = srv.Serve(ln) }()
+	go func() { _ = httpapi.Serve(srv, ln) }()
 	defer srv.Close()
 	base := "http://" + ln.Addr().String()
 	for !sys.Ready() {

@@ -247,7 +247,7 @@ func (p *process) listen() error {
 		httpapi.Unavailable(w, "recovering")
 	}))
 	p.served = make(chan error, 1)
-	go func() { p.served <- p.srv.Serve(httpapi.Listener(ln)) }()
+	go func() { p.served <- httpapi.Serve(p.srv, ln) }()
 	p.log.Info("listening", "addr", ln.Addr().String())
 	return nil
 }

@@ -1,0 +1,548 @@
+package httpapi
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"net/url"
+	"runtime/debug"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// The callbacks' lean path. A workflow's callback is a small POST on a
+// kept-alive connection, and net/http spends about as much CPU on its
+// connection as warden spends deciding and storing the callback: a
+// goroutine per request to notice a client gone (a second read a
+// request), four deadline timers, a cancelable context, pooled writers.
+// Measured through the whole server, answering callbacks here instead cut
+// about a sixth of the durable path's CPU (NOTES.md, "The callbacks' lean
+// path").
+//
+// The lean path parses only the one form callback senders use: "POST
+// /v1/webhooks/<name> HTTP/1.1", CRLF lines, token header names, printable
+// values, one Host, one Content-Length within MaxBody, no
+// Transfer-Encoding, Expect, Upgrade or Connection other than keep-alive,
+// and the head within one read buffer. A connection whose next request is
+// anything else is handed to net/http as it stands, the bytes read so far
+// first, and stays with net/http: every other route, every malformed or
+// ambiguous request and every refusal of framing is net/http's and
+// framing's, as before. So the lean parser never has to refuse anything;
+// it only has to be right about what it accepts (FuzzLeanHead).
+//
+// A request on the lean path goes to the same handler as any other, with
+// an *http.Request built from its head, so authentication, limits,
+// routing, metrics and every answer are the handler's own. What differs:
+// the request's context is not canceled when the client goes (the step it
+// asked for is taken either way), and the answer is written in one write
+// once the handler returns.
+
+// leanBuffer is a lean connection's read buffer: a callback's head and
+// body fit (about half a kilobyte); a head that does not fit goes to
+// net/http, whose limit is MaxHeaderBytes.
+const leanBuffer = 4 << 10
+
+// leanMaxHeaders bounds the header lines the lean path reads; a request
+// with more goes to net/http.
+const leanMaxHeaders = 32
+
+// deadlineSlack is how stale a deadline may be before it is set again: a
+// timer reset per request was a measurable part of net/http's cost, and a
+// deadline of 89 s instead of 90 changes nothing a client can rely on.
+const deadlineSlack = time.Second
+
+var leanPrefix = []byte("POST /v1/webhooks/")
+
+// leanAnswers counts the answers the lean path writes: the tests' and
+// the benchmark's proof that a request took it.
+var leanAnswers atomic.Int64
+
+// Serve serves srv on ln until srv is closed, callbacks in their simple
+// form on the lean path and everything else through net/http.
+func Serve(srv *http.Server, ln net.Listener) error {
+	return srv.Serve(Listener(newLean(ln, srv)))
+}
+
+// lean is the listener net/http is given: it accepts every connection
+// itself, serves its callbacks, and passes on those it hands over.
+type lean struct {
+	net.Listener
+	srv     *http.Server
+	handoff chan net.Conn
+	done    chan struct{}
+	start   sync.Once
+	err     error // the accept loop's, once done is closed
+
+	mu      sync.Mutex
+	conns   map[*leanConn]struct{}
+	closing bool
+}
+
+func newLean(ln net.Listener, srv *http.Server) *lean {
+	return &lean{Listener: ln, srv: srv, handoff: make(chan net.Conn), done: make(chan struct{}), conns: map[*leanConn]struct{}{}}
+}
+
+// Accept returns the next connection handed over to net/http.
+func (l *lean) Accept() (net.Conn, error) {
+	l.start.Do(func() { go l.acceptLoop() })
+	select {
+	case c := <-l.handoff:
+		return c, nil
+	case <-l.done:
+		return nil, l.err
+	}
+}
+
+func (l *lean) acceptLoop() {
+	var backoff time.Duration
+	for {
+		c, err := l.Listener.Accept()
+		switch {
+		case errors.Is(err, net.ErrClosed):
+			l.err = err
+			close(l.done)
+			return
+		case err != nil:
+			// Out of descriptors, say: net/http's own wait, then again.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			time.Sleep(backoff)
+			continue
+		}
+		backoff = 0
+		lc := &leanConn{l: l, c: c, br: bufio.NewReaderSize(c, leanBuffer), remote: c.RemoteAddr().String()}
+		if !l.track(lc) {
+			c.Close()
+			continue
+		}
+		go lc.serve()
+	}
+}
+
+// Close stops accepting (net/http's Shutdown and Close call it) and
+// closes the lean connections that wait for a request; one answering a
+// request closes once its answer is written.
+func (l *lean) Close() error {
+	err := l.Listener.Close()
+	l.mu.Lock()
+	l.closing = true
+	idle := make([]*leanConn, 0, len(l.conns))
+	for c := range l.conns {
+		idle = append(idle, c)
+	}
+	l.mu.Unlock()
+	for _, c := range idle {
+		if c.state.CompareAndSwap(connIdle, connClosed) {
+			c.c.Close()
+		}
+	}
+	return err
+}
+
+func (l *lean) track(c *leanConn) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closing {
+		return false
+	}
+	l.conns[c] = struct{}{}
+	return true
+}
+
+func (l *lean) untrack(c *leanConn) {
+	l.mu.Lock()
+	delete(l.conns, c)
+	l.mu.Unlock()
+}
+
+func (l *lean) isClosing() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.closing
+}
+
+// A lean connection is idle between requests, active while it answers
+// one, closed once Close took it.
+const (
+	connIdle int32 = iota
+	connActive
+	connClosed
+)
+
+type leanConn struct {
+	l      *lean
+	c      net.Conn
+	br     *bufio.Reader
+	state  atomic.Int32
+	remote string
+	out    []byte
+	// readBy and writeBy are the deadlines last set, refreshed when they
+	// are more than deadlineSlack stale.
+	readBy, writeBy time.Time
+}
+
+// serve answers requests until the connection closes, fails, or has a
+// request that is not a simple callback, which goes to net/http with it.
+func (lc *leanConn) serve() {
+	defer lc.l.untrack(lc)
+	first := true
+	for {
+		if !lc.waitRequest(first) {
+			lc.c.Close()
+			return
+		}
+		first = false
+		req, n, ok := lc.readHead()
+		if !ok {
+			lc.handOver()
+			return
+		}
+		if !lc.answer(req, n) {
+			lc.c.Close()
+			return
+		}
+		lc.state.Store(connIdle)
+		if lc.l.isClosing() && lc.state.CompareAndSwap(connIdle, connClosed) {
+			lc.c.Close()
+			return
+		}
+	}
+}
+
+// waitRequest waits for a request's first byte: within ReadHeaderTimeout
+// on a new connection, IdleTimeout after an answer. False: the connection
+// is done (closed by the client, timed out, or taken by Close).
+func (lc *leanConn) waitRequest(first bool) bool {
+	wait := lc.l.srv.IdleTimeout
+	if first {
+		wait = lc.l.srv.ReadHeaderTimeout
+	}
+	lc.readDeadline(wait, first)
+	if _, err := lc.br.Peek(1); err != nil {
+		return false
+	}
+	return lc.state.CompareAndSwap(connIdle, connActive)
+}
+
+// readHead reads a request's head and parses it if it is a simple
+// callback: the request, its body's length, true. Whatever it read stays
+// buffered for net/http otherwise.
+func (lc *leanConn) readHead() (*http.Request, int, bool) {
+	headerWait := false
+	for {
+		buf, _ := lc.br.Peek(lc.br.Buffered())
+		if !bytes.HasPrefix(buf, leanPrefix[:min(len(buf), len(leanPrefix))]) {
+			return nil, 0, false
+		}
+		if i := bytes.Index(buf, []byte("\r\n\r\n")); i >= 0 {
+			req, n, ok := parseLeanHead(buf[:i+4])
+			if ok {
+				_, _ = lc.br.Discard(i + 4)
+			}
+			return req, n, ok
+		}
+		if lc.br.Buffered() == lc.br.Size() {
+			return nil, 0, false // longer than a callback's: net/http's limits
+		}
+		if !headerWait {
+			lc.readDeadline(lc.l.srv.ReadHeaderTimeout, true)
+			headerWait = true
+		}
+		if _, err := lc.br.Peek(lc.br.Buffered() + 1); err != nil {
+			return nil, 0, false // net/http sees the same end
+		}
+	}
+}
+
+// answer reads the body, runs the handler and writes its answer; false
+// when the connection is not to be used again.
+func (lc *leanConn) answer(req *http.Request, n int) bool {
+	if n > lc.br.Buffered() {
+		lc.readDeadline(lc.l.srv.ReadTimeout, true)
+	}
+	body := make([]byte, n)
+	if _, err := io.ReadFull(lc.br, body); err != nil {
+		return false
+	}
+	req.Body = &leanBody{b: body}
+	req.RemoteAddr = lc.remote
+	w := &leanWriter{h: make(http.Header, 4)}
+	if !lc.run(w, req) {
+		return false
+	}
+	keep := w.h.Get("Connection") != "close" && !lc.l.isClosing()
+	if !keep {
+		w.h.Set("Connection", "close")
+	}
+	lc.out = w.appendResponse(lc.out[:0], time.Now())
+	lc.writeDeadline()
+	leanAnswers.Add(1) // before the write: the client may read it first
+	if _, err := lc.c.Write(lc.out); err != nil {
+		return false
+	}
+	if cap(lc.out) > leanBuffer {
+		lc.out = nil // one large answer does not stay with the connection
+	}
+	return keep
+}
+
+// run calls the handler as net/http would, a panic included: logged,
+// and the connection closed without an answer.
+func (lc *leanConn) run(w *leanWriter, req *http.Request) (ok bool) {
+	defer func() {
+		if p := recover(); p != nil {
+			ok = false
+			if p != http.ErrAbortHandler {
+				lc.logf("http: panic serving %v: %v\n%s", req.RemoteAddr, p, debug.Stack())
+			}
+		}
+	}()
+	lc.l.srv.Handler.ServeHTTP(w, req)
+	return true
+}
+
+func (lc *leanConn) logf(format string, args ...any) {
+	if lg := lc.l.srv.ErrorLog; lg != nil {
+		lg.Printf(format, args...)
+		return
+	}
+	log.Printf(format, args...)
+}
+
+// handOver gives the connection, and what was read of it, to net/http.
+func (lc *leanConn) handOver() {
+	_ = lc.c.SetDeadline(time.Time{})
+	lc.l.untrack(lc)
+	hc := &handedConn{Conn: lc.c, r: lc.br}
+	select {
+	case lc.l.handoff <- hc:
+	case <-lc.l.done:
+		lc.c.Close()
+	}
+}
+
+func (lc *leanConn) readDeadline(d time.Duration, exact bool) {
+	if d <= 0 {
+		return
+	}
+	now := time.Now()
+	by := now.Add(d)
+	if !exact && by.Sub(lc.readBy) < deadlineSlack && by.After(lc.readBy) {
+		return
+	}
+	lc.readBy = by
+	_ = lc.c.SetReadDeadline(by)
+}
+
+func (lc *leanConn) writeDeadline() {
+	d := lc.l.srv.WriteTimeout
+	if d <= 0 {
+		return
+	}
+	by := time.Now().Add(d)
+	if by.Sub(lc.writeBy) < deadlineSlack {
+		return
+	}
+	lc.writeBy = by
+	_ = lc.c.SetWriteDeadline(by)
+}
+
+// handedConn is a connection net/http takes over: the bytes the lean
+// path read first, then the connection's.
+type handedConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (c *handedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+
+// leanBody is a request's body, read whole before the handler runs.
+type leanBody struct{ b []byte }
+
+func (r *leanBody) Read(p []byte) (int, error) {
+	if len(r.b) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, r.b)
+	r.b = r.b[n:]
+	return n, nil
+}
+
+func (r *leanBody) Close() error { return nil }
+
+// leanWriter keeps a handler's answer until it returns.
+type leanWriter struct {
+	h    http.Header
+	code int
+	body []byte
+}
+
+func (w *leanWriter) Header() http.Header { return w.h }
+
+func (w *leanWriter) WriteHeader(code int) {
+	if w.code == 0 && code >= 200 { // an informational answer is not sent
+		w.code = code
+	}
+}
+
+func (w *leanWriter) Write(b []byte) (int, error) {
+	w.WriteHeader(http.StatusOK)
+	if !bodyAllowed(w.code) {
+		return 0, http.ErrBodyNotAllowed
+	}
+	w.body = append(w.body, b...)
+	return len(b), nil
+}
+
+func bodyAllowed(code int) bool {
+	return code != http.StatusNoContent && code != http.StatusNotModified
+}
+
+// appendResponse lays the answer out as net/http would: the status line,
+// the handler's headers in order with line breaks in values made spaces,
+// Content-Type sniffed if the handler set none, Date, and Content-Length
+// from the body itself.
+func (w *leanWriter) appendResponse(b []byte, now time.Time) []byte {
+	w.WriteHeader(http.StatusOK)
+	b = append(b, "HTTP/1.1 "...)
+	b = strconv.AppendInt(b, int64(w.code), 10)
+	b = append(b, ' ')
+	b = append(b, http.StatusText(w.code)...)
+	b = append(b, "\r\n"...)
+	w.h.Del("Content-Length")
+	w.h.Del("Transfer-Encoding")
+	if len(w.body) > 0 && w.h.Get("Content-Type") == "" {
+		w.h.Set("Content-Type", http.DetectContentType(w.body))
+	}
+	if _, ok := w.h["Date"]; !ok {
+		b = append(b, "Date: "...)
+		b = now.UTC().AppendFormat(b, http.TimeFormat)
+		b = append(b, "\r\n"...)
+	}
+	keys := make([]string, 0, len(w.h))
+	for k := range w.h {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		for _, v := range w.h[k] {
+			b = append(b, k...)
+			b = append(b, ": "...)
+			b = appendHeaderValue(b, v)
+			b = append(b, "\r\n"...)
+		}
+	}
+	if bodyAllowed(w.code) {
+		b = append(b, "Content-Length: "...)
+		b = strconv.AppendInt(b, int64(len(w.body)), 10)
+		b = append(b, "\r\n"...)
+	}
+	b = append(b, "\r\n"...)
+	return append(b, w.body...)
+}
+
+// appendHeaderValue appends v with CR and LF made spaces, as net/http
+// does, so no value can end the head.
+func appendHeaderValue(b []byte, v string) []byte {
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if c == '\r' || c == '\n' {
+			c = ' '
+		}
+		b = append(b, c)
+	}
+	return b
+}
+
+// parseLeanHead parses a head (through its blank line) if it is a simple
+// callback's: the request, its body's length, true. Anything it does not
+// accept is false, and net/http's to answer.
+func parseLeanHead(head []byte) (*http.Request, int, bool) {
+	line, rest, ok := bytes.Cut(head, []byte("\r\n"))
+	if !ok || !bytes.HasPrefix(line, leanPrefix) {
+		return nil, 0, false
+	}
+	target, proto, ok := bytes.Cut(line[len("POST "):], []byte(" "))
+	name := target[len(leanPrefix)-len("POST "):]
+	if !ok || string(proto) != "HTTP/1.1" || len(name) == 0 || !allBytes(name, isPathByte) {
+		return nil, 0, false
+	}
+	h := make(http.Header, 8)
+	length, host := -1, 0
+	for lines := 0; len(rest) > len("\r\n"); lines++ {
+		var field []byte
+		field, rest, _ = bytes.Cut(rest, []byte("\r\n"))
+		k, v, ok := bytes.Cut(field, []byte(":"))
+		if !ok || lines == leanMaxHeaders || len(k) == 0 || !allBytes(k, isTokenByte) {
+			return nil, 0, false
+		}
+		v = bytes.Trim(v, " \t")
+		if !allBytes(v, isValueByte) {
+			return nil, 0, false
+		}
+		key := http.CanonicalHeaderKey(string(k))
+		switch key {
+		case "Content-Length":
+			n, err := strconv.Atoi(string(v))
+			if length >= 0 || err != nil || !allBytes(v, isDigit) || n > MaxBody {
+				return nil, 0, false
+			}
+			length = n
+		case "Host":
+			if host++; !allBytes(v, isHostByte) {
+				return nil, 0, false
+			}
+		case "Connection":
+			if !bytes.EqualFold(v, []byte("keep-alive")) {
+				return nil, 0, false
+			}
+		case "Transfer-Encoding", "Expect", "Upgrade", "Te", "Trailer":
+			return nil, 0, false
+		}
+		h[key] = append(h[key], string(v))
+	}
+	hostName := h.Get("Host")
+	if length < 0 || host != 1 || hostName == "" {
+		return nil, 0, false
+	}
+	delete(h, "Host") // net/http's place for it is Request.Host
+	path := string(target)
+	return &http.Request{
+		Method: http.MethodPost, URL: &url.URL{Path: path}, RequestURI: path,
+		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: h, Host: hostName, ContentLength: int64(length),
+	}, length, true
+}
+
+func allBytes(b []byte, ok func(byte) bool) bool {
+	for _, c := range b {
+		if !ok(c) {
+			return false
+		}
+	}
+	return true
+}
+
+func isDigit(c byte) bool { return '0' <= c && c <= '9' }
+
+// isPathByte: a webhook's name is unreserved characters only (RFC 3986):
+// no escapes, no query, no further segments, nothing to normalize.
+func isPathByte(c byte) bool {
+	return isDigit(c) || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || c == '-' || c == '.' || c == '_' || c == '~'
+}
+
+// isTokenByte is RFC 9110's tchar.
+func isTokenByte(c byte) bool { return isPathByte(c) || strings.IndexByte("!#$%&'*+^`|", c) >= 0 }
+
+// isHostByte: a host name, an IPv4 or bracketed IPv6 address, a port.
+func isHostByte(c byte) bool { return isPathByte(c) || c == ':' || c == '[' || c == ']' }
+
+// isValueByte: visible ASCII, space and tab; nothing else is a callback's.
+func isValueByte(c byte) bool { return c == '\t' || ' ' <= c && c <= '~' }

@@ -1,0 +1,247 @@
+package httpapi
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// leanServer serves h as warden does, with its timeouts shortened to
+// those given (zero: warden's), and returns its address.
+func leanServer(t *testing.T, h http.HandlerFunc, header, idle time.Duration) (*http.Server, string) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	srv := NewHTTPServer("", h)
+	if header > 0 {
+		srv.ReadHeaderTimeout = header
+	}
+	if idle > 0 {
+		srv.IdleTimeout = idle
+	}
+	go func() { _ = Serve(srv, ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return srv, ln.Addr().String()
+}
+
+// whoAnswered says which server called the handler.
+func whoAnswered(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	who := "net/http"
+	if _, ok := w.(*leanWriter); ok {
+		who = "lean"
+	}
+	_, _ = io.WriteString(w, who+" "+r.Method+" "+r.URL.Path+" "+string(body))
+}
+
+func leanPost(path, body string) string {
+	return "POST " + path + " HTTP/1.1\r\nHost: warden\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body
+}
+
+// lockedBuffer is a log's output, written by the server and read by the
+// test.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestT13AConnectionGoesToNetHTTPAtItsFirstRequestNotInTheSimpleForm:
+// three requests sent at once on one connection; the first is a simple
+// callback, the second is not, and from there the connection is
+// net/http's, with the bytes the lean path had read.
+func TestT13AConnectionGoesToNetHTTPAtItsFirstRequestNotInTheSimpleForm(t *testing.T) {
+	_, addr := leanServer(t, whoAnswered, 0, 0)
+	c, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer c.Close()
+	_, err = io.WriteString(c, leanPost("/v1/webhooks/terraform", "one")+
+		"GET /healthz HTTP/1.1\r\nHost: warden\r\n\r\n"+
+		leanPost("/v1/webhooks/terraform", "two"))
+	require.NoError(t, err)
+	rd := bufio.NewReader(c)
+	for _, want := range []string{"lean POST /v1/webhooks/terraform one", "net/http GET /healthz ", "net/http POST /v1/webhooks/terraform two"} {
+		resp, err := http.ReadResponse(rd, nil)
+		require.NoError(t, err)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.Equal(t, want, string(b))
+	}
+}
+
+// TestT13TheLeanPathKeepsNetHTTPsTimeouts: a head that stops coming is
+// dropped after ReadHeaderTimeout, and a kept-alive connection after
+// IdleTimeout.
+func TestT13TheLeanPathKeepsNetHTTPsTimeouts(t *testing.T) {
+	_, addr := leanServer(t, whoAnswered, 300*time.Millisecond, 600*time.Millisecond)
+	closedWithin := func(c net.Conn, rd io.Reader, bound time.Duration) {
+		t.Helper()
+		require.NoError(t, c.SetReadDeadline(time.Now().Add(bound)))
+		_, err := rd.Read(make([]byte, 1))
+		require.ErrorIs(t, err, io.EOF, "the server closed the connection within %s", bound)
+	}
+	cut, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer cut.Close()
+	_, err = io.WriteString(cut, "POST /v1/webhooks/terraform HTTP/1.1\r\nHost: warden\r\n")
+	require.NoError(t, err)
+	closedWithin(cut, cut, 5*time.Second)
+
+	idle, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer idle.Close()
+	_, err = io.WriteString(idle, leanPost("/v1/webhooks/terraform", "one"))
+	require.NoError(t, err)
+	rd := bufio.NewReader(idle)
+	resp, err := http.ReadResponse(rd, nil)
+	require.NoError(t, err)
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	closedWithin(idle, rd, 5*time.Second)
+}
+
+// TestT13ShutdownClosesIdleLeanConnections: a graceful shutdown closes a
+// connection waiting for its next callback, and one answering a callback
+// closes after its answer, which says Connection: close.
+func TestT13ShutdownClosesIdleLeanConnections(t *testing.T) {
+	release := make(chan struct{})
+	srv, addr := leanServer(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/webhooks/slow" {
+			<-release
+		}
+		whoAnswered(w, r)
+	}, 0, 0)
+	idle, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer idle.Close()
+	idleRd := bufio.NewReader(idle)
+	_, err = io.WriteString(idle, leanPost("/v1/webhooks/terraform", "one"))
+	require.NoError(t, err)
+	resp, err := http.ReadResponse(idleRd, nil)
+	require.NoError(t, err)
+	_, _ = io.Copy(io.Discard, resp.Body)
+	require.False(t, resp.Close)
+
+	busy, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer busy.Close()
+	_, err = io.WriteString(busy, leanPost("/v1/webhooks/slow", "two"))
+	require.NoError(t, err)
+	time.Sleep(100 * time.Millisecond) // the request reaches the handler
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	require.NoError(t, srv.Shutdown(ctx))
+	require.NoError(t, idle.SetReadDeadline(time.Now().Add(5*time.Second)))
+	_, err = idleRd.ReadByte()
+	require.ErrorIs(t, err, io.EOF, "the idle connection is closed")
+
+	close(release)
+	busyRd := bufio.NewReader(busy)
+	require.NoError(t, busy.SetReadDeadline(time.Now().Add(5*time.Second)))
+	resp, err = http.ReadResponse(busyRd, nil)
+	require.NoError(t, err)
+	b, _ := io.ReadAll(resp.Body)
+	require.Equal(t, "lean POST /v1/webhooks/slow two", string(b))
+	require.True(t, resp.Close, "the answer says Connection: close")
+	_, err = busyRd.ReadByte()
+	require.ErrorIs(t, err, io.EOF)
+}
+
+// TestT13APanickingHandlerClosesTheConnection, as net/http does: no
+// answer, the connection closed, the server still serving.
+func TestT13APanickingHandlerClosesTheConnection(t *testing.T) {
+	srv, addr := leanServer(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/webhooks/panic" {
+			panic("a bug")
+		}
+		whoAnswered(w, r)
+	}, 0, 0)
+	var logged lockedBuffer
+	srv.ErrorLog = log.New(&logged, "", 0)
+	c, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer c.Close()
+	_, err = io.WriteString(c, leanPost("/v1/webhooks/panic", "x"))
+	require.NoError(t, err)
+	require.NoError(t, c.SetReadDeadline(time.Now().Add(5*time.Second)))
+	_, err = bufio.NewReader(c).ReadByte()
+	require.ErrorIs(t, err, io.EOF)
+	require.Contains(t, logged.String(), "panic serving")
+	c2, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer c2.Close()
+	_, err = io.WriteString(c2, leanPost("/v1/webhooks/terraform", "ok"))
+	require.NoError(t, err)
+	resp, err := http.ReadResponse(bufio.NewReader(c2), nil)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+}
+
+// FuzzLeanHead holds the lean parser to net/http's: a head it accepts,
+// net/http reads as the same request (method, path, host, length, every
+// header), and its body length is what net/http would read. What it does
+// not accept goes to net/http, so only acceptance needs an oracle.
+func FuzzLeanHead(f *testing.F) {
+	f.Add([]byte(leanPost("/v1/webhooks/terraform", "{}")))
+	f.Add([]byte("POST /v1/webhooks/terraform HTTP/1.1\r\nHost: a:80\r\nAuthorization: Bearer x\r\nWebhook-Id: d-1\r\nConnection: keep-alive\r\nContent-Length: 0\r\n\r\n"))
+	f.Add([]byte("POST /v1/webhooks/terraform HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n"))
+	f.Add([]byte("POST /v1/webhooks/terraform HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n"))
+	f.Add([]byte("POST /v1/webhooks/t HTTP/1.1\r\nHost: a\r\nX:  folded\r\n continued\r\nContent-Length: 0\r\n\r\n"))
+	f.Fuzz(func(t *testing.T, head []byte) {
+		if len(head) > leanBuffer {
+			return
+		}
+		end := bytes.Index(head, []byte("\r\n\r\n"))
+		if end < 0 {
+			return
+		}
+		head = head[:end+4]
+		got, n, ok := parseLeanHead(head)
+		if !ok {
+			return
+		}
+		want, err := http.ReadRequest(bufio.NewReader(bytes.NewReader(head)))
+		if err != nil {
+			t.Fatalf("the lean path accepted a head net/http refuses (%v): %q", err, head)
+		}
+		if got.Method != want.Method || got.URL.Path != want.URL.Path || got.URL.RawQuery != "" || got.Host != want.Host ||
+			got.ContentLength != want.ContentLength || int64(n) != want.ContentLength || got.RequestURI != want.RequestURI {
+			t.Fatalf("read differently: lean %s %q host %q length %d; net/http %s %q host %q length %d; head %q",
+				got.Method, got.RequestURI, got.Host, got.ContentLength, want.Method, want.RequestURI, want.Host, want.ContentLength, head)
+		}
+		if len(want.TransferEncoding) > 0 || want.Close {
+			t.Fatalf("accepted a head net/http frames otherwise: %q", head)
+		}
+		for k, vs := range want.Header {
+			if !slices.Equal(got.Header[k], vs) {
+				t.Fatalf("header %s: lean %q, net/http %q; head %q", k, got.Header[k], vs, head)
+			}
+		}
+		if len(got.Header) != len(want.Header) {
+			t.Fatalf("headers: lean %v, net/http %v", got.Header, want.Header)
+		}
+	})
+}
