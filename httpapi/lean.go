@@ -3,6 +3,7 @@ package httpapi
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"errors"
 	"io"
 	"log"
@@ -83,7 +84,7 @@ type lean struct {
 
 	mu      sync.Mutex
 	conns   map[*leanConn]struct{}
-	closing bool
+	closing atomic.Bool // set under mu; read without it on every answer
 }
 
 func newLean(ln net.Listener, srv *http.Server) *lean {
@@ -132,7 +133,7 @@ func (l *lean) acceptLoop() {
 func (l *lean) Close() error {
 	err := l.Listener.Close()
 	l.mu.Lock()
-	l.closing = true
+	l.closing.Store(true)
 	idle := make([]*leanConn, 0, len(l.conns))
 	for c := range l.conns {
 		idle = append(idle, c)
@@ -149,7 +150,7 @@ func (l *lean) Close() error {
 func (l *lean) track(c *leanConn) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.closing {
+	if l.closing.Load() {
 		return false
 	}
 	l.conns[c] = struct{}{}
@@ -160,12 +161,6 @@ func (l *lean) untrack(c *leanConn) {
 	l.mu.Lock()
 	delete(l.conns, c)
 	l.mu.Unlock()
-}
-
-func (l *lean) isClosing() bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.closing
 }
 
 // A lean connection is idle between requests, active while it answers
@@ -209,7 +204,7 @@ func (lc *leanConn) serve() {
 			return
 		}
 		lc.state.Store(connIdle)
-		if lc.l.isClosing() && lc.state.CompareAndSwap(connIdle, connClosed) {
+		if lc.l.closing.Load() && lc.state.CompareAndSwap(connIdle, connClosed) {
 			lc.c.Close()
 			return
 		}
@@ -220,15 +215,21 @@ func (lc *leanConn) serve() {
 // on a new connection, IdleTimeout after an answer. False: the connection
 // is done (closed by the client, timed out, or taken by Close).
 func (lc *leanConn) waitRequest(first bool) bool {
-	wait := lc.l.srv.IdleTimeout
+	wait := cmp.Or(lc.l.srv.IdleTimeout, lc.l.srv.ReadTimeout)
 	if first {
-		wait = lc.l.srv.ReadHeaderTimeout
+		wait = lc.headerTimeout()
 	}
 	lc.readDeadline(wait, first)
 	if _, err := lc.br.Peek(1); err != nil {
 		return false
 	}
 	return lc.state.CompareAndSwap(connIdle, connActive)
+}
+
+// headerTimeout is net/http's: ReadHeaderTimeout, or ReadTimeout if it
+// is zero.
+func (lc *leanConn) headerTimeout() time.Duration {
+	return cmp.Or(lc.l.srv.ReadHeaderTimeout, lc.l.srv.ReadTimeout)
 }
 
 // readHead reads a request's head and parses it if it is a simple
@@ -252,7 +253,7 @@ func (lc *leanConn) readHead() (*http.Request, int, bool) {
 			return nil, 0, false // longer than a callback's: net/http's limits
 		}
 		if !headerWait {
-			lc.readDeadline(lc.l.srv.ReadHeaderTimeout, true)
+			lc.readDeadline(lc.headerTimeout(), true)
 			headerWait = true
 		}
 		if _, err := lc.br.Peek(lc.br.Buffered() + 1); err != nil {
@@ -277,7 +278,7 @@ func (lc *leanConn) answer(req *http.Request, n int) bool {
 	if !lc.run(w, req) {
 		return false
 	}
-	keep := w.h.Get("Connection") != "close" && !lc.l.isClosing()
+	keep := w.h.Get("Connection") != "close" && !lc.l.closing.Load()
 	if !keep {
 		w.h.Set("Connection", "close")
 	}
