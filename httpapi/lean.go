@@ -13,10 +13,11 @@ import (
 	"runtime/debug"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/net/http/httpguts"
 )
 
 // The callbacks' lean path. A workflow's callback is a small POST on a
@@ -70,7 +71,9 @@ var leanAnswers atomic.Int64
 // Serve serves srv on ln until srv is closed, callbacks in their simple
 // form on the lean path and everything else through net/http.
 func Serve(srv *http.Server, ln net.Listener) error {
-	return srv.Serve(Listener(newLean(ln, srv)))
+	l := newLean(ln, srv)
+	go l.acceptLoop()
+	return srv.Serve(Listener(l))
 }
 
 // lean is the listener net/http is given: it accepts every connection
@@ -80,7 +83,6 @@ type lean struct {
 	srv     *http.Server
 	handoff chan net.Conn
 	done    chan struct{}
-	start   sync.Once
 	err     error // the accept loop's, once done is closed
 
 	mu      sync.Mutex
@@ -94,7 +96,6 @@ func newLean(ln net.Listener, srv *http.Server) *lean {
 
 // Accept returns the next connection handed over to net/http.
 func (l *lean) Accept() (net.Conn, error) {
-	l.start.Do(func() { go l.acceptLoop() })
 	select {
 	case c := <-l.handoff:
 		return c, nil
@@ -182,6 +183,9 @@ type leanConn struct {
 	// readBy and writeBy are the deadlines last set, refreshed when they
 	// are more than deadlineSlack stale.
 	readBy, writeBy time.Time
+	// answered is when the last answer was written: its Date, its write
+	// deadline and the idle wait after it are measured from it.
+	answered time.Time
 }
 
 // serve answers requests until the connection closes, fails, or has a
@@ -216,11 +220,11 @@ func (lc *leanConn) serve() {
 // on a new connection, IdleTimeout after an answer. False: the connection
 // is done (closed by the client, timed out, or taken by Close).
 func (lc *leanConn) waitRequest(first bool) bool {
-	wait := cmp.Or(lc.l.srv.IdleTimeout, lc.l.srv.ReadTimeout)
 	if first {
-		wait = lc.headerTimeout()
+		lc.readDeadline(time.Now(), lc.headerTimeout(), true)
+	} else {
+		lc.readDeadline(lc.answered, cmp.Or(lc.l.srv.IdleTimeout, lc.l.srv.ReadTimeout), false)
 	}
-	lc.readDeadline(wait, first)
 	if _, err := lc.br.Peek(1); err != nil {
 		return false
 	}
@@ -254,7 +258,7 @@ func (lc *leanConn) readHead() (*http.Request, int, bool) {
 			return nil, 0, false // longer than a callback's: net/http's limits
 		}
 		if !headerWait {
-			lc.readDeadline(lc.headerTimeout(), true)
+			lc.readDeadline(time.Now(), lc.headerTimeout(), true)
 			headerWait = true
 		}
 		if _, err := lc.br.Peek(lc.br.Buffered() + 1); err != nil {
@@ -267,7 +271,7 @@ func (lc *leanConn) readHead() (*http.Request, int, bool) {
 // when the connection is not to be used again.
 func (lc *leanConn) answer(req *http.Request, n int) bool {
 	if n > lc.br.Buffered() {
-		lc.readDeadline(lc.l.srv.ReadTimeout, true)
+		lc.readDeadline(time.Now(), lc.l.srv.ReadTimeout, true)
 	}
 	body := make([]byte, n)
 	if _, err := io.ReadFull(lc.br, body); err != nil {
@@ -283,8 +287,11 @@ func (lc *leanConn) answer(req *http.Request, n int) bool {
 	if !keep {
 		w.h.Set("Connection", "close")
 	}
-	lc.out = w.appendResponse(lc.out[:0], time.Now())
-	lc.writeDeadline()
+	lc.answered = time.Now()
+	lc.out = w.appendResponse(lc.out[:0], lc.answered)
+	if d := lc.l.srv.WriteTimeout; d > 0 {
+		refresh(&lc.writeBy, lc.answered.Add(d), false, lc.c.SetWriteDeadline)
+	}
 	leanAnswers.Add(1) // before the write: the client may read it first
 	if _, err := lc.c.Write(lc.out); err != nil {
 		return false
@@ -330,30 +337,22 @@ func (lc *leanConn) handOver() {
 	}
 }
 
-func (lc *leanConn) readDeadline(d time.Duration, exact bool) {
-	if d <= 0 {
-		return
+// readDeadline sets the read deadline d after from (none for a zero d),
+// exactly or within deadlineSlack.
+func (lc *leanConn) readDeadline(from time.Time, d time.Duration, exact bool) {
+	if d > 0 {
+		refresh(&lc.readBy, from.Add(d), exact, lc.c.SetReadDeadline)
 	}
-	now := time.Now()
-	by := now.Add(d)
-	if !exact && by.Sub(lc.readBy) < deadlineSlack && by.After(lc.readBy) {
-		return
-	}
-	lc.readBy = by
-	_ = lc.c.SetReadDeadline(by)
 }
 
-func (lc *leanConn) writeDeadline() {
-	d := lc.l.srv.WriteTimeout
-	if d <= 0 {
+// refresh sets a deadline to want unless the one last set is at most
+// deadlineSlack before it (and the deadline is not to be exact).
+func refresh(last *time.Time, want time.Time, exact bool, set func(time.Time) error) {
+	if !exact && !want.Before(*last) && want.Sub(*last) < deadlineSlack {
 		return
 	}
-	by := time.Now().Add(d)
-	if by.Sub(lc.writeBy) < deadlineSlack {
-		return
-	}
-	lc.writeBy = by
-	_ = lc.c.SetWriteDeadline(by)
+	*last = want
+	_ = set(want)
 }
 
 // handedConn is a connection net/http takes over: the bytes the lean
@@ -428,7 +427,8 @@ func (w *leanWriter) appendResponse(b []byte, now time.Time) []byte {
 		b = now.UTC().AppendFormat(b, http.TimeFormat)
 		b = append(b, "\r\n"...)
 	}
-	keys := make([]string, 0, len(w.h))
+	var few [8]string // a handler's headers fit: no allocation a request
+	keys := few[:0]
 	for k := range w.h {
 		keys = append(keys, k)
 	}
@@ -482,14 +482,15 @@ func parseLeanHead(head []byte) (*http.Request, int, bool) {
 		var field []byte
 		field, rest, _ = bytes.Cut(rest, []byte("\r\n"))
 		k, v, ok := bytes.Cut(field, []byte(":"))
-		if !ok || lines == leanMaxHeaders || len(k) == 0 || !allBytes(k, isTokenByte) {
+		name := string(k)
+		if !ok || lines == leanMaxHeaders || !httpguts.ValidHeaderFieldName(name) {
 			return nil, 0, false
 		}
 		v = bytes.Trim(v, " \t")
 		if !allBytes(v, isValueByte) {
 			return nil, 0, false
 		}
-		key := http.CanonicalHeaderKey(string(k))
+		key := http.CanonicalHeaderKey(name)
 		switch key {
 		case "Content-Length":
 			n, err := strconv.Atoi(string(v))
@@ -539,9 +540,6 @@ func isDigit(c byte) bool { return '0' <= c && c <= '9' }
 func isPathByte(c byte) bool {
 	return isDigit(c) || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || c == '-' || c == '.' || c == '_' || c == '~'
 }
-
-// isTokenByte is RFC 9110's tchar.
-func isTokenByte(c byte) bool { return isPathByte(c) || strings.IndexByte("!#$%&'*+^`|", c) >= 0 }
 
 // isHostByte: a host name, an IPv4 or bracketed IPv6 address, a port.
 func isHostByte(c byte) bool { return isPathByte(c) || c == ':' || c == '[' || c == ']' }

@@ -92,43 +92,64 @@ func TestT13AConnectionGoesToNetHTTPAtItsFirstRequestNotInTheSimpleForm(t *testi
 }
 
 // TestT13TheLeanPathKeepsNetHTTPsTimeouts: a head that stops coming is
-// dropped after ReadHeaderTimeout, and a kept-alive connection after
-// IdleTimeout.
+// dropped after ReadHeaderTimeout, on a connection's first request and
+// on a later one; between requests the wait is IdleTimeout, longer than
+// the header's, and it ends too.
 func TestT13TheLeanPathKeepsNetHTTPsTimeouts(t *testing.T) {
-	_, addr := leanServer(t, whoAnswered, 300*time.Millisecond, 600*time.Millisecond)
+	const header, idle = 300 * time.Millisecond, 3 * time.Second
+	_, addr := leanServer(t, whoAnswered, header, idle)
 	closedWithin := func(c net.Conn, rd io.Reader, bound time.Duration) {
 		t.Helper()
 		require.NoError(t, c.SetReadDeadline(time.Now().Add(bound)))
 		_, err := rd.Read(make([]byte, 1))
 		require.ErrorIs(t, err, io.EOF, "the server closed the connection within %s", bound)
 	}
-	cut, err := net.Dial("tcp", addr)
-	require.NoError(t, err)
-	defer cut.Close()
-	_, err = io.WriteString(cut, "POST /v1/webhooks/terraform HTTP/1.1\r\nHost: warden\r\n")
-	require.NoError(t, err)
-	closedWithin(cut, cut, 5*time.Second)
+	dial := func() (net.Conn, *bufio.Reader) {
+		c, err := net.Dial("tcp", addr)
+		require.NoError(t, err)
+		t.Cleanup(func() { c.Close() })
+		return c, bufio.NewReader(c)
+	}
+	send := func(c net.Conn, raw string) {
+		_, err := io.WriteString(c, raw)
+		require.NoError(t, err)
+	}
+	answered := func(c net.Conn, rd *bufio.Reader, body string) {
+		t.Helper()
+		send(c, leanPost("/v1/webhooks/terraform", body))
+		require.NoError(t, c.SetReadDeadline(time.Now().Add(5*time.Second)))
+		resp, err := http.ReadResponse(rd, nil)
+		require.NoError(t, err)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.Equal(t, "lean POST /v1/webhooks/terraform "+body, string(b))
+	}
+	const partial = "POST /v1/webhooks/terraform HTTP/1.1\r\nHost: warden\r\n"
 
-	idle, err := net.Dial("tcp", addr)
-	require.NoError(t, err)
-	defer idle.Close()
-	_, err = io.WriteString(idle, leanPost("/v1/webhooks/terraform", "one"))
-	require.NoError(t, err)
-	rd := bufio.NewReader(idle)
-	resp, err := http.ReadResponse(rd, nil)
-	require.NoError(t, err)
-	_, _ = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	closedWithin(idle, rd, 5*time.Second)
+	first, firstRd := dial()
+	send(first, partial)
+	closedWithin(first, firstRd, 2*time.Second)
+
+	later, laterRd := dial()
+	answered(later, laterRd, "one")
+	time.Sleep(2 * header) // past a header deadline, within the idle wait
+	answered(later, laterRd, "two")
+	send(later, partial)
+	closedWithin(later, laterRd, idle-time.Second) // the header's timeout, not the idle one
+
+	kept, keptRd := dial()
+	answered(kept, keptRd, "three")
+	closedWithin(kept, keptRd, idle+2*time.Second)
 }
 
 // TestT13ShutdownClosesIdleLeanConnections: a graceful shutdown closes a
 // connection waiting for its next callback, and one answering a callback
 // closes after its answer, which says Connection: close.
 func TestT13ShutdownClosesIdleLeanConnections(t *testing.T) {
-	release := make(chan struct{})
+	entered, release := make(chan struct{}), make(chan struct{})
 	srv, addr := leanServer(t, func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/v1/webhooks/slow" {
+			close(entered)
 			<-release
 		}
 		whoAnswered(w, r)
@@ -149,7 +170,7 @@ func TestT13ShutdownClosesIdleLeanConnections(t *testing.T) {
 	defer busy.Close()
 	_, err = io.WriteString(busy, leanPost("/v1/webhooks/slow", "two"))
 	require.NoError(t, err)
-	time.Sleep(100 * time.Millisecond) // the request reaches the handler
+	<-entered
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
