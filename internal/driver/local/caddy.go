@@ -440,8 +440,12 @@ func (d *Routes) callBody(ctx context.Context, method, path, ifMatch string, bod
 }
 
 // connAttempts bounds the sends of one call to Caddy (admin or smoke
-// check) whose connection fails.
-const connAttempts = 3
+// check) whose connection fails: five, 10 to 40 ms apart, span 100 ms,
+// so that routes changing back to back (each change replaces Caddy's
+// servers) are outlasted. With three, 30 ms in all, one smoke check in
+// 500 was still reset every time under TestP19's churn in a full make
+// test (2026-12-05).
+const connAttempts = 5
 
 // resend sends a call to Caddy, again while send says it failed in a way
 // worth sending again, at most connAttempts times in all.
