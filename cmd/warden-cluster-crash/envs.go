@@ -38,17 +38,16 @@ func (h *harness) envOperators() {
 		if nd == nil {
 			continue
 		}
-		if h.intn(3) > 0 && n < maxEnvs {
-			n++
-			e := &previewworld.Env{ID: fmt.Sprintf("env-%d", n), Branch: envBranchNames[n%envBranches], Seq: n}
-			st, _, err := h.do(nd, "POST", "/v1/environments", opToken, map[string]any{"id": e.ID, "branch": e.Branch, "revision": fmt.Sprintf("r%d", n)}, "")
-			if h.record(st, err) == "ok" || st == 409 {
-				h.mu.Lock()
-				h.envs = append(h.envs, e)
-				h.mu.Unlock()
-			} else {
-				n-- // not known to be created: the same id again (a lost answer's create is found by its 409)
+		h.mu.Lock()
+		pending := h.pendingEnv
+		h.mu.Unlock()
+		if pending != nil || (h.intn(3) > 0 && n < maxEnvs) {
+			e := pending
+			if e == nil {
+				n++
+				e = &previewworld.Env{ID: fmt.Sprintf("env-%d", n), Branch: envBranchNames[n%envBranches], Seq: n}
 			}
+			h.createEnv(nd, e)
 			continue
 		}
 		branch := envBranchNames[h.intn(envBranches)]
@@ -70,9 +69,39 @@ func (h *harness) envOperators() {
 	}
 }
 
-// settleEnvs asks again for every removal, then waits for every
-// environment to come to rest and checks the preview world.
+// createEnv asks for e and keeps it among the environments once its
+// creation is known: applied, or found by its 409. Any other answer (a
+// 503, a lost answer) leaves its creation unknown, so e stays pending and
+// is asked again, under the same id, before anything else; an unknown
+// creation may have been applied (a run lost env-8 so: created, its
+// create answered 503 as its shard moved, the quiet phase began, and the
+// check found a route held by an environment the harness did not know).
+func (h *harness) createEnv(nd *node, e *previewworld.Env) bool {
+	st, _, err := h.do(nd, "POST", "/v1/environments", opToken, map[string]any{"id": e.ID, "branch": e.Branch, "revision": fmt.Sprintf("r%d", e.Seq)}, "")
+	known := h.record(st, err) == "ok" || st == 409
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if known {
+		h.envs, h.pendingEnv = append(h.envs, e), nil
+	} else {
+		h.pendingEnv = e
+	}
+	return known
+}
+
+// settleEnvs settles a creation still unknown and asks again for every
+// removal, then waits for every environment to come to rest and checks
+// the preview world.
 func (h *harness) settleEnvs(rep *Report) error {
+	h.mu.Lock()
+	pending := h.pendingEnv
+	h.mu.Unlock()
+	for try := 0; pending != nil && !h.createEnv(h.anyLive(nil), pending); try++ {
+		if try == 100 {
+			return fmt.Errorf("create %s again: its creation is still unknown", pending.ID)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	h.mu.Lock()
 	envs := append([]*previewworld.Env(nil), h.envs...)
 	h.mu.Unlock()

@@ -174,9 +174,11 @@ type harness struct {
 	applied map[string][]string
 	created []string
 	envs    []*previewworld.Env
-	ops     map[string]int
-	seq     atomic.Uint64
-	logMu   sync.Mutex
+	// pendingEnv is a creation asked whose outcome is unknown.
+	pendingEnv *previewworld.Env
+	ops        map[string]int
+	seq        atomic.Uint64
+	logMu      sync.Mutex
 
 	ttl time.Duration
 	reg *linear.History

@@ -27,7 +27,12 @@ func TestC4APausedOwnerAnswersOnlyFromTheCurrentState(t *testing.T) {
 	// No stuck retry (M21) may raise t-1's generation between the redeploy
 	// and its callback: the callback is then rightly stale, and the trial
 	// shows nothing (a loaded machine took longer than 3 s between them).
-	h := newHarness(Options{Seed: time.Now().UnixNano(), Log: os.Stderr, StaleAfter: 10 * time.Minute})
+	// The lease is 10 s, not the default 3 s: the trial needs the detector
+	// to move the shard while the paused node's lease still holds, and the
+	// detector's second plus an etcd election (the paused node may lead
+	// it) took longer than 3 s on CI, loaded by the tests beside it. The
+	// detector's speed is C5's to check, at the default TTL.
+	h := newHarness(Options{Seed: time.Now().UnixNano(), Log: os.Stderr, StaleAfter: 10 * time.Minute, LeaseTTL: 10 * time.Second})
 	h.stop.Store(true) // no workflow runs: the test sends the callbacks itself
 	require.NoError(t, h.up())
 	defer func() { require.NoError(t, h.close(nil)) }()
@@ -116,6 +121,7 @@ func (h *harness) pauseAndMove(t *testing.T, id string) (paused, owner *node) {
 	}
 	require.NotNil(t, owner, "the shard of %s moved within the lease (the detector took %s's)", id, paused.name)
 	require.Less(t, time.Since(start), h.ttl, "still short of the paused node's lease")
+	t.Logf("the shard of %s moved from the paused %s to %s after %s", id, paused.name, owner.name, time.Since(start).Round(time.Millisecond))
 	return paused, owner
 }
 
