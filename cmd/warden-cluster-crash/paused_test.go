@@ -30,8 +30,8 @@ func TestC4APausedOwnerAnswersOnlyFromTheCurrentState(t *testing.T) {
 	// The lease is 10 s, not the default 3 s: the trial needs the detector
 	// to move the shard while the paused node's lease still holds, and the
 	// detector's second plus an etcd election (the paused node may lead
-	// it) took longer than 3 s on CI, loaded by the tests beside it. The
-	// detector's speed is C5's to check, at the default TTL.
+	// it) took longer than 3 s on CI, loaded by the tests beside it. How
+	// fast shards move after a fault is TestC5's to check.
 	h := newHarness(Options{Seed: time.Now().UnixNano(), Log: os.Stderr, StaleAfter: 10 * time.Minute, LeaseTTL: 10 * time.Second})
 	h.stop.Store(true) // no workflow runs: the test sends the callbacks itself
 	require.NoError(t, h.up())
