@@ -123,6 +123,7 @@ type historySpan struct {
 type verifier struct {
 	o        VerifyOptions
 	r        VerifyReport
+	dscan    persistence.DeliveriesScan
 	counts   map[string]int
 	keyIDs   map[string]bool
 	newest   time.Time
@@ -160,6 +161,9 @@ func Verify(st *persistence.Store, o VerifyOptions) (VerifyReport, error) {
 	}
 	if err := st.Scan(nil, nil, func(k, val []byte) (bool, error) { v.record(k, val); return true, nil }); err != nil {
 		return v.r, err
+	}
+	if e, ok := v.dscan.End(); ok {
+		v.deliveries(e)
 	}
 	v.r.Now = o.Now
 	if v.r.Now.IsZero() {
@@ -218,7 +222,9 @@ func (v *verifier) record(k, val []byte) {
 	case persistence.DedupFamily:
 		v.dedup(k, val)
 	case persistence.DeliveriesFamily:
-		v.deliveries(k, val)
+		if e, ok := v.dscan.Add(k, val); ok {
+			v.deliveries(e)
+		}
 	case persistence.PoolPrefix:
 		var m record.PoolMeta
 		if err := persistence.Decode(k, val, &m); err != nil {
@@ -329,19 +335,20 @@ func (v *verifier) dedup(k, val []byte) {
 // deliveries checks an entity's deliveries record: it decodes within its
 // bounds, holds at least one entry, and keeps none older than the
 // retention before its newest (the record drops them when written, M20).
-func (v *verifier) deliveries(k, val []byte) {
-	ds, err := persistence.DecodeDeliveries(val)
+// deliveries checks an entity's deliveries record, read from its keys.
+func (v *verifier) deliveries(e persistence.EntityDeliveries) {
+	key, ds := persistence.DeliveriesFamily+e.Entity, e.Deliveries
 	switch {
-	case err != nil:
-		v.problem(CheckDecode, string(k), "%v", err)
+	case e.Err != nil:
+		v.decodeFailed(e.Err)
 		return
 	case len(ds) == 0:
-		v.problem(CheckDedup, string(k), "a deliveries record with no delivery")
+		v.problem(CheckDedup, key, "a deliveries record with no delivery")
 		return
 	}
 	newest := ds[len(ds)-1].At
 	if ds.KeptPast(v.o.DedupRetention) {
-		v.problem(CheckDedup, string(k), "keeps a delivery of %s, over %s before its newest (%s)",
+		v.problem(CheckDedup, key, "keeps a delivery of %s, over %s before its newest (%s)",
 			ds[0].At.Format(time.RFC3339), v.o.DedupRetention, newest.Format(time.RFC3339))
 	}
 	v.saw(newest)

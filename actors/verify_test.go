@@ -164,8 +164,8 @@ func TestVerifyFindsEachPlantedProblem(t *testing.T) {
 		{"a deliveries record keeping one past its retention", CheckDedup, "r/m-2", func(t *testing.T, dir string, _ *VerifyOptions) {
 			plant(t, dir, func(b *persistence.Batch, _ *persistence.Store) {
 				old := persistence.NewDelivery("old", [32]byte{1}, start.Add(-30*24*time.Hour), []byte("{}"))
-				ds := persistence.Deliveries{old, persistence.NewDelivery("new", [32]byte{2}, start, []byte("{}"))}
-				b.PutDeliveries("m-2", "new", ds)
+				ds := persistence.Deliveries{}.With(old, time.Hour).With(persistence.NewDelivery("new", [32]byte{2}, start, []byte("{}")), 1000*time.Hour)
+				b.PutDeliveries("m-2", "new", ds, false)
 			})
 		}},
 		{"a deliveries record that does not decode", CheckDecode, "r/m-1", func(t *testing.T, dir string, _ *VerifyOptions) {

@@ -7,13 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 )
 
-// An entity's deliveries (M20, T5) are one record beside it, r/<entity>,
-// rewritten in the batch of every step that takes a delivery: the ids'
-// hashes, the bodies' hashes, when, and the first answer, for the last
+// An entity's deliveries (M20, T5) are one record beside it, written in
+// the batch of every step that takes a delivery: the ids' hashes, the bodies' hashes, when, and the first answer, for the last
 // MaxDeliveries deliveries younger than the retention. One key per
 // delivery (the d/ family this replaces) made a store's live size grow
 // with the callback rate times the retention; on etcd each key costs
@@ -23,6 +23,22 @@ import (
 // docs/rules/marquee.md (M20): a repeat of a delivery that fell out of the
 // record is taken as new, and is then answered as a callback it no longer
 // fits (stale, duplicate step, ignored), not byte for byte as the first.
+
+// Since store format 3 the record is kept in chunks, r/<entity>#<slot>
+// (format 2 kept it whole under r/<entity>): a delivery rewrites only its
+// chunk (the last ChunkLen deliveries at
+// most, about 200 bytes), not the whole record (about 1.5 KB when full),
+// because those bytes, through the WAL, the memtable, flushes and
+// compactions, were the largest part of the store's work for a callback.
+// Each delivery has a sequence number; chunk c holds deliveries
+// c*ChunkLen to c*ChunkLen+ChunkLen-1 and lives in slot c mod
+// chunkSlots, which is more than the chunks MaxDeliveries deliveries can
+// span, so the live chunks' slots are distinct and a chunk is never
+// deleted: its slot is written again. Every chunk written says the oldest
+// sequence the record keeps (its cut); a reader takes the cut of the
+// chunk holding the newest delivery and ignores older ones other slots
+// still hold. '#' sorts before every character of an id, so an entity's
+// keys are adjacent (a scan meets them together).
 
 // MaxDeliveries is how many deliveries an entity's record keeps: a
 // workflow run calls back a handful of times, so this is several runs'
@@ -34,8 +50,20 @@ const MaxDeliveries = 64
 const maxDeliveryReply = 4 << 10
 
 // deliveriesV1 is the record's version byte: a binary layout, not JSON,
-// because it is rewritten with every delivery (see encode).
+// because it is rewritten with every delivery (see encode). Store format
+// 2 wrote the whole record under r/<entity>; it is read, never written.
 const deliveriesV1 = 0x44
+
+// deliveriesChunk is a chunk's version byte (store format 3).
+const deliveriesChunk = 0x45
+
+// ChunkLen is how many deliveries a chunk holds, and chunkSlots how many
+// chunk keys an entity has: MaxDeliveries deliveries span at most
+// MaxDeliveries/ChunkLen+1 chunks.
+const (
+	ChunkLen   = 8
+	chunkSlots = MaxDeliveries/ChunkLen + 1
+)
 
 // hashLen is how much of a SHA-256 an entry keeps of the delivery id and
 // of the body: the ids compared are one entity's last MaxDeliveries, so 64
@@ -49,6 +77,8 @@ type Delivery struct {
 	At   time.Time     // when it was answered, to the second
 	// Reply is the first answer, byte for byte.
 	Reply []byte
+	// Seq is the delivery's place among its entity's, from 1 (see With).
+	Seq uint64
 }
 
 // Deliveries is what an entity's record holds, oldest first.
@@ -98,6 +128,10 @@ func (ds Deliveries) Lookup(d Delivery) (Delivery, bool) {
 // MaxDeliveries deliveries rather than with each (the copy was two
 // fifths of the durable path's garbage).
 func (ds Deliveries) With(d Delivery, retention time.Duration) Deliveries {
+	d.Seq = 1
+	if n := len(ds); n > 0 {
+		d.Seq = ds[n-1].Seq + 1 // taken before the drops: never reused
+	}
 	cutoff := d.At.Add(-retention)
 	keep := ds
 	for len(keep) > 0 && keep[0].At.Before(cutoff) {
@@ -126,8 +160,22 @@ func (ds Deliveries) KeptPast(retention time.Duration) bool {
 	return len(ds) > 0 && ds[0].At.Before(ds[len(ds)-1].At.Add(-retention))
 }
 
-// DeliveriesKey is an entity's deliveries record.
+// DeliveriesKey is an entity's deliveries record of store format 2.
 func DeliveriesKey(entity string) []byte { return []byte(DeliveriesFamily + entity) }
+
+// DeliveriesChunkKey is the key of an entity's chunk slot.
+func DeliveriesChunkKey(entity string, slot int) []byte {
+	return []byte(DeliveriesFamily + entity + "#" + string(rune('0'+slot)))
+}
+
+// deliveriesRange bounds an entity's deliveries keys: its format-2 record
+// and its chunks, and no other entity's ('$' follows '#').
+func deliveriesRange(entity string) (lower, upper []byte) {
+	return DeliveriesKey(entity), []byte(DeliveriesFamily + entity + "$")
+}
+
+// slotOf is the slot of the chunk holding sequence seq.
+func slotOf(seq uint64) int { return int(seq / ChunkLen % chunkSlots) }
 
 // encode lays the record out as: version; the distinct answers (count,
 // then each as length and bytes); the entries (count, then each as id
@@ -136,6 +184,21 @@ func DeliveriesKey(entity string) []byte { return []byte(DeliveriesFamily + enti
 // appends to dst (the batch copies what it is given, so the caller's
 // buffer is reused).
 func (ds Deliveries) encode(dst []byte) []byte {
+	return ds.appendBody(append(dst, deliveriesV1))
+}
+
+// encodeChunk lays out a chunk: version, the record's cut (the oldest
+// sequence it keeps), the chunk's first sequence, then the entries as
+// encode lays them out. ds is the chunk's entries, in order.
+func (ds Deliveries) encodeChunk(dst []byte, cut uint64) []byte {
+	b := append(dst, deliveriesChunk)
+	b = binary.AppendUvarint(b, cut)
+	b = binary.AppendUvarint(b, ds[0].Seq)
+	return ds.appendBody(b)
+}
+
+// appendBody is a record's answers and entries, after its header.
+func (ds Deliveries) appendBody(dst []byte) []byte {
 	var distinct [MaxDeliveries][]byte
 	var index [MaxDeliveries]byte
 	replies := distinct[:0]
@@ -156,7 +219,6 @@ func (ds Deliveries) encode(dst []byte) []byte {
 		index[i] = byte(j)
 	}
 	b := slices.Grow(dst, 8+len(ds)*(2*hashLen+8)+len(replies)*96)
-	b = append(b, deliveriesV1)
 	b = binary.AppendUvarint(b, uint64(len(replies)))
 	for _, r := range replies {
 		b = binary.AppendUvarint(b, uint64(len(r)))
@@ -186,22 +248,56 @@ var errDeliveries = errors.New("deliveries record")
 
 // DecodeDeliveries reads a record encode wrote, refusing anything out of
 // its bounds (a corrupt count or length is not allocated).
+// A format-2 record's deliveries are numbered from 1, oldest first.
 func DecodeDeliveries(v []byte) (Deliveries, error) {
 	r := reader{b: v}
 	if ver := r.byte(); ver != deliveriesV1 {
 		return nil, fmt.Errorf("%w: version %#x, want %#x", errDeliveries, ver, deliveriesV1)
 	}
-	nr := r.count(MaxDeliveries)
+	return r.body(MaxDeliveries, 1)
+}
+
+// decodeChunk reads a chunk encodeChunk wrote: the record's cut and the
+// chunk's deliveries, numbered.
+func decodeChunk(v []byte) (cut uint64, ds Deliveries, err error) {
+	r := reader{b: v}
+	if ver := r.byte(); ver != deliveriesChunk {
+		return 0, nil, fmt.Errorf("%w: version %#x, want %#x", errDeliveries, ver, deliveriesChunk)
+	}
+	cut = r.uvarint()
+	first := r.uvarint()
+	switch {
+	case r.err != nil:
+		return 0, nil, r.err
+	case first == 0 || first > 1<<62:
+		return 0, nil, fmt.Errorf("%w: chunk starts at sequence %d", errDeliveries, first)
+	case cut == 0 || cut > first:
+		return 0, nil, fmt.Errorf("%w: cut %d after the chunk's first delivery %d", errDeliveries, cut, first)
+	}
+	ds, err = r.body(ChunkLen, first)
+	if err == nil && len(ds) == 0 {
+		err = fmt.Errorf("%w: a chunk with no delivery", errDeliveries)
+	}
+	if err == nil && first/ChunkLen != ds[len(ds)-1].Seq/ChunkLen {
+		err = fmt.Errorf("%w: deliveries %d to %d are not one chunk", errDeliveries, first, ds[len(ds)-1].Seq)
+	}
+	return cut, ds, err
+}
+
+// body reads a record's answers and at most max entries, numbering them
+// from first.
+func (r *reader) body(max int, first uint64) (Deliveries, error) {
+	nr := r.count(max)
 	replies := make([][]byte, 0, nr)
 	for range nr {
 		// A copy: v is the backend's buffer, valid only during the read
 		// (the simulator found answers from a reused one).
 		replies = append(replies, bytes.Clone(r.bytes(r.count(maxDeliveryReply))))
 	}
-	n := r.count(MaxDeliveries)
+	n := r.count(max)
 	ds := make(Deliveries, 0, n)
-	for range n {
-		var d Delivery
+	for i := range n {
+		d := Delivery{Seq: first + uint64(i)}
 		copy(d.ID[:], r.bytes(hashLen))
 		copy(d.Body[:], r.bytes(hashLen))
 		d.At = time.Unix(r.varint(), 0).UTC()
@@ -260,8 +356,12 @@ func (r *reader) count(max int) int {
 	return int(v)
 }
 
-func (r *reader) varint() int64 {
-	v, n := binary.Varint(r.b)
+func (r *reader) uvarint() uint64 { return readNumber(r, binary.Uvarint) }
+func (r *reader) varint() int64   { return readNumber(r, binary.Varint) }
+
+// readNumber takes one varint off the record with read.
+func readNumber[T uint64 | int64](r *reader, read func([]byte) (T, int)) T {
+	v, n := read(r.b)
 	if n <= 0 {
 		r.fail("cut short")
 		return 0
@@ -280,29 +380,155 @@ func (r *reader) bytes(n int) []byte {
 	return out
 }
 
-// Deliveries reads an entity's record; an entity that never took one has
-// none. Records of the layout before (d/<entity>/<delivery id>, kept until
-// their retention ends) are read in while the entity has no record of its
-// own: its first delivery since writes them into one.
+// Deliveries reads an entity's deliveries (LoadDeliveries, without what
+// its next write must do).
 func (s *Store) Deliveries(entity string) (Deliveries, error) {
-	var ds Deliveries
-	err := s.read(func(kv Backend) error {
-		return kv.Get(DeliveriesKey(entity), func(v []byte) error {
-			var err error
-			ds, err = DecodeDeliveries(v)
-			if err != nil {
-				return &CorruptError{Malformed{Key: string(DeliveriesKey(entity)), Reason: err.Error()}}
-			}
-			return nil
-		})
+	ds, _, err := s.LoadDeliveries(entity)
+	return ds, err
+}
+
+// LoadDeliveries reads an entity's deliveries: its chunks, else its
+// format-2 record, else the d/ records of format 1 (kept until their
+// retention ends); an entity that never took one has none. rewrite says
+// that the entity's next write must write the whole record as chunks and
+// clear every other slot and the format-2 record (PutDeliveries): what
+// was read is of a layout before, or does not decode (then err is a
+// CorruptError, and nothing in it can be told apart).
+func (s *Store) LoadDeliveries(entity string) (ds Deliveries, rewrite bool, err error) {
+	var recs deliveryRecords
+	lower, upper := deliveriesRange(entity)
+	err = s.read(func(kv Backend) error {
+		recs = recs[:0]
+		return kv.Scan(lower, upper, func(k, v []byte) (bool, error) { recs.add(k, v); return true, nil })
 	})
 	switch {
-	case !errors.Is(err, ErrNotFound):
-		return ds, err
+	case err != nil:
+		return nil, false, err
+	case len(recs) > 0:
+		return recs.merge()
 	case !s.mayHoldLegacy():
-		return nil, nil
+		return nil, false, nil
 	}
-	return s.legacyDeliveries(entity)
+	ds, err = s.legacyDeliveries(entity)
+	return ds, len(ds) > 0, err
+}
+
+// deliveryRecord is one of an entity's deliveries keys, decoded.
+type deliveryRecord struct {
+	key   string
+	chunk bool
+	cut   uint64
+	ds    Deliveries
+	err   error
+}
+
+// deliveryRecords are an entity's deliveries keys, in key order.
+type deliveryRecords []deliveryRecord
+
+// add decodes one record (v is valid only during the scan's call).
+func (rs *deliveryRecords) add(k, v []byte) {
+	r := deliveryRecord{key: string(k)}
+	var slot string
+	_, slot, r.chunk = strings.Cut(r.key, "#")
+	if r.chunk {
+		r.cut, r.ds, r.err = decodeChunk(v)
+		if r.err == nil && (len(slot) != 1 || int(slot[0])-'0' != slotOf(r.ds[0].Seq)) {
+			r.err = fmt.Errorf("%w: deliveries from %d in slot %q, not %d", errDeliveries, r.ds[0].Seq, slot, slotOf(r.ds[0].Seq))
+		}
+	} else {
+		r.ds, r.err = DecodeDeliveries(v)
+	}
+	*rs = append(*rs, r)
+}
+
+// merge makes an entity's record of its keys: the chunks from the cut of
+// the one holding the newest delivery; with no chunk, the format-2
+// record. Every delivery from the cut on must be there exactly once.
+func (rs deliveryRecords) merge() (Deliveries, bool, error) {
+	var (
+		legacy      *deliveryRecord
+		newest, cut uint64
+		newestKey   string
+		corrupt     = func(key, format string, args ...any) (Deliveries, bool, error) {
+			return nil, true, &CorruptError{Malformed{Key: key, Reason: fmt.Sprintf(format, args...)}}
+		}
+	)
+	for i := range rs {
+		r := &rs[i]
+		switch {
+		case r.err != nil:
+			return corrupt(r.key, "%v", r.err)
+		case !r.chunk:
+			legacy = r
+		case r.ds[len(r.ds)-1].Seq > newest:
+			newest, cut, newestKey = r.ds[len(r.ds)-1].Seq, r.cut, r.key
+		}
+	}
+	if newest == 0 {
+		return legacy.ds, true, nil
+	}
+	if newest-cut >= MaxDeliveries {
+		return corrupt(newestKey, "%v: keeps deliveries %d to %d, over %d", errDeliveries, cut, newest, MaxDeliveries)
+	}
+	out := make(Deliveries, newest-cut+1)
+	for _, r := range rs {
+		for _, d := range r.ds {
+			switch {
+			case !r.chunk || d.Seq < cut:
+				// Past the cut: an older chunk its slot still holds.
+			case out[d.Seq-cut].Seq != 0:
+				return corrupt(r.key, "%v: delivery %d twice", errDeliveries, d.Seq)
+			default:
+				out[d.Seq-cut] = d
+			}
+		}
+	}
+	for i, d := range out {
+		if d.Seq == 0 {
+			return corrupt(newestKey, "%v: delivery %d of %d to %d missing", errDeliveries, cut+uint64(i), cut, newest)
+		}
+	}
+	return out, legacy != nil, nil
+}
+
+// DeliveriesScan gathers the r/ family's records entity by entity, as a
+// scan in key order meets them ('#' keeps an entity's keys together):
+// verify's and the simulator's reading of every stored record.
+type DeliveriesScan struct {
+	entity string
+	recs   deliveryRecords
+}
+
+// EntityDeliveries is one entity's deliveries as stored; Err is a
+// CorruptError naming a record that does not decode or agree.
+type EntityDeliveries struct {
+	Entity     string
+	Deliveries Deliveries
+	Err        error
+}
+
+// Add takes the next record of the r/ family. When it is another
+// entity's, the one before is done, and returned.
+func (sc *DeliveriesScan) Add(k, v []byte) (EntityDeliveries, bool) {
+	entity, _, _ := strings.Cut(strings.TrimPrefix(string(k), DeliveriesFamily), "#")
+	var done EntityDeliveries
+	ok := false
+	if entity != sc.entity {
+		done, ok = sc.End()
+		sc.entity = entity
+	}
+	sc.recs.add(k, v)
+	return done, ok
+}
+
+// End returns the last entity's deliveries, once the scan is over.
+func (sc *DeliveriesScan) End() (EntityDeliveries, bool) {
+	if len(sc.recs) == 0 {
+		return EntityDeliveries{}, false
+	}
+	ds, _, err := sc.recs.merge()
+	sc.recs = sc.recs[:0]
+	return EntityDeliveries{Entity: sc.entity, Deliveries: ds, Err: err}, true
 }
 
 // Whether the store may hold d/ records: one look at the family, at the
@@ -358,15 +584,43 @@ func (s *Store) legacyDeliveries(entity string) (Deliveries, error) {
 	if len(ds) > MaxDeliveries {
 		ds = ds[len(ds)-MaxDeliveries:]
 	}
+	for i := range ds {
+		ds[i].Seq = uint64(i) + 1
+	}
 	return ds, err
 }
 
-// PutDeliveries stages an entity's record as it is after a delivery.
-func (b *Batch) PutDeliveries(entity, _ string, ds Deliveries) {
+// PutDeliveries stages an entity's record as it is after a delivery: the
+// newest delivery's chunk, with the record's cut. With rewrite (the
+// record was read from a layout before, or did not decode;
+// LoadDeliveries) it writes every chunk of the record, clears the other
+// slots and deletes the format-2 record.
+func (b *Batch) PutDeliveries(entity, _ string, ds Deliveries, rewrite bool) {
 	buf := deliveriesBuffers.Get().(*[]byte)
-	*buf = ds.encode((*buf)[:0])
-	b.w.Set(DeliveriesKey(entity), *buf)
+	var written [chunkSlots]bool
+	for end := len(ds); end > 0; {
+		start, c := end-1, ds[end-1].Seq/ChunkLen
+		for start > 0 && ds[start-1].Seq/ChunkLen == c {
+			start--
+		}
+		*buf = ds[start:end].encodeChunk((*buf)[:0], ds[0].Seq)
+		slot := slotOf(ds[start].Seq)
+		b.w.Set(DeliveriesChunkKey(entity, slot), *buf)
+		written[slot] = true
+		if !rewrite {
+			break
+		}
+		end = start
+	}
 	deliveriesBuffers.Put(buf)
+	if rewrite {
+		for slot, w := range written {
+			if !w {
+				b.w.Delete(DeliveriesChunkKey(entity, slot))
+			}
+		}
+		b.w.Delete(DeliveriesKey(entity))
+	}
 }
 
 // deliveriesBuffers hold PutDeliveries' encodings, every one kept (a

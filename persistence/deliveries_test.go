@@ -69,31 +69,119 @@ func TestDeliveriesGrowWithoutACopyEachTime(t *testing.T) {
 	require.Len(t, ds, MaxDeliveries)
 }
 
-// TestM20DeliveriesRoundTripInOneRecordEach: each entity's record is its
-// own key (m-1's is not m-10's), answers are kept byte for byte and stored
-// once however often they repeat.
-func TestM20DeliveriesRoundTripInOneRecordEach(t *testing.T) {
+// putDeliveries writes ds as the actor does after its newest delivery.
+func putDeliveries(t *testing.T, s *Store, entity string, ds Deliveries, rewrite bool) {
+	t.Helper()
+	b := s.NewBatch()
+	b.PutDeliveries(entity, "", ds, rewrite)
+	require.NoError(t, b.Commit())
+}
+
+// TestM20DeliveriesRoundTripChunkByChunk: a delivery writes its chunk
+// only, and the chunks read back as the record the actor held, through
+// the bound (slots written again) and the retention (a cut past older
+// chunks their slots still hold); each entity's keys are its own (m-1's
+// are not m-10's), answers are kept byte for byte and stored once a chunk
+// however often they repeat.
+func TestM20DeliveriesRoundTripChunkByChunk(t *testing.T) {
 	eachBackend(t, func(t *testing.T, bk *testBackend) {
 		s := bk.open(t)
 		var one, ten Deliveries
-		for i := range 20 {
-			one = one.With(NewDelivery(fmt.Sprint("a-", i), [32]byte{1}, t0, reply(i%2)), time.Hour)
+		at := t0
+		for i := range 3*MaxDeliveries + 5 {
+			if i == 2*MaxDeliveries {
+				at = at.Add(100 * time.Hour) // all but the newest past the retention
+			}
+			one = one.With(NewDelivery(fmt.Sprint("a-", i), [32]byte{1}, at, reply(i%2)), 72*time.Hour)
+			putDeliveries(t, s, "m-1", one, false)
+			got, err := s.Deliveries("m-1")
+			require.NoError(t, err)
+			require.Equal(t, one, got, "after delivery %d", i)
 		}
 		ten = ten.With(NewDelivery("a-1", [32]byte{2}, t0, reply(7)), time.Hour)
-		b := s.NewBatch()
-		b.PutDeliveries("m-1", "a-19", one)
-		b.PutDeliveries("m-10", "a-1", ten)
-		require.NoError(t, b.Commit())
-		got, err := s.Deliveries("m-1")
-		require.NoError(t, err)
-		require.Equal(t, one, got)
-		got, err = s.Deliveries("m-10")
+		putDeliveries(t, s, "m-10", ten, false)
+		got, err := s.Deliveries("m-10")
 		require.NoError(t, err)
 		require.Equal(t, ten, got)
 		got, err = s.Deliveries("m-2")
 		require.NoError(t, err)
 		require.Empty(t, got)
-		require.Less(t, len(one.encode(nil)), 20*(2*hashLen+6)+2*len(reply(0))+8, "each answer is stored once")
+
+		keys := 0
+		require.NoError(t, s.Scan([]byte(DeliveriesFamily+"m-1#"), nil, func(k, v []byte) (bool, error) {
+			keys++
+			require.Less(t, len(v), 8+ChunkLen*(2*hashLen+6)+2*len(reply(0))+8, "%s: a chunk, each answer once", k)
+			return true, nil
+		}))
+		require.Equal(t, chunkSlots, keys, "the slots are written again, never more")
+	})
+}
+
+// TestM20AFormat2RecordIsWrittenAgainAsChunks: a record of store format
+// 2 (the whole record under r/<entity>) is read, numbered, and written
+// whole as chunks at the entity's next delivery, which deletes it.
+func TestM20AFormat2RecordIsWrittenAgainAsChunks(t *testing.T) {
+	eachBackend(t, func(t *testing.T, bk *testBackend) {
+		s := bk.open(t)
+		var ds Deliveries
+		for i := range 20 {
+			ds = ds.With(NewDelivery(fmt.Sprint("a-", i), [32]byte{1}, t0, reply(i%3)), time.Hour)
+		}
+		b := s.NewBatch()
+		b.Set(DeliveriesKey("m-1"), ds.encode(nil))
+		require.NoError(t, b.Commit())
+
+		got, rewrite, err := s.LoadDeliveries("m-1")
+		require.NoError(t, err)
+		require.True(t, rewrite)
+		require.Equal(t, ds, got)
+		next := got.With(NewDelivery("a-20", [32]byte{1}, t0, reply(0)), time.Hour)
+		putDeliveries(t, s, "m-1", next, rewrite)
+
+		got, rewrite, err = s.LoadDeliveries("m-1")
+		require.NoError(t, err)
+		require.False(t, rewrite)
+		require.Equal(t, next, got)
+		require.ErrorIs(t, s.Get(DeliveriesKey("m-1"), new(any)), ErrNotFound, "the format-2 record is gone")
+	})
+}
+
+// TestM20ADamagedChunkIsNamedAndTheRecordStartsOver: a chunk that does
+// not decode, or a delivery missing between the cut and the newest, is a
+// CorruptError naming a key, never a silent empty set; the next write
+// starts the record over and clears every other slot, so no older chunk
+// is read again as newer than it.
+func TestM20ADamagedChunkIsNamedAndTheRecordStartsOver(t *testing.T) {
+	eachBackend(t, func(t *testing.T, bk *testBackend) {
+		s := bk.open(t)
+		var ds Deliveries
+		for i := range 30 {
+			ds = ds.With(NewDelivery(fmt.Sprint("a-", i), [32]byte{1}, t0, reply(0)), time.Hour)
+			putDeliveries(t, s, "m-1", ds, false)
+		}
+		b := s.NewBatch()
+		b.Delete(DeliveriesChunkKey("m-1", 1))
+		require.NoError(t, b.Commit())
+		_, rewrite, err := s.LoadDeliveries("m-1")
+		var ce *CorruptError
+		require.ErrorAs(t, err, &ce)
+		require.Contains(t, ce.Reason, "missing")
+		require.True(t, rewrite)
+
+		b = s.NewBatch()
+		b.Set(DeliveriesChunkKey("m-1", 2), []byte{deliveriesChunk, 1, 200})
+		require.NoError(t, b.Commit())
+		_, rewrite, err = s.LoadDeliveries("m-1")
+		require.ErrorAs(t, err, &ce)
+		require.Equal(t, "r/m-1#2", ce.Key)
+		require.True(t, rewrite)
+
+		fresh := Deliveries(nil).With(NewDelivery("b-0", [32]byte{2}, t0, reply(1)), time.Hour)
+		putDeliveries(t, s, "m-1", fresh, rewrite)
+		got, rewrite, err := s.LoadDeliveries("m-1")
+		require.NoError(t, err)
+		require.False(t, rewrite)
+		require.Equal(t, fresh, got, "the chunks of deliveries 8 to 30 were cleared")
 	})
 }
 
@@ -128,12 +216,15 @@ func TestM20LegacyDeliveriesAreReadUntilTheirRetentionEnds(t *testing.T) {
 		_, ok = find(t, s, "m-1", "new")
 		require.True(t, ok)
 
-		b = s.NewBatch()
-		b.PutDeliveries("m-1", "x", Deliveries{NewDelivery("x", body, t0.Add(81*time.Hour), []byte(`{}`))})
-		require.NoError(t, b.Commit())
-		ds, err := s.Deliveries("m-1")
+		ds, rewrite, err := s.LoadDeliveries("m-1")
 		require.NoError(t, err)
-		require.Len(t, ds, 1, "an entity's own record is what it holds: it was written from the legacy ones it read")
+		require.True(t, rewrite, "read from the layout before")
+		putDeliveries(t, s, "m-1", ds.With(NewDelivery("x", body, t0.Add(81*time.Hour), []byte(`{}`)), 72*time.Hour), rewrite)
+		ds, err = s.Deliveries("m-1")
+		require.NoError(t, err)
+		require.Len(t, ds, 2, "an entity's own record is what it holds: written from the legacy one it read, and x")
+		_, ok = ds.Find("new")
+		require.True(t, ok)
 	})
 }
 
@@ -198,7 +289,14 @@ func FuzzDecodeDeliveries(f *testing.F) {
 	f.Add([]byte{deliveriesV1})
 	f.Add([]byte{deliveriesV1, 0, 1})
 	f.Add([]byte{deliveriesV1, 0xff, 0xff, 0xff, 0xff, 0x0f})
+	f.Add(ds[3:].encodeChunk(nil, 2))
+	f.Add([]byte{deliveriesChunk, 1, 1, 0, 1})
+	f.Add([]byte{deliveriesChunk, 9, 1})
 	f.Fuzz(func(t *testing.T, v []byte) {
+		if len(v) > 0 && v[0] == deliveriesChunk {
+			fuzzChunk(t, v)
+			return
+		}
 		ds, err := DecodeDeliveries(v)
 		if err != nil {
 			require.ErrorIs(t, err, errDeliveries)
@@ -213,6 +311,26 @@ func FuzzDecodeDeliveries(f *testing.F) {
 			require.Equal(t, ds, back)
 		}
 	})
+}
+
+// fuzzChunk holds a chunk to FuzzDecodeDeliveries' terms: within its
+// bounds (one chunk of consecutive deliveries, after its cut) or refused.
+func fuzzChunk(t *testing.T, v []byte) {
+	cut, ds, err := decodeChunk(v)
+	if err != nil {
+		require.ErrorIs(t, err, errDeliveries)
+		return
+	}
+	require.NotEmpty(t, ds)
+	require.LessOrEqual(t, len(ds), ChunkLen)
+	require.LessOrEqual(t, cut, ds[0].Seq)
+	require.Equal(t, ds[0].Seq/ChunkLen, ds[len(ds)-1].Seq/ChunkLen)
+	if again := ds.encodeChunk(nil, cut); !bytes.Equal(again, v) {
+		cut2, back, err := decodeChunk(again)
+		require.NoError(t, err)
+		require.Equal(t, cut, cut2)
+		require.Equal(t, ds, back)
+	}
 }
 
 // BenchmarkDeliveriesWithAndEncode is what a delivery adds to the durable

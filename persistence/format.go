@@ -11,14 +11,17 @@ import (
 // so that a downgrade never half-reads records it does not know.
 
 // StoreFormat is the record layout this build writes and the newest it
-// reads. Format 2 is the layout in the package doc: an entity's deliveries
-// are one record (r/). Format 1 kept a record per delivery (d/); a store
-// written before the format record existed is format 1. A format-1 store
-// opens in place: its d/ records are read until their retention ends
-// (a build of format 1 would not read r/, so it refuses format 2).
-// Raise it when a record changes in a way an older build would misread,
-// and say in the README which formats upgrade in place.
-const StoreFormat = 2
+// reads. Format 3 is the layout in the package doc: an entity's deliveries
+// are kept in chunks (r/<entity>#<slot>), a delivery rewriting only its
+// own. Format 2 kept them as one record (r/<entity>), rewritten whole;
+// format 1 kept a record per delivery (d/), and a store written before
+// the format record existed is format 1. Older stores open in place: a
+// format-2 record is read and written again as chunks at the entity's
+// next delivery; d/ records are read until their retention ends. A build
+// of format 2 would not read the chunks, so it refuses format 3. Raise it
+// when a record changes in a way an older build would misread, and say
+// in the README which formats upgrade in place.
+const StoreFormat = 3
 
 // formatKey is the format record's key: a family of its own ("v/").
 const (

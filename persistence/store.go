@@ -17,8 +17,12 @@
 //
 //	m/<marquee id>                  marquee snapshot
 //	h/<marquee id>/<seq %016x>      history entry
-//	r/<entity id>                   the entity's last deliveries and their
-//	                                first answers (Deliveries, M20, T5)
+//	r/<entity id>#<slot 0-8>        a chunk of the entity's last deliveries
+//	                                and their first answers (Deliveries,
+//	                                M20, T5)
+//	r/<entity id>                   the whole record, the layout before
+//	                                chunks (format 2): read, then written
+//	                                again as chunks
 //	d/<entity id>/<delivery id>     one delivery's record, the layout before
 //	                                r/ (DedupRecord): read, never written,
 //	                                pruned at the end of its retention
@@ -39,7 +43,7 @@
 // # Encoding
 //
 // Every value is one version byte followed by JSON, except an entity's
-// deliveries (r/), rewritten with every delivery, which are binary (see
+// deliveries (r/), written with every delivery, which are binary (see
 // Deliveries). The version says how the rest is read; a value whose version or JSON does not decode, or that fails
 // validation, is reported as Malformed with its key and reason, never
 // skipped silently and never allowed to hide its neighbours (A8).

@@ -15,8 +15,9 @@ type Writer interface {
 	Delete(key []byte)
 	MoveWake(kind, id string, old, at time.Time)
 	// PutDeliveries stages an entity's deliveries record as it is after
-	// the delivery id (the write line names it).
-	PutDeliveries(entity, deliveryID string, ds Deliveries)
+	// the delivery id (the write line names it); rewrite is
+	// LoadDeliveries'.
+	PutDeliveries(entity, deliveryID string, ds Deliveries, rewrite bool)
 }
 
 var (
@@ -40,7 +41,7 @@ func (r *Recorder) Delete(key []byte) {
 }
 
 func (r *Recorder) MoveWake(kind, id string, old, at time.Time) { moveWake(r, kind, id, old, at) }
-func (r *Recorder) PutDeliveries(entity, deliveryID string, _ Deliveries) {
+func (r *Recorder) PutDeliveries(entity, deliveryID string, _ Deliveries, _ bool) {
 	r.ops = append(r.ops, recorded{key: string(DeliveriesKey(entity)), note: deliveryID})
 }
 

@@ -359,17 +359,26 @@ func (w *world) checkStore() {
 // newest (it drops them when it is written, M20), and nothing is left in
 // the layout before it (the simulator never writes one).
 func (w *world) checkRetention() {
-	err := w.store.Scan([]byte(persistence.DeliveriesFamily), nil, func(k, v []byte) (bool, error) {
-		ds, err := persistence.DecodeDeliveries(v)
-		if err != nil {
-			return false, err
+	var sc persistence.DeliveriesScan
+	check := func(e persistence.EntityDeliveries) error {
+		ds := e.Deliveries
+		switch {
+		case e.Err != nil:
+			return e.Err
+		case ds.KeptPast(simRetention):
+			w.violate("M20", "deliveries of %s keep one of %s, past its retention of %s before their newest (%s)", e.Entity, ds[0].At.Format(time.RFC3339), simRetention, ds[len(ds)-1].At.Format(time.RFC3339))
 		}
-		if ds.KeptPast(simRetention) {
-			w.violate("M20", "deliveries %s keep one of %s, past its retention of %s before their newest (%s)", k, ds[0].At.Format(time.RFC3339), simRetention, ds[len(ds)-1].At.Format(time.RFC3339))
-			return false, nil
+		return nil
+	}
+	err := w.store.Scan([]byte(persistence.DeliveriesFamily), nil, func(k, v []byte) (bool, error) {
+		if e, ok := sc.Add(k, v); ok {
+			return true, check(e)
 		}
 		return true, nil
 	})
+	if e, ok := sc.End(); ok && err == nil {
+		err = check(e)
+	}
 	if err == nil {
 		err = w.store.Scan([]byte(persistence.DedupFamily), nil, func(k, _ []byte) (bool, error) {
 			return false, fmt.Errorf("a record of the layout before r/: %s", k)

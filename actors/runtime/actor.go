@@ -40,15 +40,20 @@ type Handle[S, E any, O Outcome] struct {
 	// shard's fence (a cluster) make true; a new instance reads it again.
 	deliveries persistence.Deliveries
 	loaded     bool
+	// rewriteDeliveries: the record was read from a layout before, or
+	// did not decode; the next delivery's write rewrites it whole
+	// (persistence.LoadDeliveries).
+	rewriteDeliveries bool
 }
 
 // delivery is a request's delivery while its step commits: the entity's
 // deliveries record with it added (after), made once the step's reply is
 // known.
 type delivery struct {
-	id    string
-	entry persistence.Delivery // not yet answered
-	after persistence.Deliveries
+	id      string
+	entry   persistence.Delivery // not yet answered
+	after   persistence.Deliveries
+	rewrite bool
 }
 
 func (a *entityActor[S, E, O]) Receive(ctx actor.Context) {
@@ -210,7 +215,7 @@ func (h *Handle[S, E, O]) request(m request[S, E, O]) {
 		return
 	}
 	if d != nil {
-		h.deliveries = d.after
+		h.deliveries, h.rewriteDeliveries = d.after, false
 	}
 	res := Response[S, O]{Record: h.kind.copy(h.rec), Exists: true, Reply: out.Encoded(), Outcome: out}
 	if req.Delivery == nil && h.kind.holds(h.rec) {
@@ -397,7 +402,7 @@ func (h *Handle[S, E, O]) outlived(now int64) error {
 // applying it would break M20), or when the record cannot be read.
 func (h *Handle[S, E, O]) delivered(d *delivery) (*persistence.Delivery, error) {
 	if !h.loaded {
-		ds, err := h.rt.cfg.Store.Deliveries(h.key.ID)
+		ds, rewrite, err := h.rt.cfg.Store.LoadDeliveries(h.key.ID)
 		var bad *persistence.CorruptError
 		switch {
 		case errors.As(err, &bad):
@@ -407,8 +412,9 @@ func (h *Handle[S, E, O]) delivered(d *delivery) (*persistence.Delivery, error) 
 		case err != nil:
 			return nil, fmt.Errorf("%w: read the deliveries of %s: %w", errs.Unavailable, h.key, err)
 		}
-		h.deliveries, h.loaded = ds, true
+		h.deliveries, h.rewriteDeliveries, h.loaded = ds, rewrite, true
 	}
+	d.rewrite = h.rewriteDeliveries
 	first, ok := h.deliveries.Lookup(d.entry)
 	switch {
 	case !ok:
@@ -443,7 +449,7 @@ func (k staging[S, O]) stage(w persistence.Writer, id string, before S, wake tim
 		w.MoveWake(k.wakeLetter, id, wake, k.wakeOf(next))
 	}
 	if d != nil {
-		w.PutDeliveries(id, d.id, d.after)
+		w.PutDeliveries(id, d.id, d.after, d.rewrite)
 	}
 }
 

@@ -59,7 +59,7 @@ const (
 	HistoryWindow   = 200 // actors/record.HistoryLimit
 	MarqueeBytes    = 570
 	HistoryBytes    = 261
-	DeliveriesBytes = 1492
+	DeliveriesBytes = 185 // the mean chunk a callback writes (store format 3)
 )
 
 // RecordsPrefix is the records floor's key family.
