@@ -13,26 +13,26 @@ import (
 )
 
 // An entity's deliveries (M20, T5) are one record beside it, written in
-// the batch of every step that takes a delivery: the ids' hashes, the bodies' hashes, when, and the first answer, for the last
-// MaxDeliveries deliveries younger than the retention. One key per
-// delivery (the d/ family this replaces) made a store's live size grow
-// with the callback rate times the retention; on etcd each key costs
-// several times its value, and 200 callbacks a second for 72 h did not fit
-// in etcd's default quota. An entity's record is bounded instead: the
-// store grows with the entities, not the traffic. What that costs is in
+// the batch of every step that takes a delivery: the ids' hashes, the
+// bodies' hashes, when, and the first answer, for the last MaxDeliveries
+// deliveries younger than the retention. One key per delivery (the d/
+// family of store format 1) made a store's live size grow with the
+// callback rate times the retention; on etcd each key costs several times
+// its value, and 200 callbacks a second for 72 h did not fit in etcd's
+// default quota. An entity's record is bounded instead: the store grows
+// with the entities, not the traffic. What that costs is in
 // docs/rules/marquee.md (M20): a repeat of a delivery that fell out of the
 // record is taken as new, and is then answered as a callback it no longer
 // fits (stale, duplicate step, ignored), not byte for byte as the first.
-
+//
 // Since store format 3 the record is kept in chunks, r/<entity>#<slot>
 // (format 2 kept it whole under r/<entity>): a delivery rewrites only its
-// chunk (the last ChunkLen deliveries at
-// most, about 200 bytes), not the whole record (about 1.5 KB when full),
-// because those bytes, through the WAL, the memtable, flushes and
-// compactions, were the largest part of the store's work for a callback.
-// Each delivery has a sequence number; chunk c holds deliveries
-// c*ChunkLen to c*ChunkLen+ChunkLen-1 and lives in slot c mod
-// chunkSlots, which is more than the chunks MaxDeliveries deliveries can
+// own chunk, at most ChunkLen deliveries and about 200 bytes, not the
+// whole record (1.5 KB when full), because those bytes, through the WAL,
+// the memtable, flushes and compactions, were the largest part of the
+// store's work for a callback. Each delivery has a sequence number; chunk
+// c holds deliveries c*ChunkLen to c*ChunkLen+ChunkLen-1 in slot c mod
+// chunkSlots, more slots than the chunks MaxDeliveries deliveries can
 // span, so the live chunks' slots are distinct and a chunk is never
 // deleted: its slot is written again. Every chunk written says the oldest
 // sequence the record keeps (its cut); a reader takes the cut of the
