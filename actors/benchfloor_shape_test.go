@@ -31,7 +31,7 @@ func TestRecordsFloorHasACallbacksShape(t *testing.T) {
 	// deliveries): the floor writes their mean over a chunk's cycle.
 	chunks := func() map[string]string {
 		values := map[string]string{}
-		require.NoError(t, h.store.Scan([]byte(string(persistence.DeliveriesKey(id))+"#"), nil, func(k, v []byte) (bool, error) {
+		require.NoError(t, h.store.Scan(persistence.DeliveriesChunkPrefix(id), nil, func(k, v []byte) (bool, error) {
 			values[string(k)] = string(v)
 			return true, nil
 		}))

@@ -332,10 +332,10 @@ func (v *verifier) dedup(k, val []byte) {
 	v.dedupAt = append(v.dedupAt, dedupAge{key: string(k), at: d.At})
 }
 
-// deliveries checks an entity's deliveries record: it decodes within its
-// bounds, holds at least one entry, and keeps none older than the
-// retention before its newest (the record drops them when written, M20).
-// deliveries checks an entity's deliveries record, read from its keys.
+// deliveries checks an entity's deliveries record, read from its keys: it
+// decodes within its bounds, holds at least one entry, and keeps none
+// older than the retention before its newest (the record drops them when
+// written, M20).
 func (v *verifier) deliveries(e persistence.EntityDeliveries) {
 	key, ds := persistence.DeliveriesFamily+e.Entity, e.Deliveries
 	switch {

@@ -163,9 +163,12 @@ func (ds Deliveries) KeptPast(retention time.Duration) bool {
 // DeliveriesKey is an entity's deliveries record of store format 2.
 func DeliveriesKey(entity string) []byte { return []byte(DeliveriesFamily + entity) }
 
+// DeliveriesChunkPrefix is what an entity's chunk keys begin with.
+func DeliveriesChunkPrefix(entity string) []byte { return []byte(DeliveriesFamily + entity + "#") }
+
 // DeliveriesChunkKey is the key of an entity's chunk slot.
 func DeliveriesChunkKey(entity string, slot int) []byte {
-	return []byte(DeliveriesFamily + entity + "#" + string(rune('0'+slot)))
+	return append(DeliveriesChunkPrefix(entity), byte('0'+slot))
 }
 
 // deliveriesRange bounds an entity's deliveries keys: its format-2 record
@@ -398,7 +401,6 @@ func (s *Store) LoadDeliveries(entity string) (ds Deliveries, rewrite bool, err 
 	var recs deliveryRecords
 	lower, upper := deliveriesRange(entity)
 	err = s.read(func(kv Backend) error {
-		recs = recs[:0]
 		return kv.Scan(lower, upper, func(k, v []byte) (bool, error) { recs.add(k, v); return true, nil })
 	})
 	switch {

@@ -93,7 +93,10 @@ func TestM20DeliveriesRoundTripChunkByChunk(t *testing.T) {
 				at = at.Add(100 * time.Hour) // all but the newest past the retention
 			}
 			one = one.With(NewDelivery(fmt.Sprint("a-", i), [32]byte{1}, at, reply(i%2)), 72*time.Hour)
-			putDeliveries(t, s, "m-1", one, false)
+			b := s.NewBatch()
+			b.PutDeliveries("m-1", "", one, false)
+			require.Equal(t, 1, b.Len(), "a delivery writes its chunk, and nothing else")
+			require.NoError(t, b.Commit())
 			got, err := s.Deliveries("m-1")
 			require.NoError(t, err)
 			require.Equal(t, one, got, "after delivery %d", i)
@@ -108,7 +111,7 @@ func TestM20DeliveriesRoundTripChunkByChunk(t *testing.T) {
 		require.Empty(t, got)
 
 		keys := 0
-		require.NoError(t, s.Scan([]byte(DeliveriesFamily+"m-1#"), nil, func(k, v []byte) (bool, error) {
+		require.NoError(t, s.Scan(DeliveriesChunkPrefix("m-1"), nil, func(k, v []byte) (bool, error) {
 			keys++
 			require.Less(t, len(v), 8+ChunkLen*(2*hashLen+6)+2*len(reply(0))+8, "%s: a chunk, each answer once", k)
 			return true, nil
@@ -136,7 +139,10 @@ func TestM20AFormat2RecordIsWrittenAgainAsChunks(t *testing.T) {
 		require.True(t, rewrite)
 		require.Equal(t, ds, got)
 		next := got.With(NewDelivery("a-20", [32]byte{1}, t0, reply(0)), time.Hour)
-		putDeliveries(t, s, "m-1", next, rewrite)
+		b = s.NewBatch()
+		b.PutDeliveries("m-1", "", next, rewrite)
+		require.Equal(t, chunkSlots+1, b.Len(), "three chunks written, six slots cleared, the format-2 record deleted")
+		require.NoError(t, b.Commit())
 
 		got, rewrite, err = s.LoadDeliveries("m-1")
 		require.NoError(t, err)

@@ -98,20 +98,19 @@ func (a *entityActor[S, E, O]) start(ctx actor.Context) {
 	h := &a.h
 	h.key = h.entry.key
 	rec, exists, err := h.kind.Load(h.key.ID)
-	var bad *persistence.CorruptError
-	switch {
-	case errors.As(err, &bad):
-		// A record that does not decode is reported, never acted on.
-		h.rt.log.Error("record unusable", "kind", h.key.Kind, "id", h.key.ID, "err", err)
+	if err != nil {
 		exists = false
-	case err != nil && h.rt.cfg.Store.Health().Failed() == nil:
-		h.rt.log.Warn("record not read", "kind", h.key.Kind, "id", h.key.ID, "err", err)
-		exists = false
-	case err != nil:
-		// The store failed and said so once (S2): a load it refused is
-		// not a second ERROR line (a sealed store's first refused write
-		// logged one when an actor started just after the seal).
-		exists = false
+		var bad *persistence.CorruptError
+		switch {
+		case errors.As(err, &bad):
+			// A record that does not decode is reported, never acted on.
+			h.rt.log.Error("record unusable", "kind", h.key.Kind, "id", h.key.ID, "err", err)
+		case h.rt.cfg.Store.Health().Failed() == nil:
+			h.rt.log.Warn("record not read", "kind", h.key.Kind, "id", h.key.ID, "err", err)
+		}
+		// Else the store failed and said so once (S2): a load it refused
+		// is not a second ERROR line (a sealed store's first refused
+		// write logged one when an actor started just after the seal).
 	}
 	h.rec, h.exists = rec, exists
 	h.wake = h.kind.wakeOf(rec)
