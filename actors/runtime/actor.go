@@ -286,7 +286,10 @@ func (h *Handle[S, E, O]) commit(ev E, next S, out O, d *delivery) error {
 	_ = rt.fault(FaultAfterPersist, k.ID)
 	if !rt.owns(k) {
 		// The lease lapsed between the commit and now: the new owner
-		// reconciles what this step would have sent and started (C3, C5).
+		// reconciles what this step would have sent and started (C3, C5),
+		// from the record and its wake. The new owner may be this node,
+		// renewed in time for etcd but late for its own deadline: it then
+		// stops and recovers its shards all the same (cluster.Node).
 		rt.log.Warn("messages not sent, effects not started: shard no longer owned", "kind", k.Kind, "id", k.ID)
 		return nil
 	}
@@ -397,9 +400,7 @@ func (h *Handle[S, E, O]) current() error {
 func (h *Handle[S, E, O]) outlived(now int64) error {
 	loaded := h.entry.epoch.Load()
 	h.rt.log.Warn("actor outlived its shard epoch; it stops and reloads", "kind", h.key.Kind, "id", h.key.ID, "loaded", loaded, "now", now)
-	if pid := h.entry.pid; pid != nil {
-		h.rt.as.Root.Poison(pid)
-	}
+	h.rt.stopInstance(h.entry)
 	return fmt.Errorf("%w: %s was loaded under epoch %d, and its shard is now at %d", errs.Moving, h.key, loaded, now)
 }
 

@@ -120,8 +120,8 @@ func (rt *Runtime) stopOutlived(k Key, epoch int64) {
 	rt.reg.mu.Lock()
 	e := rt.reg.entries[k]
 	rt.reg.mu.Unlock()
-	if e != nil && e.pid != nil && e.epoch.Load() == epoch {
-		rt.as.Root.Poison(e.pid)
+	if e != nil && e.epoch.Load() == epoch {
+		rt.stopInstance(e)
 	}
 }
 
@@ -214,7 +214,7 @@ func (rt *Runtime) ReleaseShard(shard int) {
 	}
 	rt.reg.mu.Unlock()
 	for _, e := range live {
-		rt.as.Root.Poison(e.pid)
+		rt.stopInstance(e)
 	}
 }
 

@@ -1,11 +1,15 @@
 package runtime
 
 import (
+	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/wardenhq/warden/actors/clock"
 	"github.com/wardenhq/warden/actors/errs"
+	"github.com/wardenhq/warden/persistence"
 )
 
 // FuzzDecodeEnvelope: a message from another node is bounded and strict;
@@ -27,4 +31,32 @@ func FuzzDecodeEnvelope(f *testing.F) {
 		require.LessOrEqual(t, len(b), maxEnvelope)
 		require.NotEmpty(t, m.Event)
 	})
+}
+
+// TestC3AMessagesRoutedAsAShardIsReleasedReachAFreshActor: a node that
+// releases a shard and holds it again at once (a lease renewed after its
+// local deadline: the shards are recovered again in the same tick) routes
+// the recovery's messages while the old actors are still stopping. None
+// may reach an actor past its stop, where the actor library drops it: each
+// waits, and a fresh actor handles it.
+func TestC3AMessagesRoutedAsAShardIsReleasedReachAFreshActor(t *testing.T) {
+	st, err := persistence.Open(t.TempDir(), persistence.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	rt, err := New(Config{Store: st, Clock: clock.NewManual(time.Unix(0, 0)), Cluster: SingleNode(), IdleAfter: -1})
+	require.NoError(t, err)
+	t.Cleanup(func() { rt.Stop(context.Background()) })
+	var ents *Entities[int, int, counted]
+	ents = Register(rt, Kind[int, int, counted](counter{ents: &ents, chatty: true}))
+	ctx := context.Background()
+	_, err = ents.Ask(ctx, "c", Request[int]{Mode: Create, Event: 0})
+	require.NoError(t, err)
+	for i := 1; i <= 100; i++ {
+		rt.ReleaseShard(rt.Shard(Key{Kind: "counter", ID: "c"}))
+		ask, cancel := context.WithTimeout(ctx, 5*time.Second)
+		res, err := ents.Ask(ask, "c", Request[int]{Mode: Command, Event: 0})
+		cancel()
+		require.NoError(t, err, "message %d, routed as its actor stopped", i)
+		require.Equal(t, i+1, res.Record)
+	}
 }

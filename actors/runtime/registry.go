@@ -172,8 +172,23 @@ func (r *registry) deliver(ctx actor.Context, k Key, msg message) {
 	}
 	e.inbox.Add(1)
 	e.lastRouted.Store(r.rt.cfg.Clock.Now().UnixNano())
+	ctx.Send(e.pid, msg) // under the lock, as in route
 	st.mu.Unlock()
-	ctx.Send(e.pid, msg)
+}
+
+// stopInstance stops the entity's running instance; its next message
+// activates a fresh one, which loads the record again. The actor library
+// drops what reaches a mailbox past its stop, so the entry is marked under
+// the lock every direct send holds: what was sent before is handled by
+// the old instance, what comes after waits in the buffer for the new one.
+func (rt *Runtime) stopInstance(e *entry) {
+	rt.reg.mu.Lock()
+	defer rt.reg.mu.Unlock()
+	if e.pid == nil || e.passivating {
+		return
+	}
+	e.passivating = true
+	rt.as.Root.Poison(e.pid)
 }
 
 func (r *registry) spawn(ctx actor.Context, k Key) *entry {
@@ -252,11 +267,15 @@ func (rt *Runtime) route(k Key, msg message) instanceMark {
 		e.lastRouted.Store(rt.cfg.Clock.Now().UnixNano())
 		mark = instanceMark{e: e, commits: e.commits.Load()}
 	}
-	rt.reg.mu.Unlock()
 	if direct {
+		// Sent under the lock: stopInstance marks the entry under it too,
+		// so a direct send is either in the mailbox before the stop or
+		// not direct at all.
 		rt.as.Root.Send(e.pid, msg)
+		rt.reg.mu.Unlock()
 		return mark
 	}
+	rt.reg.mu.Unlock()
 	rt.as.Root.Send(rt.registry, routed{key: k, msg: msg})
 	return mark
 }

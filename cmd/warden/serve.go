@@ -496,6 +496,8 @@ func registerClusterMetrics(reg *prometheus.Registry, n *cluster.Node) {
 			func(s cluster.Stats) int64 { return s.RevocationsHeld }),
 		counter("warden_cluster_leases_lost_total", "Times this node found its own lease expired or revoked.",
 			func(s cluster.Stats) int64 { return s.LeasesLost }),
+		counter("warden_cluster_lapses_recovered_total", "Lease renewals that came after the local deadline; the node's shards were recovered again (a node too slow to renew).",
+			func(s cluster.Stats) int64 { return s.LapsesRecovered }),
 		counter("warden_cluster_unconfirmed_total", "Answers refused because the shard had moved when they were confirmed (C4).",
 			func(s cluster.Stats) int64 { return s.Unconfirmed }),
 	)

@@ -170,10 +170,18 @@ func (t *Table) Owned() []int {
 	return out
 }
 
-func (t *Table) renewed(until time.Time) {
+// renewed moves the local deadline to until, and says whether the old one
+// had passed: then every Fence since it refused, and what those refusals
+// skipped (a wake, an effect after a commit, a retry) is lost unless the
+// shards are recovered again. The check and the move are one step under
+// the lock, so no refusal can fall between a check that saw the lease
+// valid and the renewal.
+func (t *Table) renewed(until time.Time) (lapsed bool) {
 	t.mu.Lock()
+	defer t.mu.Unlock()
+	lapsed = !t.now().Before(t.validUntil)
 	t.validUntil = until
-	t.mu.Unlock()
+	return lapsed
 }
 
 func (t *Table) lapsed() bool {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"sort"
 	"strings"
 	"sync"
@@ -189,13 +190,14 @@ type testNode struct {
 	*Node
 	down     bool
 	acquired map[int]int64
+	adopted  int // calls of Acquired
 	released []int
 }
 
 func startNode(f *fakeEtcd, name string) *testNode {
 	tn := &testNode{acquired: map[int]int64{}}
 	tn.Node = NewNode(Config{Name: name, URL: "http://" + name, TTL: 3 * time.Second, Coordinator: fakeClient{f: f, down: &tn.down}, Clock: f.clk,
-		Hooks: Hooks{Acquired: func(s int, e int64) { tn.acquired[s] = e }, Released: func(s int) { tn.released = append(tn.released, s) }}})
+		Hooks: Hooks{Acquired: func(s int, e int64) { tn.acquired[s] = e; tn.adopted++ }, Released: func(s int) { tn.released = append(tn.released, s) }}})
 	return tn
 }
 
@@ -615,4 +617,43 @@ func TestC2AKeyHeldAfterALapseIsLetGoWhenNoLongerOurs(t *testing.T) {
 		want := Owner(s, []string{"n1", "n2"})
 		require.True(t, map[string]*testNode{"n1": n1, "n2": n2}[want].Table().Owns(s), "shard %d is owned by %s, its rendezvous owner", s, want)
 	}
+}
+
+// TestC3ARenewalAfterTheLocalDeadlineRecoversTheShards: a tick slow enough
+// that the lease passed its local deadline, but renewed before etcd
+// expired it. Meanwhile the table refused every fence, so the actors
+// dropped what they would have done (an effect after a commit, a wake):
+// the shards must be stopped and recovered again, at their unchanged
+// epochs, or those entities wait forever on a node that holds them (a
+// preview stuck at artifact-ready in the cluster harness).
+func TestC3ARenewalAfterTheLocalDeadlineRecoversTheShards(t *testing.T) {
+	f := newFake()
+	n1 := startNode(f, "n1")
+	for i := 0; i < 20; i++ {
+		tickAll(f, n1)
+	}
+	owned := n1.Table().Owned()
+	require.Len(t, owned, Shards)
+	epochs, adopted := maps.Clone(n1.acquired), n1.adopted
+
+	// The tick is late: the local deadline passes, etcd's does not.
+	f.advance(n1.lastRenewal.Add(n1.ttl - safety).Sub(f.clk.Now()))
+	_, err := n1.Table().Fence(owned[0])
+	require.ErrorIs(t, err, errs.Moving, "past its local deadline the node writes nothing")
+	f.mu.Lock()
+	require.Contains(t, f.leases, n1.lease, "etcd still holds the lease")
+	f.mu.Unlock()
+
+	n1.Tick(context.Background())
+	require.ElementsMatch(t, owned, n1.released, "every shard's actors were stopped")
+	require.Equal(t, owned, n1.Table().Owned(), "and adopted back in the same tick")
+	require.Equal(t, adopted+Shards, n1.adopted, "each recovered again")
+	require.Equal(t, epochs, n1.acquired, "at the epochs they had: the fence never moved")
+	require.EqualValues(t, 1, n1.Stats().LapsesRecovered)
+
+	n1.released = nil
+	for i := 0; i < 20; i++ {
+		tickAll(f, n1)
+	}
+	require.Empty(t, n1.released, "a renewal in time recovers nothing")
 }

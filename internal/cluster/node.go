@@ -223,6 +223,9 @@ type Stats struct {
 	Revocations int64
 	// LeasesLost: this node's own lease found expired or revoked.
 	LeasesLost int64
+	// LapsesRecovered: renewals that came after the lease's local
+	// deadline, whose shards were stopped and recovered again.
+	LapsesRecovered int64
 	// RevocationsHeld: revocations the bound held back.
 	RevocationsHeld int64
 	// Unconfirmed: answers refused because the shard was no longer this
@@ -459,7 +462,18 @@ func (n *Node) keepLease(ctx context.Context, draining bool) bool {
 		n.log.Warn("cluster: lease not renewed", "err", err)
 	default:
 		n.lastRenewal = sent
-		n.table.renewed(sent.Add(ttl - safety))
+		if n.table.renewed(sent.Add(ttl-safety)) && len(n.table.Owned()) > 0 {
+			// The lease outlived its local deadline on etcd, so the shards
+			// are still ours at their epochs, but the actors heard "not
+			// owned" meanwhile and dropped what they would have done. Stop
+			// them; place adopts the shards back this tick, and recovery
+			// finds the wakes and intents they left (C3, C5).
+			n.log.Warn("cluster: the lease was renewed after its local deadline; its shards are recovered again", "shards", len(n.table.Owned()))
+			n.mu.Lock()
+			n.stats.LapsesRecovered++
+			n.mu.Unlock()
+			n.dropAll()
+		}
 	}
 	return true
 }
