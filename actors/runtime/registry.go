@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"fmt"
+	goruntime "runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -54,6 +55,8 @@ type entry struct {
 	// lastRouted is when a message was last routed to the entity (unix
 	// nanoseconds, the runtime's clock): the idle sweep's measure.
 	lastRouted atomic.Int64
+	// sending: direct sends decided and not yet in the mailbox.
+	sending atomic.Int32
 	// passivating: the registry is stopping this actor for idleness; new
 	// messages wait in buffer and reactivate the entity once it is gone.
 	passivating bool
@@ -172,23 +175,32 @@ func (r *registry) deliver(ctx actor.Context, k Key, msg message) {
 	}
 	e.inbox.Add(1)
 	e.lastRouted.Store(r.rt.cfg.Clock.Now().UnixNano())
-	ctx.Send(e.pid, msg) // under the lock, as in route
+	e.sending.Add(1)
 	st.mu.Unlock()
+	ctx.Send(e.pid, msg)
+	e.sending.Add(-1)
 }
 
 // stopInstance stops the entity's running instance; its next message
 // activates a fresh one, which loads the record again. The actor library
-// drops what reaches a mailbox past its stop, so the entry is marked under
-// the lock every direct send holds: what was sent before is handled by
-// the old instance, what comes after waits in the buffer for the new one.
+// drops what reaches a mailbox past its stop. So the entry is marked
+// first, under the lock a direct send is decided under: nothing is sent
+// directly after it, and what comes waits in the buffer for the fresh
+// instance. The stop then waits for the direct sends decided before the
+// mark, so that each reaches the old instance ahead of its stop.
 func (rt *Runtime) stopInstance(e *entry) {
 	rt.reg.mu.Lock()
-	defer rt.reg.mu.Unlock()
 	if e.pid == nil || e.passivating {
+		rt.reg.mu.Unlock()
 		return
 	}
 	e.passivating = true
-	rt.as.Root.Poison(e.pid)
+	pid := e.pid
+	rt.reg.mu.Unlock()
+	for e.sending.Load() > 0 {
+		goruntime.Gosched() // a send is a mailbox push: never long
+	}
+	rt.as.Root.Poison(pid)
 }
 
 func (r *registry) spawn(ctx actor.Context, k Key) *entry {
@@ -268,14 +280,14 @@ func (rt *Runtime) route(k Key, msg message) instanceMark {
 		mark = instanceMark{e: e, commits: e.commits.Load()}
 	}
 	if direct {
-		// Sent under the lock: stopInstance marks the entry under it too,
-		// so a direct send is either in the mailbox before the stop or
-		// not direct at all.
-		rt.as.Root.Send(e.pid, msg)
-		rt.reg.mu.Unlock()
-		return mark
+		e.sending.Add(1) // stopInstance waits for it (see there)
 	}
 	rt.reg.mu.Unlock()
+	if direct {
+		rt.as.Root.Send(e.pid, msg)
+		e.sending.Add(-1)
+		return mark
+	}
 	rt.as.Root.Send(rt.registry, routed{key: k, msg: msg})
 	return mark
 }
