@@ -313,7 +313,7 @@ func (w *world) clusterFault() {
 	case w.faults.fire("cluster.node-pause"):
 		// Short pauses are the dangerous ones: past the failure detector's
 		// second, short of the lease's local deadline.
-		w.pause(p, w.uniform(500*time.Millisecond, 10*time.Second))
+		w.pauseWithProbe(p, w.uniform(500*time.Millisecond, 10*time.Second))
 	case w.faults.fire("cluster.node-kill"):
 		w.guardNode(p, func() { w.kill(p, "weather") })
 	case w.faults.fire("cluster.partition-coordinator"):

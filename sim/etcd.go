@@ -60,6 +60,18 @@ type elease struct {
 	inc   int
 }
 
+// leaseExpiry is when the lease of p's running incarnation expires, if it
+// holds one: the latest its own deadline can be (a renewal's answer moves
+// that to the renewal plus the TTL less the node's safety margin).
+func (e *etcd) leaseExpiry(p *proc) (time.Time, bool) {
+	for _, l := range e.leases {
+		if l.owner == p && l.inc == p.inc {
+			return l.expires, true
+		}
+	}
+	return time.Time{}, false
+}
+
 func newEtcd(w *world) *etcd {
 	return &etcd{w: w, kvs: map[string]*ekv{}, leases: map[int64]*elease{}}
 }

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"time"
 
+	"github.com/wardenhq/warden/internal/cluster"
 	"github.com/wardenhq/warden/internal/linear"
 )
 
@@ -43,8 +45,11 @@ func (w *world) linWorkload() {
 	}
 }
 
-func (w *world) linOp(client int, id, op string) {
-	p := w.entry()
+func (w *world) linOp(client int, id, op string) { w.linOpOn(w.entry(), client, id, op) }
+
+// linOpOn makes one client operation through p; a paused p keeps its
+// client waiting.
+func (w *world) linOpOn(p *proc, client int, id, op string) {
 	w.lin.seq++
 	invoked := epoch.Add(time.Duration(2 * w.lin.seq))
 	if p.node.paused {
@@ -107,4 +112,47 @@ func (w *world) checkLinear() {
 		return
 	}
 	w.cover("C4")
+}
+
+// pauseWithProbe pauses p for d and, every other time, aims the clients
+// at it (C4). Just before the pause a marquee whose shard p holds is
+// enabled through p, so that p's actor holds it in memory, serving. Late
+// in the pause, once p's shards have had time to move, it is disabled
+// through another node, then enabled again through p, whose client waits
+// until p goes on. From memory p would refuse that enable (it is serving
+// already: a refusal writes nothing), and answered unconfirmed the refusal
+// follows an acknowledged disable that no order explains. (A read is a
+// linearizable etcd read, and a disable always writes, so only a refusal
+// can be stale here.) The random workload alone meets this rarely: the
+// pause, the shard, the actor in memory, the change and the command must
+// line up.
+func (w *world) pauseWithProbe(p *proc, d time.Duration) {
+	// The probe's pause ends while p still believes it holds its shards
+	// (its own deadline is at most its lease's expiry less the node's
+	// margin, 300 ms), and late enough for them to have moved.
+	expires, ok := w.etcd.leaseExpiry(p)
+	longest := expires.Sub(w.now()) - 400*time.Millisecond
+	if !ok || longest < 3*time.Second || w.rnd.IntN(2) == 0 {
+		w.pause(p, d)
+		return
+	}
+	d = w.uniform(3*time.Second, longest)
+	id := ""
+	for i := range linMarquees {
+		if c := fmt.Sprintf("lin-%d", i); w.lin != nil && p.node.cnode.Table().Owns(cluster.ShardOf("marquee", c)) {
+			id = c
+			break
+		}
+	}
+	if id == "" || p.node.down || p.node.paused {
+		w.pause(p, d)
+		return
+	}
+	i := slices.Index(w.procs, p)
+	q := w.procs[(i+1+w.rnd.IntN(len(w.procs)-1))%len(w.procs)]
+	client := linClientN // a client of its own: its operations never overlap another's
+	w.linOpOn(p, client, id, "enable")
+	w.pause(p, d)
+	w.after(d-500*time.Millisecond, "client", func() { w.linOpOn(q, client, id, "disable") })
+	w.after(d-250*time.Millisecond, "client", func() { w.linOpOn(p, client, id, "enable") })
 }

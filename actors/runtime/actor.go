@@ -28,6 +28,12 @@ type Handle[S, E any, O Outcome] struct {
 	entry  *entry
 	rec    S
 	exists bool
+	// unread is why the record could not be read (the store did not
+	// answer): until a read succeeds the actor knows nothing of its
+	// entity, so it decides nothing (S5). afterFailure is the restart the
+	// first successful read reconciles.
+	unread       error
+	afterFailure bool
 	// wake is the wake-index entry the store holds for the entity: the
 	// stored record's, not rec's (a step that wrote nothing keeps its
 	// record in memory, its wake included, and the index where it was).
@@ -74,19 +80,27 @@ func (a *entityActor[S, E, O]) Receive(ctx actor.Context) {
 		return
 	case request[S, E, O]:
 		defer h.entry.handled(h.rt)
-		h.request(m)
+		if h.read(m) {
+			h.request(m)
+		}
 	case internal[E]:
 		defer h.entry.handled(h.rt)
 		if m.attempt > 0 {
 			h.rt.retries.Add(-1)
 		}
-		h.internal(m.ev, m.attempt)
+		if h.read(m) {
+			h.internal(m.ev, m.attempt)
+		}
 	case wakeMsg:
 		defer h.entry.handled(h.rt)
-		h.kind.woken(h)
+		if h.read(m) {
+			h.kind.woken(h)
+		}
 	case signal[S, E, O]:
 		defer h.entry.handled(h.rt)
-		m.fn(h)
+		if h.read(m) {
+			m.fn(h)
+		}
 	}
 }
 
@@ -97,30 +111,68 @@ func (a *entityActor[S, E, O]) start(ctx actor.Context) {
 	a.h = Handle[S, E, O]{rt: x.rt, kind: x.kind, ents: x, entry: x.rt.entryOf(ctx.Self(), x.name)}
 	h := &a.h
 	h.key = h.entry.key
-	rec, exists, err := h.kind.Load(h.key.ID)
-	if err != nil {
-		exists = false
-		var bad *persistence.CorruptError
-		switch {
-		case errors.As(err, &bad):
-			// A record that does not decode is reported, never acted on.
-			h.rt.log.Error("record unusable", "kind", h.key.Kind, "id", h.key.ID, "err", err)
-		case h.rt.cfg.Store.Health().Failed() == nil:
-			h.rt.log.Warn("record not read", "kind", h.key.Kind, "id", h.key.ID, "err", err)
-		}
-		// Else the store failed and said so once (S2): a load it refused
-		// is not a second ERROR line (a sealed store's first refused
-		// write logged one when an actor started just after the seal).
-	}
-	h.rec, h.exists = rec, exists
-	h.wake = h.kind.wakeOf(rec)
 	h.rt.reg.mu.Lock()
-	afterFailure := h.entry.restart.pending
+	h.afterFailure = h.entry.restart.pending
 	h.entry.restart.pending = false
 	h.rt.reg.mu.Unlock()
-	if h.exists {
-		h.kind.started(h, afterFailure)
+	h.load()
+}
+
+// load reads the record, and once it is read reconciles what was in
+// flight; a read the store did not answer leaves the record unread.
+func (h *Handle[S, E, O]) load() {
+	rec, exists, err := h.kind.Load(h.key.ID)
+	var bad *persistence.CorruptError
+	switch {
+	case errors.As(err, &bad):
+		// A record that does not decode is reported, never acted on.
+		h.rt.log.Error("record unusable", "kind", h.key.Kind, "id", h.key.ID, "err", err)
+		exists = false
+	case err != nil:
+		if h.unread == nil && h.rt.cfg.Store.Health().Failed() == nil {
+			// Else the store failed and said so once (S2): a load it
+			// refused is not a second line.
+			h.rt.log.Warn("record not read; nothing is decided for it until it is", "kind", h.key.Kind, "id", h.key.ID, "err", err)
+		}
+		h.unread = err
+		return
 	}
+	h.unread = nil
+	h.rec, h.exists = rec, exists
+	h.wake = h.kind.wakeOf(rec)
+	if h.exists {
+		h.kind.started(h, h.afterFailure)
+	}
+}
+
+// read reads the record again if it was not read yet, and says whether it
+// now is. While it is not, nothing is taken for absent (S5): a request is
+// answered unavailable (a 404 or a create over a record that exists
+// would be a decision from nothing), and anything else is handled again
+// later, as an internal event whose write failed.
+func (h *Handle[S, E, O]) read(msg message) bool {
+	if h.unread == nil {
+		return true
+	}
+	h.load()
+	if h.unread == nil {
+		return true
+	}
+	err := fmt.Errorf("%w: the record of %s was not read: %w", errs.Unavailable, h.key, h.unread)
+	if m, ok := msg.(internal[E]); ok {
+		h.rt.retryLater(h.key, m.ev, m.attempt, err, func(next int) {
+			h.rt.route(h.key, internal[E]{ev: m.ev, attempt: next})
+		})
+		return false
+	}
+	if _, ok := msg.(request[S, E, O]); !ok {
+		// A wake or a kind's own turn: asked again a second later, for as
+		// long as the record cannot be read (each is its entity's only
+		// reminder).
+		h.rt.cfg.Clock.AfterFunc(time.Second, func() { h.rt.route(h.key, msg) })
+	}
+	msg.fail(err)
+	return false
 }
 
 // --- what a Kind's hooks use ----------------------------------------------------
