@@ -19,7 +19,8 @@ var exported = map[string]bool{
 	"warden_marquee_failures_total": true, "warden_drift_open": true, "warden_pool_queued": true, "warden_pool_reserved": true,
 	"warden_pool_limit": true, "warden_actors_parked": true, "warden_driver_seconds_count": true, "warden_persist_seconds_bucket": true,
 	"warden_cluster_revocations_total": true, "warden_cluster_revocations_held_total": true, "warden_cluster_leases_lost_total": true,
-	"warden_storage_failed": true, "warden_storage_read_only": true, "warden_storage_free_bytes": true, "warden_storage_reserve_bytes": true,
+	"warden_cluster_lapses_recovered_total": true, "warden_storage_failed": true, "warden_storage_read_only": true,
+	"warden_storage_free_bytes": true, "warden_storage_reserve_bytes": true,
 }
 
 var metricName = regexp.MustCompile(`\bwarden_[a-z_]+\b`)
