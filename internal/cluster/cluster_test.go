@@ -657,3 +657,25 @@ func TestC3ARenewalAfterTheLocalDeadlineRecoversTheShards(t *testing.T) {
 	}
 	require.Empty(t, n1.released, "a renewal in time recovers nothing")
 }
+
+// TestC3AATickThatRecoversSlowlyRenewsBetweenShards: a node that takes many
+// shards recovers each inline, in its tick. Slow recoveries (here a second
+// and a half each, two a tick) must not outlast the lease, renewed only at
+// the tick's start: the node renews between shards, keeps every shard, and
+// never stops its actors for a lapse.
+func TestC3AATickThatRecoversSlowlyRenewsBetweenShards(t *testing.T) {
+	f := newFake()
+	n1 := startNode(f, "n1")
+	slow := n1.hooks.Acquired
+	n1.hooks.Acquired = func(s int, e int64) {
+		slow(s, e)
+		f.advance(1500 * time.Millisecond)
+	}
+	for i := 0; i < 20; i++ {
+		tickAll(f, n1)
+	}
+	require.Len(t, n1.Table().Owned(), Shards)
+	require.Empty(t, n1.released, "no shard was lost or recovered again")
+	require.Zero(t, n1.Stats().LapsesRecovered)
+	require.Zero(t, n1.Stats().LeasesLost)
+}

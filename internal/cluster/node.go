@@ -507,6 +507,12 @@ func (n *Node) owners(members []Member, suspects map[string]bool) *[Shards]strin
 func (n *Node) place(ctx context.Context, desired *[Shards]string, holders map[int]Holder, draining bool) {
 	moves := 0
 	for s := 0; s < Shards; s++ {
+		// A shard taken is recovered inline, which can take long on a
+		// loaded node: renewed only at the tick's start, the lease could
+		// outlast its deadline within one tick.
+		if !n.keepLease(ctx, draining) {
+			return
+		}
 		h, held := holders[s]
 		mine := n.table.Epoch(s)
 		switch {
