@@ -78,6 +78,9 @@ type Report struct {
 	// Revocations of a silent member's lease, leases found lost, and
 	// revocations the detector's bound held back, from the nodes' logs.
 	Revocations, LeasesLost, RevocationsHeld int
+	// LapsesRecovered: renewals after a lease's local deadline, whose
+	// shards the node recovered again (C3).
+	LapsesRecovered int
 	// LinearOps is how many register operations were checked for
 	// linearizability (per marquee, with porcupine).
 	LinearOps int
@@ -113,11 +116,11 @@ func (r Report) String() string {
 	p50, worst := percentile(all, 50), percentile(all, 100)
 	return fmt.Sprintf("seed=%d lease-ttl=%s owner-kills=%d pauses-past-lease=%d pauses-past-detector=%d short-pauses=%d rolling-restarts=%d members-added=%d members-removed=%d marquees=%d environments=%d dispatches=%d "+
 		"applied-callbacks-checked=%d ops-ok=%d ops-failed=%d ops-unknown=%d linearizable-ops=%d revisions-checked=%d fenced-transactions=%d route-generations=%d most-reserved=%d/%d "+
-		"revocations=%d leases-lost=%d revocations-held=%d "+
+		"revocations=%d leases-lost=%d revocations-held=%d lapses-recovered=%d "+
 		"failover-p50=%s failover-max=%s (of which etcd-leader kills=%d, their max=%s; the others' max=%s) elapsed=%s",
 		r.Seed, r.TTL, r.Kills, r.Pauses, r.DetectorPauses, r.ShortPauses, r.RollingRestarts, r.MembersAdded, r.MembersRemoved, r.Marquees, r.Envs, r.Dispatches, r.AppliedChecked,
 		r.Ops["ok"], r.Ops["failed"], r.Ops["unknown"], r.LinearOps, r.Revisions, r.FencedTxns, r.RouteGenerations, r.MaxAdmit, poolLimit,
-		r.Revocations, r.LeasesLost, r.RevocationsHeld,
+		r.Revocations, r.LeasesLost, r.RevocationsHeld, r.LapsesRecovered,
 		p50.Round(time.Millisecond), worst.Round(time.Millisecond), len(leader), percentile(leader, 100).Round(time.Millisecond),
 		percentile(others, 100).Round(time.Millisecond), r.Elapsed.Round(time.Second))
 }
@@ -297,7 +300,7 @@ func Run(o Options) (rep Report, err error) {
 		rep.Marquees, rep.Ops = len(h.created), maps.Clone(h.ops)
 		rep.Dispatches = h.dispatches.Total()
 		h.mu.Unlock()
-		rep.Revocations, rep.LeasesLost, rep.RevocationsHeld = h.detectorCounts()
+		rep.Revocations, rep.LeasesLost, rep.RevocationsHeld, rep.LapsesRecovered = h.detectorCounts()
 		rep.Elapsed = time.Since(start)
 	}()
 	if err := h.up(); err != nil {

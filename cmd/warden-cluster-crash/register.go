@@ -107,7 +107,7 @@ func (h *harness) registerOp(n *node, in linear.Input) linear.Output {
 // detectorCounts reads what the nodes' logs say the failure detector and
 // the leases did over the whole run (each node's log is appended to
 // across its restarts).
-func (h *harness) detectorCounts() (revocations, leasesLost, held int) {
+func (h *harness) detectorCounts() (revocations, leasesLost, held, lapses int) {
 	for _, n := range h.nodes {
 		b, err := os.ReadFile(filepath.Join(h.dir, n.name+".log"))
 		if err != nil {
@@ -117,6 +117,7 @@ func (h *harness) detectorCounts() (revocations, leasesLost, held int) {
 		revocations += strings.Count(s, "its lease is revoked")
 		leasesLost += strings.Count(s, "lease expired; every shard is lost")
 		held += strings.Count(s, "the failure detector reached its bound")
+		lapses += strings.Count(s, "renewed after its local deadline")
 	}
 	return
 }
@@ -126,7 +127,7 @@ func (h *harness) detectorCounts() (revocations, leasesLost, held int) {
 // detector revoked no more leases than the faults explain (each kill,
 // pause or restart costs at most a couple; a storm costs hundreds).
 func (h *harness) checkDetector(rep *Report) error {
-	rep.Revocations, rep.LeasesLost, rep.RevocationsHeld = h.detectorCounts()
+	rep.Revocations, rep.LeasesLost, rep.RevocationsHeld, rep.LapsesRecovered = h.detectorCounts()
 	faults := rep.Kills + rep.Pauses + rep.DetectorPauses + rep.ShortPauses + 3*rep.RollingRestarts + rep.MembersAdded
 	if bound := 2*faults + 4; rep.Revocations > bound {
 		return fmt.Errorf("C5: the failure detector revoked %d leases for %d faults (at most %d expected): it storms", rep.Revocations, faults, bound)
