@@ -62,14 +62,15 @@ type elease struct {
 
 // leaseExpiry is when the lease of p's running incarnation expires, if it
 // holds one: the latest its own deadline can be (a renewal's answer moves
-// that to the renewal plus the TTL less the node's safety margin).
-func (e *etcd) leaseExpiry(p *proc) (time.Time, bool) {
+// that to the renewal plus the TTL less the node's safety margin). The
+// latest of them, should there be two, so that map order cannot leak.
+func (e *etcd) leaseExpiry(p *proc) (latest time.Time, ok bool) {
 	for _, l := range e.leases {
-		if l.owner == p && l.inc == p.inc {
-			return l.expires, true
+		if l.owner == p && l.inc == p.inc && l.expires.After(latest) {
+			latest, ok = l.expires, true
 		}
 	}
-	return time.Time{}, false
+	return latest, ok
 }
 
 func newEtcd(w *world) *etcd {
