@@ -132,14 +132,14 @@ func (w *world) pauseWithProbe(p *proc, d time.Duration) {
 	// margin, 300 ms), and late enough for them to have moved.
 	expires, ok := w.etcd.leaseExpiry(p)
 	longest := expires.Sub(w.now()) - 400*time.Millisecond
-	if !ok || longest < 3*time.Second || w.rnd.IntN(2) == 0 {
+	if !ok || w.lin == nil || longest < 3*time.Second || w.rnd.IntN(2) == 0 {
 		w.pause(p, d)
 		return
 	}
 	d = w.uniform(3*time.Second, longest)
 	id := ""
 	for i := range linMarquees {
-		if c := fmt.Sprintf("lin-%d", i); w.lin != nil && p.node.cnode.Table().Owns(cluster.ShardOf("marquee", c)) {
+		if c := fmt.Sprintf("lin-%d", i); p.node.cnode.Table().Owns(cluster.ShardOf("marquee", c)) {
 			id = c
 			break
 		}

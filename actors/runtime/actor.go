@@ -159,19 +159,17 @@ func (h *Handle[S, E, O]) read(msg message) bool {
 		return true
 	}
 	err := fmt.Errorf("%w: the record of %s was not read: %w", errs.Unavailable, h.key, h.unread)
-	if m, ok := msg.(internal[E]); ok {
-		h.rt.retryLater(h.key, m.ev, m.attempt, err, func(next int) {
-			h.rt.route(h.key, internal[E]{ev: m.ev, attempt: next})
-		})
-		return false
-	}
-	if _, ok := msg.(request[S, E, O]); !ok {
+	switch m := msg.(type) {
+	case request[S, E, O]:
+		m.fail(err)
+	case internal[E]:
+		h.retryInternal(m.ev, m.attempt, err)
+	default:
 		// A wake or a kind's own turn: asked again a second later, for as
 		// long as the record cannot be read (each is its entity's only
 		// reminder).
 		h.rt.cfg.Clock.AfterFunc(time.Second, func() { h.rt.route(h.key, msg) })
 	}
-	msg.fail(err)
 	return false
 }
 
@@ -222,10 +220,16 @@ func (h *Handle[S, E, O]) internal(ev E, attempt int) {
 		return
 	}
 	if _, err := h.step(ev, nil); err != nil {
-		h.rt.retryLater(h.key, ev, attempt, err, func(next int) {
-			h.rt.route(h.key, internal[E]{ev: ev, attempt: next})
-		})
+		h.retryInternal(ev, attempt, err)
 	}
+}
+
+// retryInternal sends an internal event to the entity again after the
+// runtime's back-off.
+func (h *Handle[S, E, O]) retryInternal(ev E, attempt int, err error) {
+	h.rt.retryLater(h.key, ev, attempt, err, func(next int) {
+		h.rt.route(h.key, internal[E]{ev: ev, attempt: next})
+	})
 }
 
 // request answers one caller: a read at once; a step once it is durable,

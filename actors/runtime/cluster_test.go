@@ -3,13 +3,10 @@ package runtime
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/wardenhq/warden/actors/clock"
 	"github.com/wardenhq/warden/actors/errs"
-	"github.com/wardenhq/warden/persistence"
 )
 
 // FuzzDecodeEnvelope: a message from another node is bounded and strict;
@@ -40,22 +37,13 @@ func FuzzDecodeEnvelope(f *testing.F) {
 // may reach an actor past its stop, where the actor library drops it: each
 // waits, and a fresh actor handles it.
 func TestC3AMessagesRoutedAsAShardIsReleasedReachAFreshActor(t *testing.T) {
-	st, err := persistence.Open(t.TempDir(), persistence.Options{})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = st.Close() })
-	rt, err := New(Config{Store: st, Clock: clock.NewManual(time.Unix(0, 0)), Cluster: SingleNode(), IdleAfter: -1})
-	require.NoError(t, err)
-	t.Cleanup(func() { rt.Stop(context.Background()) })
-	var ents *Entities[int, int, counted]
-	ents = Register(rt, Kind[int, int, counted](counter{ents: &ents, chatty: true}))
+	rt, ents, _ := startCounter(t, false)
 	ctx := context.Background()
-	_, err = ents.Ask(ctx, "c", Request[int]{Mode: Create, Event: 0})
+	_, err := ents.Ask(ctx, "c", Request[int]{Mode: Create, Event: 0})
 	require.NoError(t, err)
 	for i := 1; i <= 100; i++ {
-		rt.ReleaseShard(rt.Shard(Key{Kind: "counter", ID: "c"}))
-		ask, cancel := context.WithTimeout(ctx, 5*time.Second)
-		res, err := ents.Ask(ask, "c", Request[int]{Mode: Command, Event: 0})
-		cancel()
+		rt.ReleaseShard(rt.Shard(ents.Key("c")))
+		res, err := ents.Ask(ctx, "c", Request[int]{Mode: Command, Event: 0})
 		require.NoError(t, err, "message %d, routed as its actor stopped", i)
 		require.Equal(t, i+1, res.Record)
 	}

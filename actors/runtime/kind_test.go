@@ -70,6 +70,15 @@ func (s serialScheduler) Wait(answered func() bool) bool {
 
 func startCounter(t *testing.T, chatty bool) (*Runtime, *Entities[int, int, counted], *[]string) {
 	t.Helper()
+	return startKind(t, func(ents **Entities[int, int, counted]) Kind[int, int, counted] {
+		return counter{ents: ents, chatty: chatty}
+	})
+}
+
+// startKind starts a runtime on a serial scheduler and a manual clock with
+// the kind of(ents) registered, given where its Entities will be.
+func startKind(t *testing.T, of func(ents **Entities[int, int, counted]) Kind[int, int, counted]) (*Runtime, *Entities[int, int, counted], *[]string) {
+	t.Helper()
 	st, err := persistence.Open(t.TempDir(), persistence.Options{})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.Close() })
@@ -80,7 +89,7 @@ func startCounter(t *testing.T, chatty bool) (*Runtime, *Entities[int, int, coun
 	require.NoError(t, err)
 	t.Cleanup(rt.Shutdown)
 	var ents *Entities[int, int, counted]
-	ents = Register(rt, Kind[int, int, counted](counter{ents: &ents, chatty: chatty}))
+	ents = Register(rt, of(&ents))
 	return rt, ents, &failures
 }
 

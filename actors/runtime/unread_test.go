@@ -11,7 +11,6 @@ import (
 
 	"github.com/wardenhq/warden/actors/clock"
 	"github.com/wardenhq/warden/actors/errs"
-	"github.com/wardenhq/warden/persistence"
 )
 
 // unreachable is the counter kind whose record cannot be read while down
@@ -35,18 +34,12 @@ func (k unreachable) Load(id string) (int, bool, error) {
 // answers unavailable, keeps an internal event for later, and acts on the
 // record once a read succeeds.
 func TestS5AnActorWhoseRecordWasNotReadDecidesNothing(t *testing.T) {
-	st, err := persistence.Open(t.TempDir(), persistence.Options{})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = st.Close() })
-	clk := clock.NewManual(time.Unix(0, 0))
-	rt, err := New(Config{Store: st, Clock: clk, Cluster: SingleNode(), IdleAfter: -1})
-	require.NoError(t, err)
-	t.Cleanup(func() { rt.Stop(context.Background()) })
 	down := &atomic.Bool{}
-	var ents *Entities[int, int, counted]
-	ents = Register(rt, Kind[int, int, counted](unreachable{counter: counter{ents: &ents, chatty: true}, down: down}))
+	rt, ents, _ := startKind(t, func(ents **Entities[int, int, counted]) Kind[int, int, counted] {
+		return unreachable{counter: counter{ents: ents}, down: down}
+	})
 	ctx := context.Background()
-	_, err = ents.Ask(ctx, "c", Request[int]{Mode: Create, Event: 0})
+	_, err := ents.Ask(ctx, "c", Request[int]{Mode: Create, Event: 0})
 	require.NoError(t, err)
 	rt.ReleaseShard(rt.Shard(ents.Key("c"))) // the next message starts a fresh actor, which loads
 	down.Store(true)
@@ -60,7 +53,7 @@ func TestS5AnActorWhoseRecordWasNotReadDecidesNothing(t *testing.T) {
 	require.ErrorIs(t, err, errs.Unavailable, "handled after the event, in the mailbox's order")
 
 	down.Store(false)
-	clk.Advance(time.Second) // its retry
+	rt.cfg.Clock.(*clock.Manual).Advance(time.Second) // its retry
 	res, err := ents.Ask(ctx, "c", Request[int]{Mode: Read})
 	require.NoError(t, err)
 	require.True(t, res.Exists)
