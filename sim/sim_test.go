@@ -16,7 +16,7 @@ func report(t *testing.T, r SeedRun) {
 		return
 	}
 	tail := r.Trace[max(0, len(r.Trace)-30):]
-	t.Errorf("seed %d: %v\n%s\ntrace tail:\n%s\nreplay: go run ./cmd/warden-sim --seed %d", r.Seed, r.Violation, r.Config, strings.Join(tail, "\n"), r.Seed)
+	t.Errorf("seed %d: %v\n%s\ntrace tail:\n%s\nreplay: go run ./cmd/warden-sim --seed %d --nodes %d --trace", r.Seed, r.Violation, r.Config, strings.Join(tail, "\n"), r.Seed, r.Nodes)
 }
 
 // TestSeedsWithDeterminism is the CI batch (docs/rules/simulation.md: at least 200
@@ -147,8 +147,49 @@ func TestClusterRegressionSeeds(t *testing.T) {
 		// no repair was left to disable it as the operator had asked
 		// (simulator fix: repairs go on while they have something to do).
 		1000,
+		// A false null's confirmation, delayed by the weather past the
+		// last repair round, errored its marquee for good: warden was right
+		// (M16, M18) and the oracle blamed it (simulator fix: the weather's
+		// delays land before the last sure repair, landBy).
+		64,
 	} {
 		report(t, Check(Options{Seed: seed, Nodes: 3}))
+	}
+}
+
+// TestTheWeathersDelaysLandWhileTheOperatorStillRepairs: a callback the
+// weather delays (late, reordered) arrives before the last repair round
+// that runs whatever it finds, on one node and on three, so that the
+// convergence oracle compares worlds the operator could repair.
+func TestTheWeathersDelaysLandWhileTheOperatorStillRepairs(t *testing.T) {
+	for _, nodes := range []int{1, 3} {
+		w := newWorld(Options{Seed: 1, Nodes: nodes})
+		w.faults = &faults{rate: map[string]float64{"callback.late": 1, "callback.reorder": 1},
+			rnd: w.rnd, fired: map[string]int{}}
+		repairs := w.sureRepairs()
+		last := repairs[len(repairs)-1]
+		sent := epoch.Add(w.opts.FaultyPhase - time.Minute)
+		capped := 0
+		for range 2000 {
+			w.callbackAt(sent, map[string]any{"verb": "null"}, "")
+		}
+		for _, e := range w.events {
+			if !e.at.Before(last) {
+				t.Fatalf("%d node(s): a delayed callback lands at %v, the last sure repair is at %v", nodes, e.at.Sub(epoch), last.Sub(epoch))
+			}
+			if e.at.Equal(w.landBy()) {
+				capped++
+			}
+		}
+		if capped == 0 {
+			t.Fatalf("%d node(s): no delay of 2000 reached the bound; the test shows nothing", nodes)
+		}
+		// A callback sent after the bound (a quiet phase's workflow) is not moved.
+		w.events = nil
+		w.callbackAt(last.Add(time.Minute), map[string]any{"verb": "null"}, "")
+		if len(w.events) != 1 || w.events[0].at.Before(last.Add(time.Minute)) {
+			t.Fatalf("%d node(s): a callback sent after the bound was moved earlier", nodes)
+		}
 	}
 }
 

@@ -86,6 +86,7 @@ type world struct {
 	events timeline
 	seq    uint64
 	end    time.Time
+	land   time.Time // landBy, once worked out
 	// instant and atInstant count the steps at one instant (standsStill).
 	instant   time.Time
 	atInstant int
@@ -658,6 +659,7 @@ func (w *world) callbackAt(at time.Time, body map[string]any, token string) {
 	if w.faults.fire("callback.lost") {
 		return
 	}
+	sent := at
 	if w.faults.fire("callback.reorder") {
 		at = at.Add(w.uniform(0, 5*time.Minute))
 	}
@@ -665,6 +667,9 @@ func (w *world) callbackAt(at time.Time, body map[string]any, token string) {
 		// Pareto tail: usually minutes, sometimes hours.
 		late := time.Duration(float64(5*time.Minute) * math.Pow(1/(1-w.rnd.Float64()*0.999), 1/1.2))
 		at = at.Add(min(late, 6*time.Hour))
+	}
+	if land := w.landBy(); at.After(land) && !sent.After(land) {
+		at = land
 	}
 	w.at(at, "callback", func() { w.deliver(body, delivery, 0, token) })
 	if w.faults.fire("callback.duplicate") {
@@ -882,7 +887,7 @@ func (w *world) falseNull() {
 // 1000 on three nodes), and the last must have time to settle.
 func (w *world) repairRound() {
 	acted := w.repair()
-	next := w.now().Add(20 * time.Minute)
+	next := w.now().Add(repairEvery)
 	if next.Before(w.end.Add(-time.Hour)) || acted && next.Before(w.end.Add(-30*time.Minute)) {
 		w.at(next, "repair", w.repairRound)
 	}
