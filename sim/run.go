@@ -90,7 +90,7 @@ func newWorld(o Options) *world {
 		o.QuietPhase = map[bool]time.Duration{false: DefaultQuietPhase, true: DefaultClusterQuietPhase}[cluster]
 	}
 	mc := marquee.DefaultConfig()
-	return &world{
+	w := &world{
 		opts: o, faults: drawFaults(o.Seed, o.FaultFree, o.Once, cluster), rnd: rand.New(rand.NewPCG(o.Seed, 3)),
 		clock: clock.NewManual(epoch), end: epoch.Add(o.FaultyPhase + o.QuietPhase), machine: marquee.Machine{Config: mc},
 		fs: vfs.NewCrashableMem(), model: map[string]marquee.State{}, pools: map[string]admission.Pool{},
@@ -99,6 +99,8 @@ func newWorld(o Options) *world {
 		chats: map[string]driver.Chats{}, coverage: map[string]int{},
 		disk: &diskFaults{}, preview: newPreviewWorld(), envs: map[string]environment.Env{}, envIntents: map[string]*envIntent{}, slowAttempts: map[string]slowCall{}, branchLast: map[string]uint64{}, givenTo: map[string]uint64{}, cutUntil: map[pair]time.Time{},
 	}
+	w.land = w.landBy()
+	return w
 }
 
 // scheduleQuiet ends the faulty phase: faults heal, a clean restart
@@ -134,19 +136,18 @@ func (w *world) sureRepairs() []time.Time {
 	return ts
 }
 
-// landBy is the latest a callback the weather delays may arrive: before the
-// last sure repair round, so that whatever it does is seen and repaired
-// toward the workload's intent (a confirmed false null landing after the
-// rounds had stopped left its marquee errored, and the convergence oracle
-// blamed warden for a correct answer: cluster seed 64, 2026-12-05).
+// landBy is the latest a callback the weather delays may arrive (w.land):
+// before the last sure repair round, so that whatever it does is seen and
+// repaired toward the workload's intent (a confirmed false null landing
+// after the rounds had stopped left its marquee errored, and the
+// convergence oracle blamed warden for a correct answer: cluster seed 64,
+// 2026-12-05).
 func (w *world) landBy() time.Time {
-	if w.land.IsZero() {
-		w.land = w.end
-		if ts := w.sureRepairs(); len(ts) > 0 {
-			w.land = ts[len(ts)-1].Add(-time.Minute)
-		}
+	ts := w.sureRepairs()
+	if len(ts) == 0 {
+		return w.end
 	}
-	return w.land
+	return ts[len(ts)-1].Add(-time.Minute)
 }
 
 // loop runs the events in time order, checking after each, until the

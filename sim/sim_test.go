@@ -177,7 +177,7 @@ func TestTheWeathersDelaysLandWhileTheOperatorStillRepairs(t *testing.T) {
 			if !e.at.Before(last) {
 				t.Fatalf("%d node(s): a delayed callback lands at %v, the last sure repair is at %v", nodes, e.at.Sub(epoch), last.Sub(epoch))
 			}
-			if e.at.Equal(w.landBy()) {
+			if e.at.Equal(w.land) {
 				capped++
 			}
 		}

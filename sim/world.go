@@ -86,7 +86,7 @@ type world struct {
 	events timeline
 	seq    uint64
 	end    time.Time
-	land   time.Time // landBy, once worked out
+	land   time.Time // landBy, worked out once
 	// instant and atInstant count the steps at one instant (standsStill).
 	instant   time.Time
 	atInstant int
@@ -668,8 +668,8 @@ func (w *world) callbackAt(at time.Time, body map[string]any, token string) {
 		late := time.Duration(float64(5*time.Minute) * math.Pow(1/(1-w.rnd.Float64()*0.999), 1/1.2))
 		at = at.Add(min(late, 6*time.Hour))
 	}
-	if land := w.landBy(); at.After(land) && !sent.After(land) {
-		at = land
+	if at.After(w.land) && !sent.After(w.land) {
+		at = w.land
 	}
 	w.at(at, "callback", func() { w.deliver(body, delivery, 0, token) })
 	if w.faults.fire("callback.duplicate") {
