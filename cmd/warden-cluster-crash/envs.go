@@ -18,12 +18,18 @@ import (
 const (
 	maxEnvs     = 8
 	envBranches = 2
+	// envObserveEvery paces the rounds at rest, as the single-node crash
+	// run's does and for its reason: at 300 ms each node observed its
+	// environments back to back, a driver process per link, and the
+	// processes took the CPU the nodes and etcd answer with. Retries,
+	// takeovers and a shard's recovery do not wait for this round.
+	envObserveEvery = 2 * time.Second
 )
 
 var envBranchNames = []string{"b0", "b1"}
 
 func (h *harness) envArgs() []string {
-	return []string{"--env-driver-command", h.previewBin, "--env-reconcile-every", "300ms", "--env-retry-backoff", "200ms",
+	return []string{"--env-driver-command", h.previewBin, "--env-reconcile-every", envObserveEvery.String(), "--env-retry-backoff", "200ms",
 		"--env-driver-timeout", "20s", "--driver-env", "WARDEN_PREVIEW_DIR"}
 }
 

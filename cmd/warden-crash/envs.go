@@ -29,6 +29,17 @@ const (
 	maxResumeWait = 30 * time.Second
 	envBackoff    = 200 * time.Millisecond
 	envBranches   = 3
+	// envObserveEvery paces the rounds at rest. A round is a driver
+	// process per link (five), and a round asked for while one runs
+	// follows it at once, so at 300 ms nine environments were observed
+	// back to back: about a hundred driver processes a second took both
+	// cores, every read warden answered waited 10-30 ms for one, and a
+	// run of 200 kills took 13 minutes instead of 2. Retries and lease
+	// takeovers wake on their own deadlines, not on this round, so a
+	// slower round costs the run no transition, and every start still
+	// observes each environment at once (P15), so rounds still race the
+	// kills.
+	envObserveEvery = 2 * time.Second
 )
 
 // envArgs are warden's flags for the preview environments of a crash run.
@@ -36,7 +47,7 @@ func (h *harness) envArgs() []string {
 	if h.previewBin == "" {
 		return nil
 	}
-	return []string{"--env-driver-command", h.previewBin, "--env-reconcile-every", "300ms",
+	return []string{"--env-driver-command", h.previewBin, "--env-reconcile-every", envObserveEvery.String(),
 		"--env-lease", envLease.String(), "--env-retry-backoff", envBackoff.String(), "--env-driver-timeout", "20s"}
 }
 

@@ -48,13 +48,18 @@ type Report struct {
 	// StoreVerified: warden verify found no problem in the store the run
 	// left, live and then offline with warden stopped (D6).
 	StoreVerified bool
-	Elapsed       time.Duration
+	// LongestCheck is the slowest check after a restart: reads of every
+	// marquee, its history, the environments and the pools. It says when
+	// the run's own load starves warden (the check's reads are what an
+	// operator's would be), which a green run alone does not.
+	LongestCheck time.Duration
+	Elapsed      time.Duration
 }
 
 func (r Report) String() string {
-	return fmt.Sprintf("seed=%d kills=%d restarts=%d marquees=%d applied-callbacks-checked=%d admissions-checked=%d dispatches=%d silent-workflows-verified=%d environments=%d environment-records-checked=%d environments-resumed-after-restart=%d longest-resume-wait=%s store-verified=%t elapsed=%s",
+	return fmt.Sprintf("seed=%d kills=%d restarts=%d marquees=%d applied-callbacks-checked=%d admissions-checked=%d dispatches=%d silent-workflows-verified=%d environments=%d environment-records-checked=%d environments-resumed-after-restart=%d longest-resume-wait=%s store-verified=%t longest-check=%s elapsed=%s",
 		r.Seed, r.Kills, r.Restarts, r.Marquees, r.AppliedChecked, r.AdmissionsChecked, r.Dispatches, r.SilentVerified, r.Envs, r.EnvsChecked,
-		r.EnvResumes, r.EnvResumeMax.Round(time.Millisecond), r.StoreVerified, r.Elapsed.Round(time.Second))
+		r.EnvResumes, r.EnvResumeMax.Round(time.Millisecond), r.StoreVerified, r.LongestCheck.Round(time.Millisecond), r.Elapsed.Round(time.Second))
 }
 
 const (
@@ -185,9 +190,11 @@ func Run(o Options) (_ Report, runErr error) {
 		}
 		rep.Restarts++
 		h.logf("kill %d: restarted", kill)
+		checkStart := time.Now()
 		if err := h.check(&rep, false); err != nil {
 			return rep, fmt.Errorf("after kill %d: %w", kill, err)
 		}
+		rep.LongestCheck = max(rep.LongestCheck, time.Since(checkStart))
 	}
 	// Quiet phase: no more kills and no new work; every timer may fire.
 	h.stop.Store(true)
