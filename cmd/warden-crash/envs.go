@@ -33,8 +33,8 @@ const (
 	// process per link (five), and a round asked for while one runs
 	// follows it at once, so at 300 ms nine environments were observed
 	// back to back: about a hundred driver processes a second took both
-	// cores, every read warden answered waited 10-30 ms for one, and a
-	// run of 200 kills took 13 minutes instead of 2. Retries and lease
+	// cores, every read warden answered waited 10-30 ms for a CPU, and a
+	// run of 200 kills took 13 minutes (about 4 at 2 s). Retries and lease
 	// takeovers wake on their own deadlines, not on this round, so a
 	// slower round costs the run no transition, and every start still
 	// observes each environment at once (P15), so rounds still race the
