@@ -6,6 +6,7 @@ import (
 	"syscall"
 
 	"github.com/wardenhq/warden/httpapi"
+	"github.com/wardenhq/warden/internal/driver"
 )
 
 // The process's file descriptors (S13), split once at start so that
@@ -16,9 +17,12 @@ import (
 //     1000: its default);
 //   - kept are left for everything else of the process: the WAL, the
 //     manifest, the locks and the mark, the listener and its poller,
-//     standard streams, the drivers' pipes (a quarter, 24 to 64);
+//     standard streams, outbound connections (a quarter, 24 to 64);
 //   - shed connections are accepted only to be answered 503 overloaded
 //     with Retry-After (a sixteenth, 4 to 64);
+//   - driver processes run at most drivers at once (a sixty-fourth of
+//     the limit, 1 to 256), each with the descriptors it holds while it
+//     starts set aside; a call past them waits for one to end;
 //   - the rest serve connections; beyond serve and shed, new ones wait in
 //     the kernel's backlog.
 //
@@ -28,6 +32,7 @@ import (
 type fdBudget struct {
 	limit, raisedFrom              int
 	storeTables, kept, shed, serve int
+	drivers                        int // processes at once
 }
 
 const (
@@ -55,10 +60,11 @@ func planDescriptors() (fdBudget, error) {
 	b.storeTables = clamp(b.limit/4, 16, 1000)
 	b.kept = clamp(b.limit/4, 24, 64)
 	b.shed = clamp(b.limit/16, 4, 64)
-	b.serve = min(b.limit-b.storeTables-b.kept-b.shed-spareWAL, maxServe)
+	b.drivers = clamp(b.limit/64, 1, 256)
+	b.serve = min(b.limit-b.storeTables-b.kept-b.shed-spareWAL-b.drivers*driver.DescriptorsPerProcess, maxServe)
 	if b.serve < minServe {
-		return b, configError(fmt.Errorf("RLIMIT_NOFILE is %d: warden needs at least %d file descriptors (16 for the store's tables, 24 for its other files, the listener and the drivers, %d held for the store's log, 4 to refuse connections with and %d to serve them); raise it (ulimit -n, LimitNOFILE=)",
-			b.limit, 16+24+spareWAL+4+minServe, spareWAL, minServe))
+		return b, configError(fmt.Errorf("RLIMIT_NOFILE is %d: warden needs at least %d file descriptors (16 for the store's tables, 24 for its other files and the listener, %d held for the store's log, 4 to refuse connections with, %d for a driver process and %d to serve connections); raise it (ulimit -n, LimitNOFILE=)",
+			b.limit, 16+24+spareWAL+4+driver.DescriptorsPerProcess+minServe, spareWAL, driver.DescriptorsPerProcess, minServe))
 	}
 	return b, nil
 }
@@ -69,5 +75,5 @@ func (b fdBudget) conns() httpapi.ConnLimit { return httpapi.ConnLimit{Serve: b.
 
 func (b fdBudget) log(l *slog.Logger) {
 	l.Info("file descriptors", "limit", b.limit, "soft_limit_was", b.raisedFrom, "store_tables", b.storeTables, "kept", b.kept,
-		"held_for_the_wal", spareWAL, "connections_served", b.serve, "then_refused_with_503", b.shed)
+		"held_for_the_wal", spareWAL, "connections_served", b.serve, "then_refused_with_503", b.shed, "driver_processes_at_once", b.drivers)
 }

@@ -426,6 +426,46 @@ func TestS13ADescriptorsAreReservedForTheStore(t *testing.T) {
 	}
 }
 
+// TestS13DriverProcessesLeaveTheStoreItsDescriptors: under `ulimit -n
+// 64`, forty marquees created at once each dispatch through a script
+// that takes a while. The dispatches run one process at a time (the
+// limit's sixty-fourth), none fails for want of a descriptor (before the
+// bound they started together and failed "pipe2: too many open files",
+// taking what the store and the listener were kept), every one runs, and
+// the process stops cleanly.
+func TestS13DriverProcessesLeaveTheStoreItsDescriptors(t *testing.T) {
+	dir := t.TempDir()
+	data, addr, ran := filepath.Join(dir, "data"), freePort(t), filepath.Join(dir, "ran")
+	slow := filepath.Join(dir, "dispatch.sh")
+	require.NoError(t, os.WriteFile(slow, []byte("#!/bin/sh\ncat >/dev/null\nsleep 0.3\necho x >> "+ran+"\necho '{\"ok\":true}'\n"), 0o755))
+	p := startLimited(t, 64, data, addr, "--dispatch", "exec", "--dispatch-command", slow, "--pool", "default=1000")
+	require.Contains(t, p.log.String(), "driver_processes_at_once=1")
+	const n = 40
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			st := 0
+			for try := 0; try < 100 && st != http.StatusCreated; try++ {
+				if try > 0 {
+					time.Sleep(50 * time.Millisecond) // 503 overloaded: the S13 refusal, tried again
+				}
+				st, _ = p.createOnce(fmt.Sprintf("fd-%d", i))
+			}
+			require.Equal(t, http.StatusCreated, st)
+		})
+	}
+	wg.Wait()
+	require.Eventually(t, func() bool {
+		raw, _ := os.ReadFile(ran)
+		return strings.Count(string(raw), "x") >= n
+	}, 60*time.Second, 100*time.Millisecond, "every dispatch ran")
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+	require.Equal(t, 0, p.exitStatus(30*time.Second), p.log.String())
+	for _, bad := range []string{"too many open files", "dispatch failed", "panic"} {
+		require.NotContains(t, p.log.String(), bad)
+	}
+}
+
 // startLimited starts warden under `ulimit -n n` and waits for it.
 func startLimited(t *testing.T, n int, dataDir, addr string, extra ...string) *proc {
 	t.Helper()

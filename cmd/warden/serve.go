@@ -76,8 +76,10 @@ type process struct {
 	// stored: stop has dealt with the store (closed it, or left a sealed
 	// one alone).
 	stored bool
-	// fds is how the process's descriptors are split (S13).
-	fds fdBudget
+	// fds is how the process's descriptors are split (S13), and procs
+	// the driver processes it allows at once.
+	fds   fdBudget
+	procs *driver.Processes
 }
 
 // start takes the data directory, listens (503 until ready), opens the
@@ -225,7 +227,7 @@ func (p *process) listen() error {
 		return err
 	}
 	fds.log(p.log)
-	p.fds = fds
+	p.fds, p.procs = fds, driver.NewProcesses(fds.drivers)
 	if err := persistence.HoldDescriptors(spareWAL); err != nil {
 		return err
 	}
@@ -308,7 +310,7 @@ func (p *process) stampFormat() {
 
 func (p *process) systemConfig(tm *trustMaterial) (actors.Config, error) {
 	c := p.c
-	env, err := envConfig(c)
+	env, err := envConfig(c, p.procs)
 	if err != nil {
 		return actors.Config{}, err
 	}
@@ -319,8 +321,8 @@ func (p *process) systemConfig(tm *trustMaterial) (actors.Config, error) {
 		Machine:        marquee.Machine{Config: c.Rules},
 		Pools:          c.Pools,
 		DedupRetention: c.DedupRetention,
-		Dispatcher:     dispatcher(c),
-		Bootstrapper:   bootstrapper(c),
+		Dispatcher:     dispatcher(c, p.procs),
+		Bootstrapper:   bootstrapper(c, p.procs),
 		ControlPlane:   &driver.HTTPControlPlane{URL: c.ControlPlaneURL, Token: c.ControlPlaneToken, Client: &http.Client{Timeout: 10 * time.Second}},
 		CallbackURL:    strings.TrimRight(c.PublicURL, "/") + "/v1/webhooks/terraform",
 		// Scoped credentials are minted only when the mode is on (T1).
@@ -544,19 +546,19 @@ func callbackKeys(c config.Serve, tm *trustMaterial) *trust.Keyring {
 	return nil
 }
 
-func dispatcher(c config.Serve) driver.Dispatcher {
+func dispatcher(c config.Serve, procs *driver.Processes) driver.Dispatcher {
 	if c.Dispatch == "exec" {
 		// The run's scoped credential travels in the request on stdin (T1);
 		// the script's environment is the minimal one (T9).
-		return &driver.ExecDispatcher{Exec: driver.Exec{Command: c.DispatchCommand, Timeout: c.DispatchTimeout, PassEnv: c.DriverEnv}}
+		return &driver.ExecDispatcher{Exec: driver.Exec{Command: c.DispatchCommand, Timeout: c.DispatchTimeout, PassEnv: c.DriverEnv, Processes: procs}}
 	}
 	return &driver.GitHub{APIURL: c.GitHubAPIURL, Repo: c.GitHubRepo, Workflow: c.GitHubWorkflow, Ref: c.GitHubRef,
 		Token: c.GitHubToken, Client: &http.Client{Timeout: c.DispatchTimeout}}
 }
 
-func bootstrapper(c config.Serve) driver.Bootstrapper {
+func bootstrapper(c config.Serve, procs *driver.Processes) driver.Bootstrapper {
 	if c.Bootstrap == "exec" {
-		return &driver.ExecBootstrapper{Exec: driver.Exec{Command: c.BootstrapCommand, Timeout: c.BootstrapTimeout, PassEnv: c.DriverEnv}}
+		return &driver.ExecBootstrapper{Exec: driver.Exec{Command: c.BootstrapCommand, Timeout: c.BootstrapTimeout, PassEnv: c.DriverEnv, Processes: procs}}
 	}
 	return &driver.HTTPSProbe{Timeout: 10 * time.Second}
 }
@@ -576,8 +578,9 @@ func notifier(c config.Serve) driver.Notifier {
 }
 
 // envConfig wires preview environments: one exec driver serves every
-// capability (the request names it), if configured.
-func envConfig(c config.Serve) (actors.EnvConfig, error) {
+// capability (the request names it), if configured. Their processes
+// count against procs with every other driver's.
+func envConfig(c config.Serve, procs *driver.Processes) (actors.EnvConfig, error) {
 	mc := environment.DefaultConfig()
 	mc.LeaseFor, mc.RetryBackoff, mc.PreviewURL = c.EnvLease, c.EnvRetryBackoff, c.PreviewURL
 	mc.RemoveArtifacts = c.EnvPlatform == "local" // its images are each environment's own (P9)
@@ -595,9 +598,10 @@ func envConfig(c config.Serve) (actors.EnvConfig, error) {
 		// loads can no longer commit.
 		ExclusiveStore: true}
 	if len(c.EnvDriverCommand) > 0 {
-		d := &driver.ExecCapability{Exec: driver.Exec{Command: c.EnvDriverCommand, Timeout: c.EnvDriverTimeout, PassEnv: c.DriverEnv}}
+		d := &driver.ExecCapability{Exec: driver.Exec{Command: c.EnvDriverCommand, Timeout: c.EnvDriverTimeout, PassEnv: c.DriverEnv, Processes: procs}}
 		ec.Drivers = actors.DriverForAll(d)
 	}
+	c.Platform.Processes = procs
 	return ec, localPlatform(c, &ec)
 }
 

@@ -26,6 +26,9 @@ type Exec struct {
 	PassEnv []string
 	// Env is added to the command's environment (never secrets on argv).
 	Env []string
+	// Processes bounds the processes running at once, shared by every
+	// driver of the process (S13); nil bounds nothing.
+	Processes *Processes
 }
 
 // minimalEnv is what every child process gets of warden's environment
@@ -80,6 +83,11 @@ func (e *Exec) Run(ctx context.Context, req any, res any) error {
 	if timeout <= 0 {
 		timeout = time.Minute
 	}
+	done, err := e.Processes.Start(ctx, e.Command[0])
+	if err != nil {
+		return err
+	}
+	defer done()
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, e.Command[0], e.Command[1:]...)
