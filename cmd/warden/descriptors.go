@@ -17,12 +17,13 @@ import (
 //     1000: its default);
 //   - kept are left for everything else of the process: the WAL, the
 //     manifest, the locks and the mark, the listener and its poller,
-//     standard streams, outbound connections (a quarter, 24 to 64);
+//     standard streams (a quarter, 24 to 64);
 //   - shed connections are accepted only to be answered 503 overloaded
 //     with Retry-After (a sixteenth, 4 to 64);
-//   - driver processes run at most drivers at once (a sixty-fourth of
-//     the limit, 1 to 256), each with the descriptors it holds while it
-//     starts set aside; a call past them waits for one to end;
+//   - the drivers' share: the descriptors of drivers processes at once
+//     (a sixty-fourth of the limit, 1 to 256), which outbound
+//     connections (one each) share with the processes; a call past it
+//     waits;
 //   - the rest serve connections; beyond serve and shed, new ones wait in
 //     the kernel's backlog.
 //
@@ -32,7 +33,7 @@ import (
 type fdBudget struct {
 	limit, raisedFrom              int
 	storeTables, kept, shed, serve int
-	drivers                        int // processes at once
+	drivers                        int // driver processes at once
 }
 
 const (
@@ -75,5 +76,11 @@ func (b fdBudget) conns() httpapi.ConnLimit { return httpapi.ConnLimit{Serve: b.
 
 func (b fdBudget) log(l *slog.Logger) {
 	l.Info("file descriptors", "limit", b.limit, "soft_limit_was", b.raisedFrom, "store_tables", b.storeTables, "kept", b.kept,
-		"held_for_the_wal", spareWAL, "connections_served", b.serve, "then_refused_with_503", b.shed, "driver_processes_at_once", b.drivers)
+		"held_for_the_wal", spareWAL, "connections_served", b.serve, "then_refused_with_503", b.shed,
+		"driver_processes_at_once", b.drivers, "driver_descriptors", b.driverDescriptors())
 }
+
+// driverDescriptors are the drivers' share: a process's descriptors for
+// each process allowed at once, which outbound connections, one each,
+// share with them.
+func (b fdBudget) driverDescriptors() int { return b.drivers * driver.DescriptorsPerProcess }

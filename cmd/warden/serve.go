@@ -76,10 +76,10 @@ type process struct {
 	// stored: stop has dealt with the store (closed it, or left a sealed
 	// one alone).
 	stored bool
-	// fds is how the process's descriptors are split (S13), and procs
-	// the driver processes it allows at once.
-	fds   fdBudget
-	procs *driver.Processes
+	// fds is how the process's descriptors are split (S13), and drv
+	// the drivers' share of them.
+	fds fdBudget
+	drv *driver.Descriptors
 }
 
 // start takes the data directory, listens (503 until ready), opens the
@@ -227,7 +227,7 @@ func (p *process) listen() error {
 		return err
 	}
 	fds.log(p.log)
-	p.fds, p.procs = fds, driver.NewProcesses(fds.drivers)
+	p.fds, p.drv = fds, driver.NewDescriptors(fds.driverDescriptors())
 	if err := persistence.HoldDescriptors(spareWAL); err != nil {
 		return err
 	}
@@ -310,7 +310,7 @@ func (p *process) stampFormat() {
 
 func (p *process) systemConfig(tm *trustMaterial) (actors.Config, error) {
 	c := p.c
-	env, err := envConfig(c, p.procs)
+	env, err := envConfig(c, p.drv)
 	if err != nil {
 		return actors.Config{}, err
 	}
@@ -321,9 +321,9 @@ func (p *process) systemConfig(tm *trustMaterial) (actors.Config, error) {
 		Machine:        marquee.Machine{Config: c.Rules},
 		Pools:          c.Pools,
 		DedupRetention: c.DedupRetention,
-		Dispatcher:     dispatcher(c, p.procs),
-		Bootstrapper:   bootstrapper(c, p.procs),
-		ControlPlane:   &driver.HTTPControlPlane{URL: c.ControlPlaneURL, Token: c.ControlPlaneToken, Client: &http.Client{Timeout: 10 * time.Second}},
+		Dispatcher:     dispatcher(c, p.drv),
+		Bootstrapper:   bootstrapper(c, p.drv),
+		ControlPlane:   &driver.HTTPControlPlane{URL: c.ControlPlaneURL, Token: c.ControlPlaneToken, Client: &http.Client{Timeout: 10 * time.Second, Transport: p.drv.Transport()}},
 		CallbackURL:    strings.TrimRight(c.PublicURL, "/") + "/v1/webhooks/terraform",
 		// Scoped credentials are minted only when the mode is on (T1).
 		CallbackKeys:     callbackKeys(c, tm),
@@ -546,28 +546,30 @@ func callbackKeys(c config.Serve, tm *trustMaterial) *trust.Keyring {
 	return nil
 }
 
-func dispatcher(c config.Serve, procs *driver.Processes) driver.Dispatcher {
+// dispatcher, bootstrapper and the environments' drivers hold their
+// processes and connections within drv (S13).
+func dispatcher(c config.Serve, drv *driver.Descriptors) driver.Dispatcher {
 	if c.Dispatch == "exec" {
 		// The run's scoped credential travels in the request on stdin (T1);
 		// the script's environment is the minimal one (T9).
-		return &driver.ExecDispatcher{Exec: driver.Exec{Command: c.DispatchCommand, Timeout: c.DispatchTimeout, PassEnv: c.DriverEnv, Processes: procs}}
+		return &driver.ExecDispatcher{Exec: driver.Exec{Command: c.DispatchCommand, Timeout: c.DispatchTimeout, PassEnv: c.DriverEnv, Descriptors: drv}}
 	}
 	return &driver.GitHub{APIURL: c.GitHubAPIURL, Repo: c.GitHubRepo, Workflow: c.GitHubWorkflow, Ref: c.GitHubRef,
-		Token: c.GitHubToken, Client: &http.Client{Timeout: c.DispatchTimeout}}
+		Token: c.GitHubToken, Client: &http.Client{Timeout: c.DispatchTimeout, Transport: drv.Transport()}}
 }
 
-func bootstrapper(c config.Serve, procs *driver.Processes) driver.Bootstrapper {
+func bootstrapper(c config.Serve, drv *driver.Descriptors) driver.Bootstrapper {
 	if c.Bootstrap == "exec" {
-		return &driver.ExecBootstrapper{Exec: driver.Exec{Command: c.BootstrapCommand, Timeout: c.BootstrapTimeout, PassEnv: c.DriverEnv, Processes: procs}}
+		return &driver.ExecBootstrapper{Exec: driver.Exec{Command: c.BootstrapCommand, Timeout: c.BootstrapTimeout, PassEnv: c.DriverEnv, Descriptors: drv}}
 	}
-	return &driver.HTTPSProbe{Timeout: 10 * time.Second}
+	return &driver.HTTPSProbe{Timeout: 10 * time.Second, Dial: drv.DialContext}
 }
 
 // notifier is where environment notifications go (E10, W7): GitHub's
 // commit statuses and pull-request comments, a webhook, or nowhere (they
 // stay in the outbox).
-func notifier(c config.Serve) driver.Notifier {
-	client := &http.Client{Timeout: 10 * time.Second}
+func notifier(c config.Serve, drv *driver.Descriptors) driver.Notifier {
+	client := &http.Client{Timeout: 10 * time.Second, Transport: drv.Transport()}
 	switch c.Notify {
 	case "github":
 		return &driver.GitHubStatus{APIURL: c.GitHubAPIURL, Repo: c.GitHubRepo, Token: c.GitHubToken, Client: client}
@@ -579,8 +581,8 @@ func notifier(c config.Serve) driver.Notifier {
 
 // envConfig wires preview environments: one exec driver serves every
 // capability (the request names it), if configured. Their processes
-// count against procs with every other driver's.
-func envConfig(c config.Serve, procs *driver.Processes) (actors.EnvConfig, error) {
+// count against drv with every other driver's.
+func envConfig(c config.Serve, drv *driver.Descriptors) (actors.EnvConfig, error) {
 	mc := environment.DefaultConfig()
 	mc.LeaseFor, mc.RetryBackoff, mc.PreviewURL = c.EnvLease, c.EnvRetryBackoff, c.PreviewURL
 	mc.RemoveArtifacts = c.EnvPlatform == "local" // its images are each environment's own (P9)
@@ -591,17 +593,17 @@ func envConfig(c config.Serve, procs *driver.Processes) (actors.EnvConfig, error
 	// another worker, which takes over only after the lease expires (E7).
 	host, _ := os.Hostname()
 	ec := actors.EnvConfig{Machine: environment.Machine{Config: mc}, Worker: fmt.Sprintf("warden@%s/%d", host, os.Getpid()),
-		Notifier: notifier(c), ReconcileEvery: c.EnvReconcileEvery,
+		Notifier: notifier(c, drv), ReconcileEvery: c.EnvReconcileEvery,
 		// One process holds the Pebble lock, or, on a cluster, this node
 		// owns the environment's shard and the previous owner is fenced: a
 		// lease owner other than this process found when an environment
 		// loads can no longer commit.
 		ExclusiveStore: true}
 	if len(c.EnvDriverCommand) > 0 {
-		d := &driver.ExecCapability{Exec: driver.Exec{Command: c.EnvDriverCommand, Timeout: c.EnvDriverTimeout, PassEnv: c.DriverEnv, Processes: procs}}
+		d := &driver.ExecCapability{Exec: driver.Exec{Command: c.EnvDriverCommand, Timeout: c.EnvDriverTimeout, PassEnv: c.DriverEnv, Descriptors: drv}}
 		ec.Drivers = actors.DriverForAll(d)
 	}
-	c.Platform.Processes = procs
+	c.Platform.Descriptors = drv
 	return ec, localPlatform(c, &ec)
 }
 

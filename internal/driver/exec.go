@@ -26,9 +26,9 @@ type Exec struct {
 	PassEnv []string
 	// Env is added to the command's environment (never secrets on argv).
 	Env []string
-	// Processes bounds the processes running at once, shared by every
-	// driver of the process (S13); nil bounds nothing.
-	Processes *Processes
+	// Descriptors bounds the processes running at once with every other
+	// driver's processes and connections (S13); nil bounds nothing.
+	Descriptors *Descriptors
 }
 
 // minimalEnv is what every child process gets of warden's environment
@@ -83,7 +83,7 @@ func (e *Exec) Run(ctx context.Context, req any, res any) error {
 	if timeout <= 0 {
 		timeout = time.Minute
 	}
-	done, err := e.Processes.Start(ctx, e.Command[0])
+	done, err := e.Descriptors.Start(ctx, e.Command[0])
 	if err != nil {
 		return err
 	}

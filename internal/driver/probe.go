@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"io"
+	"net"
 	"net/http"
 	"time"
 )
@@ -18,6 +19,9 @@ type HTTPSProbe struct {
 	RootCAs *x509.CertPool
 	// Port overrides 443 (tests).
 	Port string
+	// Dial opens the probe's connection (S13: within the drivers'
+	// descriptors); nil dials directly.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 func (p *HTTPSProbe) Bootstrap(ctx context.Context, r BootstrapRequest) error {
@@ -33,6 +37,7 @@ func (p *HTTPSProbe) Bootstrap(ctx context.Context, r BootstrapRequest) error {
 		Transport: &http.Transport{
 			TLSClientConfig:   &tls.Config{RootCAs: p.RootCAs, MinVersion: tls.VersionTLS12},
 			DisableKeepAlives: true,
+			DialContext:       p.Dial,
 		},
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}

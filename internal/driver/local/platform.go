@@ -29,9 +29,9 @@ type Platform struct {
 	// Instance labels this platform's application containers (P15);
 	// Console is warden's console, linked from the catch-all page (P17).
 	Instance, Console string
-	// Processes bounds podman's commands with every other driver
-	// process (S13).
-	Processes *driver.Processes
+	// Descriptors bounds podman's commands with every other driver's
+	// processes and connections (S13).
+	Descriptors *driver.Descriptors
 }
 
 // Prepare readies what is the platform's and no preview's: Caddy's
@@ -53,7 +53,7 @@ func (p Platform) Drivers() (map[environment.Capability]driver.Capability, error
 	}
 	data := &Data{Admin: p.PostgresAdmin, Migrations: migrations}
 	pod := &Podman{Binary: p.Podman, Global: p.PodmanGlobal, Context: p.AppContext, Run: p.PodmanRun, DatabaseURL: data.URL, Instance: p.Instance,
-		Processes: p.Processes}
+		Descriptors: p.Descriptors}
 	lookup := p.UpstreamLookupTime
 	if lookup == 0 {
 		lookup = 10 * time.Second

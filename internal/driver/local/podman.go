@@ -46,9 +46,10 @@ type Podman struct {
 	Instance string
 	// Client asks the health endpoints.
 	Client *http.Client
-	// Processes bounds the podman commands running at once with every
-	// other driver process (S13); the events watch is not one of them.
-	Processes *driver.Processes
+	// Descriptors bounds the podman commands running at once with every
+	// other driver's processes and connections (S13); the events watch is
+	// not one of them.
+	Descriptors *driver.Descriptors
 }
 
 // The labels this driver's images and containers carry: its ownership
@@ -109,7 +110,7 @@ func (p *Podman) Do(ctx context.Context, r driver.CapabilityRequest) (driver.Cap
 // podman runs one command; notFound reports podman's "no such" answer to
 // an inspect (any other failure is an error).
 func (p *Podman) podman(ctx context.Context, args ...string) (out []byte, notFound bool, err error) {
-	done, err := p.Processes.Start(ctx, "podman")
+	done, err := p.Descriptors.Start(ctx, "podman")
 	if err != nil {
 		return nil, false, err
 	}
