@@ -20,8 +20,8 @@ const DescriptorsPerProcess = 7
 // plane, a bootstrap probe) one while it is open. Without a bound, a
 // round over many environments or a burst of dispatches started a process
 // or opened a socket each at once and took the descriptors the listener
-// and the store were kept (found under `ulimit -n 64`: forty slow exec
-// dispatches failed "pipe2: too many open files", forty slow GitHub ones
+// and the store were kept (found under `ulimit -n 64`: slow exec
+// dispatches failed "pipe2: too many open files", slow GitHub ones
 // "socket: too many open files"). A call past the bound waits; its
 // timeout starts once it runs. A nil *Descriptors bounds nothing (tests,
 // the simulator).
@@ -107,7 +107,9 @@ func (c *heldConn) Close() error {
 }
 
 // Transport is http.DefaultTransport's settings dialing through d, its
-// idle connections closed when a driver waits for descriptors.
+// idle connections closed when a driver waits for descriptors (and, as
+// CloseIdleConnections does, those that go idle after, until the
+// transport's next request).
 func (d *Descriptors) Transport() *http.Transport {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	if d == nil {
