@@ -22,9 +22,10 @@ const DescriptorsPerProcess = 7
 // or opened a socket each at once and took the descriptors the listener
 // and the store were kept (found under `ulimit -n 64`: slow exec
 // dispatches failed "pipe2: too many open files", slow GitHub ones
-// "socket: too many open files"). A call past the bound waits; its
-// timeout starts once it runs. A nil *Descriptors bounds nothing (tests,
-// the simulator).
+// "socket: too many open files"). A call past the bound waits: a
+// process's timeout starts once it runs, an outbound call waits within
+// its client's. A nil *Descriptors bounds nothing (tests, the
+// simulator).
 type Descriptors struct {
 	sem *semaphore.Weighted
 	n   int64
