@@ -41,14 +41,6 @@ func NewDescriptors(n int) *Descriptors {
 	return &Descriptors{sem: semaphore.NewWeighted(int64(n)), n: int64(n)}
 }
 
-// Cap is how many descriptors the drivers may hold at once.
-func (d *Descriptors) Cap() int {
-	if d == nil {
-		return 0
-	}
-	return int(d.n)
-}
-
 // take waits for n descriptors; the returned func gives them back once.
 func (d *Descriptors) take(ctx context.Context, n int64, what string) (func(), error) {
 	if d == nil {
@@ -82,11 +74,11 @@ func (d *Descriptors) Start(ctx context.Context, name string) (func(), error) {
 // DialContext opens a connection holding one descriptor of the bound
 // until it is closed.
 func (d *Descriptors) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
-	var dialer net.Dialer
 	done, err := d.take(ctx, 1, "dial "+addr)
 	if err != nil {
 		return nil, err
 	}
+	var dialer net.Dialer
 	c, err := dialer.DialContext(ctx, network, addr)
 	if err != nil {
 		done()

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -29,7 +30,7 @@ func mostAtOnce(t *testing.T, procs *Descriptors, calls int) int {
 	for range calls {
 		wg.Go(func() {
 			_, err := e.Dispatch(context.Background(), DispatchRequest{MarqueeID: "m-1", Generation: 1})
-			require.NoError(t, err)
+			assert.NoError(t, err) // not require: FailNow belongs to the test's own goroutine
 		})
 	}
 	wg.Wait()
@@ -69,7 +70,6 @@ func TestS13ACallWaitingForADriverProcessEndsWithItsContext(t *testing.T) {
 	require.Equal(t, Transient, ClassOf(err))
 	require.ErrorContains(t, err, "waited for 7 of the 7 descriptors drivers may hold at once")
 	require.NoFileExists(t, ran)
-	require.Equal(t, DescriptorsPerProcess, procs.Cap())
 }
 
 // TestS13AnOutboundConnectionHoldsADescriptorUntilClosed: a bound of
