@@ -17,7 +17,8 @@ const DescriptorsPerProcess = 7
 // Descriptors is the share of warden's descriptors its drivers may hold
 // at once (S13): a driver process takes DescriptorsPerProcess while it
 // runs, an outbound connection (GitHub, a notification, the control
-// plane, a bootstrap probe) one while it is open. Without a bound, a
+// plane, a bootstrap probe, the local platform's Caddy, health checks and
+// PostgreSQL) one while it is open. Without a bound, a
 // round over many environments or a burst of dispatches started a process
 // or opened a socket each at once and took the descriptors the listener
 // and the store were kept (found under `ulimit -n 64`: slow exec
@@ -69,6 +70,15 @@ func (d *Descriptors) closeIdle() {
 // try waits again.
 func (d *Descriptors) Start(ctx context.Context, name string) (func(), error) {
 	return d.take(ctx, DescriptorsPerProcess, name)
+}
+
+// Connections waits for the descriptors of a call that opens up to n
+// connections of its own (a database driver's, dialing through its
+// library): the returned func gives them back. They are taken together:
+// calls that each held one connection while waiting for a second would,
+// enough of them at once, hold the whole share and wait for ever.
+func (d *Descriptors) Connections(ctx context.Context, n int, what string) (func(), error) {
+	return d.take(ctx, int64(n), what)
 }
 
 // DialContext opens a connection holding one descriptor of the bound

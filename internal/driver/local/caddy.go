@@ -38,7 +38,10 @@ type Routes struct {
 	// Console is warden's console, linked from the page a host with no
 	// preview answers (P17).
 	Console string
-	Client  *http.Client
+	// Client asks Caddy's admin API (nil: adminClient); Checks asks
+	// through Caddy's listener (smoke checks; nil: http.DefaultClient).
+	// The platform gives both the drivers' share of descriptors (S13).
+	Client, Checks *http.Client
 }
 
 // The headers every answer through a preview route carries.
@@ -500,7 +503,15 @@ func (d *Routes) client() *http.Client {
 // server at every config change, closing the connections a client keeps
 // alive, and a change sent on one of those is lost with its outcome
 // unknown (seen as "connection reset by peer" with routes changing fast).
-var adminClient = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+var adminClient = newAdminClient(nil)
+
+// newAdminClient is adminClient dialing through the drivers' share of
+// descriptors (S13; nil: unbounded).
+func newAdminClient(share *driver.Descriptors) *http.Client {
+	t := share.Transport()
+	t.DisableKeepAlives = true
+	return &http.Client{Timeout: 30 * time.Second, Transport: t}
+}
 
 // health is what a preview's application answers on /healthz (P6, P13):
 // who it is (environment, generation, revision) and whether each of its
@@ -615,7 +626,7 @@ func (d *Routes) smoke(ctx context.Context, r driver.CapabilityRequest) (*driver
 // timeout is not asked again: it took its whole patience already.
 func (d *Routes) askThrough(ctx context.Context, host string) (h health, resp *http.Response, err error) {
 	resend(ctx, func() bool {
-		h, resp, err = askHealth(ctx, d.Client, "http://"+d.Public+"/healthz", host)
+		h, resp, err = askHealth(ctx, d.Checks, "http://"+d.Public+"/healthz", host)
 		var timeout net.Error
 		return err != nil && !(errors.As(err, &timeout) && timeout.Timeout())
 	})

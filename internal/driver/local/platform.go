@@ -3,6 +3,7 @@ package local
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"time"
 
 	"github.com/wardenhq/warden/actors/environment"
@@ -29,7 +30,8 @@ type Platform struct {
 	// Instance labels this platform's application containers (P15);
 	// Console is warden's console, linked from the catch-all page (P17).
 	Instance, Console string
-	// Descriptors bounds podman's commands with every other driver's
+	// Descriptors bounds podman's commands, and the connections to Caddy,
+	// the applications and PostgreSQL, with every other driver's
 	// processes and connections (S13).
 	Descriptors *driver.Descriptors
 }
@@ -37,7 +39,7 @@ type Platform struct {
 // Prepare readies what is the platform's and no preview's: Caddy's
 // catch-all page for hosts with no preview (P17).
 func (p Platform) Prepare(ctx context.Context) error {
-	return (&Routes{Admin: p.CaddyAdmin, Server: p.CaddyServer, Console: p.Console}).EnsureFallback(ctx)
+	return (&Routes{Admin: p.CaddyAdmin, Server: p.CaddyServer, Console: p.Console, Client: newAdminClient(p.Descriptors)}).EnsureFallback(ctx)
 }
 
 // Watcher follows podman's events for this platform's applications (P13).
@@ -51,14 +53,18 @@ func (p Platform) Drivers() (map[environment.Capability]driver.Capability, error
 	if err != nil {
 		return nil, fmt.Errorf("local platform: %w", err)
 	}
-	data := &Data{Admin: p.PostgresAdmin, Migrations: migrations}
+	data := &Data{Admin: p.PostgresAdmin, Migrations: migrations, Descriptors: p.Descriptors}
+	// The health and smoke checks keep their connections alive; the
+	// share closes the idle ones when a driver waits for descriptors.
+	checks := &http.Client{Transport: p.Descriptors.Transport()}
 	pod := &Podman{Binary: p.Podman, Global: p.PodmanGlobal, Context: p.AppContext, Run: p.PodmanRun, DatabaseURL: data.URL, Instance: p.Instance,
-		Descriptors: p.Descriptors}
+		Descriptors: p.Descriptors, Client: checks}
 	lookup := p.UpstreamLookupTime
 	if lookup == 0 {
 		lookup = 10 * time.Second
 	}
 	routes := &Routes{Admin: p.CaddyAdmin, Server: p.CaddyServer, Public: p.PreviewListen, Domain: p.PreviewDomain, Console: p.Console,
+		Client: newAdminClient(p.Descriptors), Checks: checks,
 		Upstream: func(env string) (string, error) {
 			ctx, cancel := context.WithTimeout(context.Background(), lookup)
 			defer cancel()

@@ -31,7 +31,14 @@ type Data struct {
 	Admin string
 	// Migrations are the application's, in the order they run.
 	Migrations []Migration
+	// Descriptors is the drivers' share (S13): a call takes its
+	// connections' descriptors before it opens any (connectionsPerCall).
+	Descriptors *driver.Descriptors
 }
+
+// connectionsPerCall is what one call opens at most at once: the admin
+// connection and one to the preview's own database (its migrations).
+const connectionsPerCall = 2
 
 // Migration is one migration file: its id (the file name without .sql)
 // and its SQL.
@@ -82,6 +89,11 @@ func (d *Data) Do(ctx context.Context, r driver.CapabilityRequest) (driver.Capab
 	if !validName(r.Identity) {
 		return driver.CapabilityResult{Category: "configuration", Message: fmt.Sprintf("identity %q is not a database name this driver makes", r.Identity)}, nil
 	}
+	done, err := d.Descriptors.Connections(ctx, connectionsPerCall, "postgres")
+	if err != nil {
+		return driver.CapabilityResult{}, err
+	}
+	defer done()
 	admin, err := pgx.Connect(ctx, d.Admin)
 	if err != nil {
 		return driver.CapabilityResult{}, fmt.Errorf("postgres: %w", err)
