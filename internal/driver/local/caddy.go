@@ -506,10 +506,11 @@ func (d *Routes) client() *http.Client {
 var adminClient = newAdminClient(nil)
 
 // newAdminClient is adminClient dialing through the drivers' share of
-// descriptors (S13; nil: unbounded).
+// descriptors (S13; nil: unbounded). Caddy's admin API is asked directly,
+// never through a proxy named in the environment.
 func newAdminClient(share *driver.Descriptors) *http.Client {
 	t := share.Transport()
-	t.DisableKeepAlives = true
+	t.DisableKeepAlives, t.Proxy = true, nil
 	return &http.Client{Timeout: 30 * time.Second, Transport: t}
 }
 
