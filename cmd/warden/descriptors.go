@@ -20,8 +20,8 @@ import (
 //     standard streams (a quarter, 24 to 64);
 //   - shed connections are accepted only to be answered 503 overloaded
 //     with Retry-After (a sixteenth, 4 to 64);
-//   - the drivers' share: seven descriptors for each of drivers
-//     processes at once (a sixty-fourth of the limit, 1 to 256), which
+//   - the drivers' share: seven descriptors for each driver process
+//     allowed at once (a sixty-fourth of the limit, 1 to 256), which
 //     outbound connections (one each) spend too; a call past it waits;
 //   - the rest serve connections; beyond serve and shed, new ones wait in
 //     the kernel's backlog.

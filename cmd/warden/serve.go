@@ -228,6 +228,9 @@ func (p *process) listen() error {
 	}
 	fds.log(p.log)
 	p.fds, p.drv = fds, driver.NewDescriptors(fds.driverDescriptors())
+	// The local platform's podman commands and connections, its Prepare's
+	// included, spend the same share.
+	p.c.Platform.Descriptors = p.drv
 	if err := persistence.HoldDescriptors(spareWAL); err != nil {
 		return err
 	}
@@ -581,7 +584,8 @@ func notifier(c config.Serve, drv *driver.Descriptors) driver.Notifier {
 
 // envConfig wires preview environments: one exec driver serves every
 // capability (the request names it), if configured. Their processes
-// count against drv with every other driver's.
+// count against drv with every other driver's (the local platform's
+// against c.Platform.Descriptors, the same share).
 func envConfig(c config.Serve, drv *driver.Descriptors) (actors.EnvConfig, error) {
 	mc := environment.DefaultConfig()
 	mc.LeaseFor, mc.RetryBackoff, mc.PreviewURL = c.EnvLease, c.EnvRetryBackoff, c.PreviewURL
@@ -603,7 +607,6 @@ func envConfig(c config.Serve, drv *driver.Descriptors) (actors.EnvConfig, error
 		d := &driver.ExecCapability{Exec: driver.Exec{Command: c.EnvDriverCommand, Timeout: c.EnvDriverTimeout, PassEnv: c.DriverEnv, Descriptors: drv}}
 		ec.Drivers = actors.DriverForAll(d)
 	}
-	c.Platform.Descriptors = drv
 	return ec, localPlatform(c, &ec)
 }
 
