@@ -3,7 +3,6 @@ package persistence
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -13,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/wardenhq/warden/internal/testports"
 	"github.com/wardenhq/warden/persistence/etcdembed"
 )
 
@@ -35,10 +35,9 @@ var sharedEtcd struct {
 
 // loopbackURL reserves a free loopback port.
 func loopbackURL(t testing.TB) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := testports.StablePort()
 	require.NoError(t, err)
-	defer l.Close()
-	return "http://" + l.Addr().String()
+	return "http://" + addr
 }
 
 // testEtcd is one embedded member shared by the package's tests (starting

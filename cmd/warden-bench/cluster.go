@@ -17,6 +17,7 @@ import (
 	"github.com/wardenhq/warden/cmd/internal/mdreport"
 	"github.com/wardenhq/warden/cmd/internal/testkit"
 	"github.com/wardenhq/warden/internal/cluster"
+	"github.com/wardenhq/warden/internal/testports"
 )
 
 // The cluster figures (C8): the durable callback path at 64 connections on
@@ -110,7 +111,7 @@ func startNodes(bin, okScript, shared, dir string, setup clusterSetup) ([]benchN
 	var ps []ports
 	for i := 0; i < setup.nodes; i++ {
 		var p ports
-		if err := testkit.StablePorts(&p.http, &p.peer, &p.client); err != nil {
+		if err := testports.StablePorts(&p.http, &p.peer, &p.client); err != nil {
 			return nil, nil, err
 		}
 		ps = append(ps, p)

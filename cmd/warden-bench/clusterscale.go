@@ -28,6 +28,7 @@ import (
 	"github.com/wardenhq/warden/cmd/internal/mdreport"
 	"github.com/wardenhq/warden/cmd/internal/testkit"
 	"github.com/wardenhq/warden/internal/cluster"
+	"github.com/wardenhq/warden/internal/testports"
 	"github.com/wardenhq/warden/persistence"
 	"github.com/wardenhq/warden/persistence/etcdembed"
 )
@@ -147,7 +148,7 @@ func scaleNodes(tmp string) ([]*scaleNode, error) {
 	var nodes []*scaleNode
 	for i := 1; i <= 3; i++ {
 		nd := &scaleNode{name: fmt.Sprint("n", i), dir: filepath.Join(tmp, fmt.Sprint("n", i))}
-		if err := testkit.StablePorts(&nd.http, &nd.peer, &nd.client); err != nil {
+		if err := testports.StablePorts(&nd.http, &nd.peer, &nd.client); err != nil {
 			return nil, err
 		}
 		if err := os.MkdirAll(nd.dir, 0o700); err != nil {

@@ -15,7 +15,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -32,6 +31,7 @@ import (
 
 	"github.com/wardenhq/warden/cmd/internal/mdreport"
 	"github.com/wardenhq/warden/cmd/internal/testkit"
+	"github.com/wardenhq/warden/internal/testports"
 	"github.com/wardenhq/warden/internal/trust"
 )
 
@@ -394,12 +394,10 @@ func startWarden(bin, okScript, tmp string, marquees int) (*bench, *exec.Cmd, er
 	if err := os.WriteFile(secrets, []byte("whsec_"+base64.StdEncoding.EncodeToString(b.secret)+"\n"), 0o600); err != nil {
 		return nil, nil, err
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := testports.StablePort() // warden binds it after this returns
 	if err != nil {
 		return nil, nil, err
 	}
-	addr := ln.Addr().String()
-	ln.Close()
 	data := filepath.Join(tmp, "data")
 	cmd := exec.Command(bin, "serve", "--listen", addr, "--data", data, "--bench-noop",
 		"--dispatch", "exec", "--dispatch-command", okScript, "--bootstrap", "exec", "--bootstrap-command", okScript,
@@ -940,12 +938,10 @@ func profileDurable(bin, okScript, tmp string, conns int, d time.Duration) (stri
 	if err != nil {
 		return "", err
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := testports.StablePort() // warden binds it after this returns
 	if err != nil {
 		return "", err
 	}
-	addr := ln.Addr().String()
-	ln.Close()
 	profPath := filepath.Join(tmp, "durable.pprof")
 	cmd := exec.Command(bin, "serve", "--listen", addr, "--data", filepath.Join(tmp, "profile-data"),
 		"--dispatch", "exec", "--dispatch-command", okScript, "--bootstrap", "exec", "--bootstrap-command", okScript,

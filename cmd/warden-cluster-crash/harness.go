@@ -27,6 +27,7 @@ import (
 	"github.com/wardenhq/warden/cmd/internal/testkit"
 	"github.com/wardenhq/warden/internal/cluster"
 	"github.com/wardenhq/warden/internal/linear"
+	"github.com/wardenhq/warden/internal/testports"
 )
 
 // Options of one run.
@@ -208,7 +209,7 @@ func (h *harness) intn(n int) int {
 
 // freeAddr is a port a node keeps across its restarts: one the kernel
 // never hands to anything else while the node is down.
-func freeAddr() (string, error) { return testkit.StablePort() }
+func freeAddr() (string, error) { return testports.StablePort() }
 
 // newHarness is a harness with nothing started yet.
 func newHarness(o Options) *harness {

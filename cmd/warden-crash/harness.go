@@ -17,6 +17,7 @@ import (
 
 	"github.com/wardenhq/warden/cmd/internal/previewworld"
 	"github.com/wardenhq/warden/cmd/internal/testkit"
+	"github.com/wardenhq/warden/internal/testports"
 )
 
 // Options of one crash run.
@@ -149,7 +150,7 @@ func Run(o Options) (_ Report, runErr error) {
 	defer previewworld.StopApps(filepath.Join(h.dir, "preview"))
 	// The process restarts on one port for the whole run: one that no
 	// other process can be handed while it is down.
-	if h.addr, err = testkit.StablePort(); err != nil {
+	if h.addr, err = testports.StablePort(); err != nil {
 		return rep, err
 	}
 	h.gh = httptest.NewServer(http.HandlerFunc(h.github))

@@ -17,13 +17,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/wardenhq/warden/cmd/internal/testkit"
+	"github.com/wardenhq/warden/internal/testports"
 )
 
 // freeAddr is a loopback address below the ephemeral range
-// (testkit.StablePort): one from ":0", closed and listened on later, may
+// (testports.StablePort): one from ":0", closed and listened on later, may
 // be taken meanwhile by anything connecting.
 func freeAddr(t *testing.T) string {
-	addr, err := testkit.StablePort()
+	addr, err := testports.StablePort()
 	require.NoError(t, err)
 	return addr
 }

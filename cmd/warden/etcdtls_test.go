@@ -16,7 +16,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/wardenhq/warden/cmd/internal/testkit"
+	"github.com/wardenhq/warden/internal/testports"
 	"github.com/wardenhq/warden/persistence/etcdembed"
 )
 
@@ -43,7 +43,7 @@ func TestEtcdLetsInOnlyTheClusterCAsCertificates(t *testing.T) {
 	var initial []string
 	for _, n := range []string{"n1", "n2", "n3"} {
 		var peer, client string
-		require.NoError(t, testkit.StablePorts(&peer, &client))
+		require.NoError(t, testports.StablePorts(&peer, &client))
 		ms = append(ms, member{n, "https://" + peer, "https://" + client})
 		initial = append(initial, n+"="+"https://"+peer)
 	}

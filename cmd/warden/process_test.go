@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/wardenhq/warden/cmd/internal/testkit"
+	"github.com/wardenhq/warden/internal/testports"
 )
 
 var (
@@ -67,11 +68,11 @@ func (s *syncBuffer) String() string {
 }
 
 // freePort is a loopback address for a process a test starts later: below
-// the ephemeral range (testkit.StablePort), so that nothing connecting or
+// the ephemeral range (testports.StablePort), so that nothing connecting or
 // listening on ":0" meanwhile takes it (CI: an etcd member's peer port,
 // picked before a restore of several seconds, was taken by then).
 func freePort(t *testing.T) string {
-	addr, err := testkit.StablePort()
+	addr, err := testports.StablePort()
 	require.NoError(t, err)
 	return addr
 }

@@ -197,3 +197,16 @@ func AppliedFound(id string, hist map[string]any, applied []string) (int, error)
 	}
 	return len(applied), nil
 }
+
+// Tail is the last n lines of a file, for saying why a process failed.
+func Tail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Sprintf("(no log: %v)", err)
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}

@@ -2,7 +2,6 @@ package testkit
 
 import (
 	"net/http/httptest"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -48,25 +47,4 @@ func TestDispatchesTwice(t *testing.T) {
 	send("2")
 	require.ErrorContains(t, d.Twice(), "m-1 generation 2 dispatched 2 times")
 	require.Equal(t, 3, d.Total())
-}
-
-// TestStablePortIsReservedForTheMachine: a port one test process took is
-// not handed to another while the first lives, and is free again once it
-// exits. The lock is held per open file, so a second open here stands in
-// for another process.
-func TestStablePortIsReservedForTheMachine(t *testing.T) {
-	addr, err := StablePort()
-	require.NoError(t, err)
-	_, p, _ := strings.Cut(addr, ":")
-	port, err := strconv.Atoi(p)
-	require.NoError(t, err)
-	require.Less(t, port, appPortCeiling, "below the preview applications' ports")
-
-	handedMu.Lock()
-	defer handedMu.Unlock()
-	first := handed[port]
-	delete(handed, port)
-	require.False(t, reserve(port), "a port another process holds was reserved again")
-	first.Close() // the process that took it exits
-	require.True(t, reserve(port), "a port no process holds was not reserved")
 }

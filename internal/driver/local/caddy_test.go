@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -19,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/wardenhq/warden/internal/driver"
+	"github.com/wardenhq/warden/internal/testports"
 )
 
 // caddy is a real Caddy (Debian's caddy) started for one test, its
@@ -31,10 +31,9 @@ type caddy struct {
 }
 
 func freeAddr(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := testports.StablePort()
 	require.NoError(t, err)
-	defer ln.Close()
-	return ln.Addr().String()
+	return addr
 }
 
 func startCaddy(t *testing.T) *caddy {

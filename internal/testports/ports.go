@@ -1,4 +1,8 @@
-package testkit
+// Package testports hands tests, harnesses and benchmarks loopback ports
+// that stay theirs: for a process they start (etcd, Caddy, warden) that
+// binds after the port was chosen, or is restarted on it. Every package
+// that starts such a process takes its ports here.
+package testports
 
 import (
 	"fmt"
@@ -105,17 +109,4 @@ func ephemeralLow() int {
 		}
 	}
 	return 32768 // Linux's default
-}
-
-// Tail is the last n lines of a file, for saying why a process failed.
-func Tail(path string, n int) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return fmt.Sprintf("(no log: %v)", err)
-	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }
