@@ -27,8 +27,9 @@ func TestRecordsFloorHasACallbacksShape(t *testing.T) {
 	_, err := h.sys.Create(ctx, marquee.Create{ID: id, Kind: marquee.Tutorial})
 	require.NoError(t, err)
 	h.eventually("dispatched", func() bool { return len(h.disp.gens(id)) == 1 })
-	// The deliveries a callback writes are its chunk (1 to ChunkLen
-	// deliveries): the floor writes their mean over a chunk's cycle.
+	// A callback's record keeps the newest chunk of its deliveries (1 to
+	// ChunkLen of them): the floor's record is their mean over a chunk's
+	// cycle, and its chunk key is written once a cycle, when it fills.
 	chunks := func() map[string]string {
 		values := map[string]string{}
 		require.NoError(t, h.store.Scan(persistence.DeliveriesChunkPrefix(id), nil, func(k, v []byte) (bool, error) {
@@ -36,25 +37,6 @@ func TestRecordsFloorHasACallbacksShape(t *testing.T) {
 			return true, nil
 		}))
 		return values
-	}
-	var written, cycle int
-	for n := range persistence.MaxDeliveries + 10 + persistence.ChunkLen {
-		before := chunks()
-		// make bench's ids: "bench-", twelve hex digits of its run, a count.
-		delivery := fmt.Sprintf("bench-%012x-%d", 0xa1b2c3d4e5f6, 100000+n)
-		_, err := h.sys.Callback(ctx, cbReq(id, delivery, marquee.Callback{Verb: marquee.VerbStep, Generation: 1, Step: marquee.VMStarting}))
-		require.NoError(t, err)
-		if n < persistence.MaxDeliveries+10 {
-			continue
-		}
-		changed := 0
-		for k, v := range chunks() {
-			if before[k] != v {
-				written, changed = written+len(v), changed+1
-			}
-		}
-		require.Equal(t, 1, changed, "a callback writes one chunk")
-		cycle++
 	}
 	size := func(prefix []byte) (n int) {
 		require.NoError(t, h.store.Scan(prefix, nil, func(_, v []byte) (bool, error) {
@@ -64,11 +46,30 @@ func TestRecordsFloorHasACallbacksShape(t *testing.T) {
 		require.NotZero(t, n, "nothing under %q", prefix)
 		return n
 	}
+	var records, chunkBytes, chunkWrites int
+	for n := range persistence.MaxDeliveries + 10 + persistence.ChunkLen {
+		before := chunks()
+		// make bench's ids: "bench-", twelve hex digits of its run, a count.
+		delivery := fmt.Sprintf("bench-%012x-%d", 0xa1b2c3d4e5f6, 100000+n)
+		_, err := h.sys.Callback(ctx, cbReq(id, delivery, marquee.Callback{Verb: marquee.VerbStep, Generation: 1, Step: marquee.VMStarting}))
+		require.NoError(t, err)
+		if n < persistence.MaxDeliveries+10 {
+			continue
+		}
+		records += size(persistence.MarqueeKey(id))
+		for k, v := range chunks() {
+			if before[k] != v {
+				chunkBytes, chunkWrites = chunkBytes+len(v), chunkWrites+1
+			}
+		}
+	}
+	require.Equal(t, 1, chunkWrites, "a chunk's key is written once in %d callbacks", persistence.ChunkLen)
+	require.Equal(t, persistence.ChunkLen, benchfloor.ChunkEvery)
 	near := func(what string, got, floor int) {
 		t.Logf("%s: %d bytes, the floor writes %d", what, got, floor)
 		require.InEpsilon(t, floor, got, 0.2, "%s: %d bytes, the floor writes %d", what, got, floor)
 	}
-	near("marquee record", size(persistence.MarqueeKey(id)), benchfloor.MarqueeBytes)
+	near("marquee record, the mean over a chunk's cycle", records/persistence.ChunkLen, benchfloor.MarqueeBytes)
 	near("history entry", size(persistence.HistoryPrefix(id)), benchfloor.HistoryBytes)
-	near("deliveries chunk, the mean a callback writes", written/cycle, benchfloor.DeliveriesBytes)
+	near("deliveries chunk, full", chunkBytes, benchfloor.DeliveriesBytes)
 }

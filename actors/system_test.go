@@ -383,7 +383,7 @@ func TestMessagesRacingPassivationAreNeverLost(t *testing.T) {
 	// The record keeps the last persistence.MaxDeliveries (M20), each
 	// written from the one before: an instance that had not read what its
 	// predecessor wrote would have dropped some of them.
-	ds, err := h.store.Deliveries("m-1")
+	ds, err := record.MarqueeDeliveries(h.store, "m-1")
 	require.NoError(t, err)
 	require.Len(t, ds, min(n, persistence.MaxDeliveries))
 	for i := max(0, n-persistence.MaxDeliveries); i < n; i++ {

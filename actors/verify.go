@@ -165,6 +165,9 @@ func Verify(st *persistence.Store, o VerifyOptions) (VerifyReport, error) {
 	if e, ok := v.dscan.End(); ok {
 		v.deliveries(e)
 	}
+	for _, e := range v.dscan.Unscanned() {
+		v.deliveries(e)
+	}
 	v.r.Now = o.Now
 	if v.r.Now.IsZero() {
 		v.r.Now = v.newest
@@ -257,6 +260,7 @@ func (v *verifier) marquee(k, val []byte, id string) {
 		v.decodeFailed(err)
 		return
 	}
+	v.dscan.Recent(id, persistence.InRecord{Key: string(k), Chunk: r.Deliveries})
 	if c := r.State.Connection; c != nil {
 		for _, f := range record.SecretFields(c) {
 			if trust.IsSealed(*f.Value) {
@@ -376,6 +380,7 @@ func (v *verifier) env(k, val []byte, id string) {
 		v.decodeFailed(err)
 		return
 	}
+	v.dscan.Recent(id, persistence.InRecord{Key: string(k), Chunk: r.Deliveries})
 	e := r.Env
 	if e.ID != id || !environment.ValidID(e.ID) {
 		v.problem(CheckDecode, string(k), "record names environment %q", e.ID)

@@ -31,9 +31,20 @@ func TestBenchFloorOnlyWhenGivenAndItWritesTheBody(t *testing.T) {
 	code, answer, _ = w.do(http.MethodPost, "/v1/webhooks/floor-records", "", `{"x":1}`)
 	require.Equal(t, http.StatusOK, code)
 	require.Equal(t, "ok", answer["result"])
-	for _, k := range [][]byte{benchfloor.RecordsKey('m', 0), benchfloor.RecordsHistoryKey(0, 0), benchfloor.RecordsKey('r', 0)} {
+	written := func(k []byte) bool {
 		has, err := w.store.Has(k)
 		require.NoError(t, err)
-		require.True(t, has, "the records floor wrote %s", k)
+		return has
 	}
+	for _, k := range [][]byte{benchfloor.RecordsKey('m', 0), benchfloor.RecordsHistoryKey(0, 0)} {
+		require.True(t, written(k), "the records floor wrote %s", k)
+	}
+	// A slot's chunk of deliveries is written when it fills, at the slot's
+	// ChunkEvery-th callback, as a marquee's is (store format 4).
+	require.False(t, written(benchfloor.RecordsKey('r', 0)))
+	for range benchfloor.Slots*benchfloor.ChunkEvery - 1 {
+		code, _, _ = w.do(http.MethodPost, "/v1/webhooks/floor-records", "", `{"x":1}`)
+		require.Equal(t, http.StatusOK, code)
+	}
+	require.True(t, written(benchfloor.RecordsKey('r', 0)), "the records floor wrote the slot's chunk")
 }

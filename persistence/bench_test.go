@@ -52,7 +52,7 @@ func BenchmarkC8Transition(b *testing.B) {
 						if n > 200 {
 							w.Delete(HistoryKey(id, n-200))
 						}
-						w.PutDeliveries(id, "", deliveries, false)
+						w.PutDeliveries(id, "", deliveries, false, false)
 						if err := w.Commit(); err != nil {
 							b.Error(err)
 						}

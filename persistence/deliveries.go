@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -39,6 +40,15 @@ import (
 // chunk holding the newest delivery and ignores older ones other slots
 // still hold. '#' sorts before every character of an id, so an entity's
 // keys are adjacent (a scan meets them together).
+//
+// Since store format 4 a kind may keep the newest chunk in the entity's
+// own record (Recent), which every step writes anyway: a delivery then
+// writes no key of its own, only a chunk's slot when the chunk fills (one
+// delivery in ChunkLen), because each key a callback's batch writes cost
+// about 5-8 µs of a request's CPU (its memtable insert, then its share of
+// flushes and compactions; NOTES.md, issue 34), far more than its bytes.
+// The record's chunk is the newest: a slot holding the same chunk is an
+// older copy of it, and is not read.
 
 // MaxDeliveries is how many deliveries an entity's record keeps: a
 // workflow run calls back a handful of times, so this is several runs'
@@ -179,6 +189,34 @@ func deliveriesRange(entity string) (lower, upper []byte) {
 
 // slotOf is the slot of the chunk holding sequence seq.
 func slotOf(seq uint64) int { return int(seq / ChunkLen % chunkSlots) }
+
+// newestChunk is where the chunk of ds's newest delivery starts in ds.
+func (ds Deliveries) newestChunk() int {
+	start, c := len(ds)-1, ds[len(ds)-1].Seq/ChunkLen
+	for start > 0 && ds[start-1].Seq/ChunkLen == c {
+		start--
+	}
+	return start
+}
+
+// Recent is the newest chunk of ds, with its cut, as a kind that keeps it
+// in its entity's record stores it there (store format 4); nil for none.
+// It is a new slice: the record keeps it.
+func (ds Deliveries) Recent() []byte {
+	if len(ds) == 0 {
+		return nil
+	}
+	return ds[ds.newestChunk():].encodeChunk(nil, ds[0].Seq)
+}
+
+// InRecord is the newest chunk of an entity's deliveries as its record
+// keeps it (Recent), with the record's key, which names it when it does
+// not decode. The zero InRecord: the kind keeps none, or the record holds
+// none yet.
+type InRecord struct {
+	Key   string
+	Chunk []byte
+}
 
 // encode lays the record out as: version; the distinct answers (count,
 // then each as length and bytes); the entries (count, then each as id
@@ -385,20 +423,22 @@ func (r *reader) bytes(n int) []byte {
 
 // Deliveries reads an entity's deliveries (LoadDeliveries, without what
 // its next write must do).
-func (s *Store) Deliveries(entity string) (Deliveries, error) {
-	ds, _, err := s.LoadDeliveries(entity)
+func (s *Store) Deliveries(entity string, rec InRecord) (Deliveries, error) {
+	ds, _, err := s.LoadDeliveries(entity, rec)
 	return ds, err
 }
 
-// LoadDeliveries reads an entity's deliveries: its chunks, else its
-// format-2 record, else the d/ records of format 1 (kept until their
-// retention ends); an entity that never took one has none. rewrite says
-// that the entity's next write must write the whole record as chunks and
-// clear every other slot and the format-2 record (PutDeliveries): what
-// was read is of a layout before, or does not decode (then err is a
-// CorruptError, and nothing in it can be told apart).
-func (s *Store) LoadDeliveries(entity string) (ds Deliveries, rewrite bool, err error) {
+// LoadDeliveries reads an entity's deliveries: its chunks and the newest
+// one its record keeps (rec), else its format-2 record, else the d/
+// records of format 1 (kept until their retention ends); an entity that
+// never took one has none. rewrite says that the entity's next write must
+// write the whole record as chunks and clear every other slot and the
+// format-2 record (PutDeliveries): what was read is of a layout before,
+// or does not decode (then err is a CorruptError, and nothing in it can
+// be told apart).
+func (s *Store) LoadDeliveries(entity string, rec InRecord) (ds Deliveries, rewrite bool, err error) {
 	var recs deliveryRecords
+	recs.addRecent(rec)
 	lower, upper := deliveriesRange(entity)
 	err = s.read(func(kv Backend) error {
 		return kv.Scan(lower, upper, func(k, v []byte) (bool, error) { recs.add(k, v); return true, nil })
@@ -415,13 +455,15 @@ func (s *Store) LoadDeliveries(entity string) (ds Deliveries, rewrite bool, err 
 	return ds, len(ds) > 0, err
 }
 
-// deliveryRecord is one of an entity's deliveries keys, decoded.
+// deliveryRecord is one of an entity's deliveries keys, decoded, or the
+// chunk its record keeps (recent).
 type deliveryRecord struct {
-	key   string
-	chunk bool
-	cut   uint64
-	ds    Deliveries
-	err   error
+	key    string
+	chunk  bool
+	recent bool
+	cut    uint64
+	ds     Deliveries
+	err    error
 }
 
 // deliveryRecords are an entity's deliveries keys, in key order.
@@ -443,9 +485,20 @@ func (rs *deliveryRecords) add(k, v []byte) {
 	*rs = append(*rs, r)
 }
 
+// addRecent takes the chunk an entity's record keeps, if any.
+func (rs *deliveryRecords) addRecent(rec InRecord) {
+	if len(rec.Chunk) == 0 {
+		return
+	}
+	r := deliveryRecord{key: rec.Key, chunk: true, recent: true}
+	r.cut, r.ds, r.err = decodeChunk(rec.Chunk)
+	*rs = append(*rs, r)
+}
+
 // merge makes an entity's record of its keys: the chunks from the cut of
-// the one holding the newest delivery; with no chunk, the format-2
-// record. Every delivery from the cut on must be there exactly once.
+// the one holding the newest delivery, the record's own chunk standing
+// for the slot of the same chunk; with no chunk, the format-2 record.
+// Every delivery from the cut on must be there exactly once.
 func (rs deliveryRecords) merge() (Deliveries, bool, error) {
 	var (
 		legacy      *deliveryRecord
@@ -466,6 +519,7 @@ func (rs deliveryRecords) merge() (Deliveries, bool, error) {
 			newest, cut, newestKey = r.ds[len(r.ds)-1].Seq, r.cut, r.key
 		}
 	}
+	rs = rs.superseded()
 	if newest == 0 {
 		return legacy.ds, true, nil
 	}
@@ -493,12 +547,56 @@ func (rs deliveryRecords) merge() (Deliveries, bool, error) {
 	return out, legacy != nil, nil
 }
 
+// superseded drops a slot holding the chunk the record keeps: the record
+// is written with every delivery, the slot only when its chunk filled (or
+// by a build of format 3, with each), so the record's is the newer copy.
+func (rs deliveryRecords) superseded() deliveryRecords {
+	i := slices.IndexFunc(rs, func(r deliveryRecord) bool { return r.recent })
+	if i < 0 {
+		return rs
+	}
+	c := rs[i].ds[0].Seq / ChunkLen
+	return slices.DeleteFunc(slices.Clone(rs), func(r deliveryRecord) bool {
+		return r.chunk && !r.recent && r.ds[0].Seq/ChunkLen == c
+	})
+}
+
 // DeliveriesScan gathers the r/ family's records entity by entity, as a
 // scan in key order meets them ('#' keeps an entity's keys together):
-// verify's and the simulator's reading of every stored record.
+// verify's and the simulator's reading of every stored record. The chunks
+// entities' records keep are given first (Recent): the records' families
+// sort before r/.
 type DeliveriesScan struct {
-	entity string
-	recs   deliveryRecords
+	entity  string
+	recs    deliveryRecords
+	recents map[string]InRecord
+}
+
+// Recent gives the chunk an entity's record keeps, if it keeps one, for
+// the scan to read with the entity's keys.
+func (sc *DeliveriesScan) Recent(entity string, rec InRecord) {
+	if len(rec.Chunk) == 0 {
+		return
+	}
+	if sc.recents == nil {
+		sc.recents = map[string]InRecord{}
+	}
+	sc.recents[entity] = rec
+}
+
+// Unscanned returns, by entity, the deliveries of entities whose record
+// keeps a chunk but that have no r/ key (fewer than ChunkLen deliveries),
+// once the scan is over.
+func (sc *DeliveriesScan) Unscanned() []EntityDeliveries {
+	var out []EntityDeliveries
+	for _, entity := range slices.Sorted(maps.Keys(sc.recents)) {
+		var rs deliveryRecords
+		rs.addRecent(sc.recents[entity])
+		ds, _, err := rs.merge()
+		out = append(out, EntityDeliveries{Entity: entity, Deliveries: ds, Err: err})
+	}
+	sc.recents = nil
+	return out
 }
 
 // EntityDeliveries is one entity's deliveries as stored; Err is a
@@ -518,6 +616,8 @@ func (sc *DeliveriesScan) Add(k, v []byte) (EntityDeliveries, bool) {
 	if entity != sc.entity {
 		done, ok = sc.End()
 		sc.entity = entity
+		sc.recs.addRecent(sc.recents[entity])
+		delete(sc.recents, entity)
 	}
 	sc.recs.add(k, v)
 	return done, ok
@@ -593,22 +693,23 @@ func (s *Store) legacyDeliveries(entity string) (Deliveries, error) {
 }
 
 // PutDeliveries stages an entity's record as it is after a delivery: the
-// newest delivery's chunk, with the record's cut. With rewrite (the
-// record was read from a layout before, or did not decode;
-// LoadDeliveries) it writes every chunk of the record, clears the other
-// slots and deletes the format-2 record.
-func (b *Batch) PutDeliveries(entity, _ string, ds Deliveries, rewrite bool) {
+// newest delivery's chunk, with the record's cut. inRecord says the
+// entity's record keeps that chunk (Recent, in the same batch): then the
+// chunk is written to its slot only once it is full, before the next
+// delivery starts another. With rewrite (the record was read from a
+// layout before, or did not decode; LoadDeliveries) it writes every chunk
+// of the record, clears the other slots and deletes the format-2 record.
+func (b *Batch) PutDeliveries(entity, _ string, ds Deliveries, rewrite, inRecord bool) {
 	buf := deliveriesBuffers.Get().(*[]byte)
 	var written [chunkSlots]bool
 	for end := len(ds); end > 0; {
-		start, c := end-1, ds[end-1].Seq/ChunkLen
-		for start > 0 && ds[start-1].Seq/ChunkLen == c {
-			start--
+		start := ds[:end].newestChunk()
+		newest, full := end == len(ds), ds[end-1].Seq%ChunkLen == ChunkLen-1
+		if slot := slotOf(ds[start].Seq); !inRecord || !newest || full {
+			*buf = ds[start:end].encodeChunk((*buf)[:0], ds[0].Seq)
+			b.w.Set(DeliveriesChunkKey(entity, slot), *buf)
+			written[slot] = true
 		}
-		*buf = ds[start:end].encodeChunk((*buf)[:0], ds[0].Seq)
-		slot := slotOf(ds[start].Seq)
-		b.w.Set(DeliveriesChunkKey(entity, slot), *buf)
-		written[slot] = true
 		if !rewrite {
 			break
 		}

@@ -13,7 +13,7 @@ import (
 // find looks a delivery up in its entity's record as the actor does.
 func find(t *testing.T, s *Store, entity, id string) (Delivery, bool) {
 	t.Helper()
-	ds, err := s.Deliveries(entity)
+	ds, err := s.Deliveries(entity, InRecord{})
 	require.NoError(t, err)
 	return ds.Find(id)
 }
@@ -73,7 +73,7 @@ func TestDeliveriesGrowWithoutACopyEachTime(t *testing.T) {
 func putDeliveries(t *testing.T, s *Store, entity string, ds Deliveries, rewrite bool) {
 	t.Helper()
 	b := s.NewBatch()
-	b.PutDeliveries(entity, "", ds, rewrite)
+	b.PutDeliveries(entity, "", ds, rewrite, false)
 	require.NoError(t, b.Commit())
 }
 
@@ -94,19 +94,19 @@ func TestM20DeliveriesRoundTripChunkByChunk(t *testing.T) {
 			}
 			one = one.With(NewDelivery(fmt.Sprint("a-", i), [32]byte{1}, at, reply(i%2)), 72*time.Hour)
 			b := s.NewBatch()
-			b.PutDeliveries("m-1", "", one, false)
+			b.PutDeliveries("m-1", "", one, false, false)
 			require.Equal(t, 1, b.Len(), "a delivery writes its chunk, and nothing else")
 			require.NoError(t, b.Commit())
-			got, err := s.Deliveries("m-1")
+			got, err := s.Deliveries("m-1", InRecord{})
 			require.NoError(t, err)
 			require.Equal(t, one, got, "after delivery %d", i)
 		}
 		ten = ten.With(NewDelivery("a-1", [32]byte{2}, t0, reply(7)), time.Hour)
 		putDeliveries(t, s, "m-10", ten, false)
-		got, err := s.Deliveries("m-10")
+		got, err := s.Deliveries("m-10", InRecord{})
 		require.NoError(t, err)
 		require.Equal(t, ten, got)
-		got, err = s.Deliveries("m-2")
+		got, err = s.Deliveries("m-2", InRecord{})
 		require.NoError(t, err)
 		require.Empty(t, got)
 
@@ -134,17 +134,17 @@ func TestM20AFormat2RecordIsWrittenAgainAsChunks(t *testing.T) {
 		b.Set(DeliveriesKey("m-1"), ds.encode(nil))
 		require.NoError(t, b.Commit())
 
-		got, rewrite, err := s.LoadDeliveries("m-1")
+		got, rewrite, err := s.LoadDeliveries("m-1", InRecord{})
 		require.NoError(t, err)
 		require.True(t, rewrite)
 		require.Equal(t, ds, got)
 		next := got.With(NewDelivery("a-20", [32]byte{1}, t0, reply(0)), time.Hour)
 		b = s.NewBatch()
-		b.PutDeliveries("m-1", "", next, rewrite)
+		b.PutDeliveries("m-1", "", next, rewrite, false)
 		require.Equal(t, chunkSlots+1, b.Len(), "three chunks written, six slots cleared, the format-2 record deleted")
 		require.NoError(t, b.Commit())
 
-		got, rewrite, err = s.LoadDeliveries("m-1")
+		got, rewrite, err = s.LoadDeliveries("m-1", InRecord{})
 		require.NoError(t, err)
 		require.False(t, rewrite)
 		require.Equal(t, next, got)
@@ -168,7 +168,7 @@ func TestM20ADamagedChunkIsNamedAndTheRecordStartsOver(t *testing.T) {
 		b := s.NewBatch()
 		b.Delete(DeliveriesChunkKey("m-1", 1))
 		require.NoError(t, b.Commit())
-		_, rewrite, err := s.LoadDeliveries("m-1")
+		_, rewrite, err := s.LoadDeliveries("m-1", InRecord{})
 		var ce *CorruptError
 		require.ErrorAs(t, err, &ce)
 		require.Contains(t, ce.Reason, "missing")
@@ -177,14 +177,14 @@ func TestM20ADamagedChunkIsNamedAndTheRecordStartsOver(t *testing.T) {
 		b = s.NewBatch()
 		b.Set(DeliveriesChunkKey("m-1", 2), []byte{deliveriesChunk, 1, 200})
 		require.NoError(t, b.Commit())
-		_, rewrite, err = s.LoadDeliveries("m-1")
+		_, rewrite, err = s.LoadDeliveries("m-1", InRecord{})
 		require.ErrorAs(t, err, &ce)
 		require.Equal(t, "r/m-1#2", ce.Key)
 		require.True(t, rewrite)
 
 		fresh := Deliveries(nil).With(NewDelivery("b-0", [32]byte{2}, t0, reply(1)), time.Hour)
 		putDeliveries(t, s, "m-1", fresh, rewrite)
-		got, rewrite, err := s.LoadDeliveries("m-1")
+		got, rewrite, err := s.LoadDeliveries("m-1", InRecord{})
 		require.NoError(t, err)
 		require.False(t, rewrite)
 		require.Equal(t, fresh, got, "the chunks of deliveries 8 to 30 were cleared")
@@ -222,11 +222,11 @@ func TestM20LegacyDeliveriesAreReadUntilTheirRetentionEnds(t *testing.T) {
 		_, ok = find(t, s, "m-1", "new")
 		require.True(t, ok)
 
-		ds, rewrite, err := s.LoadDeliveries("m-1")
+		ds, rewrite, err := s.LoadDeliveries("m-1", InRecord{})
 		require.NoError(t, err)
 		require.True(t, rewrite, "read from the layout before")
 		putDeliveries(t, s, "m-1", ds.With(NewDelivery("x", body, t0.Add(81*time.Hour), []byte(`{}`)), 72*time.Hour), rewrite)
-		ds, err = s.Deliveries("m-1")
+		ds, err = s.Deliveries("m-1", InRecord{})
 		require.NoError(t, err)
 		require.Len(t, ds, 2, "an entity's own record is what it holds: written from the legacy one it read, and x")
 		_, ok = ds.Find("new")
@@ -240,7 +240,7 @@ func TestM20LegacyDeliveriesAreReadUntilTheirRetentionEnds(t *testing.T) {
 func TestM20LegacyRecordsAreLookedForOnlyWhileThereAreAny(t *testing.T) {
 	eachBackend(t, func(t *testing.T, bk *testBackend) {
 		s := bk.open(t)
-		_, err := s.Deliveries("m-1")
+		_, err := s.Deliveries("m-1", InRecord{})
 		require.NoError(t, err)
 		require.EqualValues(t, legacyAbsent, s.legacyState.Load())
 
@@ -276,7 +276,7 @@ func TestM20ACorruptDeliveriesRecordIsNamed(t *testing.T) {
 		b := s.NewBatch()
 		b.Set(DeliveriesKey("m-1"), []byte{deliveriesV1, 200})
 		require.NoError(t, b.Commit())
-		_, err := s.Deliveries("m-1")
+		_, err := s.Deliveries("m-1", InRecord{})
 		var ce *CorruptError
 		require.ErrorAs(t, err, &ce)
 		require.Equal(t, "r/m-1", ce.Key)
@@ -357,4 +357,117 @@ func BenchmarkDeliveriesWithAndEncode(b *testing.B) {
 			b.Fatal("empty")
 		}
 	}
+}
+
+// putInRecord writes ds as the actor does for a kind whose record keeps
+// the newest chunk (store format 4): the batch's own keys, and the chunk
+// the record would hold.
+func putInRecord(t *testing.T, s *Store, entity string, ds Deliveries, rewrite bool) (writes int, rec InRecord) {
+	t.Helper()
+	b := s.NewBatch()
+	b.PutDeliveries(entity, "", ds, rewrite, true)
+	writes = b.Len()
+	require.NoError(t, b.Commit())
+	return writes, InRecord{Key: "m/" + entity, Chunk: ds.Recent()}
+}
+
+// TestM20DeliveriesKeptInTheRecordWriteAChunkOnlyWhenItFills: with the
+// newest chunk in the entity's record, a delivery writes no key of its
+// own except the one that fills its chunk, and the chunks with the
+// record's read back as the record the actor held, through the bound and
+// the retention.
+func TestM20DeliveriesKeptInTheRecordWriteAChunkOnlyWhenItFills(t *testing.T) {
+	eachBackend(t, func(t *testing.T, bk *testBackend) {
+		s := bk.open(t)
+		var ds Deliveries
+		at := t0
+		for i := range 3*MaxDeliveries + 5 {
+			if i == 2*MaxDeliveries {
+				at = at.Add(100 * time.Hour)
+			}
+			ds = ds.With(NewDelivery(fmt.Sprint("a-", i), [32]byte{1}, at, reply(i%2)), 72*time.Hour)
+			writes, rec := putInRecord(t, s, "m-1", ds, false)
+			fills := ds[len(ds)-1].Seq%ChunkLen == ChunkLen-1
+			require.Equal(t, map[bool]int{true: 1, false: 0}[fills], writes, "delivery %d", i)
+			got, rewrite, err := s.LoadDeliveries("m-1", rec)
+			require.NoError(t, err)
+			require.False(t, rewrite)
+			require.Equal(t, ds, got, "after delivery %d", i)
+		}
+		got, err := s.Deliveries("m-1", InRecord{})
+		require.NoError(t, err)
+		require.NotEqual(t, ds, got, "without its record's chunk the entity's newest deliveries are not all there")
+	})
+}
+
+// TestM20AFormat3SlotGivesWayToTheRecordsChunk: a store of format 3 wrote
+// the newest chunk to its slot with each delivery. The first delivery of
+// format 4 keeps that chunk, one longer, in the record and leaves the
+// slot: the record's copy is read, the slot's is not, and no delivery is
+// read twice. A chunk in the record that does not decode is named by the
+// record's key, and the next write starts over from the slots.
+func TestM20AFormat3SlotGivesWayToTheRecordsChunk(t *testing.T) {
+	eachBackend(t, func(t *testing.T, bk *testBackend) {
+		s := bk.open(t)
+		var ds Deliveries
+		for i := range 13 {
+			ds = ds.With(NewDelivery(fmt.Sprint("a-", i), [32]byte{1}, t0, reply(i%3)), time.Hour)
+			putDeliveries(t, s, "m-1", ds, false)
+		}
+		got, rewrite, err := s.LoadDeliveries("m-1", InRecord{})
+		require.NoError(t, err)
+		require.Equal(t, ds, got)
+		ds = got.With(NewDelivery("a-13", [32]byte{1}, t0, reply(0)), time.Hour)
+		writes, rec := putInRecord(t, s, "m-1", ds, rewrite)
+		require.Zero(t, writes, "the slot of deliveries 9 to 13 keeps its older copy")
+		got, rewrite, err = s.LoadDeliveries("m-1", rec)
+		require.NoError(t, err)
+		require.False(t, rewrite)
+		require.Equal(t, ds, got)
+
+		_, rewrite, err = s.LoadDeliveries("m-1", InRecord{Key: "m/m-1", Chunk: []byte{deliveriesChunk, 1, 200}})
+		var ce *CorruptError
+		require.ErrorAs(t, err, &ce)
+		require.Equal(t, "m/m-1", ce.Key)
+		require.True(t, rewrite)
+		fresh := Deliveries(nil).With(NewDelivery("b-0", [32]byte{2}, t0, reply(1)), time.Hour)
+		writes, rec = putInRecord(t, s, "m-1", fresh, rewrite)
+		require.Equal(t, chunkSlots+1, writes, "every slot cleared, and the format-2 record")
+		got, err = s.Deliveries("m-1", rec)
+		require.NoError(t, err)
+		require.Equal(t, fresh, got)
+	})
+}
+
+// TestM20AScanReadsTheChunksRecordsKeep: verify's and the simulator's
+// scan reads an entity's chunks with the one its record keeps, and the
+// entities whose deliveries are all in their record, by entity.
+func TestM20AScanReadsTheChunksRecordsKeep(t *testing.T) {
+	s, err := Open(t.TempDir(), Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Close() })
+	var many, few Deliveries
+	for i := range 20 {
+		many = many.With(NewDelivery(fmt.Sprint("a-", i), [32]byte{1}, t0, reply(0)), time.Hour)
+		_, _ = putInRecord(t, s, "m-1", many, false)
+	}
+	for i := range 3 {
+		few = few.With(NewDelivery(fmt.Sprint("b-", i), [32]byte{2}, t0, reply(1)), time.Hour)
+	}
+	var sc DeliveriesScan
+	sc.Recent("m-2", InRecord{Key: "m/m-2", Chunk: few.Recent()})
+	sc.Recent("m-1", InRecord{Key: "m/m-1", Chunk: many.Recent()})
+	var seen []EntityDeliveries
+	require.NoError(t, s.Scan([]byte(DeliveriesFamily), nil, func(k, v []byte) (bool, error) {
+		if e, ok := sc.Add(k, v); ok {
+			seen = append(seen, e)
+		}
+		return true, nil
+	}))
+	if e, ok := sc.End(); ok {
+		seen = append(seen, e)
+	}
+	seen = append(seen, sc.Unscanned()...)
+	require.Equal(t, []EntityDeliveries{{Entity: "m-1", Deliveries: many}, {Entity: "m-2", Deliveries: few}}, seen)
+	require.Empty(t, sc.Unscanned(), "each is read once")
 }

@@ -11,17 +11,22 @@ import (
 // so that a downgrade never half-reads records it does not know.
 
 // StoreFormat is the record layout this build writes and the newest it
-// reads. Format 3 is the layout in the package doc: an entity's deliveries
-// are kept in chunks (r/<entity>#<slot>), a delivery rewriting only its
-// own. Format 2 kept them as one record (r/<entity>), rewritten whole;
-// format 1 kept a record per delivery (d/), and a store written before
-// the format record existed is format 1. Older stores open in place: a
-// format-2 record is read and written again as chunks at the entity's
-// next delivery; d/ records are read until their retention ends. A build
-// of format 2 would not read the chunks, so it refuses format 3. Raise it
-// when a record changes in a way an older build would misread, and say
-// in the README which formats upgrade in place.
-const StoreFormat = 3
+// reads. Format 4 is the layout in the package doc: an entity's deliveries
+// are kept in chunks (r/<entity>#<slot>), the newest of which a marquee's
+// or an environment's own record keeps (its "deliveries" field), so a
+// delivery writes a slot only when its chunk fills. Format 3 wrote the
+// newest chunk to its slot with every delivery; format 2 kept the
+// deliveries as one record (r/<entity>), rewritten whole; format 1 kept a
+// record per delivery (d/), and a store written before the format record
+// existed is format 1. Older stores open in place: a format-3 slot is read
+// until the entity's record keeps that chunk; a format-2 record is read
+// and written again as chunks at the entity's next delivery; d/ records
+// are read until their retention ends. A build of format 3 would not read
+// the chunk in the record, and would answer a repeat of its deliveries as
+// new, so it refuses format 4. Raise it when a record changes in a way an
+// older build would misread, and say in the README which formats upgrade
+// in place.
+const StoreFormat = 4
 
 // formatKey is the format record's key: a family of its own ("v/").
 const (

@@ -244,7 +244,11 @@ func TestS5NoReadShowsAWriteBeforeItsSyncReturns(t *testing.T) {
 			<-d.held // the batch is written and in the memtable; its sync waits
 
 			read := make(chan error, 1)
-			go func() { _, err := s.Deliveries("x"); read <- s.Get([]byte("m/x"), new(map[string]any)); _ = err }()
+			go func() {
+				_, err := s.Deliveries("x", InRecord{})
+				read <- s.Get([]byte("m/x"), new(map[string]any))
+				_ = err
+			}()
 			select {
 			case err := <-read:
 				t.Fatalf("a read answered (%v) while the write it may have seen was not synced", err)

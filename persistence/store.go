@@ -15,11 +15,12 @@
 // Keys are ASCII, one prefix byte and a slash per record family, so that a
 // family is one contiguous range:
 //
-//	m/<marquee id>                  marquee snapshot
+//	m/<marquee id>                  marquee snapshot, with the newest chunk
+//	                                of its deliveries (format 4)
 //	h/<marquee id>/<seq %016x>      history entry
 //	r/<entity id>#<slot 0-8>        a chunk of the entity's last deliveries
 //	                                and their first answers (Deliveries,
-//	                                M20, T5)
+//	                                M20, T5), written when it fills
 //	r/<entity id>                   the whole record, the layout before
 //	                                chunks (format 2): read, then written
 //	                                again as chunks
@@ -28,7 +29,8 @@
 //	                                pruned at the end of its retention
 //	p/<pool>                        pool metadata
 //	a/<pool>/<job>                  admission record
-//	e/<environment id>              environment record
+//	e/<environment id>              environment record, with the newest
+//	                                chunk of its deliveries (format 4)
 //	b/<branch>/<generation %016x>   a route generation given out (empty)
 //	w/<unix nanos %016x>/<k>/<id>   wake index: the entity (k: m marquee,
 //	                                e environment) has a deadline or unsettled

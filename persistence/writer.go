@@ -16,8 +16,9 @@ type Writer interface {
 	MoveWake(kind, id string, old, at time.Time)
 	// PutDeliveries stages an entity's deliveries record as it is after
 	// the delivery id (the write line names it); rewrite is
-	// LoadDeliveries'.
-	PutDeliveries(entity, deliveryID string, ds Deliveries, rewrite bool)
+	// LoadDeliveries'; inRecord says the entity's record keeps the newest
+	// chunk (Deliveries.Recent).
+	PutDeliveries(entity, deliveryID string, ds Deliveries, rewrite, inRecord bool)
 }
 
 var (
@@ -41,7 +42,7 @@ func (r *Recorder) Delete(key []byte) {
 }
 
 func (r *Recorder) MoveWake(kind, id string, old, at time.Time) { moveWake(r, kind, id, old, at) }
-func (r *Recorder) PutDeliveries(entity, deliveryID string, _ Deliveries, _ bool) {
+func (r *Recorder) PutDeliveries(entity, deliveryID string, _ Deliveries, _, _ bool) {
 	r.ops = append(r.ops, recorded{key: string(DeliveriesKey(entity)), note: deliveryID})
 }
 

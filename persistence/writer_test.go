@@ -18,7 +18,7 @@ func TestRecorderSaysWhatAStepWrites(t *testing.T) {
 	r.Put(HistoryKey("m-1", 201), struct{}{})
 	r.Delete(HistoryKey("m-1", 1))
 	r.MoveWake(WakeMarquee, "m-1", at.Add(-time.Hour), at)
-	r.PutDeliveries("m-1", "d-7", nil, false)
+	r.PutDeliveries("m-1", "d-7", nil, false, false)
 	r.Set(BranchGenerationKey("main", 3), nil)
 	r.Delete(BranchGenerationKey("main", 2))
 	r.Delete(AdmissionKey("default", "m-2"))

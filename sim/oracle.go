@@ -264,7 +264,7 @@ func (w *world) checkApplied() {
 		if d.at.Before(kept) {
 			continue // its retention is over: pruned, rightly (M20)
 		}
-		ds, err := w.store.Deliveries(d.marquee)
+		ds, err := record.MarqueeDeliveries(w.store, d.marquee)
 		if _, ok := ds.Find(d.delivery); ok || err != nil && !errors.Is(err, persistence.ErrNotFound) {
 			continue // a record that does not read is D6's, at the end
 		}
@@ -360,6 +360,12 @@ func (w *world) checkStore() {
 // the layout before it (the simulator never writes one).
 func (w *world) checkRetention() {
 	var sc persistence.DeliveriesScan
+	for _, id := range w.ids {
+		var r record.Marquee
+		if err := w.store.Get(persistence.MarqueeKey(id), &r); err == nil {
+			sc.Recent(id, record.MarqueeWrites{}.RecentDeliveries(r))
+		}
+	}
 	check := func(e persistence.EntityDeliveries) error {
 		ds := e.Deliveries
 		switch {
@@ -378,6 +384,11 @@ func (w *world) checkRetention() {
 	})
 	if e, ok := sc.End(); ok && err == nil {
 		err = check(e)
+	}
+	for _, e := range sc.Unscanned() {
+		if err == nil {
+			err = check(e)
+		}
 	}
 	if err == nil {
 		err = w.store.Scan([]byte(persistence.DedupFamily), nil, func(k, _ []byte) (bool, error) {

@@ -12,6 +12,9 @@ import (
 type Environment struct {
 	Env    environment.Env `json:"env"`
 	WakeAt time.Time       `json:"wake_at,omitzero"`
+	// Deliveries is the newest chunk of the environment's deliveries, as
+	// a marquee's record keeps it (Marquee.Deliveries).
+	Deliveries []byte `json:"deliveries,omitempty"`
 }
 
 // NextEnvironment is the durable record after a step. Its wake-index time
@@ -40,6 +43,15 @@ func (EnvironmentWrites) Stage(b persistence.Writer, id string, _, next Environm
 
 func (EnvironmentWrites) WakeLetter() string             { return persistence.WakeEnvironment }
 func (EnvironmentWrites) WakeOf(r Environment) time.Time { return r.WakeAt }
+
+func (EnvironmentWrites) RecentDeliveries(r Environment) persistence.InRecord {
+	return persistence.InRecord{Key: string(persistence.EnvKey(r.Env.ID)), Chunk: r.Deliveries}
+}
+
+func (EnvironmentWrites) WithRecentDeliveries(r Environment, chunk []byte) Environment {
+	r.Deliveries = chunk
+	return r
+}
 
 // LoadEnvironment reads one environment record: persistence.ErrNotFound or a
 // *persistence.CorruptError.

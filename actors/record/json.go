@@ -24,6 +24,7 @@ func (r Marquee) AppendJSON(b []byte) ([]byte, error) {
 	o.End()
 	o.Uint("history_seq", r.HistorySeq)
 	o.TimeOmitZero("wake_at", r.WakeAt)
+	o.BytesOmitEmpty("deliveries", r.Deliveries)
 	o.End()
 	return o.B, o.Err
 }

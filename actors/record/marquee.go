@@ -1,6 +1,7 @@
 package record
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -21,6 +22,12 @@ type Marquee struct {
 	HistorySeq uint64 `json:"history_seq"`
 	// WakeAt is the wake-index entry this record owns (zero: none).
 	WakeAt time.Time `json:"wake_at,omitzero"`
+	// Deliveries is the newest chunk of the marquee's deliveries
+	// (persistence.Deliveries.Recent, store format 4), kept here because
+	// the record is written with every step anyway: a callback writes one
+	// key fewer. The runtime keeps it (runtime.KeepsDeliveries); the
+	// machine never reads it.
+	Deliveries []byte `json:"deliveries,omitempty"`
 }
 
 // NextMarquee is the record after a step. Its wake-index time is now while
@@ -56,6 +63,15 @@ func (w MarqueeWrites) Stage(b persistence.Writer, id string, before, next Marqu
 
 func (MarqueeWrites) WakeLetter() string         { return persistence.WakeMarquee }
 func (MarqueeWrites) WakeOf(r Marquee) time.Time { return r.WakeAt }
+
+func (MarqueeWrites) RecentDeliveries(r Marquee) persistence.InRecord {
+	return persistence.InRecord{Key: string(persistence.MarqueeKey(r.State.ID)), Chunk: r.Deliveries}
+}
+
+func (MarqueeWrites) WithRecentDeliveries(r Marquee, chunk []byte) Marquee {
+	r.Deliveries = chunk
+	return r
+}
 
 // SecretField is one sealed field of a connection: its name in the
 // associated data and where it lives.
@@ -131,6 +147,17 @@ func appendHistory(b persistence.Writer, id string, seq uint64, e marquee.Entry)
 	if seq > HistoryLimit {
 		b.Delete(persistence.HistoryKey(id, seq-HistoryLimit))
 	}
+}
+
+// MarqueeDeliveries reads a marquee's deliveries as its actor does: its
+// chunks, with the newest its record keeps (a marquee with no record
+// has only its chunks, if any).
+func MarqueeDeliveries(st *persistence.Store, id string) (persistence.Deliveries, error) {
+	var r Marquee
+	if err := st.Get(persistence.MarqueeKey(id), &r); err != nil && !errors.Is(err, persistence.ErrNotFound) {
+		return nil, err
+	}
+	return st.Deliveries(id, MarqueeWrites{}.RecentDeliveries(r))
 }
 
 // ListMarquees is one page of stored marquees that keep accepts (see

@@ -310,6 +310,7 @@ func (h *Handle[S, E, O]) step(ev E, d *delivery) (O, error) {
 	if d != nil {
 		d.after = h.deliveries.With(d.entry.Answered(now, out.Encoded()), h.rt.cfg.DeliveryRetention)
 	}
+	next = h.kind.carry(next, h.rec, d)
 	return out, h.commit(ev, next, out, d)
 }
 
@@ -468,7 +469,7 @@ func (h *Handle[S, E, O]) outlived(now int64) error {
 // applying it would break M20), or when the record cannot be read.
 func (h *Handle[S, E, O]) delivered(d *delivery) (*persistence.Delivery, error) {
 	if !h.loaded {
-		ds, rewrite, err := h.rt.cfg.Store.LoadDeliveries(h.key.ID)
+		ds, rewrite, err := h.rt.cfg.Store.LoadDeliveries(h.key.ID, h.kind.recent(h.rec))
 		var bad *persistence.CorruptError
 		switch {
 		case errors.As(err, &bad):
@@ -515,7 +516,7 @@ func (k staging[S, O]) stage(w persistence.Writer, id string, before S, wake tim
 		w.MoveWake(k.wakeLetter, id, wake, k.wakeOf(next))
 	}
 	if d != nil {
-		w.PutDeliveries(id, d.id, d.after, d.rewrite)
+		w.PutDeliveries(id, d.id, d.after, d.rewrite, k.keeps != nil)
 	}
 }
 

@@ -86,6 +86,15 @@ type (
 		WakeLetter() string
 		WakeOf(rec S) time.Time
 	}
+	// KeepsDeliveries: the kind's record keeps the newest chunk of the
+	// entity's deliveries (persistence.Deliveries.Recent, store format 4),
+	// which the runtime sets on every record a step makes, so that a
+	// delivery writes no key of its own (found by the stager, as
+	// WakeIndexed is).
+	KeepsDeliveries[S any] interface {
+		RecentDeliveries(rec S) persistence.InRecord
+		WithRecentDeliveries(rec S, chunk []byte) S
+	}
 	// Observes sees every step taken, for logs and metrics only (O11): it
 	// is given a view, not a handle, and sends nothing.
 	Observes[S, E any, O Outcome] interface {
@@ -165,18 +174,47 @@ type kindOf[S, E any, O Outcome] struct {
 	decode   func([]byte) (E, error)
 }
 
-// staging is a Stager with its wake letter found (none: not indexed).
+// staging is a Stager with its wake letter found (none: not indexed) and
+// whether its record keeps the newest chunk of its deliveries (keeps nil:
+// it does not).
 type staging[S any, O Outcome] struct {
 	stager     Stager[S, O]
 	wakeLetter string
 	wakeOf     func(S) time.Time
+	keeps      KeepsDeliveries[S]
 }
 
 func stagingOf[S any, O Outcome](st Stager[S, O]) staging[S, O] {
+	k := staging[S, O]{stager: st, wakeOf: func(S) time.Time { return time.Time{} }}
 	if x, ok := st.(WakeIndexed[S]); ok {
-		return staging[S, O]{st, x.WakeLetter(), x.WakeOf}
+		k.wakeLetter, k.wakeOf = x.WakeLetter(), x.WakeOf
 	}
-	return staging[S, O]{st, "", func(S) time.Time { return time.Time{} }}
+	if x, ok := st.(KeepsDeliveries[S]); ok {
+		k.keeps = x
+	}
+	return k
+}
+
+// recent is the chunk of deliveries rec keeps (none, for a kind that
+// keeps none in its record).
+func (k staging[S, O]) recent(rec S) persistence.InRecord {
+	if k.keeps == nil {
+		return persistence.InRecord{}
+	}
+	return k.keeps.RecentDeliveries(rec)
+}
+
+// carry gives a step's record the chunk of deliveries it keeps: the
+// delivery's, with its reply, or else the one before's, which the
+// machine does not see and so does not carry itself.
+func (k staging[S, O]) carry(next, before S, d *delivery) S {
+	switch {
+	case k.keeps == nil:
+		return next
+	case d != nil:
+		return k.keeps.WithRecentDeliveries(next, d.after.Recent())
+	}
+	return k.keeps.WithRecentDeliveries(next, k.keeps.RecentDeliveries(before).Chunk)
 }
 
 func resolve[S, E any, O Outcome](k Kind[S, E, O]) *kindOf[S, E, O] {

@@ -41,10 +41,11 @@ func (f *Floor) Write(body []byte) error {
 func Key(n uint64) []byte { return fmt.Appendf(nil, "%s%016x", Prefix, n) }
 
 // The records floor writes what one durable callback to a marquee in
-// steady state writes, and nothing else: the marquee's record rewritten, a
-// history entry added and the one HistoryWindow entries back deleted, the
-// deliveries record rewritten (and, as in every commit, the store's
-// sequence). Against the floor it measures what a callback's keys cost the
+// steady state writes, and nothing else: the marquee's record rewritten
+// (with the newest chunk of its deliveries, store format 4), a history
+// entry added and the one HistoryWindow entries back deleted, once in
+// ChunkEvery callbacks the full chunk of deliveries (and, as in every
+// commit, the store's sequence). Against the floor it measures what a callback's keys cost the
 // store; against the durable path, what the rest costs: authentication,
 // decoding, the actor, the decision and the encoding.
 //
@@ -57,9 +58,10 @@ func Key(n uint64) []byte { return fmt.Appendf(nil, "%s%016x", Prefix, n) }
 const (
 	Slots           = 64
 	HistoryWindow   = 200 // actors/record.HistoryLimit
-	MarqueeBytes    = 570
+	MarqueeBytes    = 780 // the mean over a chunk's cycle, its chunk included
 	HistoryBytes    = 261
-	DeliveriesBytes = 185 // the mean chunk a callback writes (store format 3)
+	DeliveriesBytes = 262 // a full chunk
+	ChunkEvery      = 8   // persistence.ChunkLen
 )
 
 // RecordsPrefix is the records floor's key family.
@@ -101,7 +103,9 @@ func (f *Floor) WriteRecords([]byte) error {
 	if seq >= HistoryWindow {
 		b.Delete(RecordsHistoryKey(slot, seq-HistoryWindow))
 	}
-	b.Set(deliveriesKeys[slot], deliveriesValue)
+	if seq%ChunkEvery == ChunkEvery-1 {
+		b.Set(deliveriesKeys[slot], deliveriesValue)
+	}
 	return b.Commit()
 }
 

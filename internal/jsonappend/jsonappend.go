@@ -8,6 +8,7 @@
 package jsonappend
 
 import (
+	"encoding/base64"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -174,6 +175,17 @@ func (o *Object) UintOmitEmpty(name string, v uint64) {
 func (o *Object) BoolOmitEmpty(name string, v bool) {
 	if v {
 		o.Bool(name, v)
+	}
+}
+
+// BytesOmitEmpty writes b as encoding/json writes a []byte: standard
+// base64, padded.
+func (o *Object) BytesOmitEmpty(name string, b []byte) {
+	if len(b) > 0 {
+		o.Key(name)
+		o.B = append(o.B, '"')
+		o.B = base64.StdEncoding.AppendEncode(o.B, b)
+		o.B = append(o.B, '"')
 	}
 }
 

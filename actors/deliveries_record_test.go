@@ -1,0 +1,83 @@
+package actors
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/wardenhq/warden/actors/marquee"
+	"github.com/wardenhq/warden/actors/record"
+	"github.com/wardenhq/warden/persistence"
+)
+
+// TestM20ARecordsChunkOfDeliveriesSurvivesStepsRestartsAndRewrites: the
+// newest chunk of a marquee's deliveries lives in its record (store
+// format 4). A callback writes no deliveries key until its chunk fills; a
+// step with no delivery carries the chunk on (the machine does not see
+// it); and after a restart, and after the record is decoded and written
+// again as a reseal writes it, a repeat of each delivery gets its first
+// answer.
+func TestM20ARecordsChunkOfDeliveriesSurvivesStepsRestartsAndRewrites(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	const id = "m-1"
+	_, err := h.sys.Create(ctx, marquee.Create{ID: id, Kind: marquee.Tutorial})
+	require.NoError(t, err)
+	h.eventually("dispatched", func() bool { return len(h.disp.gens(id)) == 1 })
+	slots := func() (n int) {
+		require.NoError(t, h.store.Scan(persistence.DeliveriesChunkPrefix(id), nil, func(_, _ []byte) (bool, error) { n++; return true, nil }))
+		return n
+	}
+	step := func(delivery string, p marquee.Progress) []byte {
+		ans, err := h.sys.Callback(ctx, cbReq(id, delivery, marquee.Callback{Verb: marquee.VerbStep, Generation: 1, Step: p}))
+		require.NoError(t, err)
+		return ans.Body
+	}
+	first := step("d-1", marquee.VMStarting)
+	require.Zero(t, slots(), "the delivery is in the record, with no key of its own")
+	step("", marquee.SSHConfiguring)
+	rec, err := record.LoadMarquee(h.store, nil, id)
+	require.NoError(t, err)
+	require.Equal(t, marquee.SSHConfiguring, rec.State.Progress, "the step without a delivery wrote the record")
+	got, err := record.MarqueeDeliveries(h.store, id)
+	require.NoError(t, err)
+	_, kept := got.Find("d-1")
+	require.True(t, kept, "and carried the chunk on")
+
+	repeat := func(delivery string, want []byte) {
+		t.Helper()
+		ans, err := h.sys.Callback(ctx, cbReq(id, delivery, marquee.Callback{Verb: marquee.VerbStep, Generation: 1, Step: marquee.VMStarting}))
+		require.NoError(t, err)
+		require.Equal(t, string(want), string(ans.Body), "M20: %s gets its first answer, byte for byte", delivery)
+	}
+	// The check can fail: the same callback under a new delivery id is
+	// answered as what it is now, not as it was first.
+	fresh, err := h.sys.Callback(ctx, cbReq(id, "fresh", marquee.Callback{Verb: marquee.VerbStep, Generation: 1, Step: marquee.VMStarting}))
+	require.NoError(t, err)
+	require.NotEqual(t, string(first), string(fresh.Body))
+	h.restart()
+	repeat("d-1", first)
+
+	answers := map[string][]byte{"d-1": first}
+	for n := 2; n <= persistence.ChunkLen+1; n++ {
+		d := "d-" + string(rune('0'+n))
+		answers[d] = step(d, marquee.TLSProvisioning)
+	}
+	require.Equal(t, 1, slots(), "the first chunk was written to its slot when it filled")
+
+	h.stop()
+	st, err := persistence.Open(h.dir, persistence.Options{})
+	require.NoError(t, err)
+	rec, err = record.LoadMarquee(st, nil, id)
+	require.NoError(t, err)
+	require.NotEmpty(t, rec.Deliveries)
+	b := st.NewBatch()
+	record.PutMarquee(b, nil, rec)
+	require.NoError(t, b.Commit())
+	require.NoError(t, st.Close())
+	h.start()
+	for d, want := range answers {
+		repeat(d, want)
+	}
+}
