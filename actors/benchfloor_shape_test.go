@@ -21,6 +21,7 @@ import (
 // shrinks fails here, before the floor stops measuring what it says.
 func TestRecordsFloorHasACallbacksShape(t *testing.T) {
 	require.Equal(t, record.HistoryLimit, benchfloor.HistoryWindow)
+	require.Equal(t, record.HistoryTrimEvery, benchfloor.HistoryTrimEvery)
 	h := newHarness(t)
 	ctx := context.Background()
 	const id = "m-042"

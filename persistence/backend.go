@@ -25,6 +25,8 @@ type Writes interface {
 	// Set copies key and val: the caller may reuse them once it returns.
 	Set(key, val []byte)
 	Delete(key []byte)
+	// DeleteRange deletes every key in [lower, upper).
+	DeleteRange(lower, upper []byte)
 	Len() int
 	// Commit applies every write or none, durably before it returns. With
 	// a non-zero fence it applies only if the fence holds, and otherwise

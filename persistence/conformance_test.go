@@ -88,6 +88,29 @@ func eachBackend(t *testing.T, f func(t *testing.T, bk *testBackend)) {
 	})
 }
 
+// TestC1BackendDeletesARangeInItsBatch: C1. A range delete takes every
+// key in [lower, upper) and nothing beside it, in the same atomic batch
+// as the sets around it, on either backend (a marquee's history window is
+// trimmed so, issue 34).
+func TestC1BackendDeletesARangeInItsBatch(t *testing.T) {
+	eachBackend(t, func(t *testing.T, bk *testBackend) {
+		s := bk.open(t)
+		b := s.NewBatch()
+		for i := range 6 {
+			b.Set(fmt.Appendf(nil, "h/m-1/%d", i), []byte("e"))
+		}
+		b.Set([]byte("h/m-10/0"), []byte("e"))
+		require.NoError(t, b.Commit())
+		b = s.NewBatch()
+		b.Set([]byte("h/m-1/6"), []byte("e"))
+		b.DeleteRange([]byte("h/m-1/0"), []byte("h/m-1/4"))
+		require.NoError(t, b.Commit())
+		var keys []string
+		require.NoError(t, s.Scan([]byte("h/"), nil, func(k, _ []byte) (bool, error) { keys = append(keys, string(k)); return true, nil }))
+		require.Equal(t, []string{"h/m-1/4", "h/m-1/5", "h/m-1/6", "h/m-10/0"}, keys)
+	})
+}
+
 // TestC1BackendBatchIsAtomicAndScansAreOrdered: C1. A batch of sets and
 // deletes lands whole; scans return keys in order across the etcd
 // backend's page boundary; a discarded batch writes nothing.

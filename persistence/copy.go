@@ -56,11 +56,12 @@ func (v *pebbleView) Close() error      { return v.snap.Close() }
 
 type refusedWrites struct{}
 
-func (refusedWrites) Set(k, v []byte)    {}
-func (refusedWrites) Delete(k []byte)    {}
-func (refusedWrites) Len() int           { return 0 }
-func (refusedWrites) Commit(Fence) error { return ErrReadOnlyView }
-func (refusedWrites) Close()             {}
+func (refusedWrites) Set(k, v []byte)         {}
+func (refusedWrites) Delete(k []byte)         {}
+func (refusedWrites) DeleteRange(_, _ []byte) {}
+func (refusedWrites) Len() int                { return 0 }
+func (refusedWrites) Commit(Fence) error      { return ErrReadOnlyView }
+func (refusedWrites) Close()                  {}
 
 // OpenReadOnly opens a Pebble store that is not serving for reading only
 // (warden verify, a backup being checked): nothing in it is changed, a

@@ -104,9 +104,12 @@ func (k etcdKV) Txn(ctx context.Context, cmp Compare, ops []KVOp) (bool, error) 
 	}
 	eops := make([]clientv3.Op, len(ops))
 	for i, op := range ops {
-		if op.Delete {
+		switch {
+		case op.Delete && op.End != "":
+			eops[i] = clientv3.OpDelete(op.Key, clientv3.WithRange(op.End))
+		case op.Delete:
 			eops[i] = clientv3.OpDelete(op.Key)
-		} else {
+		default:
 			eops[i] = clientv3.OpPut(op.Key, string(op.Value))
 		}
 	}

@@ -42,6 +42,8 @@ type KVOp struct {
 	Key    string
 	Value  []byte
 	Delete bool
+	// End, with Delete, deletes every key in [Key, End) ("": Key alone).
+	End string
 }
 
 // Compare is a transaction's condition: Key's mod revision is Revision.
@@ -190,6 +192,19 @@ func (w *kvWrites) Delete(k []byte) {
 	w.ops = append(w.ops, KVOp{Key: key, Delete: true})
 	delete(w.sets, key)
 	w.deletes = append(w.deletes, key)
+}
+
+// DeleteRange is one operation; a read-back does not look at it (the
+// batch's sets, which a range delete never goes with alone on the durable
+// path, say whether it was applied).
+func (w *kvWrites) DeleteRange(lower, upper []byte) {
+	from, end := DataPrefix+string(lower), DataPrefix+string(upper)
+	w.ops = append(w.ops, KVOp{Key: from, End: end, Delete: true})
+	for k := range w.sets {
+		if k >= from && k < end {
+			delete(w.sets, k)
+		}
+	}
 }
 
 func (w *kvWrites) Len() int { return len(w.ops) }

@@ -314,6 +314,11 @@ func (w *pebbleWrites) Set(k, v []byte) { _ = w.b.Set(k, v, nil); w.n++ }
 
 func (w *pebbleWrites) Delete(k []byte) { _ = w.b.Delete(k, nil); w.n++ }
 
+func (w *pebbleWrites) DeleteRange(lower, upper []byte) {
+	_ = w.b.DeleteRange(lower, upper, nil)
+	w.n++
+}
+
 func (w *pebbleWrites) Len() int { return w.n }
 
 // Commit refuses a fence: one Pebble database has one writer, the process

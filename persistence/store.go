@@ -450,6 +450,9 @@ func (b *Batch) Set(key, val []byte) { b.w.Set(key, val) }
 // Delete stages the removal of key.
 func (b *Batch) Delete(key []byte) { b.w.Delete(key) }
 
+// DeleteRange stages the deletion of every key in [lower, upper).
+func (b *Batch) DeleteRange(lower, upper []byte) { b.w.DeleteRange(lower, upper) }
+
 // Len is the number of writes staged.
 func (b *Batch) Len() int { return b.w.Len() }
 

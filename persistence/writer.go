@@ -13,6 +13,7 @@ type Writer interface {
 	Put(key []byte, v any)
 	Set(key, val []byte)
 	Delete(key []byte)
+	DeleteRange(lower, upper []byte)
 	MoveWake(kind, id string, old, at time.Time)
 	// PutDeliveries stages an entity's deliveries record as it is after
 	// the delivery id (the write line names it); rewrite is
@@ -39,6 +40,10 @@ func (r *Recorder) Put(key []byte, _ any) { r.Set(key, nil) }
 func (r *Recorder) Set(key, _ []byte)     { r.ops = append(r.ops, recorded{key: string(key)}) }
 func (r *Recorder) Delete(key []byte) {
 	r.ops = append(r.ops, recorded{key: string(key), deleted: true})
+}
+
+func (r *Recorder) DeleteRange(lower, _ []byte) {
+	r.ops = append(r.ops, recorded{key: string(lower), deleted: true, note: "range"})
 }
 
 func (r *Recorder) MoveWake(kind, id string, old, at time.Time) { moveWake(r, kind, id, old, at) }
@@ -84,6 +89,8 @@ func describeKey(op recorded) (family, word string) {
 		}
 	}
 	switch {
+	case strings.HasPrefix(k, HistoryFamily) && op.note == "range":
+		return "history", "trimmed"
 	case strings.HasPrefix(k, HistoryFamily):
 		return "history", del("+")
 	case strings.HasPrefix(k, DedupFamily):
@@ -113,17 +120,23 @@ func describeKey(op recorded) (family, word string) {
 func summarize(family string, words []string) string {
 	switch family {
 	case "history":
-		added, dropped := 0, 0
+		added, dropped, trimmed := 0, 0, false
 		for _, w := range words {
-			if w == "+" {
+			switch w {
+			case "+":
 				added++
-			} else {
+			case "trimmed":
+				trimmed = true
+			default:
 				dropped++
 			}
 		}
 		s := fmt.Sprintf("history +%d", added)
 		if dropped > 0 {
 			s += fmt.Sprintf(" -%d", dropped)
+		}
+		if trimmed {
+			s += " (window trimmed)"
 		}
 		return s
 	case "wake":

@@ -152,9 +152,15 @@ func (e *etcd) txn(cmp persistence.Compare, ops []persistence.KVOp) bool {
 	}
 	e.rev++
 	for _, op := range ops {
-		if op.Delete {
+		switch {
+		case op.Delete && op.End != "":
+			kvs, _ := e.rangeOf(op.Key, op.End, -1)
+			for _, kv := range kvs {
+				e.remove(kv.Key)
+			}
+		case op.Delete:
 			e.remove(op.Key)
-		} else {
+		default:
 			e.put(op.Key, op.Value, 0)
 		}
 	}

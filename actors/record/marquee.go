@@ -15,6 +15,13 @@ import (
 // workflow cannot grow a row without bound.
 const HistoryLimit = 200
 
+// HistoryTrimEvery is how often the entries past the window are deleted:
+// as one range every this many entries, not one with each, because each
+// key a callback's batch writes cost more than its bytes (issue 34). A
+// marquee stores HistoryLimit to HistoryLimit+HistoryTrimEvery-1 entries;
+// History shows the newest HistoryLimit.
+const HistoryTrimEvery = 64
+
 // Marquee is a marquee's durable record.
 type Marquee struct {
 	State marquee.State `json:"state"`
@@ -140,12 +147,14 @@ func PutMarquee(b persistence.Writer, sealer *trust.Sealer, r Marquee) {
 	b.Put(persistence.MarqueeKey(r.State.ID), sealMarquee(sealer, r))
 }
 
-// appendHistory stages entry number seq and drops the one that falls out
-// of the window, so a marquee never holds more than HistoryLimit entries.
+// appendHistory stages entry number seq and, every HistoryTrimEvery
+// entries, deletes every entry that fell out of the window (from the
+// first key of the marquee's history: a store whose entries were deleted
+// one by one has none there).
 func appendHistory(b persistence.Writer, id string, seq uint64, e marquee.Entry) {
 	b.Put(persistence.HistoryKey(id, seq), historyEntry(e))
-	if seq > HistoryLimit {
-		b.Delete(persistence.HistoryKey(id, seq-HistoryLimit))
+	if seq > HistoryLimit && seq%HistoryTrimEvery == 0 {
+		b.DeleteRange(persistence.HistoryKey(id, 0), persistence.HistoryKey(id, seq-HistoryLimit+1))
 	}
 }
 
@@ -167,7 +176,9 @@ func ListMarquees(st *persistence.Store, after string, limit, maxScan int, keep 
 	return listPage(st, persistence.MarqueePrefix, after, limit, maxScan, func(r Marquee) marquee.State { return r.State }, keep)
 }
 
-// History returns up to limit entries of a marquee's history, newest first.
+// History returns up to limit entries of a marquee's history, newest
+// first: of its window, the newest HistoryLimit (entries past it wait for
+// the next trim, appendHistory).
 func History(st *persistence.Store, id string, limit int) ([]marquee.Entry, error) {
 	var all []marquee.Entry
 	err := st.Scan(persistence.HistoryPrefix(id), nil, func(k, v []byte) (bool, error) {
@@ -181,6 +192,7 @@ func History(st *persistence.Store, id string, limit int) ([]marquee.Entry, erro
 	if err != nil {
 		return nil, err
 	}
+	limit = min(limit, HistoryLimit)
 	out := make([]marquee.Entry, 0, min(limit, len(all)))
 	for i := len(all) - 1; i >= 0 && len(out) < limit; i-- {
 		out = append(out, all[i])

@@ -61,26 +61,48 @@ func TestT10StoredSecretsAreSealedAndOpenOnlyWithTheirKey(t *testing.T) {
 	require.NotContains(t, err.Error(), "key-of-m-1", "no secret in the error")
 }
 
-// TestHistoryKeepsTheNewestWindow: a marquee's history holds at most
+// TestHistoryKeepsTheNewestWindow: a marquee's history shows at most
 // HistoryLimit entries (200 decisions, docs/rules/marquee.md), newest
-// first, as steps stage them.
+// first, as steps stage them. The entries past the window are deleted as
+// one range every HistoryTrimEvery entries, so a step writes its record
+// and its entry and nothing else between trims, and the store never holds
+// more than HistoryLimit+HistoryTrimEvery-1.
 func TestHistoryKeepsTheNewestWindow(t *testing.T) {
 	st := memStore(t)
 	w := MarqueeWrites{}
 	rec := Marquee{State: marquee.State{ID: "m-1", Kind: marquee.BYO}}
-	for i := range HistoryLimit + 5 {
+	stored := func() (n int) {
+		require.NoError(t, st.Scan(persistence.HistoryPrefix("m-1"), nil, func(_, _ []byte) (bool, error) { n++; return true, nil }))
+		return n
+	}
+	const steps = HistoryLimit + 3*HistoryTrimEvery + 5
+	trims := 0
+	for i := range steps {
 		b := st.NewBatch()
 		rd := marquee.Outcome{Records: []marquee.Entry{{Verb: "e", Generation: uint64(i + 1)}}}
 		next := NextMarquee(rec, rec.State, rd, at)
 		w.Stage(b, "m-1", rec, next, rd)
+		seq := uint64(i + 1)
+		trim := seq > HistoryLimit && seq%HistoryTrimEvery == 0
+		require.Equal(t, map[bool]int{false: 2, true: 3}[trim], b.Len(), "entry %d: the record, the entry and, at a trim, one range", seq)
 		require.NoError(t, b.Commit())
 		rec = next
+		n := stored()
+		require.LessOrEqual(t, n, HistoryLimit+HistoryTrimEvery-1, "entry %d", seq)
+		if trim {
+			trims++
+			require.Equal(t, HistoryLimit, n, "entry %d: the trim leaves the window", seq)
+		}
 	}
+	require.Equal(t, 3, trims)
 	h, err := History(st, "m-1", HistoryLimit+10)
 	require.NoError(t, err)
 	require.Len(t, h, HistoryLimit)
-	require.Equal(t, uint64(HistoryLimit+5), h[0].Generation, "newest first")
-	require.Equal(t, uint64(6), h[len(h)-1].Generation, "the oldest five fell out")
+	require.Equal(t, uint64(steps), h[0].Generation, "newest first")
+	require.Equal(t, uint64(steps-HistoryLimit+1), h[len(h)-1].Generation, "the older ones fell out, stored or not")
+	h, err = History(st, "m-1", 3)
+	require.NoError(t, err)
+	require.Len(t, h, 3)
 }
 
 // FuzzLoadStoredRecords: whatever bytes a store holds under a marquee's

@@ -80,7 +80,14 @@ func TestMakeRunStopsCleanlyOnCtrlC(t *testing.T) {
 	require.NoError(t, err)
 	sock := filepath.Join(dir, "tmux.sock")
 	tm := func(args ...string) string {
-		out, err := exec.Command(tmux, append([]string{"-S", sock}, args...)...).CombinedOutput()
+		// The terminal's shell gets the README's clean environment: make
+		// test exports WARDEN_PREVIEW_DIR (./data/preview of the checkout),
+		// which make run would have taken over DATA's, sharing the
+		// checkout's previews (found: this test failed on a checkout with
+		// a ./data of its own, never on a fresh clone).
+		cmd := exec.Command(tmux, append([]string{"-S", sock}, args...)...)
+		cmd.Env = readmeEnv()
+		out, err := cmd.CombinedOutput()
 		require.NoError(t, err, "tmux %v: %s", args, out)
 		return string(out)
 	}

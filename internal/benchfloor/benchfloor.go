@@ -43,7 +43,8 @@ func Key(n uint64) []byte { return fmt.Appendf(nil, "%s%016x", Prefix, n) }
 // The records floor writes what one durable callback to a marquee in
 // steady state writes, and nothing else: the marquee's record rewritten
 // (with the newest chunk of its deliveries, store format 4), a history
-// entry added and the one HistoryWindow entries back deleted, once in
+// entry added and, once in HistoryTrimEvery, the entries past the window
+// deleted as one range, once in
 // ChunkEvery callbacks the full chunk of deliveries (and, as in every
 // commit, the store's sequence). Against the floor it measures what a callback's keys cost the
 // store; against the durable path, what the rest costs: authentication,
@@ -56,12 +57,15 @@ func Key(n uint64) []byte { return fmt.Appendf(nil, "%s%016x", Prefix, n) }
 // records, never less. Slots stand for make bench's marquees, one per
 // connection at 64 connections.
 const (
-	Slots           = 64
-	HistoryWindow   = 200 // actors/record.HistoryLimit
-	MarqueeBytes    = 780 // the mean over a chunk's cycle, its chunk included
-	HistoryBytes    = 261
-	DeliveriesBytes = 262 // a full chunk
-	ChunkEvery      = 8   // persistence.ChunkLen
+	Slots         = 64
+	HistoryWindow = 200 // actors/record.HistoryLimit
+	// HistoryTrimEvery is actors/record.HistoryTrimEvery: the entries past
+	// the window are deleted as one range this often.
+	HistoryTrimEvery = 64
+	MarqueeBytes     = 780 // the mean over a chunk's cycle, its chunk included
+	HistoryBytes     = 261
+	DeliveriesBytes  = 262 // a full chunk
+	ChunkEvery       = 8   // persistence.ChunkLen
 )
 
 // RecordsPrefix is the records floor's key family.
@@ -100,8 +104,8 @@ func (f *Floor) WriteRecords([]byte) error {
 	b := f.store.NewBatch()
 	b.Set(marqueeKeys[slot], marqueeValue)
 	b.Set(RecordsHistoryKey(slot, seq), historyValue)
-	if seq >= HistoryWindow {
-		b.Delete(RecordsHistoryKey(slot, seq-HistoryWindow))
+	if seq+1 > HistoryWindow && (seq+1)%HistoryTrimEvery == 0 {
+		b.DeleteRange(RecordsHistoryKey(slot, 0), RecordsHistoryKey(slot, seq+1-HistoryWindow))
 	}
 	if seq%ChunkEvery == ChunkEvery-1 {
 		b.Set(deliveriesKeys[slot], deliveriesValue)

@@ -31,16 +31,17 @@ func TestFloorWritesEachBodyUnderAKeyOfItsOwn(t *testing.T) {
 }
 
 // The records floor writes a callback's shape: per slot one marquee
-// record and one deliveries record, rewritten, and a history of at most
-// HistoryWindow entries, the oldest deleted as the newest is added.
+// record and one deliveries chunk, rewritten, and a history of
+// HistoryWindow entries once trimmed, the entries past it deleted as one
+// range every HistoryTrimEvery.
 func TestRecordsFloorKeepsACallbacksShape(t *testing.T) {
 	dir := t.TempDir()
 	store, err := persistence.Open(dir, persistence.Options{})
 	require.NoError(t, err)
 	defer store.Close()
 	f := New(store)
-	const callbacks = Slots * (HistoryWindow + 3)
-	for range callbacks {
+	const perSlot = 4 * HistoryTrimEvery // a trim at the 256th
+	for range Slots * perSlot {
 		require.NoError(t, f.WriteRecords(nil))
 	}
 	sizes := map[byte]int{}
@@ -51,12 +52,16 @@ func TestRecordsFloorKeepsACallbacksShape(t *testing.T) {
 		sizes[family] = len(v)
 		return true, nil
 	}))
-	require.Equal(t, map[byte]int{'m': Slots, 'r': Slots, 'h': Slots * HistoryWindow}, count)
+	require.Equal(t, map[byte]int{'m': Slots, 'r': Slots, 'h': Slots * HistoryWindow}, count, "trimmed to the window")
 	require.Equal(t, map[byte]int{'m': MarqueeBytes, 'r': DeliveriesBytes, 'h': HistoryBytes}, sizes)
-	has, err := store.Has(RecordsHistoryKey(7, 2))
+	has, err := store.Has(RecordsHistoryKey(7, perSlot-HistoryWindow-1))
 	require.NoError(t, err)
 	require.False(t, has, "the oldest entries were deleted")
-	has, err = store.Has(RecordsHistoryKey(7, HistoryWindow+2))
+	has, err = store.Has(RecordsHistoryKey(7, perSlot-HistoryWindow))
 	require.NoError(t, err)
-	require.True(t, has, "the newest is kept")
+	require.True(t, has, "the window's oldest is kept")
+	require.NoError(t, f.WriteRecords(nil))
+	has, err = store.Has(RecordsHistoryKey(0, perSlot))
+	require.NoError(t, err)
+	require.True(t, has, "and the next added, past the window until the next trim")
 }
