@@ -194,9 +194,9 @@ func (w *kvWrites) Delete(k []byte) {
 	w.deletes = append(w.deletes, key)
 }
 
-// DeleteRange is one operation; a read-back does not look at it (the
-// batch's sets, which a range delete never goes with alone on the durable
-// path, say whether it was applied).
+// DeleteRange is one operation. A read-back does not look at it: the
+// batch's sets say whether the batch was applied (the history's trim
+// always comes with its step's record and entry).
 func (w *kvWrites) DeleteRange(lower, upper []byte) {
 	from, end := DataPrefix+string(lower), DataPrefix+string(upper)
 	w.ops = append(w.ops, KVOp{Key: from, End: end, Delete: true})
