@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -80,4 +81,53 @@ func TestM20ARecordsChunkOfDeliveriesSurvivesStepsRestartsAndRewrites(t *testing
 	for d, want := range answers {
 		repeat(d, want)
 	}
+}
+
+// TestHistoryWindowTrimmedThroughTheSystemVerifies: a marquee whose
+// callbacks take it past several trims of its history window (one range
+// delete every record.HistoryTrimEvery entries) keeps between
+// HistoryLimit and HistoryLimit+HistoryTrimEvery-1 entries in the store,
+// shows the newest HistoryLimit, and the store passes verify (its
+// entries contiguous, ending at the record's), before and after a
+// restart.
+func TestHistoryWindowTrimmedThroughTheSystemVerifies(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	const id = "m-1"
+	_, err := h.sys.Create(ctx, marquee.Create{ID: id, Kind: marquee.Tutorial})
+	require.NoError(t, err)
+	h.eventually("dispatched", func() bool { return len(h.disp.gens(id)) == 1 })
+	stored := func() (n int) {
+		require.NoError(t, h.store.Scan(persistence.HistoryPrefix(id), nil, func(_, _ []byte) (bool, error) { n++; return true, nil }))
+		return n
+	}
+	steps := []marquee.Progress{marquee.VMStarting, marquee.SSHConfiguring}
+	most := 0
+	for n := 0; ; n++ {
+		_, err := h.sys.Callback(ctx, cbReq(id, fmt.Sprint("d-", n), marquee.Callback{Verb: marquee.VerbStep, Generation: 1, Step: steps[n%2]}))
+		require.NoError(t, err)
+		most = max(most, stored())
+		rec, err := record.LoadMarquee(h.store, nil, id)
+		require.NoError(t, err)
+		if rec.HistorySeq >= record.HistoryLimit+3*record.HistoryTrimEvery+5 {
+			break
+		}
+	}
+	require.LessOrEqual(t, most, record.HistoryLimit+record.HistoryTrimEvery-1, "the window is trimmed")
+	require.Greater(t, most, record.HistoryLimit, "entries past the window wait for the next trim")
+	hist, err := record.History(h.store, id, 1000)
+	require.NoError(t, err)
+	require.Len(t, hist, record.HistoryLimit)
+
+	o := VerifyOptions{Machine: marquee.Machine{Config: marquee.DefaultConfig()}, Pools: map[string]int{"default": 1}}
+	h.stop()
+	rep := verifyDir(t, h.dir, o)
+	require.True(t, rep.OK(), rep.Text())
+	h.start()
+	_, err = h.sys.Callback(ctx, cbReq(id, "after-restart", marquee.Callback{Verb: marquee.VerbStep, Generation: 1, Step: marquee.TLSProvisioning}))
+	require.NoError(t, err)
+	h.stop()
+	rep = verifyDir(t, h.dir, o)
+	require.True(t, rep.OK(), rep.Text())
+	h.start()
 }
