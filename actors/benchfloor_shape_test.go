@@ -25,9 +25,7 @@ func TestRecordsFloorHasACallbacksShape(t *testing.T) {
 	h := newHarness(t)
 	ctx := context.Background()
 	const id = "m-042"
-	_, err := h.sys.Create(ctx, marquee.Create{ID: id, Kind: marquee.Tutorial})
-	require.NoError(t, err)
-	h.eventually("dispatched", func() bool { return len(h.disp.gens(id)) == 1 })
+	h.dispatched(id)
 	// A callback's record keeps the newest chunk of its deliveries (1 to
 	// ChunkLen of them): the floor's record is their mean over a chunk's
 	// cycle, and its chunk key is written once a cycle, when it fills.

@@ -23,13 +23,8 @@ func TestM20ARecordsChunkOfDeliveriesSurvivesStepsRestartsAndRewrites(t *testing
 	h := newHarness(t)
 	ctx := context.Background()
 	const id = "m-1"
-	_, err := h.sys.Create(ctx, marquee.Create{ID: id, Kind: marquee.Tutorial})
-	require.NoError(t, err)
-	h.eventually("dispatched", func() bool { return len(h.disp.gens(id)) == 1 })
-	slots := func() (n int) {
-		require.NoError(t, h.store.Scan(persistence.DeliveriesChunkPrefix(id), nil, func(_, _ []byte) (bool, error) { n++; return true, nil }))
-		return n
-	}
+	h.dispatched(id)
+	slots := func() int { return h.keysUnder(persistence.DeliveriesChunkPrefix(id)) }
 	step := func(delivery string, p marquee.Progress) []byte {
 		ans, err := h.sys.Callback(ctx, cbReq(id, delivery, marquee.Callback{Verb: marquee.VerbStep, Generation: 1, Step: p}))
 		require.NoError(t, err)
@@ -94,13 +89,8 @@ func TestHistoryWindowTrimmedThroughTheSystemVerifies(t *testing.T) {
 	h := newHarness(t)
 	ctx := context.Background()
 	const id = "m-1"
-	_, err := h.sys.Create(ctx, marquee.Create{ID: id, Kind: marquee.Tutorial})
-	require.NoError(t, err)
-	h.eventually("dispatched", func() bool { return len(h.disp.gens(id)) == 1 })
-	stored := func() (n int) {
-		require.NoError(t, h.store.Scan(persistence.HistoryPrefix(id), nil, func(_, _ []byte) (bool, error) { n++; return true, nil }))
-		return n
-	}
+	h.dispatched(id)
+	stored := func() int { return h.keysUnder(persistence.HistoryPrefix(id)) }
 	steps := []marquee.Progress{marquee.VMStarting, marquee.SSHConfiguring}
 	most := 0
 	for n := 0; ; n++ {
@@ -130,4 +120,19 @@ func TestHistoryWindowTrimmedThroughTheSystemVerifies(t *testing.T) {
 	rep = verifyDir(t, h.dir, o)
 	require.True(t, rep.OK(), rep.Text())
 	h.start()
+}
+
+// dispatched creates a tutorial marquee and waits for its first dispatch.
+func (h *harness) dispatched(id string) {
+	h.t.Helper()
+	_, err := h.sys.Create(context.Background(), marquee.Create{ID: id, Kind: marquee.Tutorial})
+	require.NoError(h.t, err)
+	h.eventually("dispatched", func() bool { return len(h.disp.gens(id)) == 1 })
+}
+
+// keysUnder counts the store's keys under prefix.
+func (h *harness) keysUnder(prefix []byte) (n int) {
+	h.t.Helper()
+	require.NoError(h.t, h.store.Scan(prefix, nil, func(_, _ []byte) (bool, error) { n++; return true, nil }))
+	return n
 }

@@ -91,7 +91,7 @@ func eachBackend(t *testing.T, f func(t *testing.T, bk *testBackend)) {
 // TestC1BackendDeletesARangeInItsBatch: C1. A range delete takes every
 // key in [lower, upper) and nothing beside it, in the same atomic batch
 // as the sets around it, on either backend (a marquee's history window is
-// trimmed so, issue 34).
+// trimmed so: docs/rules/marquee.md, "Besides").
 func TestC1BackendDeletesARangeInItsBatch(t *testing.T) {
 	eachBackend(t, func(t *testing.T, bk *testBackend) {
 		s := bk.open(t)

@@ -44,10 +44,10 @@ import (
 // Since store format 4 a kind may keep the newest chunk in the entity's
 // own record (Recent), which every step writes anyway: a delivery then
 // writes no key of its own, only a chunk's slot when the chunk fills (one
-// delivery in ChunkLen), because each key a callback's batch writes cost
+// delivery in ChunkLen), because each key a callback's batch writes costs
 // about 5-8 µs of a request's CPU (its memtable insert, then its share of
-// flushes and compactions; NOTES.md, issue 34), far more than its bytes.
-// The record's chunk is the newest: a slot holding the same chunk is an
+// flushes and compactions; NOTES.md, "What the store's keys cost"), far
+// more than its bytes (M20). The record's chunk is the newest: a slot holding the same chunk is an
 // older copy of it, and is not read.
 
 // MaxDeliveries is how many deliveries an entity's record keeps: a
@@ -700,12 +700,15 @@ func (s *Store) legacyDeliveries(entity string) (Deliveries, error) {
 // layout before, or did not decode; LoadDeliveries) it writes every chunk
 // of the record, clears the other slots and deletes the format-2 record.
 func (b *Batch) PutDeliveries(entity, _ string, ds Deliveries, rewrite, inRecord bool) {
+	full := func(end int) bool { return ds[end-1].Seq%ChunkLen == ChunkLen-1 }
+	if len(ds) == 0 || inRecord && !rewrite && !full(len(ds)) {
+		return // the record carries the chunk until it fills (most callbacks)
+	}
 	buf := deliveriesBuffers.Get().(*[]byte)
 	var written [chunkSlots]bool
 	for end := len(ds); end > 0; {
 		start := ds[:end].newestChunk()
-		newest, full := end == len(ds), ds[end-1].Seq%ChunkLen == ChunkLen-1
-		if slot := slotOf(ds[start].Seq); !inRecord || !newest || full {
+		if slot := slotOf(ds[start].Seq); !inRecord || end < len(ds) || full(end) {
 			*buf = ds[start:end].encodeChunk((*buf)[:0], ds[0].Seq)
 			b.w.Set(DeliveriesChunkKey(entity, slot), *buf)
 			written[slot] = true

@@ -24,6 +24,11 @@ func TestRecorderSaysWhatAStepWrites(t *testing.T) {
 	r.Delete(AdmissionKey("default", "m-2"))
 	require.Equal(t, "marquee m-1, history +1 -1, wake 14:01:00 (was 13:01:00), dedup d-7, branch main generation 3 -generation 2, admission -m-2", r.String())
 
+	var trim Recorder
+	trim.Put(HistoryKey("m-1", 256), struct{}{})
+	trim.DeleteRange(HistoryKey("m-1", 0), HistoryKey("m-1", 57))
+	require.Equal(t, "history +1 (window trimmed)", trim.String(), "a trim deletes a range, not a counted entry")
+
 	var same Recorder
 	same.MoveWake(WakeMarquee, "m-1", at, at)
 	require.Equal(t, "none", same.String(), "a wake entry that stays is not written again")

@@ -361,9 +361,8 @@ func (w *world) checkStore() {
 func (w *world) checkRetention() {
 	var sc persistence.DeliveriesScan
 	for _, id := range w.ids {
-		var r record.Marquee
-		if err := w.store.Get(persistence.MarqueeKey(id), &r); err == nil {
-			sc.Recent(id, record.MarqueeWrites{}.RecentDeliveries(r))
+		if rec, err := record.MarqueeDeliveriesInRecord(w.store, id); err == nil {
+			sc.Recent(id, rec)
 		}
 	}
 	check := func(e persistence.EntityDeliveries) error {

@@ -17,9 +17,10 @@ const HistoryLimit = 200
 
 // HistoryTrimEvery is how often the entries past the window are deleted:
 // as one range every this many entries, not one with each, because each
-// key a callback's batch writes cost more than its bytes (issue 34). A
-// marquee stores HistoryLimit to HistoryLimit+HistoryTrimEvery-1 entries;
-// History shows the newest HistoryLimit.
+// key a callback's batch writes costs more than its bytes (NOTES.md,
+// "What the store's keys cost"). A marquee stores HistoryLimit to
+// HistoryLimit+HistoryTrimEvery-1 entries; History shows the newest
+// HistoryLimit (docs/rules/marquee.md, "Besides").
 const HistoryTrimEvery = 64
 
 // Marquee is a marquee's durable record.
@@ -159,14 +160,23 @@ func appendHistory(b persistence.Writer, id string, seq uint64, e marquee.Entry)
 }
 
 // MarqueeDeliveries reads a marquee's deliveries as its actor does: its
-// chunks, with the newest its record keeps (a marquee with no record
-// has only its chunks, if any).
+// chunks, with the newest its record keeps.
 func MarqueeDeliveries(st *persistence.Store, id string) (persistence.Deliveries, error) {
-	var r Marquee
-	if err := st.Get(persistence.MarqueeKey(id), &r); err != nil && !errors.Is(err, persistence.ErrNotFound) {
+	rec, err := MarqueeDeliveriesInRecord(st, id)
+	if err != nil {
 		return nil, err
 	}
-	return st.Deliveries(id, MarqueeWrites{}.RecentDeliveries(r))
+	return st.Deliveries(id, rec)
+}
+
+// MarqueeDeliveriesInRecord is the chunk of deliveries a stored marquee's
+// record keeps (none for a marquee with no record).
+func MarqueeDeliveriesInRecord(st *persistence.Store, id string) (persistence.InRecord, error) {
+	var r Marquee
+	if err := st.Get(persistence.MarqueeKey(id), &r); err != nil && !errors.Is(err, persistence.ErrNotFound) {
+		return persistence.InRecord{}, err
+	}
+	return MarqueeWrites{}.RecentDeliveries(r), nil
 }
 
 // ListMarquees is one page of stored marquees that keep accepts (see
