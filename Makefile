@@ -181,6 +181,7 @@ FUZZ_EXECS_LONG ?= 200000
 # the list to the tests there are); the LONG ones take FUZZ_EXECS_LONG.
 FUZZ_TARGETS = \
 	./httpapi:FuzzDecodeCallback \
+	./httpapi:FuzzSimpleCallbackDecodesAsStrictDoes \
 	./httpapi:FuzzDecodeCreate \
 	./persistence:FuzzDecode \
 	./persistence:FuzzCheckNewestWAL \

@@ -14,7 +14,7 @@ const module = "github.com/wardenhq/warden/"
 // prefix ending in "/"), the packages of this module it may import; a
 // package not named may import anything. Test files are not held to it.
 var allowedImports = map[string][]string{
-	"actors/marquee":         {"actors/entity", "actors/errs", "actors/ident"},
+	"actors/marquee":         {"actors/entity", "actors/errs", "actors/ident", "internal/jsonappend"},
 	"actors/environment":     {"actors/entity", "actors/errs", "actors/ident"},
 	"actors/admission":       {"actors/entity", "actors/errs", "actors/ident"},
 	"actors/entity":          {},
@@ -26,6 +26,7 @@ var allowedImports = map[string][]string{
 	"internal/linear":        {},
 	"internal/fieldcheck":    {},
 	"internal/jsonappend":    {},
+	"internal/gcheadroom":    {},
 	"internal/trust":         {},
 	"actors/runtime":         {"actors/clock", "actors/errs", "persistence"},
 	"actors/record":          {"actors/marquee", "actors/environment", "actors/admission", "actors/runtime", "persistence", "internal/trust", "internal/jsonappend"},

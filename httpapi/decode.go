@@ -58,8 +58,11 @@ func invalidf(format string, args ...any) error { return &invalid{fmt.Sprintf(fo
 // DecodeCallback validates a webhook body into the machine's Callback.
 func DecodeCallback(body []byte) (string, marquee.Callback, error) {
 	var w wireCallback
-	if err := strictDecode(body, &w); err != nil {
-		return "", marquee.Callback{}, err
+	if !decodeSimple(body, &w) {
+		w = wireCallback{}
+		if err := strictDecode(body, &w); err != nil {
+			return "", marquee.Callback{}, err
+		}
 	}
 	if !marquee.ValidID(w.MarqueeID) {
 		return "", marquee.Callback{}, invalidf("field marquee_id: must match [a-z0-9][a-z0-9-]{0,62}")

@@ -186,6 +186,21 @@ type leanConn struct {
 	// answered is when the last answer was written: its Date, its write
 	// deadline and the idle wait after it are measured from it.
 	answered time.Time
+	// reqHeader and respHeader are the header maps of the request being
+	// answered, emptied for the next: the requests of one connection are
+	// answered one after another, and no webhook handler keeps either
+	// past its return. A new map for each was 2% of a durable
+	// callback's CPU.
+	reqHeader, respHeader http.Header
+}
+
+// emptied returns h emptied, or a new map if there is none yet.
+func emptied(h *http.Header, size int) http.Header {
+	if *h == nil {
+		*h = make(http.Header, size)
+	}
+	clear(*h)
+	return *h
 }
 
 // serve answers requests until the connection closes, fails, or has a
@@ -248,7 +263,7 @@ func (lc *leanConn) readHead() (*http.Request, int, bool) {
 			return nil, 0, false
 		}
 		if i := bytes.Index(buf, []byte("\r\n\r\n")); i >= 0 {
-			req, n, ok := parseLeanHead(buf[:i+4])
+			req, n, ok := parseLeanHead(buf[:i+4], emptied(&lc.reqHeader, 8))
 			if ok {
 				_, _ = lc.br.Discard(i + 4)
 			}
@@ -279,7 +294,7 @@ func (lc *leanConn) answer(req *http.Request, n int) bool {
 	}
 	req.Body = &leanBody{b: body}
 	req.RemoteAddr = lc.remote
-	w := &leanWriter{h: make(http.Header, 4)}
+	w := &leanWriter{h: emptied(&lc.respHeader, 4)}
 	if !lc.run(w, req) {
 		return false
 	}
@@ -464,9 +479,10 @@ func appendHeaderValue(b []byte, v string) []byte {
 }
 
 // parseLeanHead parses a head (through its blank line) if it is a simple
-// callback's: the request, its body's length, true. Anything it does not
-// accept is false, and net/http's to answer.
-func parseLeanHead(head []byte) (*http.Request, int, bool) {
+// callback's: the request, with its header fields in h (empty), its
+// body's length, true. Anything it does not accept is false, and
+// net/http's to answer.
+func parseLeanHead(head []byte, h http.Header) (*http.Request, int, bool) {
 	line, rest, ok := bytes.Cut(head, []byte("\r\n"))
 	if !ok || !bytes.HasPrefix(line, leanPrefix) {
 		return nil, 0, false
@@ -476,7 +492,6 @@ func parseLeanHead(head []byte) (*http.Request, int, bool) {
 	if !ok || string(proto) != "HTTP/1.1" || len(name) == 0 || !allBytes(name, isPathByte) {
 		return nil, 0, false
 	}
-	h := make(http.Header, 8)
 	length, host := -1, 0
 	for lines := 0; len(rest) > len("\r\n"); lines++ {
 		var field []byte

@@ -221,6 +221,40 @@ func TestT13APanickingHandlerClosesTheConnection(t *testing.T) {
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 }
 
+// TestT13AConnectionsRequestsShareNoHeaders: a connection's header maps
+// are reused from one request to the next, emptied: a request sees only
+// its own header fields, and an answer carries only the fields its
+// handler set.
+func TestT13AConnectionsRequestsShareNoHeaders(t *testing.T) {
+	_, addr := leanServer(t, func(w http.ResponseWriter, r *http.Request) {
+		if _, ok := w.(*leanWriter); !ok {
+			t.Errorf("not the lean path")
+		}
+		if v := r.Header.Get("X-First"); v != "" {
+			w.Header().Set("X-Set-For", v)
+		}
+		_, _ = io.WriteString(w, strconv.Itoa(len(r.Header)))
+	}, 0, 0)
+	c, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer c.Close()
+	br := bufio.NewReader(c)
+	ask := func(head string) (*http.Response, string) {
+		_, err := io.WriteString(c, "POST /v1/webhooks/t HTTP/1.1\r\nHost: warden\r\n"+head+"Content-Length: 0\r\n\r\n")
+		require.NoError(t, err)
+		resp, err := http.ReadResponse(br, nil)
+		require.NoError(t, err)
+		body, _ := io.ReadAll(resp.Body)
+		return resp, string(body)
+	}
+	resp, fields := ask("X-First: 1\r\nX-Other: 2\r\n")
+	require.Equal(t, "1", resp.Header.Get("X-Set-For"))
+	require.Equal(t, "3", fields, "X-First, X-Other and Content-Length")
+	resp, fields = ask("")
+	require.Empty(t, resp.Header.Get("X-Set-For"), "the first answer's field is not sent again")
+	require.Equal(t, "1", fields, "the first request's fields are gone: only Content-Length")
+}
+
 // FuzzLeanHead holds the lean parser to net/http's: a head it accepts,
 // net/http reads as the same request (method, path, host, length, every
 // header), and its body length is what net/http would read. What it does
@@ -231,6 +265,7 @@ func FuzzLeanHead(f *testing.F) {
 	f.Add([]byte("POST /v1/webhooks/terraform HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n"))
 	f.Add([]byte("POST /v1/webhooks/terraform HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n"))
 	f.Add([]byte("POST /v1/webhooks/t HTTP/1.1\r\nHost: a\r\nX:  folded\r\n continued\r\nContent-Length: 0\r\n\r\n"))
+	var reused http.Header // as a connection reuses it, from one head to the next
 	f.Fuzz(func(t *testing.T, head []byte) {
 		if len(head) > leanBuffer {
 			return
@@ -240,7 +275,7 @@ func FuzzLeanHead(f *testing.F) {
 			return
 		}
 		head = head[:end+4]
-		got, n, ok := parseLeanHead(head)
+		got, n, ok := parseLeanHead(head, emptied(&reused, 8))
 		if !ok {
 			return
 		}

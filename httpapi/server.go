@@ -261,13 +261,20 @@ func (t *routeTable) handle(method, path string, h httprouter.Handle) {
 	m := t.s.sys.Metrics()
 	label := method + " " + path
 	seconds := m.HTTPSeconds.WithLabelValues(label)
+	// Most requests answer 200: its counter is looked up once, not per
+	// request.
+	ok := m.HTTPRequests.WithLabelValues(label, strconv.Itoa(http.StatusOK))
 	clk := t.s.sys.Clock()
 	timed := func(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 		start := clk.Now()
 		rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
 		h(rec, r, p)
 		seconds.Observe(clk.Since(start).Seconds())
-		m.HTTPRequests.WithLabelValues(label, strconv.Itoa(rec.code)).Inc()
+		if rec.code == http.StatusOK {
+			ok.Inc()
+		} else {
+			m.HTTPRequests.WithLabelValues(label, strconv.Itoa(rec.code)).Inc()
+		}
 	}
 	t.s.router.Handle(method, path, timed)
 	if method == http.MethodGet {

@@ -114,10 +114,12 @@ func pebbleOptions(fs vfs.FS, o Options, h *Health, plog pebbleLogger, readOnly 
 		// every lookup misses: bloom filters answer a miss from memory
 		// instead of reading a block of every level.
 		CacheSize: CacheSize,
-		// A history entry is deleted HistoryLimit (actors/record) transitions after it is
-		// written; a memtable this size usually holds both, so neither ever
-		// reaches an sstable or a compaction.
-		MemTableSize: 64 << 20,
+		// Every key a commit writes is inserted into the memtable's skiplist,
+		// whose cost grows with the memtable: each level of the search is a
+		// cache miss. At 16 MiB the durable path spent less than at 64, 32
+		// or 8 (smaller ones flush and compact more often): BENCHMARKS.md,
+		// "Reading the figures".
+		MemTableSize: 16 << 20,
 	}
 	for i := range po.Levels {
 		po.Levels[i].FilterPolicy = bloom.FilterPolicy(10)

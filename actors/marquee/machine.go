@@ -1,13 +1,13 @@
 package marquee
 
 import (
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/wardenhq/warden/actors/errs"
+	"github.com/wardenhq/warden/internal/jsonappend"
 )
 
 // Config holds the durations and limits of the rules. Every one is a
@@ -165,12 +165,17 @@ type CallbackReply struct {
 
 // Reply encodes a callback's answer after the step, as the caller hears it
 // and as a repeated delivery hears it again (M20).
+// It is written by hand, field for field as encoding/json writes
+// CallbackReply: every callback makes one.
 func Reply(s State, c Callback, r Answer) []byte {
-	b, err := json.Marshal(CallbackReply{Result: r, MarqueeID: s.ID, Generation: s.Generation, ReceivedGeneration: c.Generation})
-	if err != nil {
-		panic(err) // strings and numbers always encode
-	}
-	return b
+	o := jsonappend.Object{B: make([]byte, 0, 64+len(s.ID))}
+	o.Begin()
+	o.String("result", string(r))
+	o.String("marquee_id", s.ID)
+	o.Uint("generation", s.Generation)
+	o.Uint("received_generation", c.Generation)
+	o.End()
+	return o.B
 }
 
 // Wake is the state's earliest deadline, the time the shell arms.

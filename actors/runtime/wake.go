@@ -18,9 +18,15 @@ type wakeTimers struct {
 	periodic []func() bool
 }
 
+// armed is an entity's timer. A wake moved later keeps the timer already
+// set, which goes off at fires and sets itself again for at: a steady
+// callback moves its marquee's deadline later with every step, and
+// stopping and starting a runtime timer each time was the largest cost
+// of arming (NOTES.md, "The durable path's CPU").
 type armed struct {
-	at   time.Time
-	stop func() bool
+	at    time.Time // the wake the entity asked for
+	fires time.Time // when the timer set goes off: at, or before it
+	stop  func() bool
 }
 
 // wakeMsg: a deadline of the entity may be due.
@@ -42,22 +48,45 @@ func (rt *Runtime) armWake(k Key, at time.Time) {
 		if old.at.Equal(at) {
 			return
 		}
+		if !at.IsZero() && !old.fires.After(at) {
+			old.at = at
+			t.timers[k] = old
+			return
+		}
 		old.stop()
 		delete(t.timers, k)
 	}
 	if at.IsZero() {
 		return
 	}
+	rt.startTimer(k, at)
+}
+
+// startTimer sets k's timer to go off at at; t.mu is held.
+func (rt *Runtime) startTimer(k Key, at time.Time) {
+	t := &rt.timers
 	d := max(at.Sub(rt.cfg.Clock.Now()), 0)
-	stop := rt.cfg.Clock.AfterFunc(d, func() {
-		t.mu.Lock()
-		if cur, ok := t.timers[k]; ok && cur.at.Equal(at) {
-			delete(t.timers, k)
+	stop := rt.cfg.Clock.AfterFunc(d, func() { rt.timerFired(k, at) })
+	t.timers[k] = armed{at: at, fires: at, stop: stop}
+}
+
+// timerFired routes a wake to k, unless its wake was moved later while
+// the timer ran: then the timer is set again for the wake asked for. A
+// timer whose entry was replaced (its stop came too late) still routes
+// its wake, which the actor finds early and harmless.
+func (rt *Runtime) timerFired(k Key, fired time.Time) {
+	t := &rt.timers
+	t.mu.Lock()
+	if cur, ok := t.timers[k]; ok && cur.fires.Equal(fired) {
+		if cur.at.After(fired) {
+			rt.startTimer(k, cur.at)
+			t.mu.Unlock()
+			return
 		}
-		t.mu.Unlock()
-		rt.route(k, wakeMsg{})
-	})
-	t.timers[k] = armed{at: at, stop: stop}
+		delete(t.timers, k)
+	}
+	t.mu.Unlock()
+	rt.route(k, wakeMsg{})
 }
 
 func (t *wakeTimers) addPeriodic(stop func() bool) {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -294,4 +295,28 @@ func TestC10SingleNodeStaysTheDefault(t *testing.T) {
 		"--seal-key-file", filepath.Join(dir, "seal.key"), "--callback-signing-key-file", filepath.Join(dir, "callback-signing.key")}, getenv, io.Discard)
 	require.NoError(t, err)
 	require.Len(t, c.ClusterToken, 64)
+}
+
+// TestServeKeepsCollectionsApartUnlessGOGCIsSet: warden serve raises the
+// GC percent while its live heap is small (internal/gcheadroom), and an
+// operator's GOGC wins; go_gc_gogc_percent says which is in force.
+func TestServeKeepsCollectionsApartUnlessGOGCIsSet(t *testing.T) {
+	ok := okScript(t)
+	gogc := func(env ...string) string {
+		p := startProcEnv(t, t.TempDir()+"/data", freePort(t), env, "--dispatch", "exec", "--dispatch-command", ok, "--bootstrap", "exec", "--bootstrap-command", ok)
+		var line string
+		require.Eventually(t, func() bool {
+			resp, err := http.Get(p.url + "/metrics")
+			if err != nil {
+				return false
+			}
+			defer resp.Body.Close()
+			body, _ := io.ReadAll(resp.Body)
+			line = regexp.MustCompile(`(?m)^go_gc_gogc_percent (\d+)$`).FindString(string(body))
+			return line != "" && line != "go_gc_gogc_percent 100"
+		}, 10*time.Second, 100*time.Millisecond)
+		return line
+	}
+	require.Regexp(t, `^go_gc_gogc_percent \d{3,}$`, gogc(), "a small heap gets more than Go's 100")
+	require.Equal(t, "go_gc_gogc_percent 250", gogc("GOGC=250"), "the operator's GOGC is left alone")
 }

@@ -1,0 +1,33 @@
+package marquee_test
+
+import (
+	"encoding/json"
+	"testing"
+
+	. "github.com/wardenhq/warden/actors/marquee"
+)
+
+// TestReplyEncodesAsEncodingJSONDoes: a callback's answer is written by
+// hand, and a client, or a repeated delivery reading the stored answer,
+// gets the bytes encoding/json gives CallbackReply, escapes and all.
+func TestReplyEncodesAsEncodingJSONDoes(t *testing.T) {
+	for _, c := range []struct {
+		id         string
+		gen, recvd uint64
+		answer     Answer
+	}{
+		{"m-001", 1, 1, Applied},
+		{"m-7", 0, 18446744073709551615, Stale},
+		{`a"b\c<d>&é` + "\u2028\x01", 42, 41, Answer("ünknown")},
+		{"", 3, 0, Answer("")},
+	} {
+		got := Reply(State{ID: c.id, Generation: c.gen}, Callback{Generation: c.recvd}, c.answer)
+		want, err := json.Marshal(CallbackReply{Result: c.answer, MarqueeID: c.id, Generation: c.gen, ReceivedGeneration: c.recvd})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != string(want) {
+			t.Errorf("Reply(%q) = %s, encoding/json: %s", c.id, got, want)
+		}
+	}
+}

@@ -1,0 +1,90 @@
+package runtime
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/wardenhq/warden/actors/clock"
+	"github.com/wardenhq/warden/persistence"
+)
+
+// waking is the counter kind with a wake handler that notes when it ran.
+type waking struct {
+	counter
+	woke *[]time.Time
+}
+
+func (k waking) Woken(h *Handle[int, int, counted]) { *k.woke = append(*k.woke, h.Now()) }
+
+// startingClock is a manual clock that counts the timers started on it.
+type startingClock struct {
+	*clock.Manual
+	started int
+}
+
+func (c *startingClock) AfterFunc(d time.Duration, f func()) func() bool {
+	c.started++
+	return c.Manual.AfterFunc(d, f)
+}
+
+// TestM23AWakeMovedLaterKeepsItsTimerAndFiresOnlyWhenAsked: a wake moved
+// later keeps the timer already set (a steady callback moves its
+// marquee's deadline with every step), which sets itself again rather
+// than waking the entity early; a wake moved earlier replaces it; a zero
+// wake disarms. Every wake reaches the entity at the time last asked,
+// once.
+func TestM23AWakeMovedLaterKeepsItsTimerAndFiresOnlyWhenAsked(t *testing.T) {
+	var woke []time.Time
+	st, err := persistence.Open(t.TempDir(), persistence.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	clk := &startingClock{Manual: clock.NewManual(time.Unix(0, 0))}
+	q := &RunQueue{}
+	rt, err := New(Config{Store: st, Clock: clk, Scheduler: serialScheduler{q: q}, Cluster: SingleNode(), IdleAfter: -1})
+	require.NoError(t, err)
+	t.Cleanup(rt.Shutdown)
+	var ents *Entities[int, int, counted]
+	ents = Register(rt, Kind[int, int, counted](waking{counter: counter{ents: &ents}, woke: &woke}))
+	drain := func() {
+		for q.Step() {
+		}
+	}
+	ents.Tell("a", 0) // the entity exists, so a wake finds it
+	drain()
+	k, t0, idle, started := ents.Key("a"), clk.Now(), clk.Pending(), clk.started
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+
+	for _, s := range []int{10, 20, 30} {
+		rt.armWake(k, at(s))
+	}
+	require.Equal(t, 1, clk.started-started, "one timer started for the entity, however often its wake moves later")
+	require.Equal(t, idle+1, clk.Pending())
+	clk.Set(at(29))
+	drain()
+	require.Empty(t, woke, "the timer set for 10s set itself again, and woke nobody early")
+	require.Equal(t, idle+1, clk.Pending())
+	require.Equal(t, 2, clk.started-started, "set again once, for the wake last asked")
+	clk.Set(at(30))
+	drain()
+	require.Equal(t, []time.Time{at(30)}, woke, "woken once, at the wake last asked")
+	require.Equal(t, idle, clk.Pending(), "a fired wake leaves no timer")
+
+	rt.armWake(k, at(40))
+	rt.armWake(k, at(35))
+	require.Equal(t, idle+1, clk.Pending(), "a wake moved earlier replaces the timer")
+	clk.Set(at(35))
+	drain()
+	clk.Set(at(45))
+	drain()
+	require.Equal(t, []time.Time{at(30), at(35)}, woke, "woken at the earlier wake, and not again at the one it replaced")
+
+	rt.armWake(k, at(50))
+	rt.armWake(k, at(60))
+	rt.armWake(k, time.Time{})
+	require.Equal(t, idle, clk.Pending(), "a zero wake disarms a timer moved later too")
+	clk.Set(at(70))
+	drain()
+	require.Len(t, woke, 2, "a disarmed wake never fires")
+}
