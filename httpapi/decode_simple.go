@@ -13,22 +13,20 @@ package httpapi
 // decodeSimple fills w from body if body is in the simple form.
 func decodeSimple(body []byte, w *wireCallback) bool {
 	s := simpleScan{b: body}
-	s.space()
-	if !s.byte('{') {
+	if !s.punct('{') {
 		return false
 	}
 	var seen uint8
 	for first := true; ; first = false {
-		s.space()
-		if s.byte('}') {
+		if s.punct('}') {
 			s.space()
 			return s.i == len(s.b)
 		}
-		if !first && (!s.byte(',') || !s.spaced()) {
+		if !first && !s.punct(',') {
 			return false
 		}
 		name, ok := s.str()
-		if !ok || !s.spaced() || !s.byte(':') || !s.spaced() {
+		if !ok || !s.punct(':') {
 			return false
 		}
 		bit, ok := s.member(name, w)
@@ -61,7 +59,9 @@ func (s *simpleScan) member(name string, w *wireCallback) (uint8, bool) {
 		into, bit = &w.Reason, 8
 	case "generation":
 		g, ok := s.uint()
-		w.Generation = &g
+		if ok {
+			w.Generation = &g
+		}
 		return 16, ok
 	default:
 		return 0, false
@@ -82,10 +82,9 @@ func (s *simpleScan) space() {
 	}
 }
 
-// spaced skips white space and says true: for a chain of conditions.
-func (s *simpleScan) spaced() bool { s.space(); return true }
-
-func (s *simpleScan) byte(c byte) bool {
+// punct skips white space and reads c.
+func (s *simpleScan) punct(c byte) bool {
+	s.space()
 	if s.i < len(s.b) && s.b[s.i] == c {
 		s.i++
 		return true
@@ -93,9 +92,10 @@ func (s *simpleScan) byte(c byte) bool {
 	return false
 }
 
-// str reads a string of printable ASCII without escapes.
+// str reads a string of printable ASCII without escapes, after white
+// space.
 func (s *simpleScan) str() (string, bool) {
-	if !s.byte('"') {
+	if !s.punct('"') {
 		return "", false
 	}
 	start := s.i
@@ -112,9 +112,10 @@ func (s *simpleScan) str() (string, bool) {
 	return "", false
 }
 
-// uint reads a JSON integer of at most 20 digits, without a sign, a
+// uint reads a JSON integer, after white space, without a sign, a
 // fraction or an exponent, that fits a uint64.
 func (s *simpleScan) uint() (uint64, bool) {
+	s.space()
 	start := s.i
 	var n uint64
 	for ; s.i < len(s.b) && '0' <= s.b[s.i] && s.b[s.i] <= '9'; s.i++ {

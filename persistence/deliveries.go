@@ -47,8 +47,8 @@ import (
 // delivery in ChunkLen), because each key a callback's batch writes costs
 // about 5-8 µs of a request's CPU (its memtable insert, then its share of
 // flushes and compactions; NOTES.md, "What the store's keys cost"), far
-// more than its bytes (M20). The record's chunk is the newest: a slot holding the same chunk is an
-// older copy of it, and is not read.
+// more than its bytes (M20). The record's chunk is the newest: a slot
+// holding the same chunk is an older copy of it, and is not read.
 
 // MaxDeliveries is how many deliveries an entity's record keeps: a
 // workflow run calls back a handful of times, so this is several runs'

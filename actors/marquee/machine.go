@@ -155,18 +155,12 @@ func (m Machine) Step(s State, ev Event, now time.Time) (State, Outcome) {
 	return s, out
 }
 
-// CallbackReply is the body of every callback answer (docs/rules/http-api.md).
-type CallbackReply struct {
-	Result             Answer `json:"result"`
-	MarqueeID          string `json:"marquee_id"`
-	Generation         uint64 `json:"generation"`
-	ReceivedGeneration uint64 `json:"received_generation"`
-}
-
 // Reply encodes a callback's answer after the step, as the caller hears it
-// and as a repeated delivery hears it again (M20).
-// It is written by hand, field for field as encoding/json writes
-// CallbackReply: every callback makes one.
+// and as a repeated delivery hears it again (M20): the body of every
+// callback answer (docs/rules/http-api.md), result, marquee_id,
+// generation and received_generation. It is written by hand, every
+// callback makes one, byte for byte as encoding/json would
+// (TestReplyEncodesAsEncodingJSONDoes).
 func Reply(s State, c Callback, r Answer) []byte {
 	o := jsonappend.Object{B: make([]byte, 0, 64+len(s.ID))}
 	o.Begin()

@@ -7,6 +7,14 @@ import (
 	. "github.com/wardenhq/warden/actors/marquee"
 )
 
+// callbackReply is the answer's shape for encoding/json, the oracle.
+type callbackReply struct {
+	Result             Answer `json:"result"`
+	MarqueeID          string `json:"marquee_id"`
+	Generation         uint64 `json:"generation"`
+	ReceivedGeneration uint64 `json:"received_generation"`
+}
+
 // TestReplyEncodesAsEncodingJSONDoes: a callback's answer is written by
 // hand, and a client, or a repeated delivery reading the stored answer,
 // gets the bytes encoding/json gives CallbackReply, escapes and all.
@@ -22,7 +30,7 @@ func TestReplyEncodesAsEncodingJSONDoes(t *testing.T) {
 		{"", 3, 0, Answer("")},
 	} {
 		got := Reply(State{ID: c.id, Generation: c.gen}, Callback{Generation: c.recvd}, c.answer)
-		want, err := json.Marshal(CallbackReply{Result: c.answer, MarqueeID: c.id, Generation: c.gen, ReceivedGeneration: c.recvd})
+		want, err := json.Marshal(callbackReply{Result: c.answer, MarqueeID: c.id, Generation: c.gen, ReceivedGeneration: c.recvd})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -79,11 +79,17 @@ func startCounter(t *testing.T, chatty bool) (*Runtime, *Entities[int, int, coun
 // the kind of(ents) registered, given where its Entities will be.
 func startKind(t *testing.T, of func(ents **Entities[int, int, counted]) Kind[int, int, counted]) (*Runtime, *Entities[int, int, counted], *[]string) {
 	t.Helper()
+	return startKindOn(t, clock.NewManual(time.Unix(0, 0)), of)
+}
+
+// startKindOn is startKind on the clock given.
+func startKindOn(t *testing.T, clk clock.Clock, of func(ents **Entities[int, int, counted]) Kind[int, int, counted]) (*Runtime, *Entities[int, int, counted], *[]string) {
+	t.Helper()
 	st, err := persistence.Open(t.TempDir(), persistence.Options{})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.Close() })
 	var failures []string
-	rt, err := New(Config{Store: st, Clock: clock.NewManual(time.Unix(0, 0)), Scheduler: serialScheduler{q: &RunQueue{}},
+	rt, err := New(Config{Store: st, Clock: clk, Scheduler: serialScheduler{q: &RunQueue{}},
 		Cluster: SingleNode(), RestartLimit: 1, RestartWindow: time.Hour, IdleAfter: -1,
 		Failed: func(actor string, err error) { failures = append(failures, err.Error()) }})
 	require.NoError(t, err)

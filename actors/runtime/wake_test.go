@@ -7,7 +7,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/wardenhq/warden/actors/clock"
-	"github.com/wardenhq/warden/persistence"
 )
 
 // waking is the counter kind with a wake handler that notes when it ran.
@@ -37,16 +36,11 @@ func (c *startingClock) AfterFunc(d time.Duration, f func()) func() bool {
 // once.
 func TestM23AWakeMovedLaterKeepsItsTimerAndFiresOnlyWhenAsked(t *testing.T) {
 	var woke []time.Time
-	st, err := persistence.Open(t.TempDir(), persistence.Options{})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = st.Close() })
 	clk := &startingClock{Manual: clock.NewManual(time.Unix(0, 0))}
-	q := &RunQueue{}
-	rt, err := New(Config{Store: st, Clock: clk, Scheduler: serialScheduler{q: q}, Cluster: SingleNode(), IdleAfter: -1})
-	require.NoError(t, err)
-	t.Cleanup(rt.Shutdown)
-	var ents *Entities[int, int, counted]
-	ents = Register(rt, Kind[int, int, counted](waking{counter: counter{ents: &ents}, woke: &woke}))
+	rt, ents, failures := startKindOn(t, clk, func(ents **Entities[int, int, counted]) Kind[int, int, counted] {
+		return waking{counter: counter{ents: ents}, woke: &woke}
+	})
+	q := rt.cfg.Scheduler.Queue()
 	drain := func() {
 		for q.Step() {
 		}
@@ -87,4 +81,5 @@ func TestM23AWakeMovedLaterKeepsItsTimerAndFiresOnlyWhenAsked(t *testing.T) {
 	clk.Set(at(70))
 	drain()
 	require.Len(t, woke, 2, "a disarmed wake never fires")
+	require.Empty(t, *failures)
 }

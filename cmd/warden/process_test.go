@@ -302,6 +302,7 @@ func TestC10SingleNodeStaysTheDefault(t *testing.T) {
 // operator's GOGC wins; go_gc_gogc_percent says which is in force.
 func TestServeKeepsCollectionsApartUnlessGOGCIsSet(t *testing.T) {
 	ok := okScript(t)
+	percent := regexp.MustCompile(`(?m)^go_gc_gogc_percent (\d+)$`)
 	gogc := func(env ...string) string {
 		p := startProcEnv(t, t.TempDir()+"/data", freePort(t), env, "--dispatch", "exec", "--dispatch-command", ok, "--bootstrap", "exec", "--bootstrap-command", ok)
 		var line string
@@ -312,7 +313,7 @@ func TestServeKeepsCollectionsApartUnlessGOGCIsSet(t *testing.T) {
 			}
 			defer resp.Body.Close()
 			body, _ := io.ReadAll(resp.Body)
-			line = regexp.MustCompile(`(?m)^go_gc_gogc_percent (\d+)$`).FindString(string(body))
+			line = percent.FindString(string(body))
 			return line != "" && line != "go_gc_gogc_percent 100"
 		}, 10*time.Second, 100*time.Millisecond)
 		return line
