@@ -60,9 +60,9 @@ func (s *System) Callback(ctx context.Context, req CallbackRequest) (CallbackAns
 	if req.Auth.OIDC {
 		cb.OIDC = &marquee.OIDCRun{RunID: req.Auth.RunID, ScopedVouched: req.Auth.ScopedVouched}
 	}
-	r := runtime.Request[marquee.Event]{Mode: runtime.Command, Event: cb}
+	r := runtime.Request[marquee.Event]{Mode: runtime.Command, Event: cb, ReplyOnly: true}
 	if req.DeliveryID != "" {
-		r.Delivery = &runtime.Delivery{ID: req.DeliveryID, BodyHash: req.BodyHash}
+		r.Delivery = runtime.Delivery{ID: req.DeliveryID, BodyHash: req.BodyHash}
 	}
 	res, err := s.marquees.Ask(ctx, req.MarqueeID, r)
 	switch {

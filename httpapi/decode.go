@@ -25,6 +25,17 @@ type wireCallback struct {
 	Step       string          `json:"step"`
 	Connection *wireConnection `json:"connection"`
 	Reason     string          `json:"reason"`
+	// generation is where the simple reader puts Generation's value, so
+	// that the pointer does not take it to the heap.
+	generation uint64
+}
+
+// strictCallback reads body with the strict decoder, which sees every
+// form and names every error.
+func strictCallback(body []byte) (wireCallback, error) {
+	var w wireCallback
+	err := strictDecode(body, &w)
+	return w, err
 }
 
 type wireConnection struct {
@@ -57,10 +68,10 @@ func invalidf(format string, args ...any) error { return &invalid{fmt.Sprintf(fo
 
 // DecodeCallback validates a webhook body into the machine's Callback.
 func DecodeCallback(body []byte) (string, marquee.Callback, error) {
-	var w wireCallback
+	var w wireCallback // on the stack: only the strict decoder's copy escapes
 	if !decodeSimple(body, &w) {
-		w = wireCallback{}
-		if err := strictDecode(body, &w); err != nil {
+		var err error
+		if w, err = strictCallback(body); err != nil {
 			return "", marquee.Callback{}, err
 		}
 	}

@@ -60,7 +60,8 @@ func (s *simpleScan) member(name string, w *wireCallback) (uint8, bool) {
 	case "generation":
 		g, ok := s.uint()
 		if ok {
-			w.Generation = &g
+			w.generation = g
+			w.Generation = &w.generation
 		}
 		return 16, ok
 	default:

@@ -55,6 +55,17 @@ func FuzzSimpleCallbackDecodesAsStrictDoes(f *testing.F) {
 		}
 		var strict wireCallback
 		require.NoError(t, strictDecode(body, &strict), "the simple form accepted what the strict one refuses: %q", body)
-		require.Equal(t, strict, simple, "read differently: %q", body)
+		require.Equal(t, strict, asStrictFills(simple), "read differently: %q", body)
 	})
+}
+
+// asStrictFills is w as the strict decoder would fill it: Generation's
+// value moved out of the simple reader's room for it.
+func asStrictFills(w wireCallback) wireCallback {
+	if w.Generation != nil {
+		g := *w.Generation
+		w.Generation = &g
+	}
+	w.generation = 0
+	return w
 }

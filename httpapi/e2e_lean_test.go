@@ -36,6 +36,10 @@ func TestT13TheLeanPathAnswersAsNetHTTP(t *testing.T) {
 		return fmt.Sprintf("POST %s HTTP/1.1\r\nHost: warden\r\n%sContent-Length: %d\r\n\r\n%s", path, headers, len(body), body)
 	}
 	auth := "Authorization: Bearer " + callbackToken + "\r\nContent-Type: application/json\r\n"
+	// chunked sends body with no declared length: read up to the limit.
+	chunked := func(body string) string {
+		return fmt.Sprintf("POST /v1/webhooks/terraform HTTP/1.1\r\nHost: warden\r\n%sTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n", auth, len(body), body)
+	}
 	cases := []struct {
 		name, req string
 		lean      bool // the first server answers it on the lean path
@@ -50,6 +54,8 @@ func TestT13TheLeanPathAnswersAsNetHTTP(t *testing.T) {
 		{"an unknown marquee", post("/v1/webhooks/terraform", auth, strings.Replace(step, "m-1", "m-2", 1)), true, 404},
 		{"a bad delivery id", post("/v1/webhooks/terraform", auth+"Webhook-Id: \x01\r\n", step), false, 400},
 		{"a body over the limit", post("/v1/webhooks/terraform", auth, strings.Repeat(" ", httpapi.MaxBody+1)), false, 413},
+		{"a chunked body", chunked(step), false, 200},
+		{"a chunked body over the limit", chunked(strings.Repeat(" ", httpapi.MaxBody+1)), false, 413},
 		{"HTTP/1.0", strings.Replace(post("/v1/webhooks/terraform", auth, step), "HTTP/1.1", "HTTP/1.0", 1), false, 200},
 		{"a query", post("/v1/webhooks/terraform?x=1", auth, step), false, 400},
 	}

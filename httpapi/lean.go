@@ -192,6 +192,21 @@ type leanConn struct {
 	// past its return. A new map for each was 2% of a durable
 	// callback's CPU.
 	reqHeader, respHeader http.Header
+	date                  dateCache
+}
+
+// dateCache is a connection's Date value: a date has whole seconds, so it
+// is formatted once a second, not with every answer.
+type dateCache struct {
+	sec int64
+	b   []byte
+}
+
+func (d *dateCache) at(now time.Time) []byte {
+	if sec := now.Unix(); sec != d.sec || d.b == nil {
+		d.sec, d.b = sec, now.UTC().AppendFormat(d.b[:0], http.TimeFormat)
+	}
+	return d.b
 }
 
 // emptied returns h emptied, or a new map if there is none yet.
@@ -303,7 +318,7 @@ func (lc *leanConn) answer(req *http.Request, n int) bool {
 		w.h.Set("Connection", "close")
 	}
 	lc.answered = time.Now()
-	lc.out = w.appendResponse(lc.out[:0], lc.answered)
+	lc.out = w.appendResponse(lc.out[:0], lc.date.at(lc.answered))
 	if d := lc.l.srv.WriteTimeout; d > 0 {
 		refresh(&lc.writeBy, lc.answered.Add(d), false, lc.c.SetWriteDeadline)
 	}
@@ -425,7 +440,7 @@ func bodyAllowed(code int) bool {
 // the handler's headers in order with line breaks in values made spaces,
 // Content-Type sniffed if the handler set none, Date, and Content-Length
 // from the body itself.
-func (w *leanWriter) appendResponse(b []byte, now time.Time) []byte {
+func (w *leanWriter) appendResponse(b, date []byte) []byte {
 	w.WriteHeader(http.StatusOK)
 	b = append(b, "HTTP/1.1 "...)
 	b = strconv.AppendInt(b, int64(w.code), 10)
@@ -439,7 +454,7 @@ func (w *leanWriter) appendResponse(b []byte, now time.Time) []byte {
 	}
 	if _, ok := w.h["Date"]; !ok {
 		b = append(b, "Date: "...)
-		b = now.UTC().AppendFormat(b, http.TimeFormat)
+		b = append(b, date...)
 		b = append(b, "\r\n"...)
 	}
 	var few [8]string // a handler's headers fit: no allocation a request

@@ -301,3 +301,16 @@ func FuzzLeanHead(f *testing.F) {
 		}
 	})
 }
+
+// TestT13TheLeanDateIsTheAnswersSecond: a connection formats its Date
+// once a second and keeps it for the answers of that second; the next
+// second gets its own, as net/http would write each.
+func TestT13TheLeanDateIsTheAnswersSecond(t *testing.T) {
+	var d dateCache
+	at := time.Date(2026, 12, 6, 2, 30, 0, 100, time.FixedZone("CET", 3600))
+	require.Equal(t, at.UTC().Format(http.TimeFormat), string(d.at(at)))
+	d.b[0] = 'x' // a mark that formatting again would overwrite
+	require.Equal(t, byte('x'), d.at(at.Add(900 * time.Millisecond))[0], "the same second: not formatted again")
+	next := at.Add(time.Second)
+	require.Equal(t, next.UTC().Format(http.TimeFormat), string(d.at(next)))
+}

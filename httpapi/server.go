@@ -380,7 +380,7 @@ func readBody(w http.ResponseWriter, r *http.Request, optional bool) ([]byte, bo
 		refuse(w, tooLarge, fmt.Sprintf("body over %d bytes", MaxBody))
 		return nil, false
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
+	body, err := bodyOf(w, r)
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
@@ -398,6 +398,23 @@ func readBody(w http.ResponseWriter, r *http.Request, optional bool) ([]byte, bo
 		return nil, false
 	}
 	return body, true
+}
+
+// bodyOf is the request's body, whole, within MaxBody (the declared
+// length was checked): the bytes the lean path read as they are, a
+// declared length in one allocation, or, undeclared, up to the limit.
+func bodyOf(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	if lb, ok := r.Body.(*leanBody); ok {
+		b := lb.b
+		lb.b = nil
+		return b, nil
+	}
+	if n := r.ContentLength; n >= 0 {
+		b := make([]byte, n)
+		_, err := io.ReadFull(r.Body, b)
+		return b, err
+	}
+	return io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
 }
 
 func isJSON(ct string) bool {
@@ -437,12 +454,22 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	writeRaw(w, status, b)
 }
 
+// writeRaw answers b, a JSON value, and a newline. Both servers set the
+// Content-Length of an answer this small themselves (the lean path always,
+// net/http when the handler returns before its chunking buffer fills).
+// The type goes in by its canonical key, one shared value, as every
+// answer sets it (Header.Set canonicalizes the key and allocates the
+// value); nothing appends to it or writes into it. b is written as it is,
+// never appended to: a delivery's kept answer is written again for every
+// repeat.
 func writeRaw(w http.ResponseWriter, status int, b []byte) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(len(b)+1))
+	w.Header()["Content-Type"] = jsonContentType
 	w.WriteHeader(status)
-	_, _ = w.Write(append(b, '\n'))
+	_, _ = w.Write(b)
+	_, _ = w.Write(newline)
 }
+
+var jsonContentType, newline = []string{"application/json"}, []byte("\n")
 
 // writeErr answers an error by its kind. An error of no known kind is a
 // bug or an I/O failure nobody classified: logged, and answered 500 so it

@@ -91,7 +91,12 @@ func (s *sequencer) ack(n uint64) {
 // out, and each store keeps its own.
 func Internal(k []byte) bool { return string(k) == seqKey }
 
-func encodeSeq(n uint64) []byte { return strconv.AppendUint([]byte{codecV1}, n, 10) }
+// appendSeq appends the sequence's value to b: a commit appends it to its
+// own room rather than allocating it.
+func appendSeq(b []byte, n uint64) []byte { return strconv.AppendUint(append(b, codecV1), n, 10) }
+
+// seqKeyBytes is seqKey as every commit writes it, made once.
+var seqKeyBytes = []byte(seqKey)
 
 // replayedSeq is the sequence of the last commit the store holds (0: none
 // carried one).

@@ -307,9 +307,10 @@ func readFailure(key []byte, err error) error {
 func (p *pebbleBackend) NewWrites() Writes { return &pebbleWrites{p: p, b: p.db.NewBatch()} }
 
 type pebbleWrites struct {
-	p *pebbleBackend
-	b *pebble.Batch
-	n int
+	p   *pebbleBackend
+	b   *pebble.Batch
+	n   int
+	seq [24]byte // room for the commit's sequence value
 }
 
 func (w *pebbleWrites) Set(k, v []byte) { _ = w.b.Set(k, v, nil); w.n++ }
@@ -342,7 +343,7 @@ func (w *pebbleWrites) Commit(f Fence) error {
 	s := &w.p.seq
 	s.mu.Lock()
 	n := s.next
-	_ = w.b.Set([]byte(seqKey), encodeSeq(n), nil)
+	_ = w.b.Set(seqKeyBytes, appendSeq(w.seq[:0], n), nil) // Set copies both
 	var err error
 	if w.p.writeOpts.Sync {
 		err = w.p.db.ApplyNoSyncWait(w.b, w.p.writeOpts)

@@ -57,10 +57,11 @@ func (k Kind) Error() string { return k.String() }
 // KindOf is the kind of err: the outermost Kind it wraps; a context
 // deadline is Unavailable; anything else is Other.
 func KindOf(err error) Kind {
+	if err == nil {
+		return Other // before k, which errors.As puts on the heap
+	}
 	var k Kind
 	switch {
-	case err == nil:
-		return Other
 	case errors.As(err, &k):
 		return k
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):

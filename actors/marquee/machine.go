@@ -172,12 +172,17 @@ func Reply(s State, c Callback, r Answer) []byte {
 	return o.B
 }
 
-// Wake is the state's earliest deadline, the time the shell arms.
+// Wake is the state's earliest deadline, the time the shell arms: every
+// step asks, so it reads the times without making the events.
 func (m Machine) Wake(s State) time.Time {
-	if ds := m.Deadlines(s); len(ds) > 0 {
-		return ds[0].At
+	var earliest time.Time
+	first := true
+	for _, d := range m.deadlineTimes(s) {
+		if d.set && (first || d.At.Before(earliest)) {
+			earliest, first = d.At, false
+		}
 	}
-	return time.Time{}
+	return earliest
 }
 
 // operatorBy records who asked on an operator command's history (T8).
@@ -209,19 +214,15 @@ func (m Machine) onTombstone(s State, ev Event, now time.Time) Outcome {
 // --- callbacks ------------------------------------------------------------
 
 func (m Machine) callback(s *State, c Callback, now time.Time) Outcome {
-	entry := Entry{At: now, Source: SourceCallback, Verb: string(c.Verb), Generation: s.Generation, ReceivedGeneration: c.Generation,
-		DeliveryID: c.DeliveryID, Auth: c.Auth}
-	done := func(r Answer, detail string, effects ...Effect) Outcome {
-		entry.Result, entry.Detail = r, detail
-		return Outcome{Answer: r, Effects: effects, Records: []Entry{entry}}
-	}
+	done := answerWith{Entry{At: now, Source: SourceCallback, Verb: string(c.Verb), Generation: s.Generation, ReceivedGeneration: c.Generation,
+		DeliveryID: c.DeliveryID, Auth: c.Auth}}
 	if s.Kind != Tutorial {
-		return done(Ignored, "byo marquees have no infrastructure lifecycle")
+		return done.answer(Ignored, "byo marquees have no infrastructure lifecycle")
 	}
 	// M10: positive and different is stale, for every verb; M11: zero is
 	// unversioned and fails open.
 	if c.Generation > 0 && c.Generation != s.Generation {
-		return done(Stale, fmt.Sprintf("stale callback: generation %d, marquee is at %d (M10)", c.Generation, s.Generation))
+		return done.answer(Stale, fmt.Sprintf("stale callback: generation %d, marquee is at %d (M10)", c.Generation, s.Generation))
 	}
 	if s.Attempt != nil && s.Attempt.Dispatch != DispatchWaiting {
 		// M21: an accepted callback of the current attempt is a sign of life.
@@ -239,19 +240,19 @@ func (m Machine) callback(s *State, c Callback, now time.Time) Outcome {
 		return m.deployedCallback(s, c, now, done)
 	case VerbDestroyed: // M14
 		if s.Lifecycle == Destroyed {
-			return done(Ignored, "already destroyed")
+			return done.answer(Ignored, "already destroyed")
 		}
 		effects := m.settleDestroyed(s, now)
-		return done(Applied, destroyedDetail(s), effects...)
+		return done.answer(Applied, destroyedDetail(s), effects...)
 	case VerbFailed: // M15
 		switch s.Lifecycle {
 		case Provisioning, Destroying:
 			effects := m.settleFailed(s, false, now, "M15", "the workflow reported failure: "+clip(c.Reason))
-			return done(Applied, "workflow failed: "+clip(c.Reason), effects...)
+			return done.answer(Applied, "workflow failed: "+clip(c.Reason), effects...)
 		case Provisioned:
 			return m.downgrade(s, c, now, done)
 		}
-		return done(Ignored, "failed in lifecycle "+string(s.Lifecycle))
+		return done.answer(Ignored, "failed in lifecycle "+string(s.Lifecycle))
 	case VerbNull: // M16
 		return m.nullCallback(s, c, now, done)
 	case VerbRebooted: // M17
@@ -260,21 +261,28 @@ func (m Machine) callback(s *State, c Callback, now time.Time) Outcome {
 	panic("marquee: unknown verb " + string(c.Verb)) // the decoder only lets known verbs in
 }
 
-// answerWith records a callback's entry with its result and answers it.
-type answerWith = func(Answer, string, ...Effect) Outcome
+// answerWith is a callback's history entry before its result: answer
+// records it with one and answers. A value, not a closure over the entry,
+// which would put the entry on the heap with every callback.
+type answerWith struct{ entry Entry }
+
+func (a answerWith) answer(r Answer, detail string, effects ...Effect) Outcome {
+	a.entry.Result, a.entry.Detail = r, detail
+	return Outcome{Answer: r, Effects: effects, Records: []Entry{a.entry}}
+}
 
 func (m Machine) stepCallback(s *State, c Callback, now time.Time, done answerWith) Outcome {
 	switch s.Lifecycle {
 	case Provisioning:
 		if c.Step > s.Progress {
 			s.Progress = c.Step
-			return done(Applied, "progress "+c.Step.String())
+			return done.answer(Applied, "progress "+c.Step.String())
 		}
-		return done(Ignored, fmt.Sprintf("step %s does not advance progress %s (M12)", c.Step, s.Progress))
+		return done.answer(Ignored, "step "+c.Step.String()+" does not advance progress "+s.Progress.String()+" (M12)")
 	case Provisioned:
 		return m.healthy(s, now, done)
 	}
-	return done(Ignored, "step in lifecycle "+string(s.Lifecycle))
+	return done.answer(Ignored, "step in lifecycle "+string(s.Lifecycle))
 }
 
 func (m Machine) deployedCallback(s *State, c Callback, now time.Time, done answerWith) Outcome {
@@ -292,17 +300,17 @@ func (m Machine) deployedCallback(s *State, c Callback, now time.Time, done answ
 		s.Progress = AppDeploying
 		s.NullPendingUntil = time.Time{}
 		s.Bootstrap = &Bootstrap{Generation: s.Generation, Running: true}
-		return done(Applied, "connection stored; bootstrap started (M13, M19)", StartBootstrap{Generation: s.Generation})
+		return done.answer(Applied, "connection stored; bootstrap started (M13, M19)", StartBootstrap{Generation: s.Generation})
 	case Provisioned:
 		if s.Connection != nil && !s.Connection.sameLocked(*c.Connection) {
-			return done(Locked, "deployed tried to change locked connection fields (M13)")
+			return done.answer(Locked, "deployed tried to change locked connection fields (M13)")
 		}
 		if s.NullPending(now) {
 			return m.healthy(s, now, done)
 		}
 		return m.lockedOrDuplicate(s, *c.Connection, done)
 	}
-	return done(Ignored, "deployed in lifecycle "+string(s.Lifecycle))
+	return done.answer(Ignored, "deployed in lifecycle "+string(s.Lifecycle))
 }
 
 func (m Machine) nullCallback(s *State, c Callback, now time.Time, done answerWith) Outcome {
@@ -312,18 +320,18 @@ func (m Machine) nullCallback(s *State, c Callback, now time.Time, done answerWi
 		s.Progress = Queued
 		s.Failure = &Failure{Reason: "the workflow's plan found nothing to provision (null while provisioning)", Rule: "M16", At: now, Generation: s.Generation}
 		effects := m.settle(s)
-		return done(Applied, "null plan while provisioning is conclusive (M16)", effects...)
+		return done.answer(Applied, "null plan while provisioning is conclusive (M16)", effects...)
 	case Provisioned:
 		if !s.NullPending(now) {
 			s.NullPendingUntil = now.Add(m.Config.NullWindow)
-			return done(PendingConfirmation, "first null: waiting for a second opinion until "+s.NullPendingUntil.Format(time.RFC3339)+" (M16, I4)")
+			return done.answer(PendingConfirmation, "first null: waiting for a second opinion until "+s.NullPendingUntil.Format(time.RFC3339)+" (M16, I4)")
 		}
 		return m.downgrade(s, c, now, done)
 	case Destroying:
 		effects := m.settleDestroyed(s, now)
-		return done(Applied, "null while destroying: the infrastructure is gone (M16)", effects...)
+		return done.answer(Applied, "null while destroying: the infrastructure is gone (M16)", effects...)
 	}
-	return done(Ignored, "null in lifecycle "+string(s.Lifecycle))
+	return done.answer(Ignored, "null in lifecycle "+string(s.Lifecycle))
 }
 
 func rebootedCallback(s *State, done answerWith) Outcome {
@@ -333,11 +341,11 @@ func rebootedCallback(s *State, done answerWith) Outcome {
 		s.NullPendingUntil = time.Time{}
 		if s.Downgrade != nil {
 			s.Downgrade = nil
-			return done(Applied, "host rebooted: progress reset; pending downgrade withdrawn (M17)")
+			return done.answer(Applied, "host rebooted: progress reset; pending downgrade withdrawn (M17)")
 		}
-		return done(Applied, "host rebooted: progress reset (M17)")
+		return done.answer(Applied, "host rebooted: progress reset (M17)")
 	}
-	return done(Ignored, "rebooted in lifecycle "+string(s.Lifecycle))
+	return done.answer(Ignored, "rebooted in lifecycle "+string(s.Lifecycle))
 }
 
 // healthy handles a healthy signal on a provisioned marquee (M16): it clears
@@ -353,19 +361,19 @@ func (m Machine) healthy(s *State, now time.Time, done answerWith) Outcome {
 		cleared = append(cleared, "pending downgrade withdrawn")
 	}
 	if len(cleared) == 0 {
-		return done(Ignored, "healthy signal; nothing pending")
+		return done.answer(Ignored, "healthy signal; nothing pending")
 	}
-	return done(Applied, "healthy signal: "+strings.Join(cleared, "; ")+" (M16)")
+	return done.answer(Applied, "healthy signal: "+strings.Join(cleared, "; ")+" (M16)")
 }
 
 func (m Machine) lockedOrDuplicate(s *State, c Connection, done answerWith) Outcome {
 	switch {
 	case !s.Connection.sameLocked(c):
-		return done(Locked, "deployed tried to change locked connection fields (M13)")
+		return done.answer(Locked, "deployed tried to change locked connection fields (M13)")
 	case *s.Connection == c:
-		return done(Duplicate, "same connection again")
+		return done.answer(Duplicate, "same connection again")
 	default:
-		return done(Ignored, "connection already stored for this generation")
+		return done.answer(Ignored, "connection already stored for this generation")
 	}
 }
 
@@ -374,16 +382,16 @@ func (m Machine) lockedOrDuplicate(s *State, c Connection, done answerWith) Outc
 // is the control plane asked.
 func (m Machine) downgrade(s *State, c Callback, now time.Time, done answerWith) Outcome {
 	if s.Downgrade != nil {
-		return done(Checking, "a downgrade already waits for the control plane (M18)")
+		return done.answer(Checking, "a downgrade already waits for the control plane (M18)")
 	}
 	if s.Serving != Active {
 		// Described before the downgrade changes what it describes.
 		detail := fmt.Sprintf("%s on a %s marquee: nothing to preserve (M18)", c.Verb, s.Serving)
 		effects := m.applyDowngrade(s, c.Verb, now)
-		return done(Applied, detail, effects...)
+		return done.answer(Applied, detail, effects...)
 	}
 	s.Downgrade = &Downgrade{Verb: c.Verb, Generation: s.Generation, Reason: clip(c.Reason), Asking: true}
-	return done(Checking, "asking the control plane for live chats before downgrading (M18)", AskChats{Generation: s.Generation})
+	return done.answer(Checking, "asking the control plane for live chats before downgrading (M18)", AskChats{Generation: s.Generation})
 }
 
 // applyDowngrade moves a provisioned marquee to errored and failed.
@@ -755,27 +763,78 @@ type Deadline struct {
 // order). The shell persists the earliest in its timer index with the
 // snapshot, and turns each due one into its event (M23).
 func (m Machine) Deadlines(s State) []Deadline {
-	if s.Tombstone != nil || s.Kind != Tutorial {
-		return nil
-	}
-	ds := make([]Deadline, 0, 5) // one allocation for the most there can be
-	if awaitingCallback(s) {
-		ds = append(ds, Deadline{At: m.stuckAt(s), Event: RetryDue{Generation: s.Attempt.Generation}})
-	}
-	if s.Lifecycle == Provisioning && s.Attempt != nil && !s.Attempt.DispatchedAt.IsZero() {
-		ds = append(ds, Deadline{At: s.Attempt.DispatchedAt.Add(m.Config.ProvisioningTimeout), Event: ProvisioningTimedOut{Generation: s.Attempt.Generation}})
-	}
-	if s.Bootstrap != nil && !s.Bootstrap.Running {
-		ds = append(ds, Deadline{At: s.Bootstrap.RetryAt, Event: BootstrapRetryDue{Generation: s.Bootstrap.Generation}})
-	}
-	if !s.NullPendingUntil.IsZero() {
-		ds = append(ds, Deadline{At: s.NullPendingUntil, Event: NullExpired{}})
-	}
-	if s.Downgrade != nil && !s.Downgrade.Asking {
-		ds = append(ds, Deadline{At: s.Downgrade.RecheckAt, Event: ChatsRecheckDue{Generation: s.Downgrade.Generation}})
+	var ds []Deadline
+	for _, d := range m.deadlineTimes(s) {
+		if d.set {
+			ds = append(ds, Deadline{At: d.At, Event: d.event(s)})
+		}
 	}
 	slices.SortStableFunc(ds, func(a, b Deadline) int { return a.At.Compare(b.At) })
 	return ds
+}
+
+// timer is one of the marquee's deadlines before its event is made.
+type timer uint8
+
+const (
+	stuckTimer timer = iota
+	provisioningTimer
+	bootstrapTimer
+	nullTimer
+	recheckTimer
+	timers
+)
+
+// timerAt is a deadline's time, whether it is set, and which it is.
+type timerAt struct {
+	At    time.Time
+	set   bool
+	timer timer
+}
+
+// deadlineTimes are the marquee's deadlines in their fixed order: the one
+// place that says which are set and when.
+func (m Machine) deadlineTimes(s State) [timers]timerAt {
+	var ds [timers]timerAt
+	for t := range ds {
+		ds[t].timer = timer(t)
+	}
+	if s.Tombstone != nil || s.Kind != Tutorial {
+		return ds
+	}
+	set := func(t timer, at time.Time) { ds[t].At, ds[t].set = at, true }
+	if awaitingCallback(s) {
+		set(stuckTimer, m.stuckAt(s))
+	}
+	if s.Lifecycle == Provisioning && s.Attempt != nil && !s.Attempt.DispatchedAt.IsZero() {
+		set(provisioningTimer, s.Attempt.DispatchedAt.Add(m.Config.ProvisioningTimeout))
+	}
+	if s.Bootstrap != nil && !s.Bootstrap.Running {
+		set(bootstrapTimer, s.Bootstrap.RetryAt)
+	}
+	if !s.NullPendingUntil.IsZero() {
+		set(nullTimer, s.NullPendingUntil)
+	}
+	if s.Downgrade != nil && !s.Downgrade.Asking {
+		set(recheckTimer, s.Downgrade.RecheckAt)
+	}
+	return ds
+}
+
+// event is the event a deadline of s turns into when it is due.
+func (d timerAt) event(s State) Event {
+	switch d.timer {
+	case stuckTimer:
+		return RetryDue{Generation: s.Attempt.Generation}
+	case provisioningTimer:
+		return ProvisioningTimedOut{Generation: s.Attempt.Generation}
+	case bootstrapTimer:
+		return BootstrapRetryDue{Generation: s.Bootstrap.Generation}
+	case nullTimer:
+		return NullExpired{}
+	default:
+		return ChatsRecheckDue{Generation: s.Downgrade.Generation}
+	}
 }
 
 // Due returns the events of the deadlines that have passed at now.

@@ -27,6 +27,7 @@ type harness struct {
 	// each step's write: line.
 	rec      record.Marquee
 	delivery string
+	t        *testing.T
 }
 
 // TestMachine runs the golden scripts in testdata/, one file per rule
@@ -49,6 +50,7 @@ func TestMachine(t *testing.T) {
 	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
 		h := &harness{m: Machine{Config: DefaultConfig()}, now: epoch}
 		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
+			h.t = t
 			return h.run(t, d)
 		})
 	})
@@ -231,7 +233,21 @@ func (h *harness) step(ev Event) string {
 		return h.refused(out)
 	}
 	h.s = s
+	h.checkWake(out)
 	return h.report(out)
+}
+
+// checkWake holds every golden step's wake, which reads the deadlines'
+// times alone, to the earliest deadline the list of them makes.
+func (h *harness) checkWake(out Outcome) {
+	h.t.Helper()
+	var want time.Time
+	if ds := h.m.Deadlines(h.s); len(ds) > 0 {
+		want = ds[0].At
+	}
+	if !out.Wake.Equal(want) {
+		h.t.Fatalf("wake %v, the earliest deadline %v", out.Wake, want)
+	}
 }
 
 // report is the one way a step is shown (entity.Format), then what the

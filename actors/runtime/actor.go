@@ -80,7 +80,7 @@ func (a *entityActor[S, E, O]) Receive(ctx actor.Context) {
 		return
 	case request[S, E, O]:
 		defer h.entry.handled(h.rt)
-		if h.read(m) {
+		if h.unread == nil || h.read(m) {
 			h.request(m)
 		}
 	case internal[E]:
@@ -88,17 +88,17 @@ func (a *entityActor[S, E, O]) Receive(ctx actor.Context) {
 		if m.attempt > 0 {
 			h.rt.retries.Add(-1)
 		}
-		if h.read(m) {
+		if h.unread == nil || h.read(m) {
 			h.internal(m.ev, m.attempt)
 		}
 	case wakeMsg:
 		defer h.entry.handled(h.rt)
-		if h.read(m) {
+		if h.unread == nil || h.read(m) {
 			h.kind.woken(h)
 		}
 	case signal[S, E, O]:
 		defer h.entry.handled(h.rt)
-		if h.read(m) {
+		if h.unread == nil || h.read(m) {
 			m.fn(h)
 		}
 	}
@@ -149,7 +149,9 @@ func (h *Handle[S, E, O]) load() {
 // now is. While it is not, nothing is taken for absent (S5): a request is
 // answered unavailable (a 404 or a create over a record that exists
 // would be a decision from nothing), and anything else is handled again
-// later, as an internal event whose write failed.
+// later, as an internal event whose write failed. Its callers test
+// h.unread first: passing a message here boxes it, an allocation on every
+// message of an entity whose record was read long ago.
 func (h *Handle[S, E, O]) read(msg message) bool {
 	if h.unread == nil {
 		return true
@@ -259,15 +261,15 @@ func (h *Handle[S, E, O]) request(m request[S, E, O]) {
 		return
 	}
 	var d *delivery
-	if req.Delivery != nil && req.Delivery.ID != "" {
+	if req.Delivery.ID != "" {
 		d = &delivery{id: req.Delivery.ID, entry: persistence.DeliveryOf(req.Delivery.ID, req.Delivery.BodyHash)}
-		dup, err := h.delivered(d)
+		dup, repeated, err := h.delivered(d)
 		switch {
 		case err != nil:
 			m.fail(err)
 			return
-		case dup != nil:
-			m.reply <- answer[S, O]{res: Response[S, O]{Record: h.kind.copy(h.rec), Exists: true, Reply: dup.Reply, Duplicate: true}}
+		case repeated:
+			m.reply <- answer[S, O]{res: Response[S, O]{Record: h.answered(req), Exists: true, Reply: dup.Reply, Duplicate: true}}
 			return
 		}
 	}
@@ -282,8 +284,8 @@ func (h *Handle[S, E, O]) request(m request[S, E, O]) {
 	if d != nil {
 		h.deliveries, h.rewriteDeliveries = d.after, false
 	}
-	res := Response[S, O]{Record: h.kind.copy(h.rec), Exists: true, Reply: out.Encoded(), Outcome: out}
-	if req.Delivery == nil && h.kind.holds(h.rec) {
+	res := Response[S, O]{Record: h.answered(req), Exists: true, Reply: out.Encoded(), Outcome: out}
+	if req.Delivery.ID == "" && h.kind.holds(h.rec) {
 		if len(h.held) >= maxHeld {
 			m.fail(fmt.Errorf("%w: too many requests waiting for %s", errs.Unavailable, h.key))
 			return
@@ -292,6 +294,16 @@ func (h *Handle[S, E, O]) request(m request[S, E, O]) {
 		return
 	}
 	m.reply <- answer[S, O]{res: res}
+}
+
+// answered is the record an answer to req carries: a copy, or none for a
+// caller that reads only the reply.
+func (h *Handle[S, E, O]) answered(req Request[E]) S {
+	if req.ReplyOnly {
+		var none S
+		return none
+	}
+	return h.kind.copy(h.rec)
 }
 
 // step takes one step and, unless the machine refused it, commits it with
@@ -463,11 +475,12 @@ func (h *Handle[S, E, O]) outlived(now int64) error {
 
 // --- deliveries (M20, T5) ------------------------------------------------------
 
-// delivered finds a delivery's first answer: nil for a new one; an error
-// for an id used before with another body (T5: answering the first
-// body's answer would tell this sender about a message it did not send;
-// applying it would break M20), or when the record cannot be read.
-func (h *Handle[S, E, O]) delivered(d *delivery) (*persistence.Delivery, error) {
+// delivered finds a delivery's first answer (repeated), or none for a new
+// one; an error for an id used before with another body (T5: answering
+// the first body's answer would tell this sender about a message it did
+// not send; applying it would break M20), or when the record cannot be
+// read.
+func (h *Handle[S, E, O]) delivered(d *delivery) (first persistence.Delivery, repeated bool, err error) {
 	if !h.loaded {
 		ds, rewrite, err := h.rt.cfg.Store.LoadDeliveries(h.key.ID, h.kind.recent(h.rec))
 		var bad *persistence.CorruptError
@@ -477,20 +490,17 @@ func (h *Handle[S, E, O]) delivered(d *delivery) (*persistence.Delivery, error) 
 			// told apart, so every delivery is new.
 			h.rt.log.Warn("deliveries record unusable; treating deliveries as new", "kind", h.key.Kind, "id", h.key.ID, "err", err)
 		case err != nil:
-			return nil, fmt.Errorf("%w: read the deliveries of %s: %w", errs.Unavailable, h.key, err)
+			return first, false, fmt.Errorf("%w: read the deliveries of %s: %w", errs.Unavailable, h.key, err)
 		}
 		h.deliveries, h.rewriteDeliveries, h.loaded = ds, rewrite, true
 	}
 	d.rewrite = h.rewriteDeliveries
-	first, ok := h.deliveries.Lookup(d.entry)
-	switch {
-	case !ok:
-		return nil, nil
-	case first.Body != d.entry.Body:
+	first, repeated = h.deliveries.Lookup(d.entry)
+	if repeated && first.Body != d.entry.Body {
 		h.rt.log.Warn("delivery id reused with another body", "kind", h.key.Kind, "id", h.key.ID, "delivery", d.id)
-		return nil, fmt.Errorf("%w: delivery %q was already used for %s with another body", errs.IdempotencyKeyReused, clipID(d.id), h.key)
+		return first, false, fmt.Errorf("%w: delivery %q was already used for %s with another body", errs.IdempotencyKeyReused, clipID(d.id), h.key)
 	}
-	return &first, nil
+	return first, repeated, nil
 }
 
 // clipID bounds a caller's delivery id in a message.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -19,6 +20,7 @@ type Entities[S, E any, O Outcome] struct {
 	name       string
 	actorProps *actor.Props
 	onCommit   func(Committed[S, E, O])
+	replies    sync.Pool // of chan answer[S, O] (reply)
 }
 
 // Register adds a kind to the runtime; its entities are activated on
@@ -48,11 +50,12 @@ func (x *Entities[S, E, O]) Ask(ctx context.Context, id string, req Request[E]) 
 	if err != nil {
 		return Response[S, O]{}, err
 	}
-	if n := rt.inbox(k); n >= MaxInbox {
+	reply := x.reply()
+	before, n := rt.routeBelow(k, request[S, E, O]{req: req, reply: reply}, MaxInbox)
+	if n >= MaxInbox {
+		x.replies.Put(reply) // not sent: nobody holds it
 		return Response[S, O]{}, fmt.Errorf("%w: %s has %d messages waiting", errs.Overloaded, k, n)
 	}
-	reply := make(chan answer[S, O], 1)
-	before := rt.route(k, request[S, E, O]{req: req, reply: reply})
 	res, err := x.await(ctx, k, reply)
 	return res, rt.confirmed(ctx, k, before, fence.Epoch, err)
 }
@@ -66,17 +69,17 @@ func (x *Entities[S, E, O]) await(ctx context.Context, k Key, reply chan answer[
 	if !rt.cfg.Scheduler.Wait(func() bool { return len(reply) > 0 }) {
 		select {
 		case a := <-reply:
+			x.replies.Put(reply)
 			return a.res, a.err
 		default:
 			return Response[S, O]{}, fmt.Errorf("%w: %s did not answer", errs.Unavailable, k)
 		}
 	}
-	// A timer rather than a context with a deadline: a third of the
-	// allocations of the wait.
-	timeout := time.NewTimer(rt.cfg.AskTimeout)
-	defer timeout.Stop()
+	timeout := askTimers.get(rt.cfg.AskTimeout)
+	defer askTimers.put(timeout)
 	select {
 	case a := <-reply:
+		x.replies.Put(reply)
 		return a.res, a.err
 	case <-rt.cfg.Store.Health().Sealed():
 		return Response[S, O]{}, rt.cfg.Store.Health().Failed()
@@ -85,6 +88,39 @@ func (x *Entities[S, E, O]) await(ctx context.Context, k Key, reply chan answer[
 	case <-timeout.C:
 		return Response[S, O]{}, fmt.Errorf("%w: %s did not answer in time", errs.Unavailable, k)
 	}
+}
+
+// reply is a channel for one answer, reused: an actor answers a request
+// exactly once, so a channel its answer was taken from is empty and held
+// by nobody, and goes back to replies. One whose answer was not taken (a
+// timeout, a sealed store) is left to the collector: its actor may still
+// answer into it. Two allocations an ask, the larger the answer's room.
+func (x *Entities[S, E, O]) reply() chan answer[S, O] {
+	if c, ok := x.replies.Get().(chan answer[S, O]); ok {
+		return c
+	}
+	return make(chan answer[S, O], 1)
+}
+
+// askTimers are the asks' timeouts, reused: a timer rather than a context
+// with a deadline is a third of the allocations of a wait, and a reused
+// one none. A stopped timer delivers nothing afterwards (Go 1.23's
+// timers), so the next ask cannot see this one's expiry.
+var askTimers timerPool
+
+type timerPool struct{ p sync.Pool }
+
+func (tp *timerPool) get(d time.Duration) *time.Timer {
+	if t, ok := tp.p.Get().(*time.Timer); ok {
+		t.Reset(d)
+		return t
+	}
+	return time.NewTimer(d)
+}
+
+func (tp *timerPool) put(t *time.Timer) {
+	t.Stop()
+	tp.p.Put(t)
 }
 
 // Tell routes an internal event to an entity (an effect's result, another

@@ -300,10 +300,14 @@ const (
 type Request[E any] struct {
 	Mode  Mode
 	Event E
-	// Delivery, when set, is a delivery's identity (M20, T5): a repeat
-	// gets the first answer's bytes, and the step's reply is stored with
-	// it in the step's batch.
-	Delivery *Delivery
+	// Delivery, when its ID is set, is a delivery's identity (M20, T5): a
+	// repeat gets the first answer's bytes, and the step's reply is stored
+	// with it in the step's batch.
+	Delivery Delivery
+	// ReplyOnly says the caller reads the answer's Reply and Duplicate
+	// only: the record is not copied into it (a callback's answer is its
+	// reply's bytes, and the copy was a clone of the whole state).
+	ReplyOnly bool
 }
 
 // Delivery identifies one delivery of a message from outside.
@@ -315,7 +319,7 @@ type Delivery struct {
 // Response is an entity's answer.
 type Response[S any, O Outcome] struct {
 	// Record is the entity's record after the request (as it stands for a
-	// Read or a refusal), copied by Copies.
+	// Read or a refusal), copied by Copies; zero for a ReplyOnly request.
 	Record S
 	Exists bool
 	// Reply is a delivery's answer: the step's encoded reply, or the

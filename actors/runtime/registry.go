@@ -263,15 +263,31 @@ func (rt *Runtime) mayExist(k Key, msg message) bool {
 // had made by then (Ask's confirmation, C4); none when the registry
 // delivers it.
 func (rt *Runtime) route(k Key, msg message) instanceMark {
+	mark, _ := rt.routeBelow(k, msg, 0)
+	return mark
+}
+
+// routeBelow routes msg unless the entity's actor has limit messages or
+// more waiting (0: no limit), in the same look-up; it returns how many
+// were waiting, limit or more for a message it did not route.
+func (rt *Runtime) routeBelow(k Key, msg message, limit int64) (instanceMark, int64) {
 	if rt.observing.Load() > 0 && rt.cfg.Scheduler.Queue() != nil {
 		panic(fmt.Sprintf("runtime: a message for %s was sent while a step was observed: Observe sends nothing; name it in the step's Sends", k))
 	}
 	if !rt.owns(k) {
 		rt.routeRemote(k, msg)
-		return instanceMark{}
+		return instanceMark{}, 0
 	}
 	rt.reg.mu.Lock()
 	e := rt.reg.entries[k]
+	var waiting int64
+	if e != nil {
+		waiting = e.inbox.Load()
+	}
+	if limit > 0 && waiting >= limit {
+		rt.reg.mu.Unlock()
+		return instanceMark{}, waiting
+	}
 	direct := e != nil && e.pid != nil && !e.restart.parked && !e.passivating
 	var mark instanceMark
 	if direct {
@@ -286,20 +302,10 @@ func (rt *Runtime) route(k Key, msg message) instanceMark {
 	if direct {
 		rt.as.Root.Send(e.pid, msg)
 		e.sending.Add(-1)
-		return mark
+		return mark, waiting
 	}
 	rt.as.Root.Send(rt.registry, routed{key: k, msg: msg})
-	return mark
-}
-
-// inbox is how many messages wait for the entity.
-func (rt *Runtime) inbox(k Key) int64 {
-	rt.reg.mu.Lock()
-	defer rt.reg.mu.Unlock()
-	if e := rt.reg.entries[k]; e != nil {
-		return e.inbox.Load()
-	}
-	return 0
+	return mark, waiting
 }
 
 // ActorInfo is one line of GET /v1/actors.
