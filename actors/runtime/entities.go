@@ -20,7 +20,6 @@ type Entities[S, E any, O Outcome] struct {
 	name       string
 	actorProps *actor.Props
 	onCommit   func(Committed[S, E, O])
-	replies    sync.Pool // of chan answer[S, O] (reply)
 }
 
 // Register adds a kind to the runtime; its entities are activated on
@@ -50,10 +49,9 @@ func (x *Entities[S, E, O]) Ask(ctx context.Context, id string, req Request[E]) 
 	if err != nil {
 		return Response[S, O]{}, err
 	}
-	reply := x.reply()
+	reply := make(chan answer[S, O], 1)
 	before, n := rt.routeBelow(k, request[S, E, O]{req: req, reply: reply}, MaxInbox)
 	if n >= MaxInbox {
-		x.replies.Put(reply) // not sent: nobody holds it
 		return Response[S, O]{}, fmt.Errorf("%w: %s has %d messages waiting", errs.Overloaded, k, n)
 	}
 	res, err := x.await(ctx, k, reply)
@@ -69,7 +67,6 @@ func (x *Entities[S, E, O]) await(ctx context.Context, k Key, reply chan answer[
 	if !rt.cfg.Scheduler.Wait(func() bool { return len(reply) > 0 }) {
 		select {
 		case a := <-reply:
-			x.replies.Put(reply)
 			return a.res, a.err
 		default:
 			return Response[S, O]{}, fmt.Errorf("%w: %s did not answer", errs.Unavailable, k)
@@ -79,7 +76,6 @@ func (x *Entities[S, E, O]) await(ctx context.Context, k Key, reply chan answer[
 	defer askTimers.put(timeout)
 	select {
 	case a := <-reply:
-		x.replies.Put(reply)
 		return a.res, a.err
 	case <-rt.cfg.Store.Health().Sealed():
 		return Response[S, O]{}, rt.cfg.Store.Health().Failed()
@@ -88,18 +84,6 @@ func (x *Entities[S, E, O]) await(ctx context.Context, k Key, reply chan answer[
 	case <-timeout.C:
 		return Response[S, O]{}, fmt.Errorf("%w: %s did not answer in time", errs.Unavailable, k)
 	}
-}
-
-// reply is a channel for one answer, reused: an actor answers a request
-// exactly once, so a channel its answer was taken from is empty and held
-// by nobody, and goes back to replies. One whose answer was not taken (a
-// timeout, a sealed store) is left to the collector: its actor may still
-// answer into it. Two allocations an ask, the larger the answer's room.
-func (x *Entities[S, E, O]) reply() chan answer[S, O] {
-	if c, ok := x.replies.Get().(chan answer[S, O]); ok {
-		return c
-	}
-	return make(chan answer[S, O], 1)
 }
 
 // askTimers are the asks' timeouts, reused: a timer rather than a context
