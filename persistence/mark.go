@@ -95,18 +95,18 @@ func Internal(k []byte) bool { return string(k) == seqKey }
 // own room rather than allocating it.
 func appendSeq(b []byte, n uint64) []byte { return strconv.AppendUint(append(b, codecV1), n, 10) }
 
-// seqKeyBytes is seqKey as every commit writes it, made once.
+// seqKeyBytes is seqKey as commits write it and opens read it, made once.
 var seqKeyBytes = []byte(seqKey)
 
 // replayedSeq is the sequence of the last commit the store holds (0: none
 // carried one).
 func replayedSeq(db pebble.Reader) (uint64, error) {
-	v, closer, err := db.Get([]byte(seqKey))
+	v, closer, err := db.Get(seqKeyBytes)
 	if errors.Is(err, pebble.ErrNotFound) {
 		return 0, nil
 	}
 	if err != nil {
-		return 0, readFailure([]byte(seqKey), err)
+		return 0, readFailure(seqKeyBytes, err)
 	}
 	defer closer.Close()
 	if len(v) < 2 || v[0] != codecV1 {

@@ -764,9 +764,9 @@ type Deadline struct {
 // snapshot, and turns each due one into its event (M23).
 func (m Machine) Deadlines(s State) []Deadline {
 	var ds []Deadline
-	for _, d := range m.deadlineTimes(s) {
+	for t, d := range m.deadlineTimes(s) {
 		if d.set {
-			ds = append(ds, Deadline{At: d.At, Event: d.event(s)})
+			ds = append(ds, Deadline{At: d.At, Event: timer(t).event(s)})
 		}
 	}
 	slices.SortStableFunc(ds, func(a, b Deadline) int { return a.At.Compare(b.At) })
@@ -785,20 +785,17 @@ const (
 	timers
 )
 
-// timerAt is a deadline's time, whether it is set, and which it is.
+// timerAt is a deadline's time and whether it is set; its index in
+// deadlineTimes says which it is.
 type timerAt struct {
-	At    time.Time
-	set   bool
-	timer timer
+	At  time.Time
+	set bool
 }
 
 // deadlineTimes are the marquee's deadlines in their fixed order: the one
 // place that says which are set and when.
 func (m Machine) deadlineTimes(s State) [timers]timerAt {
 	var ds [timers]timerAt
-	for t := range ds {
-		ds[t].timer = timer(t)
-	}
 	if s.Tombstone != nil || s.Kind != Tutorial {
 		return ds
 	}
@@ -821,9 +818,9 @@ func (m Machine) deadlineTimes(s State) [timers]timerAt {
 	return ds
 }
 
-// event is the event a deadline of s turns into when it is due.
-func (d timerAt) event(s State) Event {
-	switch d.timer {
+// event is the event this timer of s turns into when it is due.
+func (t timer) event(s State) Event {
+	switch t {
 	case stuckTimer:
 		return RetryDue{Generation: s.Attempt.Generation}
 	case provisioningTimer:

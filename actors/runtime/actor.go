@@ -64,7 +64,8 @@ type delivery struct {
 
 func (a *entityActor[S, E, O]) Receive(ctx actor.Context) {
 	h := &a.h
-	switch m := ctx.Message().(type) {
+	msg := ctx.Message()
+	switch m := msg.(type) {
 	case *actor.Started:
 		a.start(ctx)
 		return
@@ -80,7 +81,7 @@ func (a *entityActor[S, E, O]) Receive(ctx actor.Context) {
 		return
 	case request[S, E, O]:
 		defer h.entry.handled(h.rt)
-		if h.unread == nil || h.read(m) {
+		if h.read(msg) {
 			h.request(m)
 		}
 	case internal[E]:
@@ -88,17 +89,17 @@ func (a *entityActor[S, E, O]) Receive(ctx actor.Context) {
 		if m.attempt > 0 {
 			h.rt.retries.Add(-1)
 		}
-		if h.unread == nil || h.read(m) {
+		if h.read(msg) {
 			h.internal(m.ev, m.attempt)
 		}
 	case wakeMsg:
 		defer h.entry.handled(h.rt)
-		if h.unread == nil || h.read(m) {
+		if h.read(msg) {
 			h.kind.woken(h)
 		}
 	case signal[S, E, O]:
 		defer h.entry.handled(h.rt)
-		if h.unread == nil || h.read(m) {
+		if h.read(msg) {
 			m.fn(h)
 		}
 	}
@@ -149,10 +150,10 @@ func (h *Handle[S, E, O]) load() {
 // now is. While it is not, nothing is taken for absent (S5): a request is
 // answered unavailable (a 404 or a create over a record that exists
 // would be a decision from nothing), and anything else is handled again
-// later, as an internal event whose write failed. Its callers test
-// h.unread first: passing a message here boxes it, an allocation on every
-// message of an entity whose record was read long ago.
-func (h *Handle[S, E, O]) read(msg message) bool {
+// later, as an internal event whose write failed. msg is the message as
+// the mailbox holds it: boxing the switch's typed value again would be an
+// allocation on every message of an entity read long ago.
+func (h *Handle[S, E, O]) read(msg any) bool {
 	if h.unread == nil {
 		return true
 	}
@@ -170,7 +171,7 @@ func (h *Handle[S, E, O]) read(msg message) bool {
 		// A wake or a kind's own turn: asked again a second later, for as
 		// long as the record cannot be read (each is its entity's only
 		// reminder).
-		h.rt.cfg.Clock.AfterFunc(time.Second, func() { h.rt.route(h.key, msg) })
+		h.rt.cfg.Clock.AfterFunc(time.Second, func() { h.rt.route(h.key, msg.(message)) })
 	}
 	return false
 }
