@@ -56,7 +56,7 @@ func main() {
 	flag.StringVar(&heapProfileOut, "heap-profile-out", "", "with -scale, keep the heap profile taken once the 20,000 marquees are active in this file (what an actor holds, for go tool pprof -sample_index=inuse_space)")
 	sizes := flag.String("sizes", "10000,100000,1000000", "stored marquees for the start-up figure")
 	clusterBench := flag.Bool("cluster", false, "measure three nodes on etcd against one node on this machine (docs/rules/cluster.md C8)")
-	flag.StringVar(&wardenBin, "warden", "", "the warden binary to measure, in every mode (default: one built from this checkout); an A/B of two builds runs the bench once with each")
+	flag.StringVar(&wardenBin, "warden", "", "the warden binary to measure, in every mode (default: one built from this checkout); with -ab, the build A")
 	lists := flag.Bool("lists", false, "measure the operator surfaces (lists, console pages, the metrics census) over a large store")
 	listSize := flag.Int("list-size", 100_000, "stored marquees for -lists")
 	gen := flag.String("load", "go", "load generator: go (built in: one keep-alive connection per client, requests written whole; signs Standard Webhooks per request), nethttp (the same clients through net/http's Client, whose Transport costs the shared cores more) or wrk (Debian's wrk; no signed path)")
@@ -64,6 +64,8 @@ func main() {
 	flag.BoolVar(&profile, "profile", true, "profile the durable path at the highest connection count and report where its CPU goes")
 	flag.StringVar(&profileOut, "profile-out", "", "keep the durable path's CPU profile in this file (for go tool pprof)")
 	flag.StringVar(&profilePath, "profile-path", "terraform", "the path the profile loads: terraform (the durable path), floor or records (the floors, to set beside it)")
+	abOther := flag.String("ab", "", "measure -paths at -conns in alternated pairs of runs of two builds, -warden's (A, default: one built from this checkout) and this binary (B), each run on a fresh warden and store; prints each pair and the medians (not written to -out)")
+	pairs := flag.Int("pairs", 7, "with -ab: how many pairs")
 	flag.DurationVar(&profileWarmup, "profile-warmup", 25*time.Second, "load the profiled warden this long before its profile starts (its memtables grow to full size first; 0: profile from start)")
 	flag.Parse()
 	if heapProfileOut != "" {
@@ -108,6 +110,13 @@ func main() {
 			ns = append(ns, n)
 		}
 		if err := runScale(*out, ns); err != nil {
+			fmt.Fprintln(os.Stderr, "warden-bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if *abOther != "" {
+		if err := runAB(*abOther, *pairs, *duration, *warmup, *connsFlag, strings.Split(*pathsFlag, ",")); err != nil {
 			fmt.Fprintln(os.Stderr, "warden-bench:", err)
 			os.Exit(1)
 		}
