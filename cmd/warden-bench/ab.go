@@ -71,7 +71,10 @@ func runAB(other string, pairs int, duration, warmup time.Duration, connsFlag st
 					order = []string{"B", "A"}
 				}
 				for _, side := range order {
-					bin := map[string]string{"A": a, "B": other}[side]
+					bin := a
+					if side == "B" {
+						bin = other
+					}
 					r, err := abOnce(bin, okScript, filepath.Join(tmp, fmt.Sprint(side, i, p.name, c)), p, c, duration, warmup)
 					if err != nil {
 						return fmt.Errorf("%s, pair %d, %s: %w", p.name, i+1, side, err)
