@@ -16,7 +16,9 @@ import (
 // an hour (NOTES.md, "Where the durable path's last microseconds go"), so
 // a change is judged by pairs run back to back, each side on a fresh
 // warden and store, the side that goes first alternating, and by how
-// many pairs it wins, not by one run of each.
+// many pairs it wins, not by one run of each. Even so, one build against
+// itself gave a median difference of -6 µs and 6 of 8 pairs to B there
+// (BENCHMARKS.md): a side's win must be larger than an A/A run's.
 
 // abRun is one side's run of one pair.
 type abRun struct {
