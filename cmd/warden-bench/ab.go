@@ -7,8 +7,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-
-	"github.com/wardenhq/warden/cmd/internal/testkit"
 )
 
 // The A/B mode (-ab): two builds measured in alternated pairs. On this
@@ -48,52 +46,50 @@ func runAB(other string, pairs int, duration, warmup time.Duration, connsFlag st
 	if pairs < 1 || pairs > 100 {
 		return fmt.Errorf("-pairs %d: between 1 and 100", pairs)
 	}
-	tmp, err := os.MkdirTemp("", "warden-bench-ab")
+	tmp, a, okScript, err := benchKit("warden-bench-ab")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	a, err := wardenBinary(tmp)
-	if err != nil {
-		return err
-	}
-	okScript, err := testkit.OKScript(tmp)
-	if err != nil {
-		return err
-	}
+	bins := map[string]string{"A": a, "B": other}
 	var report strings.Builder
 	fmt.Fprintf(&report, "A/B: A %s, B %s; %d pairs of %s runs after %s of warm-up, each on a fresh warden and store, the first side alternating.\n\n", a, other, pairs, duration, warmup)
 	for _, c := range conns {
 		for _, p := range paths {
-			var ps []abPair
-			for i := range pairs {
-				pair := abPair{aFirst: i%2 == 0}
-				order := []string{"A", "B"}
-				if !pair.aFirst {
-					order = []string{"B", "A"}
+			ps := make([]abPair, pairs)
+			for i := range ps {
+				ps[i].aFirst = i%2 == 0
+				fmt.Printf("pair %d:\n", i+1)
+				if err := ps[i].measure(bins, okScript, filepath.Join(tmp, fmt.Sprint(i)), p, c, duration, warmup); err != nil {
+					return fmt.Errorf("%s, pair %d, %w", p.name, i+1, err)
 				}
-				for _, side := range order {
-					bin := a
-					if side == "B" {
-						bin = other
-					}
-					r, err := abOnce(bin, okScript, filepath.Join(tmp, fmt.Sprint(side, i, p.name, c)), p, c, duration, warmup)
-					if err != nil {
-						return fmt.Errorf("%s, pair %d, %s: %w", p.name, i+1, side, err)
-					}
-					fmt.Printf("pair %d %s %-32s conns=%-3d %8.0f req/s  cpu/req %s\n", i+1, side, p.name, c, r.rps, r.cpu.Round(time.Microsecond))
-					if side == "A" {
-						pair.a = r
-					} else {
-						pair.b = r
-					}
-				}
-				ps = append(ps, pair)
 			}
 			report.WriteString(renderAB(p.name, c, ps))
 		}
 	}
 	fmt.Print(report.String())
+	return nil
+}
+
+// measure runs both sides of the pair, the first as aFirst says, each
+// with its build from bins and a store of its own under dir.
+func (pair *abPair) measure(bins map[string]string, okScript, dir string, p path, conns int, duration, warmup time.Duration) error {
+	sides := []string{"A", "B"}
+	if !pair.aFirst {
+		slices.Reverse(sides)
+	}
+	for _, side := range sides {
+		r, err := abOnce(bins[side], okScript, filepath.Join(dir, side+p.name+fmt.Sprint(conns)), p, conns, duration, warmup)
+		if err != nil {
+			return fmt.Errorf("%s: %w", side, err)
+		}
+		fmt.Printf("%s %-32s conns=%-3d %8.0f req/s  cpu/req %s\n", side, p.name, conns, r.rps, r.cpu.Round(time.Microsecond))
+		if side == "A" {
+			pair.a = r
+		} else {
+			pair.b = r
+		}
+	}
 	return nil
 }
 

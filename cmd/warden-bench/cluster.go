@@ -85,18 +85,30 @@ func runCluster(out string, duration, warmup time.Duration) error {
 // directory (the caller removes it), the warden binary (-warden, or built
 // into it), an exec driver that succeeds, and the keys the nodes share.
 func clusterKit(name string) (tmp, bin, okScript, shared string, err error) {
-	if tmp, err = os.MkdirTemp("", name); err != nil {
-		return
-	}
-	if bin, err = wardenBinary(tmp); err != nil {
-		return
-	}
-	if okScript, err = testkit.OKScript(tmp); err != nil {
+	if tmp, bin, okScript, err = benchKit(name); err != nil {
 		return
 	}
 	shared = filepath.Join(tmp, "shared")
 	if b, kerr := exec.Command(bin, "keygen", shared).CombinedOutput(); kerr != nil {
+		os.RemoveAll(tmp)
 		err = fmt.Errorf("keygen: %v: %s", kerr, b)
+	}
+	return
+}
+
+// benchKit is what every run of warden needs: a temporary directory
+// (name its pattern; the caller removes it), the warden binary (-warden's
+// or one built into it) and the dispatch script that answers ok. On an
+// error the directory is already removed.
+func benchKit(name string) (tmp, bin, okScript string, err error) {
+	if tmp, err = os.MkdirTemp("", name); err != nil {
+		return
+	}
+	if bin, err = wardenBinary(tmp); err == nil {
+		okScript, err = testkit.OKScript(tmp)
+	}
+	if err != nil {
+		os.RemoveAll(tmp)
 	}
 	return
 }

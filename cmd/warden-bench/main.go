@@ -30,7 +30,6 @@ import (
 	"time"
 
 	"github.com/wardenhq/warden/cmd/internal/mdreport"
-	"github.com/wardenhq/warden/cmd/internal/testkit"
 	"github.com/wardenhq/warden/internal/testports"
 	"github.com/wardenhq/warden/internal/trust"
 )
@@ -307,22 +306,14 @@ func run(duration, warmup time.Duration, out, connsFlag string, names []string) 
 		return err
 	}
 	maxConns := slices.Max(conns)
-	tmp, err := os.MkdirTemp("", "warden-bench")
+	if _, err := profiled(); profile && err != nil {
+		return err
+	}
+	tmp, bin, okScript, err := benchKit("warden-bench")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	if _, err := profiled(); profile && err != nil {
-		return err
-	}
-	bin, err := wardenBinary(tmp)
-	if err != nil {
-		return err
-	}
-	okScript, err := testkit.OKScript(tmp)
-	if err != nil {
-		return err
-	}
 	b, server, err := startWarden(bin, okScript, tmp, maxConns)
 	if server != nil {
 		defer func() { _ = server.Process.Kill(); _ = server.Wait() }()
