@@ -91,8 +91,11 @@ type Health struct {
 	// unreachable is the cluster backend's: etcd without quorum or with
 	// its quota alarm raised, until its monitor sees it well (S10).
 	unreachable atomic.Pointer[Failure]
-	sealedCh    chan struct{}
-	log         *slog.Logger
+	// stalled: Pebble holds writers back until a flush or compaction
+	// catches up (its write stall), between its begin and end events.
+	stalled  atomic.Bool
+	sealedCh chan struct{}
+	log      *slog.Logger
 	// onSeal, if set, is told of the seal once (the server stops on it;
 	// the durability barrier wakes its waiters).
 	onSeal []func(*Failure)
@@ -126,6 +129,13 @@ func (h *Health) Seal(f *Failure) {
 	}
 }
 
+// sealFailure seals the store with err, met at op, and returns the seal's
+// failure: err's, or an earlier one's if the store had already sealed.
+func (h *Health) sealFailure(err error, op string) *Failure {
+	h.Seal(&Failure{Cause: Classify(err), Op: op, Err: err})
+	return h.Failed()
+}
+
 // OnSeal registers a function told once when the store seals (at once if
 // it already has).
 func (h *Health) OnSeal(f func(*Failure)) {
@@ -138,6 +148,11 @@ func (h *Health) OnSeal(f func(*Failure)) {
 	h.onSeal = append(h.onSeal, f)
 	h.mu.Unlock()
 }
+
+// WriteStalled says whether commits are held back now by a write stall:
+// a caller that would wait inside one rather than for an answer does not
+// commit itself (runtime's Ask).
+func (h *Health) WriteStalled() bool { return h.stalled.Load() }
 
 // Sealed is closed when the store seals.
 func (h *Health) Sealed() <-chan struct{} { return h.sealedCh }

@@ -28,9 +28,8 @@ type pebbleBackend struct {
 	dir                string
 	log                *slog.Logger
 	markStop, markDone chan struct{}
-	// fatal is Pebble's logger's Fatalf: a commit whose WAL sync failed
-	// is reported through it, as Pebble reports one it waited for itself.
-	fatal func(format string, args ...any)
+	// onFatal is Options.OnFatal: nil in production.
+	onFatal func()
 }
 
 // CacheSize is Pebble's block cache: snapshots of active marquees, recent
@@ -90,7 +89,7 @@ func openPebble(dir string, o Options, h *Health, readOnly bool) (*pebbleBackend
 	if o.NoSync {
 		wo = pebble.NoSync
 	}
-	p := &pebbleBackend{db: db, writeOpts: wo, health: h, readOnly: readOnly, fs: fs, dir: dir, log: o.Logger, fatal: plog.Fatalf}
+	p := &pebbleBackend{db: db, writeOpts: wo, health: h, readOnly: readOnly, fs: fs, dir: dir, log: o.Logger, onFatal: o.OnFatal}
 	replayed, err := replayedSeq(db)
 	if err != nil {
 		_ = db.Close()
@@ -326,8 +325,8 @@ func (w *pebbleWrites) Len() int { return w.n }
 
 // Commit refuses a fence: one Pebble database has one writer, the process
 // holding its directory lock, and a fence it cannot check would be a
-// promise it does not keep. A failed WAL write or sync never returns here:
-// Pebble reports it through its logger's Fatalf, which seals the store.
+// promise it does not keep. A failed WAL write or sync seals the store
+// and is refused (failedSync).
 //
 // Every commit carries its sequence (v/seq, S12): the number is taken and
 // the batch applied under the sequencer's lock, in Pebble's order, and
@@ -356,12 +355,12 @@ func (w *pebbleWrites) Commit(f Fence) error {
 	s.mu.Unlock()
 	if err == nil && w.p.writeOpts.Sync {
 		if err = w.b.SyncWait(); err != nil {
-			w.p.fatal("pebble: fatal commit error: %v", err) // seals; does not return (S1)
+			return w.p.failedSync(w.p.health.sealFailure(fmt.Errorf("pebble: fatal commit error: %w", err), walFailureOp))
 		}
 		if f := w.p.health.Failed(); f != nil {
 			// A log failed under this batch and took nothing more
 			// (allOrNothingWAL): it is not durable, whatever Pebble says.
-			w.p.fatal("pebble: fatal commit error: %v", f) // does not return (S1)
+			return w.p.failedSync(f)
 		}
 	}
 	if err != nil {
@@ -369,6 +368,20 @@ func (w *pebbleWrites) Commit(f Fence) error {
 	}
 	s.ack(n)
 	return nil
+}
+
+// failedSync is a commit whose sync failed, the store sealed: refused,
+// not waited on for ever as Pebble's own Fatalf is (S1). Unlike Pebble's
+// goroutine there, this one holds nothing of Pebble's (the sequencer's
+// lock is released), the batch it applied to the memtable is never read
+// (a sealed store serves no read, S5), and it may be the caller's own
+// (an ask that runs its actor's turn), which must be answered (S2). The
+// simulator's OnFatal crashes its process here, as at Pebble's Fatalf.
+func (p *pebbleBackend) failedSync(f *Failure) error {
+	if p.onFatal != nil {
+		p.onFatal()
+	}
+	return f
 }
 
 func (w *pebbleWrites) Close() { _ = w.b.Close() }

@@ -84,7 +84,11 @@ func eventListener(l *slog.Logger, h *Health) *pebble.EventListener {
 			log.Warn("disk slow", "info", info.String())
 		},
 		WriteStallBegin: func(info pebble.WriteStallBeginInfo) {
+			h.stalled.Store(true)
 			log.Warn("write stall", "reason", info.Reason)
+		},
+		WriteStallEnd: func() {
+			h.stalled.Store(false)
 		},
 	}
 	tee := pebble.TeeEventListener(routine, ours)

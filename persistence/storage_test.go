@@ -93,6 +93,16 @@ func faultyStore(t *testing.T, d *disk, o Options) (*Store, *vfs.MemFS, chan str
 	return s, mem, fatal
 }
 
+// productionStore is faultyStore without the hook: a commit whose sync
+// failed is refused, as in production, rather than handed to OnFatal.
+func productionStore(t *testing.T, d *disk, o Options) *Store {
+	t.Helper()
+	o.FS = faultfs.Wrap(vfs.NewCrashableMem(), d)
+	s, err := Open("db", o)
+	require.NoError(t, err)
+	return s
+}
+
 func put(s *Store, key, val string) error {
 	b := s.NewBatch()
 	b.Set([]byte(key), []byte(val))
@@ -100,20 +110,11 @@ func put(s *Store, key, val string) error {
 }
 
 // commitAsync commits in the background: a commit whose write failed
-// never returns (S1).
+// never returns from a blocking OnFatal.
 func commitAsync(s *Store, key string) <-chan error {
 	done := make(chan error, 1)
 	go func() { done <- put(s, key, "\x01{}") }()
 	return done
-}
-
-func waitFatal(t *testing.T, fatal <-chan struct{}) {
-	t.Helper()
-	select {
-	case <-fatal:
-	case <-time.After(10 * time.Second):
-		t.Fatal("Pebble did not report the failure through Fatalf")
-	}
 }
 
 // walFaults are the write-ahead log's failures, each with the cause a
@@ -133,18 +134,19 @@ func TestS1AFailedWALWriteOrSyncSealsTheStore(t *testing.T) {
 	for _, tc := range walFaults {
 		t.Run(tc.name, func(t *testing.T) {
 			d := &disk{}
-			s, _, fatal := faultyStore(t, d, Options{})
+			s := productionStore(t, d, Options{})
 			require.NoError(t, put(s, "m/before", "\x01{}"))
 			d.arm(".log", fmt.Errorf("injected: %w", tc.errno), tc.kinds...)
-			done := commitAsync(s, "m/refused")
-			waitFatal(t, fatal)
+			var refused *Failure
 			select {
-			case err := <-done:
-				t.Fatalf("a commit whose WAL %s failed returned %v; it must never return (S1)", tc.name, err)
-			default:
+			case err := <-commitAsync(s, "m/refused"):
+				require.ErrorAs(t, err, &refused, "a commit whose WAL %s failed is refused, with the seal's failure (S1)", tc.name)
+			case <-time.After(10 * time.Second):
+				t.Fatalf("a commit whose WAL %s failed never returned: its caller would never be answered (S2)", tc.name)
 			}
 			f := s.Health().Failed()
 			require.NotNil(t, f, "the store is sealed")
+			require.Same(t, f, refused, "the commit reports the seal itself")
 			require.Equal(t, tc.cause, f.Cause)
 			require.ErrorIs(t, f, ErrStorage)
 
@@ -234,7 +236,7 @@ func TestS5NoReadShowsAWriteBeforeItsSyncReturns(t *testing.T) {
 	for _, syncFails := range []bool{false, true} {
 		t.Run(fmt.Sprintf("sync fails %v", syncFails), func(t *testing.T) {
 			d := &disk{hold: make(chan struct{}), held: make(chan struct{})}
-			s, _, fatal := faultyStore(t, d, Options{})
+			s := productionStore(t, d, Options{})
 			var err error
 			if syncFails {
 				err = fmt.Errorf("injected: %w", syscall.EIO)
@@ -256,8 +258,8 @@ func TestS5NoReadShowsAWriteBeforeItsSyncReturns(t *testing.T) {
 			}
 			close(d.hold)
 			if syncFails {
-				waitFatal(t, fatal)
 				var f *Failure
+				require.ErrorAs(t, <-done, &f, "the write never became durable: its commit is refused")
 				require.ErrorAs(t, <-read, &f, "the write never became durable: the read is refused, not answered with it")
 				return
 			}
@@ -453,19 +455,14 @@ func TestS8PebbleMessagesAreKeptInTheLog(t *testing.T) {
 	var logs bytes.Buffer
 	log := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	d := &disk{}
-	s, _, fatal := faultyStore(t, d, Options{Logger: log})
+	s := productionStore(t, d, Options{Logger: log})
 	require.NoError(t, put(s, "m/a", "\x01{}"))
 	require.NoError(t, s.Flush())
 	require.Contains(t, logs.String(), `"level":"DEBUG"`)
 	require.Contains(t, logs.String(), `"component":"pebble"`)
 	require.Contains(t, logs.String(), "flushed", "Pebble's routine events are kept, at debug")
 	d.arm(".log", fmt.Errorf("injected: %w", syscall.ENOSPC), walWrite...)
-	done := commitAsync(s, "m/b")
-	select {
-	case err := <-done:
-		t.Fatalf("commit returned %v", err)
-	case <-fatal:
-	}
+	require.ErrorAs(t, put(s, "m/b", "\x01{}"), new(*Failure), "refused with the seal's failure")
 	require.Equal(t, 1, strings.Count(logs.String(), "storage failed"), "one ERROR line with the cause (S2)")
 	require.Contains(t, logs.String(), `"level":"ERROR"`)
 	require.Contains(t, logs.String(), `"cause":"disk full"`)

@@ -90,9 +90,10 @@ type Options struct {
 	NoSync bool
 	// Logger receives Pebble's messages and the store's own (S8).
 	Logger *slog.Logger
-	// OnFatal runs after Pebble reported a write-path failure and the
-	// store sealed; it must not return (S1). Nil blocks the goroutine
-	// forever; the simulator crashes its process there instead.
+	// OnFatal runs where a write-path failure sealed the store: in
+	// Pebble's Fatalf, which it must not return from, and in a commit
+	// whose WAL sync failed. Nil blocks Pebble's goroutine for ever and
+	// refuses the commit (S1); the simulator crashes its process at both.
 	OnFatal func()
 	// Degrade opens a store that cannot be written (a full disk, a
 	// read-only filesystem) read-only instead of refusing it (S4).

@@ -39,6 +39,13 @@ func (x *Entities[S, E, O]) Key(id string) Key { return Key{Kind: x.name, ID: id
 
 // Ask sends a request and waits for its answer, bounded by the runtime's
 // AskTimeout; on a cluster node the answer is confirmed first (C4).
+//
+// A request that finds its actor idle is run on the caller's goroutine
+// (askMailbox): the turn is the same, in the same mailbox order, without
+// two hand-offs between goroutines. Not while the store stalls writes:
+// the caller would wait out the stall inside the turn rather than for at
+// most AskTimeout. Ask is never called inside a turn; it would wait for
+// itself.
 func (x *Entities[S, E, O]) Ask(ctx context.Context, id string, req Request[E]) (Response[S, O], error) {
 	rt := x.rt
 	if err := rt.refusal(); err != nil {
@@ -50,21 +57,28 @@ func (x *Entities[S, E, O]) Ask(ctx context.Context, id string, req Request[E]) 
 		return Response[S, O]{}, err
 	}
 	reply := make(chan answer[S, O], 1)
-	before, n := rt.routeBelow(k, request[S, E, O]{req: req, reply: reply}, MaxInbox)
+	answered := func() bool { return len(reply) > 0 }
+	var claim *inlineClaim
+	if !rt.cfg.Store.Health().WriteStalled() {
+		claim = &inlineClaim{}
+	}
+	before, n := rt.routeBelow(k, request[S, E, O]{req: req, reply: reply, inline: claim}, MaxInbox)
 	if n >= MaxInbox {
 		return Response[S, O]{}, fmt.Errorf("%w: %s has %d messages waiting", errs.Overloaded, k, n)
 	}
-	res, err := x.await(ctx, k, reply)
+	if mb := claim.close(); mb != nil {
+		mb.process(answered)
+	}
+	res, err := x.await(ctx, k, reply, answered)
 	return res, rt.confirmed(ctx, k, before, fence.Epoch, err)
 }
 
 // await waits for an answer: the scheduler's way (blocking, or running
 // the simulator's queue until it is there), bounded by AskTimeout, and cut
-// short by a store that seals under the actor's write, which never
-// returns (S1, S2).
-func (x *Entities[S, E, O]) await(ctx context.Context, k Key, reply chan answer[S, O]) (Response[S, O], error) {
+// short by a store that seals under the actor's write (S1, S2).
+func (x *Entities[S, E, O]) await(ctx context.Context, k Key, reply chan answer[S, O], answered func() bool) (Response[S, O], error) {
 	rt := x.rt
-	if !rt.cfg.Scheduler.Wait(func() bool { return len(reply) > 0 }) {
+	if !rt.cfg.Scheduler.Wait(answered) {
 		select {
 		case a := <-reply:
 			return a.res, a.err
@@ -174,7 +188,11 @@ func (x *Entities[S, E, O]) routeEvent(id string, body json.RawMessage) error {
 type request[S, E any, O Outcome] struct {
 	req   Request[E]
 	reply chan<- answer[S, O]
+	// inline, if set, lets the asker run the turn (askMailbox).
+	inline *inlineClaim
 }
+
+func (m request[S, E, O]) claim(mb *askMailbox) bool { return m.inline.take(mb) }
 
 type answer[S any, O Outcome] struct {
 	res Response[S, O]

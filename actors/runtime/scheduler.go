@@ -64,9 +64,10 @@ func Heartbeats(c clock.Clock, e Effect) (stop func()) {
 	return func() { done.Store(true) }
 }
 
-// Goroutines is production's Scheduler: lock-free unbounded mailboxes run
-// on long-lived workers (workerPool), each effect on its own goroutine
-// bounded by timeout with its heartbeat on c, callers blocking.
+// Goroutines is production's Scheduler: unbounded mailboxes run on
+// long-lived workers (workerPool) or by the caller whose ask found the
+// actor idle (askMailbox), each effect on its own goroutine bounded by
+// timeout with its heartbeat on c, callers blocking.
 func Goroutines(timeout time.Duration, c clock.Clock) Scheduler {
 	return goroutines{timeout: timeout, clock: c}
 }
@@ -90,14 +91,14 @@ func (g goroutines) Go(e Effect) {
 
 func (goroutines) Wait(func() bool) bool { return true }
 
-// actorOptions are every actor's mailbox and dispatcher under s. A
-// lock-free mailbox holds no preallocated ring, which matters at a million
+// actorOptions are every actor's mailbox and dispatcher under s. The
+// mailbox holds no preallocated ring, which matters at a million
 // marquees.
 func actorOptions(s Scheduler) []actor.PropsOption {
 	if q := s.Queue(); q != nil {
 		return []actor.PropsOption{actor.WithDispatcher(q), actor.WithMailbox(newStepMailbox)}
 	}
-	return []actor.PropsOption{actor.WithMailbox(actor.UnboundedLockfree()), actor.WithDispatcher(sharedWorkers())}
+	return []actor.PropsOption{actor.WithMailbox(newAskMailbox), actor.WithDispatcher(sharedWorkers())}
 }
 
 // sharedWorkers is the process's one pool: every runtime in it shares the

@@ -433,9 +433,12 @@ func (p *process) run() error {
 	return p.stop(failed)
 }
 
-// sealedDrain bounds the stop after a storage failure (S3): every caller
-// in flight was answered when the store sealed, so this only lets the
-// answers leave before the process exits.
+// sealedDrain is how long a sealed process goes on answering before it
+// stops (S2, S3): every caller in flight was answered when the store
+// sealed, and what comes meanwhile (a retried callback, a load balancer's
+// /readyz) reads the named cause, 503 storage_unavailable, rather than a
+// refused connection. Nothing is stuck in the store to wait for: a commit
+// whose sync failed was refused, not held.
 const sealedDrain = 2 * time.Second
 
 // leaveBound is how long a node waits for etcd to take its lease back
@@ -454,6 +457,7 @@ const storeCloseBound = 5 * time.Second
 func (p *process) stop(failed *persistence.Failure) error {
 	grace := p.c.ShutdownGrace
 	if failed != nil {
+		time.Sleep(sealedDrain)
 		grace = min(grace, sealedDrain)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), grace)
