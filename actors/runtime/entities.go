@@ -86,6 +86,11 @@ func (x *Entities[S, E, O]) await(ctx context.Context, k Key, reply chan answer[
 			return Response[S, O]{}, fmt.Errorf("%w: %s did not answer", errs.Unavailable, k)
 		}
 	}
+	select {
+	case a := <-reply:
+		return a.res, a.err // a turn the caller ran: no timer to arm
+	default:
+	}
 	timeout := askTimers.get(rt.cfg.AskTimeout)
 	defer askTimers.put(timeout)
 	select {
