@@ -79,28 +79,27 @@ func (d *disk) MaybeError(op errorfs.Op) error {
 var walWrite = []errorfs.OpKind{errorfs.OpFileWrite, errorfs.OpFileWriteAt}
 var anySync = []errorfs.OpKind{errorfs.OpFileSync, errorfs.OpFileSyncData, errorfs.OpFileSyncTo}
 
-// faultyStore opens a store on an in-memory disk behind d; its Fatalf
-// signals fatal and then blocks, as in production.
-func faultyStore(t *testing.T, d *disk, o Options) (*Store, *vfs.MemFS, chan struct{}) {
+// productionStore opens a store on an in-memory disk behind d, failing
+// as production does: Pebble's own Fatalf blocks, a commit whose sync
+// failed is refused.
+func productionStore(t *testing.T, d *disk, o Options) (*Store, *vfs.MemFS) {
 	t.Helper()
 	mem := vfs.NewCrashableMem()
-	fatal := make(chan struct{})
-	var once sync.Once
 	o.FS = faultfs.Wrap(mem, d)
-	o.OnFatal = func() { once.Do(func() { close(fatal) }); select {} }
 	s, err := Open("db", o)
 	require.NoError(t, err)
-	return s, mem, fatal
+	return s, mem
 }
 
-// productionStore is faultyStore without the hook: a commit whose sync
-// failed is refused, as in production, rather than handed to OnFatal.
-func productionStore(t *testing.T, d *disk, o Options) *Store {
+// faultyStore is productionStore with an OnFatal hook that signals fatal
+// and then blocks, wherever a write-path failure sealed the store.
+func faultyStore(t *testing.T, d *disk, o Options) (*Store, *vfs.MemFS, chan struct{}) {
 	t.Helper()
-	o.FS = faultfs.Wrap(vfs.NewCrashableMem(), d)
-	s, err := Open("db", o)
-	require.NoError(t, err)
-	return s
+	fatal := make(chan struct{})
+	var once sync.Once
+	o.OnFatal = func() { once.Do(func() { close(fatal) }); select {} }
+	s, mem := productionStore(t, d, o)
+	return s, mem, fatal
 }
 
 func put(s *Store, key, val string) error {
@@ -134,7 +133,7 @@ func TestS1AFailedWALWriteOrSyncSealsTheStore(t *testing.T) {
 	for _, tc := range walFaults {
 		t.Run(tc.name, func(t *testing.T) {
 			d := &disk{}
-			s := productionStore(t, d, Options{})
+			s, _ := productionStore(t, d, Options{})
 			require.NoError(t, put(s, "m/before", "\x01{}"))
 			d.arm(".log", fmt.Errorf("injected: %w", tc.errno), tc.kinds...)
 			var refused *Failure
@@ -236,7 +235,7 @@ func TestS5NoReadShowsAWriteBeforeItsSyncReturns(t *testing.T) {
 	for _, syncFails := range []bool{false, true} {
 		t.Run(fmt.Sprintf("sync fails %v", syncFails), func(t *testing.T) {
 			d := &disk{hold: make(chan struct{}), held: make(chan struct{})}
-			s := productionStore(t, d, Options{})
+			s, _ := productionStore(t, d, Options{})
 			var err error
 			if syncFails {
 				err = fmt.Errorf("injected: %w", syscall.EIO)
@@ -455,7 +454,7 @@ func TestS8PebbleMessagesAreKeptInTheLog(t *testing.T) {
 	var logs bytes.Buffer
 	log := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	d := &disk{}
-	s := productionStore(t, d, Options{Logger: log})
+	s, _ := productionStore(t, d, Options{Logger: log})
 	require.NoError(t, put(s, "m/a", "\x01{}"))
 	require.NoError(t, s.Flush())
 	require.Contains(t, logs.String(), `"level":"DEBUG"`)

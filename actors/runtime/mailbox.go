@@ -19,7 +19,7 @@ import (
 // does.
 type askMailbox struct {
 	mu           sync.Mutex
-	user, system queue
+	user, system fifo[posted]
 	userN, sysN  atomic.Int32 // counted outside mu, for the idle check
 	status       atomic.Int32 // mailboxIdle or mailboxRunning
 	suspended    atomic.Bool  // by the supervisor while it decides
@@ -33,7 +33,9 @@ const (
 	mailboxRunning
 )
 
-func newAskMailbox() actor.Mailbox { return &askMailbox{} }
+func newAskMailbox() actor.Mailbox {
+	return &askMailbox{user: fifo[posted]{keep: mailboxKeeps}, system: fifo[posted]{keep: mailboxKeeps}}
+}
 
 func (m *askMailbox) PostUserMessage(msg posted) {
 	m.push(&m.user, msg)
@@ -105,13 +107,8 @@ func (m *askMailbox) drain(answered func() bool) {
 		}
 		if msg = m.pop(&m.system); msg != nil {
 			m.sysN.Add(-1)
-			switch msg.(type) {
-			case *actor.SuspendMailbox:
-				m.suspended.Store(true)
-			case *actor.ResumeMailbox:
-				m.suspended.Store(false)
-			default:
-				m.invoker.InvokeSystemMessage(msg)
+			if suspend, set := systemMessage(m.invoker, msg); set {
+				m.suspended.Store(suspend)
 			}
 			continue
 		}
@@ -126,45 +123,70 @@ func (m *askMailbox) drain(answered func() bool) {
 	}
 }
 
-func (m *askMailbox) push(q *queue, msg posted) {
+func (m *askMailbox) push(q *fifo[posted], msg posted) {
 	m.mu.Lock()
-	q.items = append(q.items, msg)
+	q.push(msg)
 	m.mu.Unlock()
 }
 
-func (m *askMailbox) pop(q *queue) posted {
+func (m *askMailbox) pop(q *fifo[posted]) posted {
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	return q.pop()
+	msg, _ := q.pop()
+	m.mu.Unlock()
+	return msg
 }
 
-// queue is a FIFO whose array is reused once it empties, so a mailbox
-// that takes one message at a time allocates nothing for it; one grown by
-// a burst is let go rather than kept by an idle actor.
-type queue struct {
-	items []posted
+// fifo is a queue on one array, shared by the mailboxes and the serial
+// run queue: a popped slot is cleared, the array is reused once the queue
+// empties, and a long-lived queue that never empties is compacted. keep,
+// if set, is the most capacity an empty queue holds on to, so that an
+// idle actor does not keep a burst's array.
+type fifo[T any] struct {
+	items []T
 	head  int
+	keep  int
 }
 
-// keptCap is the most an empty queue keeps.
-const keptCap = 16
+func (q *fifo[T]) push(v T) { q.items = append(q.items, v) }
 
-func (q *queue) pop() posted {
+func (q *fifo[T]) pop() (T, bool) {
+	var zero T
 	if q.head == len(q.items) {
-		return nil
+		return zero, false
 	}
-	msg := q.items[q.head]
-	q.items[q.head] = nil
+	v := q.items[q.head]
+	q.items[q.head] = zero
 	q.head++
-	if q.head == len(q.items) {
+	switch {
+	case q.head == len(q.items):
 		q.head = 0
-		if cap(q.items) > keptCap {
+		if q.keep > 0 && cap(q.items) > q.keep {
 			q.items = nil
 		} else {
 			q.items = q.items[:0]
 		}
+	case q.head > 1024 && q.head*2 > len(q.items):
+		q.items = append(q.items[:0], q.items[q.head:]...)
+		q.head = 0
 	}
-	return msg
+	return v, true
+}
+
+// mailboxKeeps is the most an empty mailbox queue keeps.
+const mailboxKeeps = 16
+
+// systemMessage carries out a system message: suspending and resuming
+// are the mailbox's own, returned as suspend with set; any other goes to
+// the actor.
+func systemMessage(inv actor.MessageInvoker, msg posted) (suspend, set bool) {
+	switch msg.(type) {
+	case *actor.SuspendMailbox:
+		return true, true
+	case *actor.ResumeMailbox:
+		return false, true
+	}
+	inv.InvokeSystemMessage(msg)
+	return false, false
 }
 
 // claimer is a message whose sender may run the turn it starts.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/wardenhq/warden/actors/clock"
@@ -150,7 +151,7 @@ func TestC13TurnsNeverOverlapAndKeepEachSendersOrder(t *testing.T) {
 					continue
 				}
 				res, err := ents.Ask(ctx, id, Request[int]{Mode: Command, Event: 10 + e})
-				if !assertNoError(t, err) {
+				if !assert.NoError(t, err) {
 					return
 				}
 				if res.Record <= last[id] {
@@ -175,28 +176,24 @@ func TestC13TurnsNeverOverlapAndKeepEachSendersOrder(t *testing.T) {
 	require.Positive(t, told.Load())
 }
 
-func assertNoError(t *testing.T, err error) bool {
-	t.Helper()
-	if err != nil {
-		t.Error(err)
-		return false
-	}
-	return true
-}
-
 // The mailbox's queue reuses its array once empty and lets a grown one go.
 func TestMailboxQueueIsFIFOAndKeepsNoBurst(t *testing.T) {
-	var q queue
+	q := fifo[posted]{keep: mailboxKeeps}
 	for i := range 40 {
-		q.items = append(q.items, i)
+		q.push(i)
 	}
 	for i := range 40 {
-		require.Equal(t, i, q.pop())
+		v, ok := q.pop()
+		require.True(t, ok)
+		require.Equal(t, i, v)
 	}
-	require.Nil(t, q.pop())
+	v, ok := q.pop()
+	require.False(t, ok)
+	require.Nil(t, v)
 	require.Nil(t, q.items, "a burst's array is not kept by an idle mailbox")
-	q.items = append(q.items, 1)
-	require.Equal(t, 1, q.pop())
+	q.push(1)
+	v, _ = q.pop()
+	require.Equal(t, 1, v)
 	require.NotNil(t, q.items, "a small array is kept for the next message")
 	require.Zero(t, len(q.items))
 }

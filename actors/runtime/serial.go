@@ -11,13 +11,10 @@ import (
 // RunQueue is a serial scheduler's dispatcher: every mailbox run is
 // appended, and whoever drives the queue (the simulator) runs one per Step,
 // in order, on its own goroutine.
-type RunQueue struct {
-	fns  []func()
-	head int
-}
+type RunQueue struct{ fns fifo[func()] }
 
 // Schedule appends a mailbox run.
-func (q *RunQueue) Schedule(fn func()) { q.fns = append(q.fns, fn) }
+func (q *RunQueue) Schedule(fn func()) { q.fns.push(fn) }
 
 // Throughput is how many messages a mailbox may handle per turn: one, so
 // that actors interleave at message granularity.
@@ -25,18 +22,11 @@ func (q *RunQueue) Throughput() int { return 1 }
 
 // Step runs the next scheduled function; false when there is none.
 func (q *RunQueue) Step() bool {
-	if q.head == len(q.fns) {
-		return false
+	fn, ok := q.fns.pop()
+	if ok {
+		fn()
 	}
-	fn := q.fns[q.head]
-	q.fns[q.head] = nil
-	q.head++
-	if q.head > 1024 && q.head*2 > len(q.fns) {
-		q.fns = append(q.fns[:0], q.fns[q.head:]...)
-		q.head = 0
-	}
-	fn()
-	return true
+	return ok
 }
 
 // ProcessCrash is the panic value that kills a whole simulated process,
@@ -109,13 +99,8 @@ func (m *stepMailbox) run() {
 	if len(m.system) > 0 {
 		msg = m.system[0]
 		m.system = m.system[1:]
-		switch msg.(type) {
-		case *actor.SuspendMailbox:
-			m.suspended = true
-		case *actor.ResumeMailbox:
-			m.suspended = false
-		default:
-			m.invoker.InvokeSystemMessage(msg)
+		if suspend, set := systemMessage(m.invoker, msg); set {
+			m.suspended = suspend
 		}
 		return
 	}
