@@ -166,6 +166,7 @@ sim:
 	$(GO) run ./cmd/warden-sim --seeds $(SIM_SEEDS) --check-determinism --report BENCHMARKS.md
 	$(GO) run ./cmd/warden-sim --seeds $(SIM_SEEDS) --nodes 3 --check-determinism --report BENCHMARKS.md
 	$(GO) run ./cmd/warden-sim --planted --report BENCHMARKS.md
+	$(GO) run ./cmd/warden-sim --regressions sim/testdata/regressions --check-determinism
 
 # The crash test for as long as asked: make crash CRASH_DURATION=30m
 CRASH_DURATION ?= 10m

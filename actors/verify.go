@@ -56,7 +56,7 @@ const (
 	CheckFamily  = "family"  // a key in no family this build knows
 	CheckPool    = "pool"    // reservations against marquees and limits (I7, I9)
 	CheckWake    = "wake"    // the wake index against every record's deadline (M23)
-	CheckHistory = "history" // history sequences contiguous, ending at the record's
+	CheckHistory = "history" // history sequences contiguous, ending at the record's, replaying to its state (S14)
 	CheckDedup   = "dedup"   // delivery records bounded (T5)
 	CheckRoute   = "route"   // routes held by the newest generation (I14)
 	CheckLease   = "lease"   // tombstones own no live lease (E12)
@@ -118,6 +118,9 @@ type envSummary struct {
 
 type historySpan struct {
 	first, last, count uint64
+	jumped             bool
+	// replay follows the entries' changes, to the record's state (S14).
+	replay *marquee.Replay
 }
 
 type verifier struct {
@@ -242,8 +245,10 @@ func (v *verifier) record(k, val []byte) {
 		v.branch(k, rest)
 	case persistence.WakePrefix:
 		v.wake(key)
-	case persistence.FormatFamily, "x/":
-		// The format record (read above) and the benchmark floor's writes.
+	case persistence.FormatFamily, "x/", persistence.GuardFamily:
+		// The format record (read above), the benchmark floor's writes,
+		// and a cluster entity's guard (C14), whose value is a commit's
+		// name.
 	case "z/":
 		var a map[string]any
 		if err := persistence.Decode(k, val, &a); err != nil {
@@ -283,6 +288,7 @@ func (v *verifier) marquee(k, val []byte, id string) {
 		return
 	}
 	s := r.State
+	v.replayed(id, s)
 	v.saw(s.UpdatedAt)
 	settled := s.Lifecycle.Settled() || s.Tombstone != nil
 	v.marquees[id] = marqueeSummary{wakeAt: r.WakeAt, deadline: v.o.Machine.Wake(s), historySeq: r.HistorySeq, admission: s.Admission, settled: settled}
@@ -310,13 +316,30 @@ func (v *verifier) historyEntry(k, val []byte) {
 	h, ok := v.history[id]
 	switch {
 	case !ok:
-		h = historySpan{first: seq, last: seq, count: 1}
+		h = historySpan{first: seq, last: seq, count: 1, replay: &marquee.Replay{}}
 	case seq != h.last+1:
 		v.problem(CheckHistory, string(k), "history of %s jumps from %d to %d", id, h.last, seq)
-		h.last, h.count = seq, h.count+1
+		h.last, h.count, h.jumped = seq, h.count+1, true
 	default:
 		h.last, h.count = seq, h.count+1
 	}
+	if !h.jumped {
+		h.replay.Entry(seq, e)
+	}
+	v.history[id] = h
+}
+
+// replayed checks that a marquee's history replays to its record's state
+// (S14); the history's keys sort before the records', so it has been read.
+func (v *verifier) replayed(id string, s marquee.State) {
+	h, ok := v.history[id]
+	if !ok || h.jumped {
+		return // none stored, or a gap already reported
+	}
+	if b := h.replay.End(s); b != nil {
+		v.problem(CheckHistory, string(persistence.HistoryKey(id, b.Seq)), "marquee %s, history entry %d: %s", id, b.Seq, b.Reason)
+	}
+	h.replay = nil
 	v.history[id] = h
 }
 

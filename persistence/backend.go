@@ -47,6 +47,16 @@ type Fence struct {
 	// fenced at, which the cluster harness checks against the shard key's
 	// history (no write accepted from a stale epoch, C6).
 	Audit string
+	// Guard and GuardRev make the write conditional on its entity too
+	// (C14): Guard (a key of the store, the entity's GuardKey) must still
+	// be at GuardRev, the revision the writer read its record at, and the
+	// write moves it. A transaction whose answer was lost may still land
+	// after its read-back found it absent (a member paused with the
+	// request in its socket); with the guard, either it or the writer's
+	// next commit lands, never both, so no write computed from a record
+	// that another write replaced can land over it.
+	Guard    string
+	GuardRev int64
 }
 
 // IsZero reports an unfenced (single-node) write.
@@ -55,3 +65,8 @@ func (f Fence) IsZero() bool { return f.Key == "" }
 // ErrFenced: the writer no longer owns the shard at its epoch; nothing was
 // written.
 var ErrFenced = errors.New("fenced: this node no longer owns the shard at its epoch")
+
+// ErrGuardMoved: the entity's record was written since the writer read it
+// (an earlier write whose answer was lost landed after all); nothing was
+// written, and the writer must read the record again (C14).
+var ErrGuardMoved = errors.New("the entity's record changed since it was read (an earlier write whose answer was lost has landed); read it again")

@@ -24,7 +24,7 @@ const DataPrefix = "warden/d/"
 // etcdBackend is the cluster Backend on a real etcd: the KV backend over
 // etcd's client, and etcd's own health (its alarms, its quorum) watched.
 type etcdBackend struct {
-	kvBackend
+	*kvBackend
 	c *clientv3.Client
 }
 
@@ -33,7 +33,7 @@ type etcdBackend struct {
 // outcome: the caller is told it failed and a retry is deduplicated).
 func OpenEtcd(c *clientv3.Client, timeout time.Duration) Backend {
 	b := OpenKV(etcdKV{c: c}, timeout).(*kvBackend)
-	return &etcdBackend{kvBackend: *b, c: c}
+	return &etcdBackend{kvBackend: b, c: c}
 }
 
 // check looks at etcd's alarms, then at whether a linearizable read is
@@ -94,13 +94,17 @@ func (k etcdKV) Range(ctx context.Context, from, end string, limit int) ([]KeyVa
 	return out, r.More, nil
 }
 
-func (k etcdKV) Txn(ctx context.Context, cmp Compare, ops []KVOp) (bool, error) {
+func (k etcdKV) Txn(ctx context.Context, cmps []Compare, ops []KVOp) (int64, bool, error) {
 	if k.rev != 0 {
-		return false, errReadOnlyView
+		return 0, false, errReadOnlyView
 	}
 	txn := k.c.Txn(ctx)
-	if cmp.Key != "" {
-		txn = txn.If(clientv3.Compare(clientv3.ModRevision(cmp.Key), "=", cmp.Revision))
+	if len(cmps) > 0 {
+		ecmps := make([]clientv3.Cmp, len(cmps))
+		for i, c := range cmps {
+			ecmps[i] = clientv3.Compare(clientv3.ModRevision(c.Key), "=", c.Revision)
+		}
+		txn = txn.If(ecmps...)
 	}
 	eops := make([]clientv3.Op, len(ops))
 	for i, op := range ops {
@@ -115,9 +119,20 @@ func (k etcdKV) Txn(ctx context.Context, cmp Compare, ops []KVOp) (bool, error) 
 	}
 	r, err := txn.Then(eops...).Commit()
 	if err != nil {
-		return false, etcdErr(err)
+		return 0, false, etcdErr(err)
 	}
-	return r.Succeeded, nil
+	return r.Header.Revision, r.Succeeded, nil
+}
+
+func (k etcdKV) ModRevision(ctx context.Context, key string) (int64, error) {
+	r, err := k.c.Get(ctx, key, k.at(clientv3.WithKeysOnly())...)
+	if err != nil {
+		return 0, etcdErr(err)
+	}
+	if len(r.Kvs) == 0 {
+		return 0, nil
+	}
+	return r.Kvs[0].ModRevision, nil
 }
 
 func (k etcdKV) Read(ctx context.Context, keys []string) ([][]byte, error) {

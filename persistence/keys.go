@@ -22,6 +22,7 @@ const (
 	EnvPrefix           = "e/"
 	BranchFamily        = "b/"
 	WakePrefix          = "w/"
+	GuardFamily         = "g/"
 	dataLossPrefix      = "z/data-loss/"
 	generationKeyDigits = 16
 )
@@ -91,6 +92,12 @@ func ParseBranchGeneration(prefix, key []byte) (uint64, bool) {
 	_, err := fmt.Sscanf(string(rest), "%016x", &g)
 	return g, err == nil
 }
+
+// GuardKey is a cluster entity's guard (C14): its mod revision is the
+// revision of the entity's last commit, which the next commit compares.
+// Its value names the commit that wrote it, so that a read-back can tell
+// that commit from another. A single node writes none.
+func GuardKey(kind, id string) string { return GuardFamily + kind + "/" + id }
 
 // Entity kinds in the wake index.
 const (

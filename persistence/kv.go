@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 	"time"
 )
 
@@ -19,11 +20,14 @@ type KV interface {
 	// Range reads at most limit keys of [from, end) in key order; more
 	// says whether others follow.
 	Range(ctx context.Context, from, end string, limit int) (kvs []KeyValue, more bool, err error)
-	// Txn applies ops, in order, atomically: with a compare, only while
-	// its key's mod revision is its Revision (applied false otherwise).
-	// An error wrapping ErrOutcomeUnknown says the answer was lost and the
-	// transaction may have been applied.
-	Txn(ctx context.Context, cmp Compare, ops []KVOp) (applied bool, err error)
+	// Txn applies ops, in order, atomically, only while every compare
+	// holds: its key's mod revision is its Revision (applied false
+	// otherwise); rev is the revision an applied transaction wrote at. An
+	// error wrapping ErrOutcomeUnknown says the answer was lost and the
+	// transaction may have been applied, or may still be (C14).
+	Txn(ctx context.Context, cmps []Compare, ops []KVOp) (rev int64, applied bool, err error)
+	// ModRevision is key's mod revision, read linearizably (0: absent).
+	ModRevision(ctx context.Context, key string) (int64, error)
 	// Read reads several keys in one linearizable read: each one's value,
 	// nil for one that is absent.
 	Read(ctx context.Context, keys []string) ([][]byte, error)
@@ -46,8 +50,8 @@ type KVOp struct {
 	End string
 }
 
-// Compare is a transaction's condition: Key's mod revision is Revision.
-// The zero Compare always holds.
+// Compare is a transaction's condition: Key's mod revision is Revision (0:
+// the key is absent).
 type Compare struct {
 	Key      string
 	Revision int64
@@ -58,6 +62,9 @@ var (
 	// ErrOutcomeUnknown: the transaction was sent and its answer lost; it
 	// may have been applied.
 	ErrOutcomeUnknown = errors.New("no answer: the transaction may have been applied")
+	// ErrUnsettled: a guarded commit's outcome is unknown and could not be
+	// made final (C14); its entity decides nothing until it is.
+	ErrUnsettled = errors.New("the commit is not settled")
 	// ErrKVQuota: the service refuses writes for want of space (etcd's
 	// NOSPACE alarm).
 	ErrKVQuota = errors.New("the key-value service is out of space")
@@ -73,6 +80,10 @@ type kvBackend struct {
 	// answered, if set, sees a transaction's answer before the backend
 	// does: tests lose the answer of one that committed there.
 	answered func(error) error
+	// commits numbers this process's guarded commits: a guard's value
+	// names its commit (the epoch and this count), so that a read-back
+	// tells it from another commit of the same entity.
+	commits atomic.Int64
 }
 
 // OpenKV is the cluster Backend over kv. timeout bounds each request (a
@@ -171,6 +182,7 @@ func (e *kvBackend) snapshot() (Backend, error) {
 
 type kvWrites struct {
 	e   *kvBackend
+	rev int64 // the revision a commit wrote at
 	ops []KVOp
 	// sets and deletes are the batch's effect, for reading back a
 	// transaction whose answer never came (S10).
@@ -211,26 +223,36 @@ func (w *kvWrites) Len() int { return len(w.ops) }
 
 func (w *kvWrites) Close() { w.ops, w.sets, w.deletes = nil, nil, nil }
 
+// Revision is the revision the batch's commit wrote at: with a guard, its
+// entity's next GuardRev.
+func (w *kvWrites) Revision() int64 { return w.rev }
+
 // Commit is one transaction. With a fence, it applies only while the shard
 // key's revision is the writer's epoch (C3): the compare is where the write
 // lands, in the same transaction, so no pause between a check and a write
-// can let a lapsed owner through.
+// can let a lapsed owner through. With a guard, only while the entity's
+// guard is where the writer read its record (C14).
 func (w *kvWrites) Commit(f Fence) error {
 	ctx, cancel := w.e.ctx()
 	defer cancel()
-	ops, cmp := w.ops, Compare{}
+	ops, cmps := w.ops, []Compare(nil)
 	if !f.IsZero() {
-		cmp = Compare{Key: f.Key, Revision: f.Epoch}
+		cmps = append(cmps, Compare{Key: f.Key, Revision: f.Epoch})
 		if f.Audit != "" {
 			ops = append(ops, KVOp{Key: f.Audit, Value: []byte(strconv.FormatInt(f.Epoch, 10))})
 		}
 	}
-	applied, err := w.e.kv.Txn(ctx, cmp, ops)
+	if f.Guard != "" {
+		cmps = append(cmps, Compare{Key: DataPrefix + f.Guard, Revision: f.GuardRev})
+		w.Set([]byte(f.Guard), fmt.Appendf(nil, "%d.%d", f.Epoch, w.e.commits.Add(1)))
+		ops = w.ops
+	}
+	rev, applied, err := w.e.kv.Txn(ctx, cmps, ops)
 	if w.e.answered != nil {
 		err = w.e.answered(err)
 	}
 	if err != nil {
-		err = w.e.commitFailure(w, err)
+		err = w.e.commitFailure(w, f, err)
 		var fl *Failure
 		if errors.As(err, &fl) && w.e.health != nil {
 			w.e.health.setUnreachable(fl)
@@ -238,9 +260,36 @@ func (w *kvWrites) Commit(f Fence) error {
 		return err
 	}
 	if !applied {
-		return fmt.Errorf("%w (%s at epoch %d)", ErrFenced, f.Key, f.Epoch)
+		return w.e.refused(f)
 	}
+	w.rev = rev
 	return nil
+}
+
+// refused says which compare failed: the shard's (the writer lost it) or
+// the entity's guard (its record changed underneath, C14).
+func (e *kvBackend) refused(f Fence) error {
+	fenced := fmt.Errorf("%w (%s at epoch %d)", ErrFenced, f.Key, f.Epoch)
+	if f.Guard == "" {
+		return fenced
+	}
+	ctx, cancel := e.ctx()
+	defer cancel()
+	if epoch, err := e.kv.ModRevision(ctx, f.Key); err != nil || epoch != f.Epoch {
+		return fenced
+	}
+	return fmt.Errorf("%w (%s was read at revision %d)", ErrGuardMoved, f.Guard, f.GuardRev)
+}
+
+// Revision is key's revision (0: absent), for a writer's guard (C14).
+func (e *kvBackend) Revision(key []byte) (int64, error) {
+	ctx, cancel := e.ctx()
+	defer cancel()
+	rev, err := e.kv.ModRevision(ctx, DataPrefix+string(key))
+	if err != nil {
+		return 0, e.readFailure(key, err)
+	}
+	return rev, nil
 }
 
 func kvCause(err error) Cause {
@@ -257,13 +306,17 @@ func (e *kvBackend) readFailure(key []byte, err error) error {
 }
 
 // commitFailure classifies a failed transaction; one whose outcome is
-// unknown is reconciled by reading what it wrote, never assumed (S10).
-func (e *kvBackend) commitFailure(w *kvWrites, err error) error {
+// unknown is reconciled by reading what it wrote, never assumed (S10),
+// and a guarded one is first made final (settle, C14).
+func (e *kvBackend) commitFailure(w *kvWrites, f Fence, err error) error {
 	if kvCause(err) == QuotaFull {
 		return &Failure{Cause: QuotaFull, Op: "commit (etcd's NOSPACE alarm is raised: compact, defragment, then etcdctl alarm disarm)", Err: err}
 	}
 	if !errors.Is(err, ErrOutcomeUnknown) {
 		return &Failure{Cause: Unreachable, Op: "commit", Err: err}
+	}
+	if f.Guard != "" {
+		return e.settleCommit(w, f, err)
 	}
 	applied, rerr := w.readBack()
 	switch {
@@ -273,6 +326,63 @@ func (e *kvBackend) commitFailure(w *kvWrites, err error) error {
 		return nil
 	}
 	return &Failure{Cause: Unreachable, Op: "commit (no answer; read back, it was not applied)", Err: err}
+}
+
+// settleCommit makes a guarded commit whose answer was lost final before
+// anything else is decided for its entity (C14). A read-back alone is not
+// final: a member paused with the transaction in its socket applies it
+// when it resumes, after the read-back found nothing.
+func (e *kvBackend) settleCommit(w *kvWrites, f Fence, lost error) error {
+	rev, landed, err := e.Settle(f)
+	if err != nil {
+		return &Failure{Cause: Unreachable, Op: "commit (its outcome is unknown: no answer, and it could not be settled; the entity is read again once the store answers)", Err: errors.Join(lost, err, ErrUnsettled)}
+	}
+	if !landed {
+		w.rev = rev
+		return &Failure{Cause: Unreachable, Op: "commit (no answer; settled: it was not applied, and now cannot be)", Err: lost}
+	}
+	// Only this commit compared the guard at its revision: a writer
+	// settles each commit whose answer it lost before its next one.
+	// Read back all the same, so that nothing is assumed.
+	ours, rerr := w.readBack()
+	switch {
+	case rerr != nil:
+		return &Failure{Cause: Unreachable, Op: "commit (its outcome is unknown: a commit landed, and the read-back failed)", Err: errors.Join(lost, rerr, ErrUnsettled)}
+	case !ours:
+		return fmt.Errorf("%w (%s was read at revision %d)", ErrGuardMoved, f.Guard, f.GuardRev)
+	}
+	w.rev = rev
+	return nil
+}
+
+// Settle makes final whatever commit compared f's guard at f.GuardRev and
+// has not answered (C14): it moves the guard, while the shard is still at
+// the fence's epoch and the guard at f.GuardRev, so that no such commit
+// can land after it. landed says one had landed before (the guard had
+// moved on: rev is where it is now); otherwise none did and none will
+// (rev is the settled guard's revision, or 0 where the shard moved on, so
+// that none at the fence's epoch can land either).
+func (e *kvBackend) Settle(f Fence) (rev int64, landed bool, err error) {
+	ctx, cancel := e.ctx()
+	defer cancel()
+	guard := DataPrefix + f.Guard
+	cmps := []Compare{{Key: f.Key, Revision: f.Epoch}, {Key: guard, Revision: f.GuardRev}}
+	settled := fmt.Appendf(nil, "%d.%d.settled", f.Epoch, e.commits.Add(1))
+	rev, applied, err := e.kv.Txn(ctx, cmps, []KVOp{{Key: guard, Value: settled}})
+	if err != nil {
+		return 0, false, err
+	}
+	if applied {
+		return rev, false, nil
+	}
+	now, err := e.kv.ModRevision(ctx, guard)
+	if err != nil {
+		return 0, false, err
+	}
+	if now == f.GuardRev {
+		return 0, false, nil // the shard's compare failed: its epoch has passed
+	}
+	return now, true, nil
 }
 
 // readBack reports whether every key the batch set holds its value and

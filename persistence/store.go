@@ -35,6 +35,8 @@
 //	w/<unix nanos %016x>/<k>/<id>   wake index: the entity (k: m marquee,
 //	                                e environment) has a deadline or unsettled
 //	                                effects at that time (empty value)
+//	g/<kind>/<id>                   a cluster entity's guard (C14): the
+//	                                revision of its last commit (etcd only)
 //	x/floor/<n %016x>               the benchmark floor's writes
 //	                                (internal/benchfloor, --bench-noop only)
 //	z/data-loss/<unix nanos %016x>  audit of a repair that dropped data (S7)
@@ -412,6 +414,7 @@ type Batch struct {
 	kv    Backend
 	w     Writes
 	fence Fence
+	rev   int64
 }
 
 // NewBatch starts a transition.
@@ -478,14 +481,62 @@ func (b *Batch) Commit() error {
 	ticket := b.s.vis.begin()
 	err := b.w.Commit(b.fence)
 	b.s.vis.end(ticket)
+	if r, ok := b.w.(revisioned); ok {
+		b.rev = r.Revision()
+	}
 	if err != nil {
 		var f *Failure
-		if errors.Is(err, ErrFenced) || errors.As(err, &f) {
+		if errors.Is(err, ErrFenced) || errors.Is(err, ErrGuardMoved) || errors.As(err, &f) {
 			return err
 		}
 		return fmt.Errorf("commit: %w", err)
 	}
 	return nil
+}
+
+// revisioned is a backend's batch that knows the revision it committed at
+// (etcd's).
+type revisioned interface{ Revision() int64 }
+
+// Revision is where the batch left its guard (C14): the revision it wrote
+// at, or, for one whose answer was lost and that was settled as not
+// applied, the settling write's; 0 where it moved no guard, and on
+// Pebble, which has none.
+func (b *Batch) Revision() int64 { return b.rev }
+
+// Settle makes final a guarded commit whose answer was lost and that could
+// not be settled then (persistence.ErrUnsettled), before its entity is read
+// again (C14). See kvBackend.Settle; on Pebble, nothing to settle.
+func (s *Store) Settle(f Fence) (rev int64, landed bool, err error) {
+	err = s.read(func(kv Backend) error {
+		st, ok := kv.(interface {
+			Settle(Fence) (int64, bool, error)
+		})
+		if !ok {
+			return nil
+		}
+		var err error
+		rev, landed, err = st.Settle(f)
+		return err
+	})
+	return rev, landed, err
+}
+
+// Revision is key's revision as the backend keeps it, read linearizably:
+// the guard a writer compares at its next commit (C14). 0 for an absent
+// key, and on Pebble, whose single writer needs no guard.
+func (s *Store) Revision(key []byte) (int64, error) {
+	var rev int64
+	err := s.read(func(kv Backend) error {
+		r, ok := kv.(interface{ Revision([]byte) (int64, error) })
+		if !ok {
+			return nil
+		}
+		var err error
+		rev, err = r.Revision(key)
+		return err
+	})
+	return rev, err
 }
 
 // Discard drops an uncommitted batch.

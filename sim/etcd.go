@@ -145,10 +145,12 @@ func (e *etcd) modOf(k string) int64 {
 	return 0
 }
 
-// txn applies ops at the next revision if cmp holds.
-func (e *etcd) txn(cmp persistence.Compare, ops []persistence.KVOp) bool {
-	if cmp.Key != "" && e.modOf(cmp.Key) != cmp.Revision {
-		return false
+// txn applies ops at the next revision if every compare holds.
+func (e *etcd) txn(cmps []persistence.Compare, ops []persistence.KVOp) bool {
+	for _, c := range cmps {
+		if e.modOf(c.Key) != c.Revision {
+			return false
+		}
 	}
 	e.rev++
 	for _, op := range ops {
@@ -165,6 +167,21 @@ func (e *etcd) txn(cmp persistence.Compare, ops []persistence.KVOp) bool {
 		}
 	}
 	return true
+}
+
+// delay holds a transaction as a paused member holds a request in its
+// socket: its sender hears nothing and reads back that it is not applied,
+// and it lands seconds later all the same, its compares judged then (the
+// cluster's paper-trail finding, C14).
+func (e *etcd) delay(cmps []persistence.Compare, ops []persistence.KVOp) {
+	e.w.after(e.w.uniform(100*time.Millisecond, 5*time.Second), "etcd: a delayed transaction lands", func() {
+		e.expire()
+		applied := e.txn(cmps, ops)
+		e.w.logf("a delayed transaction of %d writes (%s...) landed late: applied %v", len(ops), ops[0].Key, applied)
+		if applied {
+			e.w.landedUnseen(ops)
+		}
+	})
 }
 
 // rangeOf is the keys of [from, end) in order, at most limit.
@@ -279,7 +296,7 @@ func (c etcdClient) Unregister(_ context.Context, name string) error {
 	if err := c.begin(); err != nil {
 		return err
 	}
-	c.e.txn(persistence.Compare{}, []persistence.KVOp{{Key: cluster.MemberKey(name), Delete: true}})
+	c.e.txn(nil, []persistence.KVOp{{Key: cluster.MemberKey(name), Delete: true}})
 	return nil
 }
 
@@ -341,7 +358,7 @@ func (c etcdClient) Release(_ context.Context, shard int, epoch int64) error {
 		return err
 	}
 	key := cluster.ShardKey(shard)
-	c.e.txn(persistence.Compare{Key: key, Revision: epoch}, []persistence.KVOp{{Key: key, Delete: true}})
+	c.e.txn([]persistence.Compare{{Key: key, Revision: epoch}}, []persistence.KVOp{{Key: key, Delete: true}})
 	return nil
 }
 
@@ -372,16 +389,30 @@ func (c etcdClient) Range(_ context.Context, from, end string, limit int) ([]per
 // Txn is where a commit's outcome may be unknown: a node cut off sends it
 // and hears nothing (it never arrived), and an answer may be lost after
 // the transaction was applied.
-func (c etcdClient) Txn(_ context.Context, cmp persistence.Compare, ops []persistence.KVOp) (bool, error) {
+func (c etcdClient) Txn(_ context.Context, cmps []persistence.Compare, ops []persistence.KVOp) (int64, bool, error) {
 	if c.cut() {
-		return false, fmt.Errorf("%w: %w", persistence.ErrOutcomeUnknown, errUnreachable)
+		return 0, false, fmt.Errorf("%w: %w", persistence.ErrOutcomeUnknown, errUnreachable)
 	}
 	c.e.expire()
-	applied := c.e.txn(cmp, ops)
-	if c.e.w.faults.fire("cluster.commit-answer-lost") {
-		return false, fmt.Errorf("%w: the answer was lost", persistence.ErrOutcomeUnknown)
+	if c.e.w.faults.fire("cluster.commit-delayed") {
+		c.e.delay(cmps, ops)
+		return 0, false, fmt.Errorf("%w: the member holding it paused", persistence.ErrOutcomeUnknown)
 	}
-	return applied, nil
+	applied := c.e.txn(cmps, ops)
+	if c.e.w.faults.fire("cluster.commit-answer-lost") {
+		if applied {
+			c.e.w.landedUnseen(ops)
+		}
+		return 0, false, fmt.Errorf("%w: the answer was lost", persistence.ErrOutcomeUnknown)
+	}
+	return c.e.rev, applied, nil
+}
+
+func (c etcdClient) ModRevision(_ context.Context, key string) (int64, error) {
+	if err := c.begin(); err != nil {
+		return 0, err
+	}
+	return c.e.modOf(key), nil
 }
 
 func (c etcdClient) Read(_ context.Context, keys []string) ([][]byte, error) {
@@ -444,12 +475,15 @@ func (g godKV) Range(_ context.Context, from, end string, limit int) ([]persiste
 	return kvs, more, nil
 }
 
-func (g godKV) Txn(_ context.Context, cmp persistence.Compare, ops []persistence.KVOp) (bool, error) {
+func (g godKV) Txn(_ context.Context, cmps []persistence.Compare, ops []persistence.KVOp) (int64, bool, error) {
 	if g.frozen {
-		return false, errors.New("a snapshot takes no writes")
+		return 0, false, errors.New("a snapshot takes no writes")
 	}
-	return g.e.txn(cmp, ops), nil
+	applied := g.e.txn(cmps, ops)
+	return g.e.rev, applied, nil
 }
+
+func (g godKV) ModRevision(_ context.Context, key string) (int64, error) { return g.e.modOf(key), nil }
 
 func (g godKV) Read(_ context.Context, keys []string) ([][]byte, error) { return g.e.read(keys), nil }
 

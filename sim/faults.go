@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -61,6 +62,7 @@ var clusterFaultPoints = []string{
 	"cluster.keepalive-lost",        // a lease renewal never arrives
 	"cluster.keepalive-slow",        // a lease renewal arrives; its answer is too late
 	"cluster.commit-answer-lost",    // a transaction applied, its answer lost
+	"cluster.commit-delayed",        // a transaction held by a paused member: no answer, absent when read back, applied later (C14)
 	"cluster.acquire-answer-lost",   // a shard taken, the answer lost
 	"cluster.forward-answer-lost",   // a forwarded request handled, its answer lost
 }
@@ -88,6 +90,12 @@ type faults struct {
 	rnd   *rand.Rand
 	fired map[string]int
 	off   bool
+	// reached counts each point's reaches while it is on; firedAt lists
+	// the reaches that fired, the run's fault plan (Regression). replay,
+	// when set, is a plan to follow instead of drawing.
+	reached map[string]int
+	firedAt map[string][]int
+	replay  map[string][]int
 	// once: the only point on, firing the first time it is reached and
 	// never again (I11: a single fault at one boundary).
 	once string
@@ -107,7 +115,8 @@ var I11Boundaries = []string{
 }
 
 func drawFaults(seed uint64, none bool, once string, cluster bool) *faults {
-	f := &faults{rate: map[string]float64{}, rnd: rand.New(rand.NewPCG(seed, 2)), fired: map[string]int{}, off: none, once: once}
+	f := &faults{rate: map[string]float64{}, rnd: rand.New(rand.NewPCG(seed, 2)), fired: map[string]int{}, off: none, once: once,
+		reached: map[string]int{}, firedAt: map[string][]int{}}
 	if once != "" && !none {
 		f.rate[once] = 1
 		return f
@@ -145,11 +154,32 @@ func (f *faults) fire(point string) bool {
 	if !ok || f.once != "" && f.fired[point] > 0 {
 		return false
 	}
-	if f.rnd.Float64() < r {
-		f.fired[point]++
-		return true
+	n := f.reached[point]
+	f.reached[point] = n + 1
+	var fires bool
+	if f.replay != nil {
+		_, fires = slices.BinarySearch(f.replay[point], n)
+	} else {
+		fires = f.rnd.Float64() < r
 	}
-	return false
+	if fires {
+		f.fired[point]++
+		f.firedAt[point] = append(f.firedAt[point], n)
+	}
+	return fires
+}
+
+// replaying is a plan's faults: its points on at its rates, each firing
+// on the reaches it lists.
+func replaying(g *Regression) *faults {
+	f := &faults{rate: map[string]float64{}, fired: map[string]int{}, reached: map[string]int{}, firedAt: map[string][]int{}, replay: g.Fires}
+	for p, r := range g.Rates {
+		f.rate[p] = r
+	}
+	if f.replay == nil {
+		f.replay = map[string][]int{}
+	}
+	return f
 }
 
 func (f *faults) String() string {

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -28,6 +29,8 @@ func Command(fs *flag.FlagSet, stdout, stderr io.Writer, report func(path, headi
 	trace := fs.Bool("trace", false, "print the whole trace of each seed")
 	reportPath := fs.String("report", "", "write the figures (compression, rate, coverage) to this markdown file")
 	planted := fs.Bool("planted", false, "for each planted bug, find the first seed that catches it")
+	regressions := fs.String("regressions", "", "run every regression file in this directory: a failed seed's schedule, written down (docs/rules/simulation.md)")
+	saveTo := fs.String("save-failures", "sim/testdata/regressions", "write each failed seed's regression file into this directory (\"\": do not)")
 	once := fs.String("once", "", "switch on only this fault point, firing once (an I11 boundary: "+strings.Join(I11Boundaries, ", ")+")")
 	return func(args []string) (int, error) {
 		if len(args) > 0 {
@@ -44,11 +47,14 @@ func Command(fs *flag.FlagSet, stdout, stderr io.Writer, report func(path, headi
 		if *planted {
 			return findAllPlanted(stdout, *reportPath, report), nil
 		}
+		if *regressions != "" {
+			return runRegressions(stdout, *regressions, *determinism)
+		}
 		list, err := seedList(*seed, *seeds, *from)
 		if err != nil {
 			return 0, err
 		}
-		b := batch{plant: *plant, once: *once, nodes: *nodes, determinism: *determinism, trace: *trace, out: stdout}
+		b := batch{plant: *plant, once: *once, nodes: *nodes, determinism: *determinism, trace: *trace, out: stdout, saveTo: *saveTo}
 		agg, failed, wall := b.run(list)
 		if failed > 0 {
 			// A report states what was measured: a batch with a failed seed is
@@ -93,6 +99,8 @@ type batch struct {
 	nodes              int
 	determinism, trace bool
 	out                io.Writer
+	// saveTo is where a failed seed's regression file goes ("": nowhere).
+	saveTo string
 }
 
 // run runs the seeds, a line each as they finish in order, and sums them
@@ -119,11 +127,74 @@ func (b batch) run(list []uint64) (*aggregate, int, time.Duration) {
 		if r.Violation != nil {
 			failed++
 			printFailure(b.out, r, b.plant, b.nodes)
+			b.save(r)
 		}
 	}
 	wall := time.Since(start)
 	fmt.Fprintln(b.out, agg.summary(len(list), failed, diverged, wall, b.determinism))
 	return agg, failed, wall
+}
+
+// save writes a failed seed's regression file, and prints it: a CI log
+// then carries what a later build needs to replay the failure.
+func (b batch) save(r SeedRun) {
+	if b.plant != "" || r.plan == nil {
+		return // a planted bug's failure is the point, not a regression
+	}
+	g := regressionOf(Options{Seed: r.Seed, Nodes: b.nodes}, r)
+	js, _ := json.Marshal(g)
+	fmt.Fprintf(b.out, "regression file (replay: go run ./cmd/warden-sim --regressions DIR):\n%s\n", js)
+	if b.saveTo == "" {
+		return
+	}
+	if path, err := WriteRegression(b.saveTo, g); err != nil {
+		fmt.Fprintf(b.out, "regression file not written: %v\n", err)
+	} else {
+		fmt.Fprintf(b.out, "regression file written: %s\n", path)
+	}
+}
+
+// runRegressions runs every regression file in dir: each must now pass.
+func runRegressions(stdout io.Writer, dir string, determinism bool) (int, error) {
+	paths, gs, err := ReadRegressions(dir)
+	if err != nil {
+		return 0, err
+	}
+	failed := 0
+	for i, g := range gs {
+		o := g.Options()
+		var r SeedRun
+		if determinism {
+			first, div := CheckDeterminism(o)
+			if div != nil {
+				fmt.Fprintf(stdout, "%s: %v\n", paths[i], div)
+				failed++
+				continue
+			}
+			r = Converge(first, o)
+		} else {
+			r = Check(o)
+		}
+		if r.Violation != nil {
+			failed++
+			fmt.Fprintf(stdout, "%s: FAILED: %s violated: %s\n", paths[i], r.Violation.Invariant, r.Violation.Detail)
+			continue
+		}
+		fmt.Fprintf(stdout, "%s: passed (seed %d, %d nodes, %d faults fired; it failed %s once)\n", paths[i], g.Seed, g.Nodes, firedCount(r.Fired), g.Invariant)
+	}
+	fmt.Fprintf(stdout, "%d regression files, %d failed\n", len(gs), failed)
+	if failed > 0 {
+		return 1, nil
+	}
+	return 0, nil
+}
+
+func firedCount(m map[string]int) int {
+	n := 0
+	for _, c := range m {
+		n += c
+	}
+	return n
 }
 
 // one runs one seed, twice when determinism is checked.

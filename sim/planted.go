@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/wardenhq/warden/actors"
@@ -32,6 +33,7 @@ const (
 	PlantEarlyTakeover  = "early-takeover"  // C2 off: a shard taken without waiting for its holder's epoch to end
 	PlantForwardRetry   = "forward-retry"   // C4 off: a forward whose answer was lost is sent again
 	PlantLiveRevoke     = "live-revoke"     // C5 off: the failure detector revokes members that answer
+	PlantUnguarded      = "unguarded-commit" // C14 off: a commit compares no entity guard, so one that lands late is overwritten
 )
 
 // Planted names each planted bug, the invariant expected to catch it, and
@@ -53,21 +55,39 @@ var Planted = []struct {
 	{PlantEarlyTakeover, "C3", 3},
 	{PlantForwardRetry, "C4", 3},
 	{PlantLiveRevoke, "C5", 3},
+	{PlantUnguarded, "S14", 3},
 }
 
 // plantedKV is a node's store's service under the planted bug: without
 // the fence, a commit lands whoever holds the shard.
 func plantedKV(plant string, kv persistence.KV) persistence.KV {
-	if plant == PlantUnfencedCommit {
+	switch plant {
+	case PlantUnfencedCommit:
 		return unfencedKV{kv}
+	case PlantUnguarded:
+		return unguardedKV{kv}
 	}
 	return kv
 }
 
+// unguardedKV drops every compare of an entity's guard: the shard's fence
+// holds, but a commit whose answer was lost lands whenever it arrives.
+type unguardedKV struct{ persistence.KV }
+
+func (u unguardedKV) Txn(ctx context.Context, cmps []persistence.Compare, ops []persistence.KVOp) (int64, bool, error) {
+	var kept []persistence.Compare
+	for _, c := range cmps {
+		if !strings.HasPrefix(c.Key, persistence.DataPrefix+persistence.GuardFamily) {
+			kept = append(kept, c)
+		}
+	}
+	return u.KV.Txn(ctx, kept, ops)
+}
+
 type unfencedKV struct{ persistence.KV }
 
-func (u unfencedKV) Txn(ctx context.Context, _ persistence.Compare, ops []persistence.KVOp) (bool, error) {
-	return u.KV.Txn(ctx, persistence.Compare{}, ops)
+func (u unfencedKV) Txn(ctx context.Context, _ []persistence.Compare, ops []persistence.KVOp) (int64, bool, error) {
+	return u.KV.Txn(ctx, nil, ops)
 }
 
 // plantedCluster is what a node's actors are given of its cluster under

@@ -315,6 +315,20 @@ func (w *world) branchCommitted(ev environment.NextGeneration, before, after env
 	w.givenTo[ev.For] = after.Last
 }
 
+// branchToldAgain learns a giving the oracle did not see committed: a
+// commit whose answer was lost and that landed all the same (C14) is
+// known to its actor only by reading the branch again, which then tells
+// the asker its generation again, writing nothing.
+func (w *world) branchToldAgain(ev environment.NextGeneration, b environment.Branch) {
+	for _, g := range b.Recent {
+		if g.Env == ev.For && w.givenTo[g.Env] == 0 {
+			w.logf("branch %s gave generation %d to %s in a commit whose answer was lost", b.Name, g.Generation, g.Env)
+			w.givenTo[g.Env] = g.Generation
+			w.branchLast[b.Name] = max(w.branchLast[b.Name], g.Generation)
+		}
+	}
+}
+
 // envCommitted is the oracle on every durable environment transition.
 func (w *world) envCommitted(p *proc, ev environment.Event, before, after environment.Env, out environment.Outcome) {
 	w.envs[after.ID] = after

@@ -34,6 +34,8 @@ type SeedRun struct {
 	Coverage  map[string]int
 	Fired     map[string]int
 	Final     map[string]string
+	// plan is the run's faults as drawn and fired (Regression).
+	plan *faults
 }
 
 // Defaults of a run's phases. A cluster's nodes tick every simTick, so
@@ -71,7 +73,8 @@ func Run(o Options) SeedRun {
 	w.loop()
 	w.finalChecks()
 	r := SeedRun{Seed: o.Seed, Nodes: max(o.Nodes, 1), Config: w.faults.String(), Violation: w.violation, Trace: w.trace, Steps: w.steps,
-		Messages: w.messages, Crashes: w.crashes, SimTime: w.now().Sub(epoch), Coverage: w.coverage, Fired: w.faults.fired, Final: w.final()}
+		Messages: w.messages, Crashes: w.crashes, SimTime: w.now().Sub(epoch), Coverage: w.coverage, Fired: w.faults.fired, Final: w.final(),
+		plan: w.faults}
 	sum := sha256.Sum256([]byte(strings.Join(w.trace, "\n")))
 	r.Hash = hex.EncodeToString(sum[:])
 	_ = w.store.Close()
@@ -90,8 +93,12 @@ func newWorld(o Options) *world {
 		o.QuietPhase = map[bool]time.Duration{false: DefaultQuietPhase, true: DefaultClusterQuietPhase}[cluster]
 	}
 	mc := marquee.DefaultConfig()
+	f := drawFaults(o.Seed, o.FaultFree, o.Once, cluster)
+	if o.replay != nil && !o.FaultFree {
+		f = replaying(o.replay)
+	}
 	w := &world{
-		opts: o, faults: drawFaults(o.Seed, o.FaultFree, o.Once, cluster), rnd: rand.New(rand.NewPCG(o.Seed, 3)),
+		opts: o, faults: f, rnd: rand.New(rand.NewPCG(o.Seed, 3)),
 		clock: clock.NewManual(epoch), end: epoch.Add(o.FaultyPhase + o.QuietPhase), machine: marquee.Machine{Config: mc},
 		fs: vfs.NewCrashableMem(), model: map[string]marquee.State{}, pools: map[string]admission.Pool{},
 		granted: map[string]uint64{}, leaks: map[string]time.Time{}, dispatched: map[string]map[uint64]bool{},

@@ -258,3 +258,31 @@ func TestI11EachBoundaryOnce(t *testing.T) {
 		})
 	}
 }
+
+// Regressions: every file under testdata/regressions replays its
+// schedule and now passes; the cluster's paper-trail finding (issue 60)
+// fails again with C14's guard planted off (S14, C14).
+func TestS14RegressionFilesReplay(t *testing.T) {
+	paths, gs, err := ReadRegressions("testdata/regressions")
+	if err != nil || len(gs) == 0 {
+		t.Fatalf("regression files: %v (%d read)", err, len(gs))
+	}
+	for i, g := range gs {
+		r := Check(g.Options())
+		if r.Violation != nil {
+			t.Fatalf("%s: %v", paths[i], r.Violation)
+		}
+		if len(r.Fired) == 0 {
+			t.Fatalf("%s: no fault of the plan fired", paths[i])
+		}
+	}
+	g, err := readRegression("testdata/regressions/seed-12-nodes-3.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Plant = PlantUnguarded
+	r := Check(g.Options())
+	if r.Violation == nil || r.Violation.Invariant != "S14" {
+		t.Fatalf("without the guard the same schedule must lose a history entry (S14); got %v", r.Violation)
+	}
+}

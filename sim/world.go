@@ -159,6 +159,9 @@ type Options struct {
 	QuietPhase  time.Duration
 	// arm, in tests, adds to the world before it runs.
 	arm func(*world)
+	// replay is a regression file's fault plan, followed instead of the
+	// seed's draws (Regression).
+	replay *Regression
 }
 
 // Violation is the first broken invariant of a run.

@@ -219,6 +219,10 @@ type Entry struct {
 	// Auth is how a callback proved who sent it (scoped, shared,
 	// standard-webhooks, github-oidc) (T2).
 	Auth string `json:"auth,omitempty"`
+	// Changed is what the step changed of the marquee's traced fields, on
+	// the last entry of the step that changed them: the history replays
+	// to the record's state (S14).
+	Changed []Change `json:"changed,omitempty"`
 }
 
 // Outcome is what one step produced besides the new state: the callback's

@@ -169,6 +169,21 @@ func (e historyEntry) AppendJSON(b []byte) ([]byte, error) {
 	o.StringOmitEmpty("delivery_id", e.DeliveryID)
 	o.StringOmitEmpty("actor", e.Actor)
 	o.StringOmitEmpty("auth", e.Auth)
+	if len(e.Changed) > 0 {
+		o.Key("changed")
+		o.B = append(o.B, '[')
+		for i, c := range e.Changed {
+			if i > 0 {
+				o.B = append(o.B, ',')
+			}
+			o.Begin()
+			o.String("field", c.Field)
+			o.String("from", c.From)
+			o.String("to", c.To)
+			o.End()
+		}
+		o.B = append(o.B, ']')
+	}
 	o.End()
 	return o.B, o.Err
 }

@@ -64,7 +64,11 @@ type MarqueeWrites struct{ Sealer *trust.Sealer }
 
 func (w MarqueeWrites) Stage(b persistence.Writer, id string, before, next Marquee, rd marquee.Outcome) {
 	PutMarquee(b, w.Sealer, next)
+	changed := marquee.Changes(before.State, next.State)
 	for i, e := range rd.Records {
+		if i == len(rd.Records)-1 {
+			e.Changed = changed // the step's last entry says what it changed (S14)
+		}
 		appendHistory(b, id, before.HistorySeq+uint64(i)+1, e)
 	}
 }

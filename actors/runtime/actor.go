@@ -34,6 +34,12 @@ type Handle[S, E any, O Outcome] struct {
 	// first successful read reconciles.
 	unread       error
 	afterFailure bool
+	// guard is the revision of the entity's guard the record was read or
+	// last committed at, which its next commit compares (C14): on a
+	// cluster, a write whose answer was lost may land after the record
+	// moved on from it, and with the guard it then refuses the later
+	// commit instead of being overwritten by it. 0 on a single node.
+	guard int64
 	// wake is the wake-index entry the store holds for the entity: the
 	// stored record's, not rec's (a step that wrote nothing keeps its
 	// record in memory, its wake included, and the index where it was).
@@ -122,6 +128,14 @@ func (a *entityActor[S, E, O]) start(ctx actor.Context) {
 // load reads the record, and once it is read reconciles what was in
 // flight; a read the store did not answer leaves the record unread.
 func (h *Handle[S, E, O]) load() {
+	// The guard is read before the record: a write landing in between
+	// leaves a guard older than the record, which costs the next commit
+	// a refusal and a read, never a write over the record (C14).
+	guard, err := h.rt.guardOf(h.key)
+	if err != nil {
+		h.unreadBecause(err)
+		return
+	}
 	rec, exists, err := h.kind.Load(h.key.ID)
 	var bad *persistence.CorruptError
 	switch {
@@ -130,20 +144,26 @@ func (h *Handle[S, E, O]) load() {
 		h.rt.log.Error("record unusable", "kind", h.key.Kind, "id", h.key.ID, "err", err)
 		exists = false
 	case err != nil:
-		if h.unread == nil && h.rt.cfg.Store.Health().Failed() == nil {
-			// Else the store failed and said so once (S2): a load it
-			// refused is not a second line.
-			h.rt.log.Warn("record not read; nothing is decided for it until it is", "kind", h.key.Kind, "id", h.key.ID, "err", err)
-		}
-		h.unread = err
+		h.unreadBecause(err)
 		return
 	}
-	h.unread = nil
+	h.unread, h.guard = nil, guard
 	h.rec, h.exists = rec, exists
 	h.wake = h.kind.wakeOf(rec)
 	if h.exists {
 		h.kind.started(h, h.afterFailure)
 	}
+}
+
+// unreadBecause leaves the record unread: nothing is decided for it until
+// a read succeeds (S5).
+func (h *Handle[S, E, O]) unreadBecause(err error) {
+	if h.unread == nil && h.rt.cfg.Store.Health().Failed() == nil {
+		// Else the store failed and said so once (S2): a load it
+		// refused is not a second line.
+		h.rt.log.Warn("record not read; nothing is decided for it until it is", "kind", h.key.Kind, "id", h.key.ID, "err", err)
+	}
+	h.unread = err
 }
 
 // read reads the record again if it was not read yet, and says whether it
@@ -406,16 +426,36 @@ func (h *Handle[S, E, O]) persist(next S, out O, d *delivery) error {
 	if fence.Epoch != h.entry.epoch.Load() {
 		return h.outlived(fence.Epoch)
 	}
+	if !fence.IsZero() {
+		fence.Guard, fence.GuardRev = rt.guardKey(k), h.guard
+	}
 	b := rt.cfg.Store.NewBatch()
 	b.Fence(fence)
 	h.kind.stage(b, k.ID, h.rec, h.wake, next, out, d)
 	start := rt.cfg.Clock.Now()
 	err = b.Commit()
 	rt.cfg.Metrics.Persist.Observe(rt.cfg.Clock.Since(start).Seconds())
-	if errors.Is(err, persistence.ErrFenced) {
-		return fmt.Errorf("%w: persist %s: %v", errs.Moving, k, err)
+	if rev := b.Revision(); rev != 0 {
+		h.guard = rev
 	}
-	if err != nil {
+	switch {
+	case errors.Is(err, persistence.ErrUnsettled):
+		// Whether it landed is unknown and may change: nothing is
+		// decided from the record in memory until it is settled and
+		// the record read again (C14).
+		h.unread = err
+		rt.unsettle(k, fence)
+		return fmt.Errorf("%w: persist %s: %w", errs.Unavailable, k, err)
+	case errors.Is(err, persistence.ErrGuardMoved):
+		// A write of this entity whose answer was lost has landed since
+		// its record was read: the record in memory is not the stored
+		// one, so it is read again before anything else is decided, and
+		// the caller tries again (its delivery deduplicated, C14).
+		h.unread = err
+		return fmt.Errorf("%w: persist %s: %w", errs.Unavailable, k, err)
+	case errors.Is(err, persistence.ErrFenced):
+		return fmt.Errorf("%w: persist %s: %v", errs.Moving, k, err)
+	case err != nil:
 		// A storage failure keeps its cause for the answer (S2).
 		return fmt.Errorf("%w: persist %s: %w", errs.Unavailable, k, err)
 	}

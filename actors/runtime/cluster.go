@@ -63,6 +63,42 @@ func (rt *Runtime) fenceOf(k Key) (persistence.Fence, error) {
 	return c.Fence(c.Shard(k.Kind, k.ID))
 }
 
+// guardKey is the key of the entity's guard (C14).
+func (rt *Runtime) guardKey(k Key) string { return persistence.GuardKey(k.Kind, k.ID) }
+
+// guardOf reads the entity's guard on a cluster node (C14), first
+// settling a commit of it whose outcome is still unknown; a single node,
+// the only writer of its store, keeps none.
+func (rt *Runtime) guardOf(k Key) (int64, error) {
+	if _, single := rt.cfg.Cluster.(singleNode); single || rt.cfg.Cluster == nil {
+		return 0, nil
+	}
+	rt.unsettled.Lock()
+	f, ok := rt.unsettled.m[k]
+	rt.unsettled.Unlock()
+	if ok {
+		if _, _, err := rt.cfg.Store.Settle(f); err != nil {
+			return 0, fmt.Errorf("a write of %s whose answer was lost is not settled yet: %w", k, err)
+		}
+		rt.unsettled.Lock()
+		delete(rt.unsettled.m, k)
+		rt.unsettled.Unlock()
+	}
+	return rt.cfg.Store.Revision([]byte(rt.guardKey(k)))
+}
+
+// unsettle remembers a commit whose outcome is unknown, with the fence it
+// was made under, until the entity's next read settles it (C14). Kept by
+// the runtime, not the actor, so that a restarted instance settles it too.
+func (rt *Runtime) unsettle(k Key, f persistence.Fence) {
+	rt.unsettled.Lock()
+	defer rt.unsettled.Unlock()
+	if rt.unsettled.m == nil {
+		rt.unsettled.m = map[Key]persistence.Fence{}
+	}
+	rt.unsettled.m[k] = f
+}
+
 // epochOf is this node's epoch for the entity's shard, carried by effects
 // beside the lease generation (C3) so that a driver can refuse an obsolete
 // caller; 0 on a single node.

@@ -140,6 +140,12 @@ type Runtime struct {
 	effects, retries atomic.Int64
 	// observing counts Observe hooks running (observe).
 	observing atomic.Int32
+	// unsettled are the commits whose outcome is unknown and that could
+	// not be made final yet, by entity (C14).
+	unsettled struct {
+		sync.Mutex
+		m map[Key]persistence.Fence
+	}
 	// settled is nudged whenever work in flight may have reached zero, so
 	// that Stop waits on events, not on a clock (a manual clock's ticker
 	// never fires).
