@@ -28,11 +28,11 @@ const (
 	// The cluster's, each a wrapper around what a node is given (its
 	// store's service, its coordinator, its cluster, its transport, its
 	// failure detector's probe), planted on cluster runs.
-	PlantUnfencedCommit = "unfenced-commit" // C3 off: a commit without the fence
-	PlantStaleAnswer    = "stale-answer"    // C4 off: an answer that wrote nothing is sent unconfirmed
-	PlantEarlyTakeover  = "early-takeover"  // C2 off: a shard taken without waiting for its holder's epoch to end
-	PlantForwardRetry   = "forward-retry"   // C4 off: a forward whose answer was lost is sent again
-	PlantLiveRevoke     = "live-revoke"     // C5 off: the failure detector revokes members that answer
+	PlantUnfencedCommit = "unfenced-commit"  // C3 off: a commit without the fence
+	PlantStaleAnswer    = "stale-answer"     // C4 off: an answer that wrote nothing is sent unconfirmed
+	PlantEarlyTakeover  = "early-takeover"   // C2 off: a shard taken without waiting for its holder's epoch to end
+	PlantForwardRetry   = "forward-retry"    // C4 off: a forward whose answer was lost is sent again
+	PlantLiveRevoke     = "live-revoke"      // C5 off: the failure detector revokes members that answer
 	PlantUnguarded      = "unguarded-commit" // C14 off: a commit compares no entity guard, so one that lands late is overwritten
 )
 
