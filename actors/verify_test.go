@@ -149,6 +149,30 @@ func TestVerifyFindsEachPlantedProblem(t *testing.T) {
 		{"a gap in a history", CheckHistory, "h/m-1/", func(t *testing.T, dir string, _ *VerifyOptions) {
 			plant(t, dir, func(b *persistence.Batch, _ *persistence.Store) { b.Delete(persistence.HistoryKey("m-1", 2)) })
 		}},
+		// S14: the entries are dense and end at the record's, but one is
+		// not what its step wrote: the history no longer replays.
+		{"an entry duplicated over the next (S14)", CheckHistory, "h/m-1/0000000000000002", func(t *testing.T, dir string, _ *VerifyOptions) {
+			plant(t, dir, func(b *persistence.Batch, st *persistence.Store) {
+				var first marquee.Entry
+				require.NoError(t, st.Get(persistence.HistoryKey("m-1", 1), &first))
+				require.NotEmpty(t, first.Changed, "the create's entry says what it changed")
+				b.Put(persistence.HistoryKey("m-1", 2), first)
+			})
+		}},
+		{"a transition lost, its sequence reused (S14)", CheckHistory, "h/m-1/", func(t *testing.T, dir string, _ *VerifyOptions) {
+			plant(t, dir, func(b *persistence.Batch, st *persistence.Store) {
+				r, err := record.LoadMarquee(st, nil, "m-1")
+				require.NoError(t, err)
+				for seq := uint64(2); seq < r.HistorySeq; seq++ { // entry 2 lost, the rest moved down
+					var e marquee.Entry
+					require.NoError(t, st.Get(persistence.HistoryKey("m-1", seq+1), &e))
+					b.Put(persistence.HistoryKey("m-1", seq), e)
+				}
+				b.Delete(persistence.HistoryKey("m-1", r.HistorySeq))
+				r.HistorySeq--
+				record.PutMarquee(b, nil, r)
+			})
+		}},
 		{"history ending before the record's", CheckHistory, "m/m-3", func(t *testing.T, dir string, _ *VerifyOptions) {
 			plant(t, dir, func(b *persistence.Batch, st *persistence.Store) {
 				r, err := record.LoadMarquee(st, nil, "m-3")

@@ -56,6 +56,11 @@ func (e *etcdBackend) check(ctx context.Context) *Failure {
 	return nil
 }
 
+// EtcdKV is KV on etcd's client, for OpenKV: a test that stands between
+// the store and etcd (one that holds a transaction, as a paused member
+// does) wraps it.
+func EtcdKV(c *clientv3.Client) KV { return etcdKV{c: c} }
+
 // etcdKV is KV on etcd's client; rev, if set, pins every read at that
 // revision (a Snapshot).
 type etcdKV struct {

@@ -235,7 +235,12 @@ func (w *kvWrites) Revision() int64 { return w.rev }
 func (w *kvWrites) Commit(f Fence) error {
 	ctx, cancel := w.e.ctx()
 	defer cancel()
-	ops, cmps := w.ops, []Compare(nil)
+	var cmps []Compare
+	if f.Guard != "" {
+		// Set, so that a read-back looks for this commit's own value.
+		w.Set([]byte(f.Guard), fmt.Appendf(nil, "%d.%d", f.Epoch, w.e.commits.Add(1)))
+	}
+	ops := w.ops
 	if !f.IsZero() {
 		cmps = append(cmps, Compare{Key: f.Key, Revision: f.Epoch})
 		if f.Audit != "" {
@@ -244,8 +249,6 @@ func (w *kvWrites) Commit(f Fence) error {
 	}
 	if f.Guard != "" {
 		cmps = append(cmps, Compare{Key: DataPrefix + f.Guard, Revision: f.GuardRev})
-		w.Set([]byte(f.Guard), fmt.Appendf(nil, "%d.%d", f.Epoch, w.e.commits.Add(1)))
-		ops = w.ops
 	}
 	rev, applied, err := w.e.kv.Txn(ctx, cmps, ops)
 	if w.e.answered != nil {
@@ -253,8 +256,11 @@ func (w *kvWrites) Commit(f Fence) error {
 	}
 	if err != nil {
 		err = w.e.commitFailure(w, f, err)
+		// A guarded commit settled either way was answered by the
+		// service after all: only one left unsettled says it is not
+		// answering (C14).
 		var fl *Failure
-		if errors.As(err, &fl) && w.e.health != nil {
+		if errors.As(err, &fl) && w.e.health != nil && (f.Guard == "" || errors.Is(err, ErrUnsettled)) {
 			w.e.health.setUnreachable(fl)
 		}
 		return err
@@ -368,7 +374,11 @@ func (e *kvBackend) Settle(f Fence) (rev int64, landed bool, err error) {
 	guard := DataPrefix + f.Guard
 	cmps := []Compare{{Key: f.Key, Revision: f.Epoch}, {Key: guard, Revision: f.GuardRev}}
 	settled := fmt.Appendf(nil, "%d.%d.settled", f.Epoch, e.commits.Add(1))
-	rev, applied, err := e.kv.Txn(ctx, cmps, []KVOp{{Key: guard, Value: settled}})
+	ops := []KVOp{{Key: guard, Value: settled}}
+	if f.Audit != "" {
+		ops = append(ops, KVOp{Key: f.Audit, Value: []byte(strconv.FormatInt(f.Epoch, 10))})
+	}
+	rev, applied, err := e.kv.Txn(ctx, cmps, ops)
 	if err != nil {
 		return 0, false, err
 	}

@@ -8,6 +8,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/wardenhq/warden/actors/marquee"
+	"github.com/wardenhq/warden/actors/record"
+	"github.com/wardenhq/warden/persistence"
 )
 
 func report(t *testing.T, r SeedRun) {
@@ -261,7 +265,8 @@ func TestI11EachBoundaryOnce(t *testing.T) {
 
 // Regressions: every file under testdata/regressions replays its
 // schedule and now passes; the cluster's paper-trail finding (issue 60)
-// fails again with C14's guard planted off (S14, C14).
+// fails again with C14's guard planted off (S14 when it was found; which
+// oracle sees it first moves as the code does).
 func TestS14RegressionFilesReplay(t *testing.T) {
 	paths, gs, err := ReadRegressions("testdata/regressions")
 	if err != nil || len(gs) == 0 {
@@ -282,7 +287,58 @@ func TestS14RegressionFilesReplay(t *testing.T) {
 	}
 	g.Plant = PlantUnguarded
 	r := Check(g.Options())
-	if r.Violation == nil || r.Violation.Invariant != "S14" {
-		t.Fatalf("without the guard the same schedule must lose a history entry (S14); got %v", r.Violation)
+	if r.Violation == nil {
+		t.Fatal("without the guard the same schedule must fail (a late commit landing over its entity's newer record)")
 	}
+	t.Logf("without the guard: %v", r.Violation)
+}
+
+// TestS14APlantedHistoryBreakFailsTheSeed: a history entry lost from the
+// store (a later one moved into its sequence, so none is missing) fails
+// the seed that the same run passes untouched: the simulator checks that
+// every history replays to its record after every seed, on one node and on
+// a cluster.
+func TestS14APlantedHistoryBreakFailsTheSeed(t *testing.T) {
+	for _, nodes := range []int{1, 3} {
+		o := Options{Seed: 3, Nodes: nodes}
+		if r := Run(o); r.Violation != nil {
+			t.Fatalf("nodes %d: the untouched seed fails: %v", nodes, r.Violation)
+		}
+		o.arm = func(w *world) {
+			w.at(w.end.Add(-time.Second), "plant: a history entry lost", func() { w.loseHistoryEntry() })
+		}
+		r := Run(o)
+		if r.Violation == nil || r.Violation.Invariant != "S14" {
+			t.Fatalf("nodes %d: a history that no longer replays must fail the seed (S14); got %v", nodes, r.Violation)
+		}
+	}
+}
+
+// loseHistoryEntry drops the second history entry of the first marquee
+// that has a third, moving every later entry down one, as a commit that
+// reused a sequence would leave it.
+func (w *world) loseHistoryEntry() {
+	for _, id := range w.ids {
+		rec, err := record.LoadMarquee(w.store, nil, id)
+		if err != nil || rec.HistorySeq < 3 {
+			continue
+		}
+		b := w.store.NewBatch()
+		for seq := uint64(2); seq < rec.HistorySeq; seq++ {
+			var e marquee.Entry
+			if err := w.store.Get(persistence.HistoryKey(id, seq+1), &e); err != nil {
+				panic(err)
+			}
+			b.Put(persistence.HistoryKey(id, seq), e)
+		}
+		b.Delete(persistence.HistoryKey(id, rec.HistorySeq))
+		rec.HistorySeq--
+		record.PutMarquee(b, nil, rec)
+		if err := b.Commit(); err != nil {
+			panic(err)
+		}
+		w.logf("planted: %s's history entry 2 lost", id)
+		return
+	}
+	panic("no marquee with three history entries")
 }

@@ -62,6 +62,10 @@ type Report struct {
 	Envs            int
 	Dispatches      int
 	AppliedChecked  int
+	// HistoriesReplayed is how many marquees' histories verify replayed
+	// to their records (S14); OtherProblems what else it reported.
+	HistoriesReplayed int
+	OtherProblems     int
 	// Ops counts client operations by result: ok, failed, unknown.
 	Ops map[string]int
 	// Revisions is how many revisions of etcd's history were checked;
@@ -76,6 +80,8 @@ type Report struct {
 	// Pauses by length: shorter than the failure detector, between it and
 	// the lease, longer than the lease.
 	ShortPauses, DetectorPauses int
+	// LeaderPauses are the pauses of etcd's Raft leader (owner or not).
+	LeaderPauses int
 	// Revocations of a silent member's lease, leases found lost, and
 	// revocations the detector's bound held back, from the nodes' logs.
 	Revocations, LeasesLost, RevocationsHeld int
@@ -115,11 +121,11 @@ func (r Report) String() string {
 	leader := r.failoverTimes(func(f Failover) bool { return f.Leader })
 	others := r.failoverTimes(func(f Failover) bool { return !f.Leader })
 	p50, worst := percentile(all, 50), percentile(all, 100)
-	return fmt.Sprintf("seed=%d lease-ttl=%s owner-kills=%d pauses-past-lease=%d pauses-past-detector=%d short-pauses=%d rolling-restarts=%d members-added=%d members-removed=%d marquees=%d environments=%d dispatches=%d "+
-		"applied-callbacks-checked=%d ops-ok=%d ops-failed=%d ops-unknown=%d linearizable-ops=%d revisions-checked=%d fenced-transactions=%d route-generations=%d most-reserved=%d/%d "+
+	return fmt.Sprintf("seed=%d lease-ttl=%s owner-kills=%d leader-pauses=%d pauses-past-lease=%d pauses-past-detector=%d short-pauses=%d rolling-restarts=%d members-added=%d members-removed=%d marquees=%d environments=%d dispatches=%d "+
+		"applied-callbacks-checked=%d histories-replayed=%d verify-other-problems=%d ops-ok=%d ops-failed=%d ops-unknown=%d linearizable-ops=%d revisions-checked=%d fenced-transactions=%d route-generations=%d most-reserved=%d/%d "+
 		"revocations=%d leases-lost=%d revocations-held=%d lapses-recovered=%d "+
 		"failover-p50=%s failover-max=%s (of which etcd-leader kills=%d, their max=%s; the others' max=%s) elapsed=%s",
-		r.Seed, r.TTL, r.Kills, r.Pauses, r.DetectorPauses, r.ShortPauses, r.RollingRestarts, r.MembersAdded, r.MembersRemoved, r.Marquees, r.Envs, r.Dispatches, r.AppliedChecked,
+		r.Seed, r.TTL, r.Kills, r.LeaderPauses, r.Pauses, r.DetectorPauses, r.ShortPauses, r.RollingRestarts, r.MembersAdded, r.MembersRemoved, r.Marquees, r.Envs, r.Dispatches, r.AppliedChecked, r.HistoriesReplayed, r.OtherProblems,
 		r.Ops["ok"], r.Ops["failed"], r.Ops["unknown"], r.LinearOps, r.Revisions, r.FencedTxns, r.RouteGenerations, r.MaxAdmit, poolLimit,
 		r.Revocations, r.LeasesLost, r.RevocationsHeld, r.LapsesRecovered,
 		p50.Round(time.Millisecond), worst.Round(time.Millisecond), len(leader), percentile(leader, 100).Round(time.Millisecond),
@@ -332,6 +338,8 @@ func Run(o Options) (rep Report, err error) {
 		switch {
 		case round == 5:
 			err = h.addAndRemoveMember(&rep)
+		case round%8 == 6:
+			err = h.pauseLeader(&rep, h.ttl+2*time.Second)
 		case round%4 == 2:
 			err = h.pauseOwner(&rep, h.ttl+time.Second)
 		case round%4 == 1 && round%8 == 1:
@@ -649,11 +657,33 @@ func (h *harness) pauseOwner(rep *Report, d time.Duration) error {
 	if err != nil {
 		return err
 	}
+	return h.pause(rep, victim, fmt.Sprintf("owner of shard %d", shard), d)
+}
+
+// pauseLeader stops the node whose etcd member is the Raft leader, owner
+// or not: the paper-trail finding's schedule (issue 60, C14), where
+// another owner's transactions waited in the paused leader and landed
+// when it resumed, and requests sent to it were forwarded at once.
+func (h *harness) pauseLeader(rep *Report, d time.Duration) error {
+	if len(h.live()) < 3 {
+		return nil
+	}
+	for _, n := range h.live() {
+		if h.isLeader(n) {
+			rep.LeaderPauses++
+			return h.pause(rep, n, "etcd's leader", d)
+		}
+	}
+	return nil // no leader this moment (an election): the next round
+}
+
+func (h *harness) pause(rep *Report, victim *node, role string, d time.Duration) error {
 	_ = victim.cmd.Process.Signal(syscall.SIGSTOP)
 	paused := time.Now()
 	h.nodesMu.Lock()
 	victim.up = false // not asked while paused
 	h.nodesMu.Unlock()
+	var err error
 	if d > detector {
 		err = h.waitOwned(victim, 30*time.Second)
 	}
@@ -677,7 +707,7 @@ func (h *harness) pauseOwner(rep *Report, d time.Duration) error {
 	default:
 		rep.Pauses++
 	}
-	h.logf("pause: %s (owner of shard %d) stopped for %s (%s), then resumed", victim.name, shard, time.Since(paused).Round(time.Millisecond), kind)
+	h.logf("pause: %s (%s) stopped for %s (%s), then resumed", victim.name, role, time.Since(paused).Round(time.Millisecond), kind)
 	return h.waitOwned(nil, 20*time.Second)
 }
 

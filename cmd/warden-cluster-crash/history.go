@@ -43,7 +43,31 @@ func (h *harness) check(rep *Report) error {
 		}
 		rep.AppliedChecked += checked
 	}
+	if err := h.checkReplay(rep); err != nil {
+		return err
+	}
 	return h.checkStoreHistory(rep)
+}
+
+// checkReplay asks a live node to verify the cluster's store (D6): every
+// marquee's history replays to its record (S14); any other problem is
+// counted in the report.
+func (h *harness) checkReplay(rep *Report) error {
+	st, ans, err := h.do(h.anyLive(nil), "GET", "/v1/admin/verify", opToken, nil, "")
+	if err != nil || st != 200 {
+		return fmt.Errorf("verify: %d %v %v", st, ans, err)
+	}
+	report, _ := ans["report"].(map[string]any)
+	problems, _ := report["problems"].([]any)
+	for _, p := range problems {
+		if m, _ := p.(map[string]any); m["check"] == "history" {
+			return fmt.Errorf("S14: %v", m)
+		}
+		rep.OtherProblems++
+	}
+	marquees, _ := report["marquees"].(float64)
+	rep.HistoriesReplayed = int(marquees)
+	return nil
 }
 
 // checkStoreHistory replays every revision etcd kept (the run is shorter
@@ -190,6 +214,10 @@ func entityOfKey(k string) (kind, id string, ok bool) {
 		return "pool", id, true
 	case "e":
 		return "environment", rest, true
+	case "g":
+		// g/<kind>/<id>: an entity's guard (C14).
+		kind, id, _ = strings.Cut(rest, "/")
+		return kind, id, true
 	case "b":
 		// b/<branch>/<generation>, or the one key per branch before.
 		if i := strings.LastIndexByte(rest, '/'); i > 0 {
