@@ -203,7 +203,8 @@ FUZZ_TARGETS = \
 	./actors/record:FuzzDecodeAgreesWithEncodingJSON \
 	./actors/runtime:FuzzDecodeEnvelope \
 	./actors:FuzzDecodeRemoteEvents \
-	./internal/jsonappend:FuzzStringAsEncodingJSON
+	./internal/jsonappend:FuzzStringAsEncodingJSON \
+	./sim:FuzzRegressionFile
 FUZZ_LONG = FuzzDecodeCallback FuzzAuthenticateCallback
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \

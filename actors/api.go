@@ -102,13 +102,30 @@ func (s *System) Create(ctx context.Context, c marquee.Create) (marquee.State, e
 // Command runs an operator command (redeploy, destroy, disable, enable,
 // run-now).
 func (s *System) Command(ctx context.Context, id string, ev marquee.Event) (marquee.State, error) {
+	st, _, err := s.Operate(ctx, id, ev)
+	return st, err
+}
+
+// Operated is what an operator command did: its answer, and, for any
+// answer but applied, why (O16).
+type Operated struct {
+	Answer marquee.Answer
+	Reason string
+}
+
+// Operate is Command with what the step answered and why.
+func (s *System) Operate(ctx context.Context, id string, ev marquee.Event) (marquee.State, Operated, error) {
 	if _, redeploy := ev.(marquee.Redeploy); redeploy {
 		if err := s.newWork(); err != nil {
-			return marquee.State{}, err // a new attempt is new work (S9)
+			return marquee.State{}, Operated{}, err // a new attempt is new work (S9)
 		}
 	}
 	res, err := s.marquees.Ask(ctx, id, runtime.Request[marquee.Event]{Mode: runtime.Command, Event: ev})
-	return res.Record.State, err
+	op := Operated{Answer: res.Outcome.Answer}
+	if n := len(res.Outcome.Records); n > 0 && op.Answer != marquee.Applied {
+		op.Reason = res.Outcome.Records[n-1].Detail
+	}
+	return res.Record.State, op, err
 }
 
 // Activate makes a marquee's actor live (loading its record and

@@ -414,3 +414,50 @@ func TestE2EShutdownAnswersUnavailable(t *testing.T) {
 	st, _, _ = w.do("GET", "/healthz", "", nil)
 	require.Equal(t, http.StatusOK, st)
 }
+
+// TestO16EveryAnswerThatIsNotAppliedSaysWhy: a callback's answer that is
+// not applied, and an operator command that was ignored, carry a reason
+// naming what decided it; a generation ahead of the marquee's is told
+// apart from an older one in it.
+func TestO16EveryAnswerThatIsNotAppliedSaysWhy(t *testing.T) {
+	w := newWorld(t, defaultPools)
+	g := w.provisioned("m-1")
+	reason := func(body map[string]any) (string, string) {
+		st, ans := w.callback(body)
+		require.Equal(t, 200, st)
+		r, _ := ans["reason"].(string)
+		return ans["result"].(string), r
+	}
+	res, why := reason(map[string]any{"marquee_id": "m-1", "verb": "step", "generation": g, "step": "vm_starting"})
+	require.Equal(t, "ignored", res)
+	require.Contains(t, why, "a sign of health, and no null or downgrade is pending for it to clear (M16)")
+	res, why = reason(deployedBody("m-1", g+98, "203.0.113.7"))
+	require.Equal(t, "stale", res)
+	require.Contains(t, why, fmt.Sprintf("generation %d is ahead of the marquee's %d", g+98, g))
+	st, _, _ := w.do("POST", "/v1/marquees/m-1/redeploy", operatorToken, nil)
+	require.Equal(t, 202, st)
+	res, why = reason(map[string]any{"marquee_id": "m-1", "verb": "step", "generation": g, "step": "vm_starting"})
+	require.Equal(t, "stale", res)
+	require.Contains(t, why, fmt.Sprintf("generation %d is older than the marquee's %d: a superseded run's (M10)", g, g+1))
+	st, ans := w.callback(map[string]any{"marquee_id": "m-1", "verb": "step", "generation": g + 1, "step": "vm_starting"})
+	require.Equal(t, 200, st)
+	require.Equal(t, "applied", ans["result"])
+	require.NotContains(t, ans, "reason", "an applied answer needs no reason")
+
+	// An operator's disable of a disabled marquee: ignored, and why.
+	// (The redeploy disabled it already.)
+	st, v, _ := w.do("POST", "/v1/marquees/m-1/disable", operatorToken, nil)
+	require.Equal(t, 200, st)
+	require.Equal(t, "ignored", v["result"])
+	require.Equal(t, "the marquee is disabled already: nothing to change (M8)", v["reason"])
+
+	// A tombstone's callback with its own current generation is stale, and
+	// the answer says it is a tombstone.
+	st, v, _ = w.do("POST", "/v1/marquees/m-1/destroy", operatorToken, map[string]any{"reap": true})
+	require.Equal(t, 202, st)
+	cur := gen(v)
+	require.Equal(t, "applied", w.result(map[string]any{"marquee_id": "m-1", "verb": "destroyed", "generation": cur}))
+	res, why = reason(deployedBody("m-1", cur, "203.0.113.7"))
+	require.Equal(t, "stale", res)
+	require.Contains(t, why, "the marquee is a tombstone")
+}

@@ -138,12 +138,16 @@ func (s *Server) command(status int, decode func(body []byte, by string) (marque
 			refuse(w, notFound, "no such marquee")
 			return
 		}
-		st, err := s.sys.Command(r.Context(), id, ev)
+		st, did, err := s.sys.Operate(r.Context(), id, ev)
 		if err != nil {
 			s.writeErr(w, err)
 			return
 		}
-		writeJSON(w, status, viewOf(st, s.sys.Machine(), s.sys.Now()))
+		v := viewOf(st, s.sys.Machine(), s.sys.Now())
+		if did.Answer != "" && did.Answer != marquee.Applied {
+			v.Result, v.Reason = string(did.Answer), did.Reason // O16: not applied, and why
+		}
+		writeJSON(w, status, v)
 	}
 }
 
@@ -248,6 +252,10 @@ type View struct {
 	Admission        *AdmissionView     `json:"admission"`
 	Downgrade        *DowngradeView     `json:"downgrade,omitempty"`
 	UpdatedAt        time.Time          `json:"updated_at"`
+	// Result and Reason answer an operator command that was not applied
+	// (ignored): its result and why (O16).
+	Result string `json:"result,omitempty"`
+	Reason string `json:"reason,omitempty"`
 }
 
 type AttemptView struct {

@@ -342,3 +342,39 @@ func (w *world) loseHistoryEntry() {
 	}
 	panic("no marquee with three history entries")
 }
+
+// FuzzRegressionFile: a regression file is read with its limits, never
+// trusted: any bytes are refused with an error or read into a plan whose
+// fired points are on and whose reaches are in order.
+func FuzzRegressionFile(f *testing.F) {
+	good, err := os.ReadFile("testdata/regressions/seed-12-nodes-3.json")
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(good)
+	f.Add([]byte(`{"seed":1,"nodes":3,"rates":{"a":1},"fires":{"a":[2,1]}}`))
+	f.Add([]byte(`{"seed":1,"nodes":9}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		path := t.TempDir() + "/r.json"
+		if err := os.WriteFile(path, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		g, err := readRegression(path)
+		if err != nil {
+			return
+		}
+		if g.Nodes < 1 || g.Nodes > maxNodes {
+			t.Fatalf("nodes %d read", g.Nodes)
+		}
+		for p, reaches := range g.Fires {
+			if _, on := g.Rates[p]; !on {
+				t.Fatalf("fires %q, not on", p)
+			}
+			for i := 1; i < len(reaches); i++ {
+				if reaches[i] < reaches[i-1] {
+					t.Fatalf("reaches of %q out of order", p)
+				}
+			}
+		}
+	})
+}

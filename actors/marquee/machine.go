@@ -149,7 +149,7 @@ func (m Machine) Step(s State, ev Event, now time.Time) (State, Outcome) {
 		s.UpdatedAt = now
 	}
 	if c, ok := ev.(Callback); ok {
-		out.Reply = Reply(s, c, out.Answer)
+		out.Reply = Reply(s, c, out.Answer, reasonOf(out))
 	}
 	out.Wake = m.Wake(s)
 	return s, out
@@ -158,18 +158,39 @@ func (m Machine) Step(s State, ev Event, now time.Time) (State, Outcome) {
 // Reply encodes a callback's answer after the step, as the caller hears it
 // and as a repeated delivery hears it again (M20): the body of every
 // callback answer (docs/rules/http-api.md), result, marquee_id,
-// generation and received_generation. It is written by hand, every
-// callback makes one, byte for byte as encoding/json would
-// (TestReplyEncodesAsEncodingJSONDoes).
-func Reply(s State, c Callback, r Answer) []byte {
-	o := jsonappend.Object{B: make([]byte, 0, 64+len(s.ID))}
+// generation and received_generation, and for every answer but applied
+// its reason (O15). It is written by hand, every callback makes one, byte
+// for byte as encoding/json would (TestReplyEncodesAsEncodingJSONDoes).
+func Reply(s State, c Callback, r Answer, reason string) []byte {
+	o := jsonappend.Object{B: make([]byte, 0, 64+len(s.ID)+len(reason))}
 	o.Begin()
 	o.String("result", string(r))
 	o.String("marquee_id", s.ID)
 	o.Uint("generation", s.Generation)
 	o.Uint("received_generation", c.Generation)
+	if r != Applied {
+		o.StringOmitEmpty("reason", reason)
+	}
 	o.End()
 	return o.B
+}
+
+// reasonOf is why a step answered as it did: its history entry's detail,
+// a sentence naming what decided it.
+func reasonOf(out Outcome) string {
+	if n := len(out.Records); n > 0 {
+		return out.Records[n-1].Detail
+	}
+	return ""
+}
+
+// staleReason tells a callback of a superseded run from one whose
+// generation no dispatch gave out yet (M10).
+func staleReason(received, current uint64) string {
+	if received > current {
+		return fmt.Sprintf("generation %d is ahead of the marquee's %d: no dispatch gave it out, so it is no run of this marquee's (M10)", received, current)
+	}
+	return fmt.Sprintf("generation %d is older than the marquee's %d: a superseded run's (M10)", received, current)
 }
 
 // Wake is the state's earliest deadline, the time the shell arms: every
@@ -200,7 +221,7 @@ func (m Machine) onTombstone(s State, ev Event, now time.Time) Outcome {
 	case Callback:
 		// docs/rules/http-api.md: a callback for a reaped marquee gets 200 stale.
 		return Outcome{Answer: Stale, Records: []Entry{{At: now, Source: SourceCallback, Verb: string(e.Verb), Generation: s.Generation, DeliveryID: e.DeliveryID, Auth: e.Auth,
-			ReceivedGeneration: e.Generation, Result: Stale, Detail: "marquee is a tombstone"}}}
+			ReceivedGeneration: e.Generation, Result: Stale, Detail: "the marquee is a tombstone: it was reaped, and every callback for it is stale"}}}
 	case Redeploy, Destroy, Disable, Enable:
 		return Outcome{Err: conflictf("marquee %s is a tombstone (reaped %s)", s.ID, s.Tombstone.At.Format(time.RFC3339))}
 	case AdmissionDecided:
@@ -217,12 +238,12 @@ func (m Machine) callback(s *State, c Callback, now time.Time) Outcome {
 	done := answerWith{Entry{At: now, Source: SourceCallback, Verb: string(c.Verb), Generation: s.Generation, ReceivedGeneration: c.Generation,
 		DeliveryID: c.DeliveryID, Auth: c.Auth}}
 	if s.Kind != Tutorial {
-		return done.answer(Ignored, "byo marquees have no infrastructure lifecycle")
+		return done.answer(Ignored, "a byo marquee has no infrastructure lifecycle for a workflow to report on")
 	}
 	// M10: positive and different is stale, for every verb; M11: zero is
 	// unversioned and fails open.
 	if c.Generation > 0 && c.Generation != s.Generation {
-		return done.answer(Stale, fmt.Sprintf("stale callback: generation %d, marquee is at %d (M10)", c.Generation, s.Generation))
+		return done.answer(Stale, staleReason(c.Generation, s.Generation))
 	}
 	if s.Attempt != nil && s.Attempt.Dispatch != DispatchWaiting {
 		// M21: an accepted callback of the current attempt is a sign of life.
@@ -240,7 +261,7 @@ func (m Machine) callback(s *State, c Callback, now time.Time) Outcome {
 		return m.deployedCallback(s, c, now, done)
 	case VerbDestroyed: // M14
 		if s.Lifecycle == Destroyed {
-			return done.answer(Ignored, "already destroyed")
+			return done.answer(Ignored, "the marquee is destroyed already")
 		}
 		effects := m.settleDestroyed(s, now)
 		return done.answer(Applied, destroyedDetail(s), effects...)
@@ -252,7 +273,7 @@ func (m Machine) callback(s *State, c Callback, now time.Time) Outcome {
 		case Provisioned:
 			return m.downgrade(s, c, now, done)
 		}
-		return done.answer(Ignored, "failed in lifecycle "+string(s.Lifecycle))
+		return done.answer(Ignored, "a failed report changes nothing while the marquee is "+string(s.Lifecycle)+" (M15)")
 	case VerbNull: // M16
 		return m.nullCallback(s, c, now, done)
 	case VerbRebooted: // M17
@@ -282,7 +303,7 @@ func (m Machine) stepCallback(s *State, c Callback, now time.Time, done answerWi
 	case Provisioned:
 		return m.healthy(s, now, done)
 	}
-	return done.answer(Ignored, "step in lifecycle "+string(s.Lifecycle))
+	return done.answer(Ignored, "a step reports progress only while the marquee is provisioning; it is "+string(s.Lifecycle)+" (M12)")
 }
 
 func (m Machine) deployedCallback(s *State, c Callback, now time.Time, done answerWith) Outcome {
@@ -303,14 +324,14 @@ func (m Machine) deployedCallback(s *State, c Callback, now time.Time, done answ
 		return done.answer(Applied, "connection stored; bootstrap started (M13, M19)", StartBootstrap{Generation: s.Generation})
 	case Provisioned:
 		if s.Connection != nil && !s.Connection.sameLocked(*c.Connection) {
-			return done.answer(Locked, "deployed tried to change locked connection fields (M13)")
+			return done.answer(Locked, "a deployed may not change the connection this generation reported already (M13)")
 		}
 		if s.NullPending(now) {
 			return m.healthy(s, now, done)
 		}
 		return m.lockedOrDuplicate(s, *c.Connection, done)
 	}
-	return done.answer(Ignored, "deployed in lifecycle "+string(s.Lifecycle))
+	return done.answer(Ignored, "a deployed changes nothing while the marquee is "+string(s.Lifecycle)+" (M13)")
 }
 
 func (m Machine) nullCallback(s *State, c Callback, now time.Time, done answerWith) Outcome {
@@ -331,7 +352,7 @@ func (m Machine) nullCallback(s *State, c Callback, now time.Time, done answerWi
 		effects := m.settleDestroyed(s, now)
 		return done.answer(Applied, "null while destroying: the infrastructure is gone (M16)", effects...)
 	}
-	return done.answer(Ignored, "null in lifecycle "+string(s.Lifecycle))
+	return done.answer(Ignored, "a null changes nothing while the marquee is "+string(s.Lifecycle)+" (M16)")
 }
 
 func rebootedCallback(s *State, done answerWith) Outcome {
@@ -345,7 +366,7 @@ func rebootedCallback(s *State, done answerWith) Outcome {
 		}
 		return done.answer(Applied, "host rebooted: progress reset (M17)")
 	}
-	return done.answer(Ignored, "rebooted in lifecycle "+string(s.Lifecycle))
+	return done.answer(Ignored, "a rebooted changes nothing while the marquee is "+string(s.Lifecycle)+" (M17)")
 }
 
 // healthy handles a healthy signal on a provisioned marquee (M16): it clears
@@ -361,7 +382,7 @@ func (m Machine) healthy(s *State, now time.Time, done answerWith) Outcome {
 		cleared = append(cleared, "pending downgrade withdrawn")
 	}
 	if len(cleared) == 0 {
-		return done.answer(Ignored, "healthy signal; nothing pending")
+		return done.answer(Ignored, "the marquee is "+string(s.Lifecycle)+": a step or deployed is a sign of health, and no null or downgrade is pending for it to clear (M16)")
 	}
 	return done.answer(Applied, "healthy signal: "+strings.Join(cleared, "; ")+" (M16)")
 }
@@ -369,11 +390,11 @@ func (m Machine) healthy(s *State, now time.Time, done answerWith) Outcome {
 func (m Machine) lockedOrDuplicate(s *State, c Connection, done answerWith) Outcome {
 	switch {
 	case !s.Connection.sameLocked(c):
-		return done.answer(Locked, "deployed tried to change locked connection fields (M13)")
+		return done.answer(Locked, "a deployed may not change the connection this generation reported already (M13)")
 	case *s.Connection == c:
-		return done.answer(Duplicate, "same connection again")
+		return done.answer(Duplicate, "the same connection was reported again for this generation (M13)")
 	default:
-		return done.answer(Ignored, "connection already stored for this generation")
+		return done.answer(Ignored, "the connection for this generation is stored already")
 	}
 }
 
@@ -540,7 +561,7 @@ func (m Machine) destroy(s *State, d Destroy, now time.Time) Outcome {
 func (m Machine) disable(s *State, now time.Time) Outcome {
 	entry := Entry{At: now, Source: SourceOperator, Verb: "disable", Generation: s.Generation, Result: Applied, Detail: "serving disabled (M8)"}
 	if s.Serving == Disabled {
-		entry.Result, entry.Detail = Ignored, "already disabled"
+		entry.Result, entry.Detail = Ignored, "the marquee is disabled already: nothing to change (M8)"
 	}
 	s.Serving = Disabled
 	return Outcome{Answer: entry.Result, Records: []Entry{entry}}

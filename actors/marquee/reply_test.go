@@ -13,6 +13,7 @@ type callbackReply struct {
 	MarqueeID          string `json:"marquee_id"`
 	Generation         uint64 `json:"generation"`
 	ReceivedGeneration uint64 `json:"received_generation"`
+	Reason             string `json:"reason,omitempty"`
 }
 
 // TestReplyEncodesAsEncodingJSONDoes: a callback's answer is written by
@@ -23,14 +24,15 @@ func TestReplyEncodesAsEncodingJSONDoes(t *testing.T) {
 		id         string
 		gen, recvd uint64
 		answer     Answer
+		reason     string
 	}{
-		{"m-001", 1, 1, Applied},
-		{"m-7", 0, 18446744073709551615, Stale},
-		{`a"b\c<d>&é` + "\u2028\x01", 42, 41, Answer("ünknown")},
-		{"", 3, 0, Answer("")},
+		{"m-001", 1, 1, Applied, ""},
+		{"m-7", 0, 18446744073709551615, Stale, "generation 18446744073709551615 is ahead"},
+		{`a"b\c<d>&é` + "\u2028\x01", 42, 41, Answer("ünknown"), `why "<&>"` + "\u2029\x02"},
+		{"", 3, 0, Answer(""), ""},
 	} {
-		got := Reply(State{ID: c.id, Generation: c.gen}, Callback{Generation: c.recvd}, c.answer)
-		want, err := json.Marshal(callbackReply{Result: c.answer, MarqueeID: c.id, Generation: c.gen, ReceivedGeneration: c.recvd})
+		got := Reply(State{ID: c.id, Generation: c.gen}, Callback{Generation: c.recvd}, c.answer, c.reason)
+		want, err := json.Marshal(callbackReply{Result: c.answer, MarqueeID: c.id, Generation: c.gen, ReceivedGeneration: c.recvd, Reason: c.reason})
 		if err != nil {
 			t.Fatal(err)
 		}
