@@ -286,6 +286,15 @@ func (w *world) landedUnseen(ops []persistence.KVOp) {
 	for _, op := range ops {
 		key := strings.TrimPrefix(op.Key, persistence.DataPrefix)
 		switch {
+		case strings.HasPrefix(key, persistence.AdmissionFamily):
+			// A release deletes its job's record: a pool is rebuilt from
+			// what its jobs' records say now.
+			name, _, _ := strings.Cut(key[len(persistence.AdmissionFamily):], "/")
+			if old, ok := w.pools[name]; ok {
+				if p, _, err := record.RebuildPool(w.store, name, old.Limit); err == nil {
+					w.pools[name] = p
+				}
+			}
 		case op.Delete:
 		case strings.HasPrefix(key, persistence.MarqueePrefix):
 			if rec, err := record.LoadMarquee(w.store, nil, key[len(persistence.MarqueePrefix):]); err == nil {

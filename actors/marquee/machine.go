@@ -389,6 +389,10 @@ func (m Machine) healthy(s *State, now time.Time, done answerWith) Outcome {
 
 func (m Machine) lockedOrDuplicate(s *State, c Connection, done answerWith) Outcome {
 	switch {
+	case s.Connection == nil:
+		// Not reached by the machine (a provisioned marquee stored its
+		// connection), but a state written by hand may hold none.
+		return done.answer(Ignored, "no connection is stored for this generation to compare with")
 	case !s.Connection.sameLocked(c):
 		return done.answer(Locked, "a deployed may not change the connection this generation reported already (M13)")
 	case *s.Connection == c:

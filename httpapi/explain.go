@@ -1,0 +1,169 @@
+package httpapi
+
+import (
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/julienschmidt/httprouter"
+
+	"github.com/wardenhq/warden/actors/marquee"
+)
+
+// Explain (O17): why an entity is where it is, what can move it now, what
+// holds it, and what it refused, as one answer. Its awaiting is the
+// machine's own (marquee.Machine.Awaiting: every input stepped on a copy),
+// its because and refused are the history as stored.
+
+// maxRefused bounds the refused inputs an explanation lists.
+const maxRefused = 20
+
+type explanation struct {
+	ID        string          `json:"id"`
+	Summary   string          `json:"summary"`
+	State     explainedState  `json:"state"`
+	Because   []cause         `json:"because"`
+	Awaiting  []marquee.Input `json:"awaiting"`
+	BlockedBy []blocker       `json:"blocked_by"`
+	Refused   []refusedInput  `json:"refused"`
+}
+
+type explainedState struct {
+	Serving          marquee.Serving    `json:"serving"`
+	Lifecycle        marquee.Lifecycle  `json:"lifecycle,omitempty"`
+	Progress         string             `json:"progress,omitempty"`
+	Generation       uint64             `json:"generation"`
+	RetryCount       int                `json:"retry_count"`
+	NullPendingUntil time.Time          `json:"null_pending_until,omitzero"`
+	Admission        *marquee.Admission `json:"admission,omitempty"`
+	Tombstone        *marquee.Tombstone `json:"tombstone,omitempty"`
+}
+
+// cause is a history entry that brought the marquee where it is; a run of
+// progress-only steps is one cause (Folded counts the entries in it).
+type cause struct {
+	At         time.Time        `json:"at"`
+	Source     marquee.Source   `json:"source"`
+	Event      string           `json:"event"`
+	Generation uint64           `json:"generation"`
+	Changed    []marquee.Change `json:"changed"`
+	Folded     int              `json:"folded,omitempty"`
+}
+
+type blocker struct {
+	What   string    `json:"what"`
+	Detail string    `json:"detail"`
+	Until  time.Time `json:"until,omitzero"`
+}
+
+type refusedInput struct {
+	At                 time.Time      `json:"at"`
+	Source             marquee.Source `json:"source"`
+	Event              string         `json:"event"`
+	Result             marquee.Answer `json:"result"`
+	Reason             string         `json:"reason"`
+	Generation         uint64         `json:"generation"`
+	ReceivedGeneration uint64         `json:"received_generation,omitempty"`
+}
+
+// explainMarquee is GET /v1/marquees/{id}/explain.
+func (s *Server) explainMarquee(w http.ResponseWriter, r *http.Request, p httprouter.Params, _ Operator) {
+	id := p.ByName("id")
+	if !marquee.ValidID(id) {
+		refuse(w, notFound, "no such marquee")
+		return
+	}
+	st, err := s.sys.Marquee(id)
+	if err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	hist, err := s.sys.History(id, 200)
+	if err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	m, now := s.sys.Machine(), s.sys.Now()
+	e := explanation{ID: id, Summary: m.Status(st, now).Text, State: stateOf(st), Because: causes(hist),
+		Awaiting: m.Awaiting(st, now), Refused: refusedOf(hist)}
+	if e.Awaiting == nil {
+		e.Awaiting = []marquee.Input{}
+	}
+	e.BlockedBy = s.blockers(r, st, now)
+	writeJSON(w, http.StatusOK, e)
+}
+
+func stateOf(st marquee.State) explainedState {
+	e := explainedState{Serving: st.Serving, Lifecycle: st.Lifecycle, Generation: st.Generation, RetryCount: st.RetryCount,
+		NullPendingUntil: st.NullPendingUntil, Admission: st.Admission, Tombstone: st.Tombstone}
+	if st.Kind == marquee.Tutorial {
+		e.Progress = st.Progress.String()
+	}
+	return e
+}
+
+// causes are the entries that changed the marquee, oldest first; a run of
+// entries that changed only its progress is folded into its last.
+func causes(newestFirst []marquee.Entry) []cause {
+	out := []cause{}
+	for i := len(newestFirst) - 1; i >= 0; i-- {
+		e := newestFirst[i]
+		if len(e.Changed) == 0 {
+			continue
+		}
+		c := cause{At: e.At, Source: e.Source, Event: e.Verb, Generation: e.Generation, Changed: e.Changed}
+		if n := len(out); n > 0 && progressOnly(out[n-1].Changed) && progressOnly(e.Changed) {
+			c.Changed = []marquee.Change{{Field: "progress", From: out[n-1].Changed[0].From, To: e.Changed[0].To}}
+			c.Folded = max(out[n-1].Folded, 1) + 1
+			out[n-1] = c
+			continue
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+func progressOnly(cs []marquee.Change) bool { return len(cs) == 1 && cs[0].Field == "progress" }
+
+// refusedOf is the newest inputs that were not applied, with why.
+func refusedOf(newestFirst []marquee.Entry) []refusedInput {
+	out := []refusedInput{}
+	for _, e := range newestFirst {
+		if e.Result == marquee.Applied || len(out) == maxRefused {
+			continue
+		}
+		out = append(out, refusedInput{At: e.At, Source: e.Source, Event: e.Verb, Result: e.Result, Reason: e.Detail,
+			Generation: e.Generation, ReceivedGeneration: e.ReceivedGeneration})
+	}
+	return out
+}
+
+// blockers are what holds the marquee: a live-chat veto, or the pool it
+// waits in (its holders and its place in the queue).
+func (s *Server) blockers(r *http.Request, st marquee.State, now time.Time) []blocker {
+	out := []blocker{}
+	if d := st.Downgrade; d != nil {
+		out = append(out, blocker{What: "veto check", Detail: fmt.Sprintf("a %s waits for the control plane's count of live chats before the host is errored (M18)", d.Verb), Until: d.RecheckAt})
+	}
+	if v := st.LastVeto; v != nil && st.Downgrade == nil && st.Serving == marquee.Active {
+		out = append(out, blocker{What: "live-chat veto", Detail: fmt.Sprintf("a %s was vetoed by %d live chats at %s (M18)", v.Verb, v.Live, v.At.UTC().Format(time.RFC3339))})
+	}
+	if a := st.Admission; a != nil && a.Status != marquee.AdmissionReserved {
+		b := blocker{What: "pool " + a.Pool, Detail: fmt.Sprintf("waiting for a slot in pool %s (%s)", a.Pool, a.Status)}
+		if pv, err := s.sys.Pool(r.Context(), a.Pool); err == nil {
+			place := 0
+			for i, j := range pv.Queued {
+				if j.Job == st.ID {
+					place = i + 1
+				}
+			}
+			var holders []string
+			for _, j := range pv.Reserved {
+				holders = append(holders, j.Job)
+			}
+			b.Detail = fmt.Sprintf("queued %d of %d in pool %s (limit %d), held by %v (A3, A4)", place, len(pv.Queued), a.Pool, pv.Limit, holders)
+		}
+		out = append(out, b)
+	}
+	return out
+}
