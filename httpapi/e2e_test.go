@@ -461,3 +461,48 @@ func TestO16EveryAnswerThatIsNotAppliedSaysWhy(t *testing.T) {
 	require.Equal(t, "stale", res)
 	require.Contains(t, why, "the marquee is a tombstone")
 }
+
+// TestO17ExplainAMarquee: GET /v1/marquees/{id}/explain says why a
+// marquee is where it is (its changes, oldest first), what moves it now
+// (from its machine), what holds it (its pool: its place and the holder)
+// and what it refused (a stale callback with both generations).
+func TestO17ExplainAMarquee(t *testing.T) {
+	w := newWorld(t, map[string]int{"default": 1})
+	w.create("m-1")
+	g := gen(w.waitFor("m-1", "dispatched", func(v map[string]any) bool { return gen(v) > 0 }))
+	require.Equal(t, "stale", w.result(map[string]any{"marquee_id": "m-1", "verb": "step", "generation": g + 5, "step": "vm_starting"}))
+	w.create("m-2") // queued behind m-1, which holds the only slot while it provisions
+	w.waitFor("m-2", "queued", func(v map[string]any) bool {
+		a, _ := v["admission"].(map[string]any)
+		return a != nil && a["status"] == "queued"
+	})
+
+	st, e, _ := w.do("GET", "/v1/marquees/m-1/explain", operatorToken, nil)
+	require.Equal(t, 200, st)
+	require.NotEmpty(t, e["summary"])
+	require.Equal(t, "provisioning", e["state"].(map[string]any)["lifecycle"])
+	because := e["because"].([]any)
+	require.Equal(t, "create", because[0].(map[string]any)["event"], "oldest first, from the create")
+	refused := e["refused"].([]any)
+	require.NotEmpty(t, refused)
+	r := refused[0].(map[string]any)
+	require.Equal(t, "stale", r["result"])
+	require.EqualValues(t, g, r["generation"])
+	require.EqualValues(t, g+5, r["received_generation"])
+	require.Contains(t, r["reason"], "is ahead of the marquee's")
+	var names []string
+	for _, a := range e["awaiting"].([]any) {
+		names = append(names, a.(map[string]any)["event"].(string))
+	}
+	require.Contains(t, names, "callback deployed", "the workflow's report of its host")
+	require.Contains(t, names, "timer retry", "the stuck retry, with its time")
+
+	st, e, _ = w.do("GET", "/v1/marquees/m-2/explain", operatorToken, nil)
+	require.Equal(t, 200, st)
+	blocked := e["blocked_by"].([]any)
+	require.Len(t, blocked, 1)
+	require.Contains(t, blocked[0].(map[string]any)["detail"], "queued 1 of 1 in pool default (limit 1), held by [m-1]")
+
+	st, _, _ = w.do("GET", "/v1/marquees/never-was/explain", operatorToken, nil)
+	require.Equal(t, 404, st)
+}

@@ -44,6 +44,7 @@ type harness struct {
 //	reconcile
 //	advance [minutes=] [seconds=] [hours=]  move time; fire every due deadline
 //	deadlines                             list pending deadlines
+//	awaiting                              explain's inputs that move it now (O17)
 //	matrix                                every verb x {current, stale, zero}
 //	                                      generation against the current state
 func TestMachine(t *testing.T) {
@@ -176,6 +177,19 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 		}
 		if b.Len() == 0 {
 			return "none\n"
+		}
+		return b.String()
+	case "awaiting":
+		var b strings.Builder
+		for _, in := range h.m.Awaiting(h.s, h.now) {
+			at := ""
+			if !in.At.IsZero() {
+				at = fmt.Sprintf(" at +%s", in.At.Sub(epoch))
+			}
+			fmt.Fprintf(&b, "%s%s: %s\n", in.Event, at, in.Effect)
+		}
+		if b.Len() == 0 {
+			return "nothing moves it\n"
 		}
 		return b.String()
 	case "matrix":

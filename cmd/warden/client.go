@@ -187,6 +187,10 @@ func addClientCommands(root *cobra.Command, getenv func(string) string, stdout, 
 		shared(&cobra.Command{Use: "environment ID", Aliases: typeAliases["environments"], Short: "an environment: status, next step, desired and observed resources, drift, audit",
 			Args: argsNamed("ID"), RunE: func(_ *cobra.Command, args []string) error { return o.describeEnv(args[0]) }}),
 	)
+	explain := shared(&cobra.Command{Use: "explain TYPE ID", Short: "why an entity is where it is, what moves it now, what holds it, what it refused",
+		Args: cobra.ArbitraryArgs, RunE: func(_ *cobra.Command, args []string) error { return unknownType("explain", args) }})
+	explain.AddCommand(shared(&cobra.Command{Use: "marquee ID", Aliases: typeAliases["marquees"], Short: "a marquee's explanation",
+		Args: argsNamed("ID"), RunE: func(_ *cobra.Command, args []string) error { return o.explainMarquee(args[0]) }}))
 	var historyLimit int
 	history := shared(&cobra.Command{Use: "history ID", Short: "a marquee's history, newest first", Args: argsNamed("ID"),
 		RunE: func(_ *cobra.Command, args []string) error {
@@ -217,7 +221,7 @@ func addClientCommands(root *cobra.Command, getenv func(string) string, stdout, 
 	var reap bool
 	destroy := action("destroy", "tear a tutorial marquee down (M7); --reap makes it a tombstone when destroyed", "/destroy", func() any { return map[string]any{"reap": reap} })
 	destroy.Flags().BoolVar(&reap, "reap", false, "reap the marquee once destroyed (M14)")
-	root.AddCommand(get, describe, history, o.waitCommand(shared),
+	root.AddCommand(get, describe, explain, history, o.waitCommand(shared),
 		action("redeploy", "supersede the current attempt with a new generation (M6)", "/redeploy", func() any { return nil }),
 		destroy,
 		action("disable", "stop serving (M8)", "/disable", func() any { return nil }),
@@ -239,8 +243,11 @@ var typeAliases = map[string][]string{
 // not know, or none.
 func unknownType(cmd string, args []string) error {
 	valid := "marquees (marquee, mq), environments (environment, env, envs), pools (pool), actors (actor)"
-	if cmd == "describe" {
+	switch cmd {
+	case "describe":
 		valid = "marquee (mq), environment (env); or an id alone"
+	case "explain":
+		valid = "marquee (mq)"
 	}
 	if len(args) == 0 {
 		return usageError("%s needs a resource type: %s", cmd, valid)
@@ -404,6 +411,55 @@ func historyRows(rows []map[string]any) [][]string {
 			str(r, "result"), str(r, "actor"), str(r, "detail")})
 	}
 	return out
+}
+
+// explainMarquee prints GET /v1/marquees/{id}/explain in words (-o json:
+// as the API answers it).
+func (o *clientOptions) explainMarquee(id string) error {
+	e, err := o.call(http.MethodGet, "/v1/marquees/"+url.PathEscape(id)+"/explain", nil)
+	if err != nil {
+		return err
+	}
+	if done, err := o.print(e); done {
+		return err
+	}
+	w := o.stdout
+	fmt.Fprintf(w, "%s: %s\n", id, str(e, "summary"))
+	section := func(title string, rows []any, line func(map[string]any) string) {
+		fmt.Fprintf(w, "\n%s:\n", title)
+		if len(rows) == 0 {
+			fmt.Fprintln(w, "  (none)")
+		}
+		for _, r := range rows {
+			if m, ok := r.(map[string]any); ok {
+				fmt.Fprintf(w, "  %s\n", line(m))
+			}
+		}
+	}
+	rows := func(k string) []any { r, _ := e[k].([]any); return r }
+	section("because (oldest first)", rows("because"), func(m map[string]any) string {
+		var ch []string
+		for _, c := range m["changed"].([]any) {
+			c := c.(map[string]any)
+			ch = append(ch, fmt.Sprintf("%s %s -> %s", str(c, "field"), str(c, "from"), str(c, "to")))
+		}
+		return fmt.Sprintf("%s %s %s (gen %s): %s", str(m, "at"), str(m, "source"), str(m, "event"), str(m, "generation"), strings.Join(ch, ", "))
+	})
+	section("awaiting", rows("awaiting"), func(m map[string]any) string {
+		if at := str(m, "at"); at != "" {
+			return fmt.Sprintf("%s at %s: %s", str(m, "event"), at, str(m, "effect"))
+		}
+		return fmt.Sprintf("%s: %s", str(m, "event"), str(m, "effect"))
+	})
+	section("blocked by", rows("blocked_by"), func(m map[string]any) string { return str(m, "what") + ": " + str(m, "detail") })
+	section("refused (newest first)", rows("refused"), func(m map[string]any) string {
+		gens := "gen " + str(m, "generation")
+		if r := str(m, "received_generation"); r != "" {
+			gens += ", received " + r
+		}
+		return fmt.Sprintf("%s %s %s %s (%s): %s", str(m, "at"), str(m, "source"), str(m, "event"), str(m, "result"), gens, str(m, "reason"))
+	})
+	return nil
 }
 
 func (o *clientOptions) describeMarquee(id string) error {

@@ -67,6 +67,20 @@ func TestO9TheBinaryIsAlsoTheClient(t *testing.T) {
 	require.Equal(t, 0, code)
 	require.Contains(t, out, "Resources (desired | observed):")
 
+	// O17: explain, in words and as the API's JSON.
+	code, out, errs = cli("explain", "marquee", "m-2")
+	require.Equal(t, 0, code, errs)
+	require.Contains(t, out, "blocked by:\n  pool default: queued 1 of 1 in pool default (limit 1), held by [m-1]")
+	require.Contains(t, out, "because (oldest first):\n")
+	code, out, errs = cli("explain", "mq", "m-1", "-o", "json")
+	require.Equal(t, 0, code, errs)
+	var e map[string]any
+	require.NoError(t, json.Unmarshal([]byte(out), &e))
+	require.NotEmpty(t, e["awaiting"])
+	code, _, errs = cli("explain", "m-1")
+	require.Equal(t, 2, code, "a type is needed")
+	require.Contains(t, errs, "unknown resource type")
+
 	code, out, _ = cli("history", "m-1", "--limit", "5")
 	require.Equal(t, 0, code)
 	require.Contains(t, out, "slot reserved in pool default")

@@ -159,6 +159,8 @@ var clientExamples = map[string]string{
 	"warden describe":             "  warden describe m-1\n  warden describe env pr-7",
 	"warden describe marquee":     "  warden describe marquee m-1",
 	"warden describe environment": "  warden describe env pr-7",
+	"warden explain":              "  warden explain marquee m-1\n  warden explain mq m-1 -o json",
+	"warden explain marquee":      "  warden explain marquee m-1",
 	"warden history":              "  warden history m-1 --limit 20",
 	"warden redeploy":             "  warden redeploy m-1",
 	"warden destroy":              "  warden destroy m-1 --reap",
