@@ -180,3 +180,27 @@ func TestD14KeygenWritesTheOperatorsClientCertificate(t *testing.T) {
 	require.NotContains(t, out.String(), "admin", "an existing certificate is kept")
 	require.Error(t, keygen([]string{dir, "--client", "n1", "--node", "n1"}, &out), "a client is not a node")
 }
+
+// TestO15UsageErrorsSayOnceWhatToFix: help of a command that does not
+// exist, a server URL without its scheme and a missing id are usage
+// errors (exit 2), each one line with one "warden:" and the fix.
+func TestO15UsageErrorsSayOnceWhatToFix(t *testing.T) {
+	env := func(k string) string {
+		return map[string]string{"WARDEN_URL": "127.0.0.1:9471", "WARDEN_OPERATOR_TOKEN": "t"}[k]
+	}
+	cli := func(args ...string) (int, string) {
+		var out, errs bytes.Buffer
+		code := run(args, env, &out, &errs)
+		return code, errs.String()
+	}
+	code, errs := cli("help", "gett")
+	require.Equal(t, 2, code)
+	require.Contains(t, errs, `warden: help: no command "gett"`)
+	code, errs = cli("get", "marquees")
+	require.Equal(t, 2, code)
+	require.Contains(t, errs, `has no scheme: use http://127.0.0.1:9471`)
+	code, errs = cli("history")
+	require.Equal(t, 2, code)
+	require.True(t, strings.HasPrefix(errs, "warden: history needs ID\n"), errs)
+	require.Equal(t, 1, strings.Count(errs, "warden:"), "one prefix: %s", errs)
+}

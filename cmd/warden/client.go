@@ -51,17 +51,22 @@ func (o *clientOptions) client() (*envClient, error) {
 		}
 		token = strings.TrimSpace(string(raw))
 	}
-	if token == "" {
-		return nil, fmt.Errorf("no token: set WARDEN_OPERATOR_TOKEN or --token-file (an operator's or a viewer's)")
-	}
+	// What the command line got wrong is a usage error (exit 2), checked
+	// before the token: it is the first thing to fix.
 	u, err := url.Parse(o.server)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("--server / WARDEN_URL must be warden's http(s) base URL")
+		if !strings.Contains(o.server, "://") {
+			return nil, usageError("--server / WARDEN_URL %q has no scheme: use http://%s", o.server, o.server)
+		}
+		return nil, usageError("--server / WARDEN_URL %q must be warden's http(s) base URL", o.server)
 	}
 	switch o.output {
 	case "table", "wide", "json", "yaml":
 	default:
-		return nil, fmt.Errorf("-o %q: want table, wide, json or yaml", o.output)
+		return nil, usageError("-o %q: want table, wide, json or yaml", o.output)
+	}
+	if token == "" {
+		return nil, fmt.Errorf("no token: set WARDEN_OPERATOR_TOKEN or --token-file (an operator's or a viewer's)")
 	}
 	return &envClient{server: strings.TrimRight(o.server, "/"), token: token, client: &http.Client{Timeout: 30 * time.Second}, sleep: time.Sleep}, nil
 }

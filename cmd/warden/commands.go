@@ -26,13 +26,19 @@ func goFlags(c *cobra.Command, define defineFunc) *cobra.Command {
 // argsNamed is a command's positional arguments, by name: a wrong count is
 // a usage error that says which are wanted (cobra's own says only how
 // many).
+// commandName is a command's path without the program's name, which the
+// error line's own "warden:" already says.
+func commandName(c *cobra.Command) string {
+	return strings.TrimPrefix(c.CommandPath(), c.Root().Name()+" ")
+}
+
 func argsNamed(names ...string) cobra.PositionalArgs {
 	return func(c *cobra.Command, args []string) error {
 		switch {
 		case len(args) < len(names):
-			return usageError("%s needs %s", c.CommandPath(), strings.Join(names[len(args):], " "))
+			return usageError("%s needs %s", commandName(c), strings.Join(names[len(args):], " "))
 		case len(args) > len(names):
-			return usageError("%s: unexpected argument(s) %q", c.CommandPath(), args[len(names):])
+			return usageError("%s: unexpected argument(s) %q", commandName(c), args[len(names):])
 		}
 		return nil
 	}

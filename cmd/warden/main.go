@@ -78,6 +78,17 @@ func newRoot(getenv func(string) string, stdout, stderr io.Writer) *cobra.Comman
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
+	// help of a command that does not exist is a usage error (exit 2), not
+	// cobra's "Unknown help topic" and exit 0.
+	root.SetHelpCommand(&cobra.Command{Use: "help [command]", Short: "help about any command", Example: "  warden help get",
+		RunE: func(c *cobra.Command, args []string) error {
+			cmd, rest, err := root.Find(args)
+			if err != nil || len(rest) > 0 || cmd == root && len(args) > 0 {
+				return usageError("help: no command %q", strings.Join(args, " "))
+			}
+			cmd.InitDefaultHelpFlag() // as X --help shows it
+			return cmd.Help()
+		}})
 	cmd := func(use, short, example string, args cobra.PositionalArgs) *cobra.Command {
 		return &cobra.Command{Use: use, Short: short, Example: example, Args: args}
 	}
