@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"crypto/x509"
 	"encoding/pem"
+	"net"
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/stretchr/testify/require"
@@ -203,4 +205,38 @@ func TestO15UsageErrorsSayOnceWhatToFix(t *testing.T) {
 	require.Equal(t, 2, code)
 	require.True(t, strings.HasPrefix(errs, "warden: history needs ID\n"), errs)
 	require.Equal(t, 1, strings.Count(errs, "warden:"), "one prefix: %s", errs)
+}
+
+// TestO15WaitReturnsWithinItsTimeout: against a server that accepts and
+// never answers, and one that is not there, wait gives up within its
+// --timeout and half a second (exit 1, the one error format).
+func TestO15WaitReturnsWithinItsTimeout(t *testing.T) {
+	hung, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer hung.Close()
+	go func() {
+		for {
+			c, err := hung.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close() // held open, never answered
+		}
+	}()
+	gone, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	goneAddr := gone.Addr().String()
+	gone.Close()
+	for _, addr := range []string{hung.Addr().String(), goneAddr} {
+		env := func(k string) string {
+			return map[string]string{"WARDEN_URL": "http://" + addr, "WARDEN_OPERATOR_TOKEN": "t"}[k]
+		}
+		var out, errs bytes.Buffer
+		start := time.Now()
+		code := run([]string{"wait", "marquee", "m-1", "--for", "lifecycle=provisioned", "--timeout", "2s"}, env, &out, &errs)
+		took := time.Since(start)
+		require.Equal(t, 1, code, errs.String())
+		require.True(t, strings.HasPrefix(errs.String(), "warden: timed out after 2s"), errs.String())
+		require.Less(t, took, 2500*time.Millisecond, "wait --timeout 2s against %s", addr)
+	}
 }

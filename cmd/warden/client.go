@@ -27,6 +27,8 @@ type clientOptions struct {
 	server, tokenFile, output string
 	getenv                    func(string) string
 	stdout, stderr            io.Writer
+	// deadline, if set, bounds every call (wait --timeout).
+	deadline time.Time
 }
 
 // maxListRows bounds how many rows `get` follows cursors for.
@@ -68,7 +70,7 @@ func (o *clientOptions) client() (*envClient, error) {
 	if token == "" {
 		return nil, fmt.Errorf("no token: set WARDEN_OPERATOR_TOKEN or --token-file (an operator's or a viewer's)")
 	}
-	return &envClient{server: strings.TrimRight(o.server, "/"), token: token, client: &http.Client{Timeout: 30 * time.Second}, sleep: time.Sleep}, nil
+	return &envClient{server: strings.TrimRight(o.server, "/"), token: token, client: &http.Client{Timeout: 30 * time.Second}, sleep: time.Sleep, deadline: o.deadline}, nil
 }
 
 // call sends one request and decodes the answer; a refusal becomes an

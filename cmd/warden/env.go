@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -36,6 +37,9 @@ type envClient struct {
 	server, token string
 	client        *http.Client
 	sleep         func(time.Duration)
+	// deadline, if set, bounds every request and retry (wait --timeout):
+	// nothing is tried or slept past it.
+	deadline time.Time
 }
 
 // envOptions are the flags every env command shares.
@@ -204,11 +208,19 @@ func (c *envClient) do(method, path string, body any) (int, []byte, error) {
 	var lastErr error
 	for try := 0; try < 3; try++ {
 		if try > 0 {
+			if !c.deadline.IsZero() && time.Until(c.deadline) < time.Second {
+				break
+			}
 			c.sleep(time.Second)
 		}
 		req, err := c.request(method, path, bytes.NewReader(raw))
 		if err != nil {
 			return 0, nil, err
+		}
+		if !c.deadline.IsZero() {
+			ctx, cancel := context.WithDeadline(req.Context(), c.deadline)
+			defer cancel()
+			req = req.WithContext(ctx)
 		}
 		if body != nil {
 			req.Header.Set("Content-Type", "application/json")

@@ -111,6 +111,8 @@ type waiter struct {
 // have, fail at once: waiting cannot change either.
 func (w waiter) run(timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
+	w.o.deadline = deadline // no call or retry goes past it
+	defer func() { w.o.deadline = time.Time{} }()
 	_, gone := w.want[deleted]
 	var last map[string]any
 	var lastErr error
@@ -140,10 +142,11 @@ func (w waiter) run(timeout time.Duration) error {
 				return nil
 			}
 		}
-		if time.Now().After(deadline) {
+		left := time.Until(deadline)
+		if left <= 0 {
 			break
 		}
-		time.Sleep(waitPoll)
+		time.Sleep(min(waitPoll, left))
 	}
 	if lastErr != nil {
 		return fmt.Errorf("timed out after %s waiting for %s: %w", timeout, w.what, lastErr)
