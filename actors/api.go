@@ -128,6 +128,37 @@ func (s *System) Operate(ctx context.Context, id string, ev marquee.Event) (marq
 	return res.Record.State, op, err
 }
 
+// DryRun is what an input would do to a marquee now (O18).
+type DryRun struct {
+	Before, After marquee.State
+	Outcome       marquee.Outcome
+	// Reply is a callback's answer, as the real one would be.
+	Reply     []byte
+	Duplicate bool
+	// Messages are what the step would send to other entities.
+	Messages []string
+}
+
+// DryRun steps ev on the marquee's record in its turn, as the real input
+// would be stepped now, and answers what it would do: nothing is written,
+// started, sent or recorded (O18). A callback's delivery id is looked up
+// (a repeat answers as one), never recorded.
+func (s *System) DryRun(ctx context.Context, id string, ev marquee.Event, delivery runtime.Delivery) (DryRun, error) {
+	if cb, ok := ev.(marquee.Callback); ok {
+		cb.DeliveryID = delivery.ID
+		ev = cb
+	}
+	res, err := s.marquees.Ask(ctx, id, runtime.Request[marquee.Event]{Mode: runtime.DryRun, Event: ev, Delivery: delivery})
+	if err != nil {
+		return DryRun{}, err
+	}
+	d := DryRun{Before: res.Before.State, After: res.Record.State, Outcome: res.Outcome, Reply: res.Reply, Duplicate: res.Duplicate}
+	for _, m := range sentBy(res.Outcome) {
+		d.Messages = append(d.Messages, m.String())
+	}
+	return d, nil
+}
+
 // Activate makes a marquee's actor live (loading its record and
 // reconciling) without changing anything: a warm-up for operators and the
 // measure of activation latency.

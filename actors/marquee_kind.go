@@ -69,15 +69,42 @@ func (k marqueeKind) Run(h *marqueeHandle, next record.Marquee, rd marquee.Outco
 // is durable.
 func (k marqueeKind) Sends(id string, _ record.Marquee, rd marquee.Outcome) []runtime.Message {
 	var msgs []runtime.Message
+	for _, to := range sentBy(rd) {
+		ev := admissionAsk(id)
+		if to.release {
+			ev = admissionRelease(id)
+		}
+		msgs = append(msgs, k.sys.pools.Message(to.pool, ev))
+	}
+	return msgs
+}
+
+// poolMessage is a message a marquee's step sends its pool.
+type poolMessage struct {
+	pool    string
+	release bool
+}
+
+func (m poolMessage) String() string {
+	if m.release {
+		return "pool " + m.pool + ": release the slot"
+	}
+	return "pool " + m.pool + ": ask for a slot"
+}
+
+// sentBy is what a step's outcome sends to other entities: its pool's
+// admission asks and releases (one place, for Sends and a dry run).
+func sentBy(rd marquee.Outcome) []poolMessage {
+	var out []poolMessage
 	for _, eff := range rd.Effects {
 		switch e := eff.(type) {
 		case marquee.AskAdmission:
-			msgs = append(msgs, k.sys.pools.Message(e.Pool, admissionAsk(id)))
+			out = append(out, poolMessage{pool: e.Pool})
 		case marquee.ReleaseAdmission:
-			msgs = append(msgs, k.sys.pools.Message(e.Pool, admissionRelease(id)))
+			out = append(out, poolMessage{pool: e.Pool, release: true})
 		}
 	}
-	return msgs
+	return out
 }
 
 // Started reconciles, after a crash or restart, whatever was in flight

@@ -1,6 +1,8 @@
 package httpapi
 
 import (
+	"crypto/sha256"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"time"
@@ -8,6 +10,7 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"github.com/wardenhq/warden/actors/marquee"
+	"github.com/wardenhq/warden/actors/runtime"
 )
 
 // Explain (O17): why an entity is where it is, what can move it now, what
@@ -166,4 +169,67 @@ func (s *Server) blockers(r *http.Request, st marquee.State, now time.Time) []bl
 		out = append(out, b)
 	}
 	return out
+}
+
+// dryRunAnswer is what an input would do now (O18): the same result and
+// reason the real one would get, what it would change, start and send,
+// and what would move the marquee after it.
+type dryRunAnswer struct {
+	Result    marquee.Answer   `json:"result"`
+	Reason    string           `json:"reason,omitempty"`
+	Reply     json.RawMessage  `json:"reply"`
+	Changes   []marquee.Change `json:"changes"`
+	Effects   []string         `json:"effects"`
+	Messages  []string         `json:"messages"`
+	Awaiting  []marquee.Input  `json:"awaiting"`
+	Duplicate bool             `json:"duplicate,omitempty"`
+}
+
+// dryRunMarquee is POST /v1/marquees/{id}/dry-run with a callback's body
+// (and its Webhook-Id, if it is to be looked up): operators only, never a
+// callback credential, so that a workflow cannot probe (O18).
+func (s *Server) dryRunMarquee(w http.ResponseWriter, r *http.Request, p httprouter.Params, _ Operator) {
+	body, ok := readBody(w, r, false)
+	if !ok {
+		return
+	}
+	deliveryID := r.Header.Get("Webhook-Id")
+	if deliveryID != "" && !validDeliveryID(deliveryID) {
+		refuse(w, invalidRequest, "header Webhook-Id: 1..200 printable ASCII characters")
+		return
+	}
+	id, cb, err := DecodeCallback(body)
+	if err != nil {
+		s.badRequest(w, err)
+		return
+	}
+	if id != p.ByName("id") {
+		refuse(w, invalidRequest, fmt.Sprintf("the body's marquee_id %q is not the path's %q", id, p.ByName("id")))
+		return
+	}
+	d, err := s.sys.DryRun(r.Context(), id, cb, runtime.Delivery{ID: deliveryID, BodyHash: sha256.Sum256(body)})
+	if err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	var reply struct {
+		Result marquee.Answer `json:"result"`
+		Reason string         `json:"reason"`
+	}
+	_ = json.Unmarshal(d.Reply, &reply)
+	a := dryRunAnswer{Result: reply.Result, Reason: reply.Reason, Reply: d.Reply, Changes: marquee.Changes(d.Before, d.After),
+		Effects: []string{}, Messages: d.Messages, Awaiting: s.sys.Machine().Awaiting(d.After, s.sys.Now()), Duplicate: d.Duplicate}
+	for _, e := range d.Outcome.Effects {
+		a.Effects = append(a.Effects, fmt.Sprint(e))
+	}
+	if a.Changes == nil {
+		a.Changes = []marquee.Change{}
+	}
+	if a.Messages == nil {
+		a.Messages = []string{}
+	}
+	if a.Awaiting == nil {
+		a.Awaiting = []marquee.Input{}
+	}
+	writeJSON(w, http.StatusOK, a)
 }

@@ -176,6 +176,7 @@ func (s *Server) routeMarquees(r *routeTable) {
 	r.GET("/v1/marquees/:id", s.query(noQuery, s.read(s.readableOp(s.getMarquee))))
 	r.GET("/v1/marquees/:id/history", s.query([]queryRule{{name: "limit"}}, s.read(s.readableOp(s.history))))
 	r.GET("/v1/marquees/:id/explain", s.query(noQuery, s.read(s.readableOp(s.explainMarquee))))
+	r.POST("/v1/marquees/:id/dry-run", s.query(noQuery, s.owned(marqueeInPath, s.admitOperator, s.write(s.readyOp(s.dryRunMarquee)))))
 	r.POST("/v1/marquees/:id/redeploy", s.query(noQuery, s.owned(marqueeInPath, s.admitOperator, s.write(s.readyOp(s.command(http.StatusAccepted, func(b []byte, by string) (marquee.Event, error) {
 		return marquee.Redeploy{By: by}, decodeEmpty(b)
 	}))))))

@@ -266,7 +266,7 @@ func (h *Handle[S, E, O]) request(m request[S, E, O]) {
 	case req.Mode == Create && h.exists:
 		m.fail(h.kind.conflict(h.key.ID, h.rec))
 		return
-	case (req.Mode == Command || req.Mode == Rewrite) && !h.exists:
+	case (req.Mode == Command || req.Mode == Rewrite || req.Mode == DryRun) && !h.exists:
 		m.fail(fmt.Errorf("%w: %s", errs.NotFound, h.key))
 		return
 	case req.Mode == Rewrite:
@@ -279,6 +279,10 @@ func (h *Handle[S, E, O]) request(m request[S, E, O]) {
 	}
 	if err := h.kind.admit(h.rec, req.Event); err != nil {
 		m.fail(err)
+		return
+	}
+	if req.Mode == DryRun {
+		h.dryRun(m)
 		return
 	}
 	var d *delivery
@@ -315,6 +319,36 @@ func (h *Handle[S, E, O]) request(m request[S, E, O]) {
 		return
 	}
 	m.reply <- answer[S, O]{res: res}
+}
+
+// dryRun answers what a Command would do now, from a copy of the record,
+// writing nothing (O18): the same admit, the same dedup lookup, the same
+// Step at the same time; no commit, effect, message, wake or delivery.
+func (h *Handle[S, E, O]) dryRun(m request[S, E, O]) {
+	req := m.req
+	if err := h.current(); err != nil {
+		m.fail(err)
+		return
+	}
+	if req.Delivery.ID != "" {
+		d := &delivery{id: req.Delivery.ID, entry: persistence.DeliveryOf(req.Delivery.ID, req.Delivery.BodyHash)}
+		dup, repeated, err := h.delivered(d)
+		switch {
+		case err != nil:
+			m.fail(err)
+			return
+		case repeated:
+			m.reply <- answer[S, O]{res: Response[S, O]{Record: h.kind.copy(h.rec), Before: h.kind.copy(h.rec), Exists: true, Reply: dup.Reply, Duplicate: true}}
+			return
+		}
+	}
+	before := h.kind.copy(h.rec)
+	next, out := h.kind.Step(h.kind.copy(h.rec), req.Event, h.rt.cfg.Clock.Now())
+	if err := out.Refusal(); err != nil {
+		m.fail(err)
+		return
+	}
+	m.reply <- answer[S, O]{res: Response[S, O]{Record: next, Before: before, Exists: true, Reply: out.Encoded(), Outcome: out}}
 }
 
 // answered is the record an answer to req carries: a copy, or none for a

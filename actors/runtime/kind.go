@@ -294,6 +294,11 @@ const (
 	// a rekey's reseal (T10, D9), which on a cluster only the owner of
 	// the record's shard may do.
 	Rewrite
+	// DryRun steps an existing entity's record as a Command would, in its
+	// turn, at the request's time, and answers what the step would do,
+	// writing nothing, starting nothing, recording no delivery and moving
+	// no timer (O18). A delivery already recorded answers as its repeat.
+	DryRun
 )
 
 // Request is one caller's question to an entity.
@@ -328,4 +333,7 @@ type Response[S any, O Outcome] struct {
 	Duplicate bool
 	// Outcome is the step's (zero for a Read or a duplicate).
 	Outcome O
+	// Before is the record a DryRun stepped from (Record is the one the
+	// step would leave).
+	Before S
 }

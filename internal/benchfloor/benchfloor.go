@@ -62,9 +62,9 @@ const (
 	// HistoryTrimEvery is actors/record.HistoryTrimEvery: the entries past
 	// the window are deleted as one range this often.
 	HistoryTrimEvery = 64
-	MarqueeBytes     = 780 // the mean over a chunk's cycle, its chunk included
+	MarqueeBytes     = 880 // the mean over a chunk's cycle, its chunk included
 	HistoryBytes     = 261
-	DeliveriesBytes  = 262 // a full chunk
+	DeliveriesBytes  = 335 // a full chunk (its answers carry their reasons, O16)
 	ChunkEvery       = 8   // persistence.ChunkLen
 )
 
