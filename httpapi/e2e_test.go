@@ -506,3 +506,58 @@ func TestO17ExplainAMarquee(t *testing.T) {
 	st, _, _ = w.do("GET", "/v1/marquees/never-was/explain", operatorToken, nil)
 	require.Equal(t, 404, st)
 }
+
+// TestO18DryRunAnswersAsTheRealCallbackAndChangesNothing: a dry run of a
+// stale, a duplicate and a second-null callback answers as the real one
+// then does, and leaves the record, the history and the delivery ids as
+// they were; a callback credential may not dry-run.
+func TestO18DryRunAnswersAsTheRealCallbackAndChangesNothing(t *testing.T) {
+	w := newWorld(t, defaultPools)
+	g := w.provisioned("m-1")
+	snapshot := func() (map[string]any, int) {
+		_, h, _ := w.do("GET", "/v1/marquees/m-1/history?limit=200", operatorToken, nil)
+		v := w.view("m-1")
+		delete(v, "next") // its times are read at the request's
+		return v, len(h["items"].([]any))
+	}
+	dry := func(body map[string]any, delivery string) map[string]any {
+		var headers []string
+		if delivery != "" {
+			headers = []string{"Webhook-Id", delivery}
+		}
+		st, a, raw := w.do("POST", "/v1/marquees/m-1/dry-run", operatorToken, body, headers...)
+		require.Equal(t, 200, st, string(raw))
+		return a
+	}
+	real := func(body map[string]any, delivery string) map[string]any {
+		st, a := w.callback(body, "Webhook-Id", delivery)
+		require.Equal(t, 200, st)
+		return a
+	}
+
+	stale := map[string]any{"marquee_id": "m-1", "verb": "step", "generation": g + 3, "step": "vm_starting"}
+	null := map[string]any{"marquee_id": "m-1", "verb": "null", "generation": g}
+	for _, c := range []struct {
+		name     string
+		body     map[string]any
+		delivery string
+	}{{"stale", stale, "d-stale"}, {"first null", null, "d-null-1"}, {"second null", null, "d-null-2"}} {
+		view, n := snapshot()
+		d := dry(c.body, c.delivery)
+		after, m := snapshot()
+		require.Equal(t, view, after, "%s: the record as it was", c.name)
+		require.Equal(t, n, m, "%s: the history as it was", c.name)
+		r := real(c.body, c.delivery)
+		require.False(t, r["result"] == "duplicate", "%s: the dry run consumed no delivery id", c.name)
+		require.Equal(t, r["result"], d["result"], c.name)
+		require.Equal(t, r["reason"], d["reason"], c.name)
+		require.Equal(t, r, d["reply"], c.name)
+	}
+	// The duplicate: the real one's delivery id again answers as its repeat.
+	d := dry(stale, "d-stale")
+	require.Equal(t, true, d["duplicate"])
+	require.Equal(t, real(stale, "d-stale"), d["reply"])
+
+	st, _, _ := w.do("POST", "/v1/marquees/m-1/dry-run", callbackToken, stale)
+	require.Equal(t, 403, st, "a workflow cannot probe")
+}
