@@ -159,7 +159,7 @@ func TestTheCLIFollowsItsUsersHabits(t *testing.T) {
 	code, out, errs = cli("wait", "env", "env-3", "--for", "desired=ready", "--timeout", "30s")
 	require.Equal(t, 0, code, errs)
 	require.Contains(t, out, "desired=ready")
-	code, _, errs = cli("wait", "marquee", "m-3", "--for", "lifecycle=destroyed", "--timeout", "600ms")
+	code, _, errs = cli("wait", "marquee", "m-3", "--for", "lifecycle=destroyed", "--timeout", "2s")
 	require.Equal(t, 1, code)
 	require.Contains(t, errs, `lifecycle is "provisioning", want "destroyed"`)
 }

@@ -97,6 +97,10 @@ func parseConditions(conds []string, kind string) (map[string]string, error) {
 	return want, nil
 }
 
+// waitGrace is how far past --timeout a call begun before it may run
+// (wait returns within its timeout and half a second, O15).
+const waitGrace = 250 * time.Millisecond
+
 // waiter is one wait: what, where, for which values.
 type waiter struct {
 	o       *clientOptions
@@ -111,7 +115,10 @@ type waiter struct {
 // have, fail at once: waiting cannot change either.
 func (w waiter) run(timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
-	w.o.deadline = deadline // no call or retry goes past it
+	// No call or retry goes past the deadline, but for a moment's grace:
+	// a view asked for just before it may still answer, and then the
+	// timeout says what the entity was.
+	w.o.deadline = deadline.Add(waitGrace)
 	defer func() { w.o.deadline = time.Time{} }()
 	_, gone := w.want[deleted]
 	var last map[string]any
