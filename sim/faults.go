@@ -154,6 +154,9 @@ func (f *faults) fire(point string) bool {
 	if !ok || f.once != "" && f.fired[point] > 0 {
 		return false
 	}
+	if f.reached == nil {
+		f.reached, f.firedAt = map[string]int{}, map[string][]int{}
+	}
 	n := f.reached[point]
 	f.reached[point] = n + 1
 	var fires bool
