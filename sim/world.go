@@ -118,6 +118,10 @@ type world struct {
 	leaks      map[string]time.Time // pool/job: a settled marquee's slot seen held since
 	dispatched map[string]map[uint64]bool
 	answered   map[string][]byte // delivery id -> first answer body
+	// deliveries counts each marquee's first answers; answeredAt is the
+	// count at a delivery's (M20's bound).
+	deliveries map[string]int
+	answeredAt map[string]int
 	applied    []appliedDelivery // answered 200 applied
 	created    map[string]bool   // creates answered 201
 	intents    map[string]*intent
@@ -714,13 +718,26 @@ func (w *world) deliver(body map[string]any, delivery string, attempt int, scope
 	res := resultOf(ans)
 	w.logf("callback %s %s %v g%v -> %d %s", delivery, id, body["verb"], body["generation"], st, res)
 	if first, ok := w.answered[delivery]; ok {
-		if !bytes.Equal(first, ans) {
+		// M20 keeps an entity's newest MaxDeliveries: one that many
+		// deliveries ago is forgotten, and its repeat is a new message.
+		// (Less a chunk's slack: a delivery whose answer was lost is
+		// counted when its retry is answered, a little late.)
+		since := w.deliveries[id] - w.answeredAt[delivery]
+		switch {
+		case since >= persistence.MaxDeliveries-persistence.ChunkLen:
+			w.logf("delivery %s: %d deliveries of %s since its first answer; past M20's bound, a new message", delivery, since, id)
+			delete(w.answered, delivery)
+		case !bytes.Equal(first, ans):
 			w.violate("M20", "delivery %s answered %s, then %s", delivery, first, ans)
+			return
+		default:
+			w.cover("M20")
+			return
 		}
-		w.cover("M20")
-		return
 	}
 	if st == http.StatusOK {
+		w.deliveries[id]++
+		w.answeredAt[delivery] = w.deliveries[id]
 		w.answered[delivery] = ans
 		if res == "applied" {
 			w.applied = append(w.applied, appliedDelivery{marquee: id, delivery: delivery, at: w.now()})

@@ -149,6 +149,9 @@ func (h *Handle[S, E, O]) load() {
 	}
 	h.unread, h.guard = nil, guard
 	h.rec, h.exists = rec, exists
+	// The deliveries are read again with the record they go with: a write
+	// that landed unseen (C14) may have recorded one.
+	h.deliveries, h.loaded = nil, false
 	h.wake = h.kind.wakeOf(rec)
 	if h.exists {
 		h.kind.started(h, h.afterFailure)
