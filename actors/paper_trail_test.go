@@ -21,7 +21,7 @@ import (
 	"github.com/wardenhq/warden/persistence/etcdembed"
 )
 
-// The cluster's paper trail (issue 60, C14, S14), on a real etcd member.
+// The cluster's paper trail (C14, S14), on a real etcd member.
 //
 // Found from outside: with the etcd leader paused, an owner's commit timed
 // out, its read-back found it absent, and it landed when the leader

@@ -264,7 +264,7 @@ func TestI11EachBoundaryOnce(t *testing.T) {
 }
 
 // Regressions: every file under testdata/regressions replays its
-// schedule and now passes; the cluster's paper-trail finding (issue 60)
+// schedule and now passes; the cluster's paper-trail finding (C14)
 // fails again with C14's guard planted off (S14 when it was found; which
 // oracle sees it first moves as the code does).
 func TestS14RegressionFilesReplay(t *testing.T) {

@@ -288,18 +288,9 @@ func (h *Handle[S, E, O]) request(m request[S, E, O]) {
 		h.dryRun(m)
 		return
 	}
-	var d *delivery
-	if req.Delivery.ID != "" {
-		d = &delivery{id: req.Delivery.ID, entry: persistence.DeliveryOf(req.Delivery.ID, req.Delivery.BodyHash)}
-		dup, repeated, err := h.delivered(d)
-		switch {
-		case err != nil:
-			m.fail(err)
-			return
-		case repeated:
-			m.reply <- answer[S, O]{res: Response[S, O]{Record: h.answered(req), Exists: true, Reply: dup.Reply, Duplicate: true}}
-			return
-		}
+	d, answered := h.lookUp(m, func() S { return h.answered(req) })
+	if answered {
+		return
 	}
 	out, err := h.step(req.Event, d)
 	if err == nil {
@@ -324,6 +315,29 @@ func (h *Handle[S, E, O]) request(m request[S, E, O]) {
 	m.reply <- answer[S, O]{res: res}
 }
 
+// lookUp looks a request's delivery up in the entity's deliveries: the
+// delivery to record, or the caller answered already (a refusal, or a
+// repeat's first answer, with the record rec makes: only then is it
+// copied).
+func (h *Handle[S, E, O]) lookUp(m request[S, E, O], rec func() S) (*delivery, bool) {
+	req := m.req
+	if req.Delivery.ID == "" {
+		return nil, false
+	}
+	d := &delivery{id: req.Delivery.ID, entry: persistence.DeliveryOf(req.Delivery.ID, req.Delivery.BodyHash)}
+	dup, repeated, err := h.delivered(d)
+	switch {
+	case err != nil:
+		m.fail(err)
+		return nil, true
+	case repeated:
+		r := rec()
+		m.reply <- answer[S, O]{res: Response[S, O]{Record: r, Before: r, Exists: true, Reply: dup.Reply, Duplicate: true}}
+		return nil, true
+	}
+	return d, false
+}
+
 // dryRun answers what a Command would do now, from a copy of the record,
 // writing nothing (O18): the same admit, the same dedup lookup, the same
 // Step at the same time; no commit, effect, message, wake or delivery.
@@ -333,17 +347,8 @@ func (h *Handle[S, E, O]) dryRun(m request[S, E, O]) {
 		m.fail(err)
 		return
 	}
-	if req.Delivery.ID != "" {
-		d := &delivery{id: req.Delivery.ID, entry: persistence.DeliveryOf(req.Delivery.ID, req.Delivery.BodyHash)}
-		dup, repeated, err := h.delivered(d)
-		switch {
-		case err != nil:
-			m.fail(err)
-			return
-		case repeated:
-			m.reply <- answer[S, O]{res: Response[S, O]{Record: h.kind.copy(h.rec), Before: h.kind.copy(h.rec), Exists: true, Reply: dup.Reply, Duplicate: true}}
-			return
-		}
+	if _, answered := h.lookUp(m, func() S { return h.kind.copy(h.rec) }); answered {
+		return
 	}
 	before := h.kind.copy(h.rec)
 	next, out := h.kind.Step(h.kind.copy(h.rec), req.Event, h.rt.cfg.Clock.Now())

@@ -661,7 +661,7 @@ func (h *harness) pauseOwner(rep *Report, d time.Duration) error {
 }
 
 // pauseLeader stops the node whose etcd member is the Raft leader, owner
-// or not: the paper-trail finding's schedule (issue 60, C14), where
+// or not: the paper-trail finding's schedule (C14), where
 // another owner's transactions waited in the paused leader and landed
 // when it resumed, and requests sent to it were forwarded at once.
 func (h *harness) pauseLeader(rep *Report, d time.Duration) error {
