@@ -193,14 +193,8 @@ func (s *Server) dryRunMarquee(w http.ResponseWriter, r *http.Request, p httprou
 	if !ok {
 		return
 	}
-	deliveryID := r.Header.Get("Webhook-Id")
-	if deliveryID != "" && !validDeliveryID(deliveryID) {
-		refuse(w, invalidRequest, "header Webhook-Id: 1..200 printable ASCII characters")
-		return
-	}
-	id, cb, err := DecodeCallback(body)
-	if err != nil {
-		s.badRequest(w, err)
+	deliveryID, id, cb, ok := s.decodeDelivery(w, r, body)
+	if !ok {
 		return
 	}
 	if id != p.ByName("id") {

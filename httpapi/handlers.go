@@ -37,14 +37,8 @@ func (s *Server) webhook(w http.ResponseWriter, r *http.Request, _ httprouter.Pa
 		fail.write(w)
 		return
 	}
-	deliveryID := r.Header.Get("Webhook-Id")
-	if deliveryID != "" && !validDeliveryID(deliveryID) {
-		refuse(w, invalidRequest, "header Webhook-Id: 1..200 printable ASCII characters")
-		return
-	}
-	id, cb, err := DecodeCallback(body)
-	if err != nil {
-		s.badRequest(w, err)
+	deliveryID, id, cb, ok := s.decodeDelivery(w, r, body)
+	if !ok {
 		return
 	}
 	auth, fail := caller.bind(id, cb.Generation)
@@ -59,6 +53,22 @@ func (s *Server) webhook(w http.ResponseWriter, r *http.Request, _ httprouter.Pa
 		return
 	}
 	writeRaw(w, http.StatusOK, ans.Body)
+}
+
+// decodeDelivery reads a callback's Webhook-Id and its body, answering
+// what is wrong with either (the webhook and a dry run read them alike).
+func (s *Server) decodeDelivery(w http.ResponseWriter, r *http.Request, body []byte) (string, string, marquee.Callback, bool) {
+	deliveryID := r.Header.Get("Webhook-Id")
+	if deliveryID != "" && !validDeliveryID(deliveryID) {
+		refuse(w, invalidRequest, "header Webhook-Id: 1..200 printable ASCII characters")
+		return "", "", marquee.Callback{}, false
+	}
+	id, cb, err := DecodeCallback(body)
+	if err != nil {
+		s.badRequest(w, err)
+		return "", "", marquee.Callback{}, false
+	}
+	return deliveryID, id, cb, true
 }
 
 // noop is the benchmark's baseline: the same body limit, authentication
