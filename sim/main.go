@@ -298,6 +298,7 @@ type aggregate struct {
 	simTime  time.Duration
 	wall     time.Duration
 	events   int
+	busiest  int // the busiest minute's steps of any seed (runsAway)
 }
 
 func newAggregate(cluster bool) *aggregate {
@@ -314,6 +315,7 @@ func (a *aggregate) add(r SeedRun) {
 	a.simTime += r.SimTime
 	a.wall += r.Wall
 	a.events += r.Steps + r.Messages
+	a.busiest = max(a.busiest, r.BusiestMinute)
 }
 
 // rules are the spec's rule ids the simulator can reach: on a cluster,
@@ -360,9 +362,9 @@ func (a *aggregate) summary(n, failed, diverged int, wall time.Duration, det boo
 	if det {
 		identical = fmt.Sprintf("%d of %d byte-identical across two runs", n-diverged, n)
 	}
-	return fmt.Sprintf("%d seeds, %d failed, determinism: %s, wall %s, %.0f seeds/min, time compression %.0fx, %.0f events/s; rules not hit: %v; fault points not fired: %v",
+	return fmt.Sprintf("%d seeds, %d failed, determinism: %s, wall %s, %.0f seeds/min, time compression %.0fx, %.0f events/s, busiest minute %d steps; rules not hit: %v; fault points not fired: %v",
 		n, failed, identical, wall.Round(time.Millisecond), float64(n)/wall.Minutes(), a.simTime.Seconds()/max(a.wall.Seconds(), 1e-9),
-		float64(a.events)/max(a.wall.Seconds(), 1e-9), rm, fm)
+		float64(a.events)/max(a.wall.Seconds(), 1e-9), a.busiest, rm, fm)
 }
 
 func (a *aggregate) markdown(heading string, n, nodes int, wall time.Duration, det bool) string {

@@ -27,6 +27,9 @@ type SeedRun struct {
 	Trace     []string
 	Hash      string
 	Steps     int
+	// BusiestMinute is the most steps and events in one minute of
+	// virtual time (runsAway's bound is a hundred times what passes).
+	BusiestMinute int
 	Messages  int
 	Crashes   int
 	SimTime   time.Duration
@@ -72,7 +75,7 @@ func Run(o Options) SeedRun {
 	}
 	w.loop()
 	w.finalChecks()
-	r := SeedRun{Seed: o.Seed, Nodes: max(o.Nodes, 1), Config: w.faults.String(), Violation: w.violation, Trace: w.trace, Steps: w.steps,
+	r := SeedRun{Seed: o.Seed, Nodes: max(o.Nodes, 1), Config: w.faults.String(), Violation: w.violation, Trace: w.trace, Steps: w.steps, BusiestMinute: w.maxInMinute,
 		Messages: w.messages, Crashes: w.crashes, SimTime: w.now().Sub(epoch), Coverage: w.coverage, Fired: w.faults.fired, Final: w.final(),
 		plan: w.faults}
 	sum := sha256.Sum256([]byte(strings.Join(w.trace, "\n")))
@@ -167,10 +170,10 @@ func (w *world) loop() {
 		}
 		w.steps++
 		w.guard(func() { w.clock.Set(next); w.drain() })
-		if w.standsStill() {
+		if w.standsStill() || w.runsAway() {
 			return
 		}
-		for w.events.Len() > 0 && !w.events[0].at.After(w.now()) && w.violation == nil && !w.standsStill() {
+		for w.events.Len() > 0 && !w.events[0].at.After(w.now()) && w.violation == nil && !w.standsStill() && !w.runsAway() {
 			e := heap.Pop(&w.events).(*event)
 			if e.name != "effect" && w.faults.fire("process.crash.between-events") && w.crashes < 25 {
 				w.crashBetweenEvents()
@@ -230,6 +233,29 @@ func (w *world) standsStill() bool {
 	}
 	return false
 }
+
+// runsAway reports a storm: more than maxStepsPerMinute steps and events
+// in one minute of virtual time. Time passes in one, but in steps of
+// microseconds, as work multiplies (a retry that starts another retry
+// each time), and the run would take hours instead of failing.
+func (w *world) runsAway() bool {
+	if now := w.now(); now.Sub(w.minute) >= time.Minute {
+		w.minute, w.inMinute = now.Truncate(time.Minute), 0
+	}
+	w.inMinute++
+	w.maxInMinute = max(w.maxInMinute, w.inMinute)
+	if w.inMinute > maxStepsPerMinute {
+		w.violate("runaway", "more than %d steps in the minute of virtual time from %s: work multiplies (a retry that starts another each time)",
+			maxStepsPerMinute, w.minute.Format(time.RFC3339))
+		return true
+	}
+	return false
+}
+
+// maxStepsPerMinute bounds the steps of one minute of virtual time: about
+// a hundred times the busiest minute of the seeds that pass (the batch
+// summary's "busiest minute": 326 over 200 cluster seeds).
+const maxStepsPerMinute = 30000
 
 // maxStepsPerInstant bounds the steps one instant of virtual time takes:
 // far more than every timer and event a world arms for one instant, so

@@ -211,6 +211,25 @@ func TestSimulatorReportsALivelock(t *testing.T) {
 	}
 }
 
+// TestSimulatorReportsARunaway: work that multiplies while time still
+// passes, a microsecond at a time, is a violation with its seed, not a
+// run that takes hours (cluster seed 179, sim/testdata/regressions).
+func TestSimulatorReportsARunaway(t *testing.T) {
+	var storm func(n int)
+	arm := func(w *world) {
+		storm = func(n int) {
+			for range n {
+				w.after(time.Microsecond, "storm", func() { storm(2) })
+			}
+		}
+		w.after(time.Minute, "storm", func() { storm(1) })
+	}
+	r := Run(Options{Seed: 1, arm: arm})
+	if r.Violation == nil || r.Violation.Invariant != "runaway" {
+		t.Fatalf("a retry that starts two: got %v, want the runaway violation", r.Violation)
+	}
+}
+
 // TestPlantedBugsAreCaught: every planted bug is found within 100 seeds,
 // by the invariant it breaks.
 func TestPlantedBugsAreCaught(t *testing.T) {

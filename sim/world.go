@@ -90,6 +90,9 @@ type world struct {
 	// instant and atInstant count the steps at one instant (standsStill).
 	instant   time.Time
 	atInstant int
+	// minute and inMinute count the steps of one minute (runsAway).
+	minute                time.Time
+	inMinute, maxInMinute int
 	machine   marquee.Machine
 
 	// The processes: one on a single node (p), Options.Nodes on a

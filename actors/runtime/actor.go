@@ -34,6 +34,15 @@ type Handle[S, E any, O Outcome] struct {
 	// first successful read reconciles.
 	unread       error
 	afterFailure bool
+	// reconciled: Kind.Started has run on a record this instance read.
+	// A record read again (after a read or a commit the store did not
+	// answer) is reconciled again only when a commit of it whose answer
+	// was lost has landed (landedUnseen): what that commit meant to start
+	// never ran. Reconciling on every read again would start a new
+	// reconciliation while the last one still retries, and under a store
+	// that keeps failing they multiply (a cluster seed that never ended).
+	reconciled   bool
+	landedUnseen bool
 	// guard is the revision of the entity's guard the record was read or
 	// last committed at, which its next commit compares (C14): on a
 	// cluster, a write whose answer was lost may land after the record
@@ -131,7 +140,8 @@ func (h *Handle[S, E, O]) load() {
 	// The guard is read before the record: a write landing in between
 	// leaves a guard older than the record, which costs the next commit
 	// a refusal and a read, never a write over the record (C14).
-	guard, err := h.rt.guardOf(h.key)
+	guard, landed, err := h.rt.guardOf(h.key)
+	h.landedUnseen = h.landedUnseen || landed
 	if err != nil {
 		h.unreadBecause(err)
 		return
@@ -153,7 +163,9 @@ func (h *Handle[S, E, O]) load() {
 	// that landed unseen (C14) may have recorded one.
 	h.deliveries, h.loaded = nil, false
 	h.wake = h.kind.wakeOf(rec)
-	if h.exists {
+	reconcile := h.exists && (!h.reconciled || h.landedUnseen)
+	h.reconciled, h.landedUnseen = true, false
+	if reconcile {
 		h.kind.started(h, h.afterFailure)
 	}
 }
@@ -493,7 +505,7 @@ func (h *Handle[S, E, O]) persist(next S, out O, d *delivery) error {
 		// its record was read: the record in memory is not the stored
 		// one, so it is read again before anything else is decided, and
 		// the caller tries again (its delivery deduplicated, C14).
-		h.unread = err
+		h.unread, h.landedUnseen = err, true
 		return fmt.Errorf("%w: persist %s: %w", errs.Unavailable, k, err)
 	case errors.Is(err, persistence.ErrFenced):
 		return fmt.Errorf("%w: persist %s: %v", errs.Moving, k, err)

@@ -67,24 +67,26 @@ func (rt *Runtime) fenceOf(k Key) (persistence.Fence, error) {
 func (rt *Runtime) guardKey(k Key) string { return persistence.GuardKey(k.Kind, k.ID) }
 
 // guardOf reads the entity's guard on a cluster node (C14), first
-// settling a commit of it whose outcome is still unknown; a single node,
-// the only writer of its store, keeps none.
-func (rt *Runtime) guardOf(k Key) (int64, error) {
+// settling a commit of it whose outcome is still unknown; landed says that
+// commit had landed. A single node, the only writer of its store, keeps
+// none.
+func (rt *Runtime) guardOf(k Key) (guard int64, landed bool, err error) {
 	if _, single := rt.cfg.Cluster.(singleNode); single || rt.cfg.Cluster == nil {
-		return 0, nil
+		return 0, false, nil
 	}
 	rt.unsettled.Lock()
 	f, ok := rt.unsettled.m[k]
 	rt.unsettled.Unlock()
 	if ok {
-		if _, _, err := rt.cfg.Store.Settle(f); err != nil {
-			return 0, fmt.Errorf("a write of %s whose answer was lost is not settled yet: %w", k, err)
+		if _, landed, err = rt.cfg.Store.Settle(f); err != nil {
+			return 0, false, fmt.Errorf("a write of %s whose answer was lost is not settled yet: %w", k, err)
 		}
 		rt.unsettled.Lock()
 		delete(rt.unsettled.m, k)
 		rt.unsettled.Unlock()
 	}
-	return rt.cfg.Store.Revision([]byte(rt.guardKey(k)))
+	guard, err = rt.cfg.Store.Revision([]byte(rt.guardKey(k)))
+	return guard, landed, err
 }
 
 // unsettle remembers a commit whose outcome is unknown, with the fence it
