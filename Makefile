@@ -27,14 +27,25 @@ else
 RUN_WORKFLOW := the built-in example workflow (terraform is not on the PATH)
 endif
 
-.PHONY: dist image build test testbin check lint run previews cluster cluster-etcd cluster-crash bench crash sim fuzz clean install-check screenshots
+# docs/reference/, written from the code (O21); make test fails when it is
+# not what the code says.
+reference:
+	$(GO) test ./cmd/warden -run 'TestO21TheReferenceIsWhatTheCodeSays' -count=1 -update-reference
+
+.PHONY: reference dist image build test testbin check lint run previews cluster cluster-etcd cluster-crash bench crash sim fuzz clean install-check screenshots
+
+# Every binary the Makefile builds says which warden it is (warden
+# version, the ready line, verify and backup manifests): the version from
+# git describe and the commit, "+modified" when tracked files had changes.
+COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null)$(shell git diff --quiet HEAD 2>/dev/null || echo +modified)
+STAMP   = -ldflags "-X github.com/wardenhq/warden/cmd/internal/buildinfo.version=$(VERSION) -X github.com/wardenhq/warden/cmd/internal/buildinfo.commit=$(COMMIT)"
 
 build:
-	$(GO) build -o bin/warden ./cmd/warden
+	$(GO) build $(STAMP) -o bin/warden ./cmd/warden
 	$(GO) build -o bin/example-workflow ./examples/workflow
 	$(GO) build -o bin/example-preview ./examples/preview
 
-# Release artifacts (D3, README "Running it as a service"): static
+# Release artifacts (D3, docs/guides/service.md): static
 # binaries for linux/amd64 and linux/arm64, SHA256SUMS and an SPDX SBOM in
 # $(DIST); byte-identical for one commit.
 DIST    ?= dist
@@ -63,7 +74,7 @@ lint:
 TEST_BIN ?= $(CURDIR)/bin/test
 testbin:
 	@mkdir -p $(TEST_BIN)
-	$(GO) build -o $(TEST_BIN)/warden ./cmd/warden
+	$(GO) build $(STAMP) -o $(TEST_BIN)/warden ./cmd/warden
 
 # The pure machines (marquee, environment, admission) start no goroutine:
 # the race detector has nothing to find there.
@@ -85,11 +96,11 @@ check: testbin
 	$(GO) test -race -short -count=1 -timeout 15m $(RACE_PKGS)
 	$(GO) test -race -short -count=1 -timeout 15m -run 'TestSeedsWithDeterminism|TestC11ClusterSeedsWithDeterminism' ./sim
 
-# warden's exit statuses are in the README ("When the disk fails"); make
+# warden's exit statuses are in docs/guides/failures.md; make
 # run restarts nothing, it says why warden stopped. RUN_FLAGS adds flags
 # (e.g. RUN_FLAGS="--log-level debug"). Standard Webhooks are on under make
 # run with a development secret written on the first start to
-# WEBHOOK_SECRETS (README, callback modes), as warden writes its
+# WEBHOOK_SECRETS (docs/guides/workflow.md, callback modes), as warden writes its
 # development keys. Ctrl-C is passed to warden as SIGTERM and waited for,
 # so a clean stop is a clean exit (make would otherwise print "Interrupt");
 # then the preview applications it started stop too (the next make run
@@ -113,29 +124,29 @@ run: build
 	case $$st in \
 		0) ;; \
 		74) echo "make run: warden stopped because its disk failed (status 74, see its last ERROR line); fix the disk or free space under $(DATA), then make run again";; \
-		65) echo "make run: warden refused a damaged store under $(DATA) (status 65); see README \"When the disk fails\"";; \
+		65) echo "make run: warden refused a damaged store under $(DATA) (status 65); see docs/guides/failures.md";; \
 		*) echo "make run: warden exited with status $$st";; \
 	esac; exit $$st
 
-# Previews on a real platform (README, "Previews on a real platform"):
+# Previews on a real platform (docs/guides/previews.md):
 # a throwaway PostgreSQL cluster and Caddy under $(DATA)/previews, podman
 # for images and containers, warden on them; Ctrl-C stops all of it.
 PREVIEW_LISTEN ?= 127.0.0.1:8088
 CADDY_ADMIN ?= 127.0.0.1:2019
 previews: build
-	$(GO) build -o bin/warden-previews ./cmd/warden-previews
+	$(GO) build $(STAMP) -o bin/warden-previews ./cmd/warden-previews
 	@./bin/warden-previews --listen $(LISTEN) --preview-listen $(PREVIEW_LISTEN) --caddy-admin $(CADDY_ADMIN) --data $(DATA) -- \
 		--dispatch exec --dispatch-command ./bin/example-workflow \
 		--bootstrap exec --bootstrap-command "./bin/example-workflow bootstrap" $(RUN_FLAGS)
 
-# Three nodes on this machine, each embedding an etcd member (see README,
+# Three nodes on this machine, each embedding an etcd member (see docs/guides/cluster.md,
 # "Running several nodes"); Ctrl-C stops all three.
 cluster: build
 	@echo "make cluster: dispatches go to $(RUN_WORKFLOW)"
 	./scripts/cluster.sh
 
 # The cluster's three etcd members alone, without the nodes: what migrate
-# copies a store into or out of (README, Moving to a cluster).
+# copies a store into or out of (docs/guides/cluster.md, Moving to a cluster).
 cluster-etcd: build
 	./scripts/cluster.sh --etcd-only
 

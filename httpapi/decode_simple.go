@@ -7,7 +7,7 @@ package httpapi
 // expect) it leaves to strictDecode, which reads every form and names
 // what is wrong. It accepts only what strictDecode reads the same way
 // (FuzzSimpleCallbackDecodesAsStrictDoes). strictDecode was a tenth of
-// the server's own work on a durable callback (NOTES.md, "The durable
+// the server's own work on a durable callback (docs/decisions, "The durable
 // path's CPU").
 
 // decodeSimple fills w from body if body is in the simple form.

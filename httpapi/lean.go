@@ -27,7 +27,7 @@ import (
 // request), four deadline timers, a cancelable context, pooled writers.
 // Measured through the whole server, answering callbacks here cut the
 // floor's CPU a request by a tenth to a third in every alternated pair,
-// and the durable path's median by about a tenth (NOTES.md, "The
+// and the durable path's median by about a tenth (docs/decisions, "The
 // callbacks' lean path").
 //
 // The lean path parses only the one form callback senders use: "POST

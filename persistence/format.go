@@ -24,7 +24,7 @@ import (
 // are read until their retention ends. A build of format 3 would not read
 // the chunk in the record, and would answer a repeat of its deliveries as
 // new, so it refuses format 4. Raise it when a record changes in a way an
-// older build would misread, and say in the README which formats upgrade
+// older build would misread, and say in docs/guides/backups.md which formats upgrade
 // in place.
 const StoreFormat = 4
 
@@ -52,7 +52,7 @@ type NewerFormatError struct {
 
 func (e *NewerFormatError) Error() string {
 	return fmt.Sprintf("the store is format %d, written by warden %s; this warden (%s) reads formats up to %d: "+
-		"run the newer warden again, or restore a backup taken before the upgrade (README, \"Backups and upgrades\")",
+		"run the newer warden again, or restore a backup taken before the upgrade (docs/guides/backups.md)",
 		e.Stored.Format, e.Stored.WrittenBy, e.This, StoreFormat)
 }
 

@@ -6,7 +6,7 @@
 #
 # scripts/cluster.sh --etcd-only (make cluster-etcd) starts the three etcd
 # members alone, without the nodes: what migrate copies a store into or
-# out of (README, Moving to a cluster).
+# out of (docs/guides/cluster.md, Moving to a cluster).
 set -euo pipefail
 ONLY=""
 case "${1:-}" in
@@ -26,7 +26,7 @@ DIR=${CLUSTER_DATA:-./data/cluster}
 mkdir -p "$DIR"
 # The shared keys and token, the cluster CA, each node's certificate for
 # etcd's mutual TLS, and the operator's client certificate (admin.crt) for
-# the commands that reach etcd themselves (README, Moving to a cluster).
+# the commands that reach etcd themselves (docs/guides/cluster.md, Moving to a cluster).
 for i in 1 2 3; do
 	"$BIN" keygen "$DIR/shared" --node "n$i" --host 127.0.0.1,localhost
 done

@@ -974,7 +974,7 @@ func (m Machine) repairsUnderWay(e *Env, c Capability) int {
 }
 
 // supersede records that a newer preview of the branch holds the route
-// (decided, see NOTES.md): it is the controller's own committed work, not a
+// (decided, see docs/decisions): it is the controller's own committed work, not a
 // manual change, so no operator is asked; the route is never restored to
 // this preview again (I14) and the view shows why.
 func (m Machine) supersede(e *Env, newer uint64, now time.Time) {

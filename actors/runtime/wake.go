@@ -22,7 +22,7 @@ type wakeTimers struct {
 // set, which goes off at fires and sets itself again for at: a steady
 // callback moves its marquee's deadline later with every step, and
 // stopping and starting a runtime timer each time was the largest cost
-// of arming (NOTES.md, "The durable path's CPU").
+// of arming (docs/decisions, "The durable path's CPU").
 type armed struct {
 	at    time.Time // the wake the entity asked for
 	fires time.Time // when the timer set goes off: at, or before it

@@ -11,7 +11,7 @@ import (
 
 // The A/B mode (-ab): two builds measured in alternated pairs. On this
 // project's machine one build read 63 to 117 µs a durable request within
-// an hour (NOTES.md, "Where the durable path's last microseconds go"), so
+// an hour (docs/decisions, "Where the durable path's last microseconds go"), so
 // a change is judged by pairs run back to back, each side on a fresh
 // warden and store, the side that goes first alternating, and by how
 // many pairs it wins, not by one run of each. Even so, one build against

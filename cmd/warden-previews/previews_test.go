@@ -252,16 +252,16 @@ func TestP2P12P18MakePreviewsStartsThePlatformAndStopsIt(t *testing.T) {
 	require.Empty(t, running(t, instance))
 }
 
-// readmeBlock runs the README's preview block (the one marked
+// readmeBlock runs the previews guide's block (the one marked
 // "readme-test: previews") as written, in a directory whose bin/warden is
 // the one built here, against this make previews.
 func readmeBlock(t *testing.T, bin, listen, preview string) {
 	t.Helper()
-	readme, err := os.ReadFile("../../README.md")
+	readme, err := os.ReadFile("../../docs/guides/previews.md")
 	require.NoError(t, err)
 	const mark = "<!-- readme-test: previews -->\n```sh\n"
 	i := strings.Index(string(readme), mark)
-	require.GreaterOrEqual(t, i, 0, "the README marks its preview block")
+	require.GreaterOrEqual(t, i, 0, "docs/guides/previews.md marks its preview block")
 	block := string(readme)[i+len(mark):]
 	block = block[:strings.Index(block, "```")]
 	dir := t.TempDir()

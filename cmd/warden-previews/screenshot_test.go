@@ -44,12 +44,12 @@ func previewDigest(t *testing.T) string {
 }
 
 // TestP3TheReadmeShowsAPreviewServedThroughCaddy: the picture is there,
-// the README shows it, and it was drawn from the current console and
-// application.
+// the previews guide shows it, and it was drawn from the current console
+// and application.
 func TestP3TheReadmeShowsAPreviewServedThroughCaddy(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
+	guide, err := os.ReadFile("../../docs/guides/previews.md")
 	require.NoError(t, err)
-	require.Contains(t, string(readme), "docs/"+previewShot)
+	require.Contains(t, string(guide), "../"+previewShot)
 	b, err := os.ReadFile(filepath.Join("../../docs", previewShot))
 	require.NoError(t, err)
 	got, ok := pngtext.Get(b, previewDigestKey)

@@ -62,6 +62,7 @@ func TestO15EveryCommandHasOneSetOfHabits(t *testing.T) {
 			require.Equal(t, 0, code, errs)
 			require.Empty(t, errs)
 			require.Contains(t, out, "Usage:\n  "+name)
+			require.NotRegexp(t, `[( ][MAEITOWCSPD][0-9]+[),;]`, out, "%s --help cites no rule id (O19)", name)
 			c, _, err := newRoot(getenv, nil, nil).Find(path)
 			require.NoError(t, err)
 			if c.Runnable() && path[0] != "completion" {
@@ -110,6 +111,9 @@ func TestO15RootListsEveryCommandOnALine(t *testing.T) {
 	code, out, _ := walkCLI(getenv, "--help")
 	require.Equal(t, 0, code)
 	for _, c := range newRoot(getenv, nil, nil).Commands() {
+		if c.Hidden {
+			continue
+		}
 		require.NotContains(t, c.Short, "\n", c.Name())
 		require.Regexp(t, "\n  "+c.Name()+" +"+regexpQuote(c.Short)+"\n", out)
 	}
@@ -133,10 +137,10 @@ func TestO15ErrorsThatHelp(t *testing.T) {
 	require.Contains(t, errs, "could not connect to warden at http://127.0.0.1:1")
 	require.Contains(t, errs, "--server or WARDEN_URL")
 
-	code, _, errs = walkCLI(getenv, "env", "action", "env-271", "frob", "--reason", "x")
+	code, _, errs = walkCLI(getenv, "action", "environment", "env-271", "frob", "--reason", "x")
 	require.Equal(t, exitUsage, code)
 	require.Contains(t, errs, `"frob" is not an action: one of resume, repair, adopt, continue-removal, abandon, rollback-route`)
-	code, _, errs = walkCLI(getenv, "env", "action", "env-271", "repair")
+	code, _, errs = walkCLI(getenv, "action", "env", "env-271", "repair")
 	require.Equal(t, exitUsage, code)
 	require.Contains(t, errs, "give --reason")
 
@@ -203,7 +207,7 @@ func TestO15UsageErrorsSayOnceWhatToFix(t *testing.T) {
 	require.Contains(t, errs, `has no scheme: use http://127.0.0.1:9471`)
 	code, errs = cli("history")
 	require.Equal(t, 2, code)
-	require.True(t, strings.HasPrefix(errs, "warden: history needs ID\n"), errs)
+	require.True(t, strings.HasPrefix(errs, "warden: history needs a type and an id: warden history marquee ID\n"), errs)
 	require.Equal(t, 1, strings.Count(errs, "warden:"), "one prefix: %s", errs)
 }
 

@@ -89,13 +89,19 @@ func (o *clientOptions) call(method, path string, body any) (map[string]any, err
 		return nil, fmt.Errorf("%s %s: warden answered %d with something that is not JSON", method, path, status)
 	}
 	if status/100 != 2 {
-		refusal := answerError{status: status}
-		if e, ok := answer["error"].(map[string]any); ok {
-			refusal.message, refusal.code = fmt.Sprint(e["message"]), fmt.Sprint(e["code"])
-		}
-		return nil, refusal
+		return nil, refusalOf(status, raw)
 	}
 	return answer, nil
+}
+
+// refusalOf is warden's error answer as an error: its message, status and
+// code, printed as one line (never the JSON).
+func refusalOf(status int, raw []byte) answerError {
+	var e struct {
+		Error struct{ Code, Message string } `json:"error"`
+	}
+	_ = json.Unmarshal(raw, &e)
+	return answerError{status: status, message: e.Error.Message, code: e.Error.Code}
 }
 
 // answerError is warden's refusal of a call: its status and its error.
@@ -198,43 +204,8 @@ func addClientCommands(root *cobra.Command, getenv func(string) string, stdout, 
 		Args: cobra.ArbitraryArgs, RunE: func(_ *cobra.Command, args []string) error { return unknownType("explain", args) }})
 	explain.AddCommand(shared(&cobra.Command{Use: "marquee ID", Aliases: typeAliases["marquees"], Short: "a marquee's explanation",
 		Args: argsNamed("ID"), RunE: func(_ *cobra.Command, args []string) error { return o.explainMarquee(args[0]) }}))
-	var historyLimit int
-	history := shared(&cobra.Command{Use: "history ID", Short: "a marquee's history, newest first", Args: argsNamed("ID"),
-		RunE: func(_ *cobra.Command, args []string) error {
-			answer, err := o.call(http.MethodGet, "/v1/marquees/"+url.PathEscape(args[0])+"/history?limit="+strconv.Itoa(historyLimit), nil)
-			if err != nil {
-				return err
-			}
-			if done, err := o.print(answer); done {
-				return err
-			}
-			return o.table(historyRows(items(answer)))
-		}})
-	history.Flags().IntVar(&historyLimit, "limit", 50, "entries, 1..200")
-
-	action := func(use, short, path string, body func() any) *cobra.Command {
-		return shared(&cobra.Command{Use: use + " ID", Short: short, Args: argsNamed("ID"), RunE: func(_ *cobra.Command, args []string) error {
-			answer, err := o.call(http.MethodPost, "/v1/marquees/"+url.PathEscape(args[0])+path, body())
-			if err != nil {
-				return err
-			}
-			if done, err := o.print(answer); done {
-				return err
-			}
-			fmt.Fprintf(o.stdout, "%s: %s\n", answer["id"], answer["status"])
-			return nil
-		}})
-	}
-	var reap bool
-	destroy := action("destroy", "tear a tutorial marquee down (M7); --reap makes it a tombstone when destroyed", "/destroy", func() any { return map[string]any{"reap": reap} })
-	destroy.Flags().BoolVar(&reap, "reap", false, "reap the marquee once destroyed (M14)")
-	root.AddCommand(get, describe, explain, history, o.waitCommand(shared),
-		action("redeploy", "supersede the current attempt with a new generation (M6)", "/redeploy", func() any { return nil }),
-		destroy,
-		action("disable", "stop serving (M8)", "/disable", func() any { return nil }),
-		action("enable", "serve again (M8)", "/enable", func() any { return nil }),
-		action("run-now", "cut a waiting back-off short and make its transition now (O5)", "/actions/run-now", func() any { return nil }),
-	)
+	root.AddCommand(get, describe, explain, o.waitCommand(shared))
+	o.addEntityVerbs(root, shared)
 }
 
 // typeAliases are the names people type for each resource type (issue

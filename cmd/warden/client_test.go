@@ -81,15 +81,15 @@ func TestO9TheBinaryIsAlsoTheClient(t *testing.T) {
 	require.Equal(t, 2, code, "a type is needed")
 	require.Contains(t, errs, "unknown resource type")
 
-	code, out, _ = cli("history", "m-1", "--limit", "5")
+	code, out, _ = cli("history", "marquee", "m-1", "--limit", "5")
 	require.Equal(t, 0, code)
 	require.Contains(t, out, "slot reserved in pool default")
 
-	code, out, errs = cli("disable", "m-1")
+	code, out, errs = cli("disable", "marquee", "m-1")
 	require.Equal(t, 0, code, errs)
 	require.Contains(t, out, "m-1: provisioning")
 
-	code, _, errs = cli("run-now", "m-1")
+	code, _, errs = cli("run-now", "mq", "m-1")
 	require.NotEqual(t, 0, code, "a refusal is a non-zero exit")
 	require.Contains(t, errs, "no back-off waiting", "with the server's message")
 	code, _, errs = cli("get", "marquees", "--status", "sleepy")

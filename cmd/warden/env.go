@@ -48,53 +48,49 @@ type envOptions struct {
 	getenv                    func(string) string
 }
 
-// newEnvCommand is `warden env create|remove|action|get`.
+// newEnvCommand is the old `warden env create|remove|action|get`, kept
+// hidden so that a CI job written for it still runs: each says on stderr
+// what to type now (`warden create environment ID ...`), and answers as
+// before (-o text: one line; -o json: warden's answer on one line).
 // Long: one table of the env subcommands, read as one.
 func newEnvCommand(getenv func(string) string, stdout, stderr io.Writer) *cobra.Command {
 	o := &envOptions{getenv: getenv}
-	env := &cobra.Command{Use: "env", Short: "ask warden for a preview environment, its removal or an action: env create|remove|action|get",
-		Long: `Asks warden for a preview environment, its removal or a manual action.
-
-The server is --server or WARDEN_URL (default http://127.0.0.1:8080); the
-token is --token-file or WARDEN_OPERATOR_TOKEN. Prints a line about the
-environment, or with -o json warden's whole answer on one line; exits 1
-with warden's message when it refuses, 2 on a usage error.`,
-		Args: cobra.NoArgs}
+	env := &cobra.Command{Use: "env", Short: "the old form of create, remove, action and get environment", Hidden: true, Args: cobra.NoArgs}
 	env.PersistentFlags().StringVar(&o.server, "server", envOr(getenv, "WARDEN_URL", "http://127.0.0.1:8080"), "warden's base URL (WARDEN_URL)")
 	env.PersistentFlags().StringVar(&o.tokenFile, "token-file", "", "file holding the token (else WARDEN_OPERATOR_TOKEN)")
 	env.PersistentFlags().StringVarP(&o.output, "output", "o", "text", "text (a line about the environment) or json (warden's whole answer)")
+	now := func(c *cobra.Command, args []string, form string) {
+		fmt.Fprintf(stderr, "warden: %q is now %q\n", "warden env "+c.Name(), fmt.Sprintf(form, strings.Join(args, " ")))
+	}
 
-	var id, branch, revision, ttl, data, reason string
-	var ifAbsent, ifPresent bool
-	create := &cobra.Command{Use: "create --id ID --branch B --revision R", Short: "ask for a preview environment",
-		Example: "  warden env create --id pr-7-3f2c9e1 --branch feature-search --revision 3f2c9e1 --ttl 72h", Args: cobra.NoArgs,
-		RunE: func(*cobra.Command, []string) error {
-			body := map[string]any{"id": id, "branch": branch, "revision": revision}
-			if ttl != "" {
-				body["ttl"] = ttl
+	var id, reason string
+	var f envCreateFlags
+	var ifPresent bool
+	create := &cobra.Command{Use: "create --id ID --branch B --revision R", Short: "ask for a preview environment", Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			now(c, []string{id}, "warden create environment %s ...")
+			body := map[string]any{"id": id, "branch": f.branch, "revision": f.revision}
+			if f.ttl != "" {
+				body["ttl"] = f.ttl
 			}
-			if data != "" {
-				body["data"] = data
+			if f.data != "" {
+				body["data"] = f.data
 			}
-			return o.send(stdout, stderr, "create", func(c *envClient) (int, []byte, error) {
+			return o.send(stdout, func(c *envClient) (int, []byte, error) {
 				status, answer, err := c.do(http.MethodPost, "/v1/environments", body)
-				if err == nil && status == http.StatusConflict && ifAbsent && errorCode(answer) == "conflict" {
+				if err == nil && status == http.StatusConflict && f.ifAbsent && errorCode(answer) == "conflict" {
 					return c.do(http.MethodGet, "/v1/environments/"+url.PathEscape(id), nil)
 				}
 				return status, answer, err
 			})
 		}}
 	create.Flags().StringVar(&id, "id", "", "environment id")
-	create.Flags().StringVar(&branch, "branch", "", "branch")
-	create.Flags().StringVar(&revision, "revision", "", "revision, e.g. the commit SHA")
-	create.Flags().StringVar(&ttl, "ttl", "", "time to live, e.g. 72h")
-	create.Flags().StringVar(&data, "data", "", "disposable or preserve")
-	create.Flags().BoolVar(&ifAbsent, "if-absent", false, "an environment that already exists is success")
+	f.declare(create)
 
-	remove := &cobra.Command{Use: "remove ID", Short: "ask for an environment's removal",
-		Example: "  warden env remove pr-7-3f2c9e1 --reason 'pull request closed' --if-present", Args: argsNamed("ID"),
-		RunE: func(_ *cobra.Command, args []string) error {
-			return o.send(stdout, stderr, "remove", func(c *envClient) (int, []byte, error) {
+	remove := &cobra.Command{Use: "remove ID", Short: "ask for an environment's removal", Args: argsNamed("ID"),
+		RunE: func(c *cobra.Command, args []string) error {
+			now(c, args, "warden remove environment %s ...")
+			return o.send(stdout, func(c *envClient) (int, []byte, error) {
 				status, answer, err := c.do(http.MethodPost, "/v1/environments/"+url.PathEscape(args[0])+"/remove", map[string]any{"reason": reason})
 				if err == nil && status == http.StatusNotFound && ifPresent {
 					absent := fmt.Sprintf("{\"id\":%q,\"removed\":\"absent\"}", args[0])
@@ -106,31 +102,25 @@ with warden's message when it refuses, 2 on a usage error.`,
 	remove.Flags().StringVar(&reason, "reason", "", "why")
 	remove.Flags().BoolVar(&ifPresent, "if-present", false, "an environment that does not exist is success")
 
-	action := &cobra.Command{Use: "action ID ACTION --reason R", Short: "take a manual action: " + strings.Join(environment.ActionNames, ", "),
-		Example: "  warden env action pr-7-3f2c9e1 repair --reason 'container killed by hand'", Args: argsNamed("ID", "ACTION"),
-		ValidArgsFunction: func(_ *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
-			if len(args) == 1 {
-				return environment.ActionNames, cobra.ShellCompDirectiveNoFileComp
-			}
-			return nil, cobra.ShellCompDirectiveNoFileComp
-		},
-		RunE: func(_ *cobra.Command, args []string) error {
+	action := &cobra.Command{Use: "action ID ACTION --reason R", Short: "take a manual action", Args: argsNamed("ID", "ACTION"),
+		RunE: func(c *cobra.Command, args []string) error {
+			now(c, args, "warden action environment %s --reason ...")
 			if !slices.Contains(environment.ActionNames, args[1]) {
 				return usageError("%q is not an action: one of %s", args[1], strings.Join(environment.ActionNames, ", "))
 			}
 			if reason == "" {
 				return usageError("an action records why: give --reason")
 			}
-			return o.send(stdout, stderr, "action", func(c *envClient) (int, []byte, error) {
+			return o.send(stdout, func(c *envClient) (int, []byte, error) {
 				return c.do(http.MethodPost, "/v1/environments/"+url.PathEscape(args[0])+"/actions/"+url.PathEscape(args[1]), map[string]any{"reason": reason})
 			})
 		}}
-	action.Flags().StringVar(&reason, "reason", "", "why (recorded in the environment's audit, E16)")
+	action.Flags().StringVar(&reason, "reason", "", "why (recorded in the environment's audit)")
 
 	get := &cobra.Command{Use: "get ID", Short: "print an environment", Args: argsNamed("ID"),
-		Example: "  warden env get pr-7-3f2c9e1 -o json",
-		RunE: func(_ *cobra.Command, args []string) error {
-			return o.send(stdout, stderr, "get", func(c *envClient) (int, []byte, error) {
+		RunE: func(c *cobra.Command, args []string) error {
+			now(c, args, "warden get environment %s")
+			return o.send(stdout, func(c *envClient) (int, []byte, error) {
 				return c.do(http.MethodGet, "/v1/environments/"+url.PathEscape(args[0]), nil)
 			})
 		}}
@@ -138,27 +128,26 @@ with warden's message when it refuses, 2 on a usage error.`,
 	return env
 }
 
-// send makes one env command's call and prints its answer.
-func (o *envOptions) send(stdout, stderr io.Writer, cmd string, call func(*envClient) (int, []byte, error)) error {
+// send makes one old env command's call and prints its answer; a refusal
+// is an error in the one format (warden: message (status code)).
+func (o *envOptions) send(stdout io.Writer, call func(*envClient) (int, []byte, error)) error {
 	if o.output != "text" && o.output != "json" {
 		return usageError("-o %q: want text or json", o.output)
 	}
 	co := clientOptions{server: o.server, tokenFile: o.tokenFile, output: "json", getenv: o.getenv}
 	c, err := co.client()
 	if err != nil {
-		return usageError("%v", err)
+		return err
 	}
 	status, answer, err := call(c)
 	if err != nil {
 		return err
 	}
-	line := compactJSON(answer)
 	if status/100 != 2 {
-		fmt.Fprintf(stderr, "warden env %s: warden answered %d: %s\n", cmd, status, line)
-		return exitError{envExitRefused}
+		return refusalOf(status, answer)
 	}
 	if o.output == "json" {
-		fmt.Fprintln(stdout, line)
+		fmt.Fprintln(stdout, compactJSON(answer))
 	} else {
 		fmt.Fprintln(stdout, envSummary(answer))
 	}

@@ -8,7 +8,7 @@ import (
 	"github.com/wardenhq/warden/persistence"
 )
 
-// Exit statuses (README "When the disk fails"). A service manager restarts
+// Exit statuses (docs/guides/failures.md). A service manager restarts
 // warden on a storage failure (the disk may be fixed, or a restart finds
 // it read-only and serves reads, S4) but not on a damaged store or a
 // configuration it refuses: restarting those would only repeat the

@@ -33,7 +33,7 @@ func rekeyCommand(fs *flag.FlagSet, getenv func(string) string, stdout, stderr i
 	fs.Var(config.ListFlag{L: &endpoints}, "etcd-endpoints", "a cluster's etcd client URLs: rekey its store (every node stopped, D9)")
 	var ef etcdFlags
 	ef.register(fs)
-	online := fs.String("online", "", "rekey a running warden or cluster in phases: stage, activate, reseal, finish (D9; README \"Moving to a cluster\")")
+	online := fs.String("online", "", "rekey a running warden or cluster in phases: stage, activate, reseal, finish (D9; docs/guides/cluster.md)")
 	o := clientFlags(fs, getenv, "with --online reseal|finish: ")
 	return func(args []string) error {
 		path := keyPath(*keyFile, *data, sealKeyName)

@@ -11,10 +11,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/wardenhq/warden/cmd/internal/buildinfo"
 	"github.com/wardenhq/warden/cmd/warden/internal/config"
@@ -130,7 +132,89 @@ func newRoot(getenv func(string) string, stdout, stderr io.Writer) *cobra.Comman
 	for _, c := range root.Commands() {
 		withExamples(c)
 	}
+	groupCommands(root)
+	withoutRuleIDs(root)
 	return root
+}
+
+// parenthetical is one "(...)" of a help text; ruleID is a part of it that
+// only cites a rule ("M21", "D1-D3").
+var (
+	parenthetical = regexp.MustCompile(` ?\(([^()]*)\)`)
+	ruleID        = regexp.MustCompile(`^[MAEITOWCSPD][0-9]+(?:-[MAEITOWCSPD]?[0-9]+)?$`)
+	partSep       = regexp.MustCompile(`[,;] `)
+)
+
+// stripRuleIDs drops the rule ids from a help text's parentheses, and a
+// parenthesis that held nothing else.
+func stripRuleIDs(s string) string {
+	return parenthetical.ReplaceAllStringFunc(s, func(p string) string {
+		lead := ""
+		if strings.HasPrefix(p, " ") {
+			lead = " "
+		}
+		inner := strings.TrimSuffix(strings.TrimPrefix(strings.TrimPrefix(p, " "), "("), ")")
+		seps := partSep.FindAllString(inner, -1)
+		var kept strings.Builder
+		for i, part := range partSep.Split(inner, -1) {
+			if ruleID.MatchString(part) {
+				continue
+			}
+			if kept.Len() > 0 {
+				kept.WriteString(seps[i-1])
+			}
+			kept.WriteString(part)
+		}
+		if kept.Len() == 0 {
+			return ""
+		}
+		return lead + "(" + kept.String() + ")"
+	})
+}
+
+// withoutRuleIDs takes the rule ids out of every command's help: the
+// flags share their words with code and docs that cite the rules, and a
+// person reading --help needs what a flag does, not which rule says so
+// (O19).
+func withoutRuleIDs(c *cobra.Command) {
+	c.Short = stripRuleIDs(c.Short)
+	c.Flags().VisitAll(func(f *pflag.Flag) { f.Usage = stripRuleIDs(f.Usage) })
+	for _, sub := range c.Commands() {
+		withoutRuleIDs(sub)
+	}
+}
+
+// commandGroups are warden --help's groups, in order, and the commands in
+// each; help and completion go under "Other".
+var commandGroups = []struct {
+	id, title string
+	commands  []string
+}{
+	{"entities", "Marquees, environments and pools (warden VERB TYPE ID):", []string{"get", "describe", "explain", "history", "wait", "create", "remove", "action", "redeploy", "destroy", "enable", "disable", "run-now"}},
+	{"workflow", "The workflow side:", []string{"callback", "mint-callback-token"}},
+	{"data", "Data and keys:", []string{"backup", "restore", "verify", "migrate", "rekey", "rotate-callback-key"}},
+	{"server", "The server and its cluster:", []string{"serve", "keygen", "version"}},
+}
+
+// groupCommands puts every command of root in its group of warden --help.
+func groupCommands(root *cobra.Command) {
+	group := map[string]string{}
+	for _, g := range commandGroups {
+		root.AddGroup(&cobra.Group{ID: g.id, Title: g.title})
+		for _, name := range g.commands {
+			group[name] = g.id
+		}
+	}
+	root.AddGroup(&cobra.Group{ID: "other", Title: "Other:"})
+	root.SetHelpCommandGroupID("other")
+	root.SetCompletionCommandGroupID("other")
+	for _, c := range root.Commands() {
+		if id, ok := group[c.Name()]; ok {
+			c.GroupID = id
+		} else if !c.Hidden && c.Name() != "help" && c.Name() != "completion" {
+			c.GroupID = "other"
+		}
+	}
 }
 
 // commandFunc declares a command's flags on fs and returns what runs with
@@ -146,13 +230,13 @@ var dataCommands = []struct {
 }{
 	{"rekey", "re-encrypt every sealed secret under a new seal key (warden stopped; resumes after a crash)",
 		"  warden rekey --data ./data\n  warden rekey --online stage --server https://n1:8080", rekeyCommand},
-	{"backup --to DIR", "copy a running warden's store, consistently, while it serves (D4)",
+	{"backup --to DIR", "copy a running warden's store, consistently, while it serves",
 		"  warden backup --to ./backup-$(date +%F)", backupCommand},
-	{"restore --from DIR --data NEW", "restore a checked backup into a new data directory (D5)",
+	{"restore --from DIR --data NEW", "restore a checked backup into a new data directory",
 		"  warden restore --from ./backup --data ./restored", restoreCommand},
-	{"verify", "check every record and the invariants across them: --data DIR (stopped), --backup DIR or --live (D6)",
+	{"verify", "check every record and the invariants across them: --data DIR (stopped), --backup DIR or --live",
 		"  warden verify --data ./data\n  warden verify --backup ./backup\n  warden verify --live", verifyCommand},
-	{"migrate --from A --to B", "copy a stopped store to an empty one, Pebble to etcd or back, and verify both (D7)",
+	{"migrate --from A --to B", "copy a stopped store to an empty one, Pebble to etcd or back, and verify both",
 		"  warden migrate --from pebble:./data --to etcd:https://127.0.0.1:2379", migrateCommand},
 	{"rotate-callback-key", "start a new scoped-credential signing key; the old one verifies for --callback-token-ttl",
 		"  warden rotate-callback-key --data ./data", rotateCallbackKeyCommand},
@@ -172,12 +256,22 @@ var clientExamples = map[string]string{
 	"warden describe environment": "  warden describe env pr-7",
 	"warden explain":              "  warden explain marquee m-1\n  warden explain mq m-1 -o json",
 	"warden explain marquee":      "  warden explain marquee m-1",
-	"warden history":              "  warden history m-1 --limit 20",
-	"warden redeploy":             "  warden redeploy m-1",
-	"warden destroy":              "  warden destroy m-1 --reap",
-	"warden disable":              "  warden disable m-1",
-	"warden enable":               "  warden enable m-1",
-	"warden run-now":              "  warden run-now m-1",
+	"warden history":              "  warden history marquee m-1 --limit 20",
+	"warden history marquee":      "  warden history marquee m-1 --limit 20",
+	"warden redeploy":             "  warden redeploy marquee m-1",
+	"warden redeploy marquee":     "  warden redeploy marquee m-1",
+	"warden destroy":              "  warden destroy marquee m-1 --reap",
+	"warden destroy marquee":      "  warden destroy marquee m-1 --reap",
+	"warden disable":              "  warden disable marquee m-1",
+	"warden disable marquee":      "  warden disable marquee m-1",
+	"warden enable":               "  warden enable marquee m-1",
+	"warden enable marquee":       "  warden enable marquee m-1",
+	"warden run-now":              "  warden run-now marquee m-1",
+	"warden run-now marquee":      "  warden run-now marquee m-1",
+	"warden create marquee":       "  warden create marquee m-1 --kind tutorial",
+	"warden create environment":   "  warden create environment pr-7-3f2c9e1 --branch feature-search --revision 3f2c9e1 --ttl 72h --if-absent",
+	"warden remove environment":   "  warden remove environment pr-7-3f2c9e1 --reason 'pull request closed' --if-present",
+	"warden action environment":   "  warden action environment pr-7-3f2c9e1 repair --reason 'container killed by hand'",
 }
 
 // withExamples gives c and the commands under it their examples where

@@ -137,7 +137,7 @@ func TestD15MovingToAClusterAsTheReadmeGivesIt(t *testing.T) {
 	root, err := filepath.Abs("../..")
 	require.NoError(t, err)
 	var blocks []readmeBlock
-	for _, b := range readmeBlocks(t, filepath.Join(root, "README.md")) {
+	for _, b := range readmeBlocks(t, filepath.Join(root, "docs/guides/cluster.md")) {
 		if b.group == "cluster-move" {
 			blocks = append(blocks, b)
 		}

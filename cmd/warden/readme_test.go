@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -29,7 +30,8 @@ import (
 //	                                   TestD15MovingToAClusterAsTheReadmeGivesIt
 
 type readmeBlock struct {
-	line   int // the line of its opening fence, 1-based
+	doc    string // the file, from the repository's root
+	line   int    // the line of its opening fence, 1-based
 	script string
 	skip   string // why it is not run; empty runs it
 	needs  string // a program it needs on the PATH
@@ -55,7 +57,7 @@ func readmeBlocks(t *testing.T, path string) []readmeBlock {
 		case cur != nil:
 			cur.script += line + "\n"
 		case line == "```sh":
-			cur = &readmeBlock{line: n}
+			cur = &readmeBlock{doc: filepath.Base(filepath.Dir(path)) + "/" + filepath.Base(path), line: n}
 			if strings.HasPrefix(prev, "<!-- readme-test:") {
 				m := readmeDirective.FindStringSubmatch(prev)
 				require.NotNil(t, m, "README line %d: a directive is skip (reason) or needs PROGRAM: %q", n-1, prev)
@@ -74,6 +76,31 @@ func readmeBlocks(t *testing.T, path string) []readmeBlock {
 	return blocks
 }
 
+// walkThrough is the README's walk-through and the guides that go on from
+// it on the same make run, in the order a reader follows them. Every other
+// guide's blocks are marked: they need another process (make previews, a
+// cluster) and their own tests run them.
+var walkThrough = []string{"README.md", "docs/guides/workflow.md", "docs/guides/backups.md"}
+
+// TestEveryGuideBlockIsRunSomewhere: a guide not in walkThrough marks
+// each of its blocks with the test that runs it or why none does.
+func TestEveryGuideBlockIsRunSomewhere(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	require.NoError(t, err)
+	guides, err := filepath.Glob(filepath.Join(root, "docs/guides/*.md"))
+	require.NoError(t, err)
+	require.NotEmpty(t, guides)
+	for _, g := range guides {
+		rel, _ := filepath.Rel(root, g)
+		if slices.Contains(walkThrough, rel) {
+			continue
+		}
+		for _, b := range readmeBlocks(t, g) {
+			require.True(t, b.skip != "" || b.needs != "", "%s line %d: a block no test runs; mark it (readme-test: skip (why), previews, cluster-move)", rel, b.line)
+		}
+	}
+}
+
 // TestTheReadmeRunsTopToBottom pastes every README shell block
 // that is not marked, in order, into one bash (as a user pasting them into
 // one terminal keeps its variables) against one fresh `make run`. A
@@ -89,7 +116,10 @@ func TestTheReadmeRunsTopToBottom(t *testing.T) {
 	}
 	root, err := filepath.Abs("../..")
 	require.NoError(t, err)
-	blocks := readmeBlocks(t, filepath.Join(root, "README.md"))
+	var blocks []readmeBlock
+	for _, doc := range walkThrough {
+		blocks = append(blocks, readmeBlocks(t, filepath.Join(root, doc))...)
+	}
 	var script strings.Builder
 	script.WriteString("set -euo pipefail\n")
 	ran := 0
@@ -103,7 +133,7 @@ func TestTheReadmeRunsTopToBottom(t *testing.T) {
 				continue
 			}
 		}
-		fmt.Fprintf(&script, "echo '### README line %d'\n%s", b.line, b.script)
+		fmt.Fprintf(&script, "echo '### %s line %d'\n%s", b.doc, b.line, b.script)
 		ran++
 	}
 	require.GreaterOrEqual(t, ran, 6, "the example session, previews, the callback modes and the workflow run")

@@ -174,7 +174,7 @@ func (p *process) preparePlatform() {
 
 // gcHeadroom is how much the heap may grow between two collections
 // however small the live heap: a tenth of the durable path's CPU went to
-// collecting a 7 MiB heap ten times a second (NOTES.md, "The durable
+// collecting a 7 MiB heap ten times a second (docs/decisions, "The durable
 // path's CPU"). It costs at most this much memory.
 const gcHeadroom = 64 << 20
 

@@ -26,10 +26,9 @@ func (o *clientOptions) waitCommand(shared func(*cobra.Command) *cobra.Command) 
 	var conds []string
 	var timeout time.Duration
 	var verbose bool
-	c := shared(&cobra.Command{Use: "wait TYPE ID --for FIELD=VALUE", Short: "wait until a marquee or environment has a field's value (e.g. --for lifecycle=provisioned)",
-		Example: "  warden wait marquee m-1 --for lifecycle=provisioned --timeout 2m\n  warden wait env pr-7 --for state=ready\n  warden wait env pr-7 --for delete",
-		Args:    argsNamed("TYPE", "ID"), RunE: func(_ *cobra.Command, args []string) error {
-			kind, path, err := waitPath(args[0], args[1])
+	child := func(kind, use string) *cobra.Command {
+		c := typed(shared, kind, use+" ID --for FIELD=VALUE", "wait until the "+use+" has a field's value", argsNamed("ID"), func(args []string) error {
+			kind, path, err := waitPath(use, args[0])
 			if err != nil {
 				return err
 			}
@@ -37,13 +36,20 @@ func (o *clientOptions) waitCommand(shared func(*cobra.Command) *cobra.Command) 
 			if err != nil {
 				return err
 			}
-			w := waiter{o: o, what: args[0] + " " + args[1], path: path, want: want, verbose: verbose}
+			w := waiter{o: o, what: use + " " + args[0], path: path, want: want, verbose: verbose}
 			return w.run(timeout)
-		}})
-	c.Flags().StringArrayVar(&conds, "for", nil, "FIELD=VALUE of the view to wait for, e.g. lifecycle=provisioned or state=ready (repeatable: all must hold), or delete: until it is gone")
-	c.Flags().DurationVar(&timeout, "timeout", time.Minute, "how long to wait")
-	c.Flags().BoolVarP(&verbose, "verbose", "v", false, "print each state waited through")
-	return c
+		})
+		c.Flags().StringArrayVar(&conds, "for", nil, "FIELD=VALUE of the view to wait for, e.g. lifecycle=provisioned or state=ready (repeatable: all must hold), or delete: until it is gone")
+		c.Flags().DurationVar(&timeout, "timeout", time.Minute, "how long to wait")
+		c.Flags().BoolVarP(&verbose, "verbose", "v", false, "print each state waited through")
+		return c
+	}
+	marquee, env := child("marquees", "marquee"), child("environments", "environment")
+	marquee.Example = "  warden wait marquee m-1 --for lifecycle=provisioned --timeout 2m"
+	env.Example = "  warden wait environment pr-7 --for state=ready\n  warden wait env pr-7 --for delete"
+	v := shared(verbOf(o.stderr, "wait", "wait until a marquee or environment has a field's value (e.g. --for lifecycle=provisioned)", marquee, env))
+	v.Example = marquee.Example + "\n" + env.Example
+	return v
 }
 
 // waitPath is the kind ("marquees", "environments") and the view's path of

@@ -8,7 +8,7 @@
 #
 # Environment: PR_NUMBER, PR_BRANCH, HEAD_SHA, BEFORE_SHA (remove-before),
 # PREVIEW_TTL (default 72h), WARDEN_URL and WARDEN_OPERATOR_TOKEN (read by
-# `warden env`), WARDEN_BIN (default: warden on the PATH).
+# `warden create environment`), WARDEN_BIN (default: warden on the PATH).
 set -eu
 what=${1:?usage: preview.sh create|remove|remove-before}
 warden=${WARDEN_BIN:-warden}
@@ -24,16 +24,16 @@ branch=$(printf '%s' "${PR_BRANCH:-}" | tr '[:upper:]' '[:lower:]' | tr -c 'a-z0
 case $what in
 create)
 	: "${HEAD_SHA:?HEAD_SHA is not set}"
-	"$warden" env create --id "$(id_for "$HEAD_SHA")" --branch "${branch:?PR_BRANCH has no usable characters}" \
+	"$warden" create environment "$(id_for "$HEAD_SHA")" --branch "${branch:?PR_BRANCH has no usable characters}" \
 		--revision "$HEAD_SHA" --ttl "${PREVIEW_TTL:-72h}" --if-absent
 	;;
 remove)
 	: "${HEAD_SHA:?HEAD_SHA is not set}"
-	"$warden" env remove "$(id_for "$HEAD_SHA")" --reason "pull request #$PR_NUMBER closed" --if-present
+	"$warden" remove environment "$(id_for "$HEAD_SHA")" --reason "pull request #$PR_NUMBER closed" --if-present
 	;;
 remove-before)
 	: "${BEFORE_SHA:?BEFORE_SHA is not set}"
-	"$warden" env remove "$(id_for "$BEFORE_SHA")" --reason "superseded by a push to #$PR_NUMBER" --if-present
+	"$warden" remove environment "$(id_for "$BEFORE_SHA")" --reason "superseded by a push to #$PR_NUMBER" --if-present
 	;;
 *)
 	echo "preview.sh: unknown command $what (create, remove, remove-before)" >&2
