@@ -32,7 +32,7 @@ endif
 reference:
 	$(GO) test ./cmd/warden -run 'TestO21TheReferenceIsWhatTheCodeSays' -count=1 -update-reference
 
-.PHONY: reference dist image build test testbin check lint run previews cluster cluster-etcd cluster-crash bench crash sim fuzz clean install-check screenshots
+.PHONY: reference dist image build test testbin check lint run previews previews-clean cluster cluster-etcd cluster-crash bench crash sim fuzz clean install-check screenshots
 
 # Every binary the Makefile builds says which warden it is (warden
 # version, the ready line, verify and backup manifests): the version from
@@ -138,6 +138,12 @@ previews: build
 	@./bin/warden-previews --listen $(LISTEN) --preview-listen $(PREVIEW_LISTEN) --caddy-admin $(CADDY_ADMIN) --data $(DATA) -- \
 		--dispatch exec --dispatch-command ./bin/example-workflow \
 		--bootstrap exec --bootstrap-command "./bin/example-workflow bootstrap" $(RUN_FLAGS)
+
+# What make previews leaves after a clean stop, for its next start to
+# reuse: its stopped containers, their images, the PostgreSQL cluster.
+previews-clean:
+	$(GO) build -o bin/warden-previews ./cmd/warden-previews
+	@./bin/warden-previews --clean --data $(DATA)
 
 # Three nodes on this machine, each embedding an etcd member (see docs/guides/cluster.md,
 # "Running several nodes"); Ctrl-C stops all three.

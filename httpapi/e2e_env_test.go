@@ -49,6 +49,8 @@ func TestE2EE17EnvironmentLifecycle(t *testing.T) {
 	require.Eventually(t, func() bool { return w.envView("env-271")["tombstone"] != nil }, 5*time.Second, 5*time.Millisecond)
 	v = w.envView("env-271")
 	require.Equal(t, "removed", v["state"])
+	require.Empty(t, v["url"], "a removed preview has no URL to open")
+	require.Nil(t, v["expires_at"], "nor time left to live")
 	require.Equal(t, 1, w.preview.resources(), "only the shared artifact is left")
 	_, list, _ := w.do("GET", "/v1/environments", operatorToken, nil)
 	require.Len(t, list["items"], 1, "E12: the tombstone stays listed for leak audits")

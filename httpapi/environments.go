@@ -208,13 +208,34 @@ type NotificationView struct {
 // defaultReceipts is how many receipts a view shows unless asked.
 const defaultReceipts = 20
 
+// goingAway says the environment is removed or being removed: it has no
+// preview to open and no time left to live, so its view shows neither
+// (a removed preview showed "TTL left 71h59m" and its URL).
+func goingAway(e environment.Env) bool { return e.Desired == "removed" || e.Tombstone != nil }
+
+// servedURL is the preview's URL while it is one.
+func servedURL(m environment.Machine, e environment.Env) string {
+	if goingAway(e) {
+		return ""
+	}
+	return m.URLOf(e)
+}
+
+// expiresAt is when the preview expires, while it can.
+func expiresAt(e environment.Env) *time.Time {
+	if goingAway(e) {
+		return nil
+	}
+	return timePtr(e.ExpiresAt)
+}
+
 func (s *Server) envView(e environment.Env, receipts int) EnvView {
 	m, now := s.sys.EnvMachine(), s.sys.Now()
 	st := m.Status(e, now)
 	v := EnvView{ID: e.ID, Status: st.Text, Next: st.Next, Classes: nonNil(st.Classes), Branch: e.Branch, Revision: e.Revision, Generation: e.Generation,
-		URL: m.URLOf(e), SupersededBy: e.SupersededBy, Trimmed: e.Trimmed, Desired: e.Desired, State: e.State, Attempt: e.Attempt,
+		URL: servedURL(m, e), SupersededBy: e.SupersededBy, Trimmed: e.Trimmed, Desired: e.Desired, State: e.State, Attempt: e.Attempt,
 		Receipts: e.Receipts[max(0, len(e.Receipts)-receipts):], ReceiptsTotal: len(e.Receipts), Resources: e.Resources, Drift: e.Drift,
-		LastFailure: e.LastFailure, Actions: m.Actions(e), Audit: e.Audit, Outbox: []NotificationView{}, ExpiresAt: timePtr(e.ExpiresAt),
+		LastFailure: e.LastFailure, Actions: m.Actions(e), Audit: e.Audit, Outbox: []NotificationView{}, ExpiresAt: expiresAt(e),
 		Tombstone: e.Tombstone, UpdatedAt: e.UpdatedAt}
 	for _, n := range e.Outbox {
 		nv := NotificationView{Notification: n}

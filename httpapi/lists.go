@@ -256,7 +256,7 @@ func (s *Server) envRows(q url.Values) ([]EnvSummary, string, error) {
 			st = m.Status(e, now)
 		}
 		rows = append(rows, EnvSummary{ID: e.ID, Branch: e.Branch, Revision: e.Revision, Generation: e.Generation, Desired: e.Desired, State: e.State,
-			URL: m.URLOf(e), SupersededBy: e.SupersededBy, ExpiresAt: timePtr(e.ExpiresAt), Status: st.Text, Next: st.Next, Classes: nonNil(st.Classes),
+			URL: servedURL(m, e), SupersededBy: e.SupersededBy, ExpiresAt: expiresAt(e), Status: st.Text, Next: st.Next, Classes: nonNil(st.Classes),
 			UpdatedAt: e.UpdatedAt})
 	}
 	return rows, encodeCursor("environment", page.Next), nil

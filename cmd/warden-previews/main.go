@@ -25,6 +25,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -49,6 +50,7 @@ func main() {
 type options struct {
 	listen, previewListen, caddyAdmin, pgListen, data, warden, source string
 	serve                                                             []string
+	clean                                                             bool
 }
 
 func parse(args []string, getenv func(string) string) (options, error) {
@@ -67,6 +69,7 @@ func parse(args []string, getenv func(string) string) (options, error) {
 	fs.StringVar(&o.data, "data", or("DATA", "./data"), "data directory (DATA); the platform's parts live under <data>/previews")
 	fs.StringVar(&o.warden, "warden", "bin/warden", "the warden binary")
 	fs.StringVar(&o.source, "source", "examples/previewapp", "the application previewed: its Go main, Containerfile and migrations")
+	fs.BoolVar(&o.clean, "clean", false, "remove what make previews left (make previews-clean): its containers, their images, the PostgreSQL cluster and <data>/previews")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -101,6 +104,9 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) er
 		return err
 	}
 	p := &parts{out: stdout, instance: instanceOf(base)}
+	if o.clean {
+		return p.clean(base)
+	}
 	defer p.stop()
 	if err := p.startPostgres(base, o); err != nil {
 		return err
@@ -138,6 +144,11 @@ func (p *parts) startPostgres(base string, o options) error {
 	if err != nil || perr != nil || host != "127.0.0.1" || n <= 0 {
 		return fmt.Errorf("PG_LISTEN %q: want 127.0.0.1:<port>", o.pgListen)
 	}
+	if l, err := net.Listen("tcp", o.pgListen); err != nil {
+		return fmt.Errorf("PostgreSQL's address %s is taken (another PostgreSQL, or another make previews?): give it a free one, e.g. PG_LISTEN=%s make previews", o.pgListen, suggestAddr())
+	} else {
+		l.Close()
+	}
 	if !pgcluster.Initialized(pgDir) {
 		p.say("initialising PostgreSQL's cluster in %s (first start only, a few seconds)", pgDir)
 	}
@@ -147,6 +158,16 @@ func (p *parts) startPostgres(base string, o options) error {
 	}
 	p.say("PostgreSQL on 127.0.0.1:%d, its cluster in %s", p.pg.Port(), pgDir)
 	return nil
+}
+
+// suggestAddr is a loopback address free now, to suggest.
+func suggestAddr() string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "127.0.0.1:<port>"
+	}
+	defer l.Close()
+	return l.Addr().String()
 }
 
 // instanceOf names this platform after its data directory: its
@@ -355,6 +376,54 @@ func (p *parts) stopContainers() {
 		return
 	}
 	p.say("stopped the preview containers %s; the next make previews brings them back", strings.Join(names, " "))
+}
+
+// clean removes what make previews leaves after a clean stop, which the
+// next one reuses: this platform's containers (stopped) and their images,
+// the PostgreSQL cluster and the platform's directory. warden's own store
+// under the data directory is not touched: its records of these previews
+// are then of resources gone, which it repairs or removes as drift.
+func (p *parts) clean(base string) error {
+	podmanOptions, _ := podmanOptions()
+	p.podman = append([]string{"podman"}, strings.Fields(podmanOptions)...)
+	ps := exec.Command(p.podman[0], append(p.podman[1:], "ps", "--all", "--filter", "label=warden.platform="+p.instance, "--format", "{{.Names}} {{.ImageID}}")...)
+	out, err := ps.Output()
+	if err != nil {
+		return fmt.Errorf("listing this platform's containers: %w", err)
+	}
+	var names, images []string
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		if f := strings.Fields(line); len(f) == 2 {
+			names, images = append(names, f[0]), append(images, f[1])
+		}
+	}
+	if len(names) > 0 {
+		if b, err := exec.Command(p.podman[0], append(append(p.podman[1:], "rm", "--force"), names...)...).CombinedOutput(); err != nil {
+			return fmt.Errorf("removing the containers %s: %w: %s", strings.Join(names, " "), err, b)
+		}
+		p.say("removed the preview containers %s", strings.Join(names, " "))
+		slices.Sort(images)
+		images = slices.Compact(images)
+		if b, err := exec.Command(p.podman[0], append(append(p.podman[1:], "rmi", "--force"), images...)...).CombinedOutput(); err != nil {
+			return fmt.Errorf("removing their images: %w: %s", err, b)
+		}
+		p.say("removed their images (%d)", len(images))
+	}
+	pgDir, err := clusterDir(base)
+	if err != nil {
+		return err
+	}
+	dirs := []string{base}
+	if !strings.HasPrefix(pgDir, base+string(filepath.Separator)) {
+		dirs = append(dirs, filepath.Dir(pgDir)) // as root, under /var/tmp
+	}
+	for _, dir := range dirs {
+		if err := os.RemoveAll(dir); err != nil {
+			return err
+		}
+		p.say("removed %s", dir)
+	}
+	return nil
 }
 
 func portOf(addr string) string {

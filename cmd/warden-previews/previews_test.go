@@ -250,6 +250,29 @@ func TestP2P12P18MakePreviewsStartsThePlatformAndStopsIt(t *testing.T) {
 	}
 	again.interrupt()
 	require.Empty(t, running(t, instance))
+
+	// P15: a PostgreSQL address another process holds is refused at once,
+	// naming it; make previews-clean then removes what was left for reuse.
+	taken, err := net.Listen("tcp", pgListen)
+	require.NoError(t, err)
+	var out bytes.Buffer
+	err = run([]string{"--data", data, "--pg-listen", pgListen, "--listen", listen, "--preview-listen", preview, "--caddy-admin", admin}, func(string) string { return "" }, &out, &out)
+	taken.Close()
+	require.ErrorContains(t, err, "PostgreSQL's address "+pgListen+" is taken")
+	require.ErrorContains(t, err, "PG_LISTEN=127.0.0.1:")
+	require.NotContains(t, out.String(), "starting Caddy", "refused before anything starts")
+	out.Reset()
+	require.NoError(t, run([]string{"--clean", "--data", data}, func(string) string { return "" }, &out, &out))
+	require.Contains(t, out.String(), "removed the preview containers")
+	left, err := exec.Command("podman", append(podmanHere, "ps", "--all", "--filter", "label=warden.platform="+instance, "--format", "{{.Names}}")...).Output()
+	require.NoError(t, err)
+	require.Empty(t, strings.TrimSpace(string(left)), "no container of this platform is left")
+	_, err = os.Stat(abs)
+	require.True(t, os.IsNotExist(err), "<data>/previews is gone: %v", err)
+	if pg, _ := clusterDir(abs); !strings.HasPrefix(pg, abs) {
+		_, err = os.Stat(filepath.Dir(pg))
+		require.True(t, os.IsNotExist(err), "the cluster under /var/tmp is gone")
+	}
 }
 
 // readmeBlock runs the previews guide's block (the one marked
