@@ -76,11 +76,16 @@ func (o *clientOptions) client() (*envClient, error) {
 // call sends one request and decodes the answer; a refusal becomes an
 // error holding warden's message.
 func (o *clientOptions) call(method, path string, body any) (map[string]any, error) {
+	return o.callWith(method, path, body)
+}
+
+// callWith is call with request headers, as name and value pairs.
+func (o *clientOptions) callWith(method, path string, body any, headers ...string) (map[string]any, error) {
 	c, err := o.client()
 	if err != nil {
 		return nil, err
 	}
-	status, raw, err := c.do(method, path, body)
+	status, raw, err := c.do(method, path, body, headers...)
 	if err != nil {
 		return nil, err
 	}

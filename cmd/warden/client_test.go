@@ -81,6 +81,19 @@ func TestO9TheBinaryIsAlsoTheClient(t *testing.T) {
 	require.Equal(t, 2, code, "a type is needed")
 	require.Contains(t, errs, "unknown resource type")
 
+	// O18: a dry run, in words, from the CLI; it changes nothing.
+	code, out, errs = cli("dry-run", "marquee", "m-1", "--verb", "step", "--generation", "1", "--step", "vm_starting")
+	require.Equal(t, 0, code, errs)
+	require.Contains(t, out, "m-1: would be applied")
+	require.Contains(t, out, "changes:\n  progress queued -> vm_starting")
+	code, out, errs = cli("dry-run", "mq", "m-1", "--verb", "step", "--generation", "9", "--step", "vm_starting", "-o", "json")
+	require.Equal(t, 0, code, errs)
+	require.Contains(t, out, `"result": "stale"`)
+	require.Contains(t, out, "ahead of the marquee's 1")
+	code, out, _ = cli("get", "marquee", "m-1", "-o", "json")
+	require.Equal(t, 0, code)
+	require.Contains(t, out, `"progress": "queued"`, "the dry runs changed nothing")
+
 	code, out, _ = cli("history", "marquee", "m-1", "--limit", "5")
 	require.Equal(t, 0, code)
 	require.Contains(t, out, "slot reserved in pool default")

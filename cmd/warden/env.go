@@ -189,7 +189,7 @@ func (c *envClient) request(method, path string, body io.Reader) (*http.Request,
 	return req, nil
 }
 
-func (c *envClient) do(method, path string, body any) (int, []byte, error) {
+func (c *envClient) do(method, path string, body any, headers ...string) (int, []byte, error) {
 	var raw []byte
 	if body != nil {
 		raw, _ = json.Marshal(body)
@@ -213,6 +213,9 @@ func (c *envClient) do(method, path string, body any) (int, []byte, error) {
 		}
 		if body != nil {
 			req.Header.Set("Content-Type", "application/json")
+		}
+		for i := 0; i+1 < len(headers); i += 2 {
+			req.Header.Set(headers[i], headers[i+1])
 		}
 		resp, err := c.client.Do(req)
 		if err != nil {

@@ -22,6 +22,7 @@ var entityCommands = []struct {
 	{[]string{"describe", "marquee"}, nil},
 	{[]string{"describe", "environment"}, nil},
 	{[]string{"explain", "marquee"}, nil},
+	{[]string{"dry-run", "marquee"}, []string{"--verb", "step", "--generation", "1", "--step", "vm_starting"}},
 	{[]string{"history", "marquee"}, nil},
 	{[]string{"wait", "marquee"}, []string{"--for", "lifecycle=provisioned", "--timeout", "1s"}},
 	{[]string{"create", "marquee"}, nil},

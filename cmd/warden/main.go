@@ -190,7 +190,7 @@ var commandGroups = []struct {
 	id, title string
 	commands  []string
 }{
-	{"entities", "Marquees, environments and pools (warden VERB TYPE ID):", []string{"get", "describe", "explain", "history", "wait", "create", "remove", "action", "redeploy", "destroy", "enable", "disable", "run-now"}},
+	{"entities", "Marquees, environments and pools (warden VERB TYPE ID):", []string{"get", "describe", "explain", "dry-run", "history", "wait", "create", "remove", "action", "redeploy", "destroy", "enable", "disable", "run-now"}},
 	{"workflow", "The workflow side:", []string{"callback", "mint-callback-token"}},
 	{"data", "Data and keys:", []string{"backup", "restore", "verify", "migrate", "rekey", "rotate-callback-key"}},
 	{"server", "The server and its cluster:", []string{"serve", "keygen", "version"}},

@@ -118,7 +118,7 @@ func (o *clientOptions) addEntityVerbs(root *cobra.Command, shared func(*cobra.C
 		func() any { return map[string]any{"reap": reap} })
 	destroy.PersistentFlags().BoolVar(&reap, "reap", false, "make the marquee a tombstone once destroyed")
 
-	root.AddCommand(historyVerb, o.createVerb(shared), o.removeVerb(shared), o.actionVerb(shared),
+	root.AddCommand(historyVerb, o.createVerb(shared), o.removeVerb(shared), o.actionVerb(shared), o.dryRunVerb(shared),
 		marqueeCommand("redeploy", "supersede the current attempt with a new generation", "/redeploy", func() any { return nil }),
 		destroy,
 		marqueeCommand("disable", "stop serving", "/disable", func() any { return nil }),
@@ -274,4 +274,80 @@ func (o *clientOptions) showEnv(answer map[string]any, err error) error {
 	raw, _ := json.Marshal(answer)
 	fmt.Fprintln(o.stdout, envSummary(raw))
 	return nil
+}
+
+// dryRunVerb is `dry-run marquee ID --verb V --generation N`: what that
+// callback would do now, and nothing else (O18).
+func (o *clientOptions) dryRunVerb(shared func(*cobra.Command) *cobra.Command) *cobra.Command {
+	var verb, step, reason, delivery string
+	var generation uint64
+	marquee := typed(shared, "marquees", "marquee ID --verb VERB --generation N", "what a callback would do now, without sending it", argsNamed("ID"), func(args []string) error {
+		if verb == "" {
+			return usageError("dry-run needs --verb: step, deployed, destroyed, failed, null or rebooted")
+		}
+		body := map[string]any{"marquee_id": args[0], "verb": verb, "generation": generation}
+		if step != "" {
+			body["step"] = step
+		}
+		if reason != "" {
+			body["reason"] = reason
+		}
+		path := "/v1/marquees/" + url.PathEscape(args[0]) + "/dry-run"
+		var answer map[string]any
+		var err error
+		if delivery != "" {
+			answer, err = o.callWith(http.MethodPost, path, body, "Webhook-Id", delivery)
+		} else {
+			answer, err = o.call(http.MethodPost, path, body)
+		}
+		if err != nil {
+			return err
+		}
+		if done, err := o.print(answer); done {
+			return err
+		}
+		o.dryRunWords(args[0], answer)
+		return nil
+	})
+	marquee.Flags().StringVar(&verb, "verb", "", "the callback's verb: step, deployed, destroyed, failed, null or rebooted")
+	marquee.Flags().Uint64Var(&generation, "generation", 0, "the generation the callback speaks for")
+	marquee.Flags().StringVar(&step, "step", "", "with --verb step: vm_starting, ssh_configuring, tls_provisioning or app_deploying")
+	marquee.Flags().StringVar(&reason, "reason", "", "with --verb failed: what went wrong")
+	marquee.Flags().StringVar(&delivery, "delivery-id", "", "a delivery id, to ask what its repeat would be answered")
+	marquee.Example = "  warden dry-run marquee m-1 --verb step --generation 2 --step vm_starting\n  warden dry-run mq m-1 --verb null --generation 2 -o json"
+	v := shared(verbOf(o.stderr, "dry-run", "what an input would do now, without sending it", marquee))
+	v.Example = marquee.Example
+	return v
+}
+
+// dryRunWords prints a dry run's answer for a person: the result and why,
+// then what it would change, start and send, and what would move the
+// marquee after it.
+func (o *clientOptions) dryRunWords(id string, a map[string]any) {
+	w := o.stdout
+	line := fmt.Sprintf("%s: would be %s", id, str(a, "result"))
+	if r := str(a, "reason"); r != "" {
+		line += ": " + r
+	}
+	fmt.Fprintln(w, line)
+	list := func(title string, rows []any, f func(any) string) {
+		if len(rows) == 0 {
+			return
+		}
+		fmt.Fprintf(w, "%s:\n", title)
+		for _, r := range rows {
+			fmt.Fprintf(w, "  %s\n", f(r))
+		}
+	}
+	rows := func(k string) []any { r, _ := a[k].([]any); return r }
+	list("changes", rows("changes"), func(r any) string {
+		c, _ := r.(map[string]any)
+		return fmt.Sprintf("%s %s -> %s", str(c, "field"), str(c, "from"), str(c, "to"))
+	})
+	list("would start", rows("effects"), func(r any) string { return fmt.Sprint(r) })
+	list("would send", rows("messages"), func(r any) string { return fmt.Sprint(r) })
+	list("then awaiting", rows("awaiting"), func(r any) string {
+		m, _ := r.(map[string]any)
+		return fmt.Sprintf("%s: %s", str(m, "event"), str(m, "effect"))
+	})
 }
