@@ -1119,7 +1119,7 @@ func (m Machine) remove(e *Env, reason string, now time.Time) decision {
 		}
 	}
 	if e.State.Provisioning() {
-		e.State = ExpiryRequest
+		e.State = RemovalRequested
 		if e.Attempt != nil {
 			e.Attempt = nil
 			e.LeaseGeneration++
@@ -1349,7 +1349,7 @@ func (m Machine) action(e *Env, a Action, now time.Time) decision {
 			if e.Tombstone != nil {
 				// Remove the leaked resource with the removal machinery.
 				e.Tombstone = nil
-				e.State, e.Desired = ExpiryRequest, "removed"
+				e.State, e.Desired = RemovalRequested, "removed"
 				return decision{Note: "removal continues for a resource that outlived the tombstone (E15)"}
 			}
 			return m.remove(e, "operator: "+a.Reason, now)

@@ -24,24 +24,36 @@ type Phase string
 
 // The provisioning states, in order, then the removal states (E4, E11).
 const (
-	Requested      Phase = "requested"
-	ArtifactReady  Phase = "artifact-ready"
-	DataReady      Phase = "data-ready"
-	AppStarting    Phase = "app-starting"
-	AppReady       Phase = "app-ready"
-	RouteActive    Phase = "route-active"
-	Ready          Phase = "ready"
-	ExpiryRequest  Phase = "expiry-requested"
-	RouteDetached  Phase = "route-detached"
-	AppStopped     Phase = "application-stopped"
-	DataRemoved    Phase = "data-removed"
-	VerifiedAbsent Phase = "resources-verified-absent"
-	Removed        Phase = "removed"
+	Requested        Phase = "requested"
+	ArtifactReady    Phase = "artifact-ready"
+	DataReady        Phase = "data-ready"
+	AppStarting      Phase = "app-starting"
+	AppReady         Phase = "app-ready"
+	RouteActive      Phase = "route-active"
+	Ready            Phase = "ready"
+	RemovalRequested Phase = "removal-requested"
+	RouteDetached    Phase = "route-detached"
+	AppStopped       Phase = "application-stopped"
+	DataRemoved      Phase = "data-removed"
+	VerifiedAbsent   Phase = "resources-verified-absent"
+	Removed          Phase = "removed"
 )
+
+// UnmarshalText reads a stored state. "expiry-requested" is the name the
+// first removal state had before a removal asked by an operator was
+// reported as one (an operator's remove read "expiry-requested"); a
+// record written then reads as "removal-requested".
+func (p *Phase) UnmarshalText(b []byte) error {
+	*p = Phase(b)
+	if *p == "expiry-requested" {
+		*p = RemovalRequested
+	}
+	return nil
+}
 
 // Phases lists every state in lifecycle order (lists filter by them).
 var Phases = []Phase{Requested, ArtifactReady, DataReady, AppStarting, AppReady, RouteActive, Ready,
-	ExpiryRequest, RouteDetached, AppStopped, DataRemoved, VerifiedAbsent, Removed}
+	RemovalRequested, RouteDetached, AppStopped, DataRemoved, VerifiedAbsent, Removed}
 
 // Capability is a kind of driver (E13).
 type Capability string
@@ -94,7 +106,7 @@ var transitions = []transition{
 	{AppStarting, AppReady, []step{{App, Observe}}},
 	{AppReady, RouteActive, []step{{Route, Apply}}},
 	{RouteActive, Ready, []step{{Smoke, Apply}}},
-	{ExpiryRequest, RouteDetached, []step{{Route, Remove}}},
+	{RemovalRequested, RouteDetached, []step{{Route, Remove}}},
 	{RouteDetached, AppStopped, []step{{App, Remove}}},
 	{AppStopped, DataRemoved, []step{{Migrations, Remove}, {Database, Remove}}},
 	{DataRemoved, VerifiedAbsent, []step{{Route, Observe}, {App, Observe}, {Database, Observe}}},
