@@ -172,7 +172,13 @@ type PoolView struct {
 	Reserved  []PoolJob               `json:"reserved"`
 	Queued    []PoolJob               `json:"queued"`
 	Malformed []persistence.Malformed `json:"malformed"`
+	// state is the pool as read, for Awaiting.
+	state admission.Pool
 }
+
+// Awaiting is what would move the pool now and what each input would do,
+// its machine's own answer (admission.Awaiting, O17).
+func (v PoolView) Awaiting(now time.Time) []admission.Input { return admission.Awaiting(v.state, now) }
 
 // PoolJob is one admission in a PoolView.
 type PoolJob struct {
@@ -183,7 +189,7 @@ type PoolJob struct {
 
 // poolView is what GET /v1/pools/{name} shows of a pool.
 func poolView(name string, pool admission.Pool, malformed []persistence.Malformed) PoolView {
-	v := PoolView{Name: name, Limit: pool.Limit, Reserved: []PoolJob{}, Queued: []PoolJob{}, Malformed: malformed}
+	v := PoolView{Name: name, Limit: pool.Limit, Reserved: []PoolJob{}, Queued: []PoolJob{}, Malformed: malformed, state: pool}
 	if v.Malformed == nil {
 		v.Malformed = []persistence.Malformed{}
 	}

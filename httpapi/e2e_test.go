@@ -505,6 +505,22 @@ func TestO17ExplainAMarquee(t *testing.T) {
 
 	st, _, _ = w.do("GET", "/v1/marquees/never-was/explain", operatorToken, nil)
 	require.Equal(t, 404, st)
+
+	// The pool: who holds its slot, who waits, what each release or a new
+	// ask would do (stepped on a copy: the pool is unchanged after).
+	st, e, raw := w.do("GET", "/v1/pools/default/explain", operatorToken, nil)
+	require.Equal(t, 200, st, string(raw))
+	require.Equal(t, "pool default: 1 of 1 slots held (m-1); 1 waiting, m-2 next", e["summary"])
+	awaiting := e["awaiting"].([]any)
+	require.Len(t, awaiting, 2)
+	require.Equal(t, "release by m-1", awaiting[0].(map[string]any)["event"])
+	require.Contains(t, awaiting[0].(map[string]any)["effect"], "frees m-1's slot and admits m-2")
+	require.Contains(t, awaiting[1].(map[string]any)["effect"], "queued at sequence 3, behind 1 waiting")
+	require.Contains(t, e["blocked_by"].([]any)[0].(map[string]any)["detail"], "waits 1 of 1 for a slot held by m-1")
+	_, pool, _ := w.do("GET", "/v1/pools/default", operatorToken, nil)
+	require.Len(t, pool["queued"], 1, "explaining changed nothing")
+	st, _, _ = w.do("GET", "/v1/pools/never-was/explain", operatorToken, nil)
+	require.Equal(t, 404, st)
 }
 
 // TestO18DryRunAnswersAsTheRealCallbackAndChangesNothing: a dry run of a

@@ -5,10 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/julienschmidt/httprouter"
 
+	"github.com/wardenhq/warden/actors"
+	"github.com/wardenhq/warden/actors/admission"
 	"github.com/wardenhq/warden/actors/marquee"
 	"github.com/wardenhq/warden/actors/runtime"
 )
@@ -226,4 +229,45 @@ func (s *Server) dryRunMarquee(w http.ResponseWriter, r *http.Request, p httprou
 		a.Awaiting = []marquee.Input{}
 	}
 	writeJSON(w, http.StatusOK, a)
+}
+
+// poolExplanation is a pool's explanation (O17): who holds its slots, who
+// waits in what order, and what each release or a new ask would do. A
+// pool keeps no history of its own; each job's marquee keeps its part.
+type poolExplanation struct {
+	Name      string            `json:"name"`
+	Summary   string            `json:"summary"`
+	Limit     int               `json:"limit"`
+	Reserved  []actors.PoolJob  `json:"reserved"`
+	Queued    []actors.PoolJob  `json:"queued"`
+	Awaiting  []admission.Input `json:"awaiting"`
+	BlockedBy []blocker         `json:"blocked_by"`
+}
+
+// explainPool is GET /v1/pools/{name}/explain.
+func (s *Server) explainPool(w http.ResponseWriter, r *http.Request, p httprouter.Params, _ Operator) {
+	v, err := s.sys.Pool(r.Context(), p.ByName("name"))
+	if err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	e := poolExplanation{Name: v.Name, Limit: v.Limit, Reserved: v.Reserved, Queued: v.Queued, Awaiting: v.Awaiting(s.sys.Now()), BlockedBy: []blocker{}}
+	holders := make([]string, len(v.Reserved))
+	for i, j := range v.Reserved {
+		holders[i] = j.Job
+	}
+	e.Summary = fmt.Sprintf("pool %s: %d of %d slots held", v.Name, len(v.Reserved), v.Limit)
+	if len(holders) > 0 {
+		e.Summary += fmt.Sprintf(" (%s)", strings.Join(holders, ", "))
+	}
+	switch {
+	case len(v.Queued) == 0:
+		e.Summary += "; nobody waiting"
+	default:
+		e.Summary += fmt.Sprintf("; %d waiting, %s next", len(v.Queued), v.Queued[0].Job)
+		for i, j := range v.Queued {
+			e.BlockedBy = append(e.BlockedBy, blocker{What: j.Job, Detail: fmt.Sprintf("waits %d of %d for a slot held by %s (A3, A4)", i+1, len(v.Queued), strings.Join(holders, ", "))})
+		}
+	}
+	writeJSON(w, http.StatusOK, e)
 }

@@ -198,6 +198,7 @@ func (s *Server) routeOperations(r *routeTable) {
 	o, sys, noQuery := s.opts, s.sys, []queryRule{}
 	r.GET("/v1/pools", s.query(noQuery, s.read(s.readableOp(s.pools))))
 	r.GET("/v1/pools/:name", s.query(noQuery, s.read(s.readableOp(s.pool))))
+	r.GET("/v1/pools/:name/explain", s.query(noQuery, s.read(s.readableOp(s.explainPool))))
 	r.GET("/v1/cluster", s.query(noQuery, s.read(s.clusterView)))
 	r.POST("/v1/cluster/drain", s.query(noQuery, s.write(s.drain)))
 	r.POST("/v1/internal/messages", s.query(noQuery, s.internalMessage))

@@ -208,7 +208,9 @@ func addClientCommands(root *cobra.Command, getenv func(string) string, stdout, 
 	explain := shared(&cobra.Command{Use: "explain TYPE ID", Short: "why an entity is where it is, what moves it now, what holds it, what it refused",
 		Args: cobra.ArbitraryArgs, RunE: func(_ *cobra.Command, args []string) error { return unknownType("explain", args) }})
 	explain.AddCommand(shared(&cobra.Command{Use: "marquee ID", Aliases: typeAliases["marquees"], Short: "a marquee's explanation",
-		Args: argsNamed("ID"), RunE: func(_ *cobra.Command, args []string) error { return o.explainMarquee(args[0]) }}))
+		Args: argsNamed("ID"), RunE: func(_ *cobra.Command, args []string) error { return o.explainMarquee(args[0]) }}),
+		shared(&cobra.Command{Use: "pool NAME", Aliases: []string{"pools"}, Short: "a pool's explanation: who holds its slots, who waits, what each release would do",
+			Args: argsNamed("NAME"), RunE: func(_ *cobra.Command, args []string) error { return o.explainPool(args[0]) }}))
 	root.AddCommand(get, describe, explain, o.waitCommand(shared))
 	o.addEntityVerbs(root, shared)
 }
@@ -230,7 +232,7 @@ func unknownType(cmd string, args []string) error {
 	case "describe":
 		valid = "marquee (mq), environment (env); or an id alone"
 	case "explain":
-		valid = "marquee (mq)"
+		valid = "marquee (mq), pool"
 	}
 	if len(args) == 0 {
 		return usageError("%s needs a resource type: %s", cmd, valid)
@@ -398,6 +400,31 @@ func historyRows(rows []map[string]any) [][]string {
 
 // explainMarquee prints GET /v1/marquees/{id}/explain in words (-o json:
 // as the API answers it).
+// explainPool prints a pool's explanation in words.
+func (o *clientOptions) explainPool(name string) error {
+	e, err := o.call(http.MethodGet, "/v1/pools/"+url.PathEscape(name)+"/explain", nil)
+	if err != nil {
+		return err
+	}
+	if done, err := o.print(e); done {
+		return err
+	}
+	w := o.stdout
+	fmt.Fprintln(w, str(e, "summary"))
+	for _, sec := range []struct{ title, key, a, b string }{{"awaiting", "awaiting", "event", "effect"}, {"blocked by", "blocked_by", "what", "detail"}} {
+		rows, _ := e[sec.key].([]any)
+		if len(rows) == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "\n%s:\n", sec.title)
+		for _, r := range rows {
+			m, _ := r.(map[string]any)
+			fmt.Fprintf(w, "  %s: %s\n", str(m, sec.a), str(m, sec.b))
+		}
+	}
+	return nil
+}
+
 func (o *clientOptions) explainMarquee(id string) error {
 	e, err := o.call(http.MethodGet, "/v1/marquees/"+url.PathEscape(id)+"/explain", nil)
 	if err != nil {

@@ -77,6 +77,10 @@ func TestO9TheBinaryIsAlsoTheClient(t *testing.T) {
 	var e map[string]any
 	require.NoError(t, json.Unmarshal([]byte(out), &e))
 	require.NotEmpty(t, e["awaiting"])
+	code, out, errs = cli("explain", "pool", "default")
+	require.Equal(t, 0, code, errs)
+	require.Contains(t, out, "pool default: 1 of 1 slots held (m-1); 1 waiting, m-2 next")
+	require.Contains(t, out, "release by m-1: frees m-1's slot and admits m-2")
 	code, _, errs = cli("explain", "m-1")
 	require.Equal(t, 2, code, "a type is needed")
 	require.Contains(t, errs, "unknown resource type")

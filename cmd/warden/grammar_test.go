@@ -22,6 +22,7 @@ var entityCommands = []struct {
 	{[]string{"describe", "marquee"}, nil},
 	{[]string{"describe", "environment"}, nil},
 	{[]string{"explain", "marquee"}, nil},
+	{[]string{"explain", "pool"}, nil},
 	{[]string{"dry-run", "marquee"}, []string{"--verb", "step", "--generation", "1", "--step", "vm_starting"}},
 	{[]string{"history", "marquee"}, nil},
 	{[]string{"wait", "marquee"}, []string{"--for", "lifecycle=provisioned", "--timeout", "1s"}},
@@ -48,7 +49,7 @@ func TestO19EveryEntityCommandIsVerbTypeID(t *testing.T) {
 		t.Run(strings.Join(c.path, "_"), func(t *testing.T) {
 			code, out, errs := walkCLI(env, append(c.path, "--help")...)
 			require.Equal(t, 0, code, errs)
-			require.Regexp(t, `Usage:\n  `+name+`s? \[?ID`, out)
+			require.Regexp(t, `Usage:\n  `+name+`s? \[?(ID|NAME)`, out)
 			require.NotRegexp(t, `\([MAEITOWCSPD][0-9]+\)`, out, "no rule ids in help")
 
 			code, _, errs = walkCLI(env, append(c.path, "x-1", "--no-such-flag")...)

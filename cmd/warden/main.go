@@ -256,6 +256,7 @@ var clientExamples = map[string]string{
 	"warden describe environment": "  warden describe env pr-7",
 	"warden explain":              "  warden explain marquee m-1\n  warden explain mq m-1 -o json",
 	"warden explain marquee":      "  warden explain marquee m-1",
+	"warden explain pool":         "  warden explain pool default",
 	"warden history":              "  warden history marquee m-1 --limit 20",
 	"warden history marquee":      "  warden history marquee m-1 --limit 20",
 	"warden redeploy":             "  warden redeploy marquee m-1",
