@@ -44,6 +44,17 @@ func TestE2EE17EnvironmentLifecycle(t *testing.T) {
 	st, _, _ = w.do("POST", "/v1/environments", operatorToken, map[string]any{"id": "env-9", "branch": "b", "revision": "r", "ttl": "forever"})
 	require.Equal(t, http.StatusBadRequest, st)
 
+	// O17: what would move it now, from its machine.
+	st, x, raw := w.do("GET", "/v1/environments/env-271/explain", operatorToken, nil)
+	require.Equal(t, http.StatusOK, st, string(raw))
+	var events []string
+	for _, a := range x["awaiting"].([]any) {
+		events = append(events, a.(map[string]any)["event"].(string))
+	}
+	require.Contains(t, events, "timer ttl")
+	require.Contains(t, events, "operator remove")
+	require.Len(t, x["because"], 7, "its verified steps")
+
 	st, _, _ = w.do("POST", "/v1/environments/env-271/remove", operatorToken, map[string]any{"reason": "branch merged"})
 	require.Equal(t, http.StatusAccepted, st)
 	require.Eventually(t, func() bool { return w.envView("env-271")["tombstone"] != nil }, 5*time.Second, 5*time.Millisecond)
@@ -51,6 +62,8 @@ func TestE2EE17EnvironmentLifecycle(t *testing.T) {
 	require.Equal(t, "removed", v["state"])
 	require.Empty(t, v["url"], "a removed preview has no URL to open")
 	require.Nil(t, v["expires_at"], "nor time left to live")
+	_, x, _ = w.do("GET", "/v1/environments/env-271/explain", operatorToken, nil)
+	require.Empty(t, x["awaiting"], "a tombstone waits for nothing")
 	require.Equal(t, 1, w.preview.resources(), "only the shared artifact is left")
 	_, list, _ := w.do("GET", "/v1/environments", operatorToken, nil)
 	require.Len(t, list["items"], 1, "E12: the tombstone stays listed for leak audits")

@@ -75,6 +75,7 @@ func (s *Server) routeEnvironments() {
 	}), s.admitOperator, s.write(s.readyOp(s.createEnv)))))
 	r.GET("/v1/environments", s.query(envListRules(), s.read(s.readableOp(s.listEnvs))))
 	r.GET("/v1/environments/:id", s.query([]queryRule{{name: "receipts"}}, s.read(s.readableOp(s.getEnv))))
+	r.GET("/v1/environments/:id/explain", s.query([]queryRule{}, s.read(s.readableOp(s.explainEnv))))
 	r.POST("/v1/environments/:id/remove", s.query(none, s.owned(envInPath, s.admitOperator, s.write(s.readyOp(s.removeEnv)))))
 	r.POST("/v1/environments/:id/actions/:action", s.query(none, s.owned(envInPath, s.admitOperator, s.write(s.readyOp(s.envAction)))))
 }

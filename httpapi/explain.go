@@ -12,6 +12,7 @@ import (
 
 	"github.com/wardenhq/warden/actors"
 	"github.com/wardenhq/warden/actors/admission"
+	"github.com/wardenhq/warden/actors/environment"
 	"github.com/wardenhq/warden/actors/marquee"
 	"github.com/wardenhq/warden/actors/runtime"
 )
@@ -270,4 +271,69 @@ func (s *Server) explainPool(w http.ResponseWriter, r *http.Request, p httproute
 		}
 	}
 	writeJSON(w, http.StatusOK, e)
+}
+
+// envExplanation is an environment's explanation (O17): its status, the
+// verified steps that brought it where it is, what would move it now
+// (environment.Machine.Awaiting: each input stepped on a copy) and what
+// holds it.
+type envExplanation struct {
+	ID        string                `json:"id"`
+	Summary   string                `json:"summary"`
+	State     envExplainedState     `json:"state"`
+	Because   []environment.Receipt `json:"because"`
+	Awaiting  []environment.Input   `json:"awaiting"`
+	BlockedBy []blocker             `json:"blocked_by"`
+}
+
+type envExplainedState struct {
+	State      environment.Phase      `json:"state"`
+	Desired    string                 `json:"desired"`
+	Generation uint64                 `json:"generation"`
+	Attempt    *environment.Attempt   `json:"attempt,omitempty"`
+	Failures   int                    `json:"failures"`
+	RetryAt    time.Time              `json:"retry_at,omitzero"`
+	ExpiresAt  *time.Time             `json:"expires_at"`
+	Tombstone  *environment.Tombstone `json:"tombstone,omitempty"`
+}
+
+// explainEnv is GET /v1/environments/{id}/explain.
+func (s *Server) explainEnv(w http.ResponseWriter, r *http.Request, p httprouter.Params, _ Operator) {
+	if !environment.ValidID(p.ByName("id")) {
+		refuse(w, notFound, "no such environment")
+		return
+	}
+	e, err := s.sys.Environment(p.ByName("id"))
+	if err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	m, now := s.sys.EnvMachine(), s.sys.Now()
+	x := envExplanation{ID: e.ID, Summary: m.Status(e, now).Text,
+		State: envExplainedState{State: e.State, Desired: e.Desired, Generation: e.Generation, Attempt: e.Attempt, Failures: e.Failures,
+			RetryAt: e.RetryAt, ExpiresAt: expiresAt(e), Tombstone: e.Tombstone},
+		Because: e.Receipts[max(0, len(e.Receipts)-maxRefused):], Awaiting: m.Awaiting(e, now), BlockedBy: envBlockers(e)}
+	if x.Awaiting == nil {
+		x.Awaiting = []environment.Input{}
+	}
+	writeJSON(w, http.StatusOK, x)
+}
+
+// envBlockers are what holds an environment: drift waiting for an
+// operator, a failure that needs one, a newer preview of its branch.
+func envBlockers(e environment.Env) []blocker {
+	out := []blocker{}
+	for _, d := range e.Drift {
+		if d.Outcome == "" {
+			out = append(out, blocker{What: fmt.Sprintf("drift of %s %s", d.Capability, d.Identity),
+				Detail: fmt.Sprintf("desired %s, observed %s: waits for an operator to repair, adopt or continue removal (E15)", d.Desired, d.Observed)})
+		}
+	}
+	if f := e.LastFailure; f != nil && !f.Retryable {
+		out = append(out, blocker{What: "failure", Detail: fmt.Sprintf("%s (%s): needs %s (E9)", f.Message, f.Category, f.Needs)})
+	}
+	if e.SupersededBy != 0 {
+		out = append(out, blocker{What: "a newer preview of its branch", Detail: fmt.Sprintf("generation %d holds the route; this one never activates it (E8, I14)", e.SupersededBy)})
+	}
+	return out
 }

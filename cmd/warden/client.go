@@ -209,6 +209,8 @@ func addClientCommands(root *cobra.Command, getenv func(string) string, stdout, 
 		Args: cobra.ArbitraryArgs, RunE: func(_ *cobra.Command, args []string) error { return unknownType("explain", args) }})
 	explain.AddCommand(shared(&cobra.Command{Use: "marquee ID", Aliases: typeAliases["marquees"], Short: "a marquee's explanation",
 		Args: argsNamed("ID"), RunE: func(_ *cobra.Command, args []string) error { return o.explainMarquee(args[0]) }}),
+		shared(&cobra.Command{Use: "environment ID", Aliases: typeAliases["environments"], Short: "an environment's explanation: its verified steps, what moves it now, what holds it",
+			Args: argsNamed("ID"), RunE: func(_ *cobra.Command, args []string) error { return o.explainEnv(args[0]) }}),
 		shared(&cobra.Command{Use: "pool NAME", Aliases: []string{"pools"}, Short: "a pool's explanation: who holds its slots, who waits, what each release would do",
 			Args: argsNamed("NAME"), RunE: func(_ *cobra.Command, args []string) error { return o.explainPool(args[0]) }}))
 	root.AddCommand(get, describe, explain, o.waitCommand(shared))
@@ -232,7 +234,7 @@ func unknownType(cmd string, args []string) error {
 	case "describe":
 		valid = "marquee (mq), environment (env); or an id alone"
 	case "explain":
-		valid = "marquee (mq), pool"
+		valid = "marquee (mq), environment (env), pool"
 	}
 	if len(args) == 0 {
 		return usageError("%s needs a resource type: %s", cmd, valid)
@@ -400,6 +402,48 @@ func historyRows(rows []map[string]any) [][]string {
 
 // explainMarquee prints GET /v1/marquees/{id}/explain in words (-o json:
 // as the API answers it).
+// explainEnv prints an environment's explanation in words.
+func (o *clientOptions) explainEnv(id string) error {
+	e, err := o.call(http.MethodGet, "/v1/environments/"+url.PathEscape(id)+"/explain", nil)
+	if err != nil {
+		return err
+	}
+	if done, err := o.print(e); done {
+		return err
+	}
+	w := o.stdout
+	fmt.Fprintf(w, "%s: %s\n", id, str(e, "summary"))
+	rows := func(k string) []any { r, _ := e[k].([]any); return r }
+	sections := []struct {
+		title string
+		rows  []any
+		line  func(map[string]any) string
+	}{
+		{"because (verified steps, oldest first)", rows("because"), func(m map[string]any) string {
+			return fmt.Sprintf("%s %s: %s %s %s", str(m, "at"), str(m, "transition"), str(m, "op"), str(m, "capability"), str(m, "identity"))
+		}},
+		{"awaiting", rows("awaiting"), func(m map[string]any) string {
+			if at := str(m, "at"); at != "" {
+				return fmt.Sprintf("%s at %s: %s", str(m, "event"), at, str(m, "effect"))
+			}
+			return fmt.Sprintf("%s: %s", str(m, "event"), str(m, "effect"))
+		}},
+		{"blocked by", rows("blocked_by"), func(m map[string]any) string { return str(m, "what") + ": " + str(m, "detail") }},
+	}
+	for _, sec := range sections {
+		fmt.Fprintf(w, "\n%s:\n", sec.title)
+		if len(sec.rows) == 0 {
+			fmt.Fprintln(w, "  (none)")
+		}
+		for _, r := range sec.rows {
+			if m, ok := r.(map[string]any); ok {
+				fmt.Fprintf(w, "  %s\n", sec.line(m))
+			}
+		}
+	}
+	return nil
+}
+
 // explainPool prints a pool's explanation in words.
 func (o *clientOptions) explainPool(name string) error {
 	e, err := o.call(http.MethodGet, "/v1/pools/"+url.PathEscape(name)+"/explain", nil)

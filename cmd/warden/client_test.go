@@ -77,6 +77,11 @@ func TestO9TheBinaryIsAlsoTheClient(t *testing.T) {
 	var e map[string]any
 	require.NoError(t, json.Unmarshal([]byte(out), &e))
 	require.NotEmpty(t, e["awaiting"])
+	code, out, errs = cli("explain", "env", "env-1")
+	require.Equal(t, 0, code, errs)
+	require.Contains(t, out, "env-1: ")
+	require.Contains(t, out, "awaiting:\n")
+	require.Contains(t, out, "operator remove: ")
 	code, out, errs = cli("explain", "pool", "default")
 	require.Equal(t, 0, code, errs)
 	require.Contains(t, out, "pool default: 1 of 1 slots held (m-1); 1 waiting, m-2 next")

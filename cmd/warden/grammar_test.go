@@ -23,6 +23,7 @@ var entityCommands = []struct {
 	{[]string{"describe", "environment"}, nil},
 	{[]string{"explain", "marquee"}, nil},
 	{[]string{"explain", "pool"}, nil},
+	{[]string{"explain", "environment"}, nil},
 	{[]string{"dry-run", "marquee"}, []string{"--verb", "step", "--generation", "1", "--step", "vm_starting"}},
 	{[]string{"history", "marquee"}, nil},
 	{[]string{"wait", "marquee"}, []string{"--for", "lifecycle=provisioned", "--timeout", "1s"}},

@@ -257,6 +257,7 @@ var clientExamples = map[string]string{
 	"warden explain":              "  warden explain marquee m-1\n  warden explain mq m-1 -o json",
 	"warden explain marquee":      "  warden explain marquee m-1",
 	"warden explain pool":         "  warden explain pool default",
+	"warden explain environment":  "  warden explain environment pr-7-3f2c9e1",
 	"warden history":              "  warden history marquee m-1 --limit 20",
 	"warden history marquee":      "  warden history marquee m-1 --limit 20",
 	"warden redeploy":             "  warden redeploy marquee m-1",
