@@ -120,7 +120,7 @@ var consolePages = sync.OnceValue(func() map[string]*template.Template {
 		},
 	}
 	pages := map[string]*template.Template{}
-	layout := template.Must(template.New("layout.html").Funcs(funcs).ParseFS(consoleFS, "console/templates/layout.html"))
+	layout := template.Must(template.New("layout.html").Funcs(funcs).ParseFS(consoleFS, "console/templates/layout.html", "console/templates/explain.html"))
 	for _, page := range []string{"login", "marquees", "marquee", "environments", "environment", "pools", "process", "cluster"} {
 		pages[page] = template.Must(template.Must(layout.Clone()).ParseFS(consoleFS, "console/templates/"+page+".html"))
 	}
@@ -565,7 +565,26 @@ func (c *console) marquee(w http.ResponseWriter, r *http.Request, sess *session,
 		}
 		actions = append(actions, "disable", "enable")
 	}
-	c.render(w, r, sess, "marquee", "Marquee "+id, map[string]any{"V": v, "Timeline": timeline, "Actions": actions, "ShowProgress": progressShown(st)})
+	now := c.s.sys.Now()
+	x := consoleExplain{BlockedBy: c.s.blockers(r, st, now)}
+	for _, in := range c.s.sys.Machine().Awaiting(st, now) {
+		x.Awaiting = append(x.Awaiting, explainRow{Event: in.Event, At: in.At, Effect: in.Effect})
+	}
+	c.render(w, r, sess, "marquee", "Marquee "+id, map[string]any{"V": v, "Timeline": timeline, "Actions": actions, "ShowProgress": progressShown(st), "Explain": x})
+}
+
+// consoleExplain is an entity's explanation as its console page shows it
+// at the top (O17): what would move it now, and what holds it.
+type consoleExplain struct {
+	Awaiting  []explainRow
+	BlockedBy []blocker
+}
+
+// explainRow is one input of an explanation, whatever its kind.
+type explainRow struct {
+	Event  string
+	At     time.Time
+	Effect string
 }
 
 func (c *console) environments(w http.ResponseWriter, r *http.Request, sess *session) {
@@ -609,7 +628,11 @@ func (c *console) environment(w http.ResponseWriter, r *http.Request, sess *sess
 		desired := desiredOf(e, res.Capability)
 		rows = append(rows, resourceRow{Resource: res, Desired: desired, Matches: desired == "kept" || (desired == "present") == (res.Status == "present")})
 	}
-	c.render(w, r, sess, "environment", "Environment "+id, map[string]any{"V": v, "Resources": rows, "Rules": actionRules})
+	x := consoleExplain{BlockedBy: envBlockers(e)}
+	for _, in := range c.s.sys.EnvMachine().Awaiting(e, c.s.sys.Now()) {
+		x.Awaiting = append(x.Awaiting, explainRow{Event: in.Event, At: in.At, Effect: in.Effect})
+	}
+	c.render(w, r, sess, "environment", "Environment "+id, map[string]any{"V": v, "Resources": rows, "Rules": actionRules, "Explain": x})
 }
 
 // desiredOf is what an environment wants of one of its resources:
@@ -636,7 +659,15 @@ func (c *console) pools(w http.ResponseWriter, r *http.Request, sess *session) {
 		c.s.writeErr(w, err)
 		return
 	}
-	c.render(w, r, sess, "pools", "Pools", map[string]any{"Pools": ps, "Now": c.s.sys.Now()})
+	explain := map[string]consoleExplain{}
+	for _, p := range ps {
+		var x consoleExplain
+		for _, in := range p.Awaiting(c.s.sys.Now()) {
+			x.Awaiting = append(x.Awaiting, explainRow{Event: in.Event, Effect: in.Effect})
+		}
+		explain[p.Name] = x
+	}
+	c.render(w, r, sess, "pools", "Pools", map[string]any{"Pools": ps, "Now": c.s.sys.Now(), "Explain": explain})
 }
 
 // cluster is the cluster page (C9): members, shard owners and epochs, and

@@ -217,6 +217,10 @@ func TestO7O8ConsoleInChromium(t *testing.T) {
 	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(w.url+"/ui/marquees/m-1"), chromedp.WaitVisible(chromedp.ID("timeline"))))
 	require.EqualValues(t, 1, eval(`document.querySelectorAll("#timeline li.aside").length`), "the stale callback is set apart")
 	require.GreaterOrEqual(t, eval(`document.querySelectorAll("#timeline li.band").length`).(float64), 1.0)
+	// O17: the explanation at the top: what moves it now, from its machine.
+	require.Contains(t, text("section.explain"), "What moves it now")
+	require.Contains(t, text("section.explain ul.awaiting"), "operator disable")
+	require.Equal(t, true, eval(`document.querySelector("section.explain").compareDocumentPosition(document.getElementById("timeline")) & Node.DOCUMENT_POSITION_FOLLOWING ? true : false`), "above the timeline")
 	require.NoError(t, shot("marquee"))
 	eval(`window.__notReloaded = true`)
 	require.NoError(t, chromedp.Do(ctx,
@@ -244,6 +248,9 @@ func TestO7O8ConsoleInChromium(t *testing.T) {
 	}
 	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(w.url+"/ui/environments/env-271"), chromedp.WaitVisible(chromedp.ID("resources"))))
 	require.Contains(t, text("#resources"), "route-feature-search-1", "desired and observed side by side")
+	require.Contains(t, text("section.explain ul.awaiting"), "timer ttl", "the environment's explanation")
+	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(w.url+"/ui/pools"), chromedp.WaitVisible(chromedp.ID("pool-default"))))
+	require.Contains(t, text("#pool-default section.explain"), "ask by a new job", "the pool's explanation")
 	for _, name := range []string{"login", "marquees", "marquee", "marquee-confirm", "environments", "environment", "pools", "process"} {
 		fi, err := os.Stat(filepath.Join(shots, name+".png"))
 		require.NoError(t, err)
