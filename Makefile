@@ -209,6 +209,7 @@ FUZZ_TARGETS = \
 	./httpapi:FuzzDecodeEnvCreate \
 	./httpapi:FuzzDecodeCursor \
 	./httpapi:FuzzDecodeReason \
+	./httpapi:FuzzDecodeEnvDryRun \
 	./httpapi:FuzzStrictDecode \
 	./httpapi:FuzzAuthenticateCallback \
 	./httpapi:FuzzLeanHead \

@@ -266,6 +266,39 @@ func (s *System) EnvironmentCommand(ctx context.Context, id string, ev environme
 	return res.Record.Env, err
 }
 
+// EnvDryRun is what a removal or an action would do to an environment
+// now (O18): its record before and after, and the step's outcome.
+type EnvDryRun struct {
+	Before, After environment.Env
+	Outcome       environment.Outcome
+	// Messages are what it would send to other entities (envKind.Sends).
+	Messages []string
+}
+
+// EnvironmentDryRun steps a removal or an action in the environment's
+// turn, on a copy of its record, and commits nothing (O18): the same
+// event, with the same branch generation read, as EnvironmentCommand
+// would send; a refusal is the same error the real one gets.
+func (s *System) EnvironmentDryRun(ctx context.Context, id string, ev environment.Event) (EnvDryRun, error) {
+	if a, ok := ev.(environment.Action); ok {
+		if rec, err := record.LoadEnvironment(s.cfg.Store, id); err == nil {
+			a.BranchNewest = s.branchNewest(rec.Env.Branch)
+			ev = a
+		}
+	}
+	res, err := s.envs.Ask(ctx, id, runtime.Request[environment.Event]{Mode: runtime.DryRun, Event: ev})
+	if err != nil {
+		return EnvDryRun{}, err
+	}
+	d := EnvDryRun{Before: res.Before.Env, After: res.Record.Env, Outcome: res.Outcome}
+	for _, eff := range res.Outcome.Effects {
+		if a, ok := eff.(environment.AskGeneration); ok { // what envKind.Sends turns into a message
+			d.Messages = append(d.Messages, fmt.Sprintf("branch %s: next generation for %s", a.Branch, id))
+		}
+	}
+	return d, nil
+}
+
 // Environment reads an environment's last committed record.
 func (s *System) Environment(id string) (environment.Env, error) {
 	rec, err := record.LoadEnvironment(s.cfg.Store, id)

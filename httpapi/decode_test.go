@@ -174,3 +174,25 @@ func FuzzDecodeCursor(f *testing.F) {
 		}
 	})
 }
+
+// FuzzDecodeEnvDryRun: an environment dry run's body is exactly one of a
+// known action with its reason and a removal, within the limits, or a
+// refusal; never a panic.
+func FuzzDecodeEnvDryRun(f *testing.F) {
+	f.Add([]byte(`{"action":"repair","reason":"container killed"}`))
+	f.Add([]byte(`{"remove":{"reason":"branch merged"}}`))
+	f.Add([]byte(`{"action":"repair","remove":{}}`))
+	f.Add([]byte(`{"action":"frob"}`))
+	f.Add([]byte(``))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		b, err := decodeEnvDryRun(body)
+		if rejected(t, err) {
+			return
+		}
+		require.True(t, (b.Action == "") != (b.Remove == nil), "exactly one of action and remove")
+		require.LessOrEqual(t, len(b.Reason), maxReason)
+		if b.Remove != nil {
+			require.LessOrEqual(t, len(b.Remove.Reason), maxReason)
+		}
+	})
+}

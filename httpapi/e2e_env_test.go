@@ -243,3 +243,42 @@ func TestE2EUnknownEnvironmentIsNotFoundAtOnce(t *testing.T) {
 	st, _, _ := w.do("GET", "/v1/environments/Not_Valid", operatorToken, nil)
 	require.Equal(t, http.StatusNotFound, st)
 }
+
+// TestO18EnvironmentDryRunIsTheRealCommandAndChangesNothing: a dry run of
+// a removal answers what the real removal then does (its state, what is
+// desired, what it starts) and leaves the record as it was; an action not
+// available now is refused as the real one is; a viewer and a callback
+// credential may not dry-run.
+func TestO18EnvironmentDryRunIsTheRealCommandAndChangesNothing(t *testing.T) {
+	w := newWorld(t, defaultPools)
+	st, _, raw := w.do("POST", "/v1/environments", operatorToken, map[string]any{"id": "env-9", "branch": "dry", "revision": "r1", "ttl": "72h"})
+	require.Equal(t, http.StatusCreated, st, string(raw))
+	require.Eventually(t, func() bool { return w.envView("env-9")["state"] == "ready" }, 5*time.Second, 5*time.Millisecond)
+	before := w.envView("env-9")
+
+	st, d, raw := w.do("POST", "/v1/environments/env-9/dry-run", operatorToken, map[string]any{"remove": map[string]any{"reason": "branch merged"}})
+	require.Equal(t, http.StatusOK, st, string(raw))
+	require.Equal(t, "applied", d["result"])
+	require.Contains(t, d["reason"], "removal requested: branch merged")
+	require.Contains(t, d["changes"], map[string]any{"field": "state", "from": "ready", "to": "removal-requested"})
+	require.Contains(t, d["changes"], map[string]any{"field": "desired", "from": "ready", "to": "removed"})
+	require.NotEmpty(t, d["effects"], "it would start the route's removal")
+	require.Equal(t, before, w.envView("env-9"), "the dry run changed nothing")
+
+	st, real, raw := w.do("POST", "/v1/environments/env-9/actions/resume", operatorToken, map[string]any{"reason": "x"})
+	require.Equal(t, http.StatusConflict, st, string(raw))
+	st, dry, _ := w.do("POST", "/v1/environments/env-9/dry-run", operatorToken, map[string]any{"action": "resume", "reason": "x"})
+	require.Equal(t, http.StatusConflict, st)
+	require.Equal(t, real["error"], dry["error"], "refused as the real one is")
+
+	st, _, _ = w.do("POST", "/v1/environments/env-9/dry-run", callbackToken, map[string]any{"remove": map[string]any{}})
+	require.Equal(t, http.StatusForbidden, st, "a callback credential may not probe")
+	st, _, _ = w.do("POST", "/v1/environments/env-9/dry-run", operatorToken, map[string]any{"action": "repair", "remove": map[string]any{}})
+	require.Equal(t, http.StatusBadRequest, st)
+
+	st, _, _ = w.do("POST", "/v1/environments/env-9/remove", operatorToken, map[string]any{"reason": "branch merged"})
+	require.Equal(t, http.StatusAccepted, st)
+	after := w.envView("env-9")
+	require.Equal(t, "removed", after["desired"], "the real removal did what the dry run said")
+	require.Contains(t, []string{"removal-requested", "route-detached", "application-stopped", "data-removed", "resources-verified-absent", "removed"}, after["state"])
+}

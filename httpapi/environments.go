@@ -1,8 +1,11 @@
 package httpapi
 
 import (
+	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/julienschmidt/httprouter"
@@ -65,6 +68,89 @@ func decodeReason(body []byte) (struct{ Reason, Actor string }, error) {
 	return struct{ Reason, Actor string }{w.Reason, w.Actor}, nil
 }
 
+// envDryRunBody is what POST /v1/environments/{id}/dry-run takes: an
+// action with its reason, or a removal with its reason.
+type envDryRunBody struct {
+	Action string `json:"action"`
+	Reason string `json:"reason"`
+	Remove *struct {
+		Reason string `json:"reason"`
+	} `json:"remove"`
+}
+
+// decodeEnvDryRun reads a dry run's body: exactly one of action (a known
+// action, with its reason) and remove, strictly, within the limits every
+// body has.
+func decodeEnvDryRun(body []byte) (envDryRunBody, error) {
+	var b envDryRunBody
+	if err := strictDecode(body, &b); err != nil {
+		return envDryRunBody{}, err
+	}
+	switch {
+	case (b.Action == "") == (b.Remove == nil):
+		return envDryRunBody{}, invalidf("give exactly one of action and remove")
+	case len(b.Reason) > maxReason || b.Remove != nil && len(b.Remove.Reason) > maxReason:
+		return envDryRunBody{}, invalidf("field reason: too long")
+	case b.Action != "" && !slices.Contains(environment.ActionNames, b.Action):
+		return envDryRunBody{}, invalidf("field action: %q is not one of %s", b.Action, strings.Join(environment.ActionNames, ", "))
+	}
+	return b, nil
+}
+
+// envDryRunAnswer is what a removal or an action would do now (O18).
+type envDryRunAnswer struct {
+	Result   string               `json:"result"`
+	Reason   string               `json:"reason,omitempty"`
+	Changes  []environment.Change `json:"changes"`
+	Effects  []string             `json:"effects"`
+	Messages []string             `json:"messages"`
+	Awaiting []environment.Input  `json:"awaiting"`
+}
+
+// dryRunEnv is POST /v1/environments/{id}/dry-run: operators only; the
+// same event the real command would send, stepped in the environment's
+// turn on a copy of its record (O18). A refusal is the real one's error.
+func (s *Server) dryRunEnv(w http.ResponseWriter, r *http.Request, p httprouter.Params, op Operator) {
+	body, ok := readBody(w, r, false)
+	if !ok {
+		return
+	}
+	b, err := decodeEnvDryRun(body)
+	if err != nil {
+		s.badRequest(w, err)
+		return
+	}
+	if !environment.ValidID(p.ByName("id")) {
+		refuse(w, notFound, "no such environment")
+		return
+	}
+	var ev environment.Event = environment.Action{Name: b.Action, Actor: op.Name, Reason: b.Reason}
+	if b.Remove != nil {
+		reason := b.Remove.Reason
+		if reason == "" {
+			reason = "requested by an operator"
+		}
+		ev = environment.RemoveEnv{Reason: reason, By: op.Name}
+	}
+	d, err := s.sys.EnvironmentDryRun(r.Context(), p.ByName("id"), ev)
+	if err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	a := envDryRunAnswer{Result: "applied", Reason: d.Outcome.Answer.Note, Changes: environment.Changes(d.Before, d.After),
+		Effects: []string{}, Messages: append([]string{}, d.Messages...), Awaiting: s.sys.EnvMachine().Awaiting(d.After, s.sys.Now())}
+	if !d.Outcome.Changed {
+		a.Result = "unchanged"
+	}
+	for _, e := range d.Outcome.Effects {
+		a.Effects = append(a.Effects, fmt.Sprint(e))
+	}
+	if a.Awaiting == nil {
+		a.Awaiting = []environment.Input{}
+	}
+	writeJSON(w, http.StatusOK, a)
+}
+
 func (s *Server) routeEnvironments() {
 	r := s.routes
 	none := []queryRule{}
@@ -78,6 +164,7 @@ func (s *Server) routeEnvironments() {
 	r.GET("/v1/environments/:id/explain", s.query([]queryRule{}, s.read(s.readableOp(s.explainEnv))))
 	r.POST("/v1/environments/:id/remove", s.query(none, s.owned(envInPath, s.admitOperator, s.write(s.readyOp(s.removeEnv)))))
 	r.POST("/v1/environments/:id/actions/:action", s.query(none, s.owned(envInPath, s.admitOperator, s.write(s.readyOp(s.envAction)))))
+	r.POST("/v1/environments/:id/dry-run", s.query(none, s.owned(envInPath, s.admitOperator, s.write(s.readyOp(s.dryRunEnv)))))
 }
 
 func (s *Server) createEnv(w http.ResponseWriter, r *http.Request, _ httprouter.Params, op Operator) {

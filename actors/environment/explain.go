@@ -101,3 +101,39 @@ func effectOf(before, after Env, o Outcome) string {
 	}
 	return strings.Join(parts, "; ")
 }
+
+// Change is one field a step changed, as a dry run reports it.
+type Change struct {
+	Field string `json:"field"`
+	From  string `json:"from"`
+	To    string `json:"to"`
+}
+
+// Changes are the fields that say where an environment is, as they differ
+// between before and after: its state, what is desired of it, its route
+// generation, its failures, its open drift and its tombstone.
+func Changes(before, after Env) []Change {
+	out := []Change{}
+	add := func(field, from, to string) {
+		if from != to {
+			out = append(out, Change{Field: field, From: from, To: to})
+		}
+	}
+	add("state", string(before.State), string(after.State))
+	add("desired", before.Desired, after.Desired)
+	add("generation", fmt.Sprint(before.Generation), fmt.Sprint(after.Generation))
+	add("failures", fmt.Sprint(before.Failures), fmt.Sprint(after.Failures))
+	add("open_drift", fmt.Sprint(openDrift(before)), fmt.Sprint(openDrift(after)))
+	add("tombstone", fmt.Sprint(before.Tombstone != nil), fmt.Sprint(after.Tombstone != nil))
+	return out
+}
+
+func openDrift(e Env) int {
+	n := 0
+	for _, d := range e.Drift {
+		if d.Outcome == "" {
+			n++
+		}
+	}
+	return n
+}

@@ -25,6 +25,7 @@ var entityCommands = []struct {
 	{[]string{"explain", "pool"}, nil},
 	{[]string{"explain", "environment"}, nil},
 	{[]string{"dry-run", "marquee"}, []string{"--verb", "step", "--generation", "1", "--step", "vm_starting"}},
+	{[]string{"dry-run", "environment"}, []string{"--remove"}},
 	{[]string{"history", "marquee"}, nil},
 	{[]string{"wait", "marquee"}, []string{"--for", "lifecycle=provisioned", "--timeout", "1s"}},
 	{[]string{"create", "marquee"}, nil},

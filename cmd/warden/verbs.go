@@ -315,8 +315,34 @@ func (o *clientOptions) dryRunVerb(shared func(*cobra.Command) *cobra.Command) *
 	marquee.Flags().StringVar(&reason, "reason", "", "with --verb failed: what went wrong")
 	marquee.Flags().StringVar(&delivery, "delivery-id", "", "a delivery id, to ask what its repeat would be answered")
 	marquee.Example = "  warden dry-run marquee m-1 --verb step --generation 2 --step vm_starting\n  warden dry-run mq m-1 --verb null --generation 2 -o json"
-	v := shared(verbOf(o.stderr, "dry-run", "what an input would do now, without sending it", marquee))
-	v.Example = marquee.Example
+	var action, envReason string
+	var remove bool
+	env := typed(shared, "environments", "environment ID --action A --reason R | --remove", "what an action or a removal would do now, without doing it", argsNamed("ID"), func(args []string) error {
+		var body map[string]any
+		switch {
+		case remove == (action != ""):
+			return usageError("dry-run environment needs one of --action A and --remove")
+		case remove:
+			body = map[string]any{"remove": map[string]any{"reason": envReason}}
+		default:
+			body = map[string]any{"action": action, "reason": envReason}
+		}
+		answer, err := o.call(http.MethodPost, "/v1/environments/"+url.PathEscape(args[0])+"/dry-run", body)
+		if err != nil {
+			return err
+		}
+		if done, err := o.print(answer); done {
+			return err
+		}
+		o.dryRunWords(args[0], answer)
+		return nil
+	})
+	env.Flags().StringVar(&action, "action", "", "the action: "+strings.Join(environment.ActionNames, ", "))
+	env.Flags().BoolVar(&remove, "remove", false, "a removal")
+	env.Flags().StringVar(&envReason, "reason", "", "why, as the real command would record it")
+	env.Example = "  warden dry-run environment pr-7-3f2c9e1 --remove --reason 'branch merged'\n  warden dry-run env pr-7-3f2c9e1 --action repair --reason 'container killed by hand'"
+	v := shared(verbOf(o.stderr, "dry-run", "what an input would do now, without sending it", marquee, env))
+	v.Example = marquee.Example + "\n" + env.Example
 	return v
 }
 
@@ -348,6 +374,9 @@ func (o *clientOptions) dryRunWords(id string, a map[string]any) {
 	list("would send", rows("messages"), func(r any) string { return fmt.Sprint(r) })
 	list("then awaiting", rows("awaiting"), func(r any) string {
 		m, _ := r.(map[string]any)
+		if at := str(m, "at"); at != "" {
+			return fmt.Sprintf("%s at %s: %s", str(m, "event"), at, str(m, "effect"))
+		}
 		return fmt.Sprintf("%s: %s", str(m, "event"), str(m, "effect"))
 	})
 }
