@@ -163,6 +163,21 @@ func TestE2EReconcilerFindsDrift(t *testing.T) {
 	}, 5*time.Second, 5*time.Millisecond, "recorded for an operator")
 	w.preview.waitObserved(t, environment.Database, w.preview.observations(environment.Database), 5)
 	require.Len(t, w.envView("env-5")["drift"], 2, "recorded once, not on every round")
+	// O17: explained, the drift holds it and the operator's three choices
+	// are what would move it.
+	st, x, _ := w.do("GET", "/v1/environments/env-5/explain", operatorToken, nil)
+	require.Equal(t, http.StatusOK, st)
+	blocked := x["blocked_by"].([]any)
+	require.Len(t, blocked, 2, "the drift, and the newer preview of its branch")
+	require.Contains(t, blocked[0].(map[string]any)["what"], "drift of database db-env-5")
+	require.Contains(t, blocked[0].(map[string]any)["detail"], "waits for an operator to repair, adopt or continue removal")
+	var events []string
+	for _, a := range x["awaiting"].([]any) {
+		events = append(events, a.(map[string]any)["event"].(string))
+	}
+	for _, choice := range []string{"operator action repair", "operator action adopt", "operator action continue-removal"} {
+		require.Contains(t, events, choice)
+	}
 	st, v, _ = w.do("POST", "/v1/environments/env-5/actions/adopt", operatorToken, map[string]any{"reason": "the migration owns it now", "actor": "ana"})
 	require.Equal(t, http.StatusAccepted, st)
 	audit = v["audit"].([]any)

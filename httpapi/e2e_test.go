@@ -523,6 +523,30 @@ func TestO17ExplainAMarquee(t *testing.T) {
 	require.Equal(t, 404, st)
 }
 
+// TestO17ExplainAPendingNull: a provisioned marquee with a first null
+// pending is explained with what would move it: a second null asks the
+// control plane before downgrading, a healthy step or a deployed clears
+// it, and the window's end forgets it, at its time.
+func TestO17ExplainAPendingNull(t *testing.T) {
+	w := newWorld(t, defaultPools)
+	g := w.provisioned("m-1")
+	require.Equal(t, "pending_confirmation", w.result(map[string]any{"marquee_id": "m-1", "verb": "null", "generation": g}))
+	st, e, raw := w.do("GET", "/v1/marquees/m-1/explain", operatorToken, nil)
+	require.Equal(t, 200, st, string(raw))
+	effects := map[string]string{}
+	at := map[string]any{}
+	for _, a := range e["awaiting"].([]any) {
+		m := a.(map[string]any)
+		effects[m["event"].(string)] = m["effect"].(string)
+		at[m["event"].(string)] = m["at"]
+	}
+	require.Contains(t, effects["callback null"], "asking the control plane for live chats before downgrading")
+	require.Contains(t, effects["callback step"], "pending null cleared")
+	require.Contains(t, effects["callback deployed"], "pending null cleared")
+	require.Contains(t, effects["timer null_expired"], "first null was never confirmed; forgotten")
+	require.Equal(t, e["state"].(map[string]any)["null_pending_until"], at["timer null_expired"], "at the window's end")
+}
+
 // TestO18DryRunAnswersAsTheRealCallbackAndChangesNothing: a dry run of a
 // stale, a duplicate and a second-null callback answers as the real one
 // then does, and leaves the record, the history and the delivery ids as

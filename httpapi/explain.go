@@ -332,6 +332,10 @@ func envBlockers(e environment.Env) []blocker {
 	if f := e.LastFailure; f != nil && !f.Retryable {
 		out = append(out, blocker{What: "failure", Detail: fmt.Sprintf("%s (%s): needs %s (E9)", f.Message, f.Category, f.Needs)})
 	}
+	if a := e.Attempt; a != nil {
+		out = append(out, blocker{What: "attempt " + a.ID, Detail: fmt.Sprintf("%s %s %s, leased to %s (lease %d) until its expiry; another worker takes it over only after (E7)",
+			a.Op, a.Capability, a.Identity, a.Lease.Owner, a.Lease.Generation), Until: a.Lease.ExpiresAt})
+	}
 	if e.SupersededBy != 0 {
 		out = append(out, blocker{What: "a newer preview of its branch", Detail: fmt.Sprintf("generation %d holds the route; this one never activates it (E8, I14)", e.SupersededBy)})
 	}
