@@ -89,7 +89,7 @@ test: lint testbin
 # kills, the cluster's convergence at a second lease TTL, the simulator's
 # CI batches (200 single-node seeds, 40 cluster seeds), the cluster at
 # scale's small run (D10); then the race detector's runs.
-CHECK_TESTS := TestD3DistIsReproducible|TestCrashFiftyKills|TestC5ConvergesAtEachLeaseTTL|TestSeedsWithDeterminism|TestC11ClusterSeedsWithDeterminism|TestD10TheClusterAtScaleBenchRuns
+CHECK_TESTS := TestO18DryRunIsTheRealStepOnSimulatorStates|TestD3DistIsReproducible|TestCrashFiftyKills|TestC5ConvergesAtEachLeaseTTL|TestSeedsWithDeterminism|TestC11ClusterSeedsWithDeterminism|TestD10TheClusterAtScaleBenchRuns
 check: testbin
 	WARDEN_CHECK=1 WARDEN_TEST_BIN=$(TEST_BIN) $(GO) test -count=1 -timeout 25m -run '^($(CHECK_TESTS))$$' \
 		./cmd/internal/sbom ./cmd/warden-crash ./cmd/warden-cluster-crash ./sim ./cmd/warden-bench

@@ -90,6 +90,10 @@ type faults struct {
 	rnd   *rand.Rand
 	fired map[string]int
 	off   bool
+	// held: no point fires, and no reach is counted or drawn, while the
+	// simulator asks something the run itself never asks (a dry run), so
+	// that asking leaves the run's schedule as it was.
+	held bool
 	// reached counts each point's reaches while it is on; firedAt lists
 	// the reaches that fired, the run's fault plan (Regression). replay,
 	// when set, is a plan to follow instead of drawing.
@@ -147,7 +151,7 @@ func drawFaults(seed uint64, none bool, once string, cluster bool) *faults {
 // that are on, so switching one off never shifts another's draws... within
 // one configuration.
 func (f *faults) fire(point string) bool {
-	if f.off {
+	if f.off || f.held {
 		return false
 	}
 	r, ok := f.rate[point]

@@ -30,13 +30,13 @@ type SeedRun struct {
 	// BusiestMinute is the most steps and events in one minute of
 	// virtual time (runsAway's bound is a hundred times what passes).
 	BusiestMinute int
-	Messages  int
-	Crashes   int
-	SimTime   time.Duration
-	Wall      time.Duration
-	Coverage  map[string]int
-	Fired     map[string]int
-	Final     map[string]string
+	Messages      int
+	Crashes       int
+	SimTime       time.Duration
+	Wall          time.Duration
+	Coverage      map[string]int
+	Fired         map[string]int
+	Final         map[string]string
 	// plan is the run's faults as drawn and fired (Regression).
 	plan *faults
 }

@@ -397,3 +397,33 @@ func FuzzRegressionFile(f *testing.F) {
 		}
 	})
 }
+
+// TestO18DryRunIsTheRealStepOnSimulatorStates: on the states the
+// simulator's weather brings marquees to (faults, crashes, late and
+// repeated callbacks, one node and three), each callback is dry-run just
+// before it is sent; the dry run leaves the store's bytes as they were and
+// answers what the callback then gets, byte for byte. 10,000 cases under
+// make check (about 100 s here), 1,000 in make test.
+func TestO18DryRunIsTheRealStepOnSimulatorStates(t *testing.T) {
+	want := 1_000
+	if os.Getenv("WARDEN_CHECK") == "1" {
+		want = 10_000
+	}
+	compared := 0
+	for seed := uint64(1); compared < want; seed++ {
+		if seed >= 400 {
+			t.Fatalf("too few cases: %d after %d seeds", compared, seed-1)
+		}
+		nodes := 1
+		if seed%2 == 0 {
+			nodes = 3
+		}
+		n := 0
+		r := Run(Options{Seed: seed, Nodes: nodes, dryRunFirst: true, dryRuns: &n})
+		if r.Violation != nil {
+			t.Fatalf("seed %d nodes %d: %v", seed, nodes, r.Violation)
+		}
+		compared += n
+	}
+	t.Logf("%d dry runs compared with the real callback", compared)
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"container/heap"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -93,7 +94,7 @@ type world struct {
 	// minute and inMinute count the steps of one minute (runsAway).
 	minute                time.Time
 	inMinute, maxInMinute int
-	machine   marquee.Machine
+	machine               marquee.Machine
 
 	// The processes: one on a single node (p), Options.Nodes on a
 	// cluster, each one incarnation at a time. store is the oracles' view
@@ -169,6 +170,12 @@ type Options struct {
 	// replay is a regression file's fault plan, followed instead of the
 	// seed's draws (Regression).
 	replay *Regression
+	// dryRunFirst dry-runs every callback just before it is sent, on the
+	// state the simulator has brought its marquee to, and holds the dry
+	// run to the truth (O18): the store unchanged by it, and its reply the
+	// real answer's, byte for byte. dryRuns counts the cases compared.
+	dryRunFirst bool
+	dryRuns     *int
 }
 
 // Violation is the first broken invariant of a run.
@@ -709,8 +716,16 @@ func (w *world) deliver(body map[string]any, delivery string, attempt int, scope
 			w.violate("T1", "another marquee's credential was answered %d", st)
 		}
 	}
-	st, ans, crashed := w.call("POST", "/v1/webhooks/terraform", token, body, delivery)
 	id, _ := body["marquee_id"].(string)
+	dry, dried := w.dryRun(id, body, delivery)
+	st, ans, crashed := w.call("POST", "/v1/webhooks/terraform", token, body, delivery)
+	if dried && !crashed && st == http.StatusOK {
+		if !bytes.Equal(dry, ans) {
+			w.violate("O18", "delivery %s to %s: the dry run answered %s, the callback %s", delivery, id, dry, ans)
+			return
+		}
+		*w.opts.dryRuns++
+	}
 	if crashed || st == http.StatusServiceUnavailable {
 		w.logf("callback %s %s %v unanswered (crashed=%t status=%d)", delivery, id, body["verb"], crashed, st)
 		if attempt < 5 {
@@ -746,6 +761,70 @@ func (w *world) deliver(body map[string]any, delivery string, attempt int, scope
 			w.applied = append(w.applied, appliedDelivery{marquee: id, delivery: delivery, at: w.now()})
 		}
 	}
+}
+
+// dryRun asks what the callback would do, with dryRunFirst, and checks
+// that asking wrote nothing; dried is false where there is no answer to
+// compare (off, or the dry run itself was refused or unanswered).
+func (w *world) dryRun(id string, body map[string]any, delivery string) (reply []byte, dried bool) {
+	if !w.opts.dryRunFirst {
+		return nil, false
+	}
+	// What is already queued runs first, as it would before the callback:
+	// only the dry run itself is then between the two hashes.
+	// A dry run, like any message, activates an actor that is not live,
+	// and activation reconciles what a crash left in flight, with writes
+	// of its own: the actor is activated first (on the node that owns it),
+	// so that only the dry run is between the two hashes.
+	w.faults.held = true
+	for _, p := range w.procs {
+		if p.sys != nil && (p.node == nil || !p.node.down && !p.node.paused) {
+			inc := p.inc
+			w.guard(func() {
+				w.onProc(p, inc, func() {
+					ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+					defer cancel()
+					_ = p.sys.Activate(ctx, id)
+				})
+			})
+		}
+	}
+	w.faults.held = false
+	w.guard(w.drain)
+	before := w.storeHash()
+	w.faults.held = true
+	st, ans, crashed := w.call("POST", "/v1/marquees/"+id+"/dry-run", opToken, body, delivery)
+	w.faults.held = false
+	if after := w.storeHash(); after != before {
+		w.violate("O18", "a dry run of delivery %s to %s wrote to the store", delivery, id)
+		return nil, false
+	}
+	if crashed || st != http.StatusOK {
+		return nil, false
+	}
+	var a struct {
+		Reply json.RawMessage `json:"reply"`
+	}
+	if json.Unmarshal(ans, &a) != nil {
+		w.violate("O18", "a dry run answered %s", ans)
+		return nil, false
+	}
+	return bytes.TrimSpace(a.Reply), true
+}
+
+// storeHash is a digest of every key and value of the durable store.
+func (w *world) storeHash() [32]byte {
+	h := sha256.New()
+	_ = w.store.Scan(nil, nil, func(k, v []byte) (bool, error) {
+		h.Write(k)
+		h.Write([]byte{0})
+		h.Write(v)
+		h.Write([]byte{0})
+		return true, nil
+	})
+	var sum [32]byte
+	copy(sum[:], h.Sum(nil))
+	return sum
 }
 
 // --- control plane and bootstrap --------------------------------------------------
