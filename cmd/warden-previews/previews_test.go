@@ -55,6 +55,9 @@ type makePreviews struct {
 
 func startPreviews(t *testing.T, bin, data, listen, preview, admin, pgListen string) *makePreviews {
 	t.Helper()
+	release, err := testports.Hold("podman") // its containers are named by environment ids, machine-wide
+	require.NoError(t, err)
+	t.Cleanup(release)
 	cmd := exec.Command(filepath.Join(bin, "warden-previews"), "--listen", listen, "--preview-listen", preview, "--caddy-admin", admin,
 		"--pg-listen", pgListen, "--data", data, "--warden", filepath.Join(bin, "warden"), "--source", "../../examples/previewapp", "--",
 		"--dispatch", "exec", "--dispatch-command", "/bin/true", "--env-reconcile-every", "2s")

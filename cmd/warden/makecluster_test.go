@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/wardenhq/warden/internal/testports"
 )
 
 // makeLayout is a directory laid out as a clone after make build: bin/
@@ -90,6 +92,15 @@ func (s *clusterScript) settled(port int) *proc {
 // HTTP, the members' clients and peers.
 var makeClusterPorts = []int{8181, 8182, 8183, 2381, 2382, 2383, 2391, 2392, 2393}
 
+// holdMakeClusterPorts waits for make cluster's fixed ports to be this
+// test's alone on the machine: another make test running beside this one
+// takes its turn (testports.Hold).
+func holdMakeClusterPorts(t *testing.T) {
+	release, err := testports.Hold("make-cluster")
+	require.NoError(t, err)
+	t.Cleanup(release)
+}
+
 // TestC10MakeCluster: make cluster (scripts/cluster.sh) starts three
 // nodes that own every shard between them, a preview runs on them, and
 // Ctrl-C stops every node cleanly and everything they started: nothing
@@ -99,6 +110,7 @@ func TestC10MakeCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three warden processes on fixed ports")
 	}
+	holdMakeClusterPorts(t)
 	dir := makeLayout(t)
 	s := startClusterScript(t, dir)
 	n1 := s.settled(8181)
@@ -134,6 +146,7 @@ func TestD15MovingToAClusterAsTheReadmeGivesIt(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts warden and a three-member etcd on fixed ports")
 	}
+	holdMakeClusterPorts(t)
 	root, err := filepath.Abs("../..")
 	require.NoError(t, err)
 	var blocks []readmeBlock

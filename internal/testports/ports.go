@@ -110,3 +110,56 @@ func ephemeralLow() int {
 	}
 	return 32768 // Linux's default
 }
+
+// Hold waits until this process holds the machine-wide lock name, and
+// returns what releases it: for tests that must listen on fixed ports
+// (make cluster's) or name things machine-wide (podman's containers, by
+// their environments' ids), so that two test runs on one machine take
+// turns instead of one failing. Within a process it is shared (the tests
+// of one package coordinate as they always have); the lock is released
+// when its last holder releases it, and by the kernel if the process dies.
+func Hold(name string) (release func(), err error) {
+	holds.Lock()
+	defer holds.Unlock()
+	h := holds.m[name]
+	if h == nil {
+		dir := filepath.Join(os.TempDir(), "warden-testkit-ports")
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, err
+		}
+		f, err := os.OpenFile(filepath.Join(dir, "hold-"+name), os.O_CREATE|os.O_RDWR, 0o600)
+		if err != nil {
+			return nil, err
+		}
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+			f.Close()
+			return nil, err
+		}
+		h = &hold{f: f}
+		holds.m[name] = h
+	}
+	h.n++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			holds.Lock()
+			defer holds.Unlock()
+			if h.n--; h.n == 0 {
+				h.f.Close()
+				delete(holds.m, name)
+			}
+		})
+	}, nil
+}
+
+// holds are the machine-wide locks this process holds, and how many of
+// its callers hold each.
+var holds = struct {
+	sync.Mutex
+	m map[string]*hold
+}{m: map[string]*hold{}}
+
+type hold struct {
+	f *os.File
+	n int
+}

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/wardenhq/warden/internal/driver"
+	"github.com/wardenhq/warden/internal/testports"
 )
 
 // podmanHere is podman as these machines run it (docs/rules/platform.md):
@@ -23,6 +24,11 @@ func podmanHere(t *testing.T) *Podman {
 	if err != nil {
 		t.Fatal("podman is not installed (Debian: apt-get install -y podman runc)")
 	}
+	release, err := testports.Hold("podman") // containers are named by environment ids, machine-wide
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(release)
 	data := &Data{Admin: adminDSN}
 	return &Podman{Binary: bin, Global: podmanGlobal, Context: appContext(t), Run: podmanRun, DatabaseURL: data.URL}
 }
