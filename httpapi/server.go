@@ -1,8 +1,10 @@
 // Package httpapi is warden's wire surface on httprouter: the Terraform
 // webhook, the operator API over marquees, pools and actors, health,
-// readiness and metrics (docs/rules/http-api.md). Every handler turns a
-// request into one message to an actor and maps the answer to the
-// contract's status codes; nothing here decides a rule.
+// readiness and metrics (docs/rules/http-api.md). A handler that changes
+// an entity turns its request into one message to that entity's actor and
+// maps the answer to the contract's status codes; reads go to the store
+// (the last committed records), and the console and maintenance routes
+// send no message. Nothing here decides a rule.
 package httpapi
 
 import (

@@ -14,9 +14,12 @@ import (
 // Scheduler is every source of concurrency the runtime has: where actors'
 // mailboxes run, how an effect runs outside them, and what a caller
 // waiting for an answer does meanwhile. Goroutines is production's; the
-// simulator gives a Serial queue it drains itself (sim/sched.go), so that
-// production code has no branch of its own for it. protoactor stays the
-// mailbox and the supervisor, inside this package.
+// simulator's (sim/sched.go) returns a RunQueue from Queue, which it
+// drains itself, one message per turn. The runtime branches on Queue in
+// the registry and here: where mailboxes run and how a waiting caller
+// pumps them (moving that branch out of production is docs/architecture's
+// next step, issue 63). protoactor stays the mailbox and the supervisor,
+// inside this package.
 type Scheduler interface {
 	// Queue is the run queue every mailbox runs on, one message per turn,
 	// when the scheduler is serial; nil runs mailboxes on production's
