@@ -17,9 +17,8 @@ import (
 // simulator's (sim/sched.go) returns a RunQueue from Queue, which it
 // drains itself, one message per turn. The runtime branches on Queue in
 // the registry and here: where mailboxes run and how a waiting caller
-// pumps them (moving that branch out of production is docs/architecture's
-// next step, issue 63). protoactor stays the mailbox and the supervisor,
-// inside this package.
+// pumps them. protoactor stays the mailbox and the supervisor, inside
+// this package.
 type Scheduler interface {
 	// Queue is the run queue every mailbox runs on, one message per turn,
 	// when the scheduler is serial; nil runs mailboxes on production's
