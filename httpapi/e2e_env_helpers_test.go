@@ -26,6 +26,9 @@ type fakePreview struct {
 	// observed counts observations per capability: a test waits for the
 	// reconciler to have looked again instead of sleeping.
 	observed map[environment.Capability]int
+	// gate, when set for a capability, holds its applies until closed: a
+	// test sees the attempt in flight, under its worker's lease.
+	gate map[environment.Capability]chan struct{}
 }
 
 // observations is how often a capability was observed so far.
@@ -43,7 +46,8 @@ func (p *fakePreview) waitObserved(t *testing.T, c environment.Capability, befor
 }
 
 func newFakePreview() *fakePreview {
-	return &fakePreview{res: map[string]string{}, ledger: map[string]bool{}, route: map[string]uint64{}, observed: map[environment.Capability]int{}}
+	return &fakePreview{res: map[string]string{}, ledger: map[string]bool{}, route: map[string]uint64{}, observed: map[environment.Capability]int{},
+		gate: map[environment.Capability]chan struct{}{}}
 }
 
 type capDriver struct {
@@ -59,8 +63,18 @@ func (p *fakePreview) drivers() map[environment.Capability]driver.Capability {
 	return out
 }
 
-func (d capDriver) Do(_ context.Context, r driver.CapabilityRequest) (driver.CapabilityResult, error) {
+func (d capDriver) Do(ctx context.Context, r driver.CapabilityRequest) (driver.CapabilityResult, error) {
 	p := d.p
+	p.mu.Lock()
+	gate := p.gate[d.cap]
+	p.mu.Unlock()
+	if gate != nil && r.Op == "apply" {
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return driver.CapabilityResult{}, ctx.Err()
+		}
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	switch r.Op {

@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -296,4 +297,43 @@ func TestO18EnvironmentDryRunIsTheRealCommandAndChangesNothing(t *testing.T) {
 	after := w.envView("env-9")
 	require.Equal(t, "removed", after["desired"], "the real removal did what the dry run said")
 	require.Contains(t, []string{"removal-requested", "route-detached", "application-stopped", "data-removed", "resources-verified-absent", "removed"}, after["state"])
+}
+
+// TestO17ExplainAnEnvironmentMidAttempt: an environment whose database
+// apply is in flight is held by its attempt, under its worker's lease
+// with its owner and expiry, and awaits the driver's answers and the
+// lease's end.
+func TestO17ExplainAnEnvironmentMidAttempt(t *testing.T) {
+	w := newWorld(t, defaultPools)
+	gate := make(chan struct{})
+	w.preview.mu.Lock()
+	w.preview.gate[environment.Database] = gate
+	w.preview.mu.Unlock()
+	defer close(gate)
+	st, _, raw := w.do("POST", "/v1/environments", operatorToken, map[string]any{"id": "env-7", "branch": "lease", "revision": "r1"})
+	require.Equal(t, http.StatusCreated, st, string(raw))
+	var x map[string]any
+	require.Eventually(t, func() bool {
+		_, x, _ = w.do("GET", "/v1/environments/env-7/explain", operatorToken, nil)
+		a, _ := x["state"].(map[string]any)["attempt"].(map[string]any)
+		return a != nil && a["capability"] == "database"
+	}, 5*time.Second, 5*time.Millisecond, "the database apply in flight")
+	attempt := x["state"].(map[string]any)["attempt"].(map[string]any)
+	lease := attempt["lease"].(map[string]any)
+	var held map[string]any
+	for _, b := range x["blocked_by"].([]any) {
+		if m := b.(map[string]any); strings.HasPrefix(m["what"].(string), "attempt ") {
+			held = m
+		}
+	}
+	require.NotNil(t, held, "the attempt holds it: %v", x["blocked_by"])
+	require.Contains(t, held["detail"], "apply database")
+	require.Contains(t, held["detail"], "leased to "+lease["owner"].(string))
+	require.Equal(t, lease["expires_at"], held["until"], "until the lease's expiry")
+	var events []string
+	for _, a := range x["awaiting"].([]any) {
+		events = append(events, a.(map[string]any)["event"].(string))
+	}
+	require.Contains(t, events, "driver database apply done")
+	require.Contains(t, events, "timer lease end")
 }
