@@ -155,8 +155,9 @@ func TestP2P12P18MakePreviewsStartsThePlatformAndStopsIt(t *testing.T) {
 	require.NoError(t, err, "%s", out0)
 	data := filepath.Join(t.TempDir(), "data")
 	abs, _ := filepath.Abs(filepath.Join(data, "previews"))
-	if pg, _ := clusterDir(abs); !strings.HasPrefix(pg, abs) {
-		t.Cleanup(func() { os.RemoveAll(filepath.Dir(pg)) }) // as root it lives under /var/tmp
+	pgDir, _ := clusterDir(abs)
+	if !strings.HasPrefix(pgDir, abs) {
+		t.Cleanup(func() { os.RemoveAll(filepath.Dir(pgDir)) }) // as root it lives under /var/tmp
 	}
 	instance := instanceOf(abs)
 	envs := []string{"env-1", "env-mp2", "env-mp3", "pr-7-0123456"}
@@ -272,8 +273,8 @@ func TestP2P12P18MakePreviewsStartsThePlatformAndStopsIt(t *testing.T) {
 	require.Empty(t, strings.TrimSpace(string(left)), "no container of this platform is left")
 	_, err = os.Stat(abs)
 	require.True(t, os.IsNotExist(err), "<data>/previews is gone: %v", err)
-	if pg, _ := clusterDir(abs); !strings.HasPrefix(pg, abs) {
-		_, err = os.Stat(filepath.Dir(pg))
+	if !strings.HasPrefix(pgDir, abs) {
+		_, err = os.Stat(filepath.Dir(pgDir)) // clusterDir would make it again: asked before
 		require.True(t, os.IsNotExist(err), "the cluster under /var/tmp is gone")
 	}
 }
