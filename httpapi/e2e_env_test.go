@@ -270,6 +270,12 @@ func TestO18EnvironmentDryRunIsTheRealCommandAndChangesNothing(t *testing.T) {
 	st, _, raw := w.do("POST", "/v1/environments", operatorToken, map[string]any{"id": "env-9", "branch": "dry", "revision": "r1", "ttl": "72h"})
 	require.Equal(t, http.StatusCreated, st, string(raw))
 	require.Eventually(t, func() bool { return w.envView("env-9")["state"] == "ready" }, 5*time.Second, 5*time.Millisecond)
+	// At rest: its readiness notification delivered, so that nothing of its
+	// own changes the record between the two reads.
+	require.Eventually(t, func() bool {
+		out, _ := w.envView("env-9")["outbox"].([]any)
+		return len(out) == 1 && out[0].(map[string]any)["delivered"] == true
+	}, 5*time.Second, 5*time.Millisecond)
 	before := w.envView("env-9")
 
 	st, d, raw := w.do("POST", "/v1/environments/env-9/dry-run", operatorToken, map[string]any{"remove": map[string]any{"reason": "branch merged"}})
