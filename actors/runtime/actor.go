@@ -163,10 +163,14 @@ func (h *Handle[S, E, O]) load() {
 	// that landed unseen (C14) may have recorded one.
 	h.deliveries, h.loaded = nil, false
 	h.wake = h.kind.wakeOf(rec)
+	// A commit that landed unseen is reconciled as a restart is (after a
+	// failure): what it meant to start or send was lost with its answer, a
+	// slot's release among them (I9).
 	reconcile := h.exists && (!h.reconciled || h.landedUnseen)
+	afterFailure := h.afterFailure || h.landedUnseen
 	h.reconciled, h.landedUnseen = true, false
 	if reconcile {
-		h.kind.started(h, h.afterFailure)
+		h.kind.started(h, afterFailure)
 	}
 }
 
