@@ -19,6 +19,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/wardenhq/warden/actors/entity"
 	"github.com/wardenhq/warden/actors/environment"
 	"github.com/wardenhq/warden/actors/errs"
 	"github.com/wardenhq/warden/actors/marquee"
@@ -566,25 +567,15 @@ func (c *console) marquee(w http.ResponseWriter, r *http.Request, sess *session,
 		actions = append(actions, "disable", "enable")
 	}
 	now := c.s.sys.Now()
-	x := consoleExplain{BlockedBy: c.s.blockers(r, st, now)}
-	for _, in := range c.s.sys.Machine().Awaiting(st, now) {
-		x.Awaiting = append(x.Awaiting, explainRow{Event: in.Event, At: in.At, Effect: in.Effect})
-	}
+	x := consoleExplain{Awaiting: c.s.sys.Machine().Awaiting(st, now), BlockedBy: c.s.blockers(r, st, now)}
 	c.render(w, r, sess, "marquee", "Marquee "+id, map[string]any{"V": v, "Timeline": timeline, "Actions": actions, "ShowProgress": progressShown(st), "Explain": x})
 }
 
 // consoleExplain is an entity's explanation as its console page shows it
 // at the top (O17): what would move it now, and what holds it.
 type consoleExplain struct {
-	Awaiting  []explainRow
+	Awaiting  []entity.Input
 	BlockedBy []blocker
-}
-
-// explainRow is one input of an explanation, whatever its kind.
-type explainRow struct {
-	Event  string
-	At     time.Time
-	Effect string
 }
 
 func (c *console) environments(w http.ResponseWriter, r *http.Request, sess *session) {
@@ -628,10 +619,7 @@ func (c *console) environment(w http.ResponseWriter, r *http.Request, sess *sess
 		desired := desiredOf(e, res.Capability)
 		rows = append(rows, resourceRow{Resource: res, Desired: desired, Matches: desired == "kept" || (desired == "present") == (res.Status == "present")})
 	}
-	x := consoleExplain{BlockedBy: envBlockers(e)}
-	for _, in := range c.s.sys.EnvMachine().Awaiting(e, c.s.sys.Now()) {
-		x.Awaiting = append(x.Awaiting, explainRow{Event: in.Event, At: in.At, Effect: in.Effect})
-	}
+	x := consoleExplain{Awaiting: c.s.sys.EnvMachine().Awaiting(e, c.s.sys.Now()), BlockedBy: envBlockers(e)}
 	c.render(w, r, sess, "environment", "Environment "+id, map[string]any{"V": v, "Resources": rows, "Rules": actionRules, "Explain": x})
 }
 
@@ -661,11 +649,7 @@ func (c *console) pools(w http.ResponseWriter, r *http.Request, sess *session) {
 	}
 	explain := map[string]consoleExplain{}
 	for _, p := range ps {
-		var x consoleExplain
-		for _, in := range p.Awaiting(c.s.sys.Now()) {
-			x.Awaiting = append(x.Awaiting, explainRow{Event: in.Event, Effect: in.Effect})
-		}
-		explain[p.Name] = x
+		explain[p.Name] = consoleExplain{Awaiting: p.Awaiting(c.s.sys.Now())}
 	}
 	c.render(w, r, sess, "pools", "Pools", map[string]any{"Pools": ps, "Now": c.s.sys.Now(), "Explain": explain})
 }

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
@@ -138,15 +137,9 @@ func (s *Server) dryRunEnv(w http.ResponseWriter, r *http.Request, p httprouter.
 		return
 	}
 	a := envDryRunAnswer{Result: "applied", Reason: d.Outcome.Answer.Note, Changes: environment.Changes(d.Before, d.After),
-		Effects: []string{}, Messages: append([]string{}, d.Messages...), Awaiting: s.sys.EnvMachine().Awaiting(d.After, s.sys.Now())}
+		Effects: inWords(d.Outcome.Effects), Messages: nonNil(d.Messages), Awaiting: nonNil(s.sys.EnvMachine().Awaiting(d.After, s.sys.Now()))}
 	if !d.Outcome.Changed {
 		a.Result = "unchanged"
-	}
-	for _, e := range d.Outcome.Effects {
-		a.Effects = append(a.Effects, fmt.Sprint(e))
-	}
-	if a.Awaiting == nil {
-		a.Awaiting = []environment.Input{}
 	}
 	writeJSON(w, http.StatusOK, a)
 }
@@ -196,16 +189,25 @@ func (s *Server) getEnv(w http.ResponseWriter, r *http.Request, p httprouter.Par
 		}
 		receipts = n
 	}
+	e, ok := s.envInPath(w, p)
+	if !ok {
+		return
+	}
+	writeJSON(w, http.StatusOK, s.envView(e, receipts))
+}
+
+// envInPath reads the environment the path names, or answers why not.
+func (s *Server) envInPath(w http.ResponseWriter, p httprouter.Params) (environment.Env, bool) {
 	if !environment.ValidID(p.ByName("id")) {
 		refuse(w, notFound, "no such environment")
-		return
+		return environment.Env{}, false
 	}
 	e, err := s.sys.Environment(p.ByName("id"))
 	if err != nil {
 		s.writeErr(w, err)
-		return
+		return environment.Env{}, false
 	}
-	writeJSON(w, http.StatusOK, s.envView(e, receipts))
+	return e, true
 }
 
 func (s *Server) removeEnv(w http.ResponseWriter, r *http.Request, p httprouter.Params, op Operator) {

@@ -215,21 +215,18 @@ func (s *Server) dryRunMarquee(w http.ResponseWriter, r *http.Request, p httprou
 		Reason string         `json:"reason"`
 	}
 	_ = json.Unmarshal(d.Reply, &reply)
-	a := dryRunAnswer{Result: reply.Result, Reason: reply.Reason, Reply: d.Reply, Changes: marquee.Changes(d.Before, d.After),
-		Effects: []string{}, Messages: d.Messages, Awaiting: s.sys.Machine().Awaiting(d.After, s.sys.Now()), Duplicate: d.Duplicate}
-	for _, e := range d.Outcome.Effects {
-		a.Effects = append(a.Effects, fmt.Sprint(e))
+	writeJSON(w, http.StatusOK, dryRunAnswer{Result: reply.Result, Reason: reply.Reason, Reply: d.Reply,
+		Changes: nonNil(marquee.Changes(d.Before, d.After)), Effects: inWords(d.Outcome.Effects), Messages: nonNil(d.Messages),
+		Awaiting: nonNil(s.sys.Machine().Awaiting(d.After, s.sys.Now())), Duplicate: d.Duplicate})
+}
+
+// inWords is a step's effects as a dry run lists them: each as it prints.
+func inWords[E any](effects []E) []string {
+	out := make([]string, len(effects))
+	for i, e := range effects {
+		out[i] = fmt.Sprint(e)
 	}
-	if a.Changes == nil {
-		a.Changes = []marquee.Change{}
-	}
-	if a.Messages == nil {
-		a.Messages = []string{}
-	}
-	if a.Awaiting == nil {
-		a.Awaiting = []marquee.Input{}
-	}
-	writeJSON(w, http.StatusOK, a)
+	return out
 }
 
 // poolExplanation is a pool's explanation (O17): who holds its slots, who
@@ -298,24 +295,16 @@ type envExplainedState struct {
 }
 
 // explainEnv is GET /v1/environments/{id}/explain.
-func (s *Server) explainEnv(w http.ResponseWriter, r *http.Request, p httprouter.Params, _ Operator) {
-	if !environment.ValidID(p.ByName("id")) {
-		refuse(w, notFound, "no such environment")
-		return
-	}
-	e, err := s.sys.Environment(p.ByName("id"))
-	if err != nil {
-		s.writeErr(w, err)
+func (s *Server) explainEnv(w http.ResponseWriter, _ *http.Request, p httprouter.Params, _ Operator) {
+	e, ok := s.envInPath(w, p)
+	if !ok {
 		return
 	}
 	m, now := s.sys.EnvMachine(), s.sys.Now()
 	x := envExplanation{ID: e.ID, Summary: m.Status(e, now).Text,
 		State: envExplainedState{State: e.State, Desired: e.Desired, Generation: e.Generation, Attempt: e.Attempt, Failures: e.Failures,
 			RetryAt: e.RetryAt, ExpiresAt: expiresAt(e), Tombstone: e.Tombstone},
-		Because: e.Receipts[max(0, len(e.Receipts)-maxRefused):], Awaiting: m.Awaiting(e, now), BlockedBy: envBlockers(e)}
-	if x.Awaiting == nil {
-		x.Awaiting = []environment.Input{}
-	}
+		Because: e.Receipts[max(0, len(e.Receipts)-maxRefused):], Awaiting: nonNil(m.Awaiting(e, now)), BlockedBy: envBlockers(e)}
 	writeJSON(w, http.StatusOK, x)
 }
 

@@ -262,9 +262,9 @@ func (s *Server) envRows(q url.Values) ([]EnvSummary, string, error) {
 	return rows, encodeCursor("environment", page.Next), nil
 }
 
-func nonNil(s []string) []string {
+func nonNil[T any](s []T) []T {
 	if s == nil {
-		return []string{}
+		return []T{}
 	}
 	return s
 }

@@ -4,15 +4,13 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/wardenhq/warden/actors/entity"
 )
 
-// Input is one input that would move the pool now, and what it would do,
-// found by stepping it on a copy (O17): the words come from the outcome,
-// not from a second reading of the rules.
-type Input struct {
-	Event  string `json:"event"`
-	Effect string `json:"effect"`
-}
+// Input is one input that would move the pool now, found by stepping it
+// on a copy (O17); a pool's have no time (At is zero).
+type Input = entity.Input
 
 // Awaiting is what would move the pool now: each holder's release, in
 // sequence order, then a new job's ask.

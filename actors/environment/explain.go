@@ -4,17 +4,13 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/wardenhq/warden/actors/entity"
 )
 
-// Input is one input that would move an environment now, when it would
-// come (zero: any time), and what it would do, found by stepping it on a
-// copy (O17): the words come from the outcome, not from a second reading
-// of the rules.
-type Input struct {
-	Event  string    `json:"event"`
-	At     time.Time `json:"at,omitzero"`
-	Effect string    `json:"effect"`
-}
+// Input is one input that would move an environment now, found by
+// stepping it on a copy (O17).
+type Input = entity.Input
 
 // candidate is an input explain asks the machine about.
 type candidate struct {
@@ -103,11 +99,7 @@ func effectOf(before, after Env, o Outcome) string {
 }
 
 // Change is one field a step changed, as a dry run reports it.
-type Change struct {
-	Field string `json:"field"`
-	From  string `json:"from"`
-	To    string `json:"to"`
-}
+type Change = entity.Change
 
 // Changes are the fields that say where an environment is, as they differ
 // between before and after: its state, what is desired of it, its route

@@ -2,15 +2,13 @@ package marquee
 
 import (
 	"time"
+
+	"github.com/wardenhq/warden/actors/entity"
 )
 
 // Input is one input that would move a marquee, as its explanation lists
-// it (O17): what it is, when for a timer, and what it would do.
-type Input struct {
-	Event  string    `json:"event"`
-	At     time.Time `json:"at,omitzero"`
-	Effect string    `json:"effect"`
-}
+// it (O17).
+type Input = entity.Input
 
 // candidate is an input explain asks the machine about, and the time it
 // would be stepped at (zero: now).

@@ -3,14 +3,12 @@ package marquee
 import (
 	"fmt"
 	"strconv"
+
+	"github.com/wardenhq/warden/actors/entity"
 )
 
 // Change is one traced field a step changed, from what to what.
-type Change struct {
-	Field string `json:"field"`
-	From  string `json:"from"`
-	To    string `json:"to"`
-}
+type Change = entity.Change
 
 // The traced fields: where a marquee is, as its history must be able to
 // say (S14).

@@ -29,6 +29,8 @@ type clientOptions struct {
 	stdout, stderr            io.Writer
 	// deadline, if set, bounds every call (wait --timeout).
 	deadline time.Time
+	// oneLine prints -o json on one line, as the old env commands did.
+	oneLine bool
 }
 
 // maxListRows bounds how many rows `get` follows cursors for.
@@ -127,7 +129,9 @@ func (o *clientOptions) print(v any) (bool, error) {
 	switch o.output {
 	case "json":
 		enc := json.NewEncoder(o.stdout)
-		enc.SetIndent("", "  ")
+		if !o.oneLine {
+			enc.SetIndent("", "  ")
+		}
 		return true, enc.Encode(v)
 	case "yaml":
 		b, err := yaml.Marshal(v)
@@ -398,122 +402,6 @@ func historyRows(rows []map[string]any) [][]string {
 			str(r, "result"), str(r, "actor"), str(r, "detail")})
 	}
 	return out
-}
-
-// explainMarquee prints GET /v1/marquees/{id}/explain in words (-o json:
-// as the API answers it).
-// explainEnv prints an environment's explanation in words.
-func (o *clientOptions) explainEnv(id string) error {
-	e, err := o.call(http.MethodGet, "/v1/environments/"+url.PathEscape(id)+"/explain", nil)
-	if err != nil {
-		return err
-	}
-	if done, err := o.print(e); done {
-		return err
-	}
-	w := o.stdout
-	fmt.Fprintf(w, "%s: %s\n", id, str(e, "summary"))
-	rows := func(k string) []any { r, _ := e[k].([]any); return r }
-	sections := []struct {
-		title string
-		rows  []any
-		line  func(map[string]any) string
-	}{
-		{"because (verified steps, oldest first)", rows("because"), func(m map[string]any) string {
-			return fmt.Sprintf("%s %s: %s %s %s", str(m, "at"), str(m, "transition"), str(m, "op"), str(m, "capability"), str(m, "identity"))
-		}},
-		{"awaiting", rows("awaiting"), func(m map[string]any) string {
-			if at := str(m, "at"); at != "" {
-				return fmt.Sprintf("%s at %s: %s", str(m, "event"), at, str(m, "effect"))
-			}
-			return fmt.Sprintf("%s: %s", str(m, "event"), str(m, "effect"))
-		}},
-		{"blocked by", rows("blocked_by"), func(m map[string]any) string { return str(m, "what") + ": " + str(m, "detail") }},
-	}
-	for _, sec := range sections {
-		fmt.Fprintf(w, "\n%s:\n", sec.title)
-		if len(sec.rows) == 0 {
-			fmt.Fprintln(w, "  (none)")
-		}
-		for _, r := range sec.rows {
-			if m, ok := r.(map[string]any); ok {
-				fmt.Fprintf(w, "  %s\n", sec.line(m))
-			}
-		}
-	}
-	return nil
-}
-
-// explainPool prints a pool's explanation in words.
-func (o *clientOptions) explainPool(name string) error {
-	e, err := o.call(http.MethodGet, "/v1/pools/"+url.PathEscape(name)+"/explain", nil)
-	if err != nil {
-		return err
-	}
-	if done, err := o.print(e); done {
-		return err
-	}
-	w := o.stdout
-	fmt.Fprintln(w, str(e, "summary"))
-	for _, sec := range []struct{ title, key, a, b string }{{"awaiting", "awaiting", "event", "effect"}, {"blocked by", "blocked_by", "what", "detail"}} {
-		rows, _ := e[sec.key].([]any)
-		if len(rows) == 0 {
-			continue
-		}
-		fmt.Fprintf(w, "\n%s:\n", sec.title)
-		for _, r := range rows {
-			m, _ := r.(map[string]any)
-			fmt.Fprintf(w, "  %s: %s\n", str(m, sec.a), str(m, sec.b))
-		}
-	}
-	return nil
-}
-
-func (o *clientOptions) explainMarquee(id string) error {
-	e, err := o.call(http.MethodGet, "/v1/marquees/"+url.PathEscape(id)+"/explain", nil)
-	if err != nil {
-		return err
-	}
-	if done, err := o.print(e); done {
-		return err
-	}
-	w := o.stdout
-	fmt.Fprintf(w, "%s: %s\n", id, str(e, "summary"))
-	section := func(title string, rows []any, line func(map[string]any) string) {
-		fmt.Fprintf(w, "\n%s:\n", title)
-		if len(rows) == 0 {
-			fmt.Fprintln(w, "  (none)")
-		}
-		for _, r := range rows {
-			if m, ok := r.(map[string]any); ok {
-				fmt.Fprintf(w, "  %s\n", line(m))
-			}
-		}
-	}
-	rows := func(k string) []any { r, _ := e[k].([]any); return r }
-	section("because (oldest first)", rows("because"), func(m map[string]any) string {
-		var ch []string
-		for _, c := range m["changed"].([]any) {
-			c := c.(map[string]any)
-			ch = append(ch, fmt.Sprintf("%s %s -> %s", str(c, "field"), str(c, "from"), str(c, "to")))
-		}
-		return fmt.Sprintf("%s %s %s (gen %s): %s", str(m, "at"), str(m, "source"), str(m, "event"), str(m, "generation"), strings.Join(ch, ", "))
-	})
-	section("awaiting", rows("awaiting"), func(m map[string]any) string {
-		if at := str(m, "at"); at != "" {
-			return fmt.Sprintf("%s at %s: %s", str(m, "event"), at, str(m, "effect"))
-		}
-		return fmt.Sprintf("%s: %s", str(m, "event"), str(m, "effect"))
-	})
-	section("blocked by", rows("blocked_by"), func(m map[string]any) string { return str(m, "what") + ": " + str(m, "detail") })
-	section("refused (newest first)", rows("refused"), func(m map[string]any) string {
-		gens := "gen " + str(m, "generation")
-		if r := str(m, "received_generation"); r != "" {
-			gens += ", received " + r
-		}
-		return fmt.Sprintf("%s %s %s %s (%s): %s", str(m, "at"), str(m, "source"), str(m, "event"), str(m, "result"), gens, str(m, "reason"))
-	})
-	return nil
 }
 
 func (o *clientOptions) describeMarquee(id string) error {

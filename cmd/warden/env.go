@@ -10,14 +10,11 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
-
-	"github.com/wardenhq/warden/actors/environment"
 )
 
 // `warden env` is the client a CI job uses to ask for a preview
@@ -59,99 +56,52 @@ func newEnvCommand(getenv func(string) string, stdout, stderr io.Writer) *cobra.
 	env.PersistentFlags().StringVar(&o.server, "server", envOr(getenv, "WARDEN_URL", "http://127.0.0.1:8080"), "warden's base URL (WARDEN_URL)")
 	env.PersistentFlags().StringVar(&o.tokenFile, "token-file", "", "file holding the token (else WARDEN_OPERATOR_TOKEN)")
 	env.PersistentFlags().StringVarP(&o.output, "output", "o", "text", "text (a line about the environment) or json (warden's whole answer)")
-	now := func(c *cobra.Command, args []string, form string) {
-		fmt.Fprintf(stderr, "warden: %q is now %q\n", "warden env "+c.Name(), fmt.Sprintf(form, strings.Join(args, " ")))
-	}
 
 	var id, reason string
 	var f envCreateFlags
 	var ifPresent bool
+	// run is the new command's code, answering as the old one did.
+	run := func(c *cobra.Command, args []string, form string, do func(*clientOptions) error) error {
+		fmt.Fprintf(stderr, "warden: %q is now %q\n", "warden env "+c.Name(), fmt.Sprintf(form, strings.Join(args, " ")))
+		co := &clientOptions{server: o.server, tokenFile: o.tokenFile, getenv: o.getenv, stdout: stdout, stderr: stderr}
+		switch o.output {
+		case "text":
+			co.output = "table"
+		case "json":
+			co.output, co.oneLine = "json", true
+		default:
+			return usageError("-o %q: want text or json", o.output)
+		}
+		return do(co)
+	}
 	create := &cobra.Command{Use: "create --id ID --branch B --revision R", Short: "ask for a preview environment", Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			now(c, []string{id}, "warden create environment %s ...")
-			body := map[string]any{"id": id, "branch": f.branch, "revision": f.revision}
-			if f.ttl != "" {
-				body["ttl"] = f.ttl
-			}
-			if f.data != "" {
-				body["data"] = f.data
-			}
-			return o.send(stdout, func(c *envClient) (int, []byte, error) {
-				status, answer, err := c.do(http.MethodPost, "/v1/environments", body)
-				if err == nil && status == http.StatusConflict && f.ifAbsent && errorCode(answer) == "conflict" {
-					return c.do(http.MethodGet, "/v1/environments/"+url.PathEscape(id), nil)
-				}
-				return status, answer, err
-			})
+			return run(c, []string{id}, "warden create environment %s ...", func(co *clientOptions) error { return co.createEnv(id, f) })
 		}}
 	create.Flags().StringVar(&id, "id", "", "environment id")
 	f.declare(create)
 
 	remove := &cobra.Command{Use: "remove ID", Short: "ask for an environment's removal", Args: argsNamed("ID"),
 		RunE: func(c *cobra.Command, args []string) error {
-			now(c, args, "warden remove environment %s ...")
-			return o.send(stdout, func(c *envClient) (int, []byte, error) {
-				status, answer, err := c.do(http.MethodPost, "/v1/environments/"+url.PathEscape(args[0])+"/remove", map[string]any{"reason": reason})
-				if err == nil && status == http.StatusNotFound && ifPresent {
-					absent := fmt.Sprintf("{\"id\":%q,\"removed\":\"absent\"}", args[0])
-					return http.StatusOK, []byte(absent), nil
-				}
-				return status, answer, err
-			})
+			return run(c, args, "warden remove environment %s ...", func(co *clientOptions) error { return co.removeEnv(args[0], reason, ifPresent) })
 		}}
 	remove.Flags().StringVar(&reason, "reason", "", "why")
 	remove.Flags().BoolVar(&ifPresent, "if-present", false, "an environment that does not exist is success")
 
 	action := &cobra.Command{Use: "action ID ACTION --reason R", Short: "take a manual action", Args: argsNamed("ID", "ACTION"),
 		RunE: func(c *cobra.Command, args []string) error {
-			now(c, args, "warden action environment %s --reason ...")
-			if !slices.Contains(environment.ActionNames, args[1]) {
-				return usageError("%q is not an action: one of %s", args[1], strings.Join(environment.ActionNames, ", "))
-			}
-			if reason == "" {
-				return usageError("an action records why: give --reason")
-			}
-			return o.send(stdout, func(c *envClient) (int, []byte, error) {
-				return c.do(http.MethodPost, "/v1/environments/"+url.PathEscape(args[0])+"/actions/"+url.PathEscape(args[1]), map[string]any{"reason": reason})
-			})
+			return run(c, args, "warden action environment %s --reason ...", func(co *clientOptions) error { return co.envAction(args[0], args[1], reason) })
 		}}
 	action.Flags().StringVar(&reason, "reason", "", "why (recorded in the environment's audit)")
 
 	get := &cobra.Command{Use: "get ID", Short: "print an environment", Args: argsNamed("ID"),
 		RunE: func(c *cobra.Command, args []string) error {
-			now(c, args, "warden get environment %s")
-			return o.send(stdout, func(c *envClient) (int, []byte, error) {
-				return c.do(http.MethodGet, "/v1/environments/"+url.PathEscape(args[0]), nil)
+			return run(c, args, "warden get environment %s", func(co *clientOptions) error {
+				return co.showEnv(co.call(http.MethodGet, "/v1/environments/"+url.PathEscape(args[0]), nil))
 			})
 		}}
 	env.AddCommand(create, remove, action, get)
 	return env
-}
-
-// send makes one old env command's call and prints its answer; a refusal
-// is an error in the one format (warden: message (status code)).
-func (o *envOptions) send(stdout io.Writer, call func(*envClient) (int, []byte, error)) error {
-	if o.output != "text" && o.output != "json" {
-		return usageError("-o %q: want text or json", o.output)
-	}
-	co := clientOptions{server: o.server, tokenFile: o.tokenFile, output: "json", getenv: o.getenv}
-	c, err := co.client()
-	if err != nil {
-		return err
-	}
-	status, answer, err := call(c)
-	if err != nil {
-		return err
-	}
-	if status/100 != 2 {
-		return refusalOf(status, answer)
-	}
-	if o.output == "json" {
-		fmt.Fprintln(stdout, compactJSON(answer))
-	} else {
-		fmt.Fprintln(stdout, envSummary(answer))
-	}
-	return nil
 }
 
 // envSummary is one line about an environment view: what a person reads
@@ -244,17 +194,6 @@ func unreachable(server string, err error) error {
 		return fmt.Errorf("could not connect to warden at %s: %v (is it running? the address is --server or WARDEN_URL)", server, op.Err)
 	}
 	return fmt.Errorf("warden at %s: %w (the address is --server or WARDEN_URL)", server, err)
-}
-
-// errorCode is the code of warden's error answer, "" for any other body.
-func errorCode(answer []byte) string {
-	var e struct {
-		Error struct {
-			Code string `json:"code"`
-		} `json:"error"`
-	}
-	_ = json.Unmarshal(answer, &e)
-	return e.Error.Code
 }
 
 func compactJSON(b []byte) string {

@@ -30,10 +30,10 @@ func rekeyCommand(fs *flag.FlagSet, getenv func(string) string, stdout, stderr i
 	data := fs.String("data", envOr(getenv, "WARDEN_DATA", "./data"), "data directory (warden must be stopped)")
 	keyFile := fs.String("seal-key-file", getenv("WARDEN_SEAL_KEY_FILE"), "seal keyring (default <data>/seal.key; on a cluster, the one every node is given)")
 	var endpoints []string
-	fs.Var(config.ListFlag{L: &endpoints}, "etcd-endpoints", "a cluster's etcd client URLs: rekey its store (every node stopped, D9)")
+	fs.Var(config.ListFlag{L: &endpoints}, "etcd-endpoints", "a cluster's etcd client URLs: rekey its store (every node stopped)")
 	var ef etcdFlags
 	ef.register(fs)
-	online := fs.String("online", "", "rekey a running warden or cluster in phases: stage, activate, reseal, finish (D9; docs/guides/cluster.md)")
+	online := fs.String("online", "", "rekey a running warden or cluster in phases: stage, activate, reseal, finish (docs/guides/cluster.md)")
 	o := clientFlags(fs, getenv, "with --online reseal|finish: ")
 	return func(args []string) error {
 		path := keyPath(*keyFile, *data, sealKeyName)

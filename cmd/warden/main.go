@@ -11,12 +11,10 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"regexp"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 
 	"github.com/wardenhq/warden/cmd/internal/buildinfo"
 	"github.com/wardenhq/warden/cmd/warden/internal/config"
@@ -133,55 +131,7 @@ func newRoot(getenv func(string) string, stdout, stderr io.Writer) *cobra.Comman
 		withExamples(c)
 	}
 	groupCommands(root)
-	withoutRuleIDs(root)
 	return root
-}
-
-// parenthetical is one "(...)" of a help text; ruleID is a part of it that
-// only cites a rule ("M21", "D1-D3").
-var (
-	parenthetical = regexp.MustCompile(` ?\(([^()]*)\)`)
-	ruleID        = regexp.MustCompile(`^[MAEITOWCSPD][0-9]+(?:-[MAEITOWCSPD]?[0-9]+)?$`)
-	partSep       = regexp.MustCompile(`[,;] `)
-)
-
-// stripRuleIDs drops the rule ids from a help text's parentheses, and a
-// parenthesis that held nothing else.
-func stripRuleIDs(s string) string {
-	return parenthetical.ReplaceAllStringFunc(s, func(p string) string {
-		lead := ""
-		if strings.HasPrefix(p, " ") {
-			lead = " "
-		}
-		inner := strings.TrimSuffix(strings.TrimPrefix(strings.TrimPrefix(p, " "), "("), ")")
-		seps := partSep.FindAllString(inner, -1)
-		var kept strings.Builder
-		for i, part := range partSep.Split(inner, -1) {
-			if ruleID.MatchString(part) {
-				continue
-			}
-			if kept.Len() > 0 {
-				kept.WriteString(seps[i-1])
-			}
-			kept.WriteString(part)
-		}
-		if kept.Len() == 0 {
-			return ""
-		}
-		return lead + "(" + kept.String() + ")"
-	})
-}
-
-// withoutRuleIDs takes the rule ids out of every command's help: the
-// flags share their words with code and docs that cite the rules, and a
-// person reading --help needs what a flag does, not which rule says so
-// (O19).
-func withoutRuleIDs(c *cobra.Command) {
-	c.Short = stripRuleIDs(c.Short)
-	c.Flags().VisitAll(func(f *pflag.Flag) { f.Usage = stripRuleIDs(f.Usage) })
-	for _, sub := range c.Commands() {
-		withoutRuleIDs(sub)
-	}
 }
 
 // commandGroups are warden --help's groups, in order, and the commands in

@@ -73,7 +73,7 @@ func serveReference() string {
 	b.WriteString("Each flag falls back to the environment variable `WARDEN_<FLAG>` (upper case, `-` as `_`); secrets come only from the environment or a file ([configuration](configuration.md)).\n\n")
 	b.WriteString("| flag | default | what it does |\n| --- | --- | --- |\n")
 	fs.VisitAll(func(f *flag.Flag) {
-		fmt.Fprintf(&b, "| `--%s` | %s | %s |\n", f.Name, code(f.DefValue), cell(stripRuleIDs(f.Usage)))
+		fmt.Fprintf(&b, "| `--%s` | %s | %s |\n", f.Name, code(f.DefValue), cell(f.Usage))
 	})
 	return b.String()
 }
@@ -157,7 +157,7 @@ func apiReference(t *testing.T, path string) string {
 			if len(who) == 0 {
 				who = []string{"anyone"}
 			}
-			fmt.Fprintf(&b, "| %s | `%s` | %s | %s |\n", strings.ToUpper(m), p, strings.Join(who, ", "), cell(stripRuleIDs(op.Summary)))
+			fmt.Fprintf(&b, "| %s | `%s` | %s | %s |\n", strings.ToUpper(m), p, strings.Join(who, ", "), cell(op.Summary))
 		}
 	}
 	return b.String()

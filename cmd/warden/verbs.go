@@ -101,15 +101,7 @@ func (o *clientOptions) addEntityVerbs(root *cobra.Command, shared func(*cobra.C
 
 	marqueeCommand := func(verb, short, path string, body func() any) *cobra.Command {
 		child := typed(shared, "marquees", "marquee ID", short, argsNamed("ID"), func(args []string) error {
-			answer, err := o.call(http.MethodPost, "/v1/marquees/"+url.PathEscape(args[0])+path, body())
-			if err != nil {
-				return err
-			}
-			if done, err := o.print(answer); done {
-				return err
-			}
-			fmt.Fprintf(o.stdout, "%s: %s\n", answer["id"], answer["status"])
-			return nil
+			return o.show(o.call(http.MethodPost, "/v1/marquees/"+url.PathEscape(args[0])+path, body()))
 		})
 		return shared(verbOf(o.stderr, verb, short, child))
 	}
@@ -249,33 +241,6 @@ func (o *clientOptions) actionVerb(shared func(*cobra.Command) *cobra.Command) *
 	return v
 }
 
-// show prints a marquee's answer: -o json or yaml as it came, else one
-// line of its id and status.
-func (o *clientOptions) show(answer map[string]any, err error) error {
-	if err != nil {
-		return err
-	}
-	if done, err := o.print(answer); done {
-		return err
-	}
-	fmt.Fprintf(o.stdout, "%s: %s\n", answer["id"], answer["status"])
-	return nil
-}
-
-// showEnv prints an environment's answer: -o json or yaml as it came, else
-// one line a person reads after a create or a removal.
-func (o *clientOptions) showEnv(answer map[string]any, err error) error {
-	if err != nil {
-		return err
-	}
-	if done, err := o.print(answer); done {
-		return err
-	}
-	raw, _ := json.Marshal(answer)
-	fmt.Fprintln(o.stdout, envSummary(raw))
-	return nil
-}
-
 // dryRunVerb is `dry-run marquee ID --verb V --generation N`: what that
 // callback would do now, and nothing else (O18).
 func (o *clientOptions) dryRunVerb(shared func(*cobra.Command) *cobra.Command) *cobra.Command {
@@ -292,22 +257,11 @@ func (o *clientOptions) dryRunVerb(shared func(*cobra.Command) *cobra.Command) *
 		if reason != "" {
 			body["reason"] = reason
 		}
-		path := "/v1/marquees/" + url.PathEscape(args[0]) + "/dry-run"
-		var answer map[string]any
-		var err error
+		var headers []string
 		if delivery != "" {
-			answer, err = o.callWith(http.MethodPost, path, body, "Webhook-Id", delivery)
-		} else {
-			answer, err = o.call(http.MethodPost, path, body)
+			headers = []string{"Webhook-Id", delivery}
 		}
-		if err != nil {
-			return err
-		}
-		if done, err := o.print(answer); done {
-			return err
-		}
-		o.dryRunWords(args[0], answer)
-		return nil
+		return o.dryRunShown(args[0])(o.callWith(http.MethodPost, "/v1/marquees/"+url.PathEscape(args[0])+"/dry-run", body, headers...))
 	})
 	marquee.Flags().StringVar(&verb, "verb", "", "the callback's verb: step, deployed, destroyed, failed, null or rebooted")
 	marquee.Flags().Uint64Var(&generation, "generation", 0, "the generation the callback speaks for")
@@ -327,15 +281,7 @@ func (o *clientOptions) dryRunVerb(shared func(*cobra.Command) *cobra.Command) *
 		default:
 			body = map[string]any{"action": action, "reason": envReason}
 		}
-		answer, err := o.call(http.MethodPost, "/v1/environments/"+url.PathEscape(args[0])+"/dry-run", body)
-		if err != nil {
-			return err
-		}
-		if done, err := o.print(answer); done {
-			return err
-		}
-		o.dryRunWords(args[0], answer)
-		return nil
+		return o.dryRunShown(args[0])(o.call(http.MethodPost, "/v1/environments/"+url.PathEscape(args[0])+"/dry-run", body))
 	})
 	env.Flags().StringVar(&action, "action", "", "the action: "+strings.Join(environment.ActionNames, ", "))
 	env.Flags().BoolVar(&remove, "remove", false, "a removal")
@@ -344,39 +290,4 @@ func (o *clientOptions) dryRunVerb(shared func(*cobra.Command) *cobra.Command) *
 	v := shared(verbOf(o.stderr, "dry-run", "what an input would do now, without sending it", marquee, env))
 	v.Example = marquee.Example + "\n" + env.Example
 	return v
-}
-
-// dryRunWords prints a dry run's answer for a person: the result and why,
-// then what it would change, start and send, and what would move the
-// marquee after it.
-func (o *clientOptions) dryRunWords(id string, a map[string]any) {
-	w := o.stdout
-	line := fmt.Sprintf("%s: would be %s", id, str(a, "result"))
-	if r := str(a, "reason"); r != "" {
-		line += ": " + r
-	}
-	fmt.Fprintln(w, line)
-	list := func(title string, rows []any, f func(any) string) {
-		if len(rows) == 0 {
-			return
-		}
-		fmt.Fprintf(w, "%s:\n", title)
-		for _, r := range rows {
-			fmt.Fprintf(w, "  %s\n", f(r))
-		}
-	}
-	rows := func(k string) []any { r, _ := a[k].([]any); return r }
-	list("changes", rows("changes"), func(r any) string {
-		c, _ := r.(map[string]any)
-		return fmt.Sprintf("%s %s -> %s", str(c, "field"), str(c, "from"), str(c, "to"))
-	})
-	list("would start", rows("effects"), func(r any) string { return fmt.Sprint(r) })
-	list("would send", rows("messages"), func(r any) string { return fmt.Sprint(r) })
-	list("then awaiting", rows("awaiting"), func(r any) string {
-		m, _ := r.(map[string]any)
-		if at := str(m, "at"); at != "" {
-			return fmt.Sprintf("%s at %s: %s", str(m, "event"), at, str(m, "effect"))
-		}
-		return fmt.Sprintf("%s: %s", str(m, "event"), str(m, "effect"))
-	})
 }

@@ -41,7 +41,7 @@ func (v *verifyFlags) register(fs *flag.FlagSet, getenv func(string) string) {
 	v.rules = marquee.DefaultConfig()
 	fs.StringVar(&v.data, "data", envOr(getenv, "WARDEN_DATA", "./data"), "data directory")
 	fs.StringVar(&v.keyFile, "seal-key-file", getenv("WARDEN_SEAL_KEY_FILE"), "seal keyring (default <data>/seal.key)")
-	fs.Var(v.pools, "pool", "a pool's limit, name=limit, as warden serve is given it (repeatable): checked against its reservations (I7)")
+	fs.Var(v.pools, "pool", "a pool's limit, name=limit, as warden serve is given it (repeatable): checked against its reservations")
 	config.RuleFlags(fs, &v.rules)
 	fs.DurationVar(&v.retention, "dedup-retention", 72*time.Hour, "how long deliveries are kept, as warden serve is given it")
 	fs.BoolVar(&v.json, "json", false, "print the report as JSON")
@@ -87,7 +87,7 @@ func verifyCommand(fs *flag.FlagSet, getenv func(string) string, stdout, stderr 
 	var v verifyFlags
 	v.register(fs, getenv)
 	live := fs.Bool("live", false, "ask a running warden to check its store at one instant (--server, --token-file)")
-	backup := fs.String("backup", "", "check a backup directory in place, read-only: its manifest, its keys and its records (D5)")
+	backup := fs.String("backup", "", "check a backup directory in place, read-only: its manifest, its keys and its records")
 	o := clientFlags(fs, getenv, "with --live: ")
 	return func(args []string) error {
 		switch {
