@@ -110,8 +110,14 @@ func sentBy(rd marquee.Outcome) []poolMessage {
 // Started reconciles, after a crash or restart, whatever was in flight
 // before doing new work, then fires what is due.
 func (k marqueeKind) Started(h *marqueeHandle, afterFailure bool) {
-	if afterFailure || marquee.NeedsReconcile(h.Record().State) {
+	st := h.Record().State
+	if afterFailure || marquee.NeedsReconcile(st) {
 		h.Apply(marquee.Reconcile{AfterFailure: afterFailure})
+	} else if pool, ok := marquee.SlotMayBeHeld(st); ok {
+		// The owner before this one may have died between settling and
+		// its release reaching the pool (I9): a node does not know how
+		// the last owner ended, so it says the release again.
+		k.sys.pools.Tell(pool, admissionRelease(h.ID()))
 	}
 	k.fireDue(h)
 }

@@ -1002,6 +1002,19 @@ func clip(s string) string {
 	return s
 }
 
+// SlotMayBeHeld names the pool of a settled tutorial marquee, whose slot
+// its pool may still hold: the release was a message, lost if the node
+// that sent it died first. A new owner sends it again when it first reads
+// the record; a release of a job the pool does not hold changes nothing
+// (A5), so the message is safe to repeat and needs no history entry.
+func SlotMayBeHeld(s State) (pool string, ok bool) {
+	settled := s.Tombstone != nil || s.Lifecycle.Settled()
+	if s.Kind != Tutorial || s.Pool == "" || s.Admission != nil || !settled {
+		return "", false
+	}
+	return s.Pool, true
+}
+
 // NeedsReconcile reports whether a snapshot has effects in flight that a
 // restarted actor must settle before new work.
 func NeedsReconcile(s State) bool {
