@@ -192,8 +192,10 @@ func TestO7O8ConsoleInChromium(t *testing.T) {
 		require.NoError(t, err, expr)
 		return v
 	}
+	audit := axeAudit(t, ctx)
 	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(w.url+"/"), chromedp.WaitVisible(chromedp.ID("token"))))
 	require.NoError(t, shot("login"))
+	audit("login")
 	require.NoError(t, chromedp.Do(ctx,
 		chromedp.SendKeys(chromedp.ID("token"), operatorToken),
 		chromedp.Click(chromedp.ID("sign-in")),
@@ -203,6 +205,7 @@ func TestO7O8ConsoleInChromium(t *testing.T) {
 	require.Contains(t, list, "m-1")
 	require.Contains(t, list, "m-2")
 	require.NoError(t, shot("marquees"))
+	audit("marquees")
 
 	// Filter: failed marquees only.
 	require.NoError(t, chromedp.Do(ctx, chromedp.Click(chromedp.ID("class-failed")), chromedp.WaitVisible(chromedp.CSS("#class-failed.here"))))
@@ -222,6 +225,7 @@ func TestO7O8ConsoleInChromium(t *testing.T) {
 	require.Contains(t, text("section.explain ul.awaiting"), "operator disable")
 	require.Equal(t, true, eval(`document.querySelector("section.explain").compareDocumentPosition(document.getElementById("timeline")) & Node.DOCUMENT_POSITION_FOLLOWING ? true : false`), "above the timeline")
 	require.NoError(t, shot("marquee"))
+	audit("marquee")
 	eval(`window.__notReloaded = true`)
 	require.NoError(t, chromedp.Do(ctx,
 		chromedp.Click(chromedp.ID("act-disable")),
@@ -229,6 +233,7 @@ func TestO7O8ConsoleInChromium(t *testing.T) {
 		chromedp.SendKeys(chromedp.ID("confirm-reason"), "maintenance window"),
 	))
 	require.NoError(t, shot("marquee-confirm"))
+	audit("marquee's confirmation")
 	require.NoError(t, chromedp.Do(ctx, chromedp.Click(chromedp.ID("confirm-ok"))))
 	_, err = chromedp.Run(ctx, chromedp.Poll[bool](`document.getElementById("serving").textContent.trim() === "disabled"`,
 		chromedp.WithPollingTimeout(10*time.Second)))
@@ -245,6 +250,7 @@ func TestO7O8ConsoleInChromium(t *testing.T) {
 	} {
 		require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(w.url+p.path), chromedp.WaitVisible(chromedp.ID(p.wait))), p.path)
 		require.NoError(t, shot(p.name))
+		audit(p.name)
 	}
 	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(w.url+"/ui/environments/env-271"), chromedp.WaitVisible(chromedp.ID("resources"))))
 	require.Contains(t, text("#resources"), "route-feature-search-1", "desired and observed side by side")
@@ -257,4 +263,34 @@ func TestO7O8ConsoleInChromium(t *testing.T) {
 		require.Greater(t, fi.Size(), int64(1000), name)
 	}
 	saveDocsScreenshots(t, shots)
+}
+
+// axeViolation is what the audit reports of one axe rule a page breaks.
+type axeViolation struct {
+	ID     string   `json:"id"`
+	Impact string   `json:"impact"`
+	Help   string   `json:"help"`
+	Nodes  []string `json:"nodes"`
+}
+
+// axeAudit returns a check that runs axe-core (testdata/axe-core, as
+// published) on the page the browser shows and fails on any violation
+// rated serious or critical: the console must be usable with a screen
+// reader and a keyboard, not only look right (O8).
+func axeAudit(t *testing.T, ctx context.Context) func(page string) {
+	src, err := os.ReadFile(filepath.Join("testdata", "axe-core", "axe.min.js"))
+	require.NoError(t, err)
+	const run = `axe.run(document, {resultTypes: ["violations"]}).then(r => r.violations
+		.filter(v => v.impact === "serious" || v.impact === "critical")
+		.map(v => ({id: v.id, impact: v.impact, help: v.help, nodes: v.nodes.slice(0, 5).map(n => n.target.join(" "))})))`
+	return func(page string) {
+		t.Helper()
+		_, err := chromedp.Run(ctx, chromedp.Evaluate[any](string(src)+";true"))
+		require.NoError(t, err, "axe-core loads on the %s page", page)
+		found, err := chromedp.Run(ctx, chromedp.Evaluate[[]axeViolation](run, chromedp.EvalAwaitPromise))
+		require.NoError(t, err, "axe runs on the %s page", page)
+		for _, v := range found {
+			t.Errorf("%s page: axe %s (%s): %s, at %s", page, v.ID, v.Impact, v.Help, strings.Join(v.Nodes, "; "))
+		}
+	}
 }
