@@ -281,6 +281,19 @@ type envExplanation struct {
 	Because   []environment.Receipt `json:"because"`
 	Awaiting  []environment.Input   `json:"awaiting"`
 	BlockedBy []blocker             `json:"blocked_by"`
+	Refused   []envRefused          `json:"refused"`
+}
+
+// envRefused is a worker's result the environment refused, newest first.
+// Decided: an operator's command an environment refuses (an action its
+// state does not allow) is answered with its reason and not recorded, as
+// a refusal changes nothing; a stale worker's result is, as the audit
+// keeps it (E7, I13).
+type envRefused struct {
+	At     time.Time `json:"at"`
+	Actor  string    `json:"actor"`
+	Event  string    `json:"event"`
+	Reason string    `json:"reason"`
 }
 
 type envExplainedState struct {
@@ -304,8 +317,21 @@ func (s *Server) explainEnv(w http.ResponseWriter, _ *http.Request, p httprouter
 	x := envExplanation{ID: e.ID, Summary: m.Status(e, now).Text,
 		State: envExplainedState{State: e.State, Desired: e.Desired, Generation: e.Generation, Attempt: e.Attempt, Failures: e.Failures,
 			RetryAt: e.RetryAt, ExpiresAt: expiresAt(e), Tombstone: e.Tombstone},
-		Because: e.Receipts[max(0, len(e.Receipts)-maxRefused):], Awaiting: nonNil(m.Awaiting(e, now)), BlockedBy: envBlockers(e)}
+		Because: e.Receipts[max(0, len(e.Receipts)-maxRefused):], Awaiting: nonNil(m.Awaiting(e, now)), BlockedBy: envBlockers(e),
+		Refused: envRefusedOf(e.Audit)}
 	writeJSON(w, http.StatusOK, x)
+}
+
+// envRefusedOf is the newest refused results in the audit, at most
+// maxRefused.
+func envRefusedOf(audit []environment.AuditEntry) []envRefused {
+	out := []envRefused{}
+	for i := len(audit) - 1; i >= 0 && len(out) < maxRefused; i-- {
+		if a := audit[i]; a.Action == environment.ActionRejectStaleResult {
+			out = append(out, envRefused{At: a.At, Actor: a.Actor, Event: "driver result", Reason: a.Reason + ": its attempt or lease had moved on (E7)"})
+		}
+	}
+	return out
 }
 
 // envBlockers are what holds an environment: drift waiting for an

@@ -83,6 +83,9 @@ func (w *world) pendingRetries() int64 {
 // committed sees every durable marquee transition.
 func (w *world) committed(ev marquee.Event, before, after marquee.State, out marquee.Outcome) {
 	w.model[after.ID] = after
+	if w.opts.Observe != nil {
+		w.opts.Observe(w.machine, after, w.now())
+	}
 	for _, e := range out.Records {
 		for _, m := range ruleRef.FindAllStringSubmatch(e.Detail, -1) {
 			w.cover(m[1])

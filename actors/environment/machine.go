@@ -747,7 +747,7 @@ func (m Machine) result(e *Env, r DriverAnswer, now time.Time) decision {
 	fenced := a != nil && a.Lease.Generation != r.LeaseGeneration
 	if a == nil || a.ID != r.AttemptID || fenced {
 		// E7, I13: a paused or stale worker never completes a newer attempt.
-		e.Audit = append(e.Audit, AuditEntry{Actor: "controller", Action: "reject-stale-commit",
+		e.Audit = append(e.Audit, AuditEntry{Actor: "controller", Action: ActionRejectStaleResult,
 			Reason: fmt.Sprintf("result for %s under lease generation %d refused", r.AttemptID, r.LeaseGeneration), At: now})
 		return decision{Rejected: true, Note: fmt.Sprintf("stale result for %s (lease generation %d) rejected and recorded (E7, I13)", r.AttemptID, r.LeaseGeneration)}
 	}

@@ -314,6 +314,11 @@ type Drift struct {
 	ResolvedAt time.Time `json:"resolved_at,omitzero"`
 }
 
+// ActionRejectStaleResult is the audit's word for a worker's result
+// refused because its attempt or lease had moved on (E7, I13): the one
+// refusal an environment's record keeps, and explain lists as refused.
+const ActionRejectStaleResult = "reject-stale-commit"
+
 // AuditEntry records a manual action: who, what, why, when (E16).
 type AuditEntry struct {
 	Actor  string    `json:"actor"`

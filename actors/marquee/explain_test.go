@@ -1,12 +1,14 @@
 package marquee_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/cockroachdb/datadriven"
 
 	. "github.com/wardenhq/warden/actors/marquee"
+	"github.com/wardenhq/warden/sim"
 )
 
 // TestO17AwaitingListsWhatStepAccepts walks every state the golden
@@ -34,27 +36,58 @@ func TestO17AwaitingListsWhatStepAccepts(t *testing.T) {
 	}
 }
 
+// checkAwaiting holds awaiting to Step both ways on s: each input it
+// lists is one some probe of that name moves the marquee with, and each
+// probe that moves it is listed under its name.
+// TestO17AwaitingListsWhatStepAcceptsOnSimulatorStates holds awaiting to
+// Step on the states the simulator's faults, crashes and late, repeated
+// and stale callbacks bring marquees to, one node and three, at the time
+// each was reached and a minute, an hour and a day later.
+func TestO17AwaitingListsWhatStepAcceptsOnSimulatorStates(t *testing.T) {
+	states := 0
+	for seed := uint64(1); seed <= 6; seed++ {
+		nodes := 1 + 2*int(seed%2)
+		r := sim.Run(sim.Options{Seed: seed, Nodes: nodes, Observe: func(m Machine, s State, now time.Time) {
+			states++
+			for _, later := range []time.Duration{0, time.Minute, time.Hour, 24 * time.Hour} {
+				checkAwaiting(t, fmt.Sprintf("seed %d nodes %d state %d +%s", seed, nodes, states, later), m, s.Clone(), now.Add(later))
+			}
+		}})
+		if r.Violation != nil {
+			t.Fatalf("seed %d: %v", seed, r.Violation)
+		}
+	}
+	if states < 1000 {
+		t.Fatalf("only %d states walked", states)
+	}
+	t.Logf("%d simulator states walked", states)
+}
+
 func checkAwaiting(t *testing.T, pos string, m Machine, s State, now time.Time) {
 	t.Helper()
 	listed := map[string]bool{}
 	for _, in := range m.Awaiting(s, now) {
-		at := now
-		if !in.At.IsZero() {
-			at = in.At
-		}
 		listed[in.Event] = true
 		if in.Effect == "" {
 			t.Errorf("%s: %s is listed with no effect", pos, in.Event)
 		}
-		_ = at
 	}
+	moved := map[string]bool{}
 	for _, p := range probes(m, s) {
 		at := now
 		if !p.at.IsZero() {
 			at = p.at
 		}
-		if _, moves := m.Moves(s, p.ev, at); moves && !listed[InputName(p.ev)] {
-			t.Errorf("%s: %#v moves the marquee (%s) but awaiting does not list %q", pos, p.ev, s.Lifecycle, InputName(p.ev))
+		if _, moves := m.Moves(s, p.ev, at); moves {
+			moved[InputName(p.ev)] = true
+			if !listed[InputName(p.ev)] {
+				t.Errorf("%s: %#v moves the marquee (%s) but awaiting does not list %q", pos, p.ev, s.Lifecycle, InputName(p.ev))
+			}
+		}
+	}
+	for name := range listed {
+		if !moved[name] {
+			t.Errorf("%s: awaiting lists %q, but no input of that name moves the marquee (%s)", pos, name, s.Lifecycle)
 		}
 	}
 }

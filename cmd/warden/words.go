@@ -101,7 +101,11 @@ func (o *clientOptions) explainEnv(id string) error {
 			return fmt.Sprintf("%s %s: %s %s %s", str(m, "at"), str(m, "transition"), str(m, "op"), str(m, "capability"), str(m, "identity"))
 		}},
 		section{"awaiting", "awaiting", awaitingLine},
-		section{"blocked by", "blocked_by", blockedLine})
+		section{"blocked by", "blocked_by", blockedLine},
+		section{"refused (newest first)", "refused", func(item any) string {
+			m := fields(item)
+			return fmt.Sprintf("%s %s %s: %s", str(m, "at"), str(m, "actor"), str(m, "event"), str(m, "reason"))
+		}})
 }
 
 func (o *clientOptions) explainPool(name string) error {
