@@ -56,6 +56,27 @@ func awaitingLine(item any) string {
 // blockedLine is what holds an entity.
 func blockedLine(item any) string { m := fields(item); return str(m, "what") + ": " + str(m, "detail") }
 
+// marqueeStateLine is the fields of an explanation's state that say where
+// the marquee is, in one line.
+func marqueeStateLine(e map[string]any) string {
+	st := fields(e["state"])
+	line := "state: lifecycle " + str(st, "lifecycle") + ", serving " + str(st, "serving") + ", generation " + str(st, "generation")
+	if p := str(st, "progress"); p != "" {
+		line += ", progress " + p
+	}
+	line += ", stuck retries " + str(st, "retry_count")
+	if u := str(st, "null_pending_until"); u != "" {
+		line += ", a first null pending until " + u
+	}
+	if a := fields(st["admission"]); a != nil {
+		line += ", admission " + str(a, "status") + " in pool " + str(a, "pool")
+	}
+	if tb := fields(st["tombstone"]); tb != nil {
+		line += ", a tombstone: " + str(tb, "reason")
+	}
+	return line
+}
+
 // changeLine is a field a step changed.
 func changeLine(item any) string {
 	m := fields(item)
@@ -73,7 +94,7 @@ func (o *clientOptions) explain(path string, header func(map[string]any) string,
 var listed = sectionStyle{blankLine: true, none: true}
 
 func (o *clientOptions) explainMarquee(id string) error {
-	return o.explain("/v1/marquees/"+url.PathEscape(id)+"/explain", func(e map[string]any) string { return id + ": " + str(e, "summary") }, listed,
+	return o.explain("/v1/marquees/"+url.PathEscape(id)+"/explain", func(e map[string]any) string { return id + ": " + str(e, "summary") + "\n" + marqueeStateLine(e) }, listed,
 		section{"because (oldest first)", "because", func(item any) string {
 			m := fields(item)
 			var ch []string
