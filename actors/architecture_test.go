@@ -25,6 +25,7 @@ var allowedImports = map[string][]string{
 	"persistence/":           {},
 	"internal/linear":        {},
 	"internal/fieldcheck":    {},
+	"internal/explaincheck":  {"actors/marquee", "actors/environment"},
 	"internal/jsonappend":    {},
 	"internal/gcheadroom":    {},
 	"internal/trust":         {},
@@ -78,7 +79,7 @@ func TestArchitectureImports(t *testing.T) {
 // description (a golden step's write: line), the field check; never the
 // shell, whose helpers would make the rules' spec depend on it.
 var rulesTestsMay = []string{"actors/marquee", "actors/environment", "actors/admission", "actors/entity", "actors/errs",
-	"actors/ident", "actors/record", "actors/runtime", "internal/fieldcheck"}
+	"actors/ident", "actors/record", "actors/runtime", "internal/fieldcheck", "internal/explaincheck"}
 
 // TestArchitectureRulesTestsImportNoShell: the pure rules' golden suites
 // and tests stand below the shell too.
@@ -159,7 +160,7 @@ func TestArchitectureRulesRefuse(t *testing.T) {
 // testOnly are the packages the server must not link: the simulator, what
 // only it uses, and the standard library's test servers.
 var testOnly = []string{"net/http/httptest", module + "sim", module + "internal/linear",
-	module + "persistence/faultfs", module + "cmd/internal/testkit", module + "internal/testports", module + "internal/fieldcheck", "github.com/anishathalye/porcupine"}
+	module + "persistence/faultfs", module + "cmd/internal/testkit", module + "internal/testports", module + "internal/fieldcheck", module + "internal/explaincheck", "github.com/anishathalye/porcupine"}
 
 // TestServerLinksNoSimulator: the server's binary links no test code
 // (docs/architecture.md).

@@ -83,8 +83,8 @@ func (w *world) pendingRetries() int64 {
 // committed sees every durable marquee transition.
 func (w *world) committed(ev marquee.Event, before, after marquee.State, out marquee.Outcome) {
 	w.model[after.ID] = after
-	if w.opts.Observe != nil {
-		w.opts.Observe(w.machine, after, w.now())
+	if w.opts.observe != nil {
+		w.opts.observe(w.machine, after, w.now())
 	}
 	for _, e := range out.Records {
 		for _, m := range ruleRef.FindAllStringSubmatch(e.Detail, -1) {

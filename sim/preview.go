@@ -333,6 +333,9 @@ func (w *world) branchToldAgain(ev environment.NextGeneration, b environment.Bra
 func (w *world) envCommitted(p *proc, ev environment.Event, before, after environment.Env, out environment.Outcome) {
 	w.envs[after.ID] = after
 	w.lastEnvCommit = out
+	if w.opts.observeEnv != nil {
+		w.opts.observeEnv(w.envConfig(p).Machine, after, w.now())
+	}
 	w.logf("%s %T %s -> %s: %s", after.ID, ev, before.State, after.State, out.Answer.Note)
 	for _, r := range ruleCite.FindAllString(out.Answer.Note, -1) {
 		w.cover(r)

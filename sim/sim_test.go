@@ -9,8 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wardenhq/warden/actors/environment"
 	"github.com/wardenhq/warden/actors/marquee"
 	"github.com/wardenhq/warden/actors/record"
+	"github.com/wardenhq/warden/internal/explaincheck"
 	"github.com/wardenhq/warden/persistence"
 )
 
@@ -426,4 +428,45 @@ func TestO18DryRunIsTheRealStepOnSimulatorStates(t *testing.T) {
 		compared += n
 	}
 	t.Logf("%d dry runs compared with the real callback", compared)
+}
+
+// TestO17AwaitingListsWhatStepAcceptsOnSimulatorStates holds explain's
+// awaiting to Step both ways (internal/explaincheck) on every marquee and
+// environment state a durable transition leaves in six seeds, one node
+// and three, at the time each was reached and a minute, an hour and a
+// day later: the states faults, crashes, paused workers, drift and late,
+// repeated and stale callbacks bring them to, beyond the golden files'.
+func TestO17AwaitingListsWhatStepAcceptsOnSimulatorStates(t *testing.T) {
+	marquees, envs := 0, 0
+	laters := []time.Duration{0, time.Minute, time.Hour, 24 * time.Hour}
+	for seed := uint64(1); seed <= 6; seed++ {
+		nodes := 1 + 2*int(seed%2)
+		where := func(kind string, n int, later time.Duration) string {
+			return fmt.Sprintf("seed %d nodes %d %s state %d +%s", seed, nodes, kind, n, later)
+		}
+		r := Run(Options{Seed: seed, Nodes: nodes,
+			observe: func(m marquee.Machine, s marquee.State, now time.Time) {
+				marquees++
+				for _, later := range laters {
+					for _, bad := range explaincheck.Marquee(m, s.Clone(), now.Add(later)) {
+						t.Errorf("%s: %s", where("marquee", marquees, later), bad)
+					}
+				}
+			},
+			observeEnv: func(m environment.Machine, e environment.Env, now time.Time) {
+				envs++
+				for _, later := range laters {
+					for _, bad := range explaincheck.Environment(m, e.Clone(), now.Add(later)) {
+						t.Errorf("%s: %s", where("environment", envs, later), bad)
+					}
+				}
+			}})
+		if r.Violation != nil {
+			t.Fatalf("seed %d nodes %d: %v", seed, nodes, r.Violation)
+		}
+	}
+	if marquees < 1000 || envs < 200 {
+		t.Fatalf("only %d marquee and %d environment states walked", marquees, envs)
+	}
+	t.Logf("%d marquee and %d environment states walked", marquees, envs)
 }

@@ -165,12 +165,14 @@ type Options struct {
 	Once        string
 	FaultyPhase time.Duration
 	QuietPhase  time.Duration
-	// Observe, when set, is shown each marquee state a durable transition
+	// observe, in tests, is shown each marquee state a durable transition
 	// leaves, with the simulated time and the machine that decided it:
 	// the states the simulator's weather brings marquees to, for tests
 	// that hold a pure function of the machine to them (O17). It must not
-	// keep the state without cloning it.
-	Observe func(m marquee.Machine, s marquee.State, now time.Time)
+	// keep the state without cloning it. observeEnv is the same for
+	// environments.
+	observe    func(m marquee.Machine, s marquee.State, now time.Time)
+	observeEnv func(m environment.Machine, e environment.Env, now time.Time)
 	// arm, in tests, adds to the world before it runs.
 	arm func(*world)
 	// replay is a regression file's fault plan, followed instead of the

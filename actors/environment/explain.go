@@ -12,64 +12,160 @@ import (
 // stepping it on a copy (O17).
 type Input = entity.Input
 
-// candidate is an input explain asks the machine about.
+// candidate is an input explain asks the machine about, and the time it
+// would come (zero: now).
 type candidate struct {
-	name string
-	ev   Event
-	at   time.Time
+	ev Event
+	at time.Time
 }
 
 // Awaiting is what would move the environment now: its attempt's driver
-// answers (done, observed present, observed absent, failed, no answer),
-// its timers (the lease's end, a retry, its TTL), the operator's removal
-// and actions, and the next step of one with nothing in flight. Each is
-// stepped on a copy; those that change nothing are left out.
+// answers, the lease's renewal, end or its owner's death, a retry's
+// next step, its TTL, the operator's removal and actions, the
+// reconciler's finding at rest, the branch's generation, the outbox's
+// delivery. Each is stepped on a copy; those that are refused or change
+// nothing are left out. Inputs of one name (InputName) are listed once.
 func (m Machine) Awaiting(e Env, now time.Time) []Input {
 	var out []Input
-	for _, c := range m.candidates(e, now) {
-		at := now
-		if c.at.After(now) {
-			at = c.at
-		}
-		next, o := m.Step(e, c.ev, at)
-		if o.Err != nil || !o.Changed && len(o.Effects) == 0 {
+	listed := map[string]bool{}
+	for _, c := range m.candidates(e) {
+		name := InputName(e, c.ev)
+		if listed[name] {
 			continue
 		}
-		out = append(out, Input{Event: c.name, At: c.at, Effect: effectOf(e, next, o)})
+		if next, o, moves := m.Moves(e, c.ev, later(now, c.at)); moves {
+			listed[name] = true
+			out = append(out, Input{Event: name, At: c.at, Effect: effectOf(e, next, o)})
+		}
 	}
 	return out
 }
 
-func (m Machine) candidates(e Env, now time.Time) []candidate {
-	var cs []candidate
+// Moves steps ev on e at at and says whether it would move the
+// environment: taken (no error, not refused) and changing it or starting
+// an effect.
+func (m Machine) Moves(e Env, ev Event, at time.Time) (Env, Outcome, bool) {
+	next, o := m.Step(e, ev, at)
+	return next, o, o.Err == nil && !o.Answer.Rejected && (o.Changed || len(o.Effects) > 0)
+}
+
+func later(now, at time.Time) time.Time {
+	if at.After(now) {
+		return at
+	}
+	return now
+}
+
+// InputName names an input as explain lists it. Inputs that do the same
+// kind of thing share a name: a driver's failure of any category, the
+// reconciler's finding on any resource, any observation other than
+// present-and-matching or absent.
+func InputName(e Env, ev Event) string {
+	call := "driver"
 	if a := e.Attempt; a != nil {
-		call := fmt.Sprintf("driver %s %s", a.Capability, a.Op)
+		call = fmt.Sprintf("driver %s %s", a.Capability, a.Op)
+	}
+	switch v := ev.(type) {
+	case Advance:
+		if e.Attempt != nil {
+			return "timer lease end"
+		}
+		return "next step"
+	case DriverAnswer:
+		verifying := e.Attempt != nil && e.Attempt.Verifying
+		switch {
+		case v.Timeout:
+			return call + " no answer"
+		case verifying && v.Observation != nil:
+			return call + " " + observed(e, *v.Observation)
+		case v.OK && !verifying:
+			return call + " done"
+		}
+		return call + " failed" // a verification that observed nothing fails too
+	case RenewLease:
+		return call + " lease renewed"
+	case OwnerGone:
+		return "lease owner's process gone"
+	case RemoveEnv:
+		return "operator remove"
+	case Expire:
+		return "timer ttl"
+	case AtRest:
+		if e.Tombstone != nil {
+			return "reconciler finds something of it left"
+		}
+		return "reconciler finds it changed"
+	case Action:
+		return "operator action " + v.Name
+	case GenerationGiven:
+		return "branch gives its generation"
+	case Delivered:
+		if v.OK {
+			return "notification delivered"
+		}
+		return "notification failed"
+	}
+	return fmt.Sprintf("%T", ev)
+}
+
+// observed names an observation: as declared, absent, or otherwise.
+func observed(e Env, o Observation) string {
+	switch {
+	case !o.Exists:
+		return "observed absent"
+	case o.Owner == e.ID && o.Matches && !o.Replace:
+		return "observed present and matching"
+	}
+	return "observed otherwise"
+}
+
+// candidates are the inputs an environment can be sent now, one or more
+// of each name.
+func (m Machine) candidates(e Env) []candidate {
+	var cs []candidate
+	add := func(at time.Time, evs ...Event) {
+		for _, ev := range evs {
+			cs = append(cs, candidate{ev: ev, at: at})
+		}
+	}
+	if a := e.Attempt; a != nil {
 		answer := func(ok bool, obs *Observation, timeout bool) DriverAnswer {
 			return DriverAnswer{AttemptID: a.ID, LeaseGeneration: e.LeaseGeneration, OK: ok, Observation: obs, Timeout: timeout,
 				Category: Transient, Message: "a transient failure"}
 		}
 		if a.Verifying {
-			cs = append(cs,
-				candidate{name: call + " observed present and matching", ev: answer(true, &Observation{Exists: true, Owner: e.ID, Matches: true, RouteTarget: e.Generation}, false)},
-				candidate{name: call + " observed absent", ev: answer(true, &Observation{}, false)})
+			add(time.Time{}, answer(true, &Observation{Exists: true, Owner: e.ID, Matches: true, RouteTarget: e.Generation}, false),
+				answer(true, &Observation{}, false),
+				answer(true, &Observation{Exists: true, Owner: e.ID, Detail: "not as declared"}, false))
 		} else {
-			cs = append(cs, candidate{name: call + " done", ev: answer(true, nil, false)})
+			add(time.Time{}, answer(true, nil, false))
 		}
-		cs = append(cs,
-			candidate{name: call + " failed (transient)", ev: answer(false, nil, false)},
-			candidate{name: call + " no answer", ev: answer(false, nil, true)},
-			candidate{name: "timer lease end", ev: Advance{Owner: "another worker"}, at: a.Lease.ExpiresAt})
-	} else if e.Tombstone == nil {
-		cs = append(cs, candidate{name: "next step", ev: Advance{Owner: m.Config.Worker}, at: e.RetryAt})
+		add(time.Time{}, answer(false, nil, false), answer(false, nil, true),
+			RenewLease{AttemptID: a.ID, LeaseGeneration: e.LeaseGeneration}, OwnerGone{Owner: a.Lease.Owner})
+		add(a.Lease.ExpiresAt, Advance{Owner: "another worker"})
+	} else {
+		if e.Tombstone == nil {
+			add(e.RetryAt, Advance{Owner: m.Config.Worker})
+		}
+		for _, c := range StepCapabilities {
+			add(time.Time{}, AtRest{Capability: c, Seq: e.AttemptSeq},
+				AtRest{Capability: c, Seq: e.AttemptSeq, Observation: Observation{Exists: true, Owner: e.ID, Detail: "not as declared"}})
+		}
 	}
 	if e.Desired == "ready" && !e.ExpiresAt.IsZero() {
-		cs = append(cs, candidate{name: "timer ttl", ev: Expire{}, at: e.ExpiresAt})
+		add(e.ExpiresAt, Expire{})
 	}
 	if e.Desired == "ready" {
-		cs = append(cs, candidate{name: "operator remove", ev: RemoveEnv{Reason: "asked by an operator", By: "operator"}})
+		add(time.Time{}, RemoveEnv{Reason: "asked by an operator", By: "operator"})
 	}
 	for _, name := range m.Actions(e) {
-		cs = append(cs, candidate{name: "operator action " + name, ev: Action{Name: name, Actor: "operator", Reason: "asked by an operator"}})
+		add(time.Time{}, Action{Name: name, Actor: "operator", Reason: "asked by an operator"})
+	}
+	add(time.Time{}, GenerationGiven{Generation: e.Generation + 1})
+	for _, n := range e.Outbox {
+		if !n.Delivered {
+			add(time.Time{}, Delivered{Key: n.Key, OK: true}, Delivered{Key: n.Key, Error: "the receiver did not answer"})
+		}
 	}
 	return cs
 }

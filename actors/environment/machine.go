@@ -334,7 +334,7 @@ func (m Machine) New(c Create, now time.Time) (Env, error) {
 // boundary.
 func (m Machine) Step(e Env, ev Event, now time.Time) (Env, Outcome) {
 	before := e
-	e = e.clone()
+	e = e.Clone()
 	owner := m.Config.Worker
 	if e.Attempt != nil {
 		owner = e.Attempt.Lease.Owner // the worker whose attempt ends here goes on
@@ -343,7 +343,13 @@ func (m Machine) Step(e Env, ev Event, now time.Time) (Env, Outcome) {
 	if out.Err != nil {
 		return before, Outcome{Err: out.Err}
 	}
-	m.proceed(&e, ev, owner, &out, now)
+	if !out.Rejected && !before.equal(e) {
+		// An event that decided nothing (a TTL not yet due, a resource
+		// found as desired, a refused result) begins nothing either: the
+		// next step is the Advance's, at its time, and explain can say
+		// which input does what (O17).
+		m.proceed(&e, ev, owner, &out, now)
+	}
 	resolveDrift(&e, before, now)
 	e.trim()
 	through := out.through
@@ -495,7 +501,7 @@ func sameList[T comparable](a, b []T) bool {
 	return (a == nil) == (b == nil) && slices.Equal(a, b)
 }
 
-func (e Env) clone() Env {
+func (e Env) Clone() Env {
 	if e.Attempt != nil {
 		a := *e.Attempt
 		e.Attempt = &a
@@ -1370,6 +1376,10 @@ var ActionNames = []string{"resume", "repair", "adopt", "continue-removal", "aba
 func (m Machine) delivered(e *Env, d Delivered) decision {
 	for i := range e.Outbox {
 		if e.Outbox[i].Key == d.Key {
+			if e.Outbox[i].Delivered {
+				// A report repeated after a crash: the news is out already.
+				return decision{Note: "notification " + d.Key + " already delivered"}
+			}
 			e.Outbox[i].Attempts++
 			if d.OK {
 				e.Outbox[i].Delivered = true

@@ -33,13 +33,17 @@ var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 //	own-artifacts                         removal removes the artifact (P9)
 //	advance-time minutes=
 //	run                                   advance with every step succeeding until nothing is eligible
-func TestMachine(t *testing.T) {
+func TestMachine(t *testing.T) { walkGoldens(t, nil) }
+
+// walkGoldens runs the golden scripts, and shows seen, if set, each
+// environment state they reach.
+func walkGoldens(t *testing.T, seen func(t *testing.T, pos string, m Machine, e Env, now time.Time)) {
 	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
 		m := Machine{Config: DefaultConfig()}
 		var e Env
 		var rec record.Environment // as the runtime would hold it (write: lines)
 		now := epoch
-		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
+		run := func(t *testing.T, d *datadriven.TestData) string {
 			arg := func(k, def string) string {
 				if a, ok := d.Arg(k); ok {
 					if len(a.Vals) == 0 {
@@ -219,6 +223,13 @@ func TestMachine(t *testing.T) {
 			}
 			t.Fatalf("unknown command %s", d.Cmd)
 			return ""
+		}
+		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
+			out := run(t, d)
+			if seen != nil && e.ID != "" {
+				seen(t, d.Pos, m, e.Clone(), now)
+			}
+			return out
 		})
 	})
 }
