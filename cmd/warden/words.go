@@ -54,7 +54,14 @@ func awaitingLine(item any) string {
 }
 
 // blockedLine is what holds an entity.
-func blockedLine(item any) string { m := fields(item); return str(m, "what") + ": " + str(m, "detail") }
+func blockedLine(item any) string {
+	m := fields(item)
+	line := str(m, "what") + ": " + str(m, "detail")
+	if u := str(m, "until"); u != "" {
+		line += " (until " + u + ")"
+	}
+	return line
+}
 
 // marqueeStateLine is the fields of an explanation's state that say where
 // the marquee is, in one line.
