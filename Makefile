@@ -62,6 +62,7 @@ image:
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { gofmt -l .; echo "gofmt needed"; exit 1; }
 	$(GO) vet ./...
+	$(GO) vet -tags benchfloor ./httpapi ./cmd/warden
 	$(GO) run $(STATICCHECK) ./...
 
 # make test: every rule's tests, sized to run in minutes. The binaries
@@ -83,6 +84,7 @@ RACE_PKGS := ./actors ./actors/runtime ./internal/cluster ./persistence ./httpap
 # wait on processes and timers, so four overlap on two cores.
 test: lint testbin
 	WARDEN_TEST_BIN=$(TEST_BIN) $(GO) test -count=1 -parallel 4 -timeout 20m ./...
+	$(GO) test -count=1 -tags benchfloor -run 'Bench' ./httpapi
 
 # make check: the heaviest checks, at full size (WARDEN_CHECK=1): the
 # release built twice and compared byte for byte (D3), the crash run's 50

@@ -158,9 +158,10 @@ func TestArchitectureRulesRefuse(t *testing.T) {
 }
 
 // testOnly are the packages the server must not link: the simulator, what
-// only it uses, and the standard library's test servers.
+// only it uses, the benchmark's floors (a -tags benchfloor build's), and
+// the standard library's test servers.
 var testOnly = []string{"net/http/httptest", module + "sim", module + "internal/linear",
-	module + "persistence/faultfs", module + "cmd/internal/testkit", module + "internal/testports", module + "internal/fieldcheck", module + "internal/explaincheck", "github.com/anishathalye/porcupine"}
+	module + "persistence/faultfs", module + "cmd/internal/testkit", module + "internal/testports", module + "internal/fieldcheck", module + "internal/explaincheck", module + "internal/benchfloor", "github.com/anishathalye/porcupine"}
 
 // TestServerLinksNoSimulator: the server's binary links no test code
 // (docs/architecture.md).

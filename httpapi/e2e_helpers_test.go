@@ -156,6 +156,9 @@ type world struct {
 	// configure, if set, changes the system's and the API's configuration
 	// before they start (trust tests: keys, modes, a manual clock).
 	configure func(*actors.Config, *httpapi.Options)
+	// beforeServe, if set, is given the server before it serves (a
+	// benchmark build's floors).
+	beforeServe func(*httpapi.Server, *persistence.Store)
 	// storeOpts open the store (a faulty disk, a logger); zero: the real
 	// disk.
 	storeOpts persistence.Options
@@ -223,6 +226,9 @@ func (w *world) start() {
 	sys.Metrics().RegisterStorage(store.Health(), persistence.Reserve{Dir: w.dir})
 	w.sys, w.store = sys, store
 	w.api = httpapi.New(sys, opts)
+	if w.beforeServe != nil {
+		w.beforeServe(w.api, store)
+	}
 	srv := httpapi.NewHTTPServer("", w.api)
 	w.srv = srv
 	go func() { _ = httpapi.Serve(srv, ln) }()
@@ -280,7 +286,9 @@ func (w *world) do(method, path, token string, body any, headers ...string) (int
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(resp.Body)
 	require.NoError(w.t, err)
-	checkAgainstSpec(w.t, req, sent, resp.StatusCode, resp.Header, raw)
+	if !benchRoute(path) {
+		checkAgainstSpec(w.t, req, sent, resp.StatusCode, resp.Header, raw)
+	}
 	var m map[string]any
 	_ = json.Unmarshal(raw, &m)
 	return resp.StatusCode, m, raw
@@ -349,4 +357,10 @@ func (w *world) provisioned(id string) uint64 {
 	require.Equal(w.t, "applied", w.result(deployedBody(id, g, "203.0.113.7")))
 	w.waitFor(id, "provisioned", lifecycleIs("provisioned"))
 	return g
+}
+
+// benchRoute is a benchmark build's route (httpapi/floors.go), outside
+// the API and its document.
+func benchRoute(path string) bool {
+	return path == "/v1/webhooks/noop" || strings.HasPrefix(path, "/v1/webhooks/floor")
 }

@@ -601,3 +601,13 @@ func TestO18DryRunAnswersAsTheRealCallbackAndChangesNothing(t *testing.T) {
 	st, _, _ := w.do("POST", "/v1/marquees/m-1/dry-run", callbackToken, stale)
 	require.Equal(t, 403, st, "a workflow cannot probe")
 }
+
+// TestTheServerServesNoBenchmarkRoute: a server built without -tags
+// benchfloor (every production build) has no benchmark route.
+func TestTheServerServesNoBenchmarkRoute(t *testing.T) {
+	w := newWorld(t, defaultPools)
+	for _, path := range []string{"/v1/webhooks/noop", "/v1/webhooks/floor", "/v1/webhooks/floor-records"} {
+		code, _, _ := w.do(http.MethodPost, path, callbackToken, `{"x":1}`)
+		require.Equal(t, http.StatusNotFound, code, path)
+	}
+}

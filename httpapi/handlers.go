@@ -71,48 +71,6 @@ func (s *Server) decodeDelivery(w http.ResponseWriter, r *http.Request, body []b
 	return deliveryID, id, cb, true
 }
 
-// noop is the benchmark's baseline: the same body limit, authentication
-// and decoding as the webhook, and no actor, no persistence.
-func (s *Server) noop(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
-	body, ok := readBody(w, r, false)
-	if !ok {
-		return
-	}
-	caller, fail := s.authenticateCallback(r, body)
-	if fail != nil {
-		fail.write(w)
-		return
-	}
-	id, cb, err := DecodeCallback(body)
-	if err != nil {
-		s.badRequest(w, err)
-		return
-	}
-	if _, fail := caller.bind(id, cb.Generation); fail != nil {
-		fail.write(w)
-		return
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"result": "ignored", "marquee_id": id, "generation": cb.Generation, "received_generation": cb.Generation})
-}
-
-// floor is one of the durable path's floors (Options.Floor): HTTP and
-// the body handed to write, nothing else.
-func (s *Server) floor(write func(body []byte) error) httprouter.Handle {
-	return func(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
-		body, ok := readBody(w, r, false)
-		if !ok {
-			return
-		}
-		if err := write(body); err != nil {
-			s.writeErr(w, err)
-			return
-		}
-		writeRaw(w, http.StatusOK, floorAnswer)
-	}
-}
-
-var floorAnswer = []byte(`{"result":"ok"}`)
-
 func (s *Server) createMarquee(w http.ResponseWriter, r *http.Request, _ httprouter.Params, op Operator) {
 	body, ok := readBody(w, r, false)
 	if !ok {

@@ -269,11 +269,6 @@ func nonNil[T any](s []T) []T {
 	return s
 }
 
-// EncodeCursorForBench gives the cursor after lastID, so the benchmark can
-// ask for a page in the middle without walking to it. Not for clients: a
-// cursor is opaque.
-func EncodeCursorForBench(kind, lastID string) string { return encodeCursor(kind, lastID) }
-
 // ViewValues are the values a field of a marquee's ("marquees") or an
 // environment's ("environments") view may take, for the fields whose
 // values are a fixed list that the lists' filters take too: what `warden

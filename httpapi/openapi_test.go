@@ -15,9 +15,7 @@ import (
 	"github.com/getkin/kin-openapi/routers/legacy"
 	"github.com/stretchr/testify/require"
 
-	"github.com/wardenhq/warden/actors"
 	"github.com/wardenhq/warden/httpapi"
-	"github.com/wardenhq/warden/internal/benchfloor"
 )
 
 var (
@@ -52,11 +50,8 @@ func loadSpec(t *testing.T) (*openapi3.T, routers.Router) {
 func TestO10EveryRouteIsDescribed(t *testing.T) {
 	doc, _ := loadSpec(t)
 	require.True(t, doc.IsOpenAPI31OrLater() && !doc.IsOpenAPI32OrLater(), "OpenAPI 3.1")
-	var api *httpapi.Server
-	w := newWorldWith(t, defaultPools, func(c *actors.Config, o *httpapi.Options) {
-		o.NoopWebhook, o.Floor = true, benchfloor.New(c.Store)
-	})
-	api = w.api
+	w := newWorld(t, defaultPools)
+	api := w.api
 	described := map[string]bool{}
 	for path, item := range doc.Paths.Map() {
 		for method := range item.Operations() {

@@ -54,19 +54,6 @@ type Options struct {
 	OIDC *trust.OIDC
 	// ProtectMetrics requires the operator token on GET /metrics.
 	ProtectMetrics bool
-	// NoopWebhook adds the benchmark's baseline POST /v1/webhooks/noop:
-	// authenticated and decoded like the real webhook, answered without
-	// an actor. Off in production.
-	NoopWebhook bool
-	// Floor, when set, serves the benchmark's floors: POST
-	// /v1/webhooks/floor hands the body to Write (internal/benchfloor
-	// writes it to the store in one synced batch), POST
-	// /v1/webhooks/floor-records to WriteRecords (the keys one callback
-	// writes, in one synced batch); nothing else. Off in production.
-	Floor interface {
-		Write(body []byte) error
-		WriteRecords(body []byte) error
-	}
 	// Cluster is this node's place in a cluster; nil is a single node.
 	// ClusterToken authenticates the nodes' messages to each other;
 	// PeerTransport carries requests forwarded to another node (nil:
@@ -149,21 +136,13 @@ func New(sys *actors.System, o Options) *Server {
 	return s
 }
 
-// routeWebhooks serves the callbacks and, for the benchmark only, its
-// baselines.
+// routeWebhooks serves the callbacks.
 func (s *Server) routeWebhooks(r *routeTable) {
-	o, noQuery := s.opts, []queryRule{}
+	noQuery := []queryRule{}
 	r.POST("/v1/webhooks/terraform", s.query(noQuery, s.owned(bodyEntity("marquee", func(b []byte) (string, error) {
 		id, _, err := DecodeCallback(b)
 		return id, err
 	}), s.admitCallback, s.ready(s.webhook))))
-	if o.NoopWebhook {
-		r.POST("/v1/webhooks/noop", s.query(noQuery, s.ready(s.noop)))
-	}
-	if o.Floor != nil {
-		r.POST("/v1/webhooks/floor", s.query(noQuery, s.ready(s.floor(o.Floor.Write))))
-		r.POST("/v1/webhooks/floor-records", s.query(noQuery, s.ready(s.floor(o.Floor.WriteRecords))))
-	}
 }
 
 // routeMarquees serves the marquees' operator API.

@@ -35,12 +35,13 @@ const clusterConns = 64
 var wardenBin string
 
 // wardenBinary is -warden's binary, or one built into dir from this
-// checkout.
+// checkout with the benchmark's floors (-tags benchfloor), which the
+// floors' rows need.
 func wardenBinary(dir string) (string, error) {
 	if wardenBin != "" {
 		return wardenBin, nil
 	}
-	return testkit.BuildWarden(dir)
+	return testkit.BuildWardenWithFloors(dir)
 }
 
 type clusterSetup struct {

@@ -55,7 +55,7 @@ func main() {
 	flag.StringVar(&heapProfileOut, "heap-profile-out", "", "with -scale, keep the heap profile taken once the 20,000 marquees are active in this file (what an actor holds, for go tool pprof -sample_index=inuse_space)")
 	sizes := flag.String("sizes", "10000,100000,1000000", "stored marquees for the start-up figure")
 	clusterBench := flag.Bool("cluster", false, "measure three nodes on etcd against one node on this machine (docs/rules/cluster.md C8)")
-	flag.StringVar(&wardenBin, "warden", "", "the warden binary to measure, in every mode (default: one built from this checkout); with -ab, the build A")
+	flag.StringVar(&wardenBin, "warden", "", "the warden binary to measure, in every mode, built with -tags benchfloor for the floors' rows (default: one built so from this checkout); with -ab, the build A")
 	lists := flag.Bool("lists", false, "measure the operator surfaces (lists, console pages, the metrics census) over a large store")
 	listSize := flag.Int("list-size", 100_000, "stored marquees for -lists")
 	gen := flag.String("load", "go", "load generator: go (built in: one keep-alive connection per client, requests written whole; signs Standard Webhooks per request), nethttp (the same clients through net/http's Client, whose Transport costs the shared cores more) or wrk (Debian's wrk; no signed path)")

@@ -26,7 +26,6 @@ import (
 	"github.com/wardenhq/warden/cmd/internal/buildinfo"
 	"github.com/wardenhq/warden/cmd/warden/internal/config"
 	"github.com/wardenhq/warden/httpapi"
-	"github.com/wardenhq/warden/internal/benchfloor"
 	"github.com/wardenhq/warden/internal/cluster"
 	"github.com/wardenhq/warden/internal/driver"
 	"github.com/wardenhq/warden/internal/gcheadroom"
@@ -91,6 +90,9 @@ func (p *process) start() error {
 	// Keys and modes are checked before anything listens: a refusal (T11)
 	// is a clean exit with the command that fixes it.
 	var err error
+	if c.BenchNoop && !floorsBuilt {
+		return fmt.Errorf("--bench-noop: this warden has no benchmark floors; make bench builds one with them (go build -tags benchfloor ./cmd/warden)")
+	}
 	if p.lock, err = takeDataDir(c.Data); err != nil {
 		return err
 	}
@@ -389,13 +391,14 @@ func (p *process) serveAPI(tm *trustMaterial) {
 	}
 	opts := httpapi.Options{CallbackToken: c.CallbackToken, OperatorToken: c.OperatorToken,
 		Operators: tm.operators, CallbackModes: c.CallbackAuth, CallbackKeys: tm.signing, CallbackTokenTTL: c.CallbackTokenTTL,
-		Webhooks: tm.webhooks, OIDC: tm.oidc, ProtectMetrics: c.ProtectMetrics, NoopWebhook: c.BenchNoop,
+		Webhooks: tm.webhooks, OIDC: tm.oidc, ProtectMetrics: c.ProtectMetrics,
 		Cluster: clusterAPI, ClusterToken: c.ClusterToken, Logger: p.log, PublicURL: c.PublicURL, DevTokenHint: devTokenHint(c),
 		Maintenance: maintenance{p}}
+	server := httpapi.New(p.sys, opts)
 	if c.BenchNoop {
-		opts.Floor = benchfloor.New(p.store)
+		serveFloors(server, p.store)
 	}
-	api := http.Handler(httpapi.New(p.sys, opts))
+	api := http.Handler(server)
 	p.live.Store(&api)
 	p.log.Info("ready", "version", bi.Version, "commit", bi.CommitLabel(), "data", c.Data, "dispatch", c.Dispatch, "bootstrap", c.Bootstrap, "pools", config.Pools(c.Pools).String(),
 		"callback_auth", strings.Join(c.CallbackAuth, ","), "operators", len(tm.operators)+min(1, len(c.OperatorToken)), "read_only", p.store.Health().ReadOnly() != nil)

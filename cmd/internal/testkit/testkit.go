@@ -62,6 +62,20 @@ func BuildWarden(dir string) (string, error) {
 	return bin, nil
 }
 
+// BuildWardenWithFloors builds ./cmd/warden with the benchmark's floors
+// (-tags benchfloor: --bench-noop serves them) into dir, as BuildWarden
+// does; make bench measures this build, no other links the floors.
+func BuildWardenWithFloors(dir string) (string, error) {
+	bin := filepath.Join(dir, "warden")
+	out, err := exec.Command("go", "build", "-tags", "benchfloor", "-o", bin, "./cmd/warden").CombinedOutput()
+	if err != nil {
+		if out2, err2 := exec.Command("go", "build", "-tags", "benchfloor", "-o", bin, "../warden").CombinedOutput(); err2 != nil {
+			return "", fmt.Errorf("build warden with its floors: %v\n%s\n%s", err, out, out2)
+		}
+	}
+	return bin, nil
+}
+
 // Do sends one request to base: a JSON body when body is not nil, the
 // token as a bearer, the delivery id as Webhook-Id; the answer decoded.
 func Do(c *http.Client, base, method, path, token string, body any, delivery string) (int, map[string]any, error) {

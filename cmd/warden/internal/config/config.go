@@ -232,7 +232,7 @@ func Declare(fs *flag.FlagSet, getenv func(string) string) (finish func(args []s
 	fs.StringVar(&c.PreviewURL, "preview-url-template", "", "a preview's public URL, e.g. https://{branch}.preview.example.com; {id}, {branch}, {generation} are filled in; empty: the URL the route driver observes")
 	fs.StringVar(&c.NotifyURL, "notify-url", "", "where environment notifications are POSTed with --notify webhook")
 	fs.StringVar(&c.Notify, "notify", "", "where environment notifications go: webhook (--notify-url), github (commit status and pull-request comment in --github-repo) or none; default webhook if --notify-url is set, else none (they stay in the outbox)")
-	fs.BoolVar(&c.BenchNoop, "bench-noop", false, "serve POST /v1/webhooks/noop (benchmark baseline)")
+	fs.BoolVar(&c.BenchNoop, "bench-noop", false, "serve the benchmark's baselines (POST /v1/webhooks/noop, floor, floor-records); only a build with -tags benchfloor, make bench's, has them")
 	fs.StringVar(&c.CPUProfile, "cpu-profile", "", "write a CPU profile of the whole run to this file (the benchmark's profile)")
 	fs.DurationVar(&c.CPUProfileAfter, "cpu-profile-after", 0, "start --cpu-profile this long after start, so that it leaves out start-up and the store's first growth")
 	fs.Var(ListFlag{&c.CallbackAuth}, "callback-auth", "accepted callback modes: scoped,shared,standard-webhooks,github-oidc (default: scoped, and shared and standard-webhooks where their secrets are configured)")
