@@ -23,9 +23,8 @@ const (
 	listMax     = 1000
 	// maxScan bounds the records one page reads: a filter that matches
 	// little returns a short (even empty) page and a cursor to go on, so
-	// no request reads the whole store (a full scan of 100,000 marquees
-	// took about 2 s; see BENCHMARKS.md). Follow next_cursor until it is
-	// empty.
+	// no request reads the whole store (BENCHMARKS.md times a full scan).
+	// Follow next_cursor until it is empty.
 	maxScan = 5000
 )
 

@@ -45,9 +45,9 @@ import (
 // own record (Recent), which every step writes anyway: a delivery then
 // writes no key of its own, only a chunk's slot when the chunk fills (one
 // delivery in ChunkLen), because each key a callback's batch writes costs
-// about 5-8 µs of a request's CPU (its memtable insert, then its share of
-// flushes and compactions; docs/decisions, "What the store's keys cost"), far
-// more than its bytes (M20). The record's chunk is the newest: a slot
+// CPU (its memtable insert, then its share of flushes and compactions;
+// docs/decisions, "What the store's keys cost"), far more than its bytes
+// (M20). The record's chunk is the newest: a slot
 // holding the same chunk is an older copy of it, and is not read.
 
 // MaxDeliveries is how many deliveries an entity's record keeps: a

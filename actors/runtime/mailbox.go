@@ -13,8 +13,8 @@ import (
 // turn on the caller's own goroutine (inlineClaim), instead of handing it
 // to a worker and sleeping until the worker wakes it with the answer: two
 // goroutine hand-offs a request, each a wake-up of another thread when
-// a core is idle, which end to end cost a durable callback 5 to 9 µs of
-// CPU (BENCHMARKS.md). Turns still never overlap and messages keep
+// a core is idle, a cost the durable path's profile shows (BENCHMARKS.md).
+// Turns still never overlap and messages keep
 // their order: whoever runs the mailbox holds it (status), as a worker
 // does.
 type askMailbox struct {

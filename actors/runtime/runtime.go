@@ -75,7 +75,8 @@ type Config struct {
 // Host is an actor system that runtimes run on one after another. The
 // simulator starts a process again after every crash, dozens of times a
 // seed, and a new actor system costs protoactor's process registry
-// (about 33,000 small maps): 15% of the simulator's CPU. A runtime on a
+// (tens of thousands of small maps), a large share of the simulator's CPU.
+// A runtime on a
 // Host names its registry apart from its predecessors' and leaves the
 // system running when it stops; a crashed predecessor's actors stay
 // registered, and its scheduler, which alone would run them, is gone.

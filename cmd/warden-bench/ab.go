@@ -10,13 +10,14 @@ import (
 )
 
 // The A/B mode (-ab): two builds measured in alternated pairs. On this
-// project's machine one build read 63 to 117 µs a durable request within
-// an hour (docs/decisions, "Where the durable path's last microseconds go"), so
+// project's machine one build's reading of a durable request's cost
+// varies by more than a change's effect within an hour (docs/decisions,
+// "Where the durable path's last microseconds go"), so
 // a change is judged by pairs run back to back, each side on a fresh
 // warden and store, the side that goes first alternating, and by how
 // many pairs it wins, not by one run of each. Even so, one build against
-// itself gave a median difference of -6 µs and 6 of 8 pairs to B there
-// (BENCHMARKS.md): a side's win must be larger than an A/A run's.
+// itself does not tie (BENCHMARKS.md records an A/A run): a side's win
+// must be larger than an A/A run's.
 
 // abRun is one side's run of one pair.
 type abRun struct {
