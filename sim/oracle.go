@@ -274,11 +274,18 @@ func (w *world) checkApplied() {
 			continue // a record that does not read is D6's, at the end
 		}
 		// A record full of deliveries no older than this one's second
-		// dropped it for them (M20's bound); anything else lost it.
-		if len(ds) == persistence.MaxDeliveries && !d.at.Truncate(time.Second).After(ds[0].At) {
+		// dropped it for them (M20's bound); anything else lost it. Full
+		// is more than MaxDeliveries less a chunk: the oldest chunk goes
+		// whole when a new one starts past the bound.
+		if len(ds) > persistence.MaxDeliveries-persistence.ChunkLen && !d.at.Truncate(time.Second).After(ds[0].At) {
 			continue
 		}
-		w.violate("I5", "delivery %s of %s was answered applied and is lost after the crash", d.delivery, d.marquee)
+		oldest := "none"
+		if len(ds) > 0 {
+			oldest = ds[0].At.Sub(epoch).String()
+		}
+		w.violate("I5", "delivery %s of %s was answered applied at %s and is lost after the crash (its record keeps %d deliveries, the oldest of %s)",
+			d.delivery, d.marquee, d.at.Sub(epoch), len(ds), oldest)
 	}
 }
 

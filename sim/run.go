@@ -105,7 +105,7 @@ func newWorld(o Options) *world {
 		clock: clock.NewManual(epoch), end: epoch.Add(o.FaultyPhase + o.QuietPhase), machine: marquee.Machine{Config: mc},
 		fs: vfs.NewCrashableMem(), model: map[string]marquee.State{}, pools: map[string]admission.Pool{},
 		granted: map[string]uint64{}, leaks: map[string]time.Time{}, dispatched: map[string]map[uint64]bool{},
-		answered: map[string][]byte{}, deliveries: map[string]int{}, answeredAt: map[string]int{}, created: map[string]bool{}, intents: map[string]*intent{},
+		answered: map[string][]byte{}, deliveries: map[string]int{}, answeredAt: map[string]int{}, firstSent: map[string]time.Time{}, created: map[string]bool{}, intents: map[string]*intent{},
 		chats: map[string]driver.Chats{}, coverage: map[string]int{},
 		disk: &diskFaults{}, preview: newPreviewWorld(), envs: map[string]environment.Env{}, envIntents: map[string]*envIntent{}, slowAttempts: map[string]slowCall{}, branchLast: map[string]uint64{}, givenTo: map[string]uint64{}, cutUntil: map[pair]time.Time{},
 	}

@@ -126,11 +126,15 @@ type world struct {
 	// count at a delivery's (M20's bound).
 	deliveries map[string]int
 	answeredAt map[string]int
-	applied    []appliedDelivery // answered 200 applied
-	created    map[string]bool   // creates answered 201
-	intents    map[string]*intent
-	chats      map[string]driver.Chats
-	ids        []string
+	// firstSent is when each delivery id was first sent: the earliest its
+	// record can carry, a repeat being answered from the record the first
+	// send wrote (crashed before its answer, or past M20's bound).
+	firstSent map[string]time.Time
+	applied   []appliedDelivery // answered 200 applied
+	created   map[string]bool   // creates answered 201
+	intents   map[string]*intent
+	chats     map[string]driver.Chats
+	ids       []string
 
 	// The preview world and what its oracles know.
 	preview       *previewWorld
@@ -382,7 +386,10 @@ func (hp *hostPool) give(procs []*proc) {
 // survive every crash until its retention ends (I5, M20).
 type appliedDelivery struct {
 	marquee, delivery string
-	at                time.Time
+	// at is when the delivery was first sent: its record, written by
+	// that send or a later one, is no older (I5's retention and M20's
+	// bound are counted from it).
+	at time.Time
 }
 
 // simRetention is how long the simulated warden keeps delivery records:
@@ -705,6 +712,9 @@ func (w *world) callbackAt(at time.Time, body map[string]any, token string) {
 // deliver sends a callback; like a webhook sender it retries what was not
 // answered, with the same delivery id.
 func (w *world) deliver(body map[string]any, delivery string, attempt int, scoped string) {
+	if _, sent := w.firstSent[delivery]; !sent {
+		w.firstSent[delivery] = w.now()
+	}
 	token := cbToken
 	if g, _ := body["generation"].(uint64); scoped != "" && g > 0 {
 		token = scoped
@@ -766,7 +776,7 @@ func (w *world) deliver(body map[string]any, delivery string, attempt int, scope
 		w.answeredAt[delivery] = w.deliveries[id]
 		w.answered[delivery] = ans
 		if res == "applied" {
-			w.applied = append(w.applied, appliedDelivery{marquee: id, delivery: delivery, at: w.now()})
+			w.applied = append(w.applied, appliedDelivery{marquee: id, delivery: delivery, at: w.firstSent[delivery]})
 		}
 	}
 }
