@@ -46,7 +46,7 @@ import (
 // writes no key of its own, only a chunk's slot when the chunk fills (one
 // delivery in ChunkLen), because each key a callback's batch writes costs
 // CPU (its memtable insert, then its share of flushes and compactions;
-// docs/decisions, "What the store's keys cost"), far more than its bytes
+// docs/decisions, "What a callback writes"), far more than its bytes
 // (M20). The record's chunk is the newest: a slot
 // holding the same chunk is an older copy of it, and is not read.
 

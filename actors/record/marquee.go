@@ -18,7 +18,7 @@ const HistoryLimit = 200
 // HistoryTrimEvery is how often the entries past the window are deleted:
 // as one range every this many entries, not one with each, because each
 // key a callback's batch writes costs more than its bytes (docs/decisions,
-// "What the store's keys cost"). A marquee stores HistoryLimit to
+// "What a callback writes"). A marquee stores HistoryLimit to
 // HistoryLimit+HistoryTrimEvery-1 entries; History shows the newest
 // HistoryLimit (docs/rules/marquee.md, "Besides").
 const HistoryTrimEvery = 64
