@@ -347,3 +347,22 @@ func TestO17ExplainAnEnvironmentMidAttempt(t *testing.T) {
 	require.Contains(t, events, "driver database apply done")
 	require.Contains(t, events, "timer lease end")
 }
+
+// TestO17AnEnvironmentWithNoVerifiedStepExplainsWithAnEmptyBecause: held
+// at its first step, an environment has no receipt yet; its explanation's
+// because is an empty list, as the OpenAPI document says, never null (the
+// schema check every request here makes fails on null).
+func TestO17AnEnvironmentWithNoVerifiedStepExplainsWithAnEmptyBecause(t *testing.T) {
+	w := newWorld(t, defaultPools)
+	gate := make(chan struct{})
+	w.preview.mu.Lock()
+	w.preview.gate[environment.Artifact] = gate
+	w.preview.mu.Unlock()
+	defer close(gate)
+	st, _, raw := w.do("POST", "/v1/environments", operatorToken, map[string]any{"id": "env-8", "branch": "first", "revision": "r1"})
+	require.Equal(t, http.StatusCreated, st, string(raw))
+	st, x, raw := w.do("GET", "/v1/environments/env-8/explain", operatorToken, nil)
+	require.Equal(t, http.StatusOK, st, string(raw))
+	require.NotNil(t, x["because"], "because is a list: %s", raw)
+	require.Empty(t, x["because"])
+}

@@ -317,7 +317,7 @@ func (s *Server) explainEnv(w http.ResponseWriter, _ *http.Request, p httprouter
 	x := envExplanation{ID: e.ID, Summary: m.Status(e, now).Text,
 		State: envExplainedState{State: e.State, Desired: e.Desired, Generation: e.Generation, Attempt: e.Attempt, Failures: e.Failures,
 			RetryAt: e.RetryAt, ExpiresAt: expiresAt(e), Tombstone: e.Tombstone},
-		Because: e.Receipts[max(0, len(e.Receipts)-maxRefused):], Awaiting: nonNil(m.Awaiting(e, now)), BlockedBy: envBlockers(e),
+		Because: nonNil(e.Receipts[max(0, len(e.Receipts)-maxRefused):]), Awaiting: nonNil(m.Awaiting(e, now)), BlockedBy: envBlockers(e),
 		Refused: envRefusedOf(e.Audit)}
 	writeJSON(w, http.StatusOK, x)
 }

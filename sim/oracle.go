@@ -170,6 +170,9 @@ func (w *world) confirmedNull(id string) bool {
 // poolCommitted sees every pool transition.
 func (w *world) poolCommitted(ev admission.Event, before, after admission.Pool, out admission.Outcome) {
 	w.pools[after.Name] = after
+	if w.opts.observePool != nil {
+		w.opts.observePool(after, w.now())
+	}
 	if a, ok := ev.(admission.Ask); ok && out.Err == nil && out.Answer.ID == a.Job && out.Answer.Status == admission.Queued && len(before.Reserved) >= before.Limit {
 		w.cover("A1") // the limit itself turned a job away: the branch that is A1
 	}

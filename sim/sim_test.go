@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wardenhq/warden/actors/admission"
 	"github.com/wardenhq/warden/actors/environment"
 	"github.com/wardenhq/warden/actors/marquee"
 	"github.com/wardenhq/warden/actors/record"
@@ -431,13 +432,13 @@ func TestO18DryRunIsTheRealStepOnSimulatorStates(t *testing.T) {
 }
 
 // TestO17AwaitingListsWhatStepAcceptsOnSimulatorStates holds explain's
-// awaiting to Step both ways (internal/explaincheck) on every marquee and
-// environment state a durable transition leaves in six seeds, one node
+// awaiting to Step both ways (internal/explaincheck) on every marquee,
+// environment and pool state a durable transition leaves in six seeds, one node
 // and three, at the time each was reached and a minute, an hour and a
 // day later: the states faults, crashes, paused workers, drift and late,
 // repeated and stale callbacks bring them to, beyond the golden files'.
 func TestO17AwaitingListsWhatStepAcceptsOnSimulatorStates(t *testing.T) {
-	marquees, envs := 0, 0
+	marquees, envs, pools := 0, 0, 0
 	laters := []time.Duration{0, time.Minute, time.Hour, 24 * time.Hour}
 	for seed := uint64(1); seed <= 6; seed++ {
 		nodes := 1 + 2*int(seed%2)
@@ -453,6 +454,12 @@ func TestO17AwaitingListsWhatStepAcceptsOnSimulatorStates(t *testing.T) {
 					}
 				}
 			},
+			observePool: func(p admission.Pool, now time.Time) {
+				pools++
+				for _, bad := range explaincheck.Pool(p, now) {
+					t.Errorf("%s: %s", where("pool", pools, 0), bad)
+				}
+			},
 			observeEnv: func(m environment.Machine, e environment.Env, now time.Time) {
 				envs++
 				for _, later := range laters {
@@ -465,8 +472,8 @@ func TestO17AwaitingListsWhatStepAcceptsOnSimulatorStates(t *testing.T) {
 			t.Fatalf("seed %d nodes %d: %v", seed, nodes, r.Violation)
 		}
 	}
-	if marquees < 1000 || envs < 200 {
-		t.Fatalf("only %d marquee and %d environment states walked", marquees, envs)
+	if marquees < 1000 || envs < 200 || pools < 100 {
+		t.Fatalf("only %d marquee, %d environment and %d pool states walked", marquees, envs, pools)
 	}
-	t.Logf("%d marquee and %d environment states walked", marquees, envs)
+	t.Logf("%d marquee, %d environment and %d pool states walked", marquees, envs, pools)
 }

@@ -177,6 +177,8 @@ type Options struct {
 	// environments.
 	observe    func(m marquee.Machine, s marquee.State, now time.Time)
 	observeEnv func(m environment.Machine, e environment.Env, now time.Time)
+	// observePool is the same for pools.
+	observePool func(p admission.Pool, now time.Time)
 	// arm, in tests, adds to the world before it runs.
 	arm func(*world)
 	// replay is a regression file's fault plan, followed instead of the

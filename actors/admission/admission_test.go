@@ -13,6 +13,7 @@ import (
 	"github.com/wardenhq/warden/actors/entity"
 	"github.com/wardenhq/warden/actors/record"
 	"github.com/wardenhq/warden/actors/runtime"
+	"github.com/wardenhq/warden/internal/explaincheck"
 )
 
 var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -25,13 +26,35 @@ var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 //	release job=J [at=M]      Step(Release)
 //	rebuild limit=L next=S    Rebuild from records given as input lines
 //	                          "job seq status"
-func TestAdmission(t *testing.T) {
+func TestAdmission(t *testing.T) { walkGoldens(t, nil) }
+
+// TestO17PoolAwaitingListsWhatStepAccepts holds a pool's awaiting to Step
+// both ways on every state the golden scripts reach (explaincheck): each
+// release and ask it lists changes the pool, and each that changes it is
+// listed.
+func TestO17PoolAwaitingListsWhatStepAccepts(t *testing.T) {
+	states := 0
+	walkGoldens(t, func(t *testing.T, pos string, p Pool, now time.Time) {
+		states++
+		for _, bad := range explaincheck.Pool(p, now) {
+			t.Errorf("%s: %s", pos, bad)
+		}
+	})
+	if states < 20 {
+		t.Fatalf("only %d states walked", states)
+	}
+}
+
+// walkGoldens runs the golden scripts, and shows seen, if set, each pool
+// they reach.
+func walkGoldens(t *testing.T, seen func(t *testing.T, pos string, p Pool, now time.Time)) {
 	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
 		var p Pool
-		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
+		var now time.Time
+		run := func(t *testing.T, d *datadriven.TestData) string {
 			at := 0
 			d.MaybeScanArgs(t, "at", &at)
-			now := epoch.Add(time.Duration(at) * time.Minute)
+			now = epoch.Add(time.Duration(at) * time.Minute)
 			switch d.Cmd {
 			case "pool":
 				var name string
@@ -80,6 +103,13 @@ func TestAdmission(t *testing.T) {
 				t.Fatalf("unknown command %q", d.Cmd)
 				return ""
 			}
+		}
+		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
+			out := run(t, d)
+			if seen != nil && p.Name != "" {
+				seen(t, d.Pos, p, now)
+			}
+			return out
 		})
 	})
 }

@@ -13,16 +13,51 @@ import (
 type Input = entity.Input
 
 // Awaiting is what would move the pool now: each holder's release, in
-// sequence order, then a new job's ask.
+// sequence order, each waiting job's release (it leaves the queue), then a
+// new job's ask. Each is stepped on a copy and kept where it changes the
+// pool: asking again changes nothing (A6), nor does an ask the full queue
+// refuses.
 func Awaiting(p Pool, now time.Time) []Input {
 	var out []Input
 	for _, j := range p.Reserved {
-		next, o := Step(p, Release{Job: j.ID}, now)
-		out = append(out, Input{Event: "release by " + j.ID, Effect: releaseEffect(j, next, o)})
+		if next, o, ok := Moves(p, Release{Job: j.ID}, now); ok {
+			out = append(out, Input{Event: "release by " + j.ID, Effect: releaseEffect(j, next, o)})
+		}
 	}
-	_, o := Step(p, Ask{Job: "a new job"}, now)
-	out = append(out, Input{Event: "ask by a new job", Effect: askEffect(o.Answer, len(p.Queued))})
+	for i, j := range p.Queued {
+		if _, _, ok := Moves(p, Release{Job: j.ID}, now); ok {
+			out = append(out, Input{Event: "release by " + j.ID,
+				Effect: fmt.Sprintf("%s leaves the queue (place %d of %d); nobody is admitted (A5)", j.ID, i+1, len(p.Queued))})
+		}
+	}
+	if _, o, ok := Moves(p, Ask{Job: newJob}, now); ok {
+		out = append(out, Input{Event: InputName(p, Ask{Job: newJob}), Effect: askEffect(o.Answer, len(p.Queued))})
+	}
 	return out
+}
+
+// newJob stands for a job the pool does not know, in explain's ask.
+const newJob = "a new job"
+
+// Moves steps ev on a copy of p and says whether it changes the pool.
+func Moves(p Pool, ev Event, now time.Time) (Pool, Outcome, bool) {
+	next, o := Step(p, ev, now)
+	return next, o, o.Err == nil && o.Changed
+}
+
+// InputName names an input as explain lists it: a release by its job, an
+// ask by its job when the pool knows it, else as a new job's.
+func InputName(p Pool, ev Event) string {
+	switch e := ev.(type) {
+	case Release:
+		return "release by " + e.Job
+	case Ask:
+		if _, known := p.find(e.Job); known {
+			return "ask by " + e.Job
+		}
+		return "ask by " + newJob
+	}
+	return fmt.Sprintf("%T", ev)
 }
 
 func releaseEffect(j Job, next Pool, o Outcome) string {

@@ -8,7 +8,7 @@ import (
 )
 
 // TestO17PoolAwaitingIsEachInputSteppedOnACopy: a pool's awaiting is each
-// holder's release and a new ask, in words from their outcomes; the pool
+// holder's and each waiting job's release and a new ask, in words from their outcomes; the pool
 // itself is left as it was.
 func TestO17PoolAwaitingIsEachInputSteppedOnACopy(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -20,6 +20,8 @@ func TestO17PoolAwaitingIsEachInputSteppedOnACopy(t *testing.T) {
 	got := Awaiting(p, now)
 	require.Equal(t, []Input{
 		{Event: "release by m-1", Effect: "frees m-1's slot and admits m-2 (sequence 2) (A4, A5)"},
+		{Event: "release by m-2", Effect: "m-2 leaves the queue (place 1 of 2); nobody is admitted (A5)"},
+		{Event: "release by m-3", Effect: "m-3 leaves the queue (place 2 of 2); nobody is admitted (A5)"},
 		{Event: "ask by a new job", Effect: "queued at sequence 4, behind 2 waiting (A3, A4)"},
 	}, got)
 	require.Equal(t, before, p, "explaining changes nothing")

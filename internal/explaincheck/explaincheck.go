@@ -1,5 +1,5 @@
 // Package explaincheck holds an explanation's awaiting to its machine's
-// Step both ways, for the rules' golden tests and the simulator's: each
+// Step both ways (marquees, environments, pools), for the rules' golden tests and the simulator's: each
 // name awaiting lists is one some probe of that name moves the entity
 // with, and each probe (more inputs than explain asks about) that moves it
 // is listed by its name (O17). Test code only: it imports the rules alone,
@@ -11,6 +11,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/wardenhq/warden/actors/admission"
 	"github.com/wardenhq/warden/actors/environment"
 	"github.com/wardenhq/warden/actors/marquee"
 )
@@ -68,6 +69,37 @@ func Environment(m environment.Machine, e environment.Env, now time.Time) []stri
 		}
 	}
 	return append(bad, unmoved(listed, moved, string(e.State))...)
+}
+
+// Pool says where a pool's awaiting at now and Step disagree. Its probes:
+// a release by every job it holds or queues and by one it does not know;
+// an ask by each of those and by a new job.
+func Pool(p admission.Pool, now time.Time) []string {
+	listed := map[string]bool{}
+	var bad []string
+	for _, in := range admission.Awaiting(p, now) {
+		listed[in.Event] = true
+		if in.Effect == "" {
+			bad = append(bad, fmt.Sprintf("%s is listed with no effect", in.Event))
+		}
+	}
+	jobs := []string{"a job it does not know"}
+	for _, j := range append(append([]admission.Job(nil), p.Reserved...), p.Queued...) {
+		jobs = append(jobs, j.ID)
+	}
+	moved := map[string]bool{}
+	for _, job := range jobs {
+		for _, ev := range []admission.Event{admission.Release{Job: job}, admission.Ask{Job: job}} {
+			if _, _, moves := admission.Moves(p, ev, now); moves {
+				name := admission.InputName(p, ev)
+				moved[name] = true
+				if !listed[name] {
+					bad = append(bad, fmt.Sprintf("%#v moves the pool but awaiting does not list %q", ev, name))
+				}
+			}
+		}
+	}
+	return append(bad, unmoved(listed, moved, fmt.Sprintf("%d of %d held, %d waiting", len(p.Reserved), p.Limit, len(p.Queued)))...)
 }
 
 // unmoved are the names listed that no probe of that name moved, in
