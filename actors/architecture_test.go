@@ -25,7 +25,7 @@ var allowedImports = map[string][]string{
 	"persistence/":           {},
 	"internal/linear":        {},
 	"internal/fieldcheck":    {},
-	"internal/explaincheck":  {"actors/marquee", "actors/environment", "actors/admission"},
+	"internal/explaincheck":  {"actors/marquee", "actors/environment", "actors/admission", "actors/entity"},
 	"internal/jsonappend":    {},
 	"internal/gcheadroom":    {},
 	"internal/trust":         {},

@@ -32,6 +32,16 @@ type fakePreview struct {
 }
 
 // observations is how often a capability was observed so far.
+// hold makes c's applies wait until the returned release is called: an
+// attempt held in flight.
+func (p *fakePreview) hold(c environment.Capability) (release func()) {
+	gate := make(chan struct{})
+	p.mu.Lock()
+	p.gate[c] = gate
+	p.mu.Unlock()
+	return func() { close(gate) }
+}
+
 func (p *fakePreview) observations(c environment.Capability) int {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -315,11 +315,7 @@ func TestO18EnvironmentDryRunIsTheRealCommandAndChangesNothing(t *testing.T) {
 // lease's end.
 func TestO17ExplainAnEnvironmentMidAttempt(t *testing.T) {
 	w := newWorld(t, defaultPools)
-	gate := make(chan struct{})
-	w.preview.mu.Lock()
-	w.preview.gate[environment.Database] = gate
-	w.preview.mu.Unlock()
-	defer close(gate)
+	defer w.preview.hold(environment.Database)()
 	st, _, raw := w.do("POST", "/v1/environments", operatorToken, map[string]any{"id": "env-7", "branch": "lease", "revision": "r1"})
 	require.Equal(t, http.StatusCreated, st, string(raw))
 	var x map[string]any
@@ -354,11 +350,7 @@ func TestO17ExplainAnEnvironmentMidAttempt(t *testing.T) {
 // schema check every request here makes fails on null).
 func TestO17AnEnvironmentWithNoVerifiedStepExplainsWithAnEmptyBecause(t *testing.T) {
 	w := newWorld(t, defaultPools)
-	gate := make(chan struct{})
-	w.preview.mu.Lock()
-	w.preview.gate[environment.Artifact] = gate
-	w.preview.mu.Unlock()
-	defer close(gate)
+	defer w.preview.hold(environment.Artifact)()
 	st, _, raw := w.do("POST", "/v1/environments", operatorToken, map[string]any{"id": "env-8", "branch": "first", "revision": "r1"})
 	require.Equal(t, http.StatusCreated, st, string(raw))
 	st, x, raw := w.do("GET", "/v1/environments/env-8/explain", operatorToken, nil)

@@ -12,20 +12,14 @@ import (
 	"time"
 
 	"github.com/wardenhq/warden/actors/admission"
+	"github.com/wardenhq/warden/actors/entity"
 	"github.com/wardenhq/warden/actors/environment"
 	"github.com/wardenhq/warden/actors/marquee"
 )
 
 // Marquee says where a marquee's awaiting at now and Step disagree.
 func Marquee(m marquee.Machine, s marquee.State, now time.Time) []string {
-	listed := map[string]bool{}
-	var bad []string
-	for _, in := range m.Awaiting(s, now) {
-		listed[in.Event] = true
-		if in.Effect == "" {
-			bad = append(bad, fmt.Sprintf("%s is listed with no effect", in.Event))
-		}
-	}
+	listed, bad := names(m.Awaiting(s, now))
 	moved := map[string]bool{}
 	for _, p := range marqueeProbes(m, s) {
 		at := now
@@ -46,14 +40,7 @@ func Marquee(m marquee.Machine, s marquee.State, now time.Time) []string {
 // Environment says where an environment's awaiting at now and Step
 // disagree.
 func Environment(m environment.Machine, e environment.Env, now time.Time) []string {
-	listed := map[string]bool{}
-	var bad []string
-	for _, in := range m.Awaiting(e, now) {
-		listed[in.Event] = true
-		if in.Effect == "" {
-			bad = append(bad, fmt.Sprintf("%s is listed with no effect", in.Event))
-		}
-	}
+	listed, bad := names(m.Awaiting(e, now))
 	moved := map[string]bool{}
 	for _, p := range envProbes(e) {
 		at := now
@@ -75,14 +62,7 @@ func Environment(m environment.Machine, e environment.Env, now time.Time) []stri
 // a release by every job it holds or queues and by one it does not know;
 // an ask by each of those and by a new job.
 func Pool(p admission.Pool, now time.Time) []string {
-	listed := map[string]bool{}
-	var bad []string
-	for _, in := range admission.Awaiting(p, now) {
-		listed[in.Event] = true
-		if in.Effect == "" {
-			bad = append(bad, fmt.Sprintf("%s is listed with no effect", in.Event))
-		}
-	}
+	listed, bad := names(admission.Awaiting(p, now))
 	jobs := []string{"a job it does not know"}
 	for _, j := range append(append([]admission.Job(nil), p.Reserved...), p.Queued...) {
 		jobs = append(jobs, j.ID)
@@ -100,6 +80,19 @@ func Pool(p admission.Pool, now time.Time) []string {
 		}
 	}
 	return append(bad, unmoved(listed, moved, fmt.Sprintf("%d of %d held, %d waiting", len(p.Reserved), p.Limit, len(p.Queued)))...)
+}
+
+// names are the inputs awaiting lists, by name, and each listed with no
+// effect.
+func names(inputs []entity.Input) (listed map[string]bool, bad []string) {
+	listed = map[string]bool{}
+	for _, in := range inputs {
+		listed[in.Event] = true
+		if in.Effect == "" {
+			bad = append(bad, fmt.Sprintf("%s is listed with no effect", in.Event))
+		}
+	}
+	return listed, bad
 }
 
 // unmoved are the names listed that no probe of that name moved, in
