@@ -241,8 +241,9 @@ func TestC2RendezvousMovesOnlyWhatItMust(t *testing.T) {
 }
 
 // TestC2NodeOwnsItsShareAndHandsOverAFewAtATime: C2. One node takes every
-// shard; a second joins and the first hands over at most two a tick until
-// each holds its rendezvous share, every epoch a fresh revision.
+// shard; a second joins and, once it answers its probes, the first hands
+// over at most two a tick until each holds its rendezvous share, every
+// epoch a fresh revision.
 func TestC2NodeOwnsItsShareAndHandsOverAFewAtATime(t *testing.T) {
 	f := newFake()
 	n1 := startNode(f, "n1")
@@ -250,9 +251,10 @@ func TestC2NodeOwnsItsShareAndHandsOverAFewAtATime(t *testing.T) {
 	tickAll(f, n1)
 	require.Len(t, n1.Table().Owned(), Shards)
 	n2 := startNode(f, "n2")
+	up := map[string]bool{"http://n1": true, "http://n2": true}
 	prev := len(n1.Table().Owned())
 	for i := 0; i < 20; i++ {
-		tickAll(f, n1, n2)
+		probeRound(f, up, n1, n2)
 		now := len(n1.Table().Owned())
 		require.GreaterOrEqual(t, now, prev-maxMovesPerTick, "at most %d moves a tick", maxMovesPerTick)
 		prev = now
@@ -318,8 +320,9 @@ func TestC3C5LapsedLeaseFencesAndFailsOver(t *testing.T) {
 func TestC9DrainHandsEverythingOver(t *testing.T) {
 	f := newFake()
 	n1, n2 := startNode(f, "n1"), startNode(f, "n2")
+	up := map[string]bool{"http://n1": true, "http://n2": true}
 	for i := 0; i < 20; i++ {
-		tickAll(f, n1, n2)
+		probeRound(f, up, n1, n2)
 	}
 	require.NoError(t, n1.Drain(context.Background()))
 	drained := func() bool {
@@ -332,11 +335,11 @@ func TestC9DrainHandsEverythingOver(t *testing.T) {
 	}
 	require.False(t, drained())
 	for i := 0; i < 20 && !drained(); i++ {
-		tickAll(f, n1, n2)
+		probeRound(f, up, n1, n2)
 	}
 	require.True(t, drained())
 	for i := 0; i < 5; i++ {
-		tickAll(f, n1, n2)
+		probeRound(f, up, n1, n2)
 	}
 	require.Len(t, n2.Table().Owned(), Shards)
 	v := n2.View()
@@ -468,19 +471,91 @@ func TestC5ASuspicionNeedsEvidenceNewerThanTheRegistration(t *testing.T) {
 
 // TestC5ARevocationsAreBoundedAndCounted: a member that keeps registering
 // but never answers its probes (its HTTP unreachable from the others)
-// cannot make the detector revoke without bound.
+// cannot make the detector revoke without bound: each revocation of it
+// waits twice as long as the last, and the waits are counted.
 func TestC5ARevocationsAreBoundedAndCounted(t *testing.T) {
 	f := newFake()
 	n1, n2 := startNode(f, "n1"), startNode(f, "n2")
 	alive := map[string]bool{"http://n1": true, "http://n2": false}
-	for range int(3 * revocationWindow / tick / 4) { // 45 s
+	var at []time.Duration
+	for i := range int(45 * time.Second / tick) {
+		before := n1.Stats().Revocations
+		probeRound(f, alive, n1, n2)
+		if n1.Stats().Revocations > before {
+			at = append(at, time.Duration(i)*tick)
+		}
+	}
+	require.GreaterOrEqual(t, len(at), 3, "the detector revoked, again and again: %v", at)
+	require.LessOrEqual(t, len(at), maxStrikes+1, "but at most %d in 45 s: %v", maxStrikes+1, at)
+	for i := 2; i < len(at); i++ {
+		require.Greater(t, at[i]-at[i-1], at[i-1]-at[i-2], "each revocation waits longer than the last: %v", at)
+	}
+	require.Positive(t, n1.Stats().RevocationsHeld, "the bound held some back, and counted them")
+	require.Positive(t, n2.Stats().LeasesLost, "the member saw its lease go, and counted it")
+}
+
+// TestC5AEachFaultGetsTheDetectorsFullSecond: issue 60. The detector's
+// bound is spent per fault, not per minute: a member paused past the
+// detector eight times in a minute, answering again after each, has each
+// pause's lease revoked after a second of silence, not left to its lease's
+// expiry once some budget for the minute is gone.
+func TestC5AEachFaultGetsTheDetectorsFullSecond(t *testing.T) {
+	f := newFake()
+	n1, n2 := startNode(f, "n1"), startNode(f, "n2")
+	nodes := []*testNode{n1, n2}
+	alive := map[string]bool{"http://n1": true, "http://n2": true}
+	for range 20 {
+		probeRound(f, alive, nodes...)
+	}
+	for fault := range 8 {
+		n2.down, alive["http://n2"] = true, false // paused
+		before := n1.Stats().Revocations
+		var silent time.Duration
+		for n1.Stats().Revocations == before && silent < 3*time.Second {
+			probeRound(f, alive, nodes...)
+			silent += tick
+		}
+		require.Greater(t, n1.Stats().Revocations, before, "fault %d: revoked", fault)
+		require.LessOrEqual(t, silent, suspectAfter+3*tick, "fault %d: after about a second", fault)
+		n2.down, alive["http://n2"] = false, true // resumes, registers again, answers
+		for range 30 {
+			probeRound(f, alive, nodes...)
+		}
+		require.NotEmpty(t, n2.Table().Owned(), "fault %d: it owns shards again", fault)
+	}
+	require.Zero(t, n1.Stats().RevocationsHeld, "no fault was held back")
+}
+
+// TestC5AShardsAreHandedOnlyToAMemberThatAnswered: issue 60's slowest
+// failover. A member that registers and dies before any probe of its new
+// registration answers is handed no shard: the holder keeps them, so the
+// member's death costs no move to a node that can never take them. Once
+// the registration answers, the shards move to it.
+func TestC5AShardsAreHandedOnlyToAMemberThatAnswered(t *testing.T) {
+	f := newFake()
+	n1 := startNode(f, "n1")
+	alive := map[string]bool{"http://n1": true, "http://n2": false}
+	for range 3 {
+		probeRound(f, alive, n1)
+	}
+	require.Len(t, n1.Table().Owned(), Shards)
+	n2 := startNode(f, "n2")
+	n2.Tick(context.Background()) // registers, then never answers
+	n2.down = true
+	for range 5 { // under suspectAfter
 		probeRound(f, alive, n1, n2)
 	}
-	st := n1.Stats()
-	require.LessOrEqual(t, st.Revocations, int64(maxRevocations), "at most %d in a window", maxRevocations)
-	require.Positive(t, st.Revocations)
-	require.Positive(t, st.RevocationsHeld, "the bound held some back, and counted them")
-	require.Positive(t, n2.Stats().LeasesLost, "the member saw its lease go, and counted it")
+	require.Len(t, n1.Table().Owned(), Shards, "nothing was handed to a registration that never answered")
+	require.Empty(t, n1.Stats().Revocations, "and it is not yet suspect")
+
+	n2.down, alive["http://n2"] = false, true
+	for range 40 {
+		probeRound(f, alive, n1, n2)
+	}
+	require.NotEmpty(t, n2.Table().Owned(), "once it answered, it took its share")
+	for s := range Shards {
+		require.True(t, n1.Table().Owns(s) != n2.Table().Owns(s), "shard %d has one owner", s)
+	}
 }
 
 // TestC4AConfirmFindsAShardThatMovedAndStopsActingForIt: a node paused

@@ -68,12 +68,15 @@ const (
 	// expiry; the cost of a wrong guess is a few moves.
 	suspectAfter = time.Second
 	probeTimeout = 500 * time.Millisecond
-	// maxRevocations in revocationWindow bound what the detector may do:
-	// more than a member's worth of revocations a minute is a detector
-	// fighting the cluster, not dead members (a revocation storm), and it
-	// stops, saying so, until the window has room; leases still expire.
-	maxRevocations   = 6
-	revocationWindow = time.Minute
+	// maxStrikes bounds the detector per member, per fault: each lease of
+	// a member revoked while it has not answered a probe since the last
+	// doubles the silence the next one needs (suspectAfter << strikes), so
+	// a member the detector keeps finding silent (its HTTP unreachable, its
+	// etcd reachable) is soon left to its lease's expiry, while each real
+	// fault, ended by the member answering again, gets the full second.
+	// A budget per minute spent itself on one leader pause and left the
+	// next kill to the lease (issue 60).
+	maxStrikes = 4
 	// confirmTimeout bounds one confirmation read; an answer that cannot be
 	// confirmed in it is a retryable 503.
 	confirmTimeout = 2 * time.Second
@@ -107,11 +110,11 @@ type Node struct {
 	// knows of each member's current registration (guarded by mu).
 	probe  func(ctx context.Context, url string) bool
 	health map[string]*peerHealth
-	// revocations are when this node revoked a member's lease, the newest
-	// last, within revocationWindow.
-	revocations []time.Time
-	stats       Stats
-	confirmers  [Shards]confirmer
+	// strikes are members whose lease this node revoked and which have
+	// not answered a probe since (maxStrikes).
+	strikes    map[string]*strike
+	stats      Stats
+	confirmers [Shards]confirmer
 
 	// desired is each shard's owner among ownersOf, the members Tick last
 	// placed shards among (owners).
@@ -183,7 +186,7 @@ func NewNode(c Config) *Node {
 		c.Probe = probeHealthz
 	}
 	n := &Node{name: c.Name, url: c.URL, ttl: c.TTL, coord: c.Coordinator, table: NewTable(c.Clock.Now), hooks: c.Hooks, now: c.Clock.Now,
-		clock: c.Clock, log: c.Log, revoked: map[int64]bool{}, seen: map[string]string{}, health: map[string]*peerHealth{}, probe: c.Probe,
+		clock: c.Clock, log: c.Log, revoked: map[int64]bool{}, strikes: map[string]*strike{}, seen: map[string]string{}, health: map[string]*peerHealth{}, probe: c.Probe,
 		spawn: c.Go, drained: make(chan struct{})}
 	n.client = &http.Client{Timeout: peerTimeout, Transport: c.Transport}
 	return n
@@ -266,6 +269,9 @@ func (n *Node) Probe(ctx context.Context) {
 					h.answered = started
 				}
 			}
+			if st := n.strikes[m.Name]; ok && st != nil && started.After(st.at) {
+				delete(n.strikes, m.Name) // it came back: the fault is over
+			}
 			n.mu.Unlock()
 		})
 	}
@@ -296,24 +302,44 @@ func (n *Node) observe(members []Member) {
 	}
 }
 
-// suspects are the members silent since suspectAfter, on evidence newer
-// than their registration: probes of this registration started after it
-// was seen, none answered for suspectAfter.
+// silentFor is how long this registration has gone unanswered, on
+// evidence newer than it: false until a probe of it started after it was
+// seen and found it silent.
+func (h *peerHealth) silentFor(now time.Time) (time.Duration, bool) {
+	since := h.seen
+	if h.answered.After(since) {
+		since = h.answered
+	}
+	if !h.attempted.After(since) {
+		return 0, false
+	}
+	return now.Sub(since), true
+}
+
+// suspects are the members silent for longer than suspectAfter.
 func (n *Node) suspects() map[string]bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	out := map[string]bool{}
 	now := n.now()
 	for name, h := range n.health {
-		since := h.seen
-		if h.answered.After(since) {
-			since = h.answered
-		}
-		if h.attempted.After(since) && now.Sub(since) > suspectAfter {
+		if d, ok := h.silentFor(now); ok && d > suspectAfter {
 			out[name] = true
 		}
 	}
 	return out
+}
+
+// answeredSinceSeen: the member's current registration has answered a
+// probe, so it is alive now, not only registered. A shard is handed only
+// to such a member: a node that registered and died before anyone probed
+// it would otherwise be handed shards it can never take, and they would
+// wait for its suspicion (issue 60's slowest failover).
+func (n *Node) answeredSinceSeen(name string) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	h := n.health[name]
+	return h != nil && h.answered.After(h.seen)
 }
 
 // Table is the node's ownership table (what the actor system fences with).
@@ -519,7 +545,7 @@ func (n *Node) place(ctx context.Context, desired *[Shards]string, holders map[i
 		case mine != 0 && (!held || h.Epoch != mine):
 			// Gone or taken: the lease lapsed on etcd before we knew.
 			n.drop(s)
-		case mine != 0 && desired[s] != n.name && moves < maxMovesPerTick:
+		case mine != 0 && desired[s] != n.name && moves < maxMovesPerTick && n.answeredSinceSeen(desired[s]):
 			n.drop(s)
 			if err := n.coord.Release(ctx, s, mine); err != nil {
 				n.log.Warn("cluster: release", "shard", s, "err", err)
@@ -564,17 +590,17 @@ func (n *Node) take(ctx context.Context, shard int) {
 
 // revokeSuspects revokes the lease of a member taken for dead (its member
 // key and shard keys go with it, and the live members take the shards at
-// their next tick), at most one a tick, each lease once, and at most
-// maxRevocations in revocationWindow. It returns the suspects, which get
-// no shard meanwhile.
+// their next tick), at most one a tick, each lease once, a member with
+// strikes only after a longer silence (maxStrikes). It returns the
+// suspects, which get no shard meanwhile.
 func (n *Node) revokeSuspects(ctx context.Context, members []Member) map[string]bool {
 	suspects := n.suspects()
 	for _, m := range members {
 		if m.Name == n.name || !suspects[m.Name] || m.Lease == 0 || n.revoked[m.Lease] {
 			continue
 		}
-		if !n.mayRevoke() {
-			break
+		if !n.mayRevoke(m.Name) {
+			continue
 		}
 		n.revoked[m.Lease] = true
 		if err := n.coord.Revoke(ctx, m.Lease); err != nil {
@@ -583,7 +609,12 @@ func (n *Node) revokeSuspects(ctx context.Context, members []Member) map[string]
 		}
 		n.mu.Lock()
 		n.stats.Revocations++
-		n.revocations = append(n.revocations, n.now())
+		st := n.strikes[m.Name]
+		if st == nil {
+			st = &strike{}
+			n.strikes[m.Name] = st
+		}
+		st.count, st.at = st.count+1, n.now()
 		n.mu.Unlock()
 		n.log.Warn("cluster: member did not answer; its lease is revoked", "member", m.Name, "silent_for", suspectAfter)
 		break
@@ -591,26 +622,30 @@ func (n *Node) revokeSuspects(ctx context.Context, members []Member) map[string]
 	return suspects
 }
 
-// mayRevoke is the detector's bound: room for one more revocation in the
-// window.
-func (n *Node) mayRevoke() bool {
+// strike is a member's revocations since it last answered, and when the
+// last was.
+type strike struct {
+	count int
+	at    time.Time
+}
+
+// mayRevoke is the detector's bound: the member has been silent for
+// suspectAfter doubled per strike it has.
+func (n *Node) mayRevoke(name string) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	now := n.now()
-	kept := n.revocations[:0]
-	for _, t := range n.revocations {
-		if now.Sub(t) < revocationWindow {
-			kept = append(kept, t)
-		}
+	st, h := n.strikes[name], n.health[name]
+	if st == nil || h == nil {
+		return true
 	}
-	n.revocations = kept
-	if len(kept) < maxRevocations {
+	silent, _ := h.silentFor(n.now())
+	if silent > suspectAfter<<min(st.count, maxStrikes) {
 		return true
 	}
 	n.stats.RevocationsHeld++
 	if n.stats.RevocationsHeld == 1 || n.stats.RevocationsHeld%100 == 0 {
-		n.log.Error("cluster: the failure detector reached its bound; silent members wait for their leases to expire",
-			"revocations", len(kept), "window", revocationWindow.String(), "held", n.stats.RevocationsHeld)
+		n.log.Error("cluster: the failure detector reached its bound for a member silent again since its last revocation; it waits longer",
+			"member", name, "strikes", st.count, "held", n.stats.RevocationsHeld)
 	}
 	return false
 }
