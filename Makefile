@@ -32,7 +32,7 @@ endif
 reference:
 	$(GO) test ./cmd/warden -run 'TestO21TheReferenceIsWhatTheCodeSays' -count=1 -update-reference
 
-.PHONY: reference dist image build test testbin check lint run previews previews-clean cluster cluster-etcd cluster-crash bench crash sim fuzz clean install-check screenshots
+.PHONY: reference dist image build test testbin check lint fmtcheck run previews previews-clean cluster cluster-etcd cluster-crash bench crash sim fuzz clean install-check screenshots
 
 # Every binary the Makefile builds says which warden it is (warden
 # version, the ready line, verify and backup manifests): the version from
@@ -59,8 +59,7 @@ IMAGE ?= warden:latest
 image:
 	VERSION=$(VERSION) ./scripts/image.sh $(IMAGE)
 
-lint:
-	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { gofmt -l .; echo "gofmt needed"; exit 1; }
+lint: fmtcheck
 	$(GO) vet ./...
 	$(GO) vet -tags benchfloor ./httpapi ./cmd/warden
 	$(GO) run $(STATICCHECK) ./...
@@ -73,6 +72,12 @@ lint:
 # simulator's seeds), under -short: its instrumented builds and fivefold
 # slowdown were five of make test's fourteen minutes.
 TEST_BIN ?= $(CURDIR)/bin/test
+
+# fmtcheck is the one lint make test keeps: instant, and go test runs vet's
+# high-confidence checks itself; vet and staticcheck in full are make check's.
+fmtcheck:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { gofmt -l .; echo "gofmt needed"; exit 1; }
+
 testbin:
 	@mkdir -p $(TEST_BIN)
 	$(GO) build $(STAMP) -o $(TEST_BIN)/warden ./cmd/warden
@@ -82,7 +87,7 @@ testbin:
 RACE_PKGS := ./actors ./actors/runtime ./internal/cluster ./persistence ./httpapi
 # -parallel 4: the tests marked t.Parallel (cmd/warden's longest) mostly
 # wait on processes and timers, so four overlap on two cores.
-test: lint testbin
+test: fmtcheck testbin
 	WARDEN_TEST_BIN=$(TEST_BIN) $(GO) test -count=1 -parallel 4 -timeout 20m ./...
 	$(GO) test -count=1 -tags benchfloor -run 'Bench' ./httpapi
 
@@ -92,7 +97,7 @@ test: lint testbin
 # CI batches (200 single-node seeds, 40 cluster seeds), the cluster at
 # scale's small run (D10); then the race detector's runs.
 CHECK_TESTS := TestO18DryRunIsTheRealStepOnSimulatorStates|TestD3DistIsReproducible|TestCrashFiftyKills|TestC5ConvergesAtEachLeaseTTL|TestSeedsWithDeterminism|TestC11ClusterSeedsWithDeterminism|TestD10TheClusterAtScaleBenchRuns
-check: testbin
+check: lint testbin
 	WARDEN_CHECK=1 WARDEN_TEST_BIN=$(TEST_BIN) $(GO) test -count=1 -timeout 25m -run '^($(CHECK_TESTS))$$' \
 		./cmd/internal/sbom ./cmd/warden-crash ./cmd/warden-cluster-crash ./sim ./cmd/warden-bench
 	$(GO) test -race -short -count=1 -timeout 15m $(RACE_PKGS)
