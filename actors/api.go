@@ -23,11 +23,11 @@ import (
 // CallbackRequest is an authenticated, decoded webhook.
 type CallbackRequest struct {
 	MarqueeID string
-	// DeliveryID is the Webhook-Id (M20); with MarqueeID it keys the
-	// dedup record (T5). Empty: no deduplication.
+	// DeliveryID is the Webhook-Id; with MarqueeID it keys the
+	// dedup record. Empty: no deduplication.
 	DeliveryID string
 	// BodyHash is the SHA-256 of the body as sent: the same delivery id
-	// with another body is refused (T5).
+	// with another body is refused.
 	BodyHash [32]byte
 	Auth     CallbackAuth
 	Callback marquee.Callback
@@ -39,20 +39,20 @@ type CallbackAuth struct {
 	// into the history.
 	Mode string
 	// OIDC: the token's run id (0 if it had none) and whether a scoped
-	// credential vouched for this marquee and generation too (T4).
+	// credential vouched for this marquee and generation too.
 	OIDC          bool
 	RunID         uint64
 	ScopedVouched bool
 }
 
 // CallbackAnswer is the exact answer to a webhook; a repeated delivery gets
-// these bytes again (M20).
+// these bytes again.
 type CallbackAnswer struct {
 	Body []byte
 }
 
 // Callback delivers an authenticated, decoded webhook to its marquee and
-// returns the exact answer, after the decision is durable (I5).
+// returns the exact answer, after the decision is durable.
 func (s *System) Callback(ctx context.Context, req CallbackRequest) (CallbackAnswer, error) {
 	start := s.clock().Now()
 	cb := req.Callback
@@ -79,7 +79,7 @@ func (s *System) Callback(ctx context.Context, req CallbackRequest) (CallbackAns
 }
 
 // Create creates a marquee; a tutorial one answers after its pool's
-// decision is durable (A10).
+// decision is durable.
 func (s *System) Create(ctx context.Context, c marquee.Create) (marquee.State, error) {
 	if !marquee.ValidID(c.ID) {
 		return marquee.State{}, fmt.Errorf("%w: id %q must match [a-z0-9][a-z0-9-]{0,62}", errs.Invalid, c.ID)
@@ -107,7 +107,7 @@ func (s *System) Command(ctx context.Context, id string, ev marquee.Event) (marq
 }
 
 // Operated is what an operator command did: its answer, and, for any
-// answer but applied, why (O16).
+// answer but applied, why.
 type Operated struct {
 	Answer marquee.Answer
 	Reason string
@@ -117,7 +117,7 @@ type Operated struct {
 func (s *System) Operate(ctx context.Context, id string, ev marquee.Event) (marquee.State, Operated, error) {
 	if _, redeploy := ev.(marquee.Redeploy); redeploy {
 		if err := s.newWork(); err != nil {
-			return marquee.State{}, Operated{}, err // a new attempt is new work (S9)
+			return marquee.State{}, Operated{}, err // a new attempt is new work
 		}
 	}
 	res, err := s.marquees.Ask(ctx, id, runtime.Request[marquee.Event]{Mode: runtime.Command, Event: ev})
@@ -128,7 +128,7 @@ func (s *System) Operate(ctx context.Context, id string, ev marquee.Event) (marq
 	return res.Record.State, op, err
 }
 
-// DryRun is what an input would do to a marquee now (O18).
+// DryRun is what an input would do to a marquee now.
 type DryRun struct {
 	Before, After marquee.State
 	Outcome       marquee.Outcome
@@ -141,7 +141,7 @@ type DryRun struct {
 
 // DryRun steps ev on the marquee's record in its turn, as the real input
 // would be stepped now, and answers what it would do: nothing is written,
-// started, sent or recorded (O18). A callback's delivery id is looked up
+// started, sent or recorded. A callback's delivery id is looked up
 // (a repeat answers as one), never recorded.
 func (s *System) DryRun(ctx context.Context, id string, ev marquee.Event, delivery runtime.Delivery) (DryRun, error) {
 	if cb, ok := ev.(marquee.Callback); ok {
@@ -168,7 +168,7 @@ func (s *System) Activate(ctx context.Context, id string) error {
 }
 
 // Marquee reads a marquee's last committed record. A reaped marquee's
-// tombstone is returned like any other state (O3): only an id that never
+// tombstone is returned like any other state: only an id that never
 // existed is not found.
 func (s *System) Marquee(id string) (marquee.State, error) {
 	rec, err := record.LoadMarquee(s.cfg.Store, s.cfg.Sealer, id)
@@ -183,8 +183,8 @@ func (s *System) History(id string, limit int) ([]marquee.Entry, error) {
 	return record.History(s.cfg.Store, id, limit)
 }
 
-// Page is one page of a list (O4): the items, the id to go on after (""
-// at the end), and the records met that could not be read (A8).
+// Page is one page of a list: the items, the id to go on after (""
+// at the end), and the records met that could not be read.
 type Page[T any] struct {
 	Items     []T
 	Next      string
@@ -205,7 +205,7 @@ func (s *System) Pool(ctx context.Context, name string) (PoolView, error) {
 		return PoolView{}, errNotFound("pool", name)
 	}
 	if !s.rt.Owns(s.pools.Key(name)) || s.cfg.Store.Health().ReadOnly() != nil {
-		// Another node's pool (C4), or any pool of a read-only store (S4):
+		// Another node's pool, or any pool of a read-only store:
 		// its last committed state, read from the store, as every other
 		// read is.
 		pool, bad, err := record.RebuildPool(s.cfg.Store, name, limit)
@@ -235,7 +235,7 @@ func (s *System) Pools(ctx context.Context) ([]PoolView, error) {
 	return out, nil
 }
 
-// CreateEnvironment records a requested environment (E1) and starts its
+// CreateEnvironment records a requested environment and starts its
 // lifecycle: the record asks its branch for its route generation (a
 // message, so no mailbox waits on another), and its answer is held until
 // the branch has given it. A create refused as a duplicate never asks, so
@@ -252,7 +252,7 @@ func (s *System) CreateEnvironment(ctx context.Context, c environment.Create) (e
 	return res.Record.Env, err
 }
 
-// EnvironmentCommand runs a removal or a manual action (E11, E16); an
+// EnvironmentCommand runs a removal or a manual action; an
 // action that may begin the route's activation carries the branch's newest
 // generation, read here, outside the mailbox.
 func (s *System) EnvironmentCommand(ctx context.Context, id string, ev environment.Event) (environment.Env, error) {
@@ -267,7 +267,7 @@ func (s *System) EnvironmentCommand(ctx context.Context, id string, ev environme
 }
 
 // EnvDryRun is what a removal or an action would do to an environment
-// now (O18): its record before and after, and the step's outcome.
+// now: its record before and after, and the step's outcome.
 type EnvDryRun struct {
 	Before, After environment.Env
 	Outcome       environment.Outcome
@@ -276,7 +276,7 @@ type EnvDryRun struct {
 }
 
 // EnvironmentDryRun steps a removal or an action in the environment's
-// turn, on a copy of its record, and commits nothing (O18): the same
+// turn, on a copy of its record, and commits nothing: the same
 // event, with the same branch generation read, as EnvironmentCommand
 // would send; a refusal is the same error the real one gets.
 func (s *System) EnvironmentDryRun(ctx context.Context, id string, ev environment.Event) (EnvDryRun, error) {
@@ -331,7 +331,7 @@ func (s *System) Load() runtime.Load { return s.rt.Load() }
 func (s *System) Ready() bool { return s.ready.Load() && !s.rt.Stopping() }
 
 // Readiness says why the system takes no writes now: the store's failure
-// or read-only reason (S2, S4), or that it is recovering or stopping; nil
+// or read-only reason, or that it is recovering or stopping; nil
 // when it is ready.
 func (s *System) Readiness() error {
 	if f := s.cfg.Store.Health().Problem(); f != nil {
@@ -343,9 +343,9 @@ func (s *System) Readiness() error {
 	return nil
 }
 
-// Readable says why reads cannot be served now: a sealed store (S5), or
+// Readable says why reads cannot be served now: a sealed store, or
 // recovery that has not finished on a writable one. A read-only store is
-// read (S4).
+// read.
 func (s *System) Readable() error {
 	h := s.cfg.Store.Health()
 	if f := h.Failed(); f != nil {

@@ -15,7 +15,7 @@ import (
 // A created preview asks its branch (its AskGeneration effect, a message);
 // the branch commits the next generation under its own fence and tells the
 // preview (its Give effect, a message back), on a single node and on a
-// cluster alike (I14): no mailbox waits on another.
+// cluster alike: no mailbox waits on another.
 
 type branches = runtime.Entities[record.Branch, environment.NextGeneration, environment.BranchOutcome]
 

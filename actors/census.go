@@ -14,7 +14,7 @@ import (
 
 // The census of stored entities: marquees by lifecycle and serving and by
 // status class, environments by state, open drift. One count serves the
-// metrics (O12) and the console's counts (O7). Counting reads every
+// metrics and the console's counts. Counting reads every
 // record, so it runs at most once per censusEvery, only when asked, in the
 // background: a reader is answered from the last count (only the very
 // first waits for one), and its age is said beside it.
@@ -22,7 +22,7 @@ import (
 // censusEvery bounds how often the census reads the store. Environments
 // are counted apart, at most every envCensusEvery and while the reader
 // waits: they are few beside the marquees, and a preview that left ready
-// must not stay ready on /metrics for a census period (P13).
+// must not stay ready on /metrics for a census period.
 const (
 	censusEvery    = 10 * time.Second
 	envCensusEvery = 2 * time.Second
@@ -33,7 +33,7 @@ type Counts struct {
 	At time.Time
 	// Live is the number of marquees that are not tombstones.
 	Live int
-	// Classes counts live marquees per status class (O4), parked included.
+	// Classes counts live marquees per status class, parked included.
 	Classes map[string]int
 	// Marquees counts every marquee by lifecycle ("tombstone", "byo") and
 	// serving.

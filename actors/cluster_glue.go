@@ -9,7 +9,7 @@ import (
 // form of cross-entity events are the runtime's.
 
 // AcquireShard recovers a shard this node now owns, as a single node
-// recovers at start (A7, M23): its pools are rebuilt, and its entities
+// recovers at start: its pools are rebuilt, and its entities
 // with a wake-index entry are woken, due ones now.
 func (s *System) AcquireShard(shard int) {
 	if err := s.recoverShard(shard, false); err != nil {

@@ -20,39 +20,39 @@ import (
 )
 
 // The environment kind: each preview is its own worker, taking one
-// eligible transition at a time, recording intent before every effect
-// (E5), its driver calls under a lease it renews (E7).
+// eligible transition at a time, recording intent before every effect,
+// its driver calls under a lease it renews.
 
 // EnvConfig wires the environment side of the System.
 type EnvConfig struct {
 	Machine environment.Machine
-	// Drivers by capability (E13); a missing one makes its steps fail as
+	// Drivers by capability; a missing one makes its steps fail as
 	// configuration errors.
 	Drivers map[environment.Capability]driver.Capability
-	// Notifier delivers the outbox (E10, W7): a webhook, or GitHub's
+	// Notifier delivers the outbox: a webhook, or GitHub's
 	// commit statuses and pull-request comments; nil means none are sent
 	// (they stay in the outbox, shown in the view).
 	Notifier driver.Notifier
-	// Worker names this process as a lease owner (E7).
+	// Worker names this process as a lease owner.
 	Worker string
 	// ExclusiveStore says no other process can write an environment's
 	// records while this one runs its actor: a lone warden holds Pebble's
 	// lock; a cluster node owns the environment's shard, and every write of
-	// another node is fenced out (C3). A lease owner other than Worker found
+	// another node is fenced out. A lease owner other than Worker found
 	// when the actor loads is then a process that can no longer commit (an
 	// earlier incarnation, or the shard's previous owner), and its leases
-	// end at once instead of at their expiry (C5); its driver call
-	// still in flight is refused by the lease generation (E7). False only
+	// end at once instead of at their expiry; its driver call
+	// still in flight is refused by the lease generation. False only
 	// where another writer may be alive: a test's shared store.
 	ExclusiveStore bool
 	// NotifyBackoff is the first wait after a failed delivery, doubling
 	// (zero means 30 seconds).
 	NotifyBackoff time.Duration
-	// ReconcileEvery is how often environments at rest are observed
-	// (E14): zero means 30 seconds, negative never.
+	// ReconcileEvery is how often environments at rest are observed:
+	// zero means 30 seconds, negative never.
 	ReconcileEvery time.Duration
 	// Watcher, when set, says at once which environment's platform
-	// changed under it (P13); that environment is observed then.
+	// changed under it; that environment is observed then.
 	Watcher driver.Watcher
 }
 
@@ -121,7 +121,7 @@ func (k envKind) Sends(id string, _ record.Environment, rd environment.Outcome) 
 	return msgs
 }
 
-// The branch's answer crosses nodes (C4): the branch may live on another
+// The branch's answer crosses nodes: the branch may live on another
 // node than the environment.
 func (envKind) EncodeEvent(ev environment.Event) ([]byte, bool) {
 	g, ok := ev.(environment.GenerationGiven)
@@ -142,8 +142,7 @@ func (envKind) DecodeEvent(b []byte) (environment.Event, error) {
 
 // Started ends the leases of owners that can no longer
 // commit, fires what is due, and sends again what the outbox holds: the
-// sender's retries are timers in memory, so after a restart they are gone
-// (E10).
+// sender's retries are timers in memory, so after a restart they are gone.
 func (k envKind) Started(h *envHandle, _ bool) {
 	rec := h.Record()
 	if at := rec.Env.Attempt; at != nil && k.sys.cfg.Env.ExclusiveStore && at.Lease.Owner != k.sys.cfg.Env.Worker {
@@ -197,7 +196,7 @@ func (k envKind) next(h *envHandle) {
 }
 
 // branchNewest reads the newest route generation the branch gave out,
-// for an event that may begin the route's activation (I14): its
+// for an event that may begin the route's activation: its
 // generations are durable before any is used. Unreadable, it is 0, and
 // the machine leaves the activation to the next advance.
 func (s *System) branchNewest(branch string) uint64 {
@@ -208,12 +207,12 @@ func (s *System) branchNewest(branch string) uint64 {
 	return newest
 }
 
-// reconcile observes an environment at rest, or a tombstone's leftovers
-// (E14, I12): observation first, never a blind restart; each answer comes
-// back as an AtRest event the machine judges (E15), stamped with the
+// reconcile observes an environment at rest, or a tombstone's leftovers:
+// observation first, never a blind restart; each answer comes
+// back as an AtRest event the machine judges, stamped with the
 // attempt it was asked under so that an answer outliving a repair is
-// known stale (P14). Every link is observed, the end-to-end one through
-// the host name too (P13). One that is not at rest, with nothing in
+// known stale. Every link is observed, the end-to-end one through
+// the host name too. One that is not at rest, with nothing in
 // flight, is asked for its next step.
 func (k envKind) reconcile(h *envHandle) {
 	e := h.Record().Env
@@ -243,7 +242,7 @@ func (k envKind) reconcile(h *envHandle) {
 	}
 	// The serving links in order, route, application, then the request
 	// through the host name, so the machine judges the end-to-end answer
-	// knowing what the links said (P14): a failed smoke check behind a
+	// knowing what the links said: a failed smoke check behind a
 	// route edited by hand is the route's drift, not the application's.
 	serving := []environment.Capability{environment.Route, environment.App}
 	if e.Tombstone == nil && e.SupersededBy == 0 {
@@ -331,7 +330,7 @@ func (k envKind) Run(h *envHandle, next record.Environment, rd environment.Outco
 }
 
 // do runs one capability step under its lease, renewed every third of its
-// length while the call runs (E7); the result comes back as an event.
+// length while the call runs; the result comes back as an event.
 func (k envKind) do(h *envHandle, env environment.Env, e environment.Do) {
 	s, id := k.sys, h.ID()
 	req := driver.CapabilityRequest{Capability: string(e.Capability), Op: string(e.Op), EnvID: id, Identity: e.Identity,
@@ -360,7 +359,7 @@ func driverLabels(req driver.CapabilityRequest) map[string]string {
 }
 
 // callCapability makes one driver call and says what it found. Receipts
-// are kept and shown (E13, E17): a driver that echoes one of the process's
+// are kept and shown: a driver that echoes one of the process's
 // secrets never gets it there.
 func (s *System) callCapability(ctx context.Context, drv driver.Capability, req driver.CapabilityRequest) environment.DriverAnswer {
 	res := environment.DriverAnswer{AttemptID: req.AttemptID, LeaseGeneration: req.LeaseGeneration}
@@ -404,12 +403,12 @@ func previewURL(s string) string {
 }
 
 // send delivers a notification outside the mailbox; a failure is retried
-// with back-off (NotifyBackoff doubling), never changing readiness (E10).
+// with back-off (NotifyBackoff doubling), never changing readiness.
 func (k envKind) send(h *envHandle, n environment.Notification, attempt int) {
 	s, id := k.sys, h.ID()
 	if s.cfg.Env.Notifier == nil {
 		// Nowhere to send: nothing is tried or retried; the view says why
-		// (O2) and the record stays in the outbox.
+		// and the record stays in the outbox.
 		return
 	}
 	h.Go(runtime.Effect{Run: func(ctx context.Context) {
@@ -427,8 +426,8 @@ func (k envKind) send(h *envHandle, n environment.Notification, attempt int) {
 	}})
 }
 
-// notify delivers one outbox record (E10) through the configured notifier;
-// the error, secrets scrubbed, is kept on the record (O2).
+// notify delivers one outbox record through the configured notifier;
+// the error, secrets scrubbed, is kept on the record.
 func (s *System) notify(ctx context.Context, n environment.Notification) error {
 	start := s.clock().Now()
 	err := s.cfg.Env.Notifier.Notify(ctx, driver.Notification{Key: n.Key, Event: n.Event, URL: n.URL, EnvID: n.EnvID,
@@ -441,7 +440,7 @@ func (s *System) notify(ctx context.Context, n environment.Notification) error {
 	return err
 }
 
-// Observe logs and counts every environment step (O11, O12). It sends
+// Observe logs and counts every environment step. It sends
 // nothing: the machine begins the next transition in the step that ended
 // the last one.
 func (k envKind) Observe(_ runtime.View[record.Environment], ev environment.Event, before, next record.Environment, rd environment.Outcome) {
@@ -484,7 +483,7 @@ func (k envKind) observe(ev environment.Event, b, n environment.Env, rd environm
 	if !log.Enabled(ctx, level) {
 		return
 	}
-	// One line per state boundary the step passed (O11): a step may end a
+	// One line per state boundary the step passed: a step may end a
 	// transition and the next (the last removal state's).
 	from, through := orNone(string(b.State)), rd.Answer.Through
 	if len(through) == 0 {

@@ -31,7 +31,7 @@ type marquees = runtime.Entities[record.Marquee, marquee.Event, marquee.Outcome]
 type marqueeKind struct {
 	record.MarqueeWrites
 	sys *System
-	// step is the machine's Step, as Config.Steps wraps it.
+	// step is the machine's Step (Config.Steps).
 	step MarqueeStep
 }
 
@@ -115,7 +115,7 @@ func (k marqueeKind) Started(h *marqueeHandle, afterFailure bool) {
 		h.Apply(marquee.Reconcile{AfterFailure: afterFailure})
 	} else if pool, ok := marquee.SlotMayBeHeld(st); ok {
 		// The owner before this one may have died between settling and
-		// its release reaching the pool (I9): a node does not know how
+		// its release reaching the pool: a node does not know how
 		// the last owner ended, so it says the release again.
 		k.sys.pools.Tell(pool, admissionRelease(h.ID()))
 	}
@@ -125,7 +125,7 @@ func (k marqueeKind) Started(h *marqueeHandle, afterFailure bool) {
 func (k marqueeKind) Woken(h *marqueeHandle) { k.fireDue(h) }
 
 // fireDue steps each due deadline as its own durable transition, so a
-// deadline fires once: after it, the state no longer holds it (M23).
+// deadline fires once: after it, the state no longer holds it.
 func (k marqueeKind) fireDue(h *marqueeHandle) {
 	if !h.Exists() {
 		return
@@ -184,7 +184,7 @@ func (marqueeKind) Conflict(id string, rec record.Marquee) error {
 }
 
 // Holds: an operator's answer waits until the pool's decision is durable
-// here (A10).
+// here.
 func (marqueeKind) Holds(rec record.Marquee) bool {
 	ad := rec.State.Admission
 	return ad != nil && ad.Status == marquee.AdmissionAsking
@@ -201,7 +201,7 @@ func (marqueeKind) Copy(rec record.Marquee) record.Marquee {
 	return rec
 }
 
-// The events a pool on another node sends a marquee (C4): its admission,
+// The events a pool on another node sends a marquee: its admission,
 // or that its queue is full.
 type marqueeWire struct {
 	Type     string `json:"type"`
@@ -360,7 +360,7 @@ func redactString(s string, secrets ...string) string {
 	return s
 }
 
-// --- logs and metrics (O11, O12) --------------------------------------------------
+// --- logs and metrics --------------------------------------------------
 
 // Observe makes every marquee step a log line: at info when something a
 // person cares about changed (a lifecycle, a serving status, a failure,
@@ -498,7 +498,7 @@ func Reseal(st *persistence.Store, sealer *trust.Sealer) (rewritten int, err err
 	err = st.Scan([]byte(persistence.MarqueePrefix), nil, func(k, v []byte) (bool, error) {
 		var raw record.Marquee
 		if err := persistence.Decode(k, v, &raw); err != nil {
-			return true, nil // malformed records are reported elsewhere (A8); nothing to reseal
+			return true, nil // malformed records are reported elsewhere; nothing to reseal
 		}
 		if !slices.ContainsFunc(record.SealedUnder(raw), func(id string) bool { return id != active }) {
 			return true, nil
@@ -550,7 +550,7 @@ func (s *System) ResealOwned(ctx context.Context) (ResealResult, error) {
 	err := s.cfg.Store.Scan([]byte(persistence.MarqueePrefix), nil, func(k, v []byte) (bool, error) {
 		var raw record.Marquee
 		if persistence.Decode(k, v, &raw) != nil {
-			return true, nil // reported by verify (D6); nothing to reseal
+			return true, nil // reported by verify; nothing to reseal
 		}
 		if slices.ContainsFunc(record.SealedUnder(raw), func(id string) bool { return id != out.Active }) {
 			stale = append(stale, strings.TrimPrefix(string(k), persistence.MarqueePrefix))

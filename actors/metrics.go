@@ -21,21 +21,21 @@ type Metrics struct {
 	// activations, restarts, passivations.
 	Runtime *runtime.Metrics
 	// Forwarded counts requests a cluster node passed to the owner of
-	// their entity (C4), by entity kind.
+	// their entity, by entity kind.
 	Forwarded *prometheus.CounterVec
 	Malformed *prometheus.CounterVec
 	// Failures counts marquees that failed, by the rule that failed them;
-	// Retries the retries warden made itself, by kind (O12).
+	// Retries the retries warden made itself, by kind.
 	Failures *prometheus.CounterVec
 	Retries  *prometheus.CounterVec
-	// Drivers times every driver call by driver and outcome (O12).
+	// Drivers times every driver call by driver and outcome.
 	Drivers *prometheus.HistogramVec
-	// Pool gauges: reserved, queued and limit per pool (O12).
+	// Pool gauges: reserved, queued and limit per pool.
 	PoolReserved *prometheus.GaugeVec
 	PoolQueued   *prometheus.GaugeVec
 	PoolLimit    *prometheus.GaugeVec
 	// EnvTransitions counts environment state changes by the state
-	// entered; DriftFound and DriftResolved the drift records (O12).
+	// entered; DriftFound and DriftResolved the drift records.
 	EnvTransitions *prometheus.CounterVec
 	DriftFound     prometheus.Counter
 	DriftResolved  prometheus.Counter

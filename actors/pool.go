@@ -12,9 +12,9 @@ import (
 	"github.com/wardenhq/warden/persistence"
 )
 
-// The pool kind: the one authority over a pool's slots (A2). Every check
-// and reservation is one transition in its mailbox (A3), persisted before
-// the marquee hears of it (A10).
+// The pool kind: the one authority over a pool's slots. Every check
+// and reservation is one transition in its mailbox, persisted before
+// the marquee hears of it.
 
 type pools = runtime.Entities[record.Pool, admission.Event, admission.Outcome]
 type poolHandle = runtime.Handle[record.Pool, admission.Event, admission.Outcome]
@@ -27,7 +27,7 @@ type poolKind struct {
 
 func (poolKind) Name() string { return "pool" }
 
-// Load rebuilds the pool from storage (A7). A pool that cannot be read is
+// Load rebuilds the pool from storage. A pool that cannot be read is
 // a panic: the supervisor retries, then parks it, and nothing is admitted
 // from a queue that was never read.
 func (k poolKind) Load(name string) (record.Pool, bool, error) {
@@ -53,7 +53,7 @@ func (k poolKind) Step(rec record.Pool, ev admission.Event, now time.Time) (reco
 // Sends tells every job this step decided: the asker its admission (A6:
 // asked again, it is told again), the jobs admitted from the queue their
 // slot (A4), a job the full queue refused its failure; all once the batch
-// is durable (A10).
+// is durable.
 func (k poolKind) Sends(_ string, _ record.Pool, rd admission.Outcome) []runtime.Message {
 	var msgs []runtime.Message
 	for _, t := range rd.Effects {
@@ -66,8 +66,8 @@ func (k poolKind) Sends(_ string, _ record.Pool, rd admission.Outcome) []runtime
 	return msgs
 }
 
-// Started reports malformed records (A8) and reconciles every reserved job
-// with its owner, which keeps or releases it (A7).
+// Started reports malformed records and reconciles every reserved job
+// with its owner, which keeps or releases it.
 func (k poolKind) Started(h *poolHandle, _ bool) {
 	rec := h.Record()
 	k.gauge(h.ID(), rec.Pool)
@@ -79,7 +79,7 @@ func (k poolKind) Started(h *poolHandle, _ bool) {
 }
 
 // reconcileJobs tells every reserved job its slot again: its marquee keeps
-// it, or releases one it no longer holds (A7). A pool does it when it
+// it, or releases one it no longer holds. A pool does it when it
 // starts and every PoolReconcileEvery after: on a cluster a release sent
 // by a node that died before delivering it is otherwise lost, and the
 // slot with it.
@@ -102,7 +102,7 @@ func (s *System) reconcilePools() {
 	}
 }
 
-// Observe counts the pool's occupancy (O12) and logs a refusal.
+// Observe counts the pool's occupancy and logs a refusal.
 func (k poolKind) Observe(v runtime.View[record.Pool], _ admission.Event, _, next record.Pool, rd admission.Outcome) {
 	if rd.Answer.Status == admission.Refused {
 		k.sys.log.Warn("admission refused: the pool's queue is full", "pool", v.ID, "job", rd.Answer.ID)
@@ -110,7 +110,7 @@ func (k poolKind) Observe(v runtime.View[record.Pool], _ admission.Event, _, nex
 	k.gauge(v.ID, next.Pool)
 }
 
-// gauge publishes the pool's occupancy (O12).
+// gauge publishes the pool's occupancy.
 func (k poolKind) gauge(name string, pool admission.Pool) {
 	m := k.sys.cfg.Metrics
 	m.PoolReserved.WithLabelValues(name).Set(float64(len(pool.Reserved)))
@@ -128,7 +128,7 @@ func statusOf(s admission.Status) marquee.AdmissionStatus {
 func admissionAsk(job string) admission.Event     { return admission.Ask{Job: job} }
 func admissionRelease(job string) admission.Event { return admission.Release{Job: job} }
 
-// The events a marquee on another node sends a pool (C4).
+// The events a marquee on another node sends a pool.
 type poolWire struct {
 	Type string `json:"type"`
 	Job  string `json:"job"`

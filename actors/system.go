@@ -35,11 +35,11 @@ import (
 type Config struct {
 	Store *persistence.Store
 	// Sealer seals the secrets a marquee's record holds before they are
-	// written (T10); nil keeps them in clear (tests, the simulator).
+	// written; nil keeps them in clear (tests, the simulator).
 	Sealer  *trust.Sealer
 	Clock   clock.Clock
 	Machine marquee.Machine
-	// Pools maps pool name to limit (A1).
+	// Pools maps pool name to limit.
 	Pools        map[string]int
 	Dispatcher   driver.Dispatcher
 	Bootstrapper driver.Bootstrapper
@@ -47,7 +47,7 @@ type Config struct {
 	// CallbackURL is sent to every workflow run.
 	CallbackURL string
 	// CallbackKeys, when set, derive each dispatch's scoped callback
-	// credential (T1), valid for CallbackTokenTTL (zero: 24 hours).
+	// credential, valid for CallbackTokenTTL (zero: 24 hours).
 	CallbackKeys     *trust.Keyring
 	CallbackTokenTTL time.Duration
 	Logger           *slog.Logger
@@ -78,9 +78,9 @@ type Config struct {
 	// Host, if set, is the actor system shared with this process's
 	// earlier and later starts (runtime.Host; the simulator's).
 	Host *runtime.Host
-	// Steps wrap the kinds' pure steps (the simulator plants its bugs
-	// there); nil leaves them as they are.
-	Steps StepWrappers
+	// Steps are the pure steps the System runs; a nil one is its machine's
+	// own (the simulator runs a planted bug in one).
+	Steps Steps
 	// Env configures preview environments.
 	Env EnvConfig
 	// Secrets are the process's own secret values (tokens); driver output
@@ -96,7 +96,7 @@ type Config struct {
 	// PruneEvery on the runtime's clock, so the simulator runs it too.
 	DedupRetention time.Duration
 	// Reserve, when set, refuses new work (creates, redeploys) while the
-	// store's disk is below its space reserve (S9); lifecycles under way
+	// store's disk is below its space reserve; lifecycles under way
 	// still commit.
 	Reserve interface{ Check() error }
 }
@@ -122,19 +122,11 @@ type (
 	EnvStep     func(e environment.Env, ev environment.Event, now time.Time) (environment.Env, environment.Outcome)
 )
 
-// StepWrappers wrap the kinds' steps; a nil one leaves its step alone.
-type StepWrappers struct {
-	Marquee func(MarqueeStep) MarqueeStep
-	Pool    func(PoolStep) PoolStep
-	Env     func(EnvStep) EnvStep
-}
-
-// wrap is step as w wraps it (nil: as it is).
-func wrap[F ~func(S, E, time.Time) (S, O), S, E, O any](step F, w func(F) F) F {
-	if w == nil {
-		return step
-	}
-	return w(step)
+// Steps are the kinds' pure steps, by kind.
+type Steps struct {
+	Marquee MarqueeStep
+	Pool    PoolStep
+	Env     EnvStep
 }
 
 // System is the running shell.
@@ -155,9 +147,9 @@ type System struct {
 	stopWatch context.CancelFunc
 }
 
-// Start builds the runtime and its kinds, recovers every pool (A7) and
-// wakes every entity whose wake-index entry is due (M23), then reports
-// ready. On a read-only store (S4) recovery waits for Resume.
+// Start builds the runtime and its kinds, recovers every pool and
+// wakes every entity whose wake-index entry is due, then reports
+// ready. On a read-only store recovery waits for Resume.
 func Start(cfg Config) (*System, error) {
 	cfg = withDefaults(cfg)
 	rt, err := runtime.New(runtime.Config{Store: cfg.Store, Clock: cfg.Clock, Scheduler: cfg.Scheduler, Logger: cfg.Logger,
@@ -168,13 +160,12 @@ func Start(cfg Config) (*System, error) {
 		return nil, err
 	}
 	s := &System{cfg: cfg, rt: rt, log: cfg.Logger}
-	w := cfg.Steps
 	s.marquees = runtime.Register(rt, runtime.Kind[record.Marquee, marquee.Event, marquee.Outcome](
-		marqueeKind{MarqueeWrites: record.MarqueeWrites{Sealer: cfg.Sealer}, sys: s, step: wrap(MarqueeStep(cfg.Machine.Step), w.Marquee)}))
+		marqueeKind{MarqueeWrites: record.MarqueeWrites{Sealer: cfg.Sealer}, sys: s, step: cfg.Steps.Marquee}))
 	s.pools = runtime.Register(rt, runtime.Kind[record.Pool, admission.Event, admission.Outcome](
-		poolKind{sys: s, step: wrap(PoolStep(admission.Step), w.Pool)}))
+		poolKind{sys: s, step: cfg.Steps.Pool}))
 	s.envs = runtime.Register(rt, runtime.Kind[record.Environment, environment.Event, environment.Outcome](
-		envKind{sys: s, step: wrap(EnvStep(cfg.Env.Machine.Step), w.Env)}))
+		envKind{sys: s, step: cfg.Steps.Env}))
 	s.branches = runtime.Register(rt, runtime.Kind[record.Branch, environment.NextGeneration, environment.BranchOutcome](branchKind{sys: s}))
 	s.marquees.OnCommit(cfg.Hooks.Marquee)
 	s.pools.OnCommit(cfg.Hooks.Pool)
@@ -185,7 +176,7 @@ func Start(cfg Config) (*System, error) {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
 	if cfg.Store.Health().ReadOnly() != nil {
-		// A read-only store (S4): reads are served from it; recovery, which
+		// A read-only store: reads are served from it; recovery, which
 		// would write, waits until Resume.
 		s.log.Warn("started read-only: recovery waits until the store is writable")
 		s.rt.Every(ReadOnlyRetry, s.tryWritable)
@@ -197,6 +188,11 @@ func Start(cfg Config) (*System, error) {
 	}
 	return s, nil
 }
+
+// SentWhileObserving is the runtime's count of messages routed while a
+// step was observed (runtime.Runtime.SentWhileObserving): the simulator,
+// where one thread runs every turn, holds it at zero.
+func (s *System) SentWhileObserving() int64 { return s.rt.SentWhileObserving() }
 
 func withDefaults(cfg Config) Config {
 	if cfg.Clock == nil {
@@ -210,6 +206,12 @@ func withDefaults(cfg Config) Config {
 	}
 	if cfg.EffectTimeout == 0 {
 		cfg.EffectTimeout = 30 * time.Second
+	}
+	if cfg.Steps.Marquee == nil {
+		cfg.Steps.Marquee = cfg.Machine.Step
+	}
+	if cfg.Steps.Pool == nil {
+		cfg.Steps.Pool = admission.Step
 	}
 	if cfg.Scheduler == nil {
 		cfg.Scheduler = runtime.Goroutines(cfg.EffectTimeout, cfg.Clock)
@@ -233,14 +235,17 @@ func withDefaults(cfg Config) Config {
 		cfg.Env.Worker = "warden"
 	}
 	cfg.Env.Machine.Config.Worker = cfg.Env.Worker // the owner of the attempts the machine begins on its own
+	if cfg.Steps.Env == nil {
+		cfg.Steps.Env = cfg.Env.Machine.Step
+	}
 	if cfg.Cluster == nil {
 		cfg.Cluster = runtime.SingleNode()
 	}
 	return cfg
 }
 
-// Resume finishes a read-only start once the store is writable again
-// (S4): recovery runs then, once, as it would have at start.
+// Resume finishes a read-only start once the store is writable again:
+// recovery runs then, once, as it would have at start.
 func (s *System) Resume() error {
 	if s.ready.Load() {
 		return nil
@@ -259,7 +264,7 @@ func (s *System) resume() error {
 	if s.cfg.Env.ReconcileEvery > 0 {
 		// The first round is now: whatever happened to the platform while
 		// no warden ran (make previews stopped, a host rebooted) is seen at
-		// start, not a round later (P15).
+		// start, not a round later.
 		s.reconcileSweep()
 		s.rt.Every(s.cfg.Env.ReconcileEvery, s.reconcileSweep)
 	}
@@ -272,11 +277,11 @@ func (s *System) resume() error {
 }
 
 // ReadOnlyRetry is how often a store that started read-only is tried
-// read-write again (S4).
+// read-write again.
 const ReadOnlyRetry = 10 * time.Second
 
 // tryWritable reopens a read-only store read-write and, once it is,
-// recovers (S4). It does nothing once the system is ready.
+// recovers. It does nothing once the system is ready.
 func (s *System) tryWritable() {
 	if s.ready.Load() {
 		return
@@ -299,7 +304,7 @@ func (s *System) tryWritable() {
 // PruneEvery is how often delivery records past their retention go.
 const PruneEvery = time.Hour
 
-// pruneDedup forgets deliveries older than the retention (M20).
+// pruneDedup forgets deliveries older than the retention.
 func (s *System) pruneDedup() {
 	n, err := s.cfg.Store.PruneDedup(s.clock().Now().Add(-s.cfg.DedupRetention))
 	switch {
@@ -310,7 +315,7 @@ func (s *System) pruneDedup() {
 	}
 }
 
-// watch follows the platform's own events (P13): an environment whose
+// watch follows the platform's own events: an environment whose
 // platform changed under it is observed at once. A watch that ends with an
 // error is started again after a second, for as long as the system runs.
 func (s *System) watch(ctx context.Context, w driver.Watcher) {
@@ -346,9 +351,9 @@ func (s *System) recover() error {
 	return nil
 }
 
-// recoverShard activates the shard's pools (rebuilt from storage, A7) and
+// recoverShard activates the shard's pools (rebuilt from storage) and
 // wakes its entities with a wake-index entry: due ones now, later ones by
-// timer (M23). wait: the pools are rebuilt before it returns, and a
+// timer. wait: the pools are rebuilt before it returns, and a
 // failure is its error (a start); otherwise they are rebuilt in the
 // background, their failures logged (a shard taken while serving).
 func (s *System) recoverShard(shard int, wait bool) error {
@@ -368,7 +373,7 @@ func (s *System) recoverShard(shard int, wait bool) error {
 			}
 			continue
 		}
-		// Activated, not waited for: its Started recovers it (A7) while the
+		// Activated, not waited for: its Started recovers it while the
 		// node's tick, which took the shard, goes on.
 		s.pools.InTurn(name, func(*poolHandle) {})
 	}
@@ -380,8 +385,8 @@ func (s *System) recoverShard(shard int, wait bool) error {
 	return nil
 }
 
-// reconcileSweep gives every stored environment its reconciler's turn
-// (E14): each decides from its own record (an attempt in flight is its
+// reconcileSweep gives every stored environment its reconciler's turn:
+// each decides from its own record (an attempt in flight is its
 // lease's business).
 func (s *System) reconcileSweep() {
 	ids, err := listEnvIDs(s.cfg.Store)
@@ -393,7 +398,7 @@ func (s *System) reconcileSweep() {
 	}
 }
 
-// reconcileTurn is an environment's reconciler's turn (E14), in its
+// reconcileTurn is an environment's reconciler's turn, in its
 // mailbox.
 func (s *System) reconcileTurn(h *envHandle) { envKind{sys: s}.reconcile(h) }
 
@@ -409,7 +414,7 @@ func (s *System) poolNames() []string {
 
 func (s *System) clock() clock.Clock { return s.cfg.Clock }
 
-// observeDriver times one driver call by driver and outcome (O12).
+// observeDriver times one driver call by driver and outcome.
 func (s *System) observeDriver(name string, start time.Time, err error) {
 	outcome := "ok"
 	if err != nil {
@@ -420,7 +425,7 @@ func (s *System) observeDriver(name string, start time.Time, err error) {
 
 // warnStore logs a failed read or write of the background work (census,
 // reconciler), unless the store is sealed: that was said once, as one
-// ERROR line, and repeating it every sweep would bury it (S2).
+// ERROR line, and repeating it every sweep would bury it.
 func (s *System) warnStore(msg string, err error) {
 	if s.cfg.Store.Health().Failed() != nil {
 		return
@@ -429,7 +434,7 @@ func (s *System) warnStore(msg string, err error) {
 }
 
 // newWork is nil while new work may start: the disk is above its space
-// reserve (S9).
+// reserve.
 func (s *System) newWork() error {
 	if s.cfg.Reserve == nil {
 		return nil

@@ -17,7 +17,7 @@ import (
 	"github.com/wardenhq/warden/persistence"
 )
 
-// Verify (D6) reads a whole store, as pg_amcheck reads a database: every
+// Verify reads a whole store, as pg_amcheck reads a database: every
 // record decodes and validates, every sealed field opens with a known key,
 // and the invariants that span records hold. It reads the store once, in
 // key order, keeping a summary of each entity (not its record), so a
@@ -54,12 +54,12 @@ const (
 	CheckSeal    = "seal"    // a sealed field does not open with a known key
 	CheckFormat  = "format"  // the store is newer than this build
 	CheckFamily  = "family"  // a key in no family this build knows
-	CheckPool    = "pool"    // reservations against marquees and limits (I7, I9)
-	CheckWake    = "wake"    // the wake index against every record's deadline (M23)
-	CheckHistory = "history" // history sequences contiguous, ending at the record's, replaying to its state (S14)
-	CheckDedup   = "dedup"   // delivery records bounded (T5)
-	CheckRoute   = "route"   // routes held by the newest generation (I14)
-	CheckLease   = "lease"   // tombstones own no live lease (E12)
+	CheckPool    = "pool"    // reservations against marquees and limits
+	CheckWake    = "wake"    // the wake index against every record's deadline
+	CheckHistory = "history" // history sequences contiguous, ending at the record's, replaying to its state
+	CheckDedup   = "dedup"   // delivery records bounded
+	CheckRoute   = "route"   // routes held by the newest generation
+	CheckLease   = "lease"   // tombstones own no live lease
 )
 
 // maxReported bounds the problems a report lists; the rest are counted.
@@ -119,7 +119,7 @@ type envSummary struct {
 type historySpan struct {
 	first, last, count uint64
 	jumped             bool
-	// replay follows the entries' changes, to the record's state (S14).
+	// replay follows the entries' changes, to the record's state.
 	replay *marquee.Replay
 }
 
@@ -247,7 +247,7 @@ func (v *verifier) record(k, val []byte) {
 		v.wake(key)
 	case persistence.FormatFamily, "x/", persistence.GuardFamily:
 		// The format record (read above), the benchmark floor's writes,
-		// and a cluster entity's guard (C14), whose value is a commit's
+		// and a cluster entity's guard, whose value is a commit's
 		// name.
 	case "z/":
 		var a map[string]any

@@ -17,7 +17,7 @@ import (
 	"github.com/wardenhq/warden/internal/trust"
 )
 
-// Callback modes (T2): how a workflow may prove who it is.
+// Callback modes: how a workflow may prove who it is.
 const (
 	ModeScoped           = "scoped"
 	ModeShared           = "shared"
@@ -28,7 +28,7 @@ const (
 // CallbackModes lists every mode, in the order the flag documents them.
 var CallbackModes = []string{ModeScoped, ModeShared, ModeStandardWebhooks, ModeGitHubOIDC}
 
-// Roles of an operator token (T8): a viewer reads everything an operator
+// Roles of an operator token: a viewer reads everything an operator
 // may and changes nothing.
 const (
 	RoleOperator = "operator"
@@ -44,7 +44,7 @@ type Operator struct {
 }
 
 // ParseOperators reads an operators file: `name role sha256-of-token` a
-// line, blank lines and # comments ignored (T8). Errors name the line.
+// line, blank lines and # comments ignored. Errors name the line.
 func ParseOperators(b []byte) ([]Operator, error) {
 	var out []Operator
 	err := trust.EachLine(b, func(line int, text string) error {
@@ -117,8 +117,8 @@ func unauthorized(format string, args ...any) *authFail {
 	return &authFail{refusal: unauthenticated, msg: fmt.Sprintf(format, args...)}
 }
 
-// bearer reads the Authorization header: the scheme is case-insensitive
-// (T7), the token is what follows one space.
+// bearer reads the Authorization header: the scheme is case-insensitive,
+// the token is what follows one space.
 func bearer(r *http.Request) (token string, present bool, fail *authFail) {
 	h := r.Header.Values("Authorization")
 	if len(h) == 0 {
@@ -135,7 +135,7 @@ func bearer(r *http.Request) (token string, present bool, fail *authFail) {
 }
 
 // operatorOf finds the operator a token's digest belongs to, comparing it
-// with every entry in constant time (T7): neither the content nor which
+// with every entry in constant time: neither the content nor which
 // entry matched shows in the timing.
 func (s *Server) operatorOf(got [32]byte) (Operator, bool) {
 	found := -1
@@ -155,7 +155,7 @@ func (s *Server) isSharedCallbackToken(got [32]byte) bool {
 }
 
 // operatorAccess authenticates an operator request: any named operator or
-// viewer may read; only the operator role may change anything (T8). A
+// viewer may read; only the operator role may change anything. A
 // callback credential here is a valid token of the wrong role (403).
 func (s *Server) operatorAccess(write bool, h func(http.ResponseWriter, *http.Request, httprouter.Params, Operator)) httprouter.Handle {
 	return func(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
@@ -225,7 +225,7 @@ type callerClaims struct {
 }
 
 // ScopedHeader carries a scoped credential beside a GitHub OIDC token,
-// for a run whose id warden does not know (T4).
+// for a run whose id warden does not know.
 const ScopedHeader = "Warden-Callback-Token"
 
 func (s *Server) modeOn(mode string) bool { return slices.Contains(s.modes, mode) }
@@ -315,8 +315,8 @@ func (s *Server) verifyScoped(token string, now time.Time) (*trust.Scoped, *auth
 	return &sc, nil
 }
 
-// bind checks a decoded callback against what its credential speaks for
-// (T1): a scoped credential names one marquee and one generation.
+// bind checks a decoded callback against what its credential speaks for:
+// a scoped credential names one marquee and one generation.
 func (c callerClaims) bind(marqueeID string, generation uint64) (actors.CallbackAuth, *authFail) {
 	auth := actors.CallbackAuth{Mode: c.mode, OIDC: c.oidc, RunID: c.runID}
 	if c.scoped == nil {

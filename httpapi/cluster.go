@@ -18,7 +18,7 @@ import (
 	"github.com/wardenhq/warden/internal/cluster"
 )
 
-// ClusterNode is this process's place in a cluster (C4, C9); nil in
+// ClusterNode is this process's place in a cluster; nil in
 // Options is a single node.
 type ClusterNode interface {
 	Name() string
@@ -31,7 +31,7 @@ type ClusterNode interface {
 
 // forwardedBy marks a request one node passed to another: a node that
 // receives one for a shard it does not own answers 503 instead of passing
-// it on, so a request makes at most one hop and never loops (C4).
+// it on, so a request makes at most one hop and never loops.
 const forwardedBy = "X-Warden-Forwarded-By"
 
 // maxForwardedAnswer bounds the owner's answer a forwarding node relays.
@@ -76,8 +76,8 @@ func (s *Server) admitCallback(r *http.Request, body []byte) *authFail {
 // owned wraps a route that makes a decision for one entity: on a cluster
 // node that does not own the entity it authenticates the request, then
 // forwards it, as it came (the owner authenticates it again), to the
-// owner; while the shard has no owner it answers 503 with Retry-After
-// (C4). On a single node it is the handler itself.
+// owner; while the shard has no owner it answers 503 with Retry-After.
+// On a single node it is the handler itself.
 func (s *Server) owned(ent entityOf, ok admit, h httprouter.Handle) httprouter.Handle {
 	node := s.opts.Cluster
 	if node == nil {
@@ -201,7 +201,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, body []byte, ow
 	_, _ = w.Write(ans)
 }
 
-// clusterView is GET /v1/cluster (C9).
+// clusterView is GET /v1/cluster.
 func (s *Server) clusterView(w http.ResponseWriter, _ *http.Request, _ httprouter.Params, _ Operator) {
 	if s.opts.Cluster == nil {
 		refuse(w, notFound, "this warden is a single node (started without --node)")
@@ -211,7 +211,7 @@ func (s *Server) clusterView(w http.ResponseWriter, _ *http.Request, _ httproute
 }
 
 // drain is POST /v1/cluster/drain: this node hands its shards over, then
-// the process stops (C9).
+// the process stops.
 func (s *Server) drain(w http.ResponseWriter, r *http.Request, _ httprouter.Params, op Operator) {
 	if s.opts.Cluster == nil {
 		refuse(w, notFound, "this warden is a single node (started without --node)")
@@ -243,7 +243,7 @@ func (s *Server) emptyBody(w http.ResponseWriter, r *http.Request) bool {
 }
 
 // internalMessage is POST /v1/internal/messages: a cross-entity message
-// from another node (C4), authenticated by the cluster's shared token.
+// from another node, authenticated by the cluster's shared token.
 func (s *Server) internalMessage(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 	if s.opts.Cluster == nil || s.opts.ClusterToken == "" {
 		refuse(w, notFound, "no such endpoint")

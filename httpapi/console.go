@@ -432,8 +432,7 @@ func (c *console) post(w http.ResponseWriter, r *http.Request, sess *session, pa
 
 // ownedHere answers, when this node of a cluster does not own the
 // entity, where its action must be taken: a console session lives on one
-// node, and an action for an entity another node owns is taken there
-// (C4).
+// node, and an action for an entity another node owns is taken there.
 func (c *console) ownedHere(w http.ResponseWriter, kind, id string) bool {
 	node := c.s.opts.Cluster
 	if node == nil || (kind != "marquee" && kind != "environment") {
@@ -572,7 +571,7 @@ func (c *console) marquee(w http.ResponseWriter, r *http.Request, sess *session,
 }
 
 // consoleExplain is an entity's explanation as its console page shows it
-// at the top (O17): what would move it now, and what holds it.
+// at the top: what would move it now, and what holds it.
 type consoleExplain struct {
 	Awaiting  []entity.Input
 	BlockedBy []blocker
@@ -596,7 +595,7 @@ func (c *console) environments(w http.ResponseWriter, r *http.Request, sess *ses
 }
 
 // resourceRow puts an environment resource's desired and observed values
-// side by side (E17).
+// side by side.
 type resourceRow struct {
 	environment.Resource
 	Desired string
@@ -637,7 +636,7 @@ func desiredOf(e environment.Env, c environment.Capability) string {
 	return "absent"
 }
 
-// actionRules names the rule behind each environment action (E16).
+// actionRules names the rule behind each environment action.
 var actionRules = map[string]string{"resume": "E9, E16", "repair": "E15", "adopt": "E15", "continue-removal": "E11, E15",
 	"abandon": "E16", "rollback-route": "E15, I14", "remove": "E11"}
 
@@ -654,7 +653,7 @@ func (c *console) pools(w http.ResponseWriter, r *http.Request, sess *session) {
 	c.render(w, r, sess, "pools", "Pools", map[string]any{"Pools": ps, "Now": c.s.sys.Now(), "Explain": explain})
 }
 
-// cluster is the cluster page (C9): members, shard owners and epochs, and
+// cluster is the cluster page: members, shard owners and epochs, and
 // the drain button.
 func (c *console) cluster(w http.ResponseWriter, r *http.Request, sess *session) {
 	data := map[string]any{}

@@ -108,7 +108,7 @@ type envDryRunAnswer struct {
 
 // dryRunEnv is POST /v1/environments/{id}/dry-run: operators only; the
 // same event the real command would send, stepped in the environment's
-// turn on a copy of its record (O18). A refusal is the real one's error.
+// turn on a copy of its record. A refusal is the real one's error.
 func (s *Server) dryRunEnv(w http.ResponseWriter, r *http.Request, p httprouter.Params, op Operator) {
 	body, ok := readBody(w, r, false)
 	if !ok {
@@ -228,7 +228,7 @@ func (s *Server) envAction(w http.ResponseWriter, r *http.Request, p httprouter.
 // envCommand decodes {"reason"}, sends the event the handler builds from
 // it to the environment, and answers 202 with the view. The body's
 // "actor", if any, is accepted for older clients and ignored: the token
-// says who acted (T8).
+// says who acted.
 func (s *Server) envCommand(w http.ResponseWriter, r *http.Request, p httprouter.Params, build func(reason string) environment.Event) {
 	body, ok := readBody(w, r, true)
 	if !ok {
@@ -251,22 +251,22 @@ func (s *Server) envCommand(w http.ResponseWriter, r *http.Request, p httprouter
 	writeJSON(w, http.StatusAccepted, s.envView(e, defaultReceipts))
 }
 
-// EnvView is the operator's view of an environment (E17): durable state,
+// EnvView is the operator's view of an environment: durable state,
 // the active attempt, observed resources, the last failure, the actions
 // available now, desired and observed side by side, and the audit trail.
 type EnvView struct {
 	ID string `json:"id"`
 	// Status, Next and Classes say what it is doing and why, and what
-	// warden does next (O1).
+	// warden does next.
 	Status     string            `json:"status"`
 	Next       *environment.Next `json:"next"`
 	Classes    []string          `json:"classes"`
 	Branch     string            `json:"branch"`
 	Revision   string            `json:"revision"`
 	Generation uint64            `json:"generation"`
-	// URL is the preview's public URL (W8), when known.
+	// URL is the preview's public URL, when known.
 	URL string `json:"url,omitempty"`
-	// SupersededBy: a newer preview of the branch holds its route (I14).
+	// SupersededBy: a newer preview of the branch holds its route.
 	SupersededBy uint64 `json:"superseded_by,omitempty"`
 	// Trimmed: old receipts and audit entries dropped to bound the record.
 	Trimmed int                  `json:"trimmed,omitempty"`
@@ -274,7 +274,7 @@ type EnvView struct {
 	State   environment.Phase    `json:"state"`
 	Attempt *environment.Attempt `json:"attempt"`
 	// Receipts are the newest ?receipts=N (default 20); ReceiptsTotal
-	// counts those kept (O4).
+	// counts those kept.
 	Receipts      []environment.Receipt    `json:"receipts"`
 	ReceiptsTotal int                      `json:"receipts_total"`
 	Resources     []environment.Resource   `json:"resources"`

@@ -17,7 +17,7 @@ import (
 	"github.com/wardenhq/warden/actors/runtime"
 )
 
-// Explain (O17): why an entity is where it is, what can move it now, what
+// Explain: why an entity is where it is, what can move it now, what
 // holds it, and what it refused, as one answer. Its awaiting is the
 // machine's own (marquee.Machine.Awaiting: every input stepped on a copy),
 // its because and refused are the history as stored.
@@ -175,7 +175,7 @@ func (s *Server) blockers(r *http.Request, st marquee.State, now time.Time) []bl
 	return out
 }
 
-// dryRunAnswer is what an input would do now (O18): the same result and
+// dryRunAnswer is what an input would do now: the same result and
 // reason the real one would get, what it would change, start and send,
 // and what would move the marquee after it.
 type dryRunAnswer struct {
@@ -191,7 +191,7 @@ type dryRunAnswer struct {
 
 // dryRunMarquee is POST /v1/marquees/{id}/dry-run with a callback's body
 // (and its Webhook-Id, if it is to be looked up): operators only, never a
-// callback credential, so that a workflow cannot probe (O18).
+// callback credential, so that a workflow cannot probe.
 func (s *Server) dryRunMarquee(w http.ResponseWriter, r *http.Request, p httprouter.Params, _ Operator) {
 	body, ok := readBody(w, r, false)
 	if !ok {
@@ -229,7 +229,7 @@ func inWords[E any](effects []E) []string {
 	return out
 }
 
-// poolExplanation is a pool's explanation (O17): who holds its slots, who
+// poolExplanation is a pool's explanation: who holds its slots, who
 // waits in what order, and what each release or a new ask would do. A
 // pool keeps no history of its own; each job's marquee keeps its part.
 type poolExplanation struct {
@@ -270,7 +270,7 @@ func (s *Server) explainPool(w http.ResponseWriter, r *http.Request, p httproute
 	writeJSON(w, http.StatusOK, e)
 }
 
-// envExplanation is an environment's explanation (O17): its status, the
+// envExplanation is an environment's explanation: its status, the
 // verified steps that brought it where it is, what would move it now
 // (environment.Machine.Awaiting: each input stepped on a copy) and what
 // holds it.

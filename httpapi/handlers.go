@@ -25,8 +25,8 @@ func (s *Server) badRequest(w http.ResponseWriter, err error) {
 
 // webhook is POST /v1/webhooks/terraform: read, authenticate (T1-T4),
 // decode, bind the credential to what the body claims, deliver to the
-// marquee's actor, answer its durable decision (I5). Every refusal is
-// answered before anything is written (T12).
+// marquee's actor, answer its durable decision. Every refusal is
+// answered before anything is written.
 func (s *Server) webhook(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 	body, ok := readBody(w, r, false)
 	if !ok {
@@ -203,15 +203,15 @@ type View struct {
 	Progress   string `json:"progress,omitempty"`
 	Generation uint64 `json:"generation"`
 	// Status, Next and Classes say what it is doing and why, and what
-	// warden does next (O1).
+	// warden does next.
 	Status  string        `json:"status"`
 	Next    *marquee.Next `json:"next"`
 	Classes []string      `json:"classes"`
-	// Failure: why a failed marquee failed (O2).
+	// Failure: why a failed marquee failed.
 	Failure *marquee.Failure `json:"failure,omitempty"`
-	// LastVeto: the last downgrade live chats held off (M18).
+	// LastVeto: the last downgrade live chats held off.
 	LastVeto *marquee.Veto `json:"last_veto,omitempty"`
-	// Tombstone: a reaped marquee stays readable (O3).
+	// Tombstone: a reaped marquee stays readable.
 	Tombstone        *marquee.Tombstone `json:"tombstone,omitempty"`
 	Attempt          *AttemptView       `json:"attempt"`
 	Connection       *ConnectionView    `json:"connection"`
@@ -221,7 +221,7 @@ type View struct {
 	Downgrade        *DowngradeView     `json:"downgrade,omitempty"`
 	UpdatedAt        time.Time          `json:"updated_at"`
 	// Result and Reason answer an operator command that was not applied
-	// (ignored): its result and why (O16).
+	// (ignored): its result and why.
 	Result string `json:"result,omitempty"`
 	Reason string `json:"reason,omitempty"`
 }
@@ -232,8 +232,7 @@ type AttemptView struct {
 	Dispatch       string     `json:"dispatch"`
 	DispatchedAt   *time.Time `json:"dispatched_at"`
 	LastCallbackAt *time.Time `json:"last_callback_at"`
-	// RunID and RunURL: the workflow run, where the dispatch returned it
-	// (W6).
+	// RunID and RunURL: the workflow run, where the dispatch returned it.
 	RunID  uint64 `json:"run_id,omitempty"`
 	RunURL string `json:"run_url,omitempty"`
 }
@@ -260,7 +259,7 @@ type NullView struct {
 	ExpiresAt time.Time `json:"expires_at"`
 }
 
-// RetryView is shown once a stuck retry has happened (M21): how many,
+// RetryView is shown once a stuck retry has happened: how many,
 // and when the next one is due.
 type RetryView struct {
 	Count  int        `json:"count"`

@@ -14,7 +14,7 @@ import (
 	"github.com/wardenhq/warden/actors/marquee"
 )
 
-// Lists that scale (O4): limit (default 100, at most 1000), an opaque
+// Lists that scale: limit (default 100, at most 1000), an opaque
 // cursor, filters on every state axis and on status class, unknown names
 // or values refused (checkQuery), and summaries; the full view is per id.
 
@@ -54,7 +54,7 @@ func decodeCursor(kind, cursor string, valid func(string) bool) (string, error) 
 	return id, nil
 }
 
-// Status classes of marquees (O4); parked is the actor's, the rest the
+// Status classes of marquees; parked is the actor's, the rest the
 // machine's.
 var marqueeClasses = []string{marquee.ClassRetrying, marquee.ClassWaitingConfirmation, marquee.ClassVetoed, marquee.ClassFailed, "parked"}
 
@@ -83,7 +83,7 @@ func marqueeListRules() []queryRule {
 }
 
 // lifecycleOf is the list's lifecycle axis: a reaped marquee is a
-// tombstone whatever it was before (O3).
+// tombstone whatever it was before.
 func lifecycleOf(st marquee.State) string {
 	if st.Tombstone != nil {
 		return "tombstone"
@@ -92,7 +92,7 @@ func lifecycleOf(st marquee.State) string {
 }
 
 // progressOf is a tutorial marquee's progress, always: the contract
-// shows it (M16: a null while provisioning leaves it queued beside
+// shows it (a null while provisioning leaves it queued beside
 // lifecycle failed), and a field of the contract does not come and go.
 // The console hides it where it is noise (a settled marquee).
 func progressOf(st marquee.State) string {
@@ -148,7 +148,7 @@ func (s *Server) marqueeRows(q url.Values) ([]MarqueeSummary, string, error) {
 			(pool != "" && st.Pool != pool) || (progress != "" && progressOf(st) != progress) {
 			return false
 		}
-		// Tombstones are listed only when asked for (O3).
+		// Tombstones are listed only when asked for.
 		if lc := lifecycleOf(st); (lifecycle == "" && lc == "tombstone") || (lifecycle != "" && lc != lifecycle) {
 			return false
 		}
@@ -180,7 +180,7 @@ func (s *Server) marqueeRows(q url.Values) ([]MarqueeSummary, string, error) {
 	return rows, encodeCursor("marquee", page.Next), nil
 }
 
-// Status classes of environments (O4).
+// Status classes of environments.
 var envClasses = []string{environment.ClassRetrying, environment.ClassWaitingOperator, environment.ClassDriftOpen, environment.ClassFailed}
 
 // EnvSummary is one row of an environment list.

@@ -21,7 +21,7 @@ type Maintenance interface {
 	// Verify checks the store as it is at one instant.
 	Verify(ctx context.Context) (actors.VerifyReport, error)
 	// Reseal rewrites the records of this node's shards still sealed
-	// under an older key (D9).
+	// under an older key.
 	Reseal(ctx context.Context) (actors.ResealResult, error)
 }
 

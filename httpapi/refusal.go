@@ -8,8 +8,8 @@ import (
 	"github.com/wardenhq/warden/persistence"
 )
 
-// refusal is every way the API says no: the domain's error kinds
-// (errs.Kind), the HTTP layer's own (a credential, a body, a method, a
+// refusal is every way the API says no: the domain's error classes
+// (errs.Class), the HTTP layer's own (a credential, a body, a method, a
 // node that does not own the entity) and the store's (S2, S7, S9). Each
 // becomes an answer in one table, answers; nothing else writes an error's
 // status.
@@ -72,8 +72,8 @@ var answers = [refusals]answer{
 	storageLow:           {http.StatusInsufficientStorage, "storage_low", "60"},
 }
 
-// ofKind is the refusal of each of the domain's error kinds.
-var ofKind = map[errs.Kind]refusal{
+// ofClass is the refusal of each of the domain's error classes.
+var ofClass = map[errs.Class]refusal{
 	errs.Other:                internal,
 	errs.Invalid:              invalidRequest,
 	errs.NotFound:             notFound,
@@ -101,7 +101,7 @@ func refusalOf(err error) refusal {
 	case errors.Is(err, persistence.ErrNotFound):
 		return notFound
 	}
-	return ofKind[errs.KindOf(err)]
+	return ofClass[errs.ClassOf(err)]
 }
 
 // status is a refusal's status code, for a page (the console's) that

@@ -34,23 +34,23 @@ const MaxBody = 64 << 10
 
 // Options configure the API.
 type Options struct {
-	// CallbackToken is the shared callback token (mode shared, T2); empty:
+	// CallbackToken is the shared callback token (mode shared); empty:
 	// none.
 	CallbackToken string
-	// OperatorToken is one operator named "operator" (T8), beside
+	// OperatorToken is one operator named "operator", beside
 	// Operators.
 	OperatorToken string
 	Operators     []Operator
-	// CallbackModes are the accepted callback modes (T2); nil means every
+	// CallbackModes are the accepted callback modes; nil means every
 	// mode whose secret is configured below.
 	CallbackModes []string
-	// CallbackKeys verify scoped credentials (T1); CallbackTokenTTL is the
+	// CallbackKeys verify scoped credentials; CallbackTokenTTL is the
 	// overlap a retired key keeps verifying.
 	CallbackKeys     *trust.Keyring
 	CallbackTokenTTL time.Duration
-	// Webhooks verify Standard Webhooks signatures (T3).
+	// Webhooks verify Standard Webhooks signatures.
 	Webhooks *trust.Webhooks
-	// OIDC verifies GitHub Actions tokens (T4).
+	// OIDC verifies GitHub Actions tokens.
 	OIDC *trust.OIDC
 	// ProtectMetrics requires the operator token on GET /metrics.
 	ProtectMetrics bool
@@ -68,7 +68,7 @@ type Options struct {
 	// DevTokenHint, if set, is shown on the sign-in page: where the
 	// development operator token is (make run's, which is public anyway).
 	DevTokenHint string
-	// Maintenance takes backups and verifies the store (D4, D6); nil: none.
+	// Maintenance takes backups and verifies the store; nil: none.
 	Maintenance Maintenance
 }
 
@@ -82,7 +82,7 @@ type Server struct {
 	callback [32]byte
 	// clusterToken is the SHA-256 of the nodes' shared token.
 	clusterToken [32]byte
-	// peers forwards requests to their entity's owner (C4).
+	// peers forwards requests to their entity's owner.
 	peers     *http.Client
 	operators []Operator
 	modes     []string
@@ -191,7 +191,7 @@ func (s *Server) routeOperations(r *routeTable) {
 	})
 	r.GET("/readyz", func(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
 		// Not ready: recovering, stopping, or a store that refuses writes,
-		// with its cause (S2, S4).
+		// with its cause.
 		if err := sys.Readiness(); err != nil {
 			s.writeErr(w, err)
 			return
@@ -225,11 +225,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 type Route struct{ Method, Path string }
 
 // Routes lists every endpoint the router serves, in registration order
-// (the OpenAPI document must cover each, O10).
+// (the OpenAPI document must cover each).
 func (s *Server) Routes() []Route { return append([]Route(nil), s.routes.list...) }
 
 // routeTable registers endpoints, remembering each and timing its
-// requests by pattern (O12).
+// requests by pattern.
 type routeTable struct {
 	s    *Server
 	list []Route
@@ -302,7 +302,7 @@ func NewHTTPServer(addr string, h http.Handler) *http.Server {
 }
 
 // ready admits a request that may write only while the system takes
-// writes; otherwise it is answered at once with why (S2).
+// writes; otherwise it is answered at once with why.
 func (s *Server) ready(h httprouter.Handle) httprouter.Handle {
 	return func(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 		if err := s.sys.Readiness(); err != nil {
@@ -313,7 +313,7 @@ func (s *Server) ready(h httprouter.Handle) httprouter.Handle {
 	}
 }
 
-// opHandle is an operator endpoint: it knows who asked (T8).
+// opHandle is an operator endpoint: it knows who asked.
 type opHandle = func(http.ResponseWriter, *http.Request, httprouter.Params, Operator)
 
 func (s *Server) readyOp(h opHandle) opHandle {
@@ -327,7 +327,7 @@ func (s *Server) readyOp(h opHandle) opHandle {
 }
 
 // readableOp admits a read while the store can be read: also on a
-// read-only store (S4), never on a sealed one (S5).
+// read-only store, never on a sealed one.
 func (s *Server) readableOp(h opHandle) opHandle {
 	return func(w http.ResponseWriter, r *http.Request, p httprouter.Params, op Operator) {
 		if err := s.sys.Readable(); err != nil {
@@ -338,7 +338,7 @@ func (s *Server) readableOp(h opHandle) opHandle {
 	}
 }
 
-// query refuses unknown query parameters and values (T6) before anything
+// query refuses unknown query parameters and values before anything
 // else runs.
 func (s *Server) query(rules []queryRule, h httprouter.Handle) httprouter.Handle {
 	return func(w http.ResponseWriter, r *http.Request, p httprouter.Params) {

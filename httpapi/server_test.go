@@ -26,8 +26,8 @@ func TestEveryErrorKindHasOneAnswer(t *testing.T) {
 			require.NotEmpty(t, a.retryAfter, "%s: every 503 carries Retry-After", a.code)
 		}
 	}
-	for k := errs.Other; k.String() != "kind?"; k++ {
-		_, ok := ofKind[k]
+	for k := errs.Other; k.String() != "class?"; k++ {
+		_, ok := ofClass[k]
 		require.True(t, ok, "error kind %s has no refusal", k)
 	}
 	// Each code word is documented where clients look for it.

@@ -10,7 +10,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 )
 
-// strictDecode decodes exactly one JSON value into v (T6). Field names match
+// strictDecode decodes exactly one JSON value into v. Field names match
 // exactly (no case folding, so "MARQUEE_ID" is not "marquee_id"); a repeated
 // name (escaped or not), an unknown name, trailing data, a wrong type or
 // invalid UTF-8 is a 400 whose message names the field. The standard
@@ -73,7 +73,7 @@ type queryRule struct {
 }
 
 // checkQuery refuses unknown parameter names, repeated parameters and
-// values outside a fixed list (T6): `?lifecycle=bogus` is a 400, never an
+// values outside a fixed list: `?lifecycle=bogus` is a 400, never an
 // empty list that looks like an answer.
 func checkQuery(q url.Values, rules ...queryRule) error {
 	names := make([]string, 0, len(q))

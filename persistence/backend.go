@@ -47,8 +47,8 @@ type Fence struct {
 	// fenced at, which the cluster harness checks against the shard key's
 	// history (no write accepted from a stale epoch, C6).
 	Audit string
-	// Guard and GuardRev make the write conditional on its entity too
-	// (C14): Guard (a key of the store, the entity's GuardKey) must still
+	// Guard and GuardRev make the write conditional on its entity too:
+	// Guard (a key of the store, the entity's GuardKey) must still
 	// be at GuardRev, the revision the writer read its record at, and the
 	// write moves it. A transaction whose answer was lost may still land
 	// after its read-back found it absent (a member paused with the

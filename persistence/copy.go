@@ -92,7 +92,7 @@ func (s *Store) Checkpoint(dir string) error {
 }
 
 // EtcdSnapshot streams etcd's own snapshot of its whole key space through
-// the client's maintenance API (D4): what `etcdctl snapshot save` writes.
+// the client's maintenance API: what `etcdctl snapshot save` writes.
 func (s *Store) EtcdSnapshot(ctx context.Context) (io.ReadCloser, error) {
 	e, ok := s.kv.(*etcdBackend)
 	if !ok {

@@ -24,7 +24,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
-// Corruption is never silent (S7): a store whose WAL does not replay
+// Corruption is never silent: a store whose WAL does not replay
 // cleanly, or whose files fail their checksums at open, is refused with a
 // message naming the file, the offset where known, and what to do.
 
@@ -40,7 +40,7 @@ type CorruptStoreError struct {
 	// the MANIFEST, OPTIONS, the log that held lost commits).
 	File string
 	// Missing counts acknowledged commits the store no longer holds: its
-	// replay ends before its high-water mark (S12).
+	// replay ends before its high-water mark.
 	Missing uint64
 	Err     error
 }
@@ -102,8 +102,8 @@ func missingFile(err error) string {
 	return "a file of the store"
 }
 
-// checkStoreFiles refuses a store whose manifest or options file is gone
-// (S7): Pebble opens without an OPTIONS file, and without its manifest it
+// checkStoreFiles refuses a store whose manifest or options file is gone:
+// Pebble opens without an OPTIONS file, and without its manifest it
 // would see no store at all, but either means files were lost.
 func checkStoreFiles(dir string, fs vfs.FS) error {
 	names, err := fs.List(dir)
@@ -248,7 +248,7 @@ type dataLoss struct {
 	KeptAs       string    `json:"kept_as,omitempty"`
 	Reason       string    `json:"reason"`
 	// CommitsMissing and Sequences: the acknowledged commits a store
-	// opened below its high-water mark no longer holds (S12).
+	// opened below its high-water mark no longer holds.
 	CommitsMissing uint64 `json:"commits_missing,omitempty"`
 	Sequences      string `json:"sequences,omitempty"`
 }

@@ -13,7 +13,7 @@ import (
 	"time"
 )
 
-// An entity's deliveries (M20, T5) are one record beside it, written in
+// An entity's deliveries are one record beside it, written in
 // the batch of every step that takes a delivery: the ids' hashes, the
 // bodies' hashes, when, and the first answer, for the last MaxDeliveries
 // deliveries younger than the retention. One key per delivery (the d/
@@ -22,7 +22,7 @@ import (
 // its value, and 200 callbacks a second for 72 h did not fit in etcd's
 // default quota. An entity's record is bounded instead: the store grows
 // with the entities, not the traffic. What that costs is in
-// docs/rules/marquee.md (M20): a repeat of a delivery that fell out of the
+// docs/rules/marquee.md: a repeat of a delivery that fell out of the
 // record is taken as new, and is then answered as a callback it no longer
 // fits (stale, duplicate step, ignored), not byte for byte as the first.
 //
@@ -46,8 +46,8 @@ import (
 // writes no key of its own, only a chunk's slot when the chunk fills (one
 // delivery in ChunkLen), because each key a callback's batch writes costs
 // CPU (its memtable insert, then its share of flushes and compactions;
-// docs/decisions, "What a callback writes"), far more than its bytes
-// (M20). The record's chunk is the newest: a slot
+// docs/decisions, "What a callback writes"), far more than its bytes.
+// The record's chunk is the newest: a slot
 // holding the same chunk is an older copy of it, and is not read.
 
 // MaxDeliveries is how many deliveries an entity's record keeps: a

@@ -5,7 +5,7 @@ import (
 	"fmt"
 )
 
-// The store's format (D8): one record, v/format, says which layout of
+// The store's format: one record, v/format, says which layout of
 // records the store holds and which warden last opened it for writing.
 // A build reads every format up to its own and refuses a newer one by name,
 // so that a downgrade never half-reads records it does not know.

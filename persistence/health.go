@@ -12,9 +12,9 @@ import (
 )
 
 // The store's health (docs/rules/storage.md): the first failure of the
-// write path seals it (S1), a store that can only be read is read-only
-// until its disk is writable again (S4), and a data directory short of
-// space refuses new work (S9). Every refusal is a *Failure, whose Cause
+// write path seals it, a store that can only be read is read-only
+// until its disk is writable again, and a data directory short of
+// space refuses new work. Every refusal is a *Failure, whose Cause
 // names the problem in words the operator acts on.
 
 // Cause is what went wrong with the disk, in words (S2).
@@ -27,17 +27,17 @@ const (
 	IOError   Cause = "I/O error"
 	Corrupted Cause = "corruption"
 	// Unreachable is the cluster backend's: etcd's quorum lost or a
-	// request that did not answer in time (S10).
+	// request that did not answer in time.
 	Unreachable Cause = "store unreachable"
 	QuotaFull   Cause = "etcd quota exceeded"
 	// OutOfDescriptors: the process had no file descriptor left for the
-	// store (S13).
+	// store.
 	OutOfDescriptors Cause = "out of file descriptors"
 	Other            Cause = "storage error"
 )
 
 // ErrStorage is what every *Failure is: the HTTP layer answers it 503
-// storage_unavailable (S2).
+// storage_unavailable.
 var ErrStorage = errors.New("storage unavailable")
 
 // ErrStorageLow refuses new work below the space reserve (S9): 507.
@@ -50,7 +50,7 @@ type Failure struct {
 	// Op is what the store was doing ("WAL write", "flush", "open").
 	Op  string
 	Err error
-	// Degraded is set for a read-only store (S4): reads are served.
+	// Degraded is set for a read-only store: reads are served.
 	Degraded bool
 }
 
@@ -89,7 +89,7 @@ type Health struct {
 	sealed   atomic.Pointer[Failure]
 	readOnly atomic.Pointer[Failure]
 	// unreachable is the cluster backend's: etcd without quorum or with
-	// its quota alarm raised, until its monitor sees it well (S10).
+	// its quota alarm raised, until its monitor sees it well.
 	unreachable atomic.Pointer[Failure]
 	// stalled: Pebble holds writers back until a flush or compaction
 	// catches up (its write stall), between its begin and end events.
@@ -111,7 +111,7 @@ func newHealth(log *slog.Logger) *Health {
 
 // Seal fails the store for good (S1): nothing is committed or read from it
 // again in this process. The first seal wins and is logged once, as one
-// ERROR line with its cause (S2).
+// ERROR line with its cause.
 func (h *Health) Seal(f *Failure) {
 	h.mu.Lock()
 	if h.sealed.Load() != nil {

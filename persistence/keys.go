@@ -93,7 +93,7 @@ func ParseBranchGeneration(prefix, key []byte) (uint64, bool) {
 	return g, err == nil
 }
 
-// GuardKey is a cluster entity's guard (C14): its mod revision is the
+// GuardKey is a cluster entity's guard: its mod revision is the
 // revision of the entity's last commit, which the next commit compares.
 // Its value names the commit that wrote it, so that a read-back can tell
 // that commit from another. A single node writes none.
@@ -110,7 +110,7 @@ func WakeKey(at time.Time, kind, id string) []byte {
 	return fmt.Appendf(nil, "%s%016x/%s/%s", WakePrefix, uint64(at.UnixNano()), kind, id)
 }
 
-// dataLossKey is the audit entry of a repair that dropped data (S7).
+// dataLossKey is the audit entry of a repair that dropped data.
 func dataLossKey(at time.Time) []byte {
 	return fmt.Appendf(nil, "%s%016x", dataLossPrefix, uint64(at.UnixNano()))
 }

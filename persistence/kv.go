@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// KV is the key-value service a cluster's store runs on (C1): etcd's
+// KV is the key-value service a cluster's store runs on: etcd's
 // (OpenEtcd), or the simulator's model of it (sim/etcd.go). One Backend
 // runs on either (OpenKV), so that what the store does with a fence, a
 // page of a scan or a transaction whose answer never came is the same
@@ -24,7 +24,7 @@ type KV interface {
 	// holds: its key's mod revision is its Revision (applied false
 	// otherwise); rev is the revision an applied transaction wrote at. An
 	// error wrapping ErrOutcomeUnknown says the answer was lost and the
-	// transaction may have been applied, or may still be (C14).
+	// transaction may have been applied, or may still be.
 	Txn(ctx context.Context, cmps []Compare, ops []KVOp) (rev int64, applied bool, err error)
 	// ModRevision is key's mod revision, read linearizably (0: absent).
 	ModRevision(ctx context.Context, key string) (int64, error)
@@ -63,7 +63,7 @@ var (
 	// may have been applied.
 	ErrOutcomeUnknown = errors.New("no answer: the transaction may have been applied")
 	// ErrUnsettled: a guarded commit's outcome is unknown and could not be
-	// made final (C14); its entity decides nothing until it is.
+	// made final; its entity decides nothing until it is.
 	ErrUnsettled = errors.New("the commit is not settled")
 	// ErrKVQuota: the service refuses writes for want of space (etcd's
 	// NOSPACE alarm).
@@ -185,7 +185,7 @@ type kvWrites struct {
 	rev int64 // the revision a commit wrote at
 	ops []KVOp
 	// sets and deletes are the batch's effect, for reading back a
-	// transaction whose answer never came (S10).
+	// transaction whose answer never came.
 	sets    map[string]string
 	deletes []string
 }
@@ -228,10 +228,10 @@ func (w *kvWrites) Close() { w.ops, w.sets, w.deletes = nil, nil, nil }
 func (w *kvWrites) Revision() int64 { return w.rev }
 
 // Commit is one transaction. With a fence, it applies only while the shard
-// key's revision is the writer's epoch (C3): the compare is where the write
+// key's revision is the writer's epoch: the compare is where the write
 // lands, in the same transaction, so no pause between a check and a write
 // can let a lapsed owner through. With a guard, only while the entity's
-// guard is where the writer read its record (C14).
+// guard is where the writer read its record.
 func (w *kvWrites) Commit(f Fence) error {
 	ctx, cancel := w.e.ctx()
 	defer cancel()
@@ -258,7 +258,7 @@ func (w *kvWrites) Commit(f Fence) error {
 		err = w.e.commitFailure(w, f, err)
 		// A guarded commit settled either way was answered by the
 		// service after all: only one left unsettled says it is not
-		// answering (C14).
+		// answering.
 		var fl *Failure
 		if errors.As(err, &fl) && w.e.health != nil && (f.Guard == "" || errors.Is(err, ErrUnsettled)) {
 			w.e.health.setUnreachable(fl)
@@ -287,7 +287,7 @@ func (e *kvBackend) refused(f Fence) error {
 	return fmt.Errorf("%w (%s was read at revision %d)", ErrGuardMoved, f.Guard, f.GuardRev)
 }
 
-// Revision is key's revision (0: absent), for a writer's guard (C14).
+// Revision is key's revision (0: absent), for a writer's guard.
 func (e *kvBackend) Revision(key []byte) (int64, error) {
 	ctx, cancel := e.ctx()
 	defer cancel()
@@ -306,13 +306,13 @@ func kvCause(err error) Cause {
 }
 
 // readFailure says that a read could not be answered linearizably, and
-// why (S10): no stale answer is ever given instead.
+// why: no stale answer is ever given instead.
 func (e *kvBackend) readFailure(key []byte, err error) error {
 	return &Failure{Cause: kvCause(err), Op: fmt.Sprintf("read %q (the cluster's store cannot answer it linearizably now)", key), Err: err}
 }
 
 // commitFailure classifies a failed transaction; one whose outcome is
-// unknown is reconciled by reading what it wrote, never assumed (S10),
+// unknown is reconciled by reading what it wrote, never assumed,
 // and a guarded one is first made final (settle, C14).
 func (e *kvBackend) commitFailure(w *kvWrites, f Fence, err error) error {
 	if kvCause(err) == QuotaFull {
@@ -335,7 +335,7 @@ func (e *kvBackend) commitFailure(w *kvWrites, f Fence, err error) error {
 }
 
 // settleCommit makes a guarded commit whose answer was lost final before
-// anything else is decided for its entity (C14). A read-back alone is not
+// anything else is decided for its entity. A read-back alone is not
 // final: a member paused with the transaction in its socket applies it
 // when it resumes, after the read-back found nothing.
 func (e *kvBackend) settleCommit(w *kvWrites, f Fence, lost error) error {
@@ -362,7 +362,7 @@ func (e *kvBackend) settleCommit(w *kvWrites, f Fence, lost error) error {
 }
 
 // Settle makes final whatever commit compared f's guard at f.GuardRev and
-// has not answered (C14): it moves the guard, while the shard is still at
+// has not answered: it moves the guard, while the shard is still at
 // the fence's epoch and the guard at f.GuardRev, so that no such commit
 // can land after it. landed says one had landed before (the guard had
 // moved on: rev is where it is now); otherwise none did and none will

@@ -17,7 +17,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
-// The high-water mark (S12). A cleanly closed Pebble store may be opened
+// The high-water mark. A cleanly closed Pebble store may be opened
 // without its write-ahead log, and a WAL that was cut or deleted replays
 // to an earlier state without a word: Pebble cannot know what it never
 // saw. So every commit carries a sequence (v/seq, in the same batch), and

@@ -79,7 +79,7 @@ func openPebble(dir string, o Options, h *Health, readOnly bool) (*pebbleBackend
 	if !readOnly && (before == nil || !before.Exists || before.FormatMajorVersion < pebble.FormatWALSyncChunks) {
 		// Pebble wrote the log it opened before it ratcheted the format,
 		// so that log has no sync offsets; a flush starts a new one that
-		// has (S6).
+		// has.
 		if err := db.Flush(); err != nil {
 			_ = db.Close()
 			return nil, openFailure(dir, fs, err)
@@ -149,7 +149,7 @@ func openWithin(dir string, po *pebble.Options, h *Health) (*pebble.DB, error) {
 	}
 }
 
-// openChecked is openPebble held to the store's high-water mark (S12):
+// openChecked is openPebble held to the store's high-water mark:
 // a store that replays to before it is refused, unless accept; then the
 // loss is recorded. A writable store keeps its mark from then on.
 func openChecked(dir string, o Options, h *Health, readOnly, accept bool) (*pebbleBackend, error) {
@@ -222,9 +222,9 @@ func precheckMark(dir string, o Options, h *Health) error {
 
 // Close closes the database, unless the store is sealed: a sealed Pebble
 // may hold its commit pipeline's locks in a goroutine that will never
-// return (S1), and a Close would wait for it forever (S3).
+// return, and a Close would wait for it forever (S3).
 //
-// A clean close writes the mark exactly at the last commit (S12), so any
+// A clean close writes the mark exactly at the last commit, so any
 // loss of the write-ahead log after it is found. Decided: the memtables
 // are not flushed first. Pebble's flush rotates the log, and a rotation
 // whose old log cannot be closed (a failing disk) panics through Pebble's
@@ -294,7 +294,7 @@ func iterate(it *pebble.Iterator, lower []byte, f func(k, v []byte) (bool, error
 }
 
 // readFailure names a read that Pebble refused: a checksum that failed is
-// corruption of that key's sstable (S7), anything else an I/O problem.
+// corruption of that key's sstable, anything else an I/O problem.
 func readFailure(key []byte, err error) error {
 	op := fmt.Sprintf("read %q", key)
 	if info := pebble.ExtractDataCorruptionInfo(err); info != nil {
@@ -371,11 +371,11 @@ func (w *pebbleWrites) Commit(f Fence) error {
 }
 
 // failedSync is a commit whose sync failed, the store sealed: refused,
-// not waited on for ever as Pebble's own Fatalf is (S1). Unlike Pebble's
+// not waited on for ever as Pebble's own Fatalf is. Unlike Pebble's
 // goroutine there, this one holds nothing of Pebble's (the sequencer's
 // lock is released), the batch it applied to the memtable is never read
 // (a sealed store serves no read, S5), and it may be the caller's own
-// (an ask that runs its actor's turn), which must be answered (S2). The
+// (an ask that runs its actor's turn), which must be answered. The
 // simulator's OnFatal crashes its process here, as at Pebble's Fatalf.
 func (p *pebbleBackend) failedSync(f *Failure) error {
 	if p.onFatal != nil {

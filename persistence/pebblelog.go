@@ -9,10 +9,10 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 )
 
-// Pebble's messages go to the structured log (S8): routine ones at debug,
+// Pebble's messages go to the structured log: routine ones at debug,
 // errors at error; none is dropped. Its Fatalf is the write path's failure
 // report (a WAL write or sync, the manifest, a commit): it seals the store
-// and never returns (S1).
+// and never returns.
 
 type pebbleLogger struct {
 	log     *slog.Logger
@@ -29,7 +29,7 @@ func newPebbleLogger(l *slog.Logger, h *Health, onFatal func()) pebbleLogger {
 
 // blockForever is what Fatalf does after sealing: the goroutine that met
 // the failure holds Pebble's commit pipeline and must not go on as if its
-// write had happened. The process exits soon after (S3).
+// write had happened. The process exits soon after.
 func blockForever() { select {} }
 
 func (l pebbleLogger) Infof(format string, args ...any) {
@@ -69,7 +69,7 @@ func fatalOp(msg string) string {
 // eventListener logs every Pebble event at debug, and turns a background
 // error (a flush or compaction that failed) into a seal: the store's own
 // maintenance cannot run, so the next commits would stall on a full
-// memtable or hide the problem until later (S1).
+// memtable or hide the problem until later.
 func eventListener(l *slog.Logger, h *Health) *pebble.EventListener {
 	log := logger(l).With("component", "pebble")
 	routine := pebble.MakeLoggingEventListener(debugLogger{log})

@@ -8,7 +8,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Space is what the data directory's filesystem has (S9).
+// Space is what the data directory's filesystem has.
 type Space struct {
 	Free, Total uint64
 }
@@ -24,7 +24,7 @@ func FreeSpace(dir string) (Space, error) {
 	return Space{Free: uint64(st.Bavail) * bs, Total: uint64(st.Blocks) * bs}, nil
 }
 
-// minWritable is the least free space a store opens read-write with (S4):
+// minWritable is the least free space a store opens read-write with:
 // below it, a WAL rotation or a flush could not be written, and a store
 // opened read-write would seal at its first flush and restart in a loop.
 const minWritable = 8 << 20
@@ -34,7 +34,7 @@ const probeSize = 128 << 10
 
 // probeWritable shows that dir's filesystem takes a synced write now,
 // without touching the store: a probe that fails leaves no Pebble wedged
-// on a write it could not make. The failure names the cause (S4).
+// on a write it could not make. The failure names the cause.
 func probeWritable(dir string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return &Failure{Cause: Classify(err), Op: "open", Err: err}
@@ -69,7 +69,7 @@ func probeWritable(dir string) error {
 }
 
 // DefaultReserveFraction and DefaultReserveMin make the default space
-// reserve (S9): the larger of 1% of the filesystem and 256 MiB, room for
+// reserve: the larger of 1% of the filesystem and 256 MiB, room for
 // the lifecycles already under way to finish (a few KiB a transition, and
 // a memtable flush of 64 MiB) after new work is refused.
 const (
@@ -78,7 +78,7 @@ const (
 )
 
 // Reserve refuses new work while the data directory's filesystem has less
-// free space than Bytes (S9); zero Bytes is the default reserve.
+// free space than Bytes; zero Bytes is the default reserve.
 type Reserve struct {
 	Dir   string
 	Bytes uint64
@@ -94,7 +94,7 @@ func (r Reserve) Of(total uint64) uint64 {
 
 // Check is nil while new work may start, and ErrStorageLow, with the
 // figures, below the reserve. A filesystem it cannot read does not refuse
-// work: the write path tells of a real problem itself (S1).
+// work: the write path tells of a real problem itself.
 func (r Reserve) Check() error {
 	sp, err := FreeSpace(r.Dir)
 	if err != nil {

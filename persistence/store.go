@@ -1,5 +1,5 @@
 // Package persistence is warden's durable record: a Store over one Backend,
-// Pebble v2 on a single node (the default) or etcd in a cluster (C1).
+// Pebble v2 on a single node (the default) or etcd in a cluster.
 //
 // Every entity transition is written as one Batch, committed atomically and
 // durably before any effect starts and before anyone is answered: on Pebble
@@ -7,8 +7,8 @@
 // share WAL syncs through Pebble's commit pipeline, so a sync per
 // transition does not mean an fsync per transition), on etcd as one
 // transaction, committed by a quorum of members. In a cluster the
-// transaction also compares the entity's shard key with the writer's epoch
-// (C3), so a writer whose lease lapsed commits nothing.
+// transaction also compares the entity's shard key with the writer's epoch,
+// so a writer whose lease lapsed commits nothing.
 //
 // # Key layout
 //
@@ -35,11 +35,11 @@
 //	w/<unix nanos %016x>/<k>/<id>   wake index: the entity (k: m marquee,
 //	                                e environment) has a deadline or unsettled
 //	                                effects at that time (empty value)
-//	g/<kind>/<id>                   a cluster entity's guard (C14): the
+//	g/<kind>/<id>                   a cluster entity's guard: the
 //	                                revision of its last commit (etcd only)
 //	x/floor/<n %016x>               the benchmark floor's writes
 //	                                (internal/benchfloor, --bench-noop only)
-//	z/data-loss/<unix nanos %016x>  audit of a repair that dropped data (S7)
+//	z/data-loss/<unix nanos %016x>  audit of a repair that dropped data
 //
 // The records' codecs are their kinds' (actors): this package knows the
 // families' names, not their types, and imports nothing of actors/.
@@ -50,7 +50,7 @@
 // deliveries (r/), written with every delivery, which are binary (see
 // Deliveries). The version says how the rest is read; a value whose version or JSON does not decode, or that fails
 // validation, is reported as Malformed with its key and reason, never
-// skipped silently and never allowed to hide its neighbours (A8).
+// skipped silently and never allowed to hide its neighbours.
 package persistence
 
 import (
@@ -90,23 +90,23 @@ type Options struct {
 	// NoSync commits without fsync. Only the benchmark's baseline uses it;
 	// it would break I5 in production.
 	NoSync bool
-	// Logger receives Pebble's messages and the store's own (S8).
+	// Logger receives Pebble's messages and the store's own.
 	Logger *slog.Logger
 	// OnFatal runs where a write-path failure sealed the store: in
 	// Pebble's Fatalf, which it must not return from, and in a commit
 	// whose WAL sync failed. Nil blocks Pebble's goroutine for ever and
-	// refuses the commit (S1); the simulator crashes its process at both.
+	// refuses the commit; the simulator crashes its process at both.
 	OnFatal func()
 	// Degrade opens a store that cannot be written (a full disk, a
-	// read-only filesystem) read-only instead of refusing it (S4).
+	// read-only filesystem) read-only instead of refusing it.
 	Degrade bool
 	// AcceptDataLoss truncates a WAL damaged in the middle at the damage,
 	// keeps the original beside it and records what was dropped in an
-	// audit entry, instead of refusing to open (S7); a store below its
-	// high-water mark opens as it is, the missing commits audited (S12).
+	// audit entry, instead of refusing to open; a store below its
+	// high-water mark opens as it is, the missing commits audited.
 	AcceptDataLoss bool
 	// MaxOpenFiles bounds the sstables Pebble keeps open (0: Pebble's
-	// default, 1000): warden splits its descriptors at start (S13).
+	// default, 1000): warden splits its descriptors at start.
 	MaxOpenFiles int
 	// MarkEvery is how often the high-water mark is written while the
 	// store serves (0: every second); negative: only at a clean close
@@ -116,16 +116,16 @@ type Options struct {
 }
 
 // Store is the durable record over one Backend: Pebble for a single node,
-// etcd for a cluster (C1).
+// etcd for a cluster.
 type Store struct {
-	// mu guards kv against the switch from read-only to read-write (S4):
+	// mu guards kv against the switch from read-only to read-write:
 	// every use holds it shared.
 	mu     sync.RWMutex
 	kv     Backend
 	health *Health
 	// vis holds reads back until what they saw is durable: Pebble shows a
 	// batch to readers once it is in the memtable, before its WAL sync has
-	// returned (S5, I15). Nil for etcd, which shows only committed writes.
+	// returned. Nil for etcd, which shows only committed writes.
 	vis  *visibility
 	dir  string
 	opts Options
@@ -161,7 +161,7 @@ func Open(dir string, o Options) (*Store, error) {
 }
 
 // openWritable opens dir read-write once its filesystem has shown it can
-// take a write (S4), repairing a damaged WAL first when asked (S7).
+// take a write, repairing a damaged WAL first when asked.
 func openWritable(dir string, o Options, h *Health) (*pebbleBackend, error) {
 	if o.FS == nil {
 		if err := probeWritable(dir); err != nil {
@@ -193,12 +193,12 @@ func OpenBackend(kv Backend, log *slog.Logger) *Store {
 }
 
 // checker is a backend whose health is looked at, not only reported by
-// its failures: the cluster's (S10).
+// its failures: the cluster's.
 type checker interface {
 	check(ctx context.Context) *Failure
 }
 
-// Monitor watches the cluster backend's health until ctx ends (S10),
+// Monitor watches the cluster backend's health until ctx ends,
 // every monitorEvery; on Pebble it returns at once (its failures report
 // themselves).
 func (s *Store) Monitor(ctx context.Context) {
@@ -218,8 +218,8 @@ func (s *Store) Monitor(ctx context.Context) {
 }
 
 // CheckHealth looks at the cluster backend's health once: a raised alarm
-// or a lost quorum is recorded, and a store found well again takes writes
-// (S10). Monitor calls it on a ticker; the simulator on its clock.
+// or a lost quorum is recorded, and a store found well again takes writes.
+// Monitor calls it on a ticker; the simulator on its clock.
 func (s *Store) CheckHealth(ctx context.Context) {
 	if c, ok := s.kv.(checker); ok {
 		s.health.setUnreachable(c.check(ctx))
@@ -234,7 +234,7 @@ func (s *Store) Health() *Health { return s.health }
 //
 // Close waits for the reads and writes in hand, so that none meets a
 // closed database; a write stuck in a store that sealed under it never
-// returns (S1), so a sealed store is let go instead of waited for (S3).
+// returns, so a sealed store is let go instead of waited for.
 func (s *Store) Close() error {
 	for !s.mu.TryLock() {
 		if f := s.health.Failed(); f != nil {
@@ -264,7 +264,7 @@ func (s *Store) Abandon() {
 	}()
 }
 
-// TryWritable is the read-only store's retry (S4): if the data
+// TryWritable is the read-only store's retry: if the data
 // directory's filesystem takes a write now, the store is reopened
 // read-write and true returned. Reads wait while it switches.
 func (s *Store) TryWritable() (bool, error) {
@@ -302,14 +302,14 @@ func (s *Store) TryWritable() (bool, error) {
 
 // Get reads one record into v: ErrNotFound, a *CorruptError, or the
 // store's refusal. Reads are refused once the store is sealed and answered
-// only once everything they may have seen is durable (S5).
+// only once everything they may have seen is durable.
 func (s *Store) Get(key []byte, v any) error {
 	return s.read(func(kv Backend) error {
 		return kv.Get(key, func(val []byte) error { return Decode(key, val, v) })
 	})
 }
 
-// read runs one read of the backend under the store's rules (S5).
+// read runs one read of the backend under the store's rules.
 func (s *Store) read(f func(kv Backend) error) error {
 	if err := s.health.readRefusal(); err != nil {
 		return err
@@ -425,7 +425,7 @@ func (s *Store) NewBatch() *Batch {
 }
 
 // Fence makes the commit conditional on the writer still owning the
-// entity's shard at its epoch (C3); a batch without one is a single node's.
+// entity's shard at its epoch; a batch without one is a single node's.
 func (b *Batch) Fence(f Fence) { b.fence = f }
 
 // Put stages v, encoded as Encode does, under key. It encodes into a
@@ -463,7 +463,7 @@ func (b *Batch) Len() int { return b.w.Len() }
 // Commit makes the batch durable: synced before it returns, or not written
 // at all. A fenced batch whose fence no longer holds fails with ErrFenced.
 //
-// Nothing is tried on a sealed or read-only store (S1, S4). A write the
+// Nothing is tried on a sealed or read-only store. A write the
 // backend failed is a *Failure naming its cause.
 func (b *Batch) Commit() error {
 	defer b.w.Close()
@@ -498,7 +498,7 @@ func (b *Batch) Commit() error {
 // (etcd's).
 type revisioned interface{ Revision() int64 }
 
-// Revision is where the batch left its guard (C14): the revision it wrote
+// Revision is where the batch left its guard: the revision it wrote
 // at, or, for one whose answer was lost and that was settled as not
 // applied, the settling write's; 0 where it moved no guard, and on
 // Pebble, which has none.
@@ -506,7 +506,7 @@ func (b *Batch) Revision() int64 { return b.rev }
 
 // Settle makes final a guarded commit whose answer was lost and that could
 // not be settled then (persistence.ErrUnsettled), before its entity is read
-// again (C14). See kvBackend.Settle; on Pebble, nothing to settle.
+// again. See kvBackend.Settle; on Pebble, nothing to settle.
 func (s *Store) Settle(f Fence) (rev int64, landed bool, err error) {
 	err = s.read(func(kv Backend) error {
 		st, ok := kv.(interface {
@@ -523,7 +523,7 @@ func (s *Store) Settle(f Fence) (rev int64, landed bool, err error) {
 }
 
 // Revision is key's revision as the backend keeps it, read linearizably:
-// the guard a writer compares at its next commit (C14). 0 for an absent
+// the guard a writer compares at its next commit. 0 for an absent
 // key, and on Pebble, whose single writer needs no guard.
 func (s *Store) Revision(key []byte) (int64, error) {
 	var rev int64

@@ -7,8 +7,7 @@ import (
 	"time"
 )
 
-// The wake index: entities with a deadline or unsettled effects, by time
-// (M23).
+// The wake index: entities with a deadline or unsettled effects, by time.
 
 // Wake is one entry of the wake index.
 type Wake struct {

@@ -16,7 +16,7 @@ import (
 // disk. Without it a write that meets ENOSPC half-way leaves the first
 // batches of its block in the file: their callers are refused (the sync
 // failed), yet they are replayed after a restart, so a write warden said
-// it did not make would appear (S5, I15). Pebble preallocates a WAL too,
+// it did not make would appear. Pebble preallocates a WAL too,
 // but ignores a preallocation that fails; this one reserves the blocks of
 // each write before it is made and refuses the write, with nothing
 // written, when they cannot be had.
@@ -34,7 +34,7 @@ import (
 // file descriptor: Pebble panics when it cannot create the next log
 // (rotateWAL), and the panic unwinds through its locks into a fatal
 // error. On EMFILE or ENFILE a descriptor held for this (HoldDescriptors)
-// is given up and the log opened again, and the store seals (S1): the
+// is given up and the log opened again, and the store seals: the
 // process stops with exit 74 instead of dying with a Go trace (S13).
 type allOrNothingWAL struct {
 	vfs.FS
@@ -108,7 +108,7 @@ var held struct {
 	files []*os.File
 }
 
-// HoldDescriptors keeps n descriptors open for the store (S13): given up
+// HoldDescriptors keeps n descriptors open for the store: given up
 // one at a time when a write-ahead log cannot be opened for want of one.
 func HoldDescriptors(n int) error {
 	held.Lock()

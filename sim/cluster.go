@@ -13,10 +13,10 @@ import (
 	"time"
 
 	"github.com/wardenhq/warden/actors"
-	"github.com/wardenhq/warden/actors/runtime"
 	"github.com/wardenhq/warden/httpapi"
 	"github.com/wardenhq/warden/internal/cluster"
 	"github.com/wardenhq/warden/persistence"
+	"github.com/wardenhq/warden/sim/serial"
 )
 
 // A cluster run (Options.Nodes > 1): the nodes are real actor systems,
@@ -81,7 +81,7 @@ func (w *world) startCluster() {
 // a new actor system that recovers each shard as it takes it.
 func (w *world) startNode(p *proc) {
 	p.inc++
-	p.q = &runtime.RunQueue{}
+	p.q = &serial.RunQueue{}
 	p.crashAt = ""
 	n := p.node
 	n.down, n.paused, n.held, n.waiting = false, false, nil, nil
@@ -125,7 +125,7 @@ func (w *world) tickNode(p *proc, inc int) {
 	p.node.cnode.Tick(ctx)
 	p.node.cnode.Probe(ctx)
 	if p.store.Health().Problem() != nil {
-		p.store.CheckHealth(ctx) // writable again once etcd answers (S10)
+		p.store.CheckHealth(ctx) // writable again once etcd answers
 	}
 	procClock{w: w, p: p, inc: inc}.AfterFunc(simTick, func() { w.tickNode(p, inc) })
 }
@@ -135,7 +135,7 @@ func (w *world) tickNode(p *proc, inc int) {
 func (w *world) guardNode(p *proc, f func()) {
 	defer func() {
 		if r := recover(); r != nil {
-			pc, ok := r.(runtime.ProcessCrash)
+			pc, ok := r.(serial.ProcessCrash)
 			if !ok {
 				panic(r)
 			}
@@ -351,7 +351,7 @@ func (w *world) checkHolder(p *proc, kind, id string) {
 }
 
 // checkRevocation: the failure detector revokes only a member that did not
-// answer (C5): one dead or paused, or cut off from the revoker, within the
+// answer: one dead or paused, or cut off from the revoker, within the
 // last revokeWindow. A lease of an incarnation that has died, or the
 // revoker's own earlier one, may go at any time.
 func (w *world) checkRevocation(by *proc, l *elease) {

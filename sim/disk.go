@@ -10,7 +10,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 
 	"github.com/wardenhq/warden/actors/record"
-	"github.com/wardenhq/warden/actors/runtime"
+	"github.com/wardenhq/warden/sim/serial"
 )
 
 // diskFaults fails the next WAL write or sync of the simulated disk, under
@@ -129,7 +129,7 @@ func (w *world) storageFatal() {
 	}
 	w.cover("S1")
 	w.p.crashAt = "storage"
-	panic(runtime.ProcessCrash{Point: "storage"})
+	panic(serial.ProcessCrash{Point: "storage"})
 }
 
 // checkRefused runs after a restart: the write the disk failed is not

@@ -16,11 +16,11 @@ var faultPoints = []string{
 	"callback.late",            // heavy-tailed delay
 	"callback.duplicate",       // the same delivery again, later
 	"callback.reorder",         // jitter that reorders a run's callbacks
-	"callback.bad-token",       // a caller with the wrong token (M9)
-	"workflow.silent",          // a run that never calls back (M21)
-	"workflow.slow",            // a slow, chatty run: pings for 40 minutes (M22)
-	"workflow.failed",          // a run that reports failed (M15)
-	"workflow.false-null",      // the cloud briefly reports no infrastructure (M16)
+	"callback.bad-token",       // a caller with the wrong token
+	"workflow.silent",          // a run that never calls back
+	"workflow.slow",            // a slow, chatty run: pings for 40 minutes
+	"workflow.failed",          // a run that reports failed
+	"workflow.false-null",      // the cloud briefly reports no infrastructure
 	"github.transient",         // 503 from the dispatch API
 	"github.configuration",     // 404 from the dispatch API
 	"controlplane.unreachable", // M18
@@ -33,22 +33,22 @@ var faultPoints = []string{
 	"process.crash.after-persist",
 	"process.crash.after-effects",
 	"process.crash.between-events",
-	"storage.wal-write",        // the disk is full under a WAL write: the store seals, the process exits (S1, S3)
+	"storage.wal-write",        // the disk is full under a WAL write: the store seals, the process exits
 	"storage.wal-sync",         // a WAL sync fails (EIO): the same
-	"storage.malformed-record", // a record that does not decode, found at restart (A8)
+	"storage.malformed-record", // a record that does not decode, found at restart
 	// The preview world: the boundaries of I11 and the world's weather.
 	"env.crash.after-intent",   // the process dies right after an attempt's intent is durable
 	"env.timeout-after-effect", // external success followed by a timeout
 	"env.second-worker",        // a second worker tries a leased transition (overlapping leases)
 	"env.paused-worker",        // a worker pauses past its lease and completes after the takeover
-	"env.slow-effect",          // a driver call longer than the lease; its worker renews (E7)
+	"env.slow-effect",          // a driver call longer than the lease; its worker renews
 	"env.route-response-lost",  // the route was updated but the response lost
 	"env.migration-disconnect", // migrations committed but the client disconnected
 	"env.notify-down",          // the notification sink is down after readiness
 	"env.crash.mid-removal",    // the process dies with a removal partially complete
 	"env.wrong-owner",          // a resource of someone else under the declared name
 	"env.driver-transient",     // a provider's 503 before the effect
-	"env.manual-drift",         // someone changes the world by hand (E15, I12)
+	"env.manual-drift",         // someone changes the world by hand
 }
 
 // clusterFaultPoints are a cluster run's own, drawn beside the others
@@ -62,7 +62,7 @@ var clusterFaultPoints = []string{
 	"cluster.keepalive-lost",        // a lease renewal never arrives
 	"cluster.keepalive-slow",        // a lease renewal arrives; its answer is too late
 	"cluster.commit-answer-lost",    // a transaction applied, its answer lost
-	"cluster.commit-delayed",        // a transaction held by a paused member: no answer, absent when read back, applied later (C14)
+	"cluster.commit-delayed",        // a transaction held by a paused member: no answer, absent when read back, applied later
 	"cluster.acquire-answer-lost",   // a shard taken, the answer lost
 	"cluster.forward-answer-lost",   // a forwarded request handled, its answer lost
 }

@@ -102,7 +102,7 @@ func (w *world) linDo(p *proc, client int, id, op string, invoked time.Time) {
 	w.logf("client %d %s %s on %s -> %d %s %s", client, op, id, p.name, st, out.Outcome, out.Serving)
 }
 
-// checkLinear judges the clients' history (C4).
+// checkLinear judges the clients' history.
 func (w *world) checkLinear() {
 	if w.lin == nil {
 		return
@@ -115,7 +115,7 @@ func (w *world) checkLinear() {
 }
 
 // pauseWithProbe pauses p for d and, every other time, aims the clients
-// at it (C4). Just before the pause a marquee whose shard p holds is
+// at it. Just before the pause a marquee whose shard p holds is
 // enabled through p, so that p's actor holds it in memory, serving. Late
 // in the pause, once p's shards have had time to move, it is disabled
 // through another node, then enabled again through p, whose client waits

@@ -337,8 +337,8 @@ func rules(cluster bool) []string {
 	if cluster {
 		return append(out, "C3", "C4", "C5")
 	}
-	// The disk's failure path under Pebble (S11): a seal stops the process
-	// (S1) and the failed write is not there after the restart (I15).
+	// The disk's failure path under Pebble: a seal stops the process
+	// and the failed write is not there after the restart.
 	return append(out, "S1", "I15")
 }
 

@@ -23,7 +23,7 @@ var ruleRef = regexp.MustCompile(`\b([MAE][0-9]{1,2})\b`)
 // after the synced commit), and every actor failure to actorFailed. Steps
 // that wrote nothing are judged only for pools: a repeated ask is A6's
 // branch, and writes nothing. On a cluster every write is first checked
-// against who held the entity's shard (C3).
+// against who held the entity's shard.
 func (w *world) hooks(p *proc) actors.Hooks {
 	return actors.Hooks{
 		Marquee: func(c runtime.Committed[record.Marquee, marquee.Event, marquee.Outcome]) {
@@ -53,7 +53,7 @@ func (w *world) hooks(p *proc) actors.Hooks {
 
 // wrote checks, after a step of p that wrote, that no disk fault that
 // fired has been let through, and on a cluster that p held the entity's
-// shard when it wrote (C3).
+// shard when it wrote.
 func (w *world) wrote(p *proc, kind, id string, wrote bool) bool {
 	switch {
 	case !wrote:
@@ -209,6 +209,11 @@ func (w *world) poolCommitted(ev admission.Event, before, after admission.Pool, 
 
 // check runs after every step, when the actors are quiet.
 func (w *world) check() {
+	for _, p := range w.procs {
+		if p.sys != nil && p.sys.SentWhileObserving() > 0 {
+			w.violate("C12", "%s sent a message while a step was observed: Observe sends nothing; a step's messages are its outcome's", p.name)
+		}
+	}
 	for _, id := range sortedKeys(w.model) {
 		s := w.model[id]
 		if s.Tombstone == nil && s.Kind == marquee.Tutorial && s.Serving == marquee.Active {
@@ -270,7 +275,7 @@ func (w *world) checkApplied() {
 	kept := w.now().Add(-simRetention)
 	for _, d := range w.applied {
 		if d.at.Before(kept) {
-			continue // its retention is over: pruned, rightly (M20)
+			continue // its retention is over: pruned, rightly
 		}
 		ds, err := record.MarqueeDeliveries(w.store, d.marquee)
 		if _, ok := ds.Find(d.delivery); ok || err != nil && !errors.Is(err, persistence.ErrNotFound) {
@@ -322,7 +327,7 @@ func (w *world) landedUnseen(ops []persistence.KVOp) {
 }
 
 // afterRestart rebuilds the oracles' view from storage and checks what
-// must survive a crash: applied callbacks (I5) and answered admissions
+// must survive a crash: applied callbacks and answered admissions
 // (I10).
 func (w *world) afterRestart() {
 	w.model = map[string]marquee.State{}

@@ -175,17 +175,18 @@ func plantedProbe(plant string, probe func(context.Context, string) bool) func(c
 	return probe
 }
 
-// plantedSteps wraps the pure steps to disable the planted guard.
-func plantedSteps(plant string) actors.StepWrappers {
+// plantedSteps are the machines' steps of cfg with the planted guard
+// disabled in one (none: the System runs each machine's own).
+func plantedSteps(plant string, cfg actors.Config) actors.Steps {
 	switch plant {
 	case PlantGenerationCheck, PlantSecondNull, PlantVeto:
-		return actors.StepWrappers{Marquee: func(step actors.MarqueeStep) actors.MarqueeStep { return plantMarquee(plant, step) }}
+		return actors.Steps{Marquee: plantMarquee(plant, cfg.Machine.Step)}
 	case PlantNoLimitCheck:
-		return actors.StepWrappers{Pool: plantNoLimitCheck}
+		return actors.Steps{Pool: plantNoLimitCheck(admission.Step)}
 	case PlantLeaseFencing, PlantRouteCAS:
-		return actors.StepWrappers{Env: func(step actors.EnvStep) actors.EnvStep { return plantEnv(plant, step) }}
+		return actors.Steps{Env: plantEnv(plant, cfg.Env.Machine.Step)}
 	}
-	return actors.StepWrappers{}
+	return actors.Steps{}
 }
 
 // plantedStore is the store's options under the planted bug: without

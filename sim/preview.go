@@ -23,7 +23,7 @@ import (
 // The preview world: an artifact store, databases with migration ledgers,
 // application instances, a routing layer with compare-and-set, and a
 // notification sink, all keyed by the declared identities the controller
-// hands its drivers (E2). Manual changes (drift) are injected as weather.
+// hands its drivers. Manual changes (drift) are injected as weather.
 
 // migrations is the expected ledger of every preview database (E4).
 var migrations = []string{"001_init", "002_accounts", "003_previews"}
@@ -49,12 +49,12 @@ type previewWorld struct {
 	apps      map[string]*simApp
 	routes    map[string]simRoute // by branch
 	// routeHigh is the newest generation each branch route has held: a
-	// route set below it moved backwards (I14).
+	// route set below it moved backwards.
 	routeHigh map[string]uint64
 	// fence is the newest lease generation each environment's drivers have
-	// seen; the targets refuse an effect under an older one (E7).
+	// seen; the targets refuse an effect under an older one.
 	fence map[string]uint64
-	// notified is the URL each notification key was delivered with (E10).
+	// notified is the URL each notification key was delivered with.
 	notified map[string]string
 }
 
@@ -87,7 +87,7 @@ func (d previewDriver) Do(_ context.Context, r driver.CapabilityRequest) (driver
 		return driver.CapabilityResult{}, errors.New("provider answered 503")
 	}
 	if r.LeaseGeneration < p.fence[r.EnvID] {
-		// The target refuses an obsolete worker (E7).
+		// The target refuses an obsolete worker.
 		w.cover("E7")
 		return driver.CapabilityResult{Category: "conflict", Message: fmt.Sprintf("lease generation %d is obsolete", r.LeaseGeneration)}, nil
 	}
@@ -97,7 +97,7 @@ func (d previewDriver) Do(_ context.Context, r driver.CapabilityRequest) (driver
 		p.artifacts[r.Identity] = true
 	case "database/apply":
 		// Create-or-find: a same-name database of someone else is found,
-		// not replaced; the controller's observation sees its owner (E3).
+		// not replaced; the controller's observation sees its owner.
 		if p.dbs[r.Identity] == nil {
 			p.dbs[r.Identity] = &simDB{owner: r.EnvID}
 		}
@@ -182,7 +182,7 @@ func (w *world) applyRoute(r driver.CapabilityRequest) (answered bool, _ driver.
 }
 
 // observeResource reads the world's truth under a declared identity,
-// without changing it (E13).
+// without changing it.
 func (w *world) observeResource(r driver.CapabilityRequest) *driver.CapabilityObservation {
 	p := w.preview
 	o := &driver.CapabilityObservation{}
@@ -283,7 +283,7 @@ func (w *world) envEffect(p *proc, inc int, call map[string]string) (delay time.
 		w.logf("worker for %s %s %s pauses %s", call["entity"], call["capability"], call["attempt"], delay)
 	case apply && w.faults.fire("env.slow-effect"):
 		// Only the call is slow: the worker renews its lease every third
-		// of it, so nobody takes the attempt over (E7), checked when the
+		// of it, so nobody takes the attempt over, checked when the
 		// result commits.
 		delay = environment.DefaultConfig().LeaseFor + w.uniform(10*time.Second, 3*time.Minute)
 		w.slowAttempts[slowKey(call["attempt"], call["lease"])] = slowCall{p: p, inc: inc, until: w.now().Add(delay), epoch: w.envEpoch(p, call["entity"])}
@@ -316,7 +316,7 @@ func (w *world) branchCommitted(ev environment.NextGeneration, before, after env
 }
 
 // branchToldAgain learns a giving the oracle did not see committed: a
-// commit whose answer was lost and that landed all the same (C14) is
+// commit whose answer was lost and that landed all the same is
 // known to its actor only by reading the branch again, which then tells
 // the asker its generation again, writing nothing.
 func (w *world) branchToldAgain(ev environment.NextGeneration, b environment.Branch) {
@@ -636,7 +636,7 @@ func (w *world) repairEnvs() {
 	}
 }
 
-// checkEnvs is the end-of-run oracle of the preview world (I12): nothing
+// checkEnvs is the end-of-run oracle of the preview world: nothing
 // an environment owned outlives its tombstone undetected.
 func (w *world) checkEnvs() {
 	p := w.preview
@@ -714,8 +714,11 @@ func (w *world) finalEnvs(out map[string]string) {
 
 // envConfig wires the preview world into one incarnation of p.
 func (w *world) envConfig(p *proc) actors.EnvConfig {
-	return actors.EnvConfig{Machine: environment.Machine{Config: environment.DefaultConfig()}, Drivers: actors.DriverForAll(previewDriver{w}),
-		Worker:        fmt.Sprintf("%s-%d", p.name, p.inc),
+	worker := fmt.Sprintf("%s-%d", p.name, p.inc)
+	machine := environment.Machine{Config: environment.DefaultConfig()}
+	machine.Config.Worker = worker // as actors.Start sets it, so that a planted step wraps the machine it runs
+	return actors.EnvConfig{Machine: machine, Drivers: actors.DriverForAll(previewDriver{w}),
+		Worker:        worker,
 		Notifier:      &driver.Webhook{Endpoint: "https://notify.sim/hook", Client: &http.Client{Transport: notifyTransport{w}}},
 		NotifyBackoff: time.Minute, ReconcileEvery: 15 * time.Minute,
 		// One process on its own store: an earlier incarnation's leases end

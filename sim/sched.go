@@ -6,7 +6,7 @@
 //
 // Determinism comes from owning every source of concurrency: protoactor's
 // dispatcher is a run queue this package drains one message at a time
-// (runtime.RunQueue), a caller waiting for an actor's answer pumps that queue,
+// (sim/serial), a caller waiting for an actor's answer pumps that queue,
 // driver calls are events on the virtual timeline, time is a manual clock,
 // and every random draw comes from a generator seeded by the run's seed.
 // Pebble runs for real on an in-memory filesystem; its background work
@@ -17,7 +17,10 @@ import (
 	"context"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
+
 	"github.com/wardenhq/warden/actors/runtime"
+	"github.com/wardenhq/warden/sim/serial"
 )
 
 // scheduler is the simulation's runtime.Scheduler for one incarnation:
@@ -29,7 +32,10 @@ type scheduler struct {
 	inc int
 }
 
-func (s *scheduler) Queue() *runtime.RunQueue { return s.p.q }
+// Mailboxes: every mailbox on the process's run queue, one message a turn.
+func (s *scheduler) Mailboxes() (actor.MailboxProducer, actor.Dispatcher) {
+	return serial.NewMailbox, s.p.q
+}
 
 // Go schedules the effect after a drawn latency, its heartbeat on the
 // virtual clock meanwhile; an environment driver call may instead pause

@@ -34,6 +34,7 @@ import (
 	"github.com/wardenhq/warden/internal/trust"
 	"github.com/wardenhq/warden/persistence"
 	"github.com/wardenhq/warden/persistence/faultfs"
+	"github.com/wardenhq/warden/sim/serial"
 )
 
 const (
@@ -165,14 +166,14 @@ type Options struct {
 	// etcd; 0 or 1 is one process on Pebble.
 	Nodes     int
 	FaultFree bool
-	// Once switches on this one fault point only, to fire once (I11).
+	// Once switches on this one fault point only, to fire once.
 	Once        string
 	FaultyPhase time.Duration
 	QuietPhase  time.Duration
 	// observe, in tests, is shown each marquee state a durable transition
 	// leaves, with the simulated time and the machine that decided it:
 	// the states the simulator's weather brings marquees to, for tests
-	// that hold a pure function of the machine to them (O17). It must not
+	// that hold a pure function of the machine to them. It must not
 	// keep the state without cloning it. observeEnv is the same for
 	// environments.
 	observe    func(m marquee.Machine, s marquee.State, now time.Time)
@@ -186,7 +187,7 @@ type Options struct {
 	replay *Regression
 	// dryRunFirst dry-runs every callback just before it is sent, on the
 	// state the simulator has brought its marquee to, and holds the dry
-	// run to the truth (O18): the store unchanged by it, and its reply the
+	// run to the truth: the store unchanged by it, and its reply the
 	// real answer's, byte for byte. dryRuns counts the cases compared.
 	dryRunFirst bool
 	dryRuns     *int
@@ -238,7 +239,7 @@ func (w *world) cover(rule string) { w.coverage[rule]++ }
 type proc struct {
 	name    string
 	inc     int
-	q       *runtime.RunQueue
+	q       *serial.RunQueue
 	store   *persistence.Store
 	sys     *actors.System
 	api     http.Handler
@@ -295,8 +296,8 @@ func (w *world) onProc(p *proc, inc int, f func()) {
 func (w *world) start() {
 	p := w.p
 	p.inc++
-	p.q = &runtime.RunQueue{}
-	// The disk's faults act under Pebble (S11): its WAL write or sync
+	p.q = &serial.RunQueue{}
+	// The disk's faults act under Pebble: its WAL write or sync
 	// fails, its logger's Fatalf seals the store, and the process dies there.
 	st, err := persistence.Open("db", plantedStore(w.opts.Plant, persistence.Options{FS: faultfs.Wrap(w.fs, w.disk), OnFatal: w.storageFatal, MarkEvery: -1}))
 	if err != nil {
@@ -317,7 +318,7 @@ func (w *world) start() {
 // systemConfig is the actor system of p's current incarnation on st.
 func (w *world) systemConfig(p *proc, st *persistence.Store) actors.Config {
 	inc := p.inc
-	return actors.Config{
+	cfg := actors.Config{
 		Store:          st,
 		Clock:          procClock{w: w, p: p, inc: inc},
 		Machine:        w.machine,
@@ -336,9 +337,10 @@ func (w *world) systemConfig(p *proc, st *persistence.Store) actors.Config {
 		DedupRetention: simRetention,
 		Scheduler:      &scheduler{w: w, p: p, inc: inc},
 		Hooks:          w.hooks(p),
-		Steps:          plantedSteps(w.opts.Plant),
 		Host:           p.hostOf(),
 	}
+	cfg.Steps = plantedSteps(w.opts.Plant, cfg)
+	return cfg
 }
 
 // hostOf is the process's actor system, taken at its first start.
@@ -425,7 +427,7 @@ func (w *world) crashOnce(point string) (again string) {
 	w.logf("CRASH at %s (incarnation %d)", point, w.p.inc)
 	crashed := w.fs.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})
 	if w.store.Health().Failed() != nil {
-		w.store.Abandon() // a sealed store is never closed in place (S3)
+		w.store.Abandon() // a sealed store is never closed in place
 	} else {
 		_ = w.store.Close()
 	}
@@ -443,7 +445,7 @@ func (w *world) crashOnce(point string) (again string) {
 	}
 	defer func() {
 		if r := recover(); r != nil {
-			pc, ok := r.(runtime.ProcessCrash)
+			pc, ok := r.(serial.ProcessCrash)
 			if !ok {
 				panic(r)
 			}
@@ -464,7 +466,7 @@ func (w *world) guard(fn func()) {
 	}
 	defer func() {
 		if r := recover(); r != nil {
-			pc, ok := r.(runtime.ProcessCrash)
+			pc, ok := r.(serial.ProcessCrash)
 			if !ok {
 				panic(r)
 			}
@@ -510,7 +512,7 @@ func (w *world) fault(p *proc, point, id string) error {
 		if intent && point == runtime.FaultAfterPersist && w.faults.fire("env.crash.after-intent") ||
 			intent && removing && point == runtime.FaultAfterEffects && w.faults.fire("env.crash.mid-removal") {
 			p.crashAt = "env " + point
-			panic(runtime.ProcessCrash{Point: p.crashAt})
+			panic(serial.ProcessCrash{Point: p.crashAt})
 		}
 	}
 	if w.faults.fire("actor.panic." + point) {
@@ -519,7 +521,7 @@ func (w *world) fault(p *proc, point, id string) error {
 	}
 	if w.crashes < 25 && w.faults.fire("process.crash."+point) {
 		p.crashAt = point
-		panic(runtime.ProcessCrash{Point: point})
+		panic(serial.ProcessCrash{Point: point})
 	}
 	if point == runtime.FaultBeforePersist && w.crashes < 25 && p.node == nil {
 		w.armDiskFault(id)
@@ -641,7 +643,7 @@ func hostFor(id string, gen uint64) string { return fmt.Sprintf("%s-g%d.host", i
 
 // run plays one workflow run: steps, then deployed (or failed), or
 // destroyed for a destroy; every callback subject to the network's faults.
-// Its callbacks use the run's scoped credential (T1); an unversioned ping
+// Its callbacks use the run's scoped credential; an unversioned ping
 // of an old workflow (generation 0) cannot, and uses the shared token.
 func (w *world) run(id string, gen uint64, action, token string) {
 	if w.faults.fire("workflow.silent") {
@@ -655,7 +657,7 @@ func (w *world) run(id string, gen uint64, action, token string) {
 		return
 	}
 	// Some runs come from an old workflow that predates the generation
-	// field: their progress pings say generation 0 (M11).
+	// field: their progress pings say generation 0.
 	stepGen := gen
 	if w.rnd.IntN(10) == 0 {
 		stepGen = 0
@@ -664,7 +666,7 @@ func (w *world) run(id string, gen uint64, action, token string) {
 	gap := func() time.Duration { return w.uniform(30*time.Second, 2*time.Minute) }
 	if w.faults.fire("workflow.slow") {
 		// Alive but slow: a ping every few minutes for 40 minutes, longer
-		// than an attempt may provision (M22).
+		// than an attempt may provision.
 		steps = nil
 		for i := 0; i < 12; i++ {
 			steps = append(steps, []string{"vm_starting", "ssh_configuring", "tls_provisioning"}[i/4])
@@ -729,7 +731,7 @@ func (w *world) deliver(body map[string]any, delivery string, attempt int, scope
 			w.violate("M9", "a wrong token was answered %d", st)
 		}
 		w.cover("M9")
-		// A genuine credential of another marquee speaks for nothing here (T1).
+		// A genuine credential of another marquee speaks for nothing here.
 		g, _ := body["generation"].(uint64)
 		foreign := trust.MintScoped(simCallbackKeys, "zz-foreign", g, w.now().Add(time.Hour))
 		if st, _, _ := w.call("POST", "/v1/webhooks/terraform", foreign, body, delivery); st != http.StatusForbidden && !unanswered(st) {

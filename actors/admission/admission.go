@@ -52,7 +52,7 @@ type Job struct {
 // (A4).
 type Pool struct {
 	Name string `json:"name"`
-	// Limit is the number of jobs that may hold a slot at once (A1).
+	// Limit is the number of jobs that may hold a slot at once.
 	Limit int `json:"limit"`
 	// NextSequence is the sequence number the next new job gets.
 	NextSequence uint64 `json:"next_sequence"`
@@ -68,7 +68,7 @@ func New(name string, limit int) Pool {
 // Event is what a pool is asked to do.
 type Event interface{ isEvent() }
 
-// Ask requests a slot for a job (A3); asking again for a held job returns its
+// Ask requests a slot for a job; asking again for a held job returns its
 // current admission (A6).
 type Ask struct{ Job string }
 
@@ -79,9 +79,9 @@ type Release struct{ Job string }
 func (Ask) isEvent()     {}
 func (Release) isEvent() {}
 
-// Told is a job told its admission once the step is durable (A10): an
+// Told is a job told its admission once the step is durable: an
 // asker its decision (asking again tells it again, A6), a waiting job the
-// slot it was given (A4), an asker its refusal (a full queue).
+// slot it was given, an asker its refusal (a full queue).
 type Told struct {
 	Job      string
 	Sequence uint64
@@ -159,7 +159,7 @@ func step(p Pool, ev Event, now time.Time) (Pool, Outcome, error) {
 	}
 }
 
-// fill admits queued jobs in sequence order while slots are free (A4, A5).
+// fill admits queued jobs in sequence order while slots are free.
 func (p Pool) fill(now time.Time) (Pool, []Job) {
 	var granted []Job
 	for len(p.Reserved) < p.Limit && len(p.Queued) > 0 {
@@ -216,8 +216,8 @@ func (p Pool) clone() Pool {
 	return p
 }
 
-// Rebuild makes a pool from recovered job records (A7). Records are sorted by
-// sequence, never taken in storage order (A4). A job found twice, or a record
+// Rebuild makes a pool from recovered job records. Records are sorted by
+// sequence, never taken in storage order. A job found twice, or a record
 // with an impossible status, is returned as malformed instead of being
 // admitted (A8, I9). Reserved jobs beyond the limit (a limit lowered between
 // runs) keep their slots; new admissions wait until the pool is under its
@@ -252,7 +252,7 @@ func Rebuild(name string, limit int, nextSequence uint64, records []Job) (Pool, 
 	return p, bad
 }
 
-// Malformed is a record that could not be admitted on recovery (A8).
+// Malformed is a record that could not be admitted on recovery.
 type Malformed struct {
 	Job    string
 	Reason string

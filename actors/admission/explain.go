@@ -15,7 +15,7 @@ type Input = entity.Input
 // Awaiting is what would move the pool now: each holder's release, in
 // sequence order, each waiting job's release (it leaves the queue), then a
 // new job's ask. Each is stepped on a copy and kept where it changes the
-// pool: asking again changes nothing (A6), nor does an ask the full queue
+// pool: asking again changes nothing, nor does an ask the full queue
 // refuses.
 func Awaiting(p Pool, now time.Time) []Input {
 	var out []Input

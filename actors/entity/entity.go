@@ -31,13 +31,13 @@ type Outcome[Answer, Effect, Record any] struct {
 	// written (an operator command not allowed now, a full queue).
 	Err error
 	// Reply is the exact encoded answer to a delivery, stored with its
-	// dedup record so that a repeat hears the same bytes (M20).
+	// dedup record so that a repeat hears the same bytes.
 	Reply []byte
 	// Records are appended in the same batch as the state (history lines,
 	// admission records).
 	Records []Record
 	// Effects are started only after the batch is durable (intent before
-	// effect, E5; A10).
+	// effect, E5).
 	Effects []Effect
 	// Wake is the state's earliest deadline; zero means none.
 	Wake time.Time
@@ -96,16 +96,16 @@ func Format[A, F, R any](r Outcome[A, F, R], now time.Time) string {
 // None is the record type of a kind that appends nothing beside its state.
 type None struct{}
 
-// Status is the one answer to "what is it doing, and why" (O1): a line a
+// Status is the one answer to "what is it doing, and why": a line a
 // person reads first, warden's own next step, and the status classes a
-// list filters by (O4). Each machine derives it from its record alone.
+// list filters by. Each machine derives it from its record alone.
 type Status struct {
 	Text    string
 	Next    *Next
 	Classes []string
 }
 
-// Next is an entity's next step that warden itself will take (O1): when,
+// Next is an entity's next step that warden itself will take: when,
 // and what it is, named for what it is (a stuck retry, a lease ending, a
 // TTL).
 type Next struct {

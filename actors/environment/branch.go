@@ -32,7 +32,7 @@ const RecentGivings = 16
 type NextGeneration struct{ For string }
 
 // Give is a branch step's effect: environment Env is told the generation
-// it was given, once the branch's step is durable (I14).
+// it was given, once the branch's step is durable.
 type Give struct {
 	Env        string
 	Generation uint64

@@ -8,7 +8,7 @@
 // attempt id and lease generation), and an audit of what was decided. The
 // machine never trusts an exit status: an effect that reports success is
 // followed by an observation, and only an observation that matches the
-// declared identity and ownership advances the record (E4, E13).
+// declared identity and ownership advances the record.
 package environment
 
 import (
@@ -22,7 +22,7 @@ import (
 // Phase is a durable state name.
 type Phase string
 
-// The provisioning states, in order, then the removal states (E4, E11).
+// The provisioning states, in order, then the removal states.
 const (
 	Requested        Phase = "requested"
 	ArtifactReady    Phase = "artifact-ready"
@@ -55,7 +55,7 @@ func (p *Phase) UnmarshalText(b []byte) error {
 var Phases = []Phase{Requested, ArtifactReady, DataReady, AppStarting, AppReady, RouteActive, Ready,
 	RemovalRequested, RouteDetached, AppStopped, DataRemoved, VerifiedAbsent, Removed}
 
-// Capability is a kind of driver (E13).
+// Capability is a kind of driver.
 type Capability string
 
 const (
@@ -85,20 +85,19 @@ type step struct {
 }
 
 // transition names its prerequisite (from), its result (to) and the steps
-// whose verified observations complete it (E4).
+// whose verified observations complete it.
 type transition struct {
 	from, to Phase
 	steps    []step
 }
 
-// transitions is the whole lifecycle: provisioning forward, removal forward
-// (E4, E11). Removal takes the route, the application and the data; the
+// transitions is the whole lifecycle: provisioning forward, removal forward.
+// Removal takes the route, the application and the data; the
 // artifact is a shared, immutable build output (one revision may serve
 // several environments), so no environment owns or removes it (decided),
 // unless the platform's artifacts are each environment's own
 // (Machine.transitionFrom). Small, independently retryable: a failed
-// readiness check never rebuilds the artifact or recreates the database
-// (E6).
+// readiness check never rebuilds the artifact or recreates the database.
 var transitions = []transition{
 	{Requested, ArtifactReady, []step{{Artifact, Apply}}},
 	{ArtifactReady, DataReady, []step{{Database, Apply}, {Migrations, Apply}}},
@@ -114,7 +113,7 @@ var transitions = []transition{
 }
 
 // StepCapabilities are the capabilities the lifecycle's steps call, in the
-// order they first appear: the drivers a deployment must provide (E13).
+// order they first appear: the drivers a deployment must provide.
 // Notifications are delivered by the shell's HTTP sender, not a driver.
 var StepCapabilities = func() []Capability {
 	var out []Capability
@@ -147,7 +146,7 @@ func transitionFrom(p Phase) (transition, bool) {
 
 // transitionFrom is the lifecycle as this machine runs it: on a platform
 // whose artifacts are each environment's own (Config.RemoveArtifacts, the
-// local platform's images, P9), removal also removes the artifact after
+// local platform's images), removal also removes the artifact after
 // the application, and verifies it absent with the rest.
 func (m Machine) transitionFrom(p Phase) (transition, bool) {
 	t, ok := transitionFrom(p)
@@ -173,8 +172,7 @@ func (p Phase) Provisioning() bool {
 	return false
 }
 
-// DataPolicy says whether the environment's database may be thrown away
-// (E12).
+// DataPolicy says whether the environment's database may be thrown away.
 type DataPolicy string
 
 const (
@@ -182,7 +180,7 @@ const (
 	Preserve   DataPolicy = "preserve"
 )
 
-// Category of a structured failure (E9).
+// Category of a structured failure.
 type Category string
 
 const (
@@ -193,14 +191,14 @@ const (
 	Unknown       Category = "unknown"
 )
 
-// Lease guards work on a transition (E7).
+// Lease guards work on a transition.
 type Lease struct {
 	Owner      string    `json:"owner"`
 	Generation uint64    `json:"generation"`
 	ExpiresAt  time.Time `json:"expires_at"`
 }
 
-// Attempt is the intent recorded before an effect (E5).
+// Attempt is the intent recorded before an effect.
 type Attempt struct {
 	ID         string     `json:"id"`
 	From       Phase      `json:"from"`
@@ -214,17 +212,17 @@ type Attempt struct {
 	// Unknown: the effect's outcome is unknown (it timed out, or its
 	// worker died and the attempt was taken over); Reapplied: the effect
 	// was observed not to have happened and was asked for again, which
-	// happens once per attempt without a back-off (E8).
+	// happens once per attempt without a back-off.
 	Unknown   bool      `json:"unknown,omitempty"`
 	Reapplied bool      `json:"reapplied,omitempty"`
 	StartedAt time.Time `json:"started_at"`
 	Lease     Lease     `json:"lease"`
-	// Input and Output of the last driver call of this attempt (E13).
+	// Input and Output of the last driver call of this attempt.
 	Input  string `json:"input,omitempty"`
 	Output string `json:"output,omitempty"`
 }
 
-// Failure is a structured failure (E9).
+// Failure is a structured failure.
 type Failure struct {
 	Transition string   `json:"transition"`
 	AttemptID  string   `json:"attempt_id"`
@@ -238,7 +236,7 @@ type Failure struct {
 	At        time.Time `json:"at"`
 }
 
-// Resource is one declared identity and what is known of it (E2, E3).
+// Resource is one declared identity and what is known of it.
 type Resource struct {
 	Capability Capability `json:"capability"`
 	Identity   string     `json:"identity"`
@@ -258,18 +256,18 @@ type Receipt struct {
 	Detail     string     `json:"detail,omitempty"`
 	At         time.Time  `json:"at"`
 	// VerifiedBy is the op of the driver call that verified the step: an
-	// apply or remove is verified by an observe (E4), so a receipt of an
+	// apply or remove is verified by an observe, so a receipt of an
 	// apply step records an observe call (they were told apart
 	// by nothing).
 	VerifiedBy Op `json:"verified_by"`
-	// Input and Output are the verifying driver call, verbatim (E13).
+	// Input and Output are the verifying driver call, verbatim.
 	Input  string `json:"input,omitempty"`
 	Output string `json:"output,omitempty"`
 }
 
 // Notification is an outbox record committed with the state change it
-// announces (E10): the environment is ready, superseded by a newer
-// preview of its branch, or removed (W7: a pull request's status and
+// announces: the environment is ready, superseded by a newer
+// preview of its branch, or removed (a pull request's status and
 // comment follow all three). Its key names the environment, generation and
 // event, so a repeated delivery carries the same identity.
 type Notification struct {
@@ -285,7 +283,7 @@ type Notification struct {
 	// Detail is one line for people ("superseded by generation 4").
 	Detail    string `json:"detail,omitempty"`
 	Delivered bool   `json:"delivered"`
-	// LastError is why the last delivery failed (O2).
+	// LastError is why the last delivery failed.
 	LastError string    `json:"last_error,omitempty"`
 	Attempts  int       `json:"attempts"`
 	CreatedAt time.Time `json:"created_at"`
@@ -298,7 +296,7 @@ const (
 	EventRemoved    = "environment-removed"
 )
 
-// Drift is a difference between desired and observed (E15).
+// Drift is a difference between desired and observed.
 type Drift struct {
 	Capability Capability `json:"capability"`
 	Identity   string     `json:"identity"`
@@ -309,17 +307,17 @@ type Drift struct {
 	// waits for an operator.
 	Outcome string `json:"outcome,omitempty"`
 	// ResolvedAt is when the outcome was carried out: the preview was
-	// ready again, or removed (O2). Zero while the drift is open or its
+	// ready again, or removed. Zero while the drift is open or its
 	// repair is under way.
 	ResolvedAt time.Time `json:"resolved_at,omitzero"`
 }
 
 // ActionRejectStaleResult is the audit's word for a worker's result
-// refused because its attempt or lease had moved on (E7, I13): the one
+// refused because its attempt or lease had moved on: the one
 // refusal an environment's record keeps, and explain lists as refused.
 const ActionRejectStaleResult = "reject-stale-commit"
 
-// AuditEntry records a manual action: who, what, why, when (E16).
+// AuditEntry records a manual action: who, what, why, when.
 type AuditEntry struct {
 	Actor  string    `json:"actor"`
 	Action string    `json:"action"`
@@ -327,25 +325,25 @@ type AuditEntry struct {
 	At     time.Time `json:"at"`
 }
 
-// Tombstone is what remains after removal (E12).
+// Tombstone is what remains after removal.
 type Tombstone struct {
 	Reason    string    `json:"reason"`
 	RemovedAt time.Time `json:"removed_at"`
 }
 
-// Env is the durable record of one environment (E1).
+// Env is the durable record of one environment.
 type Env struct {
 	ID     string `json:"id"`
 	Branch string `json:"branch"`
-	// URL is the preview's public URL as its route driver observed it
-	// (W8); empty until the route is active, or when the driver says none.
+	// URL is the preview's public URL as its route driver observed it;
+	// empty until the route is active, or when the driver says none.
 	URL      string     `json:"url,omitempty"`
 	Revision string     `json:"revision"`
 	Data     DataPolicy `json:"data"`
 	Desired  string     `json:"desired"` // ready or removed
 	State    Phase      `json:"state"`
 	// Generation is the lifecycle generation; the route generation n of
-	// route-<branch>-<n> is taken from it (E2, E8). Zero until the branch
+	// route-<branch>-<n> is taken from it. Zero until the branch
 	// gives it; AskedAt is when the branch was last asked.
 	Generation      uint64     `json:"generation"`
 	AskedAt         time.Time  `json:"asked_at,omitzero"`
@@ -370,7 +368,7 @@ type Env struct {
 	Trimmed int `json:"trimmed,omitempty"`
 	// SupersededBy is the newer route generation of the same branch that
 	// took the branch route from this preview: the route is never pulled
-	// back to this one again (I14), not even when the newer one is removed.
+	// back to this one again, not even when the newer one is removed.
 	SupersededBy uint64     `json:"superseded_by,omitempty"`
 	Tombstone    *Tombstone `json:"tombstone,omitempty"`
 	CreatedAt    time.Time  `json:"created_at"`
@@ -378,7 +376,7 @@ type Env struct {
 }
 
 // Identity is the declared name of a capability's resource, derived from
-// the environment id before any external work (E2).
+// the environment id before any external work.
 func (e Env) Identity(c Capability) string {
 	switch c {
 	case Artifact:
@@ -399,7 +397,7 @@ func (e Env) Identity(c Capability) string {
 func ValidID(id string) bool { return ident.Valid(id) }
 
 // ValidRevision accepts a commit or tag name usable inside a declared
-// identity (the artifact's is artifact-<env>-<revision>, E2): 1 to 64 of
+// identity (the artifact's is artifact-<env>-<revision>): 1 to 64 of
 // [A-Za-z0-9._-], starting with a letter or digit. No slashes or spaces,
 // since drivers use identities as provider names and file names.
 func ValidRevision(r string) bool {

@@ -1,9 +1,9 @@
-// Package errs gives every error warden answers with a Kind, upspin-style:
-// a Kind is itself an error, so a package wraps it with its own words
+// Package errs gives every error warden answers with a Class, upspin-style:
+// a Class is itself an error, so a package wraps it with its own words
 // (fmt.Errorf("%w: marquee %s", errs.NotFound, id)), errors.Is still finds
-// it, and the HTTP layer maps each kind to one status code in one table
+// it, and the HTTP layer maps each class to one status code in one table
 // instead of a ladder of sentinels from every package. These are the
-// domain's kinds; how the HTTP layer refuses a request it cannot read (a
+// domain's classes; how the HTTP layer refuses a request it cannot read (a
 // credential, a body, a method) is its own.
 package errs
 
@@ -12,13 +12,13 @@ import (
 	"errors"
 )
 
-// Kind classifies an error by what the caller can do about it.
-type Kind uint8
+// Class classifies an error by what the caller can do about it.
+type Class uint8
 
 const (
 	// Other is an unexpected failure: nothing the caller did, and nothing
 	// it can fix; it may try again.
-	Other Kind = iota
+	Other Class = iota
 	// Invalid: the request is malformed or breaks a rule about its own
 	// content (400).
 	Invalid
@@ -44,23 +44,23 @@ const (
 
 var names = [...]string{"other", "invalid", "not found", "conflict", "forbidden", "idempotency key reused", "overloaded", "unavailable", "shard moving"}
 
-func (k Kind) String() string {
+func (k Class) String() string {
 	if int(k) < len(names) {
 		return names[k]
 	}
-	return "kind?"
+	return "class?"
 }
 
-// Error makes a Kind an error of its own: the sentinel every package wraps.
-func (k Kind) Error() string { return k.String() }
+// Error makes a Class an error of its own: the sentinel every package wraps.
+func (k Class) Error() string { return k.String() }
 
-// KindOf is the kind of err: the outermost Kind it wraps; a context
+// ClassOf is the class of err: the outermost Class it wraps; a context
 // deadline is Unavailable; anything else is Other.
-func KindOf(err error) Kind {
+func ClassOf(err error) Class {
 	if err == nil {
 		return Other // before k, which errors.As puts on the heap
 	}
-	var k Kind
+	var k Class
 	switch {
 	case errors.As(err, &k):
 		return k

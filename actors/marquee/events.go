@@ -11,32 +11,32 @@ import (
 // callback, the result of an effect, or a deadline falling due.
 type Event interface{ isEvent() }
 
-// Create is the operator's create (M4, M5). It is handled by Machine.Create,
+// Create is the operator's create. It is handled by Machine.Create,
 // since there is no state before it.
 type Create struct {
 	ID         string
 	Kind       Origin
 	Pool       string
 	Connection *Connection
-	// By names the operator who asked (T8); it goes into the history.
+	// By names the operator who asked; it goes into the history.
 	By string
 }
 
-// Redeploy is the fix-redeploy button (M6). By, on every operator command,
-// names the operator the token identified (T8); it goes into the history.
+// Redeploy is the fix-redeploy button. By, on every operator command,
+// names the operator the token identified; it goes into the history.
 type Redeploy struct{ By string }
 
-// Destroy tears the VM down (M7); Reap asks for a tombstone once destroyed.
+// Destroy tears the VM down; Reap asks for a tombstone once destroyed.
 type Destroy struct {
 	Reap bool
 	By   string
 }
 
-// Disable and Enable set the serving status (M8).
+// Disable and Enable set the serving status.
 type Disable struct{ By string }
 type Enable struct{ By string }
 
-// RunNow is the operator's "run now" (O5): the waiting back-off is cut
+// RunNow is the operator's "run now": the waiting back-off is cut
 // short and its transition made at once.
 type RunNow struct{ By string }
 
@@ -49,11 +49,11 @@ type Callback struct {
 	Connection *Connection
 	Reason     string
 	// DeliveryID (the Webhook-Id) and Auth (how the sender proved who it
-	// is, T2) are the shell's; the step copies them onto the history line
-	// so that every acknowledged delivery can be found again (I5).
+	// is) are the shell's; the step copies them onto the history line
+	// so that every acknowledged delivery can be found again.
 	DeliveryID string
 	Auth       string
-	// OIDC is the run a GitHub OIDC token speaks for (T4), set by the
+	// OIDC is the run a GitHub OIDC token speaks for, set by the
 	// shell; such a callback is refused before anything is read for it
 	// unless the marquee dispatched that run (AuthorizeRun).
 	OIDC *OIDCRun
@@ -68,7 +68,7 @@ type OIDCRun struct {
 }
 
 // AdmissionDecided is the pool's answer to AskAdmission, or a later grant
-// of a queued job (A3, A4).
+// of a queued job.
 type AdmissionDecided struct {
 	Status   AdmissionStatus
 	Sequence uint64
@@ -79,7 +79,7 @@ type DispatchOutcome string
 
 const (
 	DispatchOK DispatchOutcome = "sent"
-	// DispatchTransient: 429, 5xx, network; the stuck retries (M21) will
+	// DispatchTransient: 429, 5xx, network; the stuck retries will
 	// dispatch again under a new generation.
 	DispatchTransient DispatchOutcome = "transient"
 	// DispatchConfiguration: a 4xx other than 429; retrying blindly cannot
@@ -88,7 +88,7 @@ const (
 )
 
 // DispatchFinished is the dispatch driver's answer for one generation.
-// RunID and RunURL are the run GitHub started, where it said (W6).
+// RunID and RunURL are the run GitHub started, where it said.
 type DispatchFinished struct {
 	Generation uint64
 	Outcome    DispatchOutcome
@@ -97,15 +97,15 @@ type DispatchFinished struct {
 	RunURL     string
 }
 
-// BootstrapFinished is the bootstrap job's result for one generation (M19).
+// BootstrapFinished is the bootstrap job's result for one generation.
 type BootstrapFinished struct {
 	Generation uint64
 	OK         bool
 	Detail     string
 }
 
-// ChatsAnswered is the control plane's answer about live reachable chats
-// (M18). Err set means unreachable or garbage: the marquee is preserved.
+// ChatsAnswered is the control plane's answer about live reachable chats.
+// Err set means unreachable or garbage: the marquee is preserved.
 type ChatsAnswered struct {
 	Generation uint64
 	Live       int
@@ -113,19 +113,19 @@ type ChatsAnswered struct {
 	Err        string
 }
 
-// RetryDue: the marquee may be stuck (M21).
+// RetryDue: the marquee may be stuck.
 type RetryDue struct{ Generation uint64 }
 
-// ProvisioningTimedOut: the attempt has been provisioning too long (M22).
+// ProvisioningTimedOut: the attempt has been provisioning too long.
 type ProvisioningTimedOut struct{ Generation uint64 }
 
-// BootstrapRetryDue: a failed bootstrap may run again (M19).
+// BootstrapRetryDue: a failed bootstrap may run again.
 type BootstrapRetryDue struct{ Generation uint64 }
 
-// NullExpired: a pending first null passed its window (M16).
+// NullExpired: a pending first null passed its window.
 type NullExpired struct{}
 
-// ChatsRecheckDue: the control plane could not answer; ask again (M18).
+// ChatsRecheckDue: the control plane could not answer; ask again.
 type ChatsRecheckDue struct{ Generation uint64 }
 
 // Reconcile is sent to an actor that starts after a crash or restart: every
@@ -165,16 +165,16 @@ type StartDispatch struct {
 	Action     Action
 }
 
-// AskAdmission asks the pool for a slot (M5, M6, A2).
+// AskAdmission asks the pool for a slot.
 type AskAdmission struct{ Pool string }
 
-// ReleaseAdmission gives back a slot or queue place (A5).
+// ReleaseAdmission gives back a slot or queue place.
 type ReleaseAdmission struct{ Pool string }
 
-// StartBootstrap runs the bootstrap job for the stored connection (M19).
+// StartBootstrap runs the bootstrap job for the stored connection.
 type StartBootstrap struct{ Generation uint64 }
 
-// AskChats asks the control plane for live reachable chats (M18).
+// AskChats asks the control plane for live reachable chats.
 type AskChats struct{ Generation uint64 }
 
 // TeardownPlaygrounds removes the playgrounds on a host that is gone (M14,
@@ -212,16 +212,16 @@ type Entry struct {
 	Result             Answer    `json:"result"`
 	Detail             string    `json:"detail,omitempty"`
 	// DeliveryID is the callback's Webhook-Id, so that every acknowledged
-	// delivery can be found again (I5).
+	// delivery can be found again.
 	DeliveryID string `json:"delivery_id,omitempty"`
-	// Actor is the operator who asked, for operator entries (T8).
+	// Actor is the operator who asked, for operator entries.
 	Actor string `json:"actor,omitempty"`
 	// Auth is how a callback proved who sent it (scoped, shared,
-	// standard-webhooks, github-oidc) (T2).
+	// standard-webhooks, github-oidc).
 	Auth string `json:"auth,omitempty"`
 	// Changed is what the step changed of the marquee's traced fields, on
 	// the last entry of the step that changed them: the history replays
-	// to the record's state (S14).
+	// to the record's state.
 	Changed []Change `json:"changed,omitempty"`
 }
 

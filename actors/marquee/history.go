@@ -11,7 +11,7 @@ import (
 type Change = entity.Change
 
 // The traced fields: where a marquee is, as its history must be able to
-// say (S14).
+// say.
 const (
 	fieldServing = iota
 	fieldLifecycle

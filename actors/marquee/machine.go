@@ -14,22 +14,22 @@ import (
 // default the operator can change (docs/rules/marquee.md).
 type Config struct {
 	// StaleAfter: no accepted callback for this long makes an attempt
-	// stuck (M21).
+	// stuck.
 	StaleAfter time.Duration
 	// RetryBackoff[k-1] is the wait after the k-th stuck retry; its length
 	// is the retry cap (M21: 1, 2, 4, 8, 16, 30 minutes, six retries).
 	RetryBackoff []time.Duration
-	// ProvisioningTimeout ends an attempt provisioning for longer (M22).
+	// ProvisioningTimeout ends an attempt provisioning for longer.
 	ProvisioningTimeout time.Duration
-	// NullWindow is how long a first null waits for its confirmation (M16).
+	// NullWindow is how long a first null waits for its confirmation.
 	NullWindow time.Duration
 	// BootstrapRetries is how many times a failed bootstrap is retried
-	// before the marquee fails (M19), BootstrapBackoff the first wait
+	// before the marquee fails, BootstrapBackoff the first wait
 	// (doubling after each failure).
 	BootstrapRetries int
 	BootstrapBackoff time.Duration
 	// ChatsRecheckAfter is when an unanswered control-plane question is
-	// asked again (M18).
+	// asked again.
 	ChatsRecheckAfter time.Duration
 }
 
@@ -49,7 +49,7 @@ func DefaultConfig() Config {
 // Machine applies the marquee rules under one Config.
 type Machine struct{ Config Config }
 
-// Create makes a new marquee (M4, M5). The caller checks that the id is
+// Create makes a new marquee. The caller checks that the id is
 // free; Create checks the command itself.
 func (m Machine) Create(c Create, now time.Time) (State, Outcome) {
 	s, out, err := m.create(c, now)
@@ -206,7 +206,7 @@ func (m Machine) Wake(s State) time.Time {
 	return earliest
 }
 
-// operatorBy records who asked on an operator command's history (T8).
+// operatorBy records who asked on an operator command's history.
 func operatorBy(out Outcome, by string) Outcome {
 	for i := range out.Records {
 		if out.Records[i].Source == SourceOperator {
@@ -369,7 +369,7 @@ func rebootedCallback(s *State, done answerWith) Outcome {
 	return done.answer(Ignored, "a rebooted changes nothing while the marquee is "+string(s.Lifecycle)+" (M17)")
 }
 
-// healthy handles a healthy signal on a provisioned marquee (M16): it clears
+// healthy handles a healthy signal on a provisioned marquee: it clears
 // a pending null and withdraws a downgrade that waits for the control plane.
 func (m Machine) healthy(s *State, now time.Time, done answerWith) Outcome {
 	var cleared []string
@@ -403,7 +403,7 @@ func (m Machine) lockedOrDuplicate(s *State, c Connection, done answerWith) Outc
 }
 
 // downgrade starts the veto check of a confirmed null or a failed on a
-// provisioned marquee (M18). Only an active one can be vetoed, so only then
+// provisioned marquee. Only an active one can be vetoed, so only then
 // is the control plane asked.
 func (m Machine) downgrade(s *State, c Callback, now time.Time, done answerWith) Outcome {
 	if s.Downgrade != nil {
@@ -437,7 +437,7 @@ func (m Machine) applyDowngrade(s *State, v Verb, now time.Time) []Effect {
 // --- settling ---------------------------------------------------------------
 
 // settle is what every settled lifecycle shares: the admission slot is
-// released (A5) and the retry counter cleared (M21).
+// released and the retry counter cleared.
 func (m Machine) settle(s *State) []Effect {
 	var effects []Effect
 	if s.Admission != nil {
@@ -588,7 +588,7 @@ func (m Machine) admissionDecided(s *State, d AdmissionDecided, now time.Time) O
 	entry := Entry{At: now, Source: SourceAdmission, Verb: "admission", Generation: s.Generation}
 	if s.Admission == nil {
 		// The marquee stopped wanting a slot (destroyed, failed) before the
-		// pool's answer came in: hand it straight back (A5, I9).
+		// pool's answer came in: hand it straight back.
 		entry.Result, entry.Detail = Ignored, fmt.Sprintf("pool answered %s after the marquee settled; released", d.Status)
 		return Outcome{Answer: Ignored, Effects: []Effect{ReleaseAdmission{Pool: s.Pool}}, Records: []Entry{entry}}
 	}
@@ -646,7 +646,7 @@ func (m Machine) dispatchFinished(s *State, d DispatchFinished, now time.Time) O
 		entry.Result, entry.Detail = Applied, "dispatch refused (configuration): "+clip(d.Detail)
 		return Outcome{Answer: Applied, Effects: effects, Records: []Entry{entry}}
 	default:
-		// Transient: no callback will come, so the stuck retries (M21)
+		// Transient: no callback will come, so the stuck retries
 		// dispatch again under a new generation.
 		s.Attempt.Dispatch = DispatchFailed
 		entry.Result, entry.Detail = Applied, "dispatch failed (transient; the stuck retry will dispatch again): "+clip(d.Detail)
@@ -654,7 +654,7 @@ func (m Machine) dispatchFinished(s *State, d DispatchFinished, now time.Time) O
 	}
 }
 
-// recordRun keeps the run GitHub started for the attempt (W6), and in the
+// recordRun keeps the run GitHub started for the attempt, and in the
 // bounded list of recent runs (T4).
 func recordRun(s *State, d DispatchFinished) {
 	s.Attempt.RunID, s.Attempt.RunURL = d.RunID, clip(d.RunURL)
@@ -747,11 +747,11 @@ func (m Machine) chatsRecheckDue(s *State, e ChatsRecheckDue, now time.Time, for
 		Records: []Entry{{At: now, Source: SourceTimer, Verb: "chats_recheck", Generation: s.Generation, Result: Applied, Detail: "asking the control plane again (M18)"}}}
 }
 
-// --- deadlines (M16, M19, M21, M22, M18) -----------------------------------------
+// --- deadlines -----------------------------------------
 
 // awaitingCallback reports whether the current attempt is waiting for its
 // workflow to call: dispatched (or tried), no connection yet. Only then can
-// it be stuck (M21); a bootstrap in progress is our own work, not the
+// it be stuck; a bootstrap in progress is our own work, not the
 // workflow's.
 func awaitingCallback(s State) bool {
 	if s.Attempt == nil || s.Attempt.Dispatch == DispatchWaiting {
@@ -766,7 +766,7 @@ func awaitingCallback(s State) bool {
 	return false
 }
 
-// stuckAt is when the current attempt counts as stuck (M21).
+// stuckAt is when the current attempt counts as stuck.
 func (m Machine) stuckAt(s State) time.Time {
 	a := s.Attempt
 	if a.LastCallbackAt.After(a.DispatchedAt) {
@@ -887,11 +887,11 @@ func (m Machine) retryDue(s *State, e RetryDue, now time.Time, force bool) Outco
 	return Outcome{Answer: Applied, Effects: []Effect{eff}, Records: []Entry{entry}}
 }
 
-// runNow cuts short the back-off that waits (O5): a stuck retry after the
+// runNow cuts short the back-off that waits: a stuck retry after the
 // first, a bootstrap retry, or a control-plane recheck makes its due
 // transition now, recorded as the operator's. Safety windows are not
 // back-offs: the first stuck wait (the workflow may still call), the
-// null window (M16) and the provisioning timeout (M22) are never cut.
+// null window and the provisioning timeout are never cut.
 func (m Machine) runNow(s *State, now time.Time) Outcome {
 	for _, d := range m.Deadlines(*s) {
 		var out Outcome
@@ -941,7 +941,7 @@ func (m Machine) nullExpired(s *State, now time.Time) Outcome {
 //   - a dispatch whose outcome is unknown is observed or superseded, never
 //     assumed: if its run has called back (or the marquee settled) it was
 //     sent; otherwise a new generation supersedes it, so if the old run
-//     exists after all its callbacks are stale (M10);
+//     exists after all its callbacks are stale;
 //   - a running bootstrap is run again for the same generation (the probe
 //     is an observation, safe to repeat);
 //   - a control-plane question is asked again;
@@ -1005,8 +1005,8 @@ func clip(s string) string {
 // SlotMayBeHeld names the pool of a settled tutorial marquee, whose slot
 // its pool may still hold: the release was a message, lost if the node
 // that sent it died first. A new owner sends it again when it first reads
-// the record; a release of a job the pool does not hold changes nothing
-// (A5), so the message is safe to repeat and needs no history entry.
+// the record; a release of a job the pool does not hold changes nothing,
+// so the message is safe to repeat and needs no history entry.
 func SlotMayBeHeld(s State) (pool string, ok bool) {
 	settled := s.Tombstone != nil || s.Lifecycle.Settled()
 	if s.Kind != Tutorial || s.Pool == "" || s.Admission != nil || !settled {

@@ -14,7 +14,7 @@ type Status = entity.Status
 // Next is warden's own next step (entity.Next).
 type Next = entity.Next
 
-// Status classes a list can filter by (O4).
+// Status classes a list can filter by.
 const (
 	ClassRetrying            = "retrying"
 	ClassWaitingConfirmation = "waiting_confirmation"

@@ -22,7 +22,7 @@ import (
 )
 
 // Origin is where a marquee's host comes from: handed over by its owner
-// (byo) or built by warden's workflow (tutorial) (M4, M5).
+// (byo) or built by warden's workflow (tutorial).
 type Origin string
 
 const (
@@ -30,7 +30,7 @@ const (
 	Tutorial Origin = "tutorial"
 )
 
-// Serving is the first state axis: can the host take traffic (M1).
+// Serving is the first state axis: can the host take traffic.
 type Serving string
 
 const (
@@ -39,7 +39,7 @@ const (
 	Errored  Serving = "errored"
 )
 
-// Lifecycle is the second axis: where the VM is in its arc (M1). Empty for
+// Lifecycle is the second axis: where the VM is in its arc. Empty for
 // byo marquees, which have none.
 type Lifecycle string
 
@@ -54,7 +54,7 @@ const (
 // Settled lifecycles hold no admission slot and clear the retry counter.
 func (l Lifecycle) Settled() bool { return l == Provisioned || l == Destroyed || l == Failed }
 
-// Progress is the UI's coarse step counter (M2), ordered.
+// Progress is the UI's coarse step counter, ordered.
 type Progress int
 
 const (
@@ -161,7 +161,7 @@ type ACMEDNS struct {
 }
 
 // sameLocked compares the fields that can never change under a running
-// environment (M13): host, port, user and key.
+// environment: host, port, user and key.
 func (c Connection) sameLocked(o Connection) bool {
 	return c.Host == o.Host && c.Port == o.Port && c.User == o.User && c.SSHPrivateKey == o.SSHPrivateKey
 }
@@ -187,7 +187,7 @@ type Attempt struct {
 	DispatchedAt   time.Time `json:"dispatched_at,omitzero"`
 	LastCallbackAt time.Time `json:"last_callback_at,omitzero"`
 	// RunID and RunURL are the workflow run of this attempt, where the
-	// dispatch API returned them (W6); T4 binds OIDC callbacks to RunID.
+	// dispatch API returned them; T4 binds OIDC callbacks to RunID.
 	RunID  uint64 `json:"run_id,omitempty"`
 	RunURL string `json:"run_url,omitempty"`
 }
@@ -222,7 +222,7 @@ type Admission struct {
 	Sequence uint64          `json:"sequence,omitempty"`
 }
 
-// Bootstrap tracks the post-deploy job (M19) for one generation.
+// Bootstrap tracks the post-deploy job for one generation.
 type Bootstrap struct {
 	Generation uint64    `json:"generation"`
 	Failures   int       `json:"failures"`
@@ -231,7 +231,7 @@ type Bootstrap struct {
 }
 
 // Downgrade is a confirmed null or a failed waiting for the control plane's
-// answer about live chats (M18).
+// answer about live chats.
 type Downgrade struct {
 	Verb       Verb      `json:"verb"`
 	Generation uint64    `json:"generation"`
@@ -241,7 +241,7 @@ type Downgrade struct {
 	Unanswered int       `json:"unanswered"`
 }
 
-// Failure says why a marquee failed (O2): what happened, under which
+// Failure says why a marquee failed: what happened, under which
 // rule, when and for which generation. Kept until a new attempt starts.
 type Failure struct {
 	Reason     string    `json:"reason"`
@@ -250,8 +250,8 @@ type Failure struct {
 	Generation uint64    `json:"generation"`
 }
 
-// Veto is the last downgrade the control plane's live chats held off
-// (M18): shown until the next attempt, so an operator sees why a null or
+// Veto is the last downgrade the control plane's live chats held off:
+// shown until the next attempt, so an operator sees why a null or
 // failed did not tear the host down.
 type Veto struct {
 	Verb Verb      `json:"verb"`
@@ -259,7 +259,7 @@ type Veto struct {
 	At   time.Time `json:"at"`
 }
 
-// Tombstone is what remains of a reaped marquee (M14).
+// Tombstone is what remains of a reaped marquee.
 type Tombstone struct {
 	Reason string    `json:"reason"`
 	At     time.Time `json:"at"`
@@ -273,14 +273,14 @@ type State struct {
 	Serving   Serving   `json:"serving"`
 	Lifecycle Lifecycle `json:"lifecycle,omitempty"`
 	Progress  Progress  `json:"progress"`
-	// Generation is bumped before every dispatch and never decreases (M3).
+	// Generation is bumped before every dispatch and never decreases.
 	Generation uint64 `json:"generation"`
 	// DispatchedGeneration is the last generation a dispatch used; the next
-	// dispatch takes a fresh one (I2).
+	// dispatch takes a fresh one.
 	DispatchedGeneration uint64      `json:"dispatched_generation"`
 	Connection           *Connection `json:"connection,omitempty"`
 	// ConnectionGeneration is the generation whose callback reported the
-	// connection (I1).
+	// connection.
 	ConnectionGeneration uint64     `json:"connection_generation,omitempty"`
 	NullPendingUntil     time.Time  `json:"null_pending_until,omitzero"`
 	RetryCount           int        `json:"retry_count"`
@@ -289,7 +289,7 @@ type State struct {
 	Bootstrap            *Bootstrap `json:"bootstrap,omitempty"`
 	Downgrade            *Downgrade `json:"downgrade,omitempty"`
 	// Runs are the recent workflow runs (newest last, at most MaxRuns)
-	// whose ids the dispatch API returned (W6, T4).
+	// whose ids the dispatch API returned.
 	Runs            []Run      `json:"runs,omitempty"`
 	ReapOnDestroyed bool       `json:"reap_on_destroyed,omitempty"`
 	Failure         *Failure   `json:"failure,omitempty"`
@@ -299,7 +299,7 @@ type State struct {
 	UpdatedAt       time.Time  `json:"updated_at"`
 }
 
-// NullPending reports whether a first null waits for its confirmation (M16).
+// NullPending reports whether a first null waits for its confirmation.
 // An expired flag counts as none.
 func (s State) NullPending(now time.Time) bool {
 	return !s.NullPendingUntil.IsZero() && now.Before(s.NullPendingUntil)
@@ -368,7 +368,7 @@ func (s State) Clone() State {
 }
 
 // AuthorizeRun checks an OIDC callback's run id against the runs warden
-// dispatched for this marquee (T4): a recorded run speaks only for the
+// dispatched for this marquee: a recorded run speaks only for the
 // generation it was dispatched under; a run not recorded speaks only if a
 // scoped credential vouched for the marquee as well (the dispatch API did
 // not return run details). It never changes the state.
@@ -419,7 +419,7 @@ func (s State) CheckInvariants() error {
 	return nil
 }
 
-// Validate checks a decoded snapshot before it is used (A9): a record that
+// Validate checks a decoded snapshot before it is used: a record that
 // fails is reported, never acted on.
 func (s State) Validate() error {
 	if !ValidID(s.ID) {

@@ -67,7 +67,7 @@ func (w MarqueeWrites) Stage(b persistence.Writer, id string, before, next Marqu
 	changed := marquee.Changes(before.State, next.State)
 	for i, e := range rd.Records {
 		if i == len(rd.Records)-1 {
-			e.Changed = changed // the step's last entry says what it changed (S14)
+			e.Changed = changed // the step's last entry says what it changed
 		}
 		appendHistory(b, id, before.HistorySeq+uint64(i)+1, e)
 	}

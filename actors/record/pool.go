@@ -36,7 +36,7 @@ func (PoolWrites) Stage(b persistence.Writer, name string, _, next Pool, rd admi
 }
 
 // RebuildPool is a pool as its stored records say (A7): queued jobs in
-// sequence order, and every record that could not be used, with why (A8).
+// sequence order, and every record that could not be used, with why.
 // The pool's actor loads itself with it; another node shows the pool with
 // it (C4).
 func RebuildPool(st *persistence.Store, name string, limit int) (admission.Pool, []persistence.Malformed, error) {

@@ -30,7 +30,7 @@ type Handle[S, E any, O Outcome] struct {
 	exists bool
 	// unread is why the record could not be read (the store did not
 	// answer): until a read succeeds the actor knows nothing of its
-	// entity, so it decides nothing (S5). afterFailure is the restart the
+	// entity, so it decides nothing. afterFailure is the restart the
 	// first successful read reconciles.
 	unread       error
 	afterFailure bool
@@ -44,7 +44,7 @@ type Handle[S, E any, O Outcome] struct {
 	reconciled   bool
 	landedUnseen bool
 	// guard is the revision of the entity's guard the record was read or
-	// last committed at, which its next commit compares (C14): on a
+	// last committed at, which its next commit compares: on a
 	// cluster, a write whose answer was lost may land after the record
 	// moved on from it, and with the guard it then refuses the later
 	// commit instead of being overwritten by it. 0 on a single node.
@@ -139,7 +139,7 @@ func (a *entityActor[S, E, O]) start(ctx actor.Context) {
 func (h *Handle[S, E, O]) load() {
 	// The guard is read before the record: a write landing in between
 	// leaves a guard older than the record, which costs the next commit
-	// a refusal and a read, never a write over the record (C14).
+	// a refusal and a read, never a write over the record.
 	guard, landed, err := h.rt.guardOf(h.key)
 	h.landedUnseen = h.landedUnseen || landed
 	if err != nil {
@@ -160,12 +160,12 @@ func (h *Handle[S, E, O]) load() {
 	h.unread, h.guard = nil, guard
 	h.rec, h.exists = rec, exists
 	// The deliveries are read again with the record they go with: a write
-	// that landed unseen (C14) may have recorded one.
+	// that landed unseen may have recorded one.
 	h.deliveries, h.loaded = nil, false
 	h.wake = h.kind.wakeOf(rec)
 	// A commit that landed unseen is reconciled as a restart is (after a
 	// failure): what it meant to start or send was lost with its answer, a
-	// slot's release among them (I9).
+	// slot's release among them.
 	reconcile := h.exists && (!h.reconciled || h.landedUnseen)
 	afterFailure := h.afterFailure || h.landedUnseen
 	h.reconciled, h.landedUnseen = true, false
@@ -178,7 +178,7 @@ func (h *Handle[S, E, O]) load() {
 // a read succeeds (S5).
 func (h *Handle[S, E, O]) unreadBecause(err error) {
 	if h.unread == nil && h.rt.cfg.Store.Health().Failed() == nil {
-		// Else the store failed and said so once (S2): a load it
+		// Else the store failed and said so once: a load it
 		// refused is not a second line.
 		h.rt.log.Warn("record not read; nothing is decided for it until it is", "kind", h.key.Kind, "id", h.key.ID, "err", err)
 	}
@@ -186,7 +186,7 @@ func (h *Handle[S, E, O]) unreadBecause(err error) {
 }
 
 // read reads the record again if it was not read yet, and says whether it
-// now is. While it is not, nothing is taken for absent (S5): a request is
+// now is. While it is not, nothing is taken for absent: a request is
 // answered unavailable (a 404 or a create over a record that exists
 // would be a decision from nothing), and anything else is handled again
 // later, as an internal event whose write failed. msg is the message as
@@ -434,7 +434,7 @@ func (h *Handle[S, E, O]) commit(ev E, next S, out O, d *delivery) error {
 	_ = rt.fault(FaultAfterPersist, k.ID)
 	if !rt.owns(k) {
 		// The lease lapsed between the commit and now: the new owner
-		// reconciles what this step would have sent and started (C3, C5),
+		// reconciles what this step would have sent and started,
 		// from the record and its wake. The new owner may be this node,
 		// renewed in time for etcd but late for its own deadline: it then
 		// stops and recovers its shards all the same (cluster.Node).
@@ -479,7 +479,7 @@ func (h *Handle[S, E, O]) persist(next S, out O, d *delivery) error {
 	rt, k := h.rt, h.key
 	fence, err := rt.fenceOf(k)
 	if err != nil {
-		return err // not this node's to write (C3): nothing is tried
+		return err // not this node's to write: nothing is tried
 	}
 	if fence.Epoch != h.entry.epoch.Load() {
 		return h.outlived(fence.Epoch)
@@ -500,7 +500,7 @@ func (h *Handle[S, E, O]) persist(next S, out O, d *delivery) error {
 	case errors.Is(err, persistence.ErrUnsettled):
 		// Whether it landed is unknown and may change: nothing is
 		// decided from the record in memory until it is settled and
-		// the record read again (C14).
+		// the record read again.
 		h.unread = err
 		rt.unsettle(k, fence)
 		return fmt.Errorf("%w: persist %s: %w", errs.Unavailable, k, err)
@@ -514,7 +514,7 @@ func (h *Handle[S, E, O]) persist(next S, out O, d *delivery) error {
 	case errors.Is(err, persistence.ErrFenced):
 		return fmt.Errorf("%w: persist %s: %v", errs.Moving, k, err)
 	case err != nil:
-		// A storage failure keeps its cause for the answer (S2).
+		// A storage failure keeps its cause for the answer.
 		return fmt.Errorf("%w: persist %s: %w", errs.Unavailable, k, err)
 	}
 	h.entry.commits.Add(1)
@@ -572,7 +572,7 @@ func (h *Handle[S, E, O]) outlived(now int64) error {
 	return fmt.Errorf("%w: %s was loaded under epoch %d, and its shard is now at %d", errs.Moving, h.key, loaded, now)
 }
 
-// --- deliveries (M20, T5) ------------------------------------------------------
+// --- deliveries ------------------------------------------------------
 
 // delivered finds a delivery's first answer (repeated), or none for a new
 // one; an error for an id used before with another body (T5: answering
@@ -618,7 +618,7 @@ func writes[O Outcome](out O, delivery bool) bool { return out.Writes() || deliv
 // stage puts one step into w: the kind's writes, its wake-index move from
 // the entry stored (wake: a step that wrote nothing may have changed the
 // record's wake in memory only) and, for a delivery, the entity's
-// deliveries record with the step's reply added (I5, M20).
+// deliveries record with the step's reply added.
 func (k staging[S, O]) stage(w persistence.Writer, id string, before S, wake time.Time, next S, out O, d *delivery) {
 	k.stager.Stage(w, id, before, next, out)
 	if k.wakeLetter != "" {

@@ -63,10 +63,10 @@ func (rt *Runtime) fenceOf(k Key) (persistence.Fence, error) {
 	return c.Fence(c.Shard(k.Kind, k.ID))
 }
 
-// guardKey is the key of the entity's guard (C14).
+// guardKey is the key of the entity's guard.
 func (rt *Runtime) guardKey(k Key) string { return persistence.GuardKey(k.Kind, k.ID) }
 
-// guardOf reads the entity's guard on a cluster node (C14), first
+// guardOf reads the entity's guard on a cluster node, first
 // settling a commit of it whose outcome is still unknown; landed says that
 // commit had landed. A single node, the only writer of its store, keeps
 // none.
@@ -90,7 +90,7 @@ func (rt *Runtime) guardOf(k Key) (guard int64, landed bool, err error) {
 }
 
 // unsettle remembers a commit whose outcome is unknown, with the fence it
-// was made under, until the entity's next read settles it (C14). Kept by
+// was made under, until the entity's next read settles it. Kept by
 // the runtime, not the actor, so that a restarted instance settles it too.
 func (rt *Runtime) unsettle(k Key, f persistence.Fence) {
 	rt.unsettled.Lock()
@@ -102,7 +102,7 @@ func (rt *Runtime) unsettle(k Key, f persistence.Fence) {
 }
 
 // epochOf is this node's epoch for the entity's shard, carried by effects
-// beside the lease generation (C3) so that a driver can refuse an obsolete
+// beside the lease generation so that a driver can refuse an obsolete
 // caller; 0 on a single node.
 func (rt *Runtime) epochOf(k Key) int64 {
 	f, _ := rt.fenceOf(k)
@@ -134,7 +134,7 @@ type instanceMark struct {
 //     read, coalesced per shard.
 func (rt *Runtime) confirmed(ctx context.Context, k Key, before instanceMark, routedEpoch int64, err error) error {
 	c := rt.cfg.Cluster
-	if errs.KindOf(err) == errs.Moving {
+	if errs.ClassOf(err) == errs.Moving {
 		return err
 	}
 	if before.e != nil && before.e.commits.Load() > before.commits {
@@ -163,9 +163,9 @@ func (rt *Runtime) stopOutlived(k Key, epoch int64) {
 	}
 }
 
-// envelope is a message on the wire between nodes (C4): an internal event
+// envelope is a message on the wire between nodes: an internal event
 // of one entity (a pool's ask, a marquee's admission, a branch's
-// generation). Each is idempotent (A6, E8), so at-least-once is enough.
+// generation). Each is idempotent, so at-least-once is enough.
 type envelope struct {
 	Kind  string          `json:"kind"`
 	ID    string          `json:"id"`

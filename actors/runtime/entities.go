@@ -38,7 +38,7 @@ func (x *Entities[S, E, O]) Runtime() *Runtime { return x.rt }
 func (x *Entities[S, E, O]) Key(id string) Key { return Key{Kind: x.name, ID: id} }
 
 // Ask sends a request and waits for its answer, bounded by the runtime's
-// AskTimeout; on a cluster node the answer is confirmed first (C4).
+// AskTimeout; on a cluster node the answer is confirmed first.
 //
 // A request that finds its actor idle is run on the caller's goroutine
 // (askMailbox): the turn is the same, in the same mailbox order, without

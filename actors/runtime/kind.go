@@ -76,12 +76,12 @@ type (
 	}
 	// Sends names the messages a durable step sends to other entities (or
 	// to its own, later): data, delivered by the runtime after the commit,
-	// once it has checked this node still owns the entity (C3, C4).
+	// once it has checked this node still owns the entity.
 	Sends[S any, O Outcome] interface {
 		Sends(id string, next S, out O) []Message
 	}
 	// WakeIndexed: the kind's deadlines are in the wake index under its
-	// letter, at WakeOf of a record (M23).
+	// letter, at WakeOf of a record.
 	WakeIndexed[S any] interface {
 		WakeLetter() string
 		WakeOf(rec S) time.Time
@@ -95,7 +95,7 @@ type (
 		RecentDeliveries(rec S) persistence.InRecord
 		WithRecentDeliveries(rec S, chunk []byte) S
 	}
-	// Observes sees every step taken, for logs and metrics only (O11): it
+	// Observes sees every step taken, for logs and metrics only: it
 	// is given a view, not a handle, and sends nothing.
 	Observes[S, E any, O Outcome] interface {
 		Observe(v View[S], ev E, before, next S, out O)
@@ -114,7 +114,7 @@ type (
 	Stores interface {
 		Stored(id string) (bool, error)
 	}
-	// Admits refuses a request before anything is read for it (T4, T12).
+	// Admits refuses a request before anything is read for it.
 	Admits[S, E any] interface {
 		Admit(rec S, ev E) error
 	}
@@ -137,7 +137,7 @@ type (
 		Copy(rec S) S
 	}
 	// Wire is the form of the events another node's entity may send this
-	// kind (C4); false for events only the owner makes (timers, effect
+	// kind; false for events only the owner makes (timers, effect
 	// results). DecodeEvent reads one, bounded and strict.
 	Wire[E any] interface {
 		EncodeEvent(ev E) ([]byte, bool)
@@ -291,13 +291,13 @@ const (
 	Command
 	// Rewrite writes an existing entity's record as it stands, through
 	// the kind's Stage and under the entity's fence, stepping nothing:
-	// a rekey's reseal (T10, D9), which on a cluster only the owner of
+	// a rekey's reseal, which on a cluster only the owner of
 	// the record's shard may do.
 	Rewrite
 	// DryRun steps an existing entity's record as a Command would, in its
 	// turn, at the request's time, and answers what the step would do,
 	// writing nothing, starting nothing, recording no delivery and moving
-	// no timer (O18). A delivery already recorded answers as its repeat.
+	// no timer. A delivery already recorded answers as its repeat.
 	DryRun
 )
 
@@ -305,7 +305,7 @@ const (
 type Request[E any] struct {
 	Mode  Mode
 	Event E
-	// Delivery, when its ID is set, is a delivery's identity (M20, T5): a
+	// Delivery, when its ID is set, is a delivery's identity: a
 	// repeat gets the first answer's bytes, and the step's reply is stored
 	// with it in the step's batch.
 	Delivery Delivery

@@ -175,6 +175,10 @@ func (q *fifo[T]) pop() (T, bool) {
 // mailboxKeeps is the most an empty mailbox queue keeps.
 const mailboxKeeps = 16
 
+// posted is whatever protoactor posts to a mailbox: its Mailbox interface
+// takes any value.
+type posted = any
+
 // systemMessage carries out a system message: suspending and resuming
 // are the mailbox's own, returned as suspend with set; any other goes to
 // the actor.

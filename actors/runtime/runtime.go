@@ -50,7 +50,7 @@ type Config struct {
 	// at FaultBeforePersist is a failed write.
 	Fault func(point, id string) error
 	// Cluster makes this runtime one node's: it acts only for the shards
-	// it owns, fences every commit and confirms every answer (C3, C4).
+	// it owns, fences every commit and confirms every answer.
 	// Required: SingleNode() is the null cluster of a process alone.
 	Cluster Cluster
 	// AskTimeout bounds how long a caller waits for an answer.
@@ -63,7 +63,7 @@ type Config struct {
 	// long (its Kind agreeing); negative: never.
 	IdleAfter time.Duration
 	// DeliveryRetention is how long an entity's record keeps a delivery
-	// it answered, at most persistence.MaxDeliveries of them (M20); 72 h
+	// it answered, at most persistence.MaxDeliveries of them; 72 h
 	// if zero.
 	DeliveryRetention time.Duration
 	// Host, if set, is the actor system this runtime runs on, shared with
@@ -139,10 +139,12 @@ type Runtime struct {
 	// effects counts effects in flight (outside every mailbox); retries
 	// internal events waiting to be tried again after a failed write.
 	effects, retries atomic.Int64
-	// observing counts Observe hooks running (observe).
-	observing atomic.Int32
+	// observing counts Observe hooks running (observe), and
+	// sentWhileObserving the messages routed meanwhile (SentWhileObserving).
+	observing          atomic.Int32
+	sentWhileObserving atomic.Int64
 	// unsettled are the commits whose outcome is unknown and that could
-	// not be made final yet, by entity (C14).
+	// not be made final yet, by entity.
 	unsettled struct {
 		sync.Mutex
 		m map[Key]persistence.Fence
@@ -230,6 +232,14 @@ func (rt *Runtime) Logger() *slog.Logger { return rt.log }
 
 // Stopping reports whether Stop has begun.
 func (rt *Runtime) Stopping() bool { return rt.stopping.Load() }
+
+// SentWhileObserving counts the messages routed while some step's Observe
+// ran. Observe is for logs and metrics and sends nothing (a step's
+// messages are its outcome's, sent after the commit and the ownership
+// check); where one thread runs every turn (the simulator, which holds it
+// at zero) a count here is an Observe that sent. Under production's
+// workers other actors route meanwhile, so nothing reads it there.
+func (rt *Runtime) SentWhileObserving() int64 { return rt.sentWhileObserving.Load() }
 
 // Go runs an effect outside every mailbox, counted until it returns (Stop
 // waits for it).

@@ -14,16 +14,13 @@ import (
 // Scheduler is every source of concurrency the runtime has: where actors'
 // mailboxes run, how an effect runs outside them, and what a caller
 // waiting for an answer does meanwhile. Goroutines is production's; the
-// simulator's (sim/sched.go) returns a RunQueue from Queue, which it
-// drains itself, one message per turn. The runtime branches on Queue in
-// the registry and here: where mailboxes run and how a waiting caller
-// pumps them. protoactor stays the mailbox and the supervisor, inside
-// this package.
+// simulator supplies its own (sim/sched.go: one run queue it drains one
+// message per turn, sim/serial), and the runtime does not know which it
+// has. protoactor stays the mailbox and the supervisor.
 type Scheduler interface {
-	// Queue is the run queue every mailbox runs on, one message per turn,
-	// when the scheduler is serial; nil runs mailboxes on production's
-	// workers.
-	Queue() *RunQueue
+	// Mailboxes are every actor's mailbox and the dispatcher its runs go
+	// to.
+	Mailboxes() (actor.MailboxProducer, actor.Dispatcher)
 	// Go runs an effect outside every mailbox, its heartbeat with it
 	// (Heartbeats).
 	Go(e Effect)
@@ -40,7 +37,7 @@ type Effect struct {
 	Labels map[string]string
 	Run    func(ctx context.Context)
 	// Heartbeat, if set, runs every Every while Run runs: an environment's
-	// lease renewal (E7), which a worker paused stops with it.
+	// lease renewal, which a worker paused stops with it.
 	Heartbeat func()
 	Every     time.Duration
 }
@@ -79,7 +76,12 @@ type goroutines struct {
 	clock   clock.Clock
 }
 
-func (goroutines) Queue() *RunQueue { return nil }
+// Mailboxes: unbounded mailboxes that an asker may run (askMailbox), on
+// the process's shared workers. The mailbox holds no preallocated ring,
+// which matters at a million marquees.
+func (goroutines) Mailboxes() (actor.MailboxProducer, actor.Dispatcher) {
+	return newAskMailbox, sharedWorkers()
+}
 
 func (g goroutines) Go(e Effect) {
 	stop := Heartbeats(g.clock, e)
@@ -93,14 +95,10 @@ func (g goroutines) Go(e Effect) {
 
 func (goroutines) Wait(func() bool) bool { return true }
 
-// actorOptions are every actor's mailbox and dispatcher under s. The
-// mailbox holds no preallocated ring, which matters at a million
-// marquees.
+// actorOptions are every actor's mailbox and dispatcher under s.
 func actorOptions(s Scheduler) []actor.PropsOption {
-	if q := s.Queue(); q != nil {
-		return []actor.PropsOption{actor.WithDispatcher(q), actor.WithMailbox(newStepMailbox)}
-	}
-	return []actor.PropsOption{actor.WithMailbox(newAskMailbox), actor.WithDispatcher(sharedWorkers())}
+	mailbox, dispatcher := s.Mailboxes()
+	return []actor.PropsOption{actor.WithMailbox(mailbox), actor.WithDispatcher(dispatcher)}
 }
 
 // sharedWorkers is the process's one pool: every runtime in it shares the

@@ -110,7 +110,7 @@ func (t *wakeTimers) stopAll() {
 
 // ArmWakes arms a timer for every wake-index entry of an entity keep
 // accepts, and says how many: due ones fire now, the others stay on disk
-// until their time (M23). Start-up and a shard's recovery run it.
+// until their time. Start-up and a shard's recovery run it.
 func (rt *Runtime) ArmWakes(keep func(Key) bool) (int, error) {
 	wakes, err := rt.cfg.Store.Wakes(time.Unix(0, 1<<62))
 	if err != nil {

@@ -40,13 +40,8 @@ func TestM23AWakeMovedLaterKeepsItsTimerAndFiresOnlyWhenAsked(t *testing.T) {
 	rt, ents, failures := startKindOn(t, clk, func(ents **Entities[int, int, counted]) Kind[int, int, counted] {
 		return waking{counter: counter{ents: ents}, woke: &woke}
 	})
-	q := rt.cfg.Scheduler.Queue()
-	drain := func() {
-		for q.Step() {
-		}
-	}
 	ents.Tell("a", 0) // the entity exists, so a wake finds it
-	drain()
+	drain(rt)
 	k, t0, idle, started := ents.Key("a"), clk.Now(), clk.Pending(), clk.started
 	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
 
@@ -56,12 +51,12 @@ func TestM23AWakeMovedLaterKeepsItsTimerAndFiresOnlyWhenAsked(t *testing.T) {
 	require.Equal(t, 1, clk.started-started, "one timer started for the entity, however often its wake moves later")
 	require.Equal(t, idle+1, clk.Pending())
 	clk.Set(at(29))
-	drain()
+	drain(rt)
 	require.Empty(t, woke, "the timer set for 10s set itself again, and woke nobody early")
 	require.Equal(t, idle+1, clk.Pending())
 	require.Equal(t, 2, clk.started-started, "set again once, for the wake last asked")
 	clk.Set(at(30))
-	drain()
+	drain(rt)
 	require.Equal(t, []time.Time{at(30)}, woke, "woken once, at the wake last asked")
 	require.Equal(t, idle, clk.Pending(), "a fired wake leaves no timer")
 
@@ -69,9 +64,9 @@ func TestM23AWakeMovedLaterKeepsItsTimerAndFiresOnlyWhenAsked(t *testing.T) {
 	rt.armWake(k, at(35))
 	require.Equal(t, idle+1, clk.Pending(), "a wake moved earlier replaces the timer")
 	clk.Set(at(35))
-	drain()
+	drain(rt)
 	clk.Set(at(45))
-	drain()
+	drain(rt)
 	require.Equal(t, []time.Time{at(30), at(35)}, woke, "woken at the earlier wake, and not again at the one it replaced")
 
 	rt.armWake(k, at(50))
@@ -79,7 +74,7 @@ func TestM23AWakeMovedLaterKeepsItsTimerAndFiresOnlyWhenAsked(t *testing.T) {
 	rt.armWake(k, time.Time{})
 	require.Equal(t, idle, clk.Pending(), "a zero wake disarms a timer moved later too")
 	clk.Set(at(70))
-	drain()
+	drain(rt)
 	require.Len(t, woke, 2, "a disarmed wake never fires")
 	require.Empty(t, *failures)
 }

@@ -20,7 +20,7 @@ import (
 	"github.com/wardenhq/warden/internal/testports"
 )
 
-// The cluster figures (C8): the durable callback path at 64 connections on
+// The cluster figures: the durable callback path at 64 connections on
 // one node (Pebble, the default), on one node whose store is a one-member
 // etcd, and on three nodes with embedded members, loaded either through
 // any node (two requests in three are forwarded to the owner) or straight

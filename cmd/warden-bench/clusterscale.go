@@ -33,7 +33,7 @@ import (
 	"github.com/wardenhq/warden/persistence/etcdembed"
 )
 
-// The cluster at scale (D10): n marquees stored in a three-member etcd,
+// The cluster at scale: n marquees stored in a three-member etcd,
 // then three warden nodes started on it. Measured: the store's size on
 // disk and as etcd counts it, start-up to ready (every node ready, every
 // shard owned where rendezvous puts it), failover of the busiest node

@@ -12,8 +12,8 @@ import (
 // node while nodes die, pause and restart; the reference drivers do the
 // work (one machine: one preview world shared by the nodes). At the end
 // each is ready or a tombstone as asked and each branch route is held by
-// its newest live preview (I12, I14); the history check sees every
-// branch's route generation only ever grow (E8).
+// its newest live preview; the history check sees every
+// branch's route generation only ever grow.
 
 const (
 	maxEnvs     = 8

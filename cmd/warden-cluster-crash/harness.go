@@ -63,7 +63,7 @@ type Report struct {
 	Dispatches      int
 	AppliedChecked  int
 	// HistoriesReplayed is how many marquees' histories verify replayed
-	// to their records (S14); OtherProblems what else it reported.
+	// to their records; OtherProblems what else it reported.
 	HistoriesReplayed int
 	OtherProblems     int
 	// Ops counts client operations by result: ok, failed, unknown.
@@ -86,7 +86,7 @@ type Report struct {
 	// revocations the detector's bound held back, from the nodes' logs.
 	Revocations, LeasesLost, RevocationsHeld int
 	// LapsesRecovered: renewals after a lease's local deadline, whose
-	// shards the node recovered again (C3).
+	// shards the node recovered again.
 	LapsesRecovered int
 	// LinearOps is how many register operations were checked for
 	// linearizability (per marquee, with porcupine).

@@ -215,7 +215,7 @@ func entityOfKey(k string) (kind, id string, ok bool) {
 	case "e":
 		return "environment", rest, true
 	case "g":
-		// g/<kind>/<id>: an entity's guard (C14).
+		// g/<kind>/<id>: an entity's guard.
 		kind, id, _ = strings.Cut(rest, "/")
 		return kind, id, true
 	case "b":

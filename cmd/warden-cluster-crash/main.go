@@ -7,7 +7,7 @@
 // member and drains and removes it. Every client operation is recorded as
 // ok, failed or unknown (Jepsen's semantics), and at the end the history
 // is checked: no acknowledged callback lost (I5), no generation dispatched
-// twice (I2), no admission over its limit at any revision of the store
+// twice, no admission over its limit at any revision of the store
 // (I7), and no write accepted at a stale epoch (read from etcd's own
 // history of the shard keys and of the epochs every transaction was fenced
 // at). It reports failover times. `make cluster-crash DURATION=...` runs

@@ -12,11 +12,11 @@ import (
 // Preview environments under SIGKILL: the reference drivers of
 // examples/preview (files, local processes, a local port) do the work, so a
 // kill can land between an attempt's intent and its effect, in the middle
-// of a driver call, or halfway through a removal (I11). The checks: every
-// environment answered 201 survives (E1); at the end each one is ready or a
-// tombstone as the operators asked, nothing of a tombstone is left (I12),
+// of a driver call, or halfway through a removal. The checks: every
+// environment answered 201 survives; at the end each one is ready or a
+// tombstone as the operators asked, nothing of a tombstone is left,
 // and each branch route is held by its newest live preview, never by an
-// older one after a newer (I14).
+// older one after a newer.
 
 const (
 	maxEnvs = 9
@@ -37,7 +37,7 @@ const (
 	// run of 200 kills took 13 minutes (about 4 at 2 s). Retries and lease
 	// takeovers wake on their own deadlines, not on this round, so a
 	// slower round costs the run no transition, and every start still
-	// observes each environment at once (P15), so rounds still race the
+	// observes each environment at once, so rounds still race the
 	// kills.
 	envObserveEvery = 2 * time.Second
 )

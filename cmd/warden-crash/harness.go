@@ -47,7 +47,7 @@ type Report struct {
 	EnvResumes   int
 	EnvResumeMax time.Duration
 	// StoreVerified: warden verify found no problem in the store the run
-	// left, live and then offline with warden stopped (D6).
+	// left, live and then offline with warden stopped.
 	StoreVerified bool
 	// LongestCheck is the slowest check after a restart: reads of every
 	// marquee, its history, the environments and the pools. It says when
@@ -323,7 +323,7 @@ func (h *harness) workflow(id string, gen uint64, action string) {
 					h.applied[id] = append(h.applied[id], delivery)
 					h.mu.Unlock()
 				}
-				if h.intn(6) == 0 { // a duplicate delivery gets the same answer (M20)
+				if h.intn(6) == 0 { // a duplicate delivery gets the same answer
 					_, _, _ = h.do("POST", "/v1/webhooks/terraform", cbToken, body, delivery)
 				}
 				return

@@ -4,7 +4,7 @@
 // data directory, and after every restart checks what must survive a crash:
 // every callback answered `applied` is reflected (I5), every admission
 // answered is kept (I10), no active marquee serves another generation's
-// connection (I1), no generation is dispatched twice (I2), no pool is over
+// connection (I1), no generation is dispatched twice, no pool is over
 // its limit or holds a job twice or for a settled marquee (I7, I9); at the
 // end, every silent workflow's stuck retries fired exactly once each (M21,
 // M23). Preview environments run alongside on the reference drivers of

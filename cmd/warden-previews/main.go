@@ -132,7 +132,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) er
 	return runWarden(o.warden, serve, "http://"+o.listen, p, stdout, stderr)
 }
 
-// startPostgres starts the cluster on its pinned address (P15), saying
+// startPostgres starts the cluster on its pinned address, saying
 // whether it initialises one first.
 func (p *parts) startPostgres(base string, o options) error {
 	pgDir, err := clusterDir(base)
@@ -353,7 +353,7 @@ func (p *parts) stop() {
 }
 
 // stopContainers stops the running application containers labelled with
-// this platform's instance (P15). They are stopped, not removed: warden
+// this platform's instance. They are stopped, not removed: warden
 // still holds their records, and on the next start it finds them stopped
 // and reprovisions each through its own repair (E15).
 func (p *parts) stopContainers() {

@@ -24,11 +24,11 @@ import (
 	"github.com/wardenhq/warden/persistence"
 )
 
-// A backup (D4) is a directory: manifest.json, then either store/ (a
+// A backup is a directory: manifest.json, then either store/ (a
 // Pebble checkpoint) or etcd.snapshot (etcd's own snapshot). The running
 // warden makes it and streams it as a tar, manifest first; `warden backup`
 // writes it and checks every file against the manifest; `warden restore`
-// checks it again and verifies the records before using it (D5).
+// checks it again and verifies the records before using it.
 
 const (
 	manifestName    = "manifest.json"

@@ -14,7 +14,7 @@ import (
 	"github.com/wardenhq/warden/persistence"
 )
 
-// warden backup and warden restore (D4, D5).
+// warden backup and warden restore.
 
 // backupCmd is `warden backup --to DIR`: the running warden streams a
 // consistent copy; every file is checked against its manifest as it lands.

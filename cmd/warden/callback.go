@@ -26,7 +26,7 @@ import (
 // help and stopped where it cannot, with an exit status a workflow can
 // branch on.
 
-// Exit statuses of `warden callback` (W2).
+// Exit statuses of `warden callback`.
 const (
 	exitOK       = 0 // applied, duplicate, ignored, pending_confirmation, checking, vetoed
 	exitUsage    = 2 // a flag, a variable or the connection file is wrong: nothing was sent
@@ -35,7 +35,7 @@ const (
 	exitGaveUp   = 5 // no answer within the retry budget (network, 429, 5xx)
 )
 
-// callbackRetryable are the statuses worth sending again (W2).
+// callbackRetryable are the statuses worth sending again.
 var callbackRetryable = map[int]bool{http.StatusTooManyRequests: true, http.StatusBadGateway: true,
 	http.StatusServiceUnavailable: true, http.StatusGatewayTimeout: true}
 
@@ -160,7 +160,7 @@ func clipReason(s string) string {
 // BUILDKITE_BUILD_ID), then the verb and the step. With neither, it is
 // derived from the marquee, generation, verb and step, so two runs of one
 // generation share ids: a second run's differing body is then refused as
-// a reused key (T5) rather than taken for the first's.
+// a reused key rather than taken for the first's.
 func deliveryID(getenv func(string) string, marqueeID string, generation uint64, verb, step string) string {
 	what := verb
 	if step != "" {
@@ -183,7 +183,7 @@ func deliveryID(getenv func(string) string, marqueeID string, generation uint64,
 	return fmt.Sprintf("wc-%s-%d-%s-%s", marqueeID, generation, what, hex.EncodeToString(h[:4]))
 }
 
-// connectionFromTerraform reads `terraform output -json` (W3). The outputs
+// connectionFromTerraform reads `terraform output -json`. The outputs
 // are named like the callback's fields: host, port, user,
 // ssh_private_key, free_domain, and acme_dns (an object with server_url,
 // username, password, subdomain, full_domain). A missing one is an error

@@ -17,7 +17,7 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// The client half of the binary (O9): get, describe, history and the
+// The client half of the binary: get, describe, history and the
 // marquee actions against a running warden, with kubectl's conventions:
 // a table by default, -o wide for more columns, -o json or yaml for the
 // server's own answer; a refusal exits non-zero with the server's message.

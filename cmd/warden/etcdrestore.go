@@ -23,7 +23,7 @@ import (
 // procedure does (etcdutl snapshot restore): once per member of the new
 // cluster, each into that node's <data>/etcd, all with one initial
 // cluster. Before that, the snapshot is restored once more into a
-// throwaway single-member etcd on loopback and its records verified (D6):
+// throwaway single-member etcd on loopback and its records verified:
 // a backup whose records do not verify is refused, as on one node.
 type etcdRestore struct {
 	node, peerURL, initialCluster string

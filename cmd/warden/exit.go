@@ -15,8 +15,8 @@ import (
 // refusal (examples/systemd's RestartPreventExitStatus).
 const (
 	exitFailure = 1  // anything else
-	exitCorrupt = 65 // EX_DATAERR: the store is damaged and refused (S7), or newer than this build (D8)
-	exitStorage = 74 // EX_IOERR: a write or sync failed while running (S3)
+	exitCorrupt = 65 // EX_DATAERR: the store is damaged and refused, or newer than this build
+	exitStorage = 74 // EX_IOERR: a write or sync failed while running
 	exitConfig  = 78 // EX_CONFIG: the configuration is refused
 )
 

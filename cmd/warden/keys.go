@@ -145,7 +145,7 @@ func rotateCallbackKeyCommand(fs *flag.FlagSet, getenv func(string) string, stdo
 }
 
 // mintCallbackToken prints a scoped credential for one marquee and
-// generation (T1), as a dispatch would give its run: for a person testing
+// generation, as a dispatch would give its run: for a person testing
 // a workflow by hand, or a CI system that dispatches itself.
 func mintCallbackTokenCommand(fs *flag.FlagSet, getenv func(string) string, stdout, stderr io.Writer) func(args []string) error {
 	data := fs.String("data", envOr(getenv, "WARDEN_DATA", "./data"), "data directory")

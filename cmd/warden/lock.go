@@ -49,7 +49,7 @@ func lockDataDir(dir string) (*dirLock, error) {
 	path := filepath.Join(dir, lockName)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if errors.Is(err, syscall.EROFS) {
-		// A read-only filesystem: the store opens read-only (S4); the lock
+		// A read-only filesystem: the store opens read-only; the lock
 		// still keeps a second warden out, without the note.
 		f, err = os.Open(path)
 	}

@@ -22,7 +22,7 @@ import (
 )
 
 // warden migrate: a single node's store into a cluster's etcd, or back,
-// from a checked source, both sides verified (D7).
+// from a checked source, both sides verified.
 
 // etcdFlags reach an etcd cluster as a client: migrate and rekey.
 type etcdFlags struct {

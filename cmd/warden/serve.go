@@ -77,7 +77,7 @@ type process struct {
 	// stored: stop has dealt with the store (closed it, or left a sealed
 	// one alone).
 	stored bool
-	// fds is how the process's descriptors are split (S13), and drv
+	// fds is how the process's descriptors are split, and drv
 	// the drivers' share of them.
 	fds fdBudget
 	drv *driver.Descriptors
@@ -87,7 +87,7 @@ type process struct {
 // store and starts the actors and the API.
 func (p *process) start() error {
 	c := p.c
-	// Keys and modes are checked before anything listens: a refusal (T11)
+	// Keys and modes are checked before anything listens: a refusal
 	// is a clean exit with the command that fixes it.
 	var err error
 	if c.BenchNoop && !floorsBuilt {
@@ -110,8 +110,8 @@ func (p *process) start() error {
 	if err := p.openStore(tm); err != nil {
 		return err
 	}
-	// A store a newer warden wrote is refused before anything reads it
-	// (D8); a cluster node stamps the record when it takes shard 0.
+	// A store a newer warden wrote is refused before anything reads it;
+	// a cluster node stamps the record when it takes shard 0.
 	if p.node != nil {
 		if _, err := p.store.RefuseNewer(buildinfo.Read().Short()); err != nil {
 			return err
@@ -134,7 +134,7 @@ func (p *process) start() error {
 }
 
 // checkSealKeys refuses, before warden is ready, a keyring that cannot
-// open every secret the store holds (T10): ready and then 500 for every
+// open every secret the store holds: ready and then 500 for every
 // marquee sealed under a key it lacks would be a promise warden cannot
 // keep. The store is damaged for this keyring: 65, naming the ids.
 func checkSealKeys(st *persistence.Store, ring *trust.Keyring, path string) error {
@@ -160,7 +160,7 @@ func checkSealKeys(st *persistence.Store, ring *trust.Keyring, path string) erro
 }
 
 // preparePlatform readies the local platform's parts that are not a
-// preview's own: Caddy's catch-all page for hosts with no preview (P17).
+// preview's own: Caddy's catch-all page for hosts with no preview.
 // A Caddy that does not answer yet is said and left to the first
 // activation, which adds the page too.
 func (p *process) preparePlatform() {
@@ -277,8 +277,8 @@ func (p *process) listen() error {
 }
 
 // openStore opens Pebble (or, on a cluster node, etcd and the node). A
-// store that cannot be written opens read-only (S4); a damaged one is
-// refused with what to do (S7).
+// store that cannot be written opens read-only; a damaged one is
+// refused with what to do.
 func (p *process) openStore(tm *trustMaterial) error {
 	c := p.c
 	p.sealer = trust.NewSealer(tm.seal)
@@ -310,7 +310,7 @@ func (p *process) openStore(tm *trustMaterial) error {
 }
 
 // formatShard is the shard whose owner writes a cluster's store format
-// record (D8), fenced like every cluster write (C3).
+// record, fenced like every cluster write.
 const formatShard = 0
 
 // stampFormat records, as the owner of formatShard, that this build writes
@@ -347,7 +347,7 @@ func (p *process) systemConfig(tm *trustMaterial) (actors.Config, error) {
 		Bootstrapper:   bootstrapper(c, p.drv),
 		ControlPlane:   &driver.HTTPControlPlane{URL: c.ControlPlaneURL, Token: c.ControlPlaneToken, Client: &http.Client{Timeout: 10 * time.Second, Transport: p.drv.Transport()}},
 		CallbackURL:    strings.TrimRight(c.PublicURL, "/") + "/v1/webhooks/terraform",
-		// Scoped credentials are minted only when the mode is on (T1).
+		// Scoped credentials are minted only when the mode is on.
 		CallbackKeys:     callbackKeys(c, tm),
 		CallbackTokenTTL: c.CallbackTokenTTL,
 		Logger:           p.log,
@@ -437,7 +437,7 @@ func (p *process) run() error {
 }
 
 // sealedDrain is how long a sealed process goes on answering before it
-// stops (S2, S3): every caller in flight was answered when the store
+// stops: every caller in flight was answered when the store
 // sealed, and what comes meanwhile (a retried callback, a load balancer's
 // /readyz) reads the named cause, 503 storage_unavailable, rather than a
 // refused connection. Nothing is stuck in the store to wait for: a commit
@@ -449,13 +449,13 @@ const sealedDrain = 2 * time.Second
 const leaveBound = 2 * time.Second
 
 // storeCloseBound is how long a close may take before warden exits
-// without it (S3): a store that does not close in this time is wedged.
+// without it: a store that does not close in this time is wedged.
 const storeCloseBound = 5 * time.Second
 
 // stop refuses new work (503 + Retry-After), lets what is in hand finish
 // within the grace, hands the shards back (a cluster node), closes the
 // listener and the store. Each step has a bound: a wedged store never
-// holds the process (S3). After a storage failure it exits with
+// holds the process. After a storage failure it exits with
 // exitStorage.
 func (p *process) stop(failed *persistence.Failure) error {
 	grace := p.c.ShutdownGrace
@@ -577,11 +577,11 @@ func callbackKeys(c config.Serve, tm *trustMaterial) *trust.Keyring {
 }
 
 // dispatcher, bootstrapper and the environments' drivers hold their
-// processes and connections within drv (S13).
+// processes and connections within drv.
 func dispatcher(c config.Serve, drv *driver.Descriptors) driver.Dispatcher {
 	if c.Dispatch == "exec" {
-		// The run's scoped credential travels in the request on stdin (T1);
-		// the script's environment is the minimal one (T9).
+		// The run's scoped credential travels in the request on stdin;
+		// the script's environment is the minimal one.
 		return &driver.ExecDispatcher{Exec: driver.Exec{Command: c.DispatchCommand, Timeout: c.DispatchTimeout, PassEnv: c.DriverEnv, Descriptors: drv}}
 	}
 	return &driver.GitHub{APIURL: c.GitHubAPIURL, Repo: c.GitHubRepo, Workflow: c.GitHubWorkflow, Ref: c.GitHubRef,
@@ -595,7 +595,7 @@ func bootstrapper(c config.Serve, drv *driver.Descriptors) driver.Bootstrapper {
 	return &driver.HTTPSProbe{Timeout: 10 * time.Second, Dial: drv.DialContext}
 }
 
-// notifier is where environment notifications go (E10, W7): GitHub's
+// notifier is where environment notifications go: GitHub's
 // commit statuses and pull-request comments, a webhook, or nowhere (they
 // stay in the outbox).
 func notifier(c config.Serve, drv *driver.Descriptors) driver.Notifier {
@@ -616,12 +616,12 @@ func notifier(c config.Serve, drv *driver.Descriptors) driver.Notifier {
 func envConfig(c config.Serve, drv *driver.Descriptors) (actors.EnvConfig, error) {
 	mc := environment.DefaultConfig()
 	mc.LeaseFor, mc.RetryBackoff, mc.PreviewURL = c.EnvLease, c.EnvRetryBackoff, c.PreviewURL
-	mc.RemoveArtifacts = c.EnvPlatform == "local" // its images are each environment's own (P9)
+	mc.RemoveArtifacts = c.EnvPlatform == "local" // its images are each environment's own
 	// A branch's shard moves about a lease TTL after its node dies: ask
 	// again once it can have (a lost ask held a create's caller a minute).
 	mc.AskBranchAgain = max(mc.AskBranchAgain, 3*c.LeaseTTL)
 	// A lease owner names this process: after a restart the new process is
-	// another worker, which takes over only after the lease expires (E7).
+	// another worker, which takes over only after the lease expires.
 	host, _ := os.Hostname()
 	ec := actors.EnvConfig{Machine: environment.Machine{Config: mc}, Worker: fmt.Sprintf("warden@%s/%d", host, os.Getpid()),
 		Notifier: notifier(c, drv), ReconcileEvery: c.EnvReconcileEvery,
@@ -637,7 +637,7 @@ func envConfig(c config.Serve, drv *driver.Descriptors) (actors.EnvConfig, error
 	return ec, localPlatform(c, &ec)
 }
 
-// localPlatform puts the local platform's drivers in ec (P1).
+// localPlatform puts the local platform's drivers in ec.
 func localPlatform(c config.Serve, ec *actors.EnvConfig) error {
 	if c.EnvPlatform != "local" {
 		return nil

@@ -33,7 +33,7 @@ const (
 )
 
 // prepareDataDir makes the data directory private before anything is
-// written into it (T11): files are created 0600 and directories 0700 from
+// written into it: files are created 0600 and directories 0700 from
 // here on (the umask is the process's, so Pebble's files and what drivers
 // create follow it too), a new directory is 0700, and an existing one that
 // others may read is refused with the command that fixes it.

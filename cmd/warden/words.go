@@ -143,7 +143,7 @@ func (o *clientOptions) explainPool(name string) error {
 		section{"blocked by", "blocked_by", blockedLine})
 }
 
-// dryRunWords prints a dry run's answer (O18): the result and why, then
+// dryRunWords prints a dry run's answer: the result and why, then
 // what it would change, start and send, and what would move it after.
 func (o *clientOptions) dryRunWords(id string, a map[string]any) {
 	line := fmt.Sprintf("%s: would be %s", id, str(a, "result"))

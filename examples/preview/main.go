@@ -1,5 +1,5 @@
 // Command example-preview is the reference driver set for preview
-// environments (E13), runnable on one machine without Docker: artifacts are
+// environments, runnable on one machine without Docker: artifacts are
 // manifest files, databases are directories with an owner file and a
 // migration ledger, applications are local processes on a local port, and
 // routes are files mapping a branch to a generation and a port.
@@ -11,7 +11,7 @@
 //	example-preview stop     stop every application started under
 //	                         WARDEN_PREVIEW_DIR (make run's Ctrl-C): the
 //	                         next start finds them gone and starts them
-//	                         again, as drift (E14)
+//	                         again, as drift
 //
 // State lives under WARDEN_PREVIEW_DIR (default ./data/preview). Break an
 // environment by hand to see warden notice: kill its process (apps/*.json
@@ -95,7 +95,7 @@ func main() {
 }
 
 // fail is one scoped failure: a category on stdout, the story on stderr,
-// a non-zero exit (E13).
+// a non-zero exit.
 func fail(category, msg string) {
 	_ = json.NewEncoder(os.Stdout).Encode(result{Category: category, Message: msg})
 	fmt.Fprintln(os.Stderr, "example-preview:", msg)
@@ -108,7 +108,7 @@ func (d drivers) path(parts ...string) string {
 	return filepath.Join(append([]string{d.root}, parts...)...)
 }
 
-// fenced runs an effect under the environment's fence (E7): the newest
+// fenced runs an effect under the environment's fence: the newest
 // lease generation any call for it has carried is kept in a file, and an
 // effect under an older one is refused, so a worker that paused past its
 // lease (or a driver process that outlived a killed warden) cannot act
@@ -253,7 +253,7 @@ func (d drivers) do(r request) (result, error) {
 		_ = os.Remove(d.path("apps", r.Identity+".json"))
 		return result{OK: true}, nil
 	case "route/apply":
-		// Compare-and-set on the generation the route had (E8).
+		// Compare-and-set on the generation the route had.
 		var cur routeFile
 		_ = readJSON(d.path("routes", r.Branch+".json"), &cur)
 		if cur.Generation > r.ExpectedRoute && cur.Generation != r.Generation {

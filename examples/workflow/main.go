@@ -152,7 +152,7 @@ func run() error {
 		body["generation"] = r.Generation
 		b, _ := json.Marshal(body)
 		// Like a webhook sender, retry what was not acknowledged, with the
-		// same delivery id so warden answers a repeat byte for byte (M20).
+		// same delivery id so warden answers a repeat byte for byte.
 		for attempt := 0; attempt < 5; attempt++ {
 			req, _ := http.NewRequest(http.MethodPost, r.CallbackURL, bytes.NewReader(b))
 			req.Header.Set("Authorization", "Bearer "+token)
@@ -202,7 +202,7 @@ func runScripts(dir string, r request) error {
 		"WARDEN_GENERATION="+strconv.FormatUint(r.Generation, 10),
 		"WARDEN_CALLBACK_TOKEN="+r.CallbackToken,
 		// A run of its own, as GitHub's GITHUB_RUN_ID is: its callbacks'
-		// delivery ids are its own (W2).
+		// delivery ids are its own.
 		"WARDEN_RUN_ID="+fmt.Sprintf("example-%s-%d-%d", r.MarqueeID, r.Generation, time.Now().UnixNano()))
 	step := func(script string, args ...string) error {
 		cmd := exec.Command(filepath.Join(dir, script), args...)

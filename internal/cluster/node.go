@@ -62,7 +62,7 @@ const (
 	maxMovesPerTick = 2
 	// suspectAfter: a member whose /healthz has not answered for this long
 	// is taken for dead and its lease revoked, instead of waiting for etcd
-	// to expire it (C5). Safe whatever the truth: a member that was only
+	// to expire it. Safe whatever the truth: a member that was only
 	// slow or cut off finds its lease gone, its writes fail the fence and
 	// its answers fail their confirmation (Confirm), exactly as after an
 	// expiry; the cost of a wrong guess is a few moves.
@@ -374,8 +374,8 @@ func (n *Node) Run(ctx context.Context) {
 	}
 }
 
-// Drain makes the node hand every shard over and leave the member list
-// (C9); Drained is closed once it holds none.
+// Drain makes the node hand every shard over and leave the member list;
+// Drained is closed once it holds none.
 func (n *Node) Drain(ctx context.Context) error {
 	n.mu.Lock()
 	n.draining = true
@@ -493,7 +493,7 @@ func (n *Node) keepLease(ctx context.Context, draining bool) bool {
 			// are still ours at their epochs, but the actors heard "not
 			// owned" meanwhile and dropped what they would have done. Stop
 			// them; place adopts the shards back this tick, and recovery
-			// finds the wakes and intents they left (C3, C5).
+			// finds the wakes and intents they left.
 			n.log.Warn("cluster: the lease was renewed after its local deadline; its shards are recovered again", "shards", len(n.table.Owned()))
 			n.mu.Lock()
 			n.stats.LapsesRecovered++

@@ -13,11 +13,11 @@ import (
 	"github.com/wardenhq/warden/persistence"
 )
 
-// The nodes' messages to each other (C4): a cross-entity message for a
+// The nodes' messages to each other: a cross-entity message for a
 // shard another node owns is POSTed to that node's /v1/internal/messages
 // with the cluster token. Delivery is at least once: retried while the
 // shard moves or the owner does not answer, for up to deliverFor, after
-// which the receiving entity's own recovery asks again (A6).
+// which the receiving entity's own recovery asks again.
 
 const (
 	deliverFor      = time.Minute

@@ -5,14 +5,14 @@ import (
 	"errors"
 )
 
-// CapabilityRequest is one call of a preview-environment driver (E13): the
+// CapabilityRequest is one call of a preview-environment driver: the
 // capability (artifact, database, migrations, app, route, smoke, notify),
 // the operation (apply, observe, remove) and every identity it needs, so a
 // driver never has to invent a name. The attempt id and lease generation
-// let a driver refuse an obsolete caller where its target allows (E7);
-// ExpectedRoute is the compare-and-set guard of a route activation (E8): the
+// let a driver refuse an obsolete caller where its target allows;
+// ExpectedRoute is the compare-and-set guard of a route activation: the
 // route may move to Generation only while its current generation is at most
-// ExpectedRoute (never backwards, I14).
+// ExpectedRoute (never backwards).
 type CapabilityRequest struct {
 	Capability      string `json:"capability"`
 	Op              string `json:"op"`
@@ -25,13 +25,13 @@ type CapabilityRequest struct {
 	Branch          string `json:"branch"`
 	Revision        string `json:"revision"`
 	// Epoch is the calling node's shard epoch in a cluster, carried with
-	// the lease generation (C3, E7); 0 on a single node.
+	// the lease generation; 0 on a single node.
 	Epoch int64 `json:"epoch,omitempty"`
 }
 
 // CapabilityResult is the driver's machine-readable answer. For observe it
 // carries what exists; apply and remove may report an observation too, but
-// the controller verifies by its own observe, never by OK alone (E4).
+// the controller verifies by its own observe, never by OK alone.
 type CapabilityResult struct {
 	OK          bool                   `json:"ok"`
 	Category    string                 `json:"category,omitempty"` // on failure: transient, configuration, permission, conflict, unknown
@@ -46,11 +46,11 @@ type CapabilityObservation struct {
 	Matches     bool   `json:"matches"`
 	ProviderID  string `json:"provider_id,omitempty"`
 	RouteTarget uint64 `json:"route_target,omitempty"`
-	// URL is where a route serves the preview, if the driver knows (W8).
+	// URL is where a route serves the preview, if the driver knows.
 	URL string `json:"url,omitempty"`
 	// Replace: the resource exists but can never become ready as it is
 	// (it exited, or runs a configuration that is no longer current): it
-	// is to be applied again, not waited for (P15).
+	// is to be applied again, not waited for.
 	Replace bool   `json:"replace,omitempty"`
 	Detail  string `json:"detail,omitempty"`
 }
@@ -64,14 +64,14 @@ type Capability interface {
 // Watcher reports, as soon as a platform says so, that something of an
 // environment changed under it (its application's container exited):
 // the controller observes that environment then, instead of at its next
-// round (P13). Watch runs until ctx ends; an error ends one watch, and
+// round. Watch runs until ctx ends; an error ends one watch, and
 // the caller starts another.
 type Watcher interface {
 	Watch(ctx context.Context, changed func(envID string)) error
 }
 
 // ErrTimeout is a call whose outcome is unknown: the controller observes
-// before anything else (E8).
+// before anything else.
 var ErrTimeout = errors.New("driver timed out; outcome unknown")
 
 var validCategories = map[string]bool{"transient": true, "configuration": true, "permission": true, "conflict": true, "unknown": true}
@@ -111,7 +111,7 @@ func (c *ExecCapability) Do(ctx context.Context, r CapabilityRequest) (Capabilit
 }
 
 // Receipt is what the controller records of a call: the input and the
-// output, verbatim (E13).
+// output, verbatim.
 type Receipt struct {
 	Request CapabilityRequest `json:"request"`
 	Result  CapabilityResult  `json:"result"`

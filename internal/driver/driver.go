@@ -52,7 +52,7 @@ func ClassOf(err error) FailureClass {
 
 // DispatchRequest is one workflow dispatch (docs/rules/http-api.md, "Workflow
 // dispatch"). The generation rides in the inputs so every callback echoes it.
-// CallbackToken is the run's scoped credential (T1): a secret, sent as a
+// CallbackToken is the run's scoped credential: a secret, sent as a
 // workflow input (GitHub masks it first) or on an exec driver's stdin,
 // never in a URL, on a command line or in a log.
 type DispatchRequest struct {
@@ -67,8 +67,8 @@ type DispatchRequest struct {
 	Epoch int64 `json:"epoch,omitempty"`
 }
 
-// Run is the workflow run a dispatch started, where the driver learns it
-// (W6): GitHub's dispatch API returns it when asked for run details; a
+// Run is the workflow run a dispatch started, where the driver learns it:
+// GitHub's dispatch API returns it when asked for run details; a
 // script may print it. Zero when unknown.
 type Run struct {
 	ID  uint64 `json:"run_id,omitempty"`
@@ -82,7 +82,7 @@ type Dispatcher interface {
 }
 
 // BootstrapRequest asks for Traefik up, the wildcard certificate warmed and
-// the free domain verified over HTTPS (M19). It holds secrets: it goes to a
+// the free domain verified over HTTPS. It holds secrets: it goes to a
 // driver on stdin or in memory, never on a command line or into a log.
 type BootstrapRequest struct {
 	MarqueeID  string `json:"marquee_id"`
@@ -107,8 +107,7 @@ type Chats struct {
 }
 
 // ControlPlane is what warden asks of the control plane: live chats before
-// a downgrade (M18) and tearing down playgrounds on a host that is gone
-// (M14, M16).
+// a downgrade and tearing down playgrounds on a host that is gone.
 type ControlPlane interface {
 	Chats(ctx context.Context, marqueeID string) (Chats, error)
 	TeardownPlaygrounds(ctx context.Context, marqueeID string, generation uint64) error

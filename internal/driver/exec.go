@@ -27,7 +27,7 @@ type Exec struct {
 	// Env is added to the command's environment (never secrets on argv).
 	Env []string
 	// Descriptors bounds the processes running at once with every other
-	// driver's processes and connections (S13); nil bounds nothing.
+	// driver's processes and connections; nil bounds nothing.
 	Descriptors *Descriptors
 }
 

@@ -28,7 +28,7 @@ type GitHub struct {
 // maxErrorBody bounds how much of an error answer is read into a message.
 const maxErrorBody = 512
 
-// Dispatch implements Dispatcher. It asks for run details (W6): a GitHub
+// Dispatch implements Dispatcher. It asks for run details: a GitHub
 // that knows the parameter answers 200 with the run's id and URLs, one that
 // does not answers 204, and both are success. 429 and 5xx are transient;
 // any other 4xx is a configuration failure (wrong repo, workflow, ref or

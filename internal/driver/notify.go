@@ -63,8 +63,8 @@ func (w *Webhook) Notify(ctx context.Context, n Notification) error {
 	return nil
 }
 
-// GitHubStatus reports previews on the pull request they were made for
-// (W7): a commit status on the environment's revision (context
+// GitHubStatus reports previews on the pull request they were made for:
+// a commit status on the environment's revision (context
 // "warden/preview", linking the preview) and one comment per pull request
 // and branch that always shows the newest generation's news. The comment
 // carries a hidden marker with the branch and generation; it is found

@@ -11,7 +11,7 @@ import (
 )
 
 // HTTPSProbe verifies a bootstrap by fetching https://{free domain}/ with
-// the certificate verified (M19): a TLS handshake that verifies and an HTTP
+// the certificate verified: a TLS handshake that verifies and an HTTP
 // answer below 500 mean Traefik is up and the certificate is warm.
 type HTTPSProbe struct {
 	Timeout time.Duration

@@ -192,7 +192,7 @@ func (k *Keyring) Format(comment string) []byte {
 const maxSecretFile = 64 << 10
 
 // ReadPrivateFile reads a secret file after checking that nobody but its
-// owner can read it (T11).
+// owner can read it.
 func ReadPrivateFile(path string) ([]byte, error) {
 	if err := CheckPrivate(path); err != nil {
 		return nil, err
@@ -214,7 +214,7 @@ func ReadPrivateFile(path string) ([]byte, error) {
 }
 
 // CheckPrivate refuses a file or directory that group or others may read,
-// write or enter (T11), saying how to fix it.
+// write or enter, saying how to fix it.
 func CheckPrivate(path string) error {
 	fi, err := os.Stat(path)
 	if err != nil {
@@ -231,7 +231,7 @@ func CheckPrivate(path string) error {
 }
 
 // LoadKeyring reads a keyring file (T9: secrets only from files or the
-// environment) after the mode check (T11).
+// environment) after the mode check.
 func LoadKeyring(path string) (*Keyring, error) {
 	b, err := ReadPrivateFile(path)
 	if err != nil {

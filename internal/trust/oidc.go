@@ -13,7 +13,7 @@ import (
 	"github.com/coreos/go-oidc/v3/oidc"
 )
 
-// GitHub Actions OIDC (T4): a workflow job may ask GitHub for a JWT and
+// GitHub Actions OIDC: a workflow job may ask GitHub for a JWT and
 // send it as its bearer token. It is checked against the issuer's keys
 // (JWKS, cached, fetched again when an unknown key id shows up: go-oidc's
 // RemoteKeySet), the audience, the expiry, and the repository and workflow

@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// A scoped callback credential (T1) speaks for one marquee, one generation,
+// A scoped callback credential speaks for one marquee, one generation,
 // until an expiry:
 //
 //	wcb1.<key id>.<marquee id>.<generation>.<expiry unix seconds>.<mac>

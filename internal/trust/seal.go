@@ -10,7 +10,7 @@ import (
 	"strings"
 )
 
-// Sealed values (T10) are strings in the record, so a record's shape does
+// Sealed values are strings in the record, so a record's shape does
 // not change with sealing:
 //
 //	sealed:v1:<key id>:<base64 of nonce and AES-256-GCM ciphertext>

@@ -12,7 +12,7 @@ import (
 	"time"
 )
 
-// Standard Webhooks (T3): a sender signs "{id}.{timestamp}.{body}" and sends
+// Standard Webhooks: a sender signs "{id}.{timestamp}.{body}" and sends
 // the headers webhook-id, webhook-timestamp and webhook-signature, the last
 // a space-separated list of "v1,<base64 HMAC-SHA256>" (a shared whsec_
 // secret) and "v1a,<base64 ed25519 signature>" (a sender's key pair, whose

@@ -78,7 +78,7 @@ type Member struct {
 // Heartbeat and election timeouts: loopback and LAN round trips are well
 // under a millisecond, so a 50 ms heartbeat and a 500 ms election (etcd's
 // rule of thumb: ten heartbeats) find a dead leader in half a second rather
-// than etcd's default second, which is what failover (C5) waits for.
+// than etcd's default second, which is what failover waits for.
 const (
 	tickMs     = 50
 	electionMs = 500

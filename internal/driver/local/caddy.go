@@ -36,11 +36,11 @@ type Routes struct {
 	// Upstream is where an environment's application listens.
 	Upstream func(env string) (string, error)
 	// Console is warden's console, linked from the page a host with no
-	// preview answers (P17).
+	// preview answers.
 	Console string
 	// Client asks Caddy's admin API (nil: adminClient); Checks asks
 	// through Caddy's listener (smoke checks; nil: http.DefaultClient).
-	// The platform gives both the drivers' share of descriptors (S13).
+	// The platform gives both the drivers' share of descriptors.
 	Client, Checks *http.Client
 }
 
@@ -144,15 +144,15 @@ func (d *Routes) observation(h held, branch string) *driver.CapabilityObservatio
 	// The route as it is: its generation, its environment, its upstream
 	// (the provider id, which the controller compares with the one it
 	// recorded), and whether it has the shape this driver writes. Whether
-	// anything answers at the upstream is the application's business
-	// (P14): a dead upstream behind an unchanged route is not route drift.
+	// anything answers at the upstream is the application's business:
+	// a dead upstream behind an unchanged route is not route drift.
 	return &driver.CapabilityObservation{Exists: true, Owner: h.env, RouteTarget: h.generation, ProviderID: h.upstream,
 		URL: d.URL(branch), Matches: h.shaped, Detail: fmt.Sprintf("generation %d of %s, upstream %s", h.generation, h.env, h.upstream)}
 }
 
 // activate sets the branch's route to this generation if the route holds
 // this generation already, the one it replaces, or an older one; a newer
-// one is left in place and observed (E8).
+// one is left in place and observed.
 func (d *Routes) activate(ctx context.Context, r driver.CapabilityRequest) (driver.CapabilityResult, error) {
 	up, err := d.Upstream(r.EnvID)
 	if err != nil {
@@ -224,7 +224,7 @@ func (d *Routes) write(ctx context.Context, r driver.CapabilityRequest, upstream
 	method, path, etag := http.MethodPatch, h.at(), h.etag
 	if !h.exists {
 		// A new route goes first, before the catch-all that answers 404
-		// for every other host (P17): Caddy answers with the first route
+		// for every other host: Caddy answers with the first route
 		// that matches. It goes in only while the list read for its ETag
 		// lacks it: another activation of the branch may have put it
 		// there since it was found missing.
@@ -595,7 +595,7 @@ func askHealth(ctx context.Context, client *http.Client, url, host string) (heal
 	return h, resp, nil
 }
 
-// smoke asks the branch's host name through Caddy (P8, P13): who answers,
+// smoke asks the branch's host name through Caddy: who answers,
 // at which route generation (the route's headers), as which instance. At
 // rest (observe) a Caddy that does not answer at all is an observation
 // too, that nothing serves the host; during provisioning (apply) it is an

@@ -27,22 +27,22 @@ type Platform struct {
 	PreviewListen      string
 	PreviewDomain      string
 	UpstreamLookupTime time.Duration
-	// Instance labels this platform's application containers (P15);
-	// Console is warden's console, linked from the catch-all page (P17).
+	// Instance labels this platform's application containers;
+	// Console is warden's console, linked from the catch-all page.
 	Instance, Console string
 	// Descriptors bounds podman's commands, and the connections to Caddy,
 	// the applications and PostgreSQL, with every other driver's
-	// processes and connections (S13).
+	// processes and connections.
 	Descriptors *driver.Descriptors
 }
 
 // Prepare readies what is the platform's and no preview's: Caddy's
-// catch-all page for hosts with no preview (P17).
+// catch-all page for hosts with no preview.
 func (p Platform) Prepare(ctx context.Context) error {
 	return (&Routes{Admin: p.CaddyAdmin, Server: p.CaddyServer, Console: p.Console, Client: newAdminClient(p.Descriptors)}).EnsureFallback(ctx)
 }
 
-// Watcher follows podman's events for this platform's applications (P13).
+// Watcher follows podman's events for this platform's applications.
 func (p Platform) Watcher() driver.Watcher {
 	return &Podman{Binary: p.Podman, Global: p.PodmanGlobal, Instance: p.Instance}
 }

@@ -47,13 +47,13 @@ type Podman struct {
 	// Client asks the health endpoints.
 	Client *http.Client
 	// Descriptors bounds the podman commands running at once with every
-	// other driver's processes and connections (S13); the events watch is
+	// other driver's processes and connections; the events watch is
 	// not one of them.
 	Descriptors *driver.Descriptors
 }
 
 // The labels this driver's images and containers carry: its ownership
-// receipts (E3). A container inherits its image's labels, so a
+// receipts. A container inherits its image's labels, so a
 // container's are under keys of their own: a container made by hand from
 // a preview's image is not that preview's.
 const (
@@ -67,7 +67,7 @@ const (
 	LabelAppPort        = "warden.app.port"
 	// LabelAppConfig is a digest of what the application was given (its
 	// database's address among it, never in clear): an application whose
-	// dependencies moved since it started is not as desired (P15).
+	// dependencies moved since it started is not as desired.
 	LabelAppConfig = "warden.app.config"
 	// LabelPlatform names the platform instance (Podman.Instance).
 	LabelPlatform = "warden.platform"
@@ -299,7 +299,7 @@ func orUnknown(s string) string {
 const healthPatience = 3 * time.Second
 
 // health asks the application who it is and whether its dependencies
-// answer (P6, P13), waiting up to patience for one that does not listen
+// answer, waiting up to patience for one that does not listen
 // yet.
 func (p *Podman) health(ctx context.Context, addr string, patience time.Duration) (health, error) {
 	deadline := time.Now().Add(patience)
@@ -334,7 +334,7 @@ func (p *Podman) databaseURL(env string) string {
 // start runs the application's container. This environment's own is kept
 // only while it runs its image with the current configuration and answers
 // as itself; otherwise it is replaced, on the port it had (its route then
-// stays as written, P14). Another's is left (E3). It answers once the
+// stays as written, P14). Another's is left. It answers once the
 // container is started: readiness is observed.
 func (p *Podman) start(ctx context.Context, r driver.CapabilityRequest) (driver.CapabilityResult, error) {
 	c, err := p.inspect(ctx, "container", r.Identity)
@@ -402,7 +402,7 @@ func (p *Podman) removeApp(ctx context.Context, r driver.CapabilityRequest) (dri
 // maxEventLine bounds one line of podman's event stream.
 const maxEventLine = 1 << 20
 
-// Watch follows podman's own events (P13): a container of an application
+// Watch follows podman's own events: a container of an application
 // of this platform that dies (killed, exited, out of memory) or is removed
 // is reported at once, rather than found by the next reconcile round.
 // podman's label filter does not filter events on these machines, so the
@@ -449,7 +449,7 @@ func (p *Podman) Watch(ctx context.Context, changed func(env string)) error {
 // appPorts is where applications listen on the host network: a port
 // derived from the environment, so that a preview keeps its address when
 // it is reprovisioned, even after its container was removed by hand, and
-// its route stays as warden wrote it (P14).
+// its route stays as warden wrote it.
 const (
 	appPortBase  = 20000
 	appPortRange = 20000

@@ -21,7 +21,7 @@ import (
 )
 
 // Data drives the "database" and "migrations" capabilities on one
-// PostgreSQL server (P5): a database and a role of the same name per
+// PostgreSQL server: a database and a role of the same name per
 // preview (its identity, db-<env>), the role owning the database, both
 // marked with the environment and generation that made them; and the
 // application's migrations run inside that database, each in one
@@ -31,7 +31,7 @@ type Data struct {
 	Admin string
 	// Migrations are the application's, in the order they run.
 	Migrations []Migration
-	// Descriptors is the drivers' share (S13): a call takes its
+	// Descriptors is the drivers' share: a call takes its
 	// connections' descriptors before it opens any (connectionsPerCall).
 	Descriptors *driver.Descriptors
 }
@@ -189,7 +189,7 @@ func deref(s *string) string {
 
 // createDatabase creates or finds the role, then the database it owns,
 // each marked. A same-name database or role of someone else is left as
-// it is: the controller's observation sees its owner (E3).
+// it is: the controller's observation sees its owner.
 func (d *Data) createDatabase(ctx context.Context, c *pgx.Conn, r driver.CapabilityRequest) (driver.CapabilityResult, error) {
 	o, err := observeDatabase(ctx, c, r.Identity)
 	if err != nil {
@@ -239,7 +239,7 @@ func ownerWord(env string, marked bool) string {
 }
 
 // dropDatabase removes this environment's database and role; someone
-// else's is never touched (E11), and an absent one is already removed.
+// else's is never touched, and an absent one is already removed.
 func (d *Data) dropDatabase(ctx context.Context, c *pgx.Conn, r driver.CapabilityRequest) (driver.CapabilityResult, error) {
 	o, err := observeDatabase(ctx, c, r.Identity)
 	if err != nil {

@@ -60,7 +60,7 @@ type Serve struct {
 	IdleAfter         time.Duration
 	EnvDriverCommand  []string
 	EnvDriverTimeout  time.Duration
-	// EnvPlatform is "exec" (EnvDriverCommand) or "local" (P1: Platform).
+	// EnvPlatform is "exec" (EnvDriverCommand) or "local" (Platform).
 	EnvPlatform       string
 	Platform          local.Platform
 	NotifyURL         string
@@ -87,7 +87,7 @@ type Serve struct {
 	CPUProfile             string
 	CPUProfileAfter        time.Duration
 	// Cluster (docs/rules/cluster.md): a node of several sharing one entity space on
-	// etcd; Node empty is the single-node default (C10).
+	// etcd; Node empty is the single-node default.
 	Node               string
 	AdvertiseURL       string
 	EtcdEmbed          bool
@@ -423,7 +423,7 @@ func (c *Serve) validate() error {
 }
 
 // validateTrust checks who may call: an operator, and every callback mode
-// with what it needs (T2).
+// with what it needs.
 func (c *Serve) validateTrust() []string {
 	var problems []string
 	if c.OperatorToken == "" && c.OperatorsFile == "" {
@@ -488,7 +488,7 @@ func (c *Serve) validateDrivers() []string {
 	return problems
 }
 
-// validateNotify checks where environment notifications go (E10, W7).
+// validateNotify checks where environment notifications go.
 func (c *Serve) validateNotify() []string {
 	if c.Notify == "" && c.NotifyURL != "" {
 		c.Notify = "webhook"
@@ -673,7 +673,7 @@ func (c *Serve) platformFlags(fs *flag.FlagSet) {
 	fs.StringVar(&p.Instance, "platform-instance", "", "with --env-platform local: a name labelled on every application container, telling this platform's from another's on a shared podman")
 }
 
-// Reconcile rounds when none is given (P13): a local platform's
+// Reconcile rounds when none is given: a local platform's
 // observations are a few local calls, so its links are looked at every
 // 5 s, well inside the 10 s in which a broken link must leave ready; an
 // exec driver's are a process each, every 30 s.
