@@ -38,7 +38,8 @@ var allowedImports = map[string][]string{
 	"actors":                 {"actors/", "persistence", "persistence/", "internal/trust", "internal/cluster", "internal/driver", "internal/driver/"},
 	"httpapi":                {"actors", "actors/", "persistence", "internal/trust", "internal/cluster", "internal/driver"},
 	"httpapi/":               {},
-	"sim":                    {"actors", "actors/", "httpapi", "persistence", "persistence/", "internal/linear", "internal/trust", "internal/cluster", "internal/driver", "internal/driver/"},
+	"sim":                    {"actors", "actors/", "httpapi", "persistence", "persistence/", "internal/linear", "internal/trust", "internal/cluster", "internal/driver", "internal/driver/", "sim/serial"},
+	"sim/serial":             {},
 	"cmd/internal/":          {"actors", "actors/", "httpapi", "persistence", "persistence/", "internal/"},
 }
 
@@ -160,7 +161,7 @@ func TestArchitectureRulesRefuse(t *testing.T) {
 // testOnly are the packages the server must not link: the simulator, what
 // only it uses, the benchmark's floors (a -tags benchfloor build's), and
 // the standard library's test servers.
-var testOnly = []string{"net/http/httptest", module + "sim", module + "internal/linear",
+var testOnly = []string{"net/http/httptest", module + "sim", module + "sim/serial", module + "internal/linear",
 	module + "persistence/faultfs", module + "cmd/internal/testkit", module + "internal/testports", module + "internal/fieldcheck", module + "internal/explaincheck", module + "internal/benchfloor", "github.com/anishathalye/porcupine"}
 
 // TestServerLinksNoSimulator: the server's binary links no test code
