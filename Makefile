@@ -219,7 +219,7 @@ FUZZ_TARGETS = \
 	./httpapi:FuzzDecodeEnvDryRun \
 	./httpapi:FuzzStrictDecode \
 	./httpapi:FuzzAuthenticateCallback \
-	./httpapi:FuzzLeanHead \
+	./httpapi:FuzzCallbackHead \
 	./internal/trust:FuzzParseSignatures \
 	./internal/trust:FuzzVerifyScoped \
 	./internal/trust:FuzzKeyring \

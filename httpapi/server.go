@@ -385,10 +385,10 @@ func readBody(w http.ResponseWriter, r *http.Request, optional bool) ([]byte, bo
 }
 
 // bodyOf is the request's body, whole, within MaxBody (the declared
-// length was checked): the bytes the lean path read as they are, a
+// length was checked): the bytes the callback path read as they are, a
 // declared length in one allocation, or, undeclared, up to the limit.
 func bodyOf(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	if lb, ok := r.Body.(*leanBody); ok {
+	if lb, ok := r.Body.(*callbackBody); ok {
 		b := lb.b
 		lb.b = nil
 		return b, nil
@@ -439,7 +439,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 // writeRaw answers b, a JSON value, and a newline. Both servers set the
-// Content-Length of an answer this small themselves (the lean path always,
+// Content-Length of an answer this small themselves (the callback path always,
 // net/http when the handler returns before its chunking buffer fills).
 // The type goes in by its canonical key, one shared value, as every
 // answer sets it (Header.Set canonicalizes the key and allocates the

@@ -99,13 +99,13 @@ func (a *entityActor[S, E, O]) Receive(ctx actor.Context) {
 		if h.read(msg) {
 			h.request(m)
 		}
-	case internal[E]:
+	case tell[E]:
 		defer h.entry.handled(h.rt)
 		if m.attempt > 0 {
 			h.rt.retries.Add(-1)
 		}
 		if h.read(msg) {
-			h.internal(m.ev, m.attempt)
+			h.stepTold(m.ev, m.attempt)
 		}
 	case wakeMsg:
 		defer h.entry.handled(h.rt)
@@ -204,7 +204,7 @@ func (h *Handle[S, E, O]) read(msg any) bool {
 	switch m := msg.(type) {
 	case request[S, E, O]:
 		m.fail(err)
-	case internal[E]:
+	case tell[E]:
 		h.retryInternal(m.ev, m.attempt, err)
 	default:
 		// A wake or a kind's own turn: asked again a second later, for as
@@ -241,7 +241,7 @@ func (h *Handle[S, E, O]) Epoch() int64 { return h.rt.epochOf(h.key) }
 
 // Apply steps an internal event now, in the mailbox: a write that fails is
 // tried again after a back-off.
-func (h *Handle[S, E, O]) Apply(ev E) { h.internal(ev, 0) }
+func (h *Handle[S, E, O]) Apply(ev E) { h.stepTold(ev, 0) }
 
 // Tell steps an event after the messages already waiting (the entity's
 // own next step, through its mailbox).
@@ -255,9 +255,9 @@ func (h *Handle[S, E, O]) Go(e Effect) { h.rt.Go(e) }
 
 // --- the loop -------------------------------------------------------------------
 
-// internal applies an event nobody waits for; a failed write is retried
+// stepTold applies an event nobody waits for; a failed write is retried
 // after a back-off the same way for every kind, never dropped.
-func (h *Handle[S, E, O]) internal(ev E, attempt int) {
+func (h *Handle[S, E, O]) stepTold(ev E, attempt int) {
 	if !h.exists {
 		return
 	}
@@ -270,7 +270,7 @@ func (h *Handle[S, E, O]) internal(ev E, attempt int) {
 // runtime's back-off.
 func (h *Handle[S, E, O]) retryInternal(ev E, attempt int, err error) {
 	h.rt.retryLater(h.key, ev, attempt, err, func(next int) {
-		h.rt.route(h.key, internal[E]{ev: ev, attempt: next})
+		h.rt.route(h.key, tell[E]{ev: ev, attempt: next})
 	})
 }
 

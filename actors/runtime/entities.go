@@ -129,13 +129,13 @@ func (tp *timerPool) put(t *time.Timer) {
 // Tell routes an internal event to an entity (an effect's result, another
 // entity's decision): nobody waits for it; a failed write is retried.
 func (x *Entities[S, E, O]) Tell(id string, ev E) {
-	x.rt.route(x.Key(id), internal[E]{ev: ev})
+	x.rt.route(x.Key(id), tell[E]{ev: ev})
 }
 
 // Message is an event for an entity as a step's outcome names it
 // (Sends): delivered by the runtime once that step is durable.
 func (x *Entities[S, E, O]) Message(id string, ev E) Message {
-	return Message{key: x.Key(id), msg: internal[E]{ev: ev}}
+	return Message{key: x.Key(id), msg: tell[E]{ev: ev}}
 }
 
 // InTurn runs fn in the entity's mailbox, after the messages already
@@ -172,7 +172,7 @@ func (x *Entities[S, E, O]) stored(id string) (bool, error) { return x.kind.stor
 func (x *Entities[S, E, O]) wakeLetter() string             { return x.kind.wakeLetter }
 
 func (x *Entities[S, E, O]) encode(msg message) ([]byte, bool) {
-	if m, ok := msg.(internal[E]); ok {
+	if m, ok := msg.(tell[E]); ok {
 		return x.kind.encode(m.ev)
 	}
 	return nil, false
@@ -207,15 +207,15 @@ type answer[S any, O Outcome] struct {
 func (m request[S, E, O]) fail(err error)  { m.reply <- answer[S, O]{err: err} }
 func (m request[S, E, O]) activates() bool { return m.req.Mode == Create }
 
-// internal is an event nobody waits for; attempt counts its retries after
-// failed writes.
-type internal[E any] struct {
+// tell is an event nobody waits for (Tell, Apply, a step's Messages);
+// attempt counts its retries after failed writes.
+type tell[E any] struct {
 	ev      E
 	attempt int
 }
 
-func (internal[E]) fail(error)      {}
-func (internal[E]) activates() bool { return false }
+func (tell[E]) fail(error)      {}
+func (tell[E]) activates() bool { return false }
 
 // signal is a kind's own work, run in the entity's mailbox.
 type signal[S, E any, O Outcome] struct{ fn func(h *Handle[S, E, O]) }

@@ -12,13 +12,13 @@ import (
 	"time"
 )
 
-// BenchmarkLeanPath is the HTTP layer alone, both ways, in one run: 64
+// BenchmarkCallbackPath is the HTTP layer alone, both ways, in one run: 64
 // kept-alive connections each posting a callback-sized request to a
 // handler that reads the body and answers 80 bytes, served by net/http
 // (warden's server settings) and by Serve, where the request takes the
-// lean path. cpu-ns/op is the process's CPU a request, client included;
+// callback path. cpu-ns/op is the process's CPU a request, client included;
 // the client is the same in both, so the difference is the server's.
-func BenchmarkLeanPath(b *testing.B) {
+func BenchmarkCallbackPath(b *testing.B) {
 	answer := []byte(`{"result":"applied","marquee_id":"m-001","generation":1,"received_generation":1}` + "\n")
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
@@ -30,7 +30,7 @@ func BenchmarkLeanPath(b *testing.B) {
 		serve func(*http.Server, net.Listener) error
 	}{
 		{"net-http", func(s *http.Server, ln net.Listener) error { return s.Serve(Listener(ln)) }},
-		{"lean", Serve},
+		{"callback", Serve},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -40,7 +40,7 @@ func BenchmarkLeanPath(b *testing.B) {
 			srv := NewHTTPServer("", h)
 			go func() { _ = c.serve(srv, ln) }()
 			defer srv.Close()
-			before := leanAnswers.Load()
+			before := callbackAnswers.Load()
 			body := `{"marquee_id":"m-001","verb":"step","generation":1,"step":"vm_starting"}`
 			req := []byte("POST /v1/webhooks/terraform HTTP/1.1\r\nHost: warden\r\nAuthorization: Bearer callback-secret-token\r\n" +
 				"Content-Type: application/json\r\nWebhook-Id: bench-1\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body)
@@ -80,11 +80,11 @@ func BenchmarkLeanPath(b *testing.B) {
 			b.StopTimer()
 			b.ReportMetric(float64(processCPU(b)-cpu)/float64(per*conns), "cpu-ns/op")
 			want := int64(0)
-			if c.name == "lean" {
+			if c.name == "callback" {
 				want = int64(per * conns)
 			}
-			if lean := leanAnswers.Load() - before; lean != want {
-				b.Fatalf("%d requests took the lean path, not %d", lean, want)
+			if onPath := callbackAnswers.Load() - before; onPath != want {
+				b.Fatalf("%d requests took the callback path, not %d", onPath, want)
 			}
 		})
 	}

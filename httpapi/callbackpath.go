@@ -20,7 +20,7 @@ import (
 	"golang.org/x/net/http/httpguts"
 )
 
-// The callbacks' lean path. A workflow's callback is a small POST on a
+// The callbacks' callback path. A workflow's callback is a small POST on a
 // kept-alive connection, and net/http spends about as much CPU on its
 // connection as warden spends deciding and storing the callback: a
 // goroutine per request to notice a client gone (a second read a
@@ -28,9 +28,9 @@ import (
 // Measured through the whole server, answering callbacks here cut the
 // floor's CPU a request by a tenth to a third in every alternated pair,
 // and the durable path's median by about a tenth (docs/decisions, "The
-// callbacks' lean path").
+// callbacks' callback path").
 //
-// The lean path parses only the one form callback senders use: "POST
+// The callback path parses only the one form callback senders use: "POST
 // /v1/webhooks/<name> HTTP/1.1", CRLF lines, token header names, printable
 // values, one Host, one Content-Length within MaxBody, no
 // Transfer-Encoding, Expect, Upgrade or Connection other than keep-alive,
@@ -38,47 +38,47 @@ import (
 // anything else is handed to net/http as it stands, the bytes read so far
 // first, and stays with net/http: every other route, every malformed or
 // ambiguous request and every refusal of framing is net/http's and
-// framing's, as before. So the lean parser never has to refuse anything;
-// it only has to be right about what it accepts (FuzzLeanHead).
+// framing's, as before. So the callback parser never has to refuse anything;
+// it only has to be right about what it accepts (FuzzCallbackHead).
 //
-// A request on the lean path goes to the same handler as any other, with
+// A request on the callback path goes to the same handler as any other, with
 // an *http.Request built from its head, so authentication, limits,
 // routing, metrics and every answer are the handler's own. What differs:
 // the request's context is not canceled when the client goes (the step it
 // asked for is taken either way), and the answer is written in one write
 // once the handler returns.
 
-// leanBuffer is a lean connection's read buffer: a callback's head and
+// callbackBuffer is a callback connection's read buffer: a callback's head and
 // body fit (about half a kilobyte); a head that does not fit goes to
 // net/http, whose limit is MaxHeaderBytes.
-const leanBuffer = 4 << 10
+const callbackBuffer = 4 << 10
 
-// leanMaxHeaders bounds the header lines the lean path reads; a request
+// callbackMaxHeaders bounds the header lines the callback path reads; a request
 // with more goes to net/http.
-const leanMaxHeaders = 32
+const callbackMaxHeaders = 32
 
 // deadlineSlack is how stale a deadline may be before it is set again: a
 // timer reset per request was a measurable part of net/http's cost, and a
 // deadline of 89 s instead of 90 changes nothing a client can rely on.
 const deadlineSlack = time.Second
 
-var leanPrefix = []byte("POST /v1/webhooks/")
+var callbackPrefix = []byte("POST /v1/webhooks/")
 
-// leanAnswers counts the answers the lean path writes: the tests' and
+// callbackAnswers counts the answers the callback path writes: the tests' and
 // the benchmark's proof that a request took it.
-var leanAnswers atomic.Int64
+var callbackAnswers atomic.Int64
 
 // Serve serves srv on ln until srv is closed, callbacks in their simple
-// form on the lean path and everything else through net/http.
+// form on the callback path and everything else through net/http.
 func Serve(srv *http.Server, ln net.Listener) error {
-	l := newLean(ln, srv)
+	l := newCallbackPath(ln, srv)
 	go l.acceptLoop()
 	return srv.Serve(Listener(l))
 }
 
-// lean is the listener net/http is given: it accepts every connection
+// callbackPath is the listener net/http is given: it accepts every connection
 // itself, serves its callbacks, and passes on those it hands over.
-type lean struct {
+type callbackPath struct {
 	net.Listener
 	srv     *http.Server
 	handoff chan net.Conn
@@ -86,16 +86,16 @@ type lean struct {
 	err     error // the accept loop's, once done is closed
 
 	mu      sync.Mutex
-	conns   map[*leanConn]struct{}
+	conns   map[*callbackConn]struct{}
 	closing atomic.Bool // set under mu; read without it on every answer
 }
 
-func newLean(ln net.Listener, srv *http.Server) *lean {
-	return &lean{Listener: ln, srv: srv, handoff: make(chan net.Conn), done: make(chan struct{}), conns: map[*leanConn]struct{}{}}
+func newCallbackPath(ln net.Listener, srv *http.Server) *callbackPath {
+	return &callbackPath{Listener: ln, srv: srv, handoff: make(chan net.Conn), done: make(chan struct{}), conns: map[*callbackConn]struct{}{}}
 }
 
 // Accept returns the next connection handed over to net/http.
-func (l *lean) Accept() (net.Conn, error) {
+func (l *callbackPath) Accept() (net.Conn, error) {
 	select {
 	case c := <-l.handoff:
 		return c, nil
@@ -104,7 +104,7 @@ func (l *lean) Accept() (net.Conn, error) {
 	}
 }
 
-func (l *lean) acceptLoop() {
+func (l *callbackPath) acceptLoop() {
 	var backoff time.Duration
 	for {
 		c, err := l.Listener.Accept()
@@ -120,7 +120,7 @@ func (l *lean) acceptLoop() {
 			continue
 		}
 		backoff = 0
-		lc := &leanConn{l: l, c: c, br: bufio.NewReaderSize(c, leanBuffer), remote: c.RemoteAddr().String()}
+		lc := &callbackConn{l: l, c: c, br: bufio.NewReaderSize(c, callbackBuffer), remote: c.RemoteAddr().String()}
 		if !l.track(lc) {
 			c.Close()
 			continue
@@ -130,13 +130,13 @@ func (l *lean) acceptLoop() {
 }
 
 // Close stops accepting (net/http's Shutdown and Close call it) and
-// closes the lean connections that wait for a request; one answering a
+// closes the callback connections that wait for a request; one answering a
 // request closes once its answer is written.
-func (l *lean) Close() error {
+func (l *callbackPath) Close() error {
 	err := l.Listener.Close()
 	l.mu.Lock()
 	l.closing.Store(true)
-	idle := make([]*leanConn, 0, len(l.conns))
+	idle := make([]*callbackConn, 0, len(l.conns))
 	for c := range l.conns {
 		idle = append(idle, c)
 	}
@@ -149,7 +149,7 @@ func (l *lean) Close() error {
 	return err
 }
 
-func (l *lean) track(c *leanConn) bool {
+func (l *callbackPath) track(c *callbackConn) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closing.Load() {
@@ -159,13 +159,13 @@ func (l *lean) track(c *leanConn) bool {
 	return true
 }
 
-func (l *lean) untrack(c *leanConn) {
+func (l *callbackPath) untrack(c *callbackConn) {
 	l.mu.Lock()
 	delete(l.conns, c)
 	l.mu.Unlock()
 }
 
-// A lean connection is idle between requests, active while it answers
+// A callback connection is idle between requests, active while it answers
 // one, closed once Close took it.
 const (
 	connIdle int32 = iota
@@ -173,8 +173,8 @@ const (
 	connClosed
 )
 
-type leanConn struct {
-	l      *lean
+type callbackConn struct {
+	l      *callbackPath
 	c      net.Conn
 	br     *bufio.Reader
 	state  atomic.Int32
@@ -220,7 +220,7 @@ func emptied(h *http.Header, size int) http.Header {
 
 // serve answers requests until the connection closes, fails, or has a
 // request that is not a simple callback, which goes to net/http with it.
-func (lc *leanConn) serve() {
+func (lc *callbackConn) serve() {
 	defer lc.l.untrack(lc)
 	first := true
 	for {
@@ -249,7 +249,7 @@ func (lc *leanConn) serve() {
 // waitRequest waits for a request's first byte: within ReadHeaderTimeout
 // on a new connection, IdleTimeout after an answer. False: the connection
 // is done (closed by the client, timed out, or taken by Close).
-func (lc *leanConn) waitRequest(first bool) bool {
+func (lc *callbackConn) waitRequest(first bool) bool {
 	if first {
 		lc.readDeadline(time.Now(), lc.headerTimeout(), true)
 	} else {
@@ -263,22 +263,22 @@ func (lc *leanConn) waitRequest(first bool) bool {
 
 // headerTimeout is net/http's: ReadHeaderTimeout, or ReadTimeout if it
 // is zero.
-func (lc *leanConn) headerTimeout() time.Duration {
+func (lc *callbackConn) headerTimeout() time.Duration {
 	return cmp.Or(lc.l.srv.ReadHeaderTimeout, lc.l.srv.ReadTimeout)
 }
 
 // readHead reads a request's head and parses it if it is a simple
 // callback: the request, its body's length, true. Whatever it read stays
 // buffered for net/http otherwise.
-func (lc *leanConn) readHead() (*http.Request, int, bool) {
+func (lc *callbackConn) readHead() (*http.Request, int, bool) {
 	headerWait := false
 	for {
 		buf, _ := lc.br.Peek(lc.br.Buffered())
-		if !bytes.HasPrefix(buf, leanPrefix[:min(len(buf), len(leanPrefix))]) {
+		if !bytes.HasPrefix(buf, callbackPrefix[:min(len(buf), len(callbackPrefix))]) {
 			return nil, 0, false
 		}
 		if i := bytes.Index(buf, []byte("\r\n\r\n")); i >= 0 {
-			req, n, ok := parseLeanHead(buf[:i+4], emptied(&lc.reqHeader, 8))
+			req, n, ok := parseCallbackHead(buf[:i+4], emptied(&lc.reqHeader, 8))
 			if ok {
 				_, _ = lc.br.Discard(i + 4)
 			}
@@ -299,7 +299,7 @@ func (lc *leanConn) readHead() (*http.Request, int, bool) {
 
 // answer reads the body, runs the handler and writes its answer; false
 // when the connection is not to be used again.
-func (lc *leanConn) answer(req *http.Request, n int) bool {
+func (lc *callbackConn) answer(req *http.Request, n int) bool {
 	if n > lc.br.Buffered() {
 		lc.readDeadline(time.Now(), lc.l.srv.ReadTimeout, true)
 	}
@@ -307,9 +307,9 @@ func (lc *leanConn) answer(req *http.Request, n int) bool {
 	if _, err := io.ReadFull(lc.br, body); err != nil {
 		return false
 	}
-	req.Body = &leanBody{b: body}
+	req.Body = &callbackBody{b: body}
 	req.RemoteAddr = lc.remote
-	w := &leanWriter{h: emptied(&lc.respHeader, 4)}
+	w := &callbackWriter{h: emptied(&lc.respHeader, 4)}
 	if !lc.run(w, req) {
 		return false
 	}
@@ -322,11 +322,11 @@ func (lc *leanConn) answer(req *http.Request, n int) bool {
 	if d := lc.l.srv.WriteTimeout; d > 0 {
 		refresh(&lc.writeBy, lc.answered.Add(d), false, lc.c.SetWriteDeadline)
 	}
-	leanAnswers.Add(1) // before the write: the client may read it first
+	callbackAnswers.Add(1) // before the write: the client may read it first
 	if _, err := lc.c.Write(lc.out); err != nil {
 		return false
 	}
-	if cap(lc.out) > leanBuffer {
+	if cap(lc.out) > callbackBuffer {
 		lc.out = nil // one large answer does not stay with the connection
 	}
 	return keep
@@ -334,7 +334,7 @@ func (lc *leanConn) answer(req *http.Request, n int) bool {
 
 // run calls the handler as net/http would, a panic included: logged,
 // and the connection closed without an answer.
-func (lc *leanConn) run(w *leanWriter, req *http.Request) (ok bool) {
+func (lc *callbackConn) run(w *callbackWriter, req *http.Request) (ok bool) {
 	defer func() {
 		if p := recover(); p != nil {
 			ok = false
@@ -347,7 +347,7 @@ func (lc *leanConn) run(w *leanWriter, req *http.Request) (ok bool) {
 	return true
 }
 
-func (lc *leanConn) logf(format string, args ...any) {
+func (lc *callbackConn) logf(format string, args ...any) {
 	if lg := lc.l.srv.ErrorLog; lg != nil {
 		lg.Printf(format, args...)
 		return
@@ -356,7 +356,7 @@ func (lc *leanConn) logf(format string, args ...any) {
 }
 
 // handOver gives the connection, and what was read of it, to net/http.
-func (lc *leanConn) handOver() {
+func (lc *callbackConn) handOver() {
 	_ = lc.c.SetDeadline(time.Time{})
 	lc.l.untrack(lc)
 	hc := &handedConn{Conn: lc.c, r: lc.br}
@@ -369,7 +369,7 @@ func (lc *leanConn) handOver() {
 
 // readDeadline sets the read deadline d after from (none for a zero d),
 // exactly or within deadlineSlack.
-func (lc *leanConn) readDeadline(from time.Time, d time.Duration, exact bool) {
+func (lc *callbackConn) readDeadline(from time.Time, d time.Duration, exact bool) {
 	if d > 0 {
 		refresh(&lc.readBy, from.Add(d), exact, lc.c.SetReadDeadline)
 	}
@@ -385,7 +385,7 @@ func refresh(last *time.Time, want time.Time, exact bool, set func(time.Time) er
 	_ = set(want)
 }
 
-// handedConn is a connection net/http takes over: the bytes the lean
+// handedConn is a connection net/http takes over: the bytes the callback
 // path read first, then the connection's.
 type handedConn struct {
 	net.Conn
@@ -394,10 +394,10 @@ type handedConn struct {
 
 func (c *handedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
 
-// leanBody is a request's body, read whole before the handler runs.
-type leanBody struct{ b []byte }
+// callbackBody is a request's body, read whole before the handler runs.
+type callbackBody struct{ b []byte }
 
-func (r *leanBody) Read(p []byte) (int, error) {
+func (r *callbackBody) Read(p []byte) (int, error) {
 	if len(r.b) == 0 {
 		return 0, io.EOF
 	}
@@ -406,24 +406,24 @@ func (r *leanBody) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-func (r *leanBody) Close() error { return nil }
+func (r *callbackBody) Close() error { return nil }
 
-// leanWriter keeps a handler's answer until it returns.
-type leanWriter struct {
+// callbackWriter keeps a handler's answer until it returns.
+type callbackWriter struct {
 	h    http.Header
 	code int
 	body []byte
 }
 
-func (w *leanWriter) Header() http.Header { return w.h }
+func (w *callbackWriter) Header() http.Header { return w.h }
 
-func (w *leanWriter) WriteHeader(code int) {
+func (w *callbackWriter) WriteHeader(code int) {
 	if w.code == 0 && code >= 200 { // an informational answer is not sent
 		w.code = code
 	}
 }
 
-func (w *leanWriter) Write(b []byte) (int, error) {
+func (w *callbackWriter) Write(b []byte) (int, error) {
 	w.WriteHeader(http.StatusOK)
 	if !bodyAllowed(w.code) {
 		return 0, http.ErrBodyNotAllowed
@@ -440,7 +440,7 @@ func bodyAllowed(code int) bool {
 // the handler's headers in order with line breaks in values made spaces,
 // Content-Type sniffed if the handler set none, Date, and Content-Length
 // from the body itself.
-func (w *leanWriter) appendResponse(b, date []byte) []byte {
+func (w *callbackWriter) appendResponse(b, date []byte) []byte {
 	w.WriteHeader(http.StatusOK)
 	b = append(b, "HTTP/1.1 "...)
 	b = strconv.AppendInt(b, int64(w.code), 10)
@@ -493,17 +493,17 @@ func appendHeaderValue(b []byte, v string) []byte {
 	return b
 }
 
-// parseLeanHead parses a head (through its blank line) if it is a simple
+// parseCallbackHead parses a head (through its blank line) if it is a simple
 // callback's: the request, with its header fields in h (empty), its
 // body's length, true. Anything it does not accept is false, and
 // net/http's to answer.
-func parseLeanHead(head []byte, h http.Header) (*http.Request, int, bool) {
+func parseCallbackHead(head []byte, h http.Header) (*http.Request, int, bool) {
 	line, rest, ok := bytes.Cut(head, []byte("\r\n"))
-	if !ok || !bytes.HasPrefix(line, leanPrefix) {
+	if !ok || !bytes.HasPrefix(line, callbackPrefix) {
 		return nil, 0, false
 	}
 	target, proto, ok := bytes.Cut(line[len("POST "):], []byte(" "))
-	name := target[len(leanPrefix)-len("POST "):]
+	name := target[len(callbackPrefix)-len("POST "):]
 	if !ok || string(proto) != "HTTP/1.1" || len(name) == 0 || !allBytes(name, isPathByte) {
 		return nil, 0, false
 	}
@@ -513,7 +513,7 @@ func parseLeanHead(head []byte, h http.Header) (*http.Request, int, bool) {
 		field, rest, _ = bytes.Cut(rest, []byte("\r\n"))
 		k, v, ok := bytes.Cut(field, []byte(":"))
 		name := string(k)
-		if !ok || lines == leanMaxHeaders || !httpguts.ValidHeaderFieldName(name) {
+		if !ok || lines == callbackMaxHeaders || !httpguts.ValidHeaderFieldName(name) {
 			return nil, 0, false
 		}
 		v = bytes.Trim(v, " \t")

@@ -17,9 +17,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// leanServer serves h as warden does, with its timeouts shortened to
+// callbackServer serves h as warden does, with its timeouts shortened to
 // those given (zero: warden's), and returns its address.
-func leanServer(t *testing.T, h http.HandlerFunc, header, idle time.Duration) (*http.Server, string) {
+func callbackServer(t *testing.T, h http.HandlerFunc, header, idle time.Duration) (*http.Server, string) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -39,13 +39,13 @@ func leanServer(t *testing.T, h http.HandlerFunc, header, idle time.Duration) (*
 func whoAnswered(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	who := "net/http"
-	if _, ok := w.(*leanWriter); ok {
-		who = "lean"
+	if _, ok := w.(*callbackWriter); ok {
+		who = "callback"
 	}
 	_, _ = io.WriteString(w, who+" "+r.Method+" "+r.URL.Path+" "+string(body))
 }
 
-func leanPost(path, body string) string {
+func callbackPost(path, body string) string {
 	return "POST " + path + " HTTP/1.1\r\nHost: warden\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body
 }
 
@@ -71,18 +71,18 @@ func (l *lockedBuffer) String() string {
 // TestT13AConnectionGoesToNetHTTPAtItsFirstRequestNotInTheSimpleForm:
 // three requests sent at once on one connection; the first is a simple
 // callback, the second is not, and from there the connection is
-// net/http's, with the bytes the lean path had read.
+// net/http's, with the bytes the callback path had read.
 func TestT13AConnectionGoesToNetHTTPAtItsFirstRequestNotInTheSimpleForm(t *testing.T) {
-	_, addr := leanServer(t, whoAnswered, 0, 0)
+	_, addr := callbackServer(t, whoAnswered, 0, 0)
 	c, err := net.Dial("tcp", addr)
 	require.NoError(t, err)
 	defer c.Close()
-	_, err = io.WriteString(c, leanPost("/v1/webhooks/terraform", "one")+
+	_, err = io.WriteString(c, callbackPost("/v1/webhooks/terraform", "one")+
 		"GET /healthz HTTP/1.1\r\nHost: warden\r\n\r\n"+
-		leanPost("/v1/webhooks/terraform", "two"))
+		callbackPost("/v1/webhooks/terraform", "two"))
 	require.NoError(t, err)
 	rd := bufio.NewReader(c)
-	for _, want := range []string{"lean POST /v1/webhooks/terraform one", "net/http GET /healthz ", "net/http POST /v1/webhooks/terraform two"} {
+	for _, want := range []string{"callback POST /v1/webhooks/terraform one", "net/http GET /healthz ", "net/http POST /v1/webhooks/terraform two"} {
 		resp, err := http.ReadResponse(rd, nil)
 		require.NoError(t, err)
 		b, _ := io.ReadAll(resp.Body)
@@ -91,13 +91,13 @@ func TestT13AConnectionGoesToNetHTTPAtItsFirstRequestNotInTheSimpleForm(t *testi
 	}
 }
 
-// TestT13TheLeanPathKeepsNetHTTPsTimeouts: a head that stops coming is
+// TestT13TheCallbackPathKeepsNetHTTPsTimeouts: a head that stops coming is
 // dropped after ReadHeaderTimeout, on a connection's first request and
 // on a later one; between requests the wait is IdleTimeout, longer than
 // the header's, and it ends too.
-func TestT13TheLeanPathKeepsNetHTTPsTimeouts(t *testing.T) {
+func TestT13TheCallbackPathKeepsNetHTTPsTimeouts(t *testing.T) {
 	const header, idle = 300 * time.Millisecond, 3 * time.Second
-	_, addr := leanServer(t, whoAnswered, header, idle)
+	_, addr := callbackServer(t, whoAnswered, header, idle)
 	closedWithin := func(c net.Conn, rd io.Reader, bound time.Duration) {
 		t.Helper()
 		require.NoError(t, c.SetReadDeadline(time.Now().Add(bound)))
@@ -116,13 +116,13 @@ func TestT13TheLeanPathKeepsNetHTTPsTimeouts(t *testing.T) {
 	}
 	answered := func(c net.Conn, rd *bufio.Reader, body string) {
 		t.Helper()
-		send(c, leanPost("/v1/webhooks/terraform", body))
+		send(c, callbackPost("/v1/webhooks/terraform", body))
 		require.NoError(t, c.SetReadDeadline(time.Now().Add(5*time.Second)))
 		resp, err := http.ReadResponse(rd, nil)
 		require.NoError(t, err)
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		require.Equal(t, "lean POST /v1/webhooks/terraform "+body, string(b))
+		require.Equal(t, "callback POST /v1/webhooks/terraform "+body, string(b))
 	}
 	const partial = "POST /v1/webhooks/terraform HTTP/1.1\r\nHost: warden\r\n"
 
@@ -142,12 +142,12 @@ func TestT13TheLeanPathKeepsNetHTTPsTimeouts(t *testing.T) {
 	closedWithin(kept, keptRd, idle+2*time.Second)
 }
 
-// TestT13ShutdownClosesIdleLeanConnections: a graceful shutdown closes a
+// TestT13ShutdownClosesIdleCallbackConnections: a graceful shutdown closes a
 // connection waiting for its next callback, and one answering a callback
 // closes after its answer, which says Connection: close.
-func TestT13ShutdownClosesIdleLeanConnections(t *testing.T) {
+func TestT13ShutdownClosesIdleCallbackConnections(t *testing.T) {
 	entered, release := make(chan struct{}), make(chan struct{})
-	srv, addr := leanServer(t, func(w http.ResponseWriter, r *http.Request) {
+	srv, addr := callbackServer(t, func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/v1/webhooks/slow" {
 			close(entered)
 			<-release
@@ -158,7 +158,7 @@ func TestT13ShutdownClosesIdleLeanConnections(t *testing.T) {
 	require.NoError(t, err)
 	defer idle.Close()
 	idleRd := bufio.NewReader(idle)
-	_, err = io.WriteString(idle, leanPost("/v1/webhooks/terraform", "one"))
+	_, err = io.WriteString(idle, callbackPost("/v1/webhooks/terraform", "one"))
 	require.NoError(t, err)
 	resp, err := http.ReadResponse(idleRd, nil)
 	require.NoError(t, err)
@@ -168,7 +168,7 @@ func TestT13ShutdownClosesIdleLeanConnections(t *testing.T) {
 	busy, err := net.Dial("tcp", addr)
 	require.NoError(t, err)
 	defer busy.Close()
-	_, err = io.WriteString(busy, leanPost("/v1/webhooks/slow", "two"))
+	_, err = io.WriteString(busy, callbackPost("/v1/webhooks/slow", "two"))
 	require.NoError(t, err)
 	<-entered
 
@@ -185,7 +185,7 @@ func TestT13ShutdownClosesIdleLeanConnections(t *testing.T) {
 	resp, err = http.ReadResponse(busyRd, nil)
 	require.NoError(t, err)
 	b, _ := io.ReadAll(resp.Body)
-	require.Equal(t, "lean POST /v1/webhooks/slow two", string(b))
+	require.Equal(t, "callback POST /v1/webhooks/slow two", string(b))
 	require.True(t, resp.Close, "the answer says Connection: close")
 	_, err = busyRd.ReadByte()
 	require.ErrorIs(t, err, io.EOF)
@@ -194,7 +194,7 @@ func TestT13ShutdownClosesIdleLeanConnections(t *testing.T) {
 // TestT13APanickingHandlerClosesTheConnection, as net/http does: no
 // answer, the connection closed, the server still serving.
 func TestT13APanickingHandlerClosesTheConnection(t *testing.T) {
-	srv, addr := leanServer(t, func(w http.ResponseWriter, r *http.Request) {
+	srv, addr := callbackServer(t, func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/v1/webhooks/panic" {
 			panic("a bug")
 		}
@@ -205,7 +205,7 @@ func TestT13APanickingHandlerClosesTheConnection(t *testing.T) {
 	c, err := net.Dial("tcp", addr)
 	require.NoError(t, err)
 	defer c.Close()
-	_, err = io.WriteString(c, leanPost("/v1/webhooks/panic", "x"))
+	_, err = io.WriteString(c, callbackPost("/v1/webhooks/panic", "x"))
 	require.NoError(t, err)
 	require.NoError(t, c.SetReadDeadline(time.Now().Add(5*time.Second)))
 	_, err = bufio.NewReader(c).ReadByte()
@@ -214,7 +214,7 @@ func TestT13APanickingHandlerClosesTheConnection(t *testing.T) {
 	c2, err := net.Dial("tcp", addr)
 	require.NoError(t, err)
 	defer c2.Close()
-	_, err = io.WriteString(c2, leanPost("/v1/webhooks/terraform", "ok"))
+	_, err = io.WriteString(c2, callbackPost("/v1/webhooks/terraform", "ok"))
 	require.NoError(t, err)
 	resp, err := http.ReadResponse(bufio.NewReader(c2), nil)
 	require.NoError(t, err)
@@ -226,9 +226,9 @@ func TestT13APanickingHandlerClosesTheConnection(t *testing.T) {
 // its own header fields, and an answer carries only the fields its
 // handler set.
 func TestT13AConnectionsRequestsShareNoHeaders(t *testing.T) {
-	_, addr := leanServer(t, func(w http.ResponseWriter, r *http.Request) {
-		if _, ok := w.(*leanWriter); !ok {
-			t.Errorf("not the lean path")
+	_, addr := callbackServer(t, func(w http.ResponseWriter, r *http.Request) {
+		if _, ok := w.(*callbackWriter); !ok {
+			t.Errorf("not the callback path")
 		}
 		if v := r.Header.Get("X-First"); v != "" {
 			w.Header().Set("X-Set-For", v)
@@ -255,19 +255,19 @@ func TestT13AConnectionsRequestsShareNoHeaders(t *testing.T) {
 	require.Equal(t, "1", fields, "the first request's fields are gone: only Content-Length")
 }
 
-// FuzzLeanHead holds the lean parser to net/http's: a head it accepts,
+// FuzzCallbackHead holds the callback parser to net/http's: a head it accepts,
 // net/http reads as the same request (method, path, host, length, every
 // header), and its body length is what net/http would read. What it does
 // not accept goes to net/http, so only acceptance needs an oracle.
-func FuzzLeanHead(f *testing.F) {
-	f.Add([]byte(leanPost("/v1/webhooks/terraform", "{}")))
+func FuzzCallbackHead(f *testing.F) {
+	f.Add([]byte(callbackPost("/v1/webhooks/terraform", "{}")))
 	f.Add([]byte("POST /v1/webhooks/terraform HTTP/1.1\r\nHost: a:80\r\nAuthorization: Bearer x\r\nWebhook-Id: d-1\r\nConnection: keep-alive\r\nContent-Length: 0\r\n\r\n"))
 	f.Add([]byte("POST /v1/webhooks/terraform HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n"))
 	f.Add([]byte("POST /v1/webhooks/terraform HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n"))
 	f.Add([]byte("POST /v1/webhooks/t HTTP/1.1\r\nHost: a\r\nX:  folded\r\n continued\r\nContent-Length: 0\r\n\r\n"))
 	var reused http.Header // as a connection reuses it, from one head to the next
 	f.Fuzz(func(t *testing.T, head []byte) {
-		if len(head) > leanBuffer {
+		if len(head) > callbackBuffer {
 			return
 		}
 		end := bytes.Index(head, []byte("\r\n\r\n"))
@@ -275,17 +275,17 @@ func FuzzLeanHead(f *testing.F) {
 			return
 		}
 		head = head[:end+4]
-		got, n, ok := parseLeanHead(head, emptied(&reused, 8))
+		got, n, ok := parseCallbackHead(head, emptied(&reused, 8))
 		if !ok {
 			return
 		}
 		want, err := http.ReadRequest(bufio.NewReader(bytes.NewReader(head)))
 		if err != nil {
-			t.Fatalf("the lean path accepted a head net/http refuses (%v): %q", err, head)
+			t.Fatalf("the callback path accepted a head net/http refuses (%v): %q", err, head)
 		}
 		if got.Method != want.Method || got.URL.Path != want.URL.Path || got.URL.RawQuery != "" || got.Host != want.Host ||
 			got.ContentLength != want.ContentLength || int64(n) != want.ContentLength || got.RequestURI != want.RequestURI {
-			t.Fatalf("read differently: lean %s %q host %q length %d; net/http %s %q host %q length %d; head %q",
+			t.Fatalf("read differently: callback path %s %q host %q length %d; net/http %s %q host %q length %d; head %q",
 				got.Method, got.RequestURI, got.Host, got.ContentLength, want.Method, want.RequestURI, want.Host, want.ContentLength, head)
 		}
 		if len(want.TransferEncoding) > 0 || want.Close {
@@ -293,19 +293,19 @@ func FuzzLeanHead(f *testing.F) {
 		}
 		for k, vs := range want.Header {
 			if !slices.Equal(got.Header[k], vs) {
-				t.Fatalf("header %s: lean %q, net/http %q; head %q", k, got.Header[k], vs, head)
+				t.Fatalf("header %s: callback path %q, net/http %q; head %q", k, got.Header[k], vs, head)
 			}
 		}
 		if len(got.Header) != len(want.Header) {
-			t.Fatalf("headers: lean %v, net/http %v", got.Header, want.Header)
+			t.Fatalf("headers: callback path %v, net/http %v", got.Header, want.Header)
 		}
 	})
 }
 
-// TestT13TheLeanDateIsTheAnswersSecond: a connection formats its Date
+// TestT13TheCallbackPathDateIsTheAnswersSecond: a connection formats its Date
 // once a second and keeps it for the answers of that second; the next
 // second gets its own, as net/http would write each.
-func TestT13TheLeanDateIsTheAnswersSecond(t *testing.T) {
+func TestT13TheCallbackPathDateIsTheAnswersSecond(t *testing.T) {
 	var d dateCache
 	at := time.Date(2026, 12, 6, 2, 30, 0, 100, time.FixedZone("CET", 3600))
 	require.Equal(t, at.UTC().Format(http.TimeFormat), string(d.at(at)))

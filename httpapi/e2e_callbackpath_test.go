@@ -15,13 +15,13 @@ import (
 	"github.com/wardenhq/warden/httpapi"
 )
 
-// TestT13TheLeanPathAnswersAsNetHTTP sends each request once to warden's
-// server, where a callback in the simple form takes the lean path, and
+// TestT13TheCallbackPathAnswersAsNetHTTP sends each request once to warden's
+// server, where a callback in the simple form takes the callback path, and
 // once to the same handler served by net/http alone: the same status,
-// headers (but Date) and body. A callback applied on the lean path is
+// headers (but Date) and body. A callback applied on the callback path is
 // then a duplicate delivery through net/http, answered with the first
 // answer byte for byte (M20), so the answers compare too.
-func TestT13TheLeanPathAnswersAsNetHTTP(t *testing.T) {
+func TestT13TheCallbackPathAnswersAsNetHTTP(t *testing.T) {
 	w := newWorld(t, defaultPools)
 	w.create("m-1")
 	w.waitFor("m-1", "first dispatch", func(v map[string]any) bool { return gen(v) == 1 })
@@ -42,7 +42,7 @@ func TestT13TheLeanPathAnswersAsNetHTTP(t *testing.T) {
 	}
 	cases := []struct {
 		name, req string
-		lean      bool // the first server answers it on the lean path
+		onPath    bool // the first server answers it on the callback path
 		status    int
 	}{
 		{"applied, then a duplicate", post("/v1/webhooks/terraform", auth+"Webhook-Id: lean-1\r\n", step), true, 200},
@@ -61,18 +61,18 @@ func TestT13TheLeanPathAnswersAsNetHTTP(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			before := httpapi.LeanAnswers()
-			lean := roundTrip(t, strings.TrimPrefix(w.url, "http://"), c.req)
-			if c.lean {
-				require.Equal(t, before+1, httpapi.LeanAnswers(), "answered on the lean path")
+			before := httpapi.CallbackAnswers()
+			onPath := roundTrip(t, strings.TrimPrefix(w.url, "http://"), c.req)
+			if c.onPath {
+				require.Equal(t, before+1, httpapi.CallbackAnswers(), "answered on the callback path")
 			} else {
-				require.Equal(t, before, httpapi.LeanAnswers(), "handed to net/http")
+				require.Equal(t, before, httpapi.CallbackAnswers(), "handed to net/http")
 			}
 			std := roundTrip(t, ln.Addr().String(), c.req)
-			require.Equal(t, c.status, lean.status, lean.body)
-			require.Equal(t, std.status, lean.status)
-			require.Equal(t, std.header, lean.header)
-			require.Equal(t, std.body, lean.body)
+			require.Equal(t, c.status, onPath.status, onPath.body)
+			require.Equal(t, std.status, onPath.status)
+			require.Equal(t, std.header, onPath.header)
+			require.Equal(t, std.body, onPath.body)
 		})
 	}
 }
