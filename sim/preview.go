@@ -256,6 +256,12 @@ type slowCall struct {
 	// epoch is the cluster node's epoch of the preview's shard when the
 	// call began: a move since means its renewals went nowhere.
 	epoch int64
+	// entity is the environment; renewalLost says an injected actor panic
+	// struck it during the call, which may have dropped a renewal (the
+	// step that panics before its write is lost, by design), so the lease
+	// may rightly have expired under the call.
+	entity      string
+	renewalLost bool
 }
 
 // envEpoch is p's epoch of the preview's shard (0 on a single node).
@@ -286,7 +292,7 @@ func (w *world) envEffect(p *proc, inc int, call map[string]string) (delay time.
 		// of it, so nobody takes the attempt over, checked when the
 		// result commits.
 		delay = environment.DefaultConfig().LeaseFor + w.uniform(10*time.Second, 3*time.Minute)
-		w.slowAttempts[slowKey(call["attempt"], call["lease"])] = slowCall{p: p, inc: inc, until: w.now().Add(delay), epoch: w.envEpoch(p, call["entity"])}
+		w.slowAttempts[slowKey(call["attempt"], call["lease"])] = slowCall{p: p, inc: inc, until: w.now().Add(delay), epoch: w.envEpoch(p, call["entity"]), entity: call["entity"]}
 		w.logf("driver call for %s %s %s is slow: %s", call["entity"], call["capability"], call["attempt"], delay)
 	}
 	if p.node == nil && w.faults.fire("env.second-worker") {
@@ -329,6 +335,19 @@ func (w *world) branchToldAgain(ev environment.NextGeneration, b environment.Bra
 	}
 }
 
+// renewalMayBeLost marks the slow calls of entity id running now: an
+// actor panic struck it, and the event it was stepping (a renewal,
+// perhaps) is lost. Every matching entry gets the same mark, so the map's
+// order cannot show.
+func (w *world) renewalMayBeLost(id string) {
+	for k, c := range w.slowAttempts {
+		if c.entity == id && w.now().Before(c.until) {
+			c.renewalLost = true
+			w.slowAttempts[k] = c
+		}
+	}
+}
+
 // envCommitted is the oracle on every durable environment transition.
 func (w *world) envCommitted(p *proc, ev environment.Event, before, after environment.Env, out environment.Outcome) {
 	w.envs[after.ID] = after
@@ -344,9 +363,10 @@ func (w *world) envCommitted(p *proc, ev environment.Event, before, after enviro
 	// taken over while it runs (after a crash the new process takes over
 	// its dead predecessor's attempts, rightly; after the call ended, its
 	// result may have been lost to an actor panic, and a takeover is how
-	// the attempt is recovered).
+	// the attempt is recovered; an actor panic during the call may have
+	// lost a renewal, and then the lease expires rightly).
 	if a := before.Attempt; a != nil && strings.HasPrefix(out.Answer.Note, "took over attempt") {
-		if c, slow := w.slowAttempts[slowKey(a.ID, strconv.FormatUint(a.Lease.Generation, 10))]; slow && c.p == p && c.inc == p.inc && c.epoch == w.envEpoch(p, after.ID) && w.now().Before(c.until) {
+		if c, slow := w.slowAttempts[slowKey(a.ID, strconv.FormatUint(a.Lease.Generation, 10))]; slow && c.p == p && c.inc == p.inc && c.epoch == w.envEpoch(p, after.ID) && !c.renewalLost && w.now().Before(c.until) {
 			w.violate("E7", "%s: slow attempt %s was taken over while its worker renewed the lease", after.ID, a.ID)
 		}
 	}

@@ -517,6 +517,7 @@ func (w *world) fault(p *proc, point, id string) error {
 	}
 	if w.faults.fire("actor.panic." + point) {
 		w.logf("panic in %s at %s", id, point)
+		w.renewalMayBeLost(id)
 		panic(injectedPanic + point)
 	}
 	if w.crashes < 25 && w.faults.fire("process.crash."+point) {
