@@ -2,7 +2,7 @@
 // previews (docs/rules/platform.md P3): a web page showing the revision it
 // runs, its environment and a row read from its own database, and a
 // health endpoint reporting the same identity and whether its database
-// answers, with its own role: 200 only when it does. Its
+// answers, with its own role (P6, P8, P13): 200 only when it does. Its
 // migrations are in migrations/, its image is built from Containerfile.
 package main
 
