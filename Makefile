@@ -89,19 +89,20 @@ RACE_PKGS := ./actors ./actors/runtime ./internal/cluster ./persistence ./httpap
 # wait on processes and timers, so four overlap on two cores.
 test: fmtcheck testbin
 	WARDEN_TEST_BIN=$(TEST_BIN) $(GO) test -count=1 -parallel 4 -timeout 20m ./...
-	$(GO) test -count=1 -tags benchfloor -run 'Bench' ./httpapi
 
 # make check: the heaviest checks, at full size (WARDEN_CHECK=1): the
 # release built twice and compared byte for byte (D3), the crash run's 50
 # kills, the cluster's convergence at a second lease TTL, the simulator's
 # CI batches (200 single-node seeds, 40 cluster seeds), the cluster at
-# scale's small run (D10); then the race detector's runs.
+# scale's small run (D10); then the race detector's runs, and the
+# benchmark's floors (-tags benchfloor, built only for make bench).
 CHECK_TESTS := TestO18DryRunIsTheRealStepOnSimulatorStates|TestD3DistIsReproducible|TestCrashFiftyKills|TestC5ConvergesAtEachLeaseTTL|TestSeedsWithDeterminism|TestC11ClusterSeedsWithDeterminism|TestD10TheClusterAtScaleBenchRuns
 check: lint testbin
 	WARDEN_CHECK=1 WARDEN_TEST_BIN=$(TEST_BIN) $(GO) test -count=1 -timeout 25m -run '^($(CHECK_TESTS))$$' \
 		./cmd/internal/sbom ./cmd/warden-crash ./cmd/warden-cluster-crash ./sim ./cmd/warden-bench
 	$(GO) test -race -short -count=1 -timeout 15m $(RACE_PKGS)
 	$(GO) test -race -short -count=1 -timeout 15m -run 'TestSeedsWithDeterminism|TestC11ClusterSeedsWithDeterminism' ./sim
+	$(GO) test -count=1 -tags benchfloor -run 'Bench' ./httpapi
 
 # warden's exit statuses are in docs/guides/failures.md; make
 # run restarts nothing, it says why warden stopped. RUN_FLAGS adds flags

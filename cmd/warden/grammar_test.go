@@ -43,12 +43,14 @@ var entityCommands = []struct {
 // --help (0), an unknown flag (2), a missing id (2) and a dead server
 // (1), each error one line in the one format.
 func TestO19EveryEntityCommandIsVerbTypeID(t *testing.T) {
+	t.Parallel() // each command's dead-server call retries for 2 s, asleep
 	env := func(k string) string {
 		return map[string]string{"WARDEN_URL": "http://127.0.0.1:1", "WARDEN_OPERATOR_TOKEN": "t"}[k]
 	}
 	for _, c := range entityCommands {
 		name := "warden " + strings.Join(c.path, " ")
 		t.Run(strings.Join(c.path, "_"), func(t *testing.T) {
+			t.Parallel()
 			code, out, errs := walkCLI(env, append(c.path, "--help")...)
 			require.Equal(t, 0, code, errs)
 			require.Regexp(t, `Usage:\n  `+name+`s? \[?(ID|NAME)`, out)
