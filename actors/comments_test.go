@@ -16,12 +16,16 @@ import (
 // ruleID is a rule's name as docs/rules/ writes it (M7, C14).
 var ruleID = regexp.MustCompile(`\b[MAEITOWCSPD]\d{1,2}\b`)
 
-// TestCommentsCiteRulesWhereTheyAreImplemented holds issue 63's measure of
-// comments that carry their weight: a rule id belongs on the line that
-// decides or checks that rule, so across the module's non-test Go code
+// issueRef is an issue's number, which means nothing to a reader of the
+// repository: a comment cites the rule instead.
+var issueRef = regexp.MustCompile(`\b[Ii]ssues? \d+`)
+
+// TestCommentsCiteRulesWhereTheyAreImplemented holds comments to carrying
+// their weight (docs/architecture.md, "Comments"): a rule id belongs on
+// the line that decides or checks that rule, so across the module's non-test Go code
 // there are fewer than 10 per thousand lines (the tests name the rules
 // they hold; the code should not cite each one at every use), and no
-// comment sends a reader to the history (NOTES.md is gone; git keeps it).
+// comment sends a reader to the history (NOTES.md, an issue's number).
 func TestCommentsCiteRulesWhereTheyAreImplemented(t *testing.T) {
 	var lines, ids int
 	fset := token.NewFileSet()
@@ -48,6 +52,7 @@ func TestCommentsCiteRulesWhereTheyAreImplemented(t *testing.T) {
 			text := g.Text()
 			ids += len(ruleID.FindAllString(text, -1))
 			require.NotContains(t, text, "NOTES.md", "%s cites the history", path)
+			require.False(t, issueRef.MatchString(text), "%s cites an issue's number: %q", path, issueRef.FindString(text))
 		}
 		return nil
 	})

@@ -494,7 +494,7 @@ func TestC5ARevocationsAreBoundedAndCounted(t *testing.T) {
 	require.Positive(t, n2.Stats().LeasesLost, "the member saw its lease go, and counted it")
 }
 
-// TestC5AEachFaultGetsTheDetectorsFullSecond: issue 60. The detector's
+// TestC5AEachFaultGetsTheDetectorsFullSecond: C5. The detector's
 // bound is spent per fault, not per minute: a member paused past the
 // detector eight times in a minute, answering again after each, has each
 // pause's lease revoked after a second of silence, not left to its lease's
@@ -526,8 +526,8 @@ func TestC5AEachFaultGetsTheDetectorsFullSecond(t *testing.T) {
 	require.Zero(t, n1.Stats().RevocationsHeld, "no fault was held back")
 }
 
-// TestC5AShardsAreHandedOnlyToAMemberThatAnswered: issue 60's slowest
-// failover. A member that registers and dies before any probe of its new
+// TestC5AShardsAreHandedOnlyToAMemberThatAnswered: C5's slowest failover
+// on the cluster run. A member that registers and dies before any probe of its new
 // registration answers is handed no shard: the holder keeps them, so the
 // member's death costs no move to a node that can never take them. Once
 // the registration answers, the shards move to it.

@@ -75,7 +75,7 @@ const (
 	// etcd reachable) is soon left to its lease's expiry, while each real
 	// fault, ended by the member answering again, gets the full second.
 	// A budget per minute spent itself on one leader pause and left the
-	// next kill to the lease (issue 60).
+	// next kill to the lease's expiry.
 	maxStrikes = 4
 	// confirmTimeout bounds one confirmation read; an answer that cannot be
 	// confirmed in it is a retryable 503.
@@ -334,7 +334,7 @@ func (n *Node) suspects() map[string]bool {
 // probe, so it is alive now, not only registered. A shard is handed only
 // to such a member: a node that registered and died before anyone probed
 // it would otherwise be handed shards it can never take, and they would
-// wait for its suspicion (issue 60's slowest failover).
+// wait for its suspicion (C5's slowest failover).
 func (n *Node) answeredSinceSeen(name string) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
