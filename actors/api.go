@@ -271,7 +271,7 @@ func (s *System) EnvironmentCommand(ctx context.Context, id string, ev environme
 type EnvDryRun struct {
 	Before, After environment.Env
 	Outcome       environment.Outcome
-	// Messages are what it would send to other entities (envKind.Sends).
+	// Messages are what it would send to other entities (the outcome's).
 	Messages []string
 }
 
@@ -291,9 +291,9 @@ func (s *System) EnvironmentDryRun(ctx context.Context, id string, ev environmen
 		return EnvDryRun{}, err
 	}
 	d := EnvDryRun{Before: res.Before.Env, After: res.Record.Env, Outcome: res.Outcome}
-	for _, eff := range res.Outcome.Effects {
-		if a, ok := eff.(environment.AskGeneration); ok { // what envKind.Sends turns into a message
-			d.Messages = append(d.Messages, fmt.Sprintf("branch %s: next generation for %s", a.Branch, id))
+	for _, m := range res.Outcome.Messages {
+		if ev, ok := m.Event.(environment.NextGeneration); ok {
+			d.Messages = append(d.Messages, fmt.Sprintf("%s %s: next generation for %s", m.Kind, m.ID, ev.For))
 		}
 	}
 	return d, nil

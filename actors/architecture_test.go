@@ -29,7 +29,7 @@ var allowedImports = map[string][]string{
 	"internal/jsonappend":    {},
 	"internal/gcheadroom":    {},
 	"internal/trust":         {},
-	"actors/runtime":         {"actors/clock", "actors/errs", "persistence"},
+	"actors/runtime":         {"actors/clock", "actors/entity", "actors/errs", "persistence"},
 	"actors/record":          {"actors/marquee", "actors/environment", "actors/admission", "actors/runtime", "persistence", "internal/trust", "internal/jsonappend"},
 	"internal/cluster":       {"actors/clock", "actors/errs", "persistence"},
 	"internal/driver":        {},

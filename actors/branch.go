@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/wardenhq/warden/actors/entity"
 	"github.com/wardenhq/warden/actors/environment"
 	"github.com/wardenhq/warden/actors/record"
 	"github.com/wardenhq/warden/actors/runtime"
@@ -26,7 +27,7 @@ type branchKind struct {
 	sys *System
 }
 
-func (branchKind) Name() string { return "branch" }
+func (branchKind) Name() string { return branchKindName }
 
 // Load reads the recent givings and the newest generation; a branch that
 // never gave one out is at 0 and exists all the same (its first preview
@@ -36,19 +37,22 @@ func (k branchKind) Load(name string) (record.Branch, bool, error) {
 	return record.Branch{Branch: b}, err == nil, err
 }
 
+// Step gives the next generation; its outcome tells each asker its
+// generation, once it is durable.
 func (branchKind) Step(rec record.Branch, ev environment.NextGeneration, now time.Time) (record.Branch, environment.BranchOutcome) {
 	b, out := environment.StepBranch(rec.Branch, ev, now)
+	for _, g := range out.Effects {
+		out.Messages = append(out.Messages, entity.Message{Kind: envKindName, ID: g.Env, Event: environment.Event(environment.GenerationGiven{Generation: g.Generation})})
+	}
 	return record.Branch{Branch: b}, out
 }
 
-// Sends tells each asker its generation, once it is durable.
-func (k branchKind) Sends(_ string, _ record.Branch, out environment.BranchOutcome) []runtime.Message {
-	var msgs []runtime.Message
-	for _, g := range out.Effects {
-		msgs = append(msgs, k.sys.envs.Message(g.Env, environment.GenerationGiven{Generation: g.Generation}))
-	}
-	return msgs
-}
+// A branch that never gave a generation out exists all the same.
+func (branchKind) Stored(string) (bool, error)                           { return true, nil }
+func (branchKind) Admit(record.Branch, environment.NextGeneration) error { return nil }
+func (branchKind) Holds(record.Branch) bool                              { return false }
+func (branchKind) Idle(record.Branch, bool) bool                         { return false }
+func (branchKind) Copy(rec record.Branch) record.Branch                  { return rec }
 
 // A branch is asked across nodes: the preview may live on another node
 // than its branch (C4).

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/wardenhq/warden/actors/entity"
 	"github.com/wardenhq/warden/actors/environment"
 	"github.com/wardenhq/warden/actors/errs"
 	"github.com/wardenhq/warden/actors/record"
@@ -81,7 +82,7 @@ type envKind struct {
 	step EnvStep
 }
 
-func (envKind) Name() string { return "environment" }
+func (envKind) Name() string { return envKindName }
 
 func (k envKind) Load(id string) (record.Environment, bool, error) {
 	r, err := record.LoadEnvironment(k.sys.cfg.Store, id)
@@ -96,12 +97,20 @@ func (k envKind) Stored(id string) (bool, error) { return k.sys.cfg.Store.Has(pe
 // Step is the machine on the record; a create is its first step (the
 // machine begins the first transition in it).
 func (k envKind) Step(rec record.Environment, ev environment.Event, now time.Time) (record.Environment, environment.Outcome) {
+	if _, ok := ev.(environment.Create); ok && rec.Env.ID != "" {
+		return rec, environment.Outcome{Err: fmt.Errorf("%w: environment %s already exists", errs.Conflict, rec.Env.ID)}
+	}
 	e, rd := k.step(rec.Env, ev, now)
+	if rd.Err == nil {
+		for _, eff := range rd.Effects {
+			if a, ok := eff.(environment.AskGeneration); ok {
+				// The branch gives a created environment its route
+				// generation.
+				rd.Messages = append(rd.Messages, entity.Message{Kind: branchKindName, ID: a.Branch, Event: environment.NextGeneration{For: e.ID}})
+			}
+		}
+	}
 	return record.NextEnvironment(e, rd, now, k.sys.cfg.Env.ExclusiveStore), rd
-}
-
-func (envKind) Conflict(id string, _ record.Environment) error {
-	return fmt.Errorf("%w: environment %s already exists", errs.Conflict, id)
 }
 
 // Holds keeps a create's answer until the branch has given the route
@@ -110,16 +119,13 @@ func (envKind) Holds(r record.Environment) bool {
 	return r.Env.Generation == 0 && r.Env.Tombstone == nil
 }
 
-// Sends asks the branch for a created environment's route generation.
-func (k envKind) Sends(id string, _ record.Environment, rd environment.Outcome) []runtime.Message {
-	var msgs []runtime.Message
-	for _, eff := range rd.Effects {
-		if a, ok := eff.(environment.AskGeneration); ok {
-			msgs = append(msgs, k.sys.branches.Message(a.Branch, environment.NextGeneration{For: id}))
-		}
-	}
-	return msgs
-}
+func (envKind) Admit(record.Environment, environment.Event) error { return nil }
+
+// Idle: never; an environment's effects report back to the instance that
+// started them, and its reconciler runs in its turn.
+func (envKind) Idle(record.Environment, bool) bool { return false }
+
+func (envKind) Copy(rec record.Environment) record.Environment { return rec }
 
 // The branch's answer crosses nodes: the branch may live on another
 // node than the environment.
@@ -140,10 +146,10 @@ func (envKind) DecodeEvent(b []byte) (environment.Event, error) {
 	return g, nil
 }
 
-// Started ends the leases of owners that can no longer
+// Activated ends the leases of owners that can no longer
 // commit, fires what is due, and sends again what the outbox holds: the
 // sender's retries are timers in memory, so after a restart they are gone.
-func (k envKind) Started(h *envHandle, _ bool) {
+func (k envKind) Activated(h *envHandle, _ bool) {
 	rec := h.Record()
 	if at := rec.Env.Attempt; at != nil && k.sys.cfg.Env.ExclusiveStore && at.Lease.Owner != k.sys.cfg.Env.Worker {
 		h.Apply(environment.OwnerGone{Owner: at.Lease.Owner})

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/wardenhq/warden/actors/entity"
 	"github.com/wardenhq/warden/actors/errs"
 	"github.com/wardenhq/warden/actors/marquee"
 	"github.com/wardenhq/warden/actors/record"
@@ -35,7 +36,7 @@ type marqueeKind struct {
 	step MarqueeStep
 }
 
-func (marqueeKind) Name() string { return "marquee" }
+func (marqueeKind) Name() string { return marqueeKindName }
 
 func (k marqueeKind) Load(id string) (record.Marquee, bool, error) {
 	r, err := record.LoadMarquee(k.sys.cfg.Store, k.sys.cfg.Sealer, id)
@@ -49,32 +50,49 @@ func (k marqueeKind) Stored(id string) (bool, error) {
 	return k.sys.cfg.Store.Has(persistence.MarqueeKey(id))
 }
 
+// Step is the machine on the record; its outcome carries the messages to
+// its pool that its effects ask for (A3, A5), and a create of a marquee
+// that exists is refused: an id is never reused, even after a reap, and
+// "already exists" alone sent a reader looking for a live marquee.
 func (k marqueeKind) Step(rec record.Marquee, ev marquee.Event, now time.Time) (record.Marquee, marquee.Outcome) {
 	m := k.sys.cfg.Machine
 	var s marquee.State
 	var rd marquee.Outcome
 	if c, ok := ev.(marquee.Create); ok {
+		if rec.State.ID != "" {
+			return rec, marquee.Outcome{Err: existsError(rec)}
+		}
 		s, rd = m.Create(c, now)
 	} else {
 		s, rd = k.step(rec.State, ev, now)
 	}
+	if rd.Err == nil {
+		rd.Messages = poolMessages(s.ID, rd)
+	}
 	return record.NextMarquee(rec, s, rd, now), rd
+}
+
+func existsError(rec record.Marquee) error {
+	if ts := rec.State.Tombstone; ts != nil {
+		return fmt.Errorf("%w: marquee %s already exists as a tombstone (reaped %s); ids are not reused, pick another", errs.Conflict, rec.State.ID, ts.At.UTC().Format(time.RFC3339))
+	}
+	return fmt.Errorf("%w: marquee %s already exists", errs.Conflict, rec.State.ID)
 }
 
 func (k marqueeKind) Run(h *marqueeHandle, next record.Marquee, rd marquee.Outcome) {
 	k.sys.startMarqueeEffects(h, next.State, rd.Effects)
 }
 
-// Sends asks or releases the marquee's pool place (A3, A5), once the step
+// poolMessages asks or releases the marquee's pool place, once the step
 // is durable.
-func (k marqueeKind) Sends(id string, _ record.Marquee, rd marquee.Outcome) []runtime.Message {
-	var msgs []runtime.Message
+func poolMessages(id string, rd marquee.Outcome) []entity.Message {
+	var msgs []entity.Message
 	for _, to := range sentBy(rd) {
 		ev := admissionAsk(id)
 		if to.release {
 			ev = admissionRelease(id)
 		}
-		msgs = append(msgs, k.sys.pools.Message(to.pool, ev))
+		msgs = append(msgs, entity.Message{Kind: poolKindName, ID: to.pool, Event: ev})
 	}
 	return msgs
 }
@@ -93,7 +111,7 @@ func (m poolMessage) String() string {
 }
 
 // sentBy is what a step's outcome sends to other entities: its pool's
-// admission asks and releases (one place, for Sends and a dry run).
+// admission asks and releases (one place, for its messages and a dry run).
 func sentBy(rd marquee.Outcome) []poolMessage {
 	var out []poolMessage
 	for _, eff := range rd.Effects {
@@ -107,9 +125,9 @@ func sentBy(rd marquee.Outcome) []poolMessage {
 	return out
 }
 
-// Started reconciles, after a crash or restart, whatever was in flight
+// Activated reconciles, after a crash or restart, whatever was in flight
 // before doing new work, then fires what is due.
-func (k marqueeKind) Started(h *marqueeHandle, afterFailure bool) {
+func (k marqueeKind) Activated(h *marqueeHandle, afterFailure bool) {
 	st := h.Record().State
 	if afterFailure || marquee.NeedsReconcile(st) {
 		h.Apply(marquee.Reconcile{AfterFailure: afterFailure})
@@ -172,15 +190,6 @@ func (k marqueeKind) Admit(rec record.Marquee, ev marquee.Event) error {
 		return err
 	}
 	return nil
-}
-
-// Conflict: an id is never reused, even after a reap; "already exists"
-// alone sent a reader looking for a live marquee.
-func (marqueeKind) Conflict(id string, rec record.Marquee) error {
-	if ts := rec.State.Tombstone; ts != nil {
-		return fmt.Errorf("%w: marquee %s already exists as a tombstone (reaped %s); ids are not reused, pick another", errs.Conflict, id, ts.At.UTC().Format(time.RFC3339))
-	}
-	return fmt.Errorf("%w: marquee %s already exists", errs.Conflict, id)
 }
 
 // Holds: an operator's answer waits until the pool's decision is durable
@@ -293,7 +302,7 @@ func (s *System) startMarqueeEffects(h *marqueeHandle, st marquee.State, effects
 				}
 			}})
 		case marquee.AskAdmission, marquee.ReleaseAdmission:
-			// Messages, sent by the runtime (marqueeKind.Sends).
+			// Messages, which the outcome carries (poolMessages).
 		default:
 			panic(fmt.Sprintf("marquee: unknown effect %T", eff))
 		}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/wardenhq/warden/actors/admission"
+	"github.com/wardenhq/warden/actors/entity"
 	"github.com/wardenhq/warden/actors/marquee"
 	"github.com/wardenhq/warden/actors/record"
 	"github.com/wardenhq/warden/actors/runtime"
@@ -25,7 +26,7 @@ type poolKind struct {
 	step PoolStep
 }
 
-func (poolKind) Name() string { return "pool" }
+func (poolKind) Name() string { return poolKindName }
 
 // Load rebuilds the pool from storage. A pool that cannot be read is
 // a panic: the supervisor retries, then parks it, and nothing is admitted
@@ -44,31 +45,38 @@ func (k poolKind) Load(name string) (record.Pool, bool, error) {
 	return record.Pool{Pool: pool, Malformed: bad}, true, nil
 }
 
+// Step is the pool's machine; its outcome carries what the step decided
+// for every job, each told it once the batch is durable: the asker its
+// admission (A6: asked again, it is told again), the jobs admitted from
+// the queue their slot (A4), a job the full queue refused its failure.
 func (k poolKind) Step(rec record.Pool, ev admission.Event, now time.Time) (record.Pool, admission.Outcome) {
 	p, rd := k.step(rec.Pool, ev, now)
 	rec.Pool = p
-	return rec, rd
-}
-
-// Sends tells every job this step decided: the asker its admission (A6:
-// asked again, it is told again), the jobs admitted from the queue their
-// slot (A4), a job the full queue refused its failure; all once the batch
-// is durable.
-func (k poolKind) Sends(_ string, _ record.Pool, rd admission.Outcome) []runtime.Message {
-	var msgs []runtime.Message
 	for _, t := range rd.Effects {
 		ev := marquee.Event(marquee.AdmissionDecided{Status: statusOf(t.Status), Sequence: t.Sequence})
 		if t.Status == admission.Refused {
 			ev = queueFull
 		}
-		msgs = append(msgs, k.sys.marquees.Message(t.Job, ev))
+		rd.Messages = append(rd.Messages, entity.Message{Kind: marqueeKindName, ID: t.Job, Event: ev})
 	}
-	return msgs
+	return rec, rd
 }
 
-// Started reports malformed records and reconciles every reserved job
+// A pool is stored as its jobs' records: there is always one to load.
+func (poolKind) Stored(string) (bool, error)                     { return true, nil }
+func (poolKind) Admit(record.Pool, admission.Event) error        { return nil }
+func (poolKind) Holds(record.Pool) bool                          { return false }
+func (poolKind) Idle(record.Pool, bool) bool                     { return false }
+func (poolKind) Copy(rec record.Pool) record.Pool                { return rec }
+func (poolKind) Run(*poolHandle, record.Pool, admission.Outcome) {}
+
+// Woken: a pool has no deadlines; it reconciles on its own timer
+// (reconcilePools).
+func (poolKind) Woken(*poolHandle) {}
+
+// Activated reports malformed records and reconciles every reserved job
 // with its owner, which keeps or releases it.
-func (k poolKind) Started(h *poolHandle, _ bool) {
+func (k poolKind) Activated(h *poolHandle, _ bool) {
 	rec := h.Record()
 	k.gauge(h.ID(), rec.Pool)
 	for _, m := range rec.Malformed {

@@ -147,6 +147,15 @@ type System struct {
 	stopWatch context.CancelFunc
 }
 
+// The kinds' names: in keys, logs, metrics, and the messages a step's
+// outcome carries (entity.Message.Kind).
+const (
+	marqueeKindName = "marquee"
+	poolKindName    = "pool"
+	envKindName     = "environment"
+	branchKindName  = "branch"
+)
+
 // Start builds the runtime and its kinds, recovers every pool and
 // wakes every entity whose wake-index entry is due, then reports
 // ready. On a read-only store recovery waits for Resume.

@@ -39,12 +39,27 @@ type Outcome[Answer, Effect, Record any] struct {
 	// Effects are started only after the batch is durable (intent before
 	// effect, E5).
 	Effects []Effect
+	// Messages go to other entities (or to this one, later) only after
+	// the batch is durable, before the effects start: a pool's admission
+	// to a job, a preview's ask to its branch. A machine names its effects;
+	// its kind, which knows where each entity lives, adds the messages.
+	Messages []Message
 	// Wake is the state's earliest deadline; zero means none.
 	Wake time.Time
 	// Changed is false when the state is as it was: with no records and
 	// no reply either, the shell writes nothing.
 	Changed bool
 }
+
+// Message is one message a step sends: to the entity ID of the kind
+// named Kind, an event of that kind.
+type Message struct {
+	Kind, ID string
+	Event    any
+}
+
+// ToSend is Messages: the runtime's name for what a step sends.
+func (r Outcome[A, F, R]) ToSend() []Message { return r.Messages }
 
 // Refusal is Err: the runtime's name for a step it must not write.
 func (r Outcome[A, F, R]) Refusal() error { return r.Err }

@@ -1,6 +1,8 @@
 package record
 
 import (
+	"time"
+
 	"errors"
 
 	"github.com/wardenhq/warden/actors/environment"
@@ -14,6 +16,12 @@ type Branch struct{ Branch environment.Branch }
 
 // BranchWrites is what a branch's step writes.
 type BranchWrites struct{}
+
+// A branch has no deadline in the wake index and keeps no deliveries.
+func (BranchWrites) WakeLetter() string                             { return "" }
+func (BranchWrites) WakeOf(Branch) time.Time                        { return time.Time{} }
+func (BranchWrites) RecentDeliveries(Branch) persistence.InRecord   { return persistence.InRecord{} }
+func (BranchWrites) WithRecentDeliveries(r Branch, _ []byte) Branch { return r }
 
 // Stage writes the new giving's key; the one that fell out of the recent
 // givings goes.

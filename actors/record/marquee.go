@@ -33,7 +33,7 @@ type Marquee struct {
 	// Deliveries is the newest chunk of the marquee's deliveries
 	// (persistence.Deliveries.Recent, store format 4), kept here because
 	// the record is written with every step anyway: a callback writes one
-	// key fewer. The runtime keeps it (runtime.KeepsDeliveries); the
+	// key fewer. The runtime keeps it (runtime.Stager's RecentDeliveries); the
 	// machine never reads it.
 	Deliveries []byte `json:"deliveries,omitempty"`
 }

@@ -1,6 +1,8 @@
 package record
 
 import (
+	"time"
+
 	"errors"
 	"fmt"
 
@@ -23,6 +25,12 @@ type PoolMeta struct {
 // PoolWrites is what a pool's step writes: each job record it decided
 // (a released job's deleted) and the pool's next sequence.
 type PoolWrites struct{}
+
+// A pool has no deadline in the wake index and keeps no deliveries.
+func (PoolWrites) WakeLetter() string                         { return "" }
+func (PoolWrites) WakeOf(Pool) time.Time                      { return time.Time{} }
+func (PoolWrites) RecentDeliveries(Pool) persistence.InRecord { return persistence.InRecord{} }
+func (PoolWrites) WithRecentDeliveries(r Pool, _ []byte) Pool { return r }
 
 func (PoolWrites) Stage(b persistence.Writer, name string, _, next Pool, rd admission.Outcome) {
 	for _, j := range rd.Records {

@@ -15,13 +15,10 @@ import (
 	"github.com/wardenhq/warden/persistence"
 )
 
-// Each kind's writes as the runtime finds them: a method renamed here
-// would otherwise drop the wake index silently.
+// Each kind's writes as the runtime stages them.
 var (
 	_ runtime.Stager[Marquee, marquee.Outcome]          = MarqueeWrites{}
-	_ runtime.WakeIndexed[Marquee]                      = MarqueeWrites{}
 	_ runtime.Stager[Environment, environment.Outcome]  = EnvironmentWrites{}
-	_ runtime.WakeIndexed[Environment]                  = EnvironmentWrites{}
 	_ runtime.Stager[Pool, admission.Outcome]           = PoolWrites{}
 	_ runtime.Stager[Branch, environment.BranchOutcome] = BranchWrites{}
 )

@@ -85,7 +85,7 @@ func (a *entityActor[S, E, O]) Receive(ctx actor.Context) {
 		a.start(ctx)
 		return
 	case idleMsg:
-		if len(h.held) == 0 && h.kind.idle(h.rec, h.exists) {
+		if len(h.held) == 0 && h.kind.Idle(h.rec, h.exists) {
 			ctx.Send(h.rt.registry, passivate{key: h.key, pid: ctx.Self()})
 		}
 		return
@@ -110,7 +110,7 @@ func (a *entityActor[S, E, O]) Receive(ctx actor.Context) {
 	case wakeMsg:
 		defer h.entry.handled(h.rt)
 		if h.read(msg) {
-			h.kind.woken(h)
+			h.kind.executor.Woken(h)
 		}
 	case signal[S, E, O]:
 		defer h.entry.handled(h.rt)
@@ -162,7 +162,7 @@ func (h *Handle[S, E, O]) load() {
 	// The deliveries are read again with the record they go with: a write
 	// that landed unseen may have recorded one.
 	h.deliveries, h.loaded = nil, false
-	h.wake = h.kind.wakeOf(rec)
+	h.wake = h.kind.WakeOf(rec)
 	// A commit that landed unseen is reconciled as a restart is (after a
 	// failure): what it meant to start or send was lost with its answer, a
 	// slot's release among them.
@@ -170,7 +170,7 @@ func (h *Handle[S, E, O]) load() {
 	afterFailure := h.afterFailure || h.landedUnseen
 	h.reconciled, h.landedUnseen = true, false
 	if reconcile {
-		h.kind.started(h, afterFailure)
+		h.kind.executor.Activated(h, afterFailure)
 	}
 }
 
@@ -280,10 +280,10 @@ func (h *Handle[S, E, O]) request(m request[S, E, O]) {
 	req := m.req
 	switch {
 	case req.Mode == Read:
-		m.reply <- answer[S, O]{res: Response[S, O]{Record: h.kind.copy(h.rec), Exists: h.exists}}
+		m.reply <- answer[S, O]{res: Response[S, O]{Record: h.kind.Copy(h.rec), Exists: h.exists}}
 		return
 	case req.Mode == Create && h.exists:
-		m.fail(h.kind.conflict(h.key.ID, h.rec))
+		m.fail(h.kind.conflict(h.key.ID, h.rec, req.Event, h.rt.cfg.Clock.Now()))
 		return
 	case (req.Mode == Command || req.Mode == Rewrite || req.Mode == DryRun) && !h.exists:
 		m.fail(fmt.Errorf("%w: %s", errs.NotFound, h.key))
@@ -293,10 +293,10 @@ func (h *Handle[S, E, O]) request(m request[S, E, O]) {
 			m.fail(err)
 			return
 		}
-		m.reply <- answer[S, O]{res: Response[S, O]{Record: h.kind.copy(h.rec), Exists: true}}
+		m.reply <- answer[S, O]{res: Response[S, O]{Record: h.kind.Copy(h.rec), Exists: true}}
 		return
 	}
-	if err := h.kind.admit(h.rec, req.Event); err != nil {
+	if err := h.kind.Admit(h.rec, req.Event); err != nil {
 		m.fail(err)
 		return
 	}
@@ -320,7 +320,7 @@ func (h *Handle[S, E, O]) request(m request[S, E, O]) {
 		h.deliveries, h.rewriteDeliveries = d.after, false
 	}
 	res := Response[S, O]{Record: h.answered(req), Exists: true, Reply: out.Encoded(), Outcome: out}
-	if req.Delivery.ID == "" && h.kind.holds(h.rec) {
+	if req.Delivery.ID == "" && h.kind.Holds(h.rec) {
 		if len(h.held) >= maxHeld {
 			m.fail(fmt.Errorf("%w: too many requests waiting for %s", errs.Unavailable, h.key))
 			return
@@ -363,11 +363,11 @@ func (h *Handle[S, E, O]) dryRun(m request[S, E, O]) {
 		m.fail(err)
 		return
 	}
-	if _, answered := h.lookUp(m, func() S { return h.kind.copy(h.rec) }); answered {
+	if _, answered := h.lookUp(m, func() S { return h.kind.Copy(h.rec) }); answered {
 		return
 	}
-	before := h.kind.copy(h.rec)
-	next, out := h.kind.Step(h.kind.copy(h.rec), req.Event, h.rt.cfg.Clock.Now())
+	before := h.kind.Copy(h.rec)
+	next, out := h.kind.Step(h.kind.Copy(h.rec), req.Event, h.rt.cfg.Clock.Now())
 	if err := out.Refusal(); err != nil {
 		m.fail(err)
 		return
@@ -382,7 +382,7 @@ func (h *Handle[S, E, O]) answered(req Request[E]) S {
 		var none S
 		return none
 	}
-	return h.kind.copy(h.rec)
+	return h.kind.Copy(h.rec)
 }
 
 // step takes one step and, unless the machine refused it, commits it with
@@ -401,7 +401,7 @@ func (h *Handle[S, E, O]) step(ev E, d *delivery) (O, error) {
 	if d != nil {
 		d.after = h.deliveries.With(d.entry.Answered(now, out.Encoded()), h.rt.cfg.DeliveryRetention)
 	}
-	next = h.kind.carry(next, h.rec, d)
+	next = carry[S, O](h.kind, h.kind.keeps, next, h.rec, d)
 	return out, h.commit(ev, next, out, d)
 }
 
@@ -451,10 +451,10 @@ func (h *Handle[S, E, O]) commit(ev E, next S, out O, d *delivery) error {
 // act carries out what a step names: its messages to entities, then its
 // effects on the world.
 func (h *Handle[S, E, O]) act(next S, out O) {
-	for _, m := range h.kind.sends(h.key.ID, next, out) {
-		h.rt.route(m.key, m.msg)
+	for _, m := range out.ToSend() {
+		h.rt.send(m)
 	}
-	h.kind.run(h, next, out)
+	h.kind.executor.Run(h, next, out)
 }
 
 // observe shows a step to the kind's Observe, which may log and count but
@@ -489,7 +489,7 @@ func (h *Handle[S, E, O]) persist(next S, out O, d *delivery) error {
 	}
 	b := rt.cfg.Store.NewBatch()
 	b.Fence(fence)
-	h.kind.stage(b, k.ID, h.rec, h.wake, next, out, d)
+	stage[S, O](h.kind, h.kind.keeps, b, k.ID, h.rec, h.wake, next, out, d)
 	start := rt.cfg.Clock.Now()
 	err = b.Commit()
 	rt.cfg.Metrics.Persist.Observe(rt.cfg.Clock.Since(start).Seconds())
@@ -518,7 +518,7 @@ func (h *Handle[S, E, O]) persist(next S, out O, d *delivery) error {
 		return fmt.Errorf("%w: persist %s: %w", errs.Unavailable, k, err)
 	}
 	h.entry.commits.Add(1)
-	h.wake = h.kind.wakeOf(next)
+	h.wake = h.kind.WakeOf(next)
 	return nil
 }
 
@@ -530,11 +530,11 @@ func (h *Handle[S, E, O]) committed(ev E, before, after S, out O, wrote bool) {
 
 // flushHeld answers the held requests once the record allows.
 func (h *Handle[S, E, O]) flushHeld() {
-	if len(h.held) == 0 || h.kind.holds(h.rec) {
+	if len(h.held) == 0 || h.kind.Holds(h.rec) {
 		return
 	}
 	for _, r := range h.held {
-		r <- answer[S, O]{res: Response[S, O]{Record: h.kind.copy(h.rec), Exists: h.exists}}
+		r <- answer[S, O]{res: Response[S, O]{Record: h.kind.Copy(h.rec), Exists: h.exists}}
 	}
 	h.held = nil
 }
@@ -581,7 +581,7 @@ func (h *Handle[S, E, O]) outlived(now int64) error {
 // read.
 func (h *Handle[S, E, O]) delivered(d *delivery) (first persistence.Delivery, repeated bool, err error) {
 	if !h.loaded {
-		ds, rewrite, err := h.rt.cfg.Store.LoadDeliveries(h.key.ID, h.kind.recent(h.rec))
+		ds, rewrite, err := h.rt.cfg.Store.LoadDeliveries(h.key.ID, h.kind.RecentDeliveries(h.rec))
 		var bad *persistence.CorruptError
 		switch {
 		case errors.As(err, &bad):
@@ -618,14 +618,15 @@ func writes[O Outcome](out O, delivery bool) bool { return out.Writes() || deliv
 // stage puts one step into w: the kind's writes, its wake-index move from
 // the entry stored (wake: a step that wrote nothing may have changed the
 // record's wake in memory only) and, for a delivery, the entity's
-// deliveries record with the step's reply added.
-func (k staging[S, O]) stage(w persistence.Writer, id string, before S, wake time.Time, next S, out O, d *delivery) {
-	k.stager.Stage(w, id, before, next, out)
-	if k.wakeLetter != "" {
-		w.MoveWake(k.wakeLetter, id, wake, k.wakeOf(next))
+// deliveries record with the step's reply added (keeps: the record
+// carries its newest chunk).
+func stage[S any, O Outcome](st Stager[S, O], keeps bool, w persistence.Writer, id string, before S, wake time.Time, next S, out O, d *delivery) {
+	st.Stage(w, id, before, next, out)
+	if l := st.WakeLetter(); l != "" {
+		w.MoveWake(l, id, wake, st.WakeOf(next))
 	}
 	if d != nil {
-		w.PutDeliveries(id, d.id, d.after, d.rewrite, k.keeps != nil)
+		w.PutDeliveries(id, d.id, d.after, d.rewrite, keeps)
 	}
 }
 
@@ -642,9 +643,8 @@ func DescribeWrite[S any, O Outcome](st Stager[S, O], id string, before, next S,
 	if deliveryID != "" {
 		d = &delivery{id: deliveryID}
 	}
-	k := stagingOf(st)
 	var r persistence.Recorder
-	k.stage(&r, id, before, k.wakeOf(before), next, out, d)
+	stage(st, keepsDeliveries(st), &r, id, before, st.WakeOf(before), next, out, d)
 	return r.String()
 }
 
@@ -652,6 +652,5 @@ func DescribeWrite[S any, O Outcome](st Stager[S, O], id string, before, next S,
 // move included, for a step that carries no delivery: a record seeded
 // straight into a store is written as its step would have written it.
 func Stage[S any, O Outcome](st Stager[S, O], w persistence.Writer, id string, before, next S, out O) {
-	k := stagingOf(st)
-	k.stage(w, id, before, k.wakeOf(before), next, out, nil)
+	stage(st, keepsDeliveries(st), w, id, before, st.WakeOf(before), next, out, nil)
 }

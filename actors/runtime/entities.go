@@ -132,12 +132,6 @@ func (x *Entities[S, E, O]) Tell(id string, ev E) {
 	x.rt.route(x.Key(id), tell[E]{ev: ev})
 }
 
-// Message is an event for an entity as a step's outcome names it
-// (Sends): delivered by the runtime once that step is durable.
-func (x *Entities[S, E, O]) Message(id string, ev E) Message {
-	return Message{key: x.Key(id), msg: tell[E]{ev: ev}}
-}
-
 // InTurn runs fn in the entity's mailbox, after the messages already
 // waiting: the kind's own work that is not a step (a reconciler's turn).
 func (x *Entities[S, E, O]) InTurn(id string, fn func(h *Handle[S, E, O])) {
@@ -163,13 +157,25 @@ type kindOps interface {
 	props() *actor.Props
 	stored(id string) (bool, error)
 	wakeLetter() string
+	tellAny(id string, ev any)
 	encode(msg message) ([]byte, bool)
 	routeEvent(id string, body json.RawMessage) error
 }
 
 func (x *Entities[S, E, O]) props() *actor.Props            { return x.actorProps }
-func (x *Entities[S, E, O]) stored(id string) (bool, error) { return x.kind.stored(id) }
-func (x *Entities[S, E, O]) wakeLetter() string             { return x.kind.wakeLetter }
+func (x *Entities[S, E, O]) stored(id string) (bool, error) { return x.kind.Stored(id) }
+func (x *Entities[S, E, O]) wakeLetter() string             { return x.kind.WakeLetter() }
+
+// tellAny tells one of the kind's entities a step's message: its event
+// must be one of the kind's (a step that names another is a
+// programmer's error).
+func (x *Entities[S, E, O]) tellAny(id string, ev any) {
+	e, ok := ev.(E)
+	if !ok {
+		panic(fmt.Sprintf("runtime: a message to %s %s carries %T, not one of its events", x.name, id, ev))
+	}
+	x.Tell(id, e)
+}
 
 func (x *Entities[S, E, O]) encode(msg message) ([]byte, bool) {
 	if m, ok := msg.(tell[E]); ok {

@@ -7,7 +7,9 @@
 //	                                          ─► one synced batch: records,
 //	                                             state, wake entry, the
 //	                                             delivery's reply
-//	                                          ─► effects ─► wake armed ─► answer
+//	                                          ─► the outcome's messages
+//	                                          ─► its effects ─► wake armed
+//	                                          ─► answer
 //
 // An entity is messaged two ways: Ask, which waits for its answer, and
 // Tell, which does not. Besides messages, the shell may run code of its
@@ -15,8 +17,10 @@
 // own at once, in the turn it is in (Apply).
 //
 // It knows no kind: a kind is a Kind (its machine lifted to its durable
-// record, how a step goes into a batch, how its effects start) registered
-// with Register, which gives back typed Entities to ask. Timers and the
+// record, how a step goes into a batch) and, if it acts on the world, an
+// Executor, registered with Register, which gives back typed Entities to
+// ask. A step's outcome carries what it sends, as data; six interfaces
+// in all (TestTheKindsContractIsSixInterfaces). Timers and the
 // wake index, retries of internal events whose write failed, passivation,
 // bounded restarts, a cluster node's fences and confirmations, and
 // deliveries' dedup records are the runtime's, once. Concurrency goes
@@ -30,120 +34,100 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/wardenhq/warden/actors/entity"
 	"github.com/wardenhq/warden/actors/errs"
 	"github.com/wardenhq/warden/persistence"
 )
 
 // Outcome is what the runtime needs of a step's outcome (every
-// entity.Outcome is one): whether it refused, the
-// encoded reply a delivery keeps, whether it writes, and its wake.
+// entity.Outcome is one): whether it refused, the encoded reply a
+// delivery keeps, whether it writes, its wake, and the messages it sends,
+// as data.
 type Outcome interface {
 	Refusal() error
 	Encoded() []byte
 	Writes() bool
 	WakeAt() time.Time
+	// ToSend is what the step sends to other entities (or to its own,
+	// later): delivered by the runtime after the commit, once it has
+	// checked this node still owns the entity, and only then.
+	ToSend() []entity.Message
 }
 
 // Kind is one kind of entity: a marquee, a pool, an environment, a
 // branch. S is its durable record, E its machine's events, O its step's
-// outcome. These four are all a kind must say; what more it needs it says
-// by the optional interfaces below, each found once, at Register.
+// outcome. A kind may also be an Executor, Observes and Wire; nothing
+// else is asked of it.
 type Kind[S, E any, O Outcome] interface {
 	// Name names the kind in keys, logs, metrics and actor names.
 	Name() string
 	// Load decodes an entity's record: whether it exists, or an error that
 	// leaves it unusable (logged; the entity acts as absent).
 	Load(id string) (rec S, exists bool, err error)
-	// Step is the kind's pure machine on its record.
+	// Stored reports, without decoding, whether a record exists: only a
+	// create may activate an entity that does not.
+	Stored(id string) (bool, error)
+	// Step is the kind's pure machine on its record. A create of an
+	// entity that exists is stepped too, for the kind's refusal of it
+	// (with none, the runtime refuses it as a conflict).
 	Step(rec S, ev E, now time.Time) (S, O)
+	// Admit refuses a request before anything is read for it, not even
+	// its delivery's first answer.
+	Admit(rec S, ev E) error
+	// Holds reports whether requests' answers wait until the record
+	// allows (a marquee's until its pool's decision is durable here).
+	Holds(rec S) bool
+	// Idle reports whether the entity may be passivated now.
+	Idle(rec S, exists bool) bool
+	// Copy is the record as an answer leaves the mailbox with it.
+	Copy(rec S) S
 	Stager[S, O]
 }
 
-// Stager is what a step writes of a kind's record.
+// Stager is what a step writes of a kind's record, and what the runtime
+// reads of a record to write it: its wake and the chunk of deliveries it
+// keeps.
 type Stager[S any, O Outcome] interface {
 	// Stage puts a step's writes into b (before is the record it
-	// replaces). The runtime adds the wake entry (WakeIndexed) and a
-	// delivery's record.
+	// replaces). The runtime adds the wake entry and a delivery's record.
 	Stage(b persistence.Writer, id string, before, next S, out O)
+	// WakeLetter is the kind's family in the wake index, "" for a kind
+	// with no deadlines; WakeOf a record's earliest one.
+	WakeLetter() string
+	WakeOf(rec S) time.Time
+	// RecentDeliveries is the newest chunk of the entity's deliveries the
+	// record keeps (persistence.Deliveries.Recent), zero for a kind whose
+	// record keeps none; WithRecentDeliveries sets it on a record the step
+	// made, so that a delivery writes no key of its own.
+	RecentDeliveries(rec S) persistence.InRecord
+	WithRecentDeliveries(rec S, chunk []byte) S
 }
 
-// The optional parts of a kind.
-type (
-	// Effects starts a durable step's calls to the outside world, after
-	// the messages it sends (Sends).
-	Effects[S, E any, O Outcome] interface {
-		Run(h *Handle[S, E, O], next S, out O)
-	}
-	// Sends names the messages a durable step sends to other entities (or
-	// to its own, later): data, delivered by the runtime after the commit,
-	// once it has checked this node still owns the entity.
-	Sends[S any, O Outcome] interface {
-		Sends(id string, next S, out O) []Message
-	}
-	// WakeIndexed: the kind's deadlines are in the wake index under its
-	// letter, at WakeOf of a record.
-	WakeIndexed[S any] interface {
-		WakeLetter() string
-		WakeOf(rec S) time.Time
-	}
-	// KeepsDeliveries: the kind's record keeps the newest chunk of the
-	// entity's deliveries (persistence.Deliveries.Recent, store format 4),
-	// which the runtime sets on every record a step makes, so that a
-	// delivery writes no key of its own (found by the stager, as
-	// WakeIndexed is).
-	KeepsDeliveries[S any] interface {
-		RecentDeliveries(rec S) persistence.InRecord
-		WithRecentDeliveries(rec S, chunk []byte) S
-	}
-	// Observes sees every step taken, for logs and metrics only: it
-	// is given a view, not a handle, and sends nothing.
-	Observes[S, E any, O Outcome] interface {
-		Observe(v View[S], ev E, before, next S, out O)
-	}
-	// Starts runs once the record is loaded (reconciliation, deadlines
+// Executor is the part of a kind that acts on the world, through a
+// handle, outside the pure step.
+type Executor[S, E any, O Outcome] interface {
+	// Run starts a durable step's effects, after its messages.
+	Run(h *Handle[S, E, O], next S, out O)
+	// Activated runs once the record is loaded (reconciliation, deadlines
 	// due); afterFailure says the instance replaced one that crashed.
-	Starts[S, E any, O Outcome] interface {
-		Started(h *Handle[S, E, O], afterFailure bool)
-	}
-	// Wakes runs when the entity's wake timer fires.
-	Wakes[S, E any, O Outcome] interface {
-		Woken(h *Handle[S, E, O])
-	}
-	// Stores reports, without decoding, whether a record exists: only a
-	// create may activate an entity that does not (default: always).
-	Stores interface {
-		Stored(id string) (bool, error)
-	}
-	// Admits refuses a request before anything is read for it.
-	Admits[S, E any] interface {
-		Admit(rec S, ev E) error
-	}
-	// Conflicts is the refusal of a create whose entity exists.
-	Conflicts[S any] interface {
-		Conflict(id string, rec S) error
-	}
-	// Holds reports whether requests' answers wait (A10: until the pool's
-	// decision is durable here).
-	Holds[S any] interface {
-		Holds(rec S) bool
-	}
-	// Idles reports whether the entity may be passivated now (default:
-	// never).
-	Idles[S any] interface {
-		Idle(rec S, exists bool) bool
-	}
-	// Copies is the record as an answer leaves the mailbox with it.
-	Copies[S any] interface {
-		Copy(rec S) S
-	}
-	// Wire is the form of the events another node's entity may send this
-	// kind; false for events only the owner makes (timers, effect
-	// results). DecodeEvent reads one, bounded and strict.
-	Wire[E any] interface {
-		EncodeEvent(ev E) ([]byte, bool)
-		DecodeEvent(b []byte) (E, error)
-	}
-)
+	Activated(h *Handle[S, E, O], afterFailure bool)
+	// Woken runs when the entity's wake timer fires.
+	Woken(h *Handle[S, E, O])
+}
+
+// Observes sees every step taken, for logs and metrics only: it is
+// given a view, not a handle, and sends nothing.
+type Observes[S, E any, O Outcome] interface {
+	Observe(v View[S], ev E, before, next S, out O)
+}
+
+// Wire is the form of the events another node's entity may send this
+// kind; false for events only the owner makes (timers, effect results).
+// DecodeEvent reads one, bounded and strict.
+type Wire[E any] interface {
+	EncodeEvent(ev E) ([]byte, bool)
+	DecodeEvent(b []byte) (E, error)
+}
 
 // View is an entity as Observe sees it: what it is, nothing to act with.
 type View[S any] struct {
@@ -153,118 +137,56 @@ type View[S any] struct {
 	Log    *slog.Logger
 }
 
-// kindOf is a Kind with its optional parts found, defaults where it has
-// none: nothing indexed, always stored, nothing to send, observe,
-// reconcile, admit or hold, never idle, no wire form.
+// kindOf is a Kind with its optional parts found: without them, it acts
+// on nothing, observes nothing and has no wire form.
 type kindOf[S, E any, O Outcome] struct {
 	Kind[S, E, O]
-	staging[S, O]
-	run      func(h *Handle[S, E, O], next S, out O)
-	sends    func(id string, next S, out O) []Message
+	keeps    bool // keepsDeliveries, found once
+	executor Executor[S, E, O]
 	observe  func(View[S], E, S, S, O)
-	started  func(*Handle[S, E, O], bool)
-	woken    func(*Handle[S, E, O])
-	stored   func(string) (bool, error)
-	admit    func(S, E) error
-	conflict func(string, S) error
-	holds    func(S) bool
-	idle     func(S, bool) bool
-	copy     func(S) S
 	encode   func(E) ([]byte, bool)
 	decode   func([]byte) (E, error)
 }
 
-// staging is a Stager with its wake letter found (none: not indexed) and
-// whether its record keeps the newest chunk of its deliveries (keeps nil:
-// it does not).
-type staging[S any, O Outcome] struct {
-	stager     Stager[S, O]
-	wakeLetter string
-	wakeOf     func(S) time.Time
-	keeps      KeepsDeliveries[S]
-}
+// noExecutor is the executor of a kind that acts on nothing.
+type noExecutor[S, E any, O Outcome] struct{}
 
-func stagingOf[S any, O Outcome](st Stager[S, O]) staging[S, O] {
-	k := staging[S, O]{stager: st, wakeOf: func(S) time.Time { return time.Time{} }}
-	if x, ok := st.(WakeIndexed[S]); ok {
-		k.wakeLetter, k.wakeOf = x.WakeLetter(), x.WakeOf
-	}
-	if x, ok := st.(KeepsDeliveries[S]); ok {
-		k.keeps = x
-	}
-	return k
-}
-
-// recent is the chunk of deliveries rec keeps (none, for a kind that
-// keeps none in its record).
-func (k staging[S, O]) recent(rec S) persistence.InRecord {
-	if k.keeps == nil {
-		return persistence.InRecord{}
-	}
-	return k.keeps.RecentDeliveries(rec)
-}
+func (noExecutor[S, E, O]) Run(*Handle[S, E, O], S, O)       {}
+func (noExecutor[S, E, O]) Activated(*Handle[S, E, O], bool) {}
+func (noExecutor[S, E, O]) Woken(*Handle[S, E, O])           {}
 
 // carry gives a step's record the chunk of deliveries it keeps: the
 // delivery's, with its reply, or else the one before's, which the
 // machine does not see and so does not carry itself.
-func (k staging[S, O]) carry(next, before S, d *delivery) S {
+func carry[S any, O Outcome](st Stager[S, O], keeps bool, next, before S, d *delivery) S {
 	switch {
-	case k.keeps == nil:
+	case !keeps:
 		return next
 	case d != nil:
-		return k.keeps.WithRecentDeliveries(next, d.after.Recent())
+		return st.WithRecentDeliveries(next, d.after.Recent())
 	}
-	return k.keeps.WithRecentDeliveries(next, k.keeps.RecentDeliveries(before).Chunk)
+	return st.WithRecentDeliveries(next, st.RecentDeliveries(before).Chunk)
+}
+
+// keepsDeliveries says whether the kind's record keeps its deliveries'
+// newest chunk: a kind that does names the record's key even for a zero
+// record; one that keeps none answers the zero InRecord.
+func keepsDeliveries[S any, O Outcome](st Stager[S, O]) bool {
+	var zero S
+	return st.RecentDeliveries(zero).Key != ""
 }
 
 func resolve[S, E any, O Outcome](k Kind[S, E, O]) *kindOf[S, E, O] {
-	r := &kindOf[S, E, O]{Kind: k, staging: stagingOf[S, O](k),
-		run:      func(*Handle[S, E, O], S, O) {},
-		sends:    func(string, S, O) []Message { return nil },
-		observe:  func(View[S], E, S, S, O) {},
-		started:  func(*Handle[S, E, O], bool) {},
-		woken:    func(*Handle[S, E, O]) {},
-		stored:   func(string) (bool, error) { return true, nil },
-		admit:    func(S, E) error { return nil },
-		conflict: func(id string, _ S) error { return fmt.Errorf("%w: %s already exists", errs.Conflict, id) },
-		holds:    func(S) bool { return false },
-		idle:     func(S, bool) bool { return false },
-		copy:     func(rec S) S { return rec },
-		encode:   func(E) ([]byte, bool) { return nil, false },
-		decode:   func([]byte) (E, error) { var zero E; return zero, errNoWireForm },
+	r := &kindOf[S, E, O]{Kind: k, keeps: keepsDeliveries[S, O](k), executor: noExecutor[S, E, O]{},
+		observe: func(View[S], E, S, S, O) {},
+		encode:  func(E) ([]byte, bool) { return nil, false },
+		decode:  func([]byte) (E, error) { var zero E; return zero, errNoWireForm },
 	}
-	if x, ok := k.(Effects[S, E, O]); ok {
-		r.run = x.Run
-	}
-	if x, ok := k.(Sends[S, O]); ok {
-		r.sends = x.Sends
+	if x, ok := k.(Executor[S, E, O]); ok {
+		r.executor = x
 	}
 	if x, ok := k.(Observes[S, E, O]); ok {
 		r.observe = x.Observe
-	}
-	if x, ok := k.(Starts[S, E, O]); ok {
-		r.started = x.Started
-	}
-	if x, ok := k.(Wakes[S, E, O]); ok {
-		r.woken = x.Woken
-	}
-	if x, ok := k.(Stores); ok {
-		r.stored = x.Stored
-	}
-	if x, ok := k.(Admits[S, E]); ok {
-		r.admit = x.Admit
-	}
-	if x, ok := k.(Conflicts[S]); ok {
-		r.conflict = x.Conflict
-	}
-	if x, ok := k.(Holds[S]); ok {
-		r.holds = x.Holds
-	}
-	if x, ok := k.(Idles[S]); ok {
-		r.idle = x.Idle
-	}
-	if x, ok := k.(Copies[S]); ok {
-		r.copy = x.Copy
 	}
 	if x, ok := k.(Wire[E]); ok {
 		r.encode, r.decode = x.EncodeEvent, x.DecodeEvent
@@ -272,11 +194,23 @@ func resolve[S, E any, O Outcome](k Kind[S, E, O]) *kindOf[S, E, O] {
 	return r
 }
 
-// Message is one message to an entity, as a step's outcome names it
-// (Sends): made by Entities.Message, delivered once the step is durable.
-type Message struct {
-	key Key
-	msg message
+// conflict is the refusal of a create whose entity exists: the kind's,
+// from its step, or the runtime's.
+func (k *kindOf[S, E, O]) conflict(id string, rec S, ev E, now time.Time) error {
+	if _, out := k.Step(k.Copy(rec), ev, now); out.Refusal() != nil {
+		return out.Refusal()
+	}
+	return fmt.Errorf("%w: %s %s already exists", errs.Conflict, k.Name(), id)
+}
+
+// send delivers a message a step's outcome carries to its entity, of
+// the kind it names.
+func (rt *Runtime) send(m entity.Message) {
+	to, ok := rt.kinds[m.Kind]
+	if !ok {
+		panic(fmt.Sprintf("runtime: a step sends to %s %s, a kind not registered", m.Kind, m.ID))
+	}
+	to.tellAny(m.ID, m.Event)
 }
 
 // Mode says what a request may do.
@@ -324,7 +258,7 @@ type Delivery struct {
 // Response is an entity's answer.
 type Response[S any, O Outcome] struct {
 	// Record is the entity's record after the request (as it stands for a
-	// Read or a refusal), copied by Copies; zero for a ReplyOnly request.
+	// Read or a refusal), copied by the kind's Copy; zero for a ReplyOnly request.
 	Record S
 	Exists bool
 	// Reply is a delivery's answer: the step's encoded reply, or the

@@ -117,7 +117,6 @@ func TestC13AnAskToAnIdleActorRunsOnTheCallersGoroutine(t *testing.T) {
 
 	record := askUntilRunHere(t, ents, k, "c")
 
-
 	held, release := make(chan struct{}), make(chan struct{})
 	ents.InTurn("c", func(*Handle[int, int, counted]) { close(held); <-release })
 	<-held

@@ -15,7 +15,9 @@ type waking struct {
 	woke *[]time.Time
 }
 
-func (k waking) Woken(h *Handle[int, int, counted]) { *k.woke = append(*k.woke, h.Now()) }
+func (k waking) Woken(h *Handle[int, int, counted])         { *k.woke = append(*k.woke, h.Now()) }
+func (waking) Run(*Handle[int, int, counted], int, counted) {}
+func (waking) Activated(*Handle[int, int, counted], bool)   {}
 
 // startingClock is a manual clock that counts the timers started on it.
 type startingClock struct {

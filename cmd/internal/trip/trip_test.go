@@ -1,0 +1,83 @@
+package main
+
+import (
+	"bufio"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// maxTripFiles bounds the files of the module one callback's trip runs
+// code in, so that the trip does not grow unseen: 43 when first measured
+// (testdata/callback-trip.txt), and two more for a background timer of
+// the process (a wake, the census) that may fire in the window. The goal
+// is 20 (docs/architecture.md, "A callback's trip"), not reached: counted
+// this way, a file where one statement runs (a clock's Now, an error's
+// class) counts as much as the step.
+const maxTripFiles = 45
+
+// TestACallbacksTripIsCountedAndDoesNotGrow counts, rather than traces by
+// hand, the files a callback's trip runs code in: this command built with
+// coverage counters on every package of the module, one durable callback
+// over HTTP with the counters cleared before it, and every non-test file
+// of the module with a statement run meanwhile listed (this command's own
+// files, the client and the workflow's stand-in, aside). The list is
+// written to testdata/callback-trip.txt, which docs/architecture.md shows.
+func TestACallbacksTripIsCountedAndDoesNotGrow(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "trip")
+	build := exec.Command("go", "build", "-cover", "-covermode=atomic", "-coverpkg=github.com/wardenhq/warden/...", "-o", bin, ".")
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	counters := filepath.Join(dir, "counters")
+	require.NoError(t, os.Mkdir(counters, 0o755))
+	trip := exec.Command(bin, filepath.Join(dir, "store"), counters)
+	trip.Env = append(os.Environ(), "GOCOVERDIR="+filepath.Join(dir, "exit")) // the counters at exit, not read
+	require.NoError(t, os.Mkdir(filepath.Join(dir, "exit"), 0o755))
+	out, err = trip.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+
+	files := filesRun(t, counters)
+	list := "# the module's files one callback's trip ran code in (" + t.Name() + ")\n" + strings.Join(files, "\n") + "\n"
+	require.NoError(t, os.WriteFile(filepath.Join("testdata", "callback-trip.txt"), []byte(list), 0o644))
+	require.NotEmpty(t, files)
+	require.Contains(t, files, "actors/marquee/machine.go", "the count saw the machine's step")
+	require.LessOrEqual(t, len(files), maxTripFiles, "the callback's trip:\n%s", list)
+}
+
+// filesRun reads the counters in dir (go tool covdata) and returns the
+// module's files with a statement run, sorted.
+func filesRun(t *testing.T, dir string) []string {
+	t.Helper()
+	prof := filepath.Join(dir, "profile.txt")
+	out, err := exec.Command("go", "tool", "covdata", "textfmt", "-i", dir, "-o", prof).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	f, err := os.Open(prof)
+	require.NoError(t, err)
+	defer f.Close()
+	seen := map[string]bool{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) != 3 || fields[2] == "0" {
+			continue
+		}
+		file, _, _ := strings.Cut(fields[0], ":")
+		file = strings.TrimPrefix(file, "github.com/wardenhq/warden/")
+		if !strings.HasPrefix(file, "cmd/internal/trip/") {
+			seen[file] = true
+		}
+	}
+	require.NoError(t, sc.Err())
+	files := make([]string, 0, len(seen))
+	for f := range seen {
+		files = append(files, f)
+	}
+	slices.Sort(files)
+	return files
+}
