@@ -126,7 +126,7 @@ func (k poolKind) gauge(name string, pool admission.Pool) {
 	m.PoolLimit.WithLabelValues(name).Set(float64(pool.Limit))
 }
 
-func statusOf(s admission.Status) marquee.AdmissionStatus {
+func statusOf(s admission.Standing) marquee.AdmissionStatus {
 	if s == admission.Reserved {
 		return marquee.AdmissionReserved
 	}

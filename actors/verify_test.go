@@ -182,7 +182,7 @@ func TestVerifyFindsEachPlantedProblem(t *testing.T) {
 		}},
 		{"a delivery record never pruned", CheckDedup, "d/m-2/ancient", func(t *testing.T, dir string, _ *VerifyOptions) {
 			plant(t, dir, func(b *persistence.Batch, _ *persistence.Store) {
-				b.Put(persistence.DedupKey("m-2", "ancient"), persistence.DedupRecord{DeliveryID: "ancient", Entity: "m-2", At: start.Add(-30 * 24 * time.Hour), Status: 200, Body: []byte("{}")})
+				b.Put(persistence.DedupKey("m-2", "ancient"), persistence.DedupRecord{DeliveryID: "ancient", Entity: "m-2", At: start.Add(-30 * 24 * time.Hour), HTTPStatus: 200, Body: []byte("{}")})
 			})
 		}},
 		{"a deliveries record keeping one past its retention", CheckDedup, "r/m-2", func(t *testing.T, dir string, _ *VerifyOptions) {
@@ -217,7 +217,7 @@ func TestVerifyFindsEachPlantedProblem(t *testing.T) {
 		}},
 		{"a delivery record filed under another entity", CheckDedup, "d/m-3/d-1", func(t *testing.T, dir string, _ *VerifyOptions) {
 			plant(t, dir, func(b *persistence.Batch, _ *persistence.Store) {
-				b.Put(persistence.DedupKey("m-3", "d-1"), persistence.DedupRecord{DeliveryID: "d-1", Entity: "m-1", At: start, Status: 200})
+				b.Put(persistence.DedupKey("m-3", "d-1"), persistence.DedupRecord{DeliveryID: "d-1", Entity: "m-1", At: start, HTTPStatus: 200})
 			})
 		}},
 		{"a route held by an older generation", CheckRoute, "e/env-a", func(t *testing.T, dir string, _ *VerifyOptions) {

@@ -13,9 +13,9 @@ type DedupRecord struct {
 	At         time.Time `json:"at"`
 	// Entity is the id of the entity the delivery was for (stored under
 	// the name it had when only marquees took deliveries).
-	Entity string `json:"marquee_id"`
-	Status int    `json:"status"`
-	Body   []byte `json:"body"`
+	Entity     string `json:"marquee_id"`
+	HTTPStatus int    `json:"status"` // the answer's HTTP status code
+	Body       []byte `json:"body"`
 	// BodySHA256 is the hash of the request body that got this answer: a
 	// repeat with another body is a different message under a reused id.
 	BodySHA256 []byte `json:"body_sha256,omitempty"`

@@ -200,9 +200,9 @@ func TestM20LegacyDeliveriesAreReadUntilTheirRetentionEnds(t *testing.T) {
 		b := s.NewBatch()
 		body := [32]byte{9}
 		for _, r := range []DedupRecord{
-			{DeliveryID: "old", At: t0, Entity: "m-1", Status: 200, Body: []byte(`{"old":1}`), BodySHA256: body[:]},
-			{DeliveryID: "new", At: t0.Add(80 * time.Hour), Entity: "m-1", Status: 200, Body: []byte(`{"new":1}`), BodySHA256: body[:]},
-			{DeliveryID: "other", At: t0, Entity: "m-10", Status: 200, Body: []byte(`{}`), BodySHA256: body[:]},
+			{DeliveryID: "old", At: t0, Entity: "m-1", HTTPStatus: 200, Body: []byte(`{"old":1}`), BodySHA256: body[:]},
+			{DeliveryID: "new", At: t0.Add(80 * time.Hour), Entity: "m-1", HTTPStatus: 200, Body: []byte(`{"new":1}`), BodySHA256: body[:]},
+			{DeliveryID: "other", At: t0, Entity: "m-10", HTTPStatus: 200, Body: []byte(`{}`), BodySHA256: body[:]},
 		} {
 			b.Put(DedupKey(r.Entity, r.DeliveryID), r)
 		}

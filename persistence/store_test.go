@@ -168,7 +168,7 @@ func TestUnsyncedWritesAreLostInACrash(t *testing.T) {
 // fuzz their own records.)
 func FuzzDecode(f *testing.F) {
 	f.Add(Encode(item{ID: "a", N: 1}))
-	f.Add(Encode(DedupRecord{DeliveryID: "d", Entity: "m-1", Status: 200, Body: []byte("{}")}))
+	f.Add(Encode(DedupRecord{DeliveryID: "d", Entity: "m-1", HTTPStatus: 200, Body: []byte("{}")}))
 	f.Add([]byte{})
 	f.Add([]byte{1})
 	f.Fuzz(func(t *testing.T, val []byte) {

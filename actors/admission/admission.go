@@ -20,17 +20,17 @@ import (
 	"github.com/wardenhq/warden/actors/ident"
 )
 
-// Status of a job in a pool.
-type Status string
+// Standing is where a job stands in a pool.
+type Standing string
 
 const (
-	Reserved Status = "reserved"
-	Queued   Status = "queued"
+	Reserved Standing = "reserved"
+	Queued   Standing = "queued"
 	// None is the answer for a job the pool does not hold.
-	None Status = "none"
+	None Standing = "none"
 	// Refused is the answer to an ask the pool cannot hold: its queue is
 	// full. Nothing is recorded; the asker is told.
-	Refused Status = "refused"
+	Refused Standing = "refused"
 )
 
 // MaxQueue bounds how many jobs may wait in one pool. Beyond it an ask is
@@ -43,7 +43,7 @@ const MaxQueue = 10_000
 type Job struct {
 	ID       string    `json:"job"`
 	Sequence uint64    `json:"sequence"`
-	Status   Status    `json:"status"`
+	Status   Standing  `json:"status"`
 	Since    time.Time `json:"since"`
 }
 
@@ -85,7 +85,7 @@ func (Release) isEvent() {}
 type Told struct {
 	Job      string
 	Sequence uint64
-	Status   Status
+	Status   Standing
 }
 
 // Outcome is what one Step produced (entity.Outcome): the asked job's

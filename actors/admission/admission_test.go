@@ -89,7 +89,7 @@ func walkGoldens(t *testing.T, seen func(t *testing.T, pos string, p Pool, now t
 					if _, err := fmt.Sscanf(line, "%s %d %s", &j.ID, &j.Sequence, &status); err != nil {
 						t.Fatalf("bad record line %q: %v", line, err)
 					}
-					j.Status = Status(status)
+					j.Status = Standing(status)
 					recs = append(recs, j)
 				}
 				var bad []Malformed
