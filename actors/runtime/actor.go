@@ -34,7 +34,7 @@ type Handle[S, E any, O Outcome] struct {
 	// first successful read reconciles.
 	unread       error
 	afterFailure bool
-	// reconciled: Kind.Started has run on a record this instance read.
+	// reconciled: the Executor's Activated has run on a record this instance read.
 	// A record read again (after a read or a commit the store did not
 	// answer) is reconciled again only when a commit of it whose answer
 	// was lost has landed (landedUnseen): what that commit meant to start
