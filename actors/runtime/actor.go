@@ -128,8 +128,9 @@ func (a *entityActor[S, E, O]) start(ctx actor.Context) {
 	h := &a.h
 	h.key = h.entry.key
 	h.rt.reg.mu.Lock()
-	h.afterFailure = h.entry.restart.pending
-	h.entry.restart.pending = false
+	if r := h.entry.restart; r != nil {
+		h.afterFailure, r.pending = r.pending, false
+	}
 	h.rt.reg.mu.Unlock()
 	h.load()
 }

@@ -34,7 +34,7 @@ const (
 )
 
 func newAskMailbox() actor.Mailbox {
-	return &askMailbox{user: fifo[posted]{keep: mailboxKeeps}, system: fifo[posted]{keep: mailboxKeeps}}
+	return &askMailbox{}
 }
 
 func (m *askMailbox) PostUserMessage(msg posted) {
@@ -136,15 +136,14 @@ func (m *askMailbox) pop(q *fifo[posted]) posted {
 	return msg
 }
 
-// fifo is a queue on one array, shared by the mailboxes and the serial
+// fifo is a mailbox's queue, on one array, as the simulator's serial
 // run queue: a popped slot is cleared, the array is reused once the queue
-// empties, and a long-lived queue that never empties is compacted. keep,
-// if set, is the most capacity an empty queue holds on to, so that an
+// empties, and a long-lived queue that never empties is compacted. An
+// empty queue holds on to at most mailboxKeeps of capacity, so that an
 // idle actor does not keep a burst's array.
 type fifo[T any] struct {
 	items []T
 	head  int
-	keep  int
 }
 
 func (q *fifo[T]) push(v T) { q.items = append(q.items, v) }
@@ -160,7 +159,7 @@ func (q *fifo[T]) pop() (T, bool) {
 	switch {
 	case q.head == len(q.items):
 		q.head = 0
-		if q.keep > 0 && cap(q.items) > q.keep {
+		if cap(q.items) > mailboxKeeps {
 			q.items = nil
 		} else {
 			q.items = q.items[:0]

@@ -195,7 +195,7 @@ func TestC13TurnsNeverOverlapAndKeepEachSendersOrder(t *testing.T) {
 
 // The mailbox's queue reuses its array once empty and lets a grown one go.
 func TestMailboxQueueIsFIFOAndKeepsNoBurst(t *testing.T) {
-	q := fifo[posted]{keep: mailboxKeeps}
+	var q fifo[posted]
 	for i := range 40 {
 		q.push(i)
 	}

@@ -61,17 +61,26 @@ type entry struct {
 	// messages wait in buffer and reactivate the entity once it is gone.
 	passivating bool
 	buffer      []message
-	restart     struct {
-		times   []time.Time
-		total   int
-		lastErr string
-		lastAt  time.Time
-		parked  bool
-		// pending: a restart after a failure whose new instance has not
-		// started yet; it reconciles with afterFailure.
-		pending bool
-	}
+	// restart is the actor's failures, nil until its first: most actors
+	// never fail, and every live one has an entry.
+	restart *restarts
 }
+
+// restarts are an actor's failures, for the supervisor's bound and the
+// operator's view.
+type restarts struct {
+	times   []time.Time
+	total   int
+	lastErr string
+	lastAt  time.Time
+	parked  bool
+	// pending: a restart after a failure whose new instance has not
+	// started yet; it reconciles with afterFailure.
+	pending bool
+}
+
+// parked says the supervisor stopped the actor after repeated failures.
+func (e *entry) parked() bool { return e.restart != nil && e.restart.parked }
 
 // handled counts down one message routed to the entity. Actors defer it, so
 // that a graceful stop never sees "nothing pending" while a handler is
@@ -125,7 +134,7 @@ func (r *registry) Receive(ctx actor.Context) {
 		var buffered []message
 		if e != nil {
 			delete(st.byPID, m.Who.Id)
-			if !e.restart.parked {
+			if !e.parked() {
 				delete(st.entries, e.key)
 			}
 			buffered, e.buffer = e.buffer, nil
@@ -158,7 +167,7 @@ func (r *registry) deliver(ctx actor.Context, k Key, msg message) {
 		}
 		e = r.spawn(ctx, k)
 	}
-	if e.restart.parked {
+	if e.parked() {
 		msg.fail(fmt.Errorf("%w: %s %s is parked after repeated failures", errs.Unavailable, k.Kind, k.ID))
 		return
 	}
@@ -288,7 +297,7 @@ func (rt *Runtime) routeBelow(k Key, msg message, limit int64) (instanceMark, in
 		rt.reg.mu.Unlock()
 		return instanceMark{}, waiting
 	}
-	direct := e != nil && e.pid != nil && !e.restart.parked && !e.passivating
+	direct := e != nil && e.pid != nil && !e.parked() && !e.passivating
 	var mark instanceMark
 	if direct {
 		e.inbox.Add(1)
@@ -324,8 +333,11 @@ func (st *registryState) snapshot() []ActorInfo {
 	defer st.mu.Unlock()
 	out := make([]ActorInfo, 0, len(st.entries))
 	for _, e := range st.entries {
-		out = append(out, ActorInfo{Kind: e.key.Kind, ID: e.key.ID, Mailbox: e.inbox.Load(), Restarts: e.restart.total,
-			Parked: e.restart.parked, LastFailure: e.restart.lastErr, LastFailAt: e.restart.lastAt})
+		info := ActorInfo{Kind: e.key.Kind, ID: e.key.ID, Mailbox: e.inbox.Load()}
+		if r := e.restart; r != nil {
+			info.Restarts, info.Parked, info.LastFailure, info.LastFailAt = r.total, r.parked, r.lastErr, r.lastAt
+		}
+		out = append(out, info)
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].Kind != out[j].Kind {
@@ -397,19 +409,23 @@ func (b *boundedRestart) HandleFailure(_ *actor.ActorSystem, sup actor.Superviso
 		sup.StopChildren(child)
 		return
 	}
-	e.restart.total++
-	e.restart.lastErr = fmt.Sprint(reason)
-	e.restart.lastAt = now
-	recent := e.restart.times[:0]
-	for _, t := range e.restart.times {
+	if e.restart == nil {
+		e.restart = &restarts{}
+	}
+	r := e.restart
+	r.total++
+	r.lastErr = fmt.Sprint(reason)
+	r.lastAt = now
+	recent := r.times[:0]
+	for _, t := range r.times {
 		if now.Sub(t) < b.rt.cfg.RestartWindow {
 			recent = append(recent, t)
 		}
 	}
-	e.restart.times = append(recent, now)
-	park := len(e.restart.times) > b.rt.cfg.RestartLimit
-	e.restart.parked = park
-	e.restart.pending = !park
+	r.times = append(recent, now)
+	park := len(r.times) > b.rt.cfg.RestartLimit
+	r.parked = park
+	r.pending = !park
 	defer b.rt.nudge()
 	st.mu.Unlock()
 	b.rt.cfg.Metrics.Restarts.WithLabelValues(e.key.Kind).Inc()

@@ -296,7 +296,7 @@ func (rt *Runtime) sweepIdle() {
 	var idle []*actor.PID
 	rt.reg.mu.Lock()
 	for _, e := range rt.reg.entries {
-		if e.pid != nil && !e.passivating && !e.restart.parked && e.inbox.Load() == 0 && e.lastRouted.Load() <= cutoff {
+		if e.pid != nil && !e.passivating && !e.parked() && e.inbox.Load() == 0 && e.lastRouted.Load() <= cutoff {
 			idle = append(idle, e.pid)
 		}
 	}
@@ -360,7 +360,7 @@ func (rt *Runtime) Load() Load {
 	rt.reg.mu.Lock()
 	l := Load{Live: len(rt.reg.entries)}
 	for _, e := range rt.reg.entries {
-		if !e.restart.parked { // a parked actor's mailbox is never handled
+		if !e.parked() { // a parked actor's mailbox is never handled
 			l.Queued += e.inbox.Load()
 		}
 	}
