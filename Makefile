@@ -183,6 +183,7 @@ bench:
 	$(GO) run ./cmd/warden-bench -cluster-scale 100000 -steady 10m -compaction 2m -out BENCHMARKS.md
 	$(GO) run ./cmd/warden-bench -cluster -out BENCHMARKS.md
 	$(GO) test ./persistence -run '^$$' -bench BenchmarkC8Transition -benchtime 3s -count 3
+	$(GO) test ./internal/driver/local -run '^$$' -bench BenchmarkP20 -benchtime 5x -count 3
 
 # More seeds than CI runs, with the determinism check, on one node and on
 # a cluster of three over the simulated etcd; writes the figures.

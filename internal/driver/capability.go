@@ -24,6 +24,9 @@ type CapabilityRequest struct {
 	ExpectedRoute   uint64 `json:"expected_route,omitempty"`
 	Branch          string `json:"branch"`
 	Revision        string `json:"revision"`
+	// DataFrom names the seed a preview's database is copied from ("":
+	// made empty); the database capability's apply reads it.
+	DataFrom string `json:"data_from,omitempty"`
 	// Epoch is the calling node's shard epoch in a cluster, carried with
 	// the lease generation; 0 on a single node.
 	Epoch int64 `json:"epoch,omitempty"`

@@ -131,22 +131,30 @@ var validNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
 
 func validName(s string) bool { return validNameRE.MatchString(s) }
 
-// mark is the ownership comment on a preview's role and database.
+// mark is the ownership comment on a preview's role and database; a
+// database copied from a seed names it and its fingerprint too (seedOf).
 func mark(env string, gen uint64) string {
 	return fmt.Sprintf("warden environment=%s generation=%d", env, gen)
 }
 
-var markRE = regexp.MustCompile(`^warden environment=(\S+) generation=(\d+)$`)
+var markRE = regexp.MustCompile(`^warden environment=(\S+) generation=(\d+)(?: seed=(\S+) fingerprint=([0-9a-f]+))?$`)
 
 // owner reads a mark: the environment, its generation, and whether the
 // comment is a mark at all (a database made by hand has none).
 func owner(comment string) (env string, gen uint64, ok bool) {
+	env, gen, _, ok = ownerAndSeed(comment)
+	return env, gen, ok
+}
+
+// ownerAndSeed is owner with the seed the database was copied from ("":
+// made empty).
+func ownerAndSeed(comment string) (env string, gen uint64, seed string, ok bool) {
 	m := markRE.FindStringSubmatch(comment)
 	if m == nil {
-		return "", 0, false
+		return "", 0, "", false
 	}
 	gen, _ = strconv.ParseUint(m[2], 10, 64)
-	return m[1], gen, true
+	return m[1], gen, m[3], true
 }
 
 func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
@@ -165,7 +173,7 @@ func observeDatabase(ctx context.Context, c *pgx.Conn, name string) (*driver.Cap
 		return nil, fmt.Errorf("postgres: observe %s: %w", name, err)
 	}
 	o := &driver.CapabilityObservation{Exists: true, ProviderID: name}
-	env, gen, marked := owner(deref(dbComment))
+	env, gen, seed, marked := ownerAndSeed(deref(dbComment))
 	if !marked && roleName == name {
 		env, gen, marked = owner(deref(roleComment))
 	}
@@ -175,7 +183,7 @@ func observeDatabase(ctx context.Context, c *pgx.Conn, name string) (*driver.Cap
 	default:
 		o.Owner = env
 		o.Matches = roleName == name
-		o.Detail = fmt.Sprintf("owned by role %s, made for %s generation %d", roleName, env, gen)
+		o.Detail = fmt.Sprintf("owned by role %s, made for %s generation %d%s", roleName, env, gen, seedWord(seed))
 	}
 	return o, nil
 }
@@ -219,7 +227,16 @@ func (d *Data) createDatabase(ctx context.Context, c *pgx.Conn, r driver.Capabil
 	if _, err := c.Exec(ctx, "COMMENT ON ROLE "+ident+" IS "+m); err != nil {
 		return driver.CapabilityResult{}, fmt.Errorf("postgres: mark role %s: %w", r.Identity, err)
 	}
-	if !o.Exists {
+	if r.DataFrom != "" {
+		res, fp, err := d.fromSeed(ctx, c, r, o.Exists)
+		if err != nil {
+			return driver.CapabilityResult{}, err
+		}
+		if res != nil {
+			return *res, nil
+		}
+		m = quoteLiteral(mark(r.EnvID, r.Generation) + seedOf(r.DataFrom, fp))
+	} else if !o.Exists {
 		if _, err := c.Exec(ctx, "CREATE DATABASE "+ident+" OWNER "+ident); err != nil {
 			return driver.CapabilityResult{}, fmt.Errorf("postgres: create database %s: %w", r.Identity, err)
 		}
