@@ -426,3 +426,48 @@ func TestE18GoldenAndProductionProvisionCommitAlike(t *testing.T) {
 	require.Eventually(t, func() bool { return toReady() > 0 }, 10*time.Second, time.Millisecond, "ready")
 	require.Equal(t, want, toReady(), "commits from the create to ready: the golden file's and production's")
 }
+
+// seedWorld works like worksWorld and keeps the seed each database apply
+// was asked to copy.
+type seedWorld struct {
+	mu    *sync.Mutex
+	seeds *[]string
+}
+
+func (w seedWorld) Do(_ context.Context, r driver.CapabilityRequest) (driver.CapabilityResult, error) {
+	if r.Capability == "database" && r.Op == "apply" {
+		w.mu.Lock()
+		*w.seeds = append(*w.seeds, r.DataFrom)
+		w.mu.Unlock()
+	}
+	return worksResult(r), nil
+}
+
+// TestP20ACreateWithDataFromReachesTheDatabaseStep: an environment
+// created with a seed's name keeps it in its record, and the database
+// step's apply asks the driver to copy that seed, and no other step does;
+// an invalid name is refused at the create.
+func TestP20ACreateWithDataFromReachesTheDatabaseStep(t *testing.T) {
+	store, err := persistence.Open(t.TempDir(), persistence.Options{})
+	require.NoError(t, err)
+	defer store.Close()
+	var mu sync.Mutex
+	var seeds []string
+	sys := startEnvSystem(t, store, nil, EnvConfig{Drivers: DriverForAll(seedWorld{mu: &mu, seeds: &seeds}), ReconcileEvery: -1, Worker: "w1"})
+	defer sys.Stop(context.Background())
+	_, err = sys.CreateEnvironment(context.Background(), environment.Create{ID: "env-s", Branch: "main", Revision: "r1", DataFrom: "demo"})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		e, err := sys.Environment("env-s")
+		return err == nil && e.State == environment.Ready
+	}, 10*time.Second, 5*time.Millisecond)
+	e, err := sys.Environment("env-s")
+	require.NoError(t, err)
+	require.Equal(t, "demo", e.DataFrom)
+	mu.Lock()
+	require.Equal(t, []string{"demo"}, seeds, "one database apply, asked to copy the seed")
+	mu.Unlock()
+
+	_, err = sys.CreateEnvironment(context.Background(), environment.Create{ID: "env-t", Branch: "main", Revision: "r1", DataFrom: "Not A Seed"})
+	require.ErrorIs(t, err, errs.Invalid)
+}

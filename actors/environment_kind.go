@@ -341,7 +341,7 @@ func (k envKind) do(h *envHandle, env environment.Env, e environment.Do) {
 	s, id := k.sys, h.ID()
 	req := driver.CapabilityRequest{Capability: string(e.Capability), Op: string(e.Op), EnvID: id, Identity: e.Identity,
 		AttemptID: e.AttemptID, LeaseGeneration: e.LeaseGeneration, Generation: e.Generation, ExpectedRoute: e.ExpectedRoute,
-		Branch: env.Branch, Revision: env.Revision, Epoch: h.Epoch()}
+		Branch: env.Branch, Revision: env.Revision, DataFrom: e.DataFrom, Epoch: h.Epoch()}
 	drv := s.cfg.Env.Drivers[e.Capability]
 	eff := runtime.Effect{Labels: driverLabels(req), Run: func(ctx context.Context) {
 		res := s.callCapability(ctx, drv, req)

@@ -118,11 +118,14 @@ func FuzzDecodeEnvCreate(f *testing.F) {
 	f.Add([]byte(`{"id":"env-271","branch":"feature-search","revision":"3f2c9e1","ttl":"72h"}`))
 	f.Add([]byte(`{"id":"env-1","branch":"main","revision":"r","data":"preserve","ttl":"-1s"}`))
 	f.Add([]byte(`{"id":"env-1","branch":"main","revision":"r","extra":1}`))
+	f.Add([]byte(`{"id":"env-1","branch":"main","revision":"r","data_from":"demo"}`))
+	f.Add([]byte(`{"id":"env-1","branch":"main","revision":"r","data_from":"Demo; DROP"}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		c, err := DecodeEnvCreate(body)
 		if rejected(t, err) {
 			return
 		}
+		require.True(t, c.DataFrom == "" || environment.ValidSeed(c.DataFrom), "a seed's name the platform can use")
 		require.True(t, environment.ValidID(c.ID))
 		require.True(t, environment.ValidID(c.Branch))
 		require.True(t, environment.ValidRevision(c.Revision))

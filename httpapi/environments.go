@@ -19,6 +19,7 @@ type wireEnvCreate struct {
 	Branch   string `json:"branch"`
 	Revision string `json:"revision"`
 	Data     string `json:"data"`
+	DataFrom string `json:"data_from"`
 	TTL      string `json:"ttl"`
 }
 
@@ -28,7 +29,7 @@ func DecodeEnvCreate(body []byte) (environment.Create, error) {
 	if err := strictDecode(body, &w); err != nil {
 		return environment.Create{}, err
 	}
-	c := environment.Create{ID: w.ID, Branch: w.Branch, Revision: w.Revision, Data: environment.DataPolicy(w.Data)}
+	c := environment.Create{ID: w.ID, Branch: w.Branch, Revision: w.Revision, Data: environment.DataPolicy(w.Data), DataFrom: w.DataFrom}
 	if !environment.ValidID(w.ID) {
 		return c, invalidf("field id: must match [a-z0-9][a-z0-9-]{0,62}")
 	}
@@ -40,6 +41,9 @@ func DecodeEnvCreate(body []byte) (environment.Create, error) {
 	}
 	if w.Data != "" && w.Data != "disposable" && w.Data != "preserve" {
 		return c, invalidf("field data: disposable or preserve")
+	}
+	if w.DataFrom != "" && !environment.ValidSeed(w.DataFrom) {
+		return c, invalidf("field data_from: a seed's name, [a-z0-9][a-z0-9-]{0,57}")
 	}
 	if w.TTL != "" {
 		d, err := time.ParseDuration(w.TTL)
@@ -264,6 +268,8 @@ type EnvView struct {
 	Branch     string            `json:"branch"`
 	Revision   string            `json:"revision"`
 	Generation uint64            `json:"generation"`
+	// DataFrom is the seed its database is a copy of, when it is one.
+	DataFrom string `json:"data_from,omitempty"`
 	// URL is the preview's public URL, when known.
 	URL string `json:"url,omitempty"`
 	// SupersededBy: a newer preview of the branch holds its route.
@@ -322,7 +328,7 @@ func expiresAt(e environment.Env) *time.Time {
 func (s *Server) envView(e environment.Env, receipts int) EnvView {
 	m, now := s.sys.EnvMachine(), s.sys.Now()
 	st := m.Status(e, now)
-	v := EnvView{ID: e.ID, Status: st.Text, Next: st.Next, Classes: nonNil(st.Classes), Branch: e.Branch, Revision: e.Revision, Generation: e.Generation,
+	v := EnvView{ID: e.ID, Status: st.Text, Next: st.Next, Classes: nonNil(st.Classes), Branch: e.Branch, Revision: e.Revision, Generation: e.Generation, DataFrom: e.DataFrom,
 		URL: servedURL(m, e), SupersededBy: e.SupersededBy, Trimmed: e.Trimmed, Desired: e.Desired, State: e.State, Attempt: e.Attempt,
 		Receipts: e.Receipts[max(0, len(e.Receipts)-receipts):], ReceiptsTotal: len(e.Receipts), Resources: e.Resources, Drift: e.Drift,
 		LastFailure: e.LastFailure, Actions: m.Actions(e), Audit: e.Audit, Outbox: []NotificationView{}, ExpiresAt: expiresAt(e),

@@ -22,8 +22,10 @@ type Event interface{ isEvent() }
 type Create struct {
 	ID, Branch, Revision string
 	Data                 DataPolicy
-	TTL                  time.Duration
-	Generation           uint64
+	// DataFrom names the seed the database is copied from ("": empty).
+	DataFrom   string
+	TTL        time.Duration
+	Generation uint64
 	// By names the operator who asked, audited when set.
 	By string
 }
@@ -155,6 +157,8 @@ type Do struct {
 	Identity        string
 	Generation      uint64
 	ExpectedRoute   uint64
+	// DataFrom is the seed a database's apply copies ("": none).
+	DataFrom string
 }
 
 // Send delivers an outbox notification.
@@ -176,6 +180,9 @@ func (d Do) String() string {
 	s := fmt.Sprintf("%s(%s %s att=%s lease=%d", d.Op, d.Capability, d.Identity, d.AttemptID, d.LeaseGeneration)
 	if d.Capability == Route && d.Op == Apply {
 		s += fmt.Sprintf(" expect=%d", d.ExpectedRoute)
+	}
+	if d.DataFrom != "" {
+		s += " from=seed-" + d.DataFrom
 	}
 	return s + ")"
 }

@@ -93,6 +93,8 @@ func (c Create) Validate() error {
 		return fmt.Errorf("%w: revision %q must match [A-Za-z0-9][A-Za-z0-9._-]{0,63}", errs.Invalid, c.Revision)
 	case c.Data != "" && c.Data != Disposable && c.Data != Preserve:
 		return fmt.Errorf("%w: data must be disposable or preserve", errs.Invalid)
+	case c.DataFrom != "" && !ValidSeed(c.DataFrom):
+		return fmt.Errorf("%w: data_from %q must match [a-z0-9][a-z0-9-]{0,57}", errs.Invalid, c.DataFrom)
 	}
 	return nil
 }
@@ -105,7 +107,7 @@ func (m Machine) New(c Create, now time.Time) (Env, error) {
 	if c.Data == "" {
 		c.Data = Disposable
 	}
-	e := Env{ID: c.ID, Branch: c.Branch, Revision: c.Revision, Data: c.Data, Desired: "ready", State: Requested,
+	e := Env{ID: c.ID, Branch: c.Branch, Revision: c.Revision, Data: c.Data, DataFrom: c.DataFrom, Desired: "ready", State: Requested,
 		Generation: c.Generation, CreatedAt: now, UpdatedAt: now}
 	if c.TTL > 0 {
 		e.ExpiresAt = now.Add(c.TTL)
@@ -249,7 +251,7 @@ func (e *Env) trim() {
 // compared.
 func (e Env) equal(o Env) bool {
 	return e.ID == o.ID && e.Branch == o.Branch && e.URL == o.URL && e.Revision == o.Revision &&
-		e.Data == o.Data && e.Desired == o.Desired && e.State == o.State && e.Generation == o.Generation &&
+		e.Data == o.Data && e.DataFrom == o.DataFrom && e.Desired == o.Desired && e.State == o.State && e.Generation == o.Generation &&
 		e.AskedAt == o.AskedAt && e.ExpiresAt == o.ExpiresAt && samePtr(e.Attempt, o.Attempt) &&
 		e.AttemptSeq == o.AttemptSeq && e.LeaseGeneration == o.LeaseGeneration &&
 		sameList(e.Receipts, o.Receipts) && sameList(e.Resources, o.Resources) &&

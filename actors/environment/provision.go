@@ -162,6 +162,9 @@ func (m Machine) do(e *Env, op Op) Do {
 	if a.Capability == Route && op == Apply {
 		d.ExpectedRoute = e.Generation - 1 // the predecessor this activation replaces
 	}
+	if a.Capability == Database && op == Apply {
+		d.DataFrom = e.DataFrom
+	}
 	return d
 }
 

@@ -340,8 +340,10 @@ type Env struct {
 	URL      string     `json:"url,omitempty"`
 	Revision string     `json:"revision"`
 	Data     DataPolicy `json:"data"`
-	Desired  string     `json:"desired"` // ready or removed
-	State    Phase      `json:"state"`
+	// DataFrom is the seed its database is a copy of ("": made empty).
+	DataFrom string `json:"data_from,omitempty"`
+	Desired  string `json:"desired"` // ready or removed
+	State    Phase  `json:"state"`
 	// Generation is the lifecycle generation; the route generation n of
 	// route-<branch>-<n> is taken from it. Zero until the branch
 	// gives it; AskedAt is when the branch was last asked.
@@ -395,6 +397,13 @@ func (e Env) Identity(c Capability) string {
 
 // ValidID accepts environment ids (the shared id alphabet).
 func ValidID(id string) bool { return ident.Valid(id) }
+
+// MaxSeedName bounds a seed's name: the platform names its template
+// database seed-<name>, within PostgreSQL's 63 bytes.
+const MaxSeedName = 58
+
+// ValidSeed accepts the name of a seed a preview's data is copied from.
+func ValidSeed(name string) bool { return ident.Valid(name) && len(name) <= MaxSeedName }
 
 // ValidRevision accepts a commit or tag name usable inside a declared
 // identity (the artifact's is artifact-<env>-<revision>): 1 to 64 of

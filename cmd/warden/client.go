@@ -486,6 +486,9 @@ func (o *clientOptions) describeEnv(id string) error {
 	if u := str(view, "url"); u != "" {
 		fmt.Fprintf(w, "URL:         %s\n", u)
 	}
+	if s := str(view, "data_from"); s != "" {
+		fmt.Fprintf(w, "Data from:   seed %s\n", s)
+	}
 	if a, ok := view["attempt"].(map[string]any); ok {
 		lease, _ := a["lease"].(map[string]any)
 		fmt.Fprintf(w, "Attempt:     %s: %s %s %s, leased to %s until %s\n", str(a, "id"), str(a, "op"), str(a, "capability"), str(a, "identity"),

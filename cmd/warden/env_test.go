@@ -54,6 +54,10 @@ func TestW7EnvCommandsAgainstARealWarden(t *testing.T) {
 	require.Equal(t, envExitOK, code, "a re-run job's create is success")
 	require.Contains(t, out, `"id":"pr-7-3f2c9e1"`)
 
+	code, out, errs = run("create", "--id", "pr-8-seeded", "--branch", "feature-seed", "--revision", "8a", "--data-from", "demo", "-o", "json")
+	require.Equal(t, envExitOK, code, errs)
+	require.Contains(t, out, `"data_from":"demo"`, "the seed its data is copied from (P20)")
+
 	code, out, errs = run("remove", "pr-7-3f2c9e1", "--reason", "pull request closed")
 	require.Equal(t, envExitOK, code, errs)
 	require.Contains(t, out, "desired removed")
