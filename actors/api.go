@@ -8,6 +8,7 @@ import (
 
 	"github.com/wardenhq/warden/actors/admission"
 	"github.com/wardenhq/warden/actors/clock"
+	"github.com/wardenhq/warden/actors/entity"
 	"github.com/wardenhq/warden/actors/environment"
 	"github.com/wardenhq/warden/actors/errs"
 	"github.com/wardenhq/warden/actors/marquee"
@@ -153,9 +154,7 @@ func (s *System) DryRun(ctx context.Context, id string, ev marquee.Event, delive
 		return DryRun{}, err
 	}
 	d := DryRun{Before: res.Before.State, After: res.Record.State, Outcome: res.Outcome, Reply: res.Reply, Duplicate: res.Duplicate}
-	for _, m := range sentBy(res.Outcome) {
-		d.Messages = append(d.Messages, m.String())
-	}
+	d.Messages = messageTexts(res.Outcome.Messages)
 	return d, nil
 }
 
@@ -291,11 +290,7 @@ func (s *System) EnvironmentDryRun(ctx context.Context, id string, ev environmen
 		return EnvDryRun{}, err
 	}
 	d := EnvDryRun{Before: res.Before.Env, After: res.Record.Env, Outcome: res.Outcome}
-	for _, m := range res.Outcome.Messages {
-		if ev, ok := m.Event.(environment.NextGeneration); ok {
-			d.Messages = append(d.Messages, fmt.Sprintf("%s %s: next generation for %s", m.Kind, m.ID, ev.For))
-		}
-	}
+	d.Messages = messageTexts(res.Outcome.Messages)
 	return d, nil
 }
 
@@ -393,4 +388,22 @@ func notFound(err error, kind, id string) error {
 		return errNotFound(kind, id)
 	}
 	return err
+}
+
+// messageTexts says what a dry run's messages would ask, one line each.
+func messageTexts(msgs []entity.Message) []string {
+	var out []string
+	for _, m := range msgs {
+		text := fmt.Sprintf("%s %s: %v", m.Kind, m.ID, m.Event)
+		switch ev := m.Event.(type) {
+		case admission.Ask:
+			text = "pool " + m.ID + ": ask for a slot"
+		case admission.Release:
+			text = "pool " + m.ID + ": release the slot"
+		case environment.NextGeneration:
+			text = fmt.Sprintf("branch %s: next generation for %s", m.ID, ev.For)
+		}
+		out = append(out, text)
+	}
+	return out
 }

@@ -40,7 +40,7 @@ var allowedImports = map[string][]string{
 	"httpapi/":               {},
 	"sim":                    {"actors", "actors/", "httpapi", "persistence", "persistence/", "internal/linear", "internal/trust", "internal/cluster", "internal/driver", "internal/driver/", "sim/serial"},
 	"sim/serial":             {},
-	"cmd/internal/":          {"actors", "actors/", "httpapi", "persistence", "persistence/", "internal/"},
+	"cmd/internal/":          {"actors", "actors/", "httpapi", "persistence", "persistence/", "internal/", "cmd/internal/"},
 }
 
 // TestArchitectureImports fails on an import that breaks

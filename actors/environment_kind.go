@@ -13,7 +13,6 @@ import (
 
 	"github.com/wardenhq/warden/actors/entity"
 	"github.com/wardenhq/warden/actors/environment"
-	"github.com/wardenhq/warden/actors/errs"
 	"github.com/wardenhq/warden/actors/record"
 	"github.com/wardenhq/warden/actors/runtime"
 	"github.com/wardenhq/warden/internal/driver"
@@ -95,19 +94,14 @@ func (k envKind) Load(id string) (record.Environment, bool, error) {
 func (k envKind) Stored(id string) (bool, error) { return k.sys.cfg.Store.Has(persistence.EnvKey(id)) }
 
 // Step is the machine on the record; a create is its first step (the
-// machine begins the first transition in it).
+// machine begins the first transition in it, and refuses a create of an
+// environment that exists). Its outcome carries the ask to the branch.
 func (k envKind) Step(rec record.Environment, ev environment.Event, now time.Time) (record.Environment, environment.Outcome) {
-	if _, ok := ev.(environment.Create); ok && rec.Env.ID != "" {
-		return rec, environment.Outcome{Err: fmt.Errorf("%w: environment %s already exists", errs.Conflict, rec.Env.ID)}
-	}
 	e, rd := k.step(rec.Env, ev, now)
-	if rd.Err == nil {
-		for _, eff := range rd.Effects {
-			if a, ok := eff.(environment.AskGeneration); ok {
-				// The branch gives a created environment its route
-				// generation.
-				rd.Messages = append(rd.Messages, entity.Message{Kind: branchKindName, ID: a.Branch, Event: environment.NextGeneration{For: e.ID}})
-			}
+	for _, eff := range rd.Effects {
+		if a, ok := eff.(environment.AskGeneration); ok {
+			// The branch gives a created environment its route generation.
+			rd.Messages = append(rd.Messages, entity.Message{Kind: branchKindName, ID: a.Branch, Event: environment.NextGeneration{For: e.ID}})
 		}
 	}
 	return record.NextEnvironment(e, rd, now, k.sys.cfg.Env.ExclusiveStore), rd

@@ -66,9 +66,7 @@ func (k marqueeKind) Step(rec record.Marquee, ev marquee.Event, now time.Time) (
 	} else {
 		s, rd = k.step(rec.State, ev, now)
 	}
-	if rd.Err == nil {
-		rd.Messages = poolMessages(s.ID, rd)
-	}
+	rd.Messages = poolMessages(s.ID, rd)
 	return record.NextMarquee(rec, s, rd, now), rd
 }
 
@@ -83,46 +81,19 @@ func (k marqueeKind) Run(h *marqueeHandle, next record.Marquee, rd marquee.Outco
 	k.sys.startMarqueeEffects(h, next.State, rd.Effects)
 }
 
-// poolMessages asks or releases the marquee's pool place, once the step
-// is durable.
+// poolMessages are the messages a step's effects ask of the marquee's
+// pool: an admission's ask or its release, sent once the step is durable.
 func poolMessages(id string, rd marquee.Outcome) []entity.Message {
 	var msgs []entity.Message
-	for _, to := range sentBy(rd) {
-		ev := admissionAsk(id)
-		if to.release {
-			ev = admissionRelease(id)
-		}
-		msgs = append(msgs, entity.Message{Kind: poolKindName, ID: to.pool, Event: ev})
-	}
-	return msgs
-}
-
-// poolMessage is a message a marquee's step sends its pool.
-type poolMessage struct {
-	pool    string
-	release bool
-}
-
-func (m poolMessage) String() string {
-	if m.release {
-		return "pool " + m.pool + ": release the slot"
-	}
-	return "pool " + m.pool + ": ask for a slot"
-}
-
-// sentBy is what a step's outcome sends to other entities: its pool's
-// admission asks and releases (one place, for its messages and a dry run).
-func sentBy(rd marquee.Outcome) []poolMessage {
-	var out []poolMessage
 	for _, eff := range rd.Effects {
 		switch e := eff.(type) {
 		case marquee.AskAdmission:
-			out = append(out, poolMessage{pool: e.Pool})
+			msgs = append(msgs, entity.Message{Kind: poolKindName, ID: e.Pool, Event: admissionAsk(id)})
 		case marquee.ReleaseAdmission:
-			out = append(out, poolMessage{pool: e.Pool, release: true})
+			msgs = append(msgs, entity.Message{Kind: poolKindName, ID: e.Pool, Event: admissionRelease(id)})
 		}
 	}
-	return out
+	return msgs
 }
 
 // Activated reconciles, after a crash or restart, whatever was in flight

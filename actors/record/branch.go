@@ -1,9 +1,8 @@
 package record
 
 import (
-	"time"
-
 	"errors"
+	"time"
 
 	"github.com/wardenhq/warden/actors/environment"
 	"github.com/wardenhq/warden/persistence"

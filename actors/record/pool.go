@@ -1,10 +1,9 @@
 package record
 
 import (
-	"time"
-
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/wardenhq/warden/actors/admission"
 	"github.com/wardenhq/warden/persistence"

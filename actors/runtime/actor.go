@@ -402,7 +402,7 @@ func (h *Handle[S, E, O]) step(ev E, d *delivery) (O, error) {
 	if d != nil {
 		d.after = h.deliveries.With(d.entry.Answered(now, out.Encoded()), h.rt.cfg.DeliveryRetention)
 	}
-	next = carry[S, O](h.kind, h.kind.keeps, next, h.rec, d)
+	next = carry[S, O](h.kind, next, h.rec, d)
 	return out, h.commit(ev, next, out, d)
 }
 

@@ -157,12 +157,10 @@ func (noExecutor[S, E, O]) Woken(*Handle[S, E, O])           {}
 
 // carry gives a step's record the chunk of deliveries it keeps: the
 // delivery's, with its reply, or else the one before's, which the
-// machine does not see and so does not carry itself.
-func carry[S any, O Outcome](st Stager[S, O], keeps bool, next, before S, d *delivery) S {
-	switch {
-	case !keeps:
-		return next
-	case d != nil:
+// machine does not see and so does not carry itself (for a kind that
+// keeps none, both are no-ops).
+func carry[S any, O Outcome](st Stager[S, O], next, before S, d *delivery) S {
+	if d != nil {
 		return st.WithRecentDeliveries(next, d.after.Recent())
 	}
 	return st.WithRecentDeliveries(next, st.RecentDeliveries(before).Chunk)

@@ -9,9 +9,7 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -25,6 +23,7 @@ import (
 	"github.com/wardenhq/warden/actors"
 	"github.com/wardenhq/warden/actors/clock"
 	"github.com/wardenhq/warden/actors/marquee"
+	"github.com/wardenhq/warden/cmd/internal/testkit"
 	"github.com/wardenhq/warden/httpapi"
 	"github.com/wardenhq/warden/internal/driver"
 	"github.com/wardenhq/warden/persistence"
@@ -46,10 +45,10 @@ func main() {
 	}
 }
 
-// dispatched accepts every dispatch: the workflow is not what is counted.
-type dispatched struct{}
+// acceptAll accepts every dispatch: the workflow is not what is counted.
+type acceptAll struct{}
 
-func (dispatched) Dispatch(context.Context, driver.DispatchRequest) (driver.Run, error) {
+func (acceptAll) Dispatch(context.Context, driver.DispatchRequest) (driver.Run, error) {
 	return driver.Run{ID: 1}, nil
 }
 
@@ -65,7 +64,7 @@ func run(storeDir, countersDir string) error {
 	}
 	url := "http://" + ln.Addr().String()
 	sys, err := actors.Start(actors.Config{Store: store, Clock: clock.Real{}, Machine: marquee.Machine{Config: marquee.DefaultConfig()},
-		Pools: map[string]int{"default": 1}, Dispatcher: dispatched{}, CallbackURL: url + "/v1/webhooks/terraform",
+		Pools: map[string]int{"default": 1}, Dispatcher: acceptAll{}, CallbackURL: url + "/v1/webhooks/terraform",
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		return err
@@ -75,16 +74,15 @@ func run(storeDir, countersDir string) error {
 	go func() { _ = httpapi.Serve(srv, ln) }()
 	defer srv.Close()
 
-	c := client{url: url}
-	if _, err := c.post("/v1/marquees", operatorToken, map[string]any{"id": "trip-1", "kind": "tutorial"}, ""); err != nil {
+	if _, err := call(url, http.MethodPost, "/v1/marquees", operatorToken, map[string]any{"id": "trip-1", "kind": "tutorial"}, ""); err != nil {
 		return err
 	}
-	gen, err := c.dispatched("trip-1")
+	gen, err := dispatched(url, "trip-1")
 	if err != nil {
 		return err
 	}
 	step := func(name, delivery string) error {
-		v, err := c.post("/v1/webhooks/terraform", callbackToken,
+		v, err := call(url, http.MethodPost, "/v1/webhooks/terraform", callbackToken,
 			map[string]any{"marquee_id": "trip-1", "verb": "step", "generation": gen, "step": name}, delivery)
 		if err == nil && v["result"] != "applied" {
 			err = fmt.Errorf("callback answered %v, not applied", v)
@@ -106,40 +104,20 @@ func run(storeDir, countersDir string) error {
 	return coverage.WriteMetaDir(countersDir)
 }
 
-type client struct{ url string }
-
-func (c client) post(path, token string, body any, delivery string) (map[string]any, error) {
-	b, _ := json.Marshal(body)
-	req, _ := http.NewRequest(http.MethodPost, c.url+path, bytes.NewReader(b))
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Content-Type", "application/json")
-	if delivery != "" {
-		req.Header.Set("Webhook-Id", delivery)
+// call is testkit.Do with an answer other than 2xx an error.
+func call(base, method, path, token string, body any, delivery string) (map[string]any, error) {
+	st, v, err := testkit.Do(http.DefaultClient, base, method, path, token, body, delivery)
+	if err == nil && st >= 300 {
+		err = fmt.Errorf("%s %s answered %d: %v", method, path, st, v)
 	}
-	return c.do(req)
-}
-
-func (c client) do(req *http.Request) (map[string]any, error) {
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	var v map[string]any
-	if err := json.Unmarshal(raw, &v); err != nil || resp.StatusCode >= 300 {
-		return nil, fmt.Errorf("%s %s answered %d: %s", req.Method, req.URL.Path, resp.StatusCode, raw)
-	}
-	return v, nil
+	return v, err
 }
 
 // dispatched waits until the marquee's dispatch is recorded: the
 // generation a callback must carry.
-func (c client) dispatched(id string) (float64, error) {
+func dispatched(base, id string) (float64, error) {
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		req, _ := http.NewRequest(http.MethodGet, c.url+"/v1/marquees/"+id, nil)
-		req.Header.Set("Authorization", "Bearer "+operatorToken)
-		v, err := c.do(req)
+		v, err := call(base, http.MethodGet, "/v1/marquees/"+id, operatorToken, nil, "")
 		if err != nil {
 			return 0, err
 		}

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -128,8 +127,19 @@ func (d *Data) MakeSeed(ctx context.Context, name, sql string) (Seed, error) {
 
 // fillSeed creates the seed's role and database, runs the migrations and
 // the seed's SQL in it as the role, then closes it to connections and
-// marks it made.
+// marks it made. A seed that fails to fill is removed: a failed SQL file
+// leaves nothing behind.
 func (d *Data) fillSeed(ctx context.Context, admin *pgx.Conn, name, fp, sql string) error {
+	err := d.fillSeedOnce(ctx, admin, name, fp, sql)
+	if err != nil {
+		if rmErr := dropSeed(ctx, admin, name); rmErr != nil {
+			err = fmt.Errorf("%w (and left half made: %v)", err, rmErr)
+		}
+	}
+	return err
+}
+
+func (d *Data) fillSeedOnce(ctx context.Context, admin *pgx.Conn, name, fp, sql string) error {
 	ident := pgx.Identifier{seedPrefix + name}.Sanitize()
 	var role int
 	if err := admin.QueryRow(ctx, `SELECT count(*) FROM pg_roles WHERE rolname = $1`, seedPrefix+name).Scan(&role); err != nil {
@@ -200,12 +210,23 @@ func (d *Data) RemoveSeed(ctx context.Context, name string) error {
 		return err
 	case st.exists && !st.marked:
 		return fmt.Errorf("database %s%s exists without warden's mark: left in place", seedPrefix, name)
-	case st.exists:
-		if err := dropSeedDatabase(ctx, admin, name); err != nil {
+	}
+	return dropSeed(ctx, admin, name)
+}
+
+// dropSeed drops a seed's database, if there, and its role.
+func dropSeed(ctx context.Context, c *pgx.Conn, name string) error {
+	ident := pgx.Identifier{seedPrefix + name}.Sanitize()
+	var exists bool
+	if err := c.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`, seedPrefix+name).Scan(&exists); err != nil {
+		return fmt.Errorf("postgres: seed %s: %w", name, err)
+	}
+	if exists {
+		if err := dropSeedDatabase(ctx, c, name); err != nil {
 			return err
 		}
 	}
-	if _, err := admin.Exec(ctx, "DROP ROLE IF EXISTS "+pgx.Identifier{seedPrefix + name}.Sanitize()); err != nil {
+	if _, err := c.Exec(ctx, "DROP ROLE IF EXISTS "+ident); err != nil {
 		return fmt.Errorf("postgres: drop seed role %s: %w", name, err)
 	}
 	return nil
@@ -288,7 +309,7 @@ func (d *Data) fromSeed(ctx context.Context, c *pgx.Conn, r driver.CapabilityReq
 // preview's role: a missing seed, or one in use, is a result that says so.
 func copySeed(ctx context.Context, c *pgx.Conn, r driver.CapabilityRequest, st seedState) (*driver.CapabilityResult, error) {
 	if !st.made {
-		return &driver.CapabilityResult{Category: "configuration", Message: fmt.Sprintf("seed %s does not exist: make it first (warden create seed %s --from FILE.sql)", r.DataFrom, r.DataFrom)}, nil
+		return &driver.CapabilityResult{Category: "configuration", Message: fmt.Sprintf("seed %s does not exist on the platform: make it first", r.DataFrom)}, nil
 	}
 	// FILE_COPY copies the seed's files after a checkpoint; PostgreSQL 15's
 	// default (WAL_LOG) writes every block through the WAL instead, which
@@ -308,13 +329,18 @@ func copySeed(ctx context.Context, c *pgx.Conn, r driver.CapabilityRequest, st s
 
 // handOver gives the preview's role what the seed's role owned in its
 // copy, and takes the seed role's grants there away; again after a crash,
-// it finds nothing left to hand.
+// it finds nothing left to hand. A seed role that is gone owns nothing
+// anywhere (a role that owns objects cannot be dropped).
 func (d *Data) handOver(ctx context.Context, r driver.CapabilityRequest) error {
 	c, err := d.connectTo(ctx, r.Identity)
 	if err != nil {
 		return fmt.Errorf("postgres: connect %s: %w", r.Identity, err)
 	}
 	defer c.Close(context.WithoutCancel(ctx))
+	var role bool
+	if err := c.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1)`, seedPrefix+r.DataFrom).Scan(&role); err != nil || !role {
+		return err
+	}
 	seedRole := pgx.Identifier{seedPrefix + r.DataFrom}.Sanitize()
 	if _, err := c.Exec(ctx, "REASSIGN OWNED BY "+seedRole+" TO "+pgx.Identifier{r.Identity}.Sanitize()+"; DROP OWNED BY "+seedRole); err != nil {
 		return fmt.Errorf("postgres: hand %s's objects to %s: %w", r.DataFrom, r.Identity, err)
@@ -335,5 +361,5 @@ func seedWord(seed string) string {
 	if seed == "" {
 		return ""
 	}
-	return ", from seed " + strings.TrimSpace(seed)
+	return ", from seed " + seed
 }

@@ -11,6 +11,18 @@ import (
 	"github.com/wardenhq/warden/internal/driver"
 )
 
+// withSeed is a data driver over the test cluster, with env's leftovers
+// of an earlier run dropped and the seed made afresh of rows rows.
+func withSeed(t *testing.T, env, seed string, rows int) *Data {
+	t.Helper()
+	fresh(t, env)
+	freshSeeds(t, seed)
+	d := &Data{Admin: adminDSN, Migrations: migrations}
+	_, err := d.MakeSeed(context.Background(), seed, seedRows(rows))
+	require.NoError(t, err)
+	return d
+}
+
 // freshSeeds drops the seeds left by an earlier run of the same test in
 // this cluster (go test -count).
 func freshSeeds(t *testing.T, names ...string) {
@@ -120,7 +132,44 @@ func TestP20ASeedIsMadeOnce(t *testing.T) {
 
 	_, err = d.MakeSeed(ctx, "broken", "INSERT INTO nowhere VALUES (1)")
 	require.ErrorContains(t, err, "its SQL failed and was rolled back")
-	freshSeeds(t, "broken")
+	require.Equal(t, 0, sql(t, "postgres", "SELECT count(*)::int FROM pg_database WHERE datname = 'seed-broken'"), "a failed seed leaves no database")
+	require.Equal(t, 0, sql(t, "postgres", "SELECT count(*)::int FROM pg_roles WHERE rolname = 'seed-broken'"), "nor its role")
+}
+
+// TestP20ASeedInUseIsTransient: a seed someone opened to connections and
+// is connected to cannot be copied now: a transient failure that says
+// so, and the copy is made once the connection is gone.
+func TestP20ASeedInUseIsTransient(t *testing.T) {
+	ctx := context.Background()
+	d := withSeed(t, "seeded-5", "busy", 3)
+	execSQL(t, `ALTER DATABASE "seed-busy" WITH ALLOW_CONNECTIONS true`)
+	c, err := d.connectTo(ctx, "seed-busy")
+	require.NoError(t, err)
+	res := fromSeed(t, d, "seeded-5", "busy")
+	require.Equal(t, "transient", res.Category, res.Message)
+	require.Contains(t, res.Message, "seed busy is in use")
+	require.NoError(t, c.Close(ctx))
+	res = fromSeed(t, d, "seeded-5", "busy")
+	require.True(t, res.OK, res.Message)
+	require.Equal(t, 4, sql(t, "db-seeded-5", "SELECT count(*)::int FROM greeting"))
+	require.True(t, do(t, d, "database", "remove", "seeded-5").OK)
+	freshSeeds(t, "busy")
+}
+
+// TestP20ACopyWhoseSeedIsGoneIsFinishedAfterACrash: a copy made before a
+// crash, unmarked, whose seed was removed since, is marked on the next
+// apply: its seed's role is gone, so it owns nothing to hand over.
+func TestP20ACopyWhoseSeedIsGoneIsFinishedAfterACrash(t *testing.T) {
+	ctx := context.Background()
+	d := withSeed(t, "seeded-6", "gone", 2)
+	require.True(t, fromSeed(t, d, "seeded-6", "gone").OK)
+	execSQL(t, `COMMENT ON DATABASE "db-seeded-6" IS NULL`) // the crash came before the mark
+	require.NoError(t, d.RemoveSeed(ctx, "gone"))
+	res := fromSeed(t, d, "seeded-6", "gone")
+	require.True(t, res.OK, res.Message)
+	require.Equal(t, "owned by role db-seeded-6, made for seeded-6 generation 1, from seed gone", res.Observation.Detail)
+	require.Equal(t, 3, sql(t, "db-seeded-6", "SELECT count(*)::int FROM greeting"))
+	require.True(t, do(t, d, "database", "remove", "seeded-6").OK)
 }
 
 // listed is the seed name as Seeds lists it, nil if it does not.
