@@ -176,10 +176,32 @@ func (k envKind) due(h *envHandle) {
 		return
 	}
 	e := h.Record().Env
-	if !e.ExpiresAt.IsZero() && !h.Now().Before(e.ExpiresAt) && e.Desired == "ready" {
+	if !e.ExpiresAt.IsZero() && !h.Now().Before(e.ExpiresAt) && e.Desired != "removed" {
 		h.Apply(environment.Expire{})
 	}
+	if e.SleepDue(h.Now()) {
+		k.askTraffic(h, e)
+	}
 	k.next(h)
+}
+
+// askTraffic asks the route's driver for the last request the proxy
+// served under the preview's host, and tells the answer as Traffic (E19).
+// An answer that does not come leaves the sleep to the next round at rest,
+// which asks the same question with its route observation.
+func (k envKind) askTraffic(h *envHandle, e environment.Env) {
+	s, id := k.sys, h.ID()
+	drv := s.cfg.Env.Drivers[environment.Route]
+	if drv == nil {
+		return
+	}
+	req := driver.CapabilityRequest{Capability: string(environment.Route), Op: "observe", EnvID: id, Identity: e.Identity(environment.Route),
+		Generation: e.Generation, Branch: e.Branch, Revision: e.Revision}
+	h.Go(runtime.Effect{Labels: driverLabels(req), Run: func(ctx context.Context) {
+		if out, err := drv.Do(ctx, req); err == nil && out.Observation != nil {
+			s.envs.Tell(id, environment.Traffic{LastRequest: out.Observation.LastRequest})
+		}
+	}})
 }
 
 // next asks for the next eligible transition, through the mailbox.
@@ -219,7 +241,8 @@ func (k envKind) reconcile(h *envHandle) {
 	if !h.Exists() || e.Attempt != nil {
 		return
 	}
-	if e.Tombstone == nil && (e.State != environment.Ready || e.Desired != "ready") {
+	asleep := e.State == environment.Sleeping && e.Asleep()
+	if e.Tombstone == nil && !asleep && (e.State != environment.Ready || e.Desired != "ready") {
 		k.next(h)
 		return
 	}
@@ -235,18 +258,22 @@ func (k envKind) reconcile(h *envHandle) {
 		if err != nil || out.Observation == nil {
 			return // unknown is not drift; the next round looks again
 		}
-		o := out.Observation
-		s.envs.Tell(id, environment.AtRest{Capability: c, Seq: seq, BranchNewest: s.branchNewest(e.Branch), Observation: environment.Observation{
-			Exists: o.Exists, Owner: o.Owner, Matches: o.Matches, Replace: o.Replace, ProviderID: o.ProviderID, RouteTarget: o.RouteTarget,
-			Detail: redactString(o.Detail, s.cfg.Secrets...)}})
+		o := observationOf(out.Observation, s.cfg.Secrets)
+		o.URL = ""
+		s.envs.Tell(id, environment.AtRest{Capability: c, Seq: seq, BranchNewest: s.branchNewest(e.Branch), Observation: o})
+		if c == environment.Route && e.SleepAfter > 0 && e.State == environment.Ready {
+			s.envs.Tell(id, environment.Traffic{LastRequest: o.LastRequest}) // changes nothing before the sleep is due
+		}
 	}
 	// The serving links in order, route, application, then the request
 	// through the host name, so the machine judges the end-to-end answer
 	// knowing what the links said: a failed smoke check behind a
 	// route edited by hand is the route's drift, not the application's.
 	serving := []environment.Capability{environment.Route, environment.App}
-	if e.Tombstone == nil && e.SupersededBy == 0 {
-		serving = append(serving, environment.Smoke) // a host name ours to check
+	if e.Tombstone == nil && e.SupersededBy == 0 && !asleep {
+		// A host name ours to check; a sleeping one's is the waker's,
+		// and asking it would be a visit.
+		serving = append(serving, environment.Smoke)
 	}
 	data := []environment.Capability{environment.Database, environment.Migrations}
 	round := s.roundOf(id)
@@ -384,12 +411,20 @@ func (s *System) callCapability(ctx context.Context, drv driver.Capability, req 
 		}
 	default:
 		res.OK, res.Category, res.Message = out.OK, environment.Category(out.Category), redactString(out.Message, secrets...)
-		if o := out.Observation; o != nil {
-			res.Observation = &environment.Observation{Exists: o.Exists, Owner: o.Owner, Matches: o.Matches, Replace: o.Replace,
-				ProviderID: o.ProviderID, RouteTarget: o.RouteTarget, URL: previewURL(o.URL), Detail: redactString(o.Detail, secrets...)}
+		if out.Observation != nil {
+			o := observationOf(out.Observation, secrets)
+			res.Observation = &o
 		}
 	}
 	return res
+}
+
+// observationOf is a driver's observation as the machine takes it: its
+// URL kept only if it is one, its detail without the process's secrets.
+func observationOf(o *driver.CapabilityObservation, secrets []string) environment.Observation {
+	return environment.Observation{Exists: o.Exists, Owner: o.Owner, Matches: o.Matches, Replace: o.Replace,
+		ProviderID: o.ProviderID, RouteTarget: o.RouteTarget, URL: previewURL(o.URL), AtWaker: o.AtWaker, Stopped: o.Stopped,
+		LastRequest: o.LastRequest, Detail: redactString(o.Detail, secrets...)}
 }
 
 // previewURL keeps a URL a driver reported only if it is one: http(s),

@@ -28,8 +28,15 @@ func (m Machine) Actions(e Env) []string {
 	} else if e.LastFailure != nil && e.Data == Preserve && e.State == AppStopped && !e.DataRemovalOK {
 		out = append(out, "continue-removal")
 	}
-	if e.Tombstone == nil && e.Desired == "ready" {
+	if e.Tombstone == nil && e.Desired != "removed" {
 		out = append(out, "abandon")
+	}
+	switch {
+	case e.Tombstone != nil:
+	case e.Asleep():
+		out = append(out, "wake")
+	case m.Config.Sleeps && e.State == Ready && e.Desired == "ready" && e.Attempt == nil && e.SupersededBy == 0:
+		out = append(out, "sleep")
 	}
 	return out
 }
@@ -77,13 +84,17 @@ func (m Machine) action(e *Env, a Action, now time.Time) decision {
 		return decision{Note: "operator decided the preserved data may be removed (E12)"}
 	case "abandon":
 		return m.remove(e, "abandoned by "+a.Actor+": "+a.Reason, now)
+	case "sleep":
+		return m.sleep(e, "asked by "+a.Actor+": "+a.Reason, now)
+	case "wake":
+		return m.wake(e, "asked by "+a.Actor+": "+a.Reason, now)
 	}
 	return decision{Err: fmt.Errorf("%w: unknown action %s", errs.Invalid, a.Name)}
 }
 
 // ActionNames are the manual actions an operator may take; which of
 // them an environment offers now is Actions.
-var ActionNames = []string{"resume", "repair", "adopt", "continue-removal", "abandon", "rollback-route"}
+var ActionNames = []string{"resume", "repair", "adopt", "continue-removal", "abandon", "rollback-route", "sleep", "wake"}
 
 func (m Machine) delivered(e *Env, d Delivered) decision {
 	for i := range e.Outbox {

@@ -37,11 +37,15 @@ func (m Machine) openDrift(e *Env) int {
 // as itself is the application's drift, whatever the check that saw it;
 // a route is drifted only when its content is not what warden wrote.
 func (m Machine) atRest(e *Env, r AtRest, now time.Time) decision {
-	if e.Attempt != nil || e.State != Ready || e.Desired != "ready" {
+	asleep := e.State == Sleeping && e.Asleep()
+	if e.Attempt != nil || !asleep && (e.State != Ready || e.Desired != "ready") {
 		return decision{Note: "not at rest; the attempt is reconciled by its worker"}
 	}
 	if r.Seq != e.AttemptSeq {
 		return decision{Note: fmt.Sprintf("%s observed before attempt %d: stale, the next round looks again (P14)", r.Capability, e.AttemptSeq)}
+	}
+	if asleep {
+		return m.atRestAsleep(e, r, now)
 	}
 	o := r.Observation
 	switch r.Capability {

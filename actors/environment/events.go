@@ -23,8 +23,11 @@ type Create struct {
 	ID, Branch, Revision string
 	Data                 DataPolicy
 	// DataFrom names the seed the database is copied from ("": empty).
-	DataFrom   string
-	TTL        time.Duration
+	DataFrom string
+	TTL      time.Duration
+	// SleepAfter puts the preview to sleep once no request reached it for
+	// this long (0: never; E19).
+	SleepAfter time.Duration
 	Generation uint64
 	// By names the operator who asked, audited when set.
 	By string
@@ -55,7 +58,15 @@ type Observation struct {
 	// or started with a configuration that is no longer current): it is
 	// applied again rather than waited for.
 	Replace bool
-	Detail  string
+	// AtWaker: the route sends its host to warden's waker, not to the
+	// application. Stopped: the application exists and is stopped, as a
+	// sleep leaves it (E19).
+	AtWaker bool
+	Stopped bool
+	// LastRequest is the last request the proxy served under the route's
+	// host name, as far as it keeps (zero: none seen).
+	LastRequest time.Time
+	Detail      string
 }
 
 // DriverAnswer is a driver's answer for one attempt, under one lease generation.
@@ -110,6 +121,15 @@ type Action struct {
 	BranchNewest        uint64
 }
 
+// Traffic is the proxy's word on a ready preview's host, asked for when
+// its sleep falls due: the last request it served there (E19).
+type Traffic struct{ LastRequest time.Time }
+
+// Visited is a request to a sleeping preview's host, as warden's waker
+// received it: the preview is woken (E20). A request the proxy answered
+// with the waker is the only kind; a HEAD or a health check never is one.
+type Visited struct{ At time.Time }
+
 // GenerationGiven is the branch's answer to a created environment's
 // AskGeneration: its route generation. Told at least once; a second
 // telling changes nothing.
@@ -140,6 +160,8 @@ func (AtRest) isEvent()       {}
 func (Action) isEvent()       {}
 func (Delivered) isEvent()    {}
 func (OwnerGone) isEvent()    {}
+func (Traffic) isEvent()      {}
+func (Visited) isEvent()      {}
 
 func (GenerationGiven) isEvent() {}
 

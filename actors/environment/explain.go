@@ -99,6 +99,13 @@ func InputName(e Env, ev Event) string {
 		return "operator action " + v.Name
 	case GenerationGiven:
 		return "branch gives its generation"
+	case Traffic:
+		if v.LastRequest.IsZero() {
+			return "proxy reports no request since"
+		}
+		return "proxy reports a request since"
+	case Visited:
+		return "request to its host"
 	case Delivered:
 		if v.OK {
 			return "notification delivered"
@@ -152,12 +159,16 @@ func (m Machine) candidates(e Env) []candidate {
 				AtRest{Capability: c, Seq: e.AttemptSeq, Observation: Observation{Exists: true, Owner: e.ID, Detail: "not as declared"}})
 		}
 	}
-	if e.Desired == "ready" && !e.ExpiresAt.IsZero() {
+	if e.Desired != "removed" && !e.ExpiresAt.IsZero() {
 		add(e.ExpiresAt, Expire{})
 	}
-	if e.Desired == "ready" {
+	if e.Desired != "removed" {
 		add(time.Time{}, RemoveEnv{Reason: "asked by an operator", By: "operator"})
 	}
+	if due := e.sleepDue(); !due.IsZero() {
+		add(due, Traffic{}, Traffic{LastRequest: due})
+	}
+	add(time.Time{}, Visited{})
 	for _, name := range m.Actions(e) {
 		add(time.Time{}, Action{Name: name, Actor: "operator", Reason: "asked by an operator"})
 	}

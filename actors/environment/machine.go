@@ -25,6 +25,10 @@ type Config struct {
 	// RemoveArtifacts: the platform's artifacts are each environment's
 	// own, and removal removes them too (the local platform, P9).
 	RemoveArtifacts bool
+	// Sleeps: the platform's route driver can send a host to warden's
+	// waker and its application driver can stop an application: previews
+	// may sleep (E19).
+	Sleeps bool
 	// RetryBackoff is the first wait after a transient failure, doubling;
 	// MaxRetries transient failures of one transition end in review:
 	// nothing retries forever.
@@ -95,6 +99,8 @@ func (c Create) Validate() error {
 		return fmt.Errorf("%w: data must be disposable or preserve", errs.Invalid)
 	case c.DataFrom != "" && !ValidSeed(c.DataFrom):
 		return fmt.Errorf("%w: data_from %q must match [a-z0-9][a-z0-9-]{0,57}", errs.Invalid, c.DataFrom)
+	case c.SleepAfter != 0 && (c.SleepAfter < MinSleepAfter || c.SleepAfter > MaxSleepAfter):
+		return fmt.Errorf("%w: sleep_after must be between %s and %s (or none)", errs.Invalid, MinSleepAfter, MaxSleepAfter)
 	}
 	return nil
 }
@@ -104,11 +110,14 @@ func (m Machine) New(c Create, now time.Time) (Env, error) {
 	if err := c.Validate(); err != nil {
 		return Env{}, err
 	}
+	if c.SleepAfter > 0 && !m.Config.Sleeps {
+		return Env{}, fmt.Errorf("%w: sleep_after needs a platform whose previews can sleep, with a waker; this one has none", errs.Invalid)
+	}
 	if c.Data == "" {
 		c.Data = Disposable
 	}
 	e := Env{ID: c.ID, Branch: c.Branch, Revision: c.Revision, Data: c.Data, DataFrom: c.DataFrom, Desired: "ready", State: Requested,
-		Generation: c.Generation, CreatedAt: now, UpdatedAt: now}
+		Generation: c.Generation, SleepAfter: c.SleepAfter, CreatedAt: now, UpdatedAt: now}
 	if c.TTL > 0 {
 		e.ExpiresAt = now.Add(c.TTL)
 	}
@@ -191,6 +200,10 @@ func (m Machine) decide(e *Env, before Env, ev Event, now time.Time) decision {
 			e.Audit = append(e.Audit, AuditEntry{Actor: ev.By, Action: "remove", Reason: ev.Reason, At: now})
 		}
 		return m.remove(e, ev.Reason, now)
+	case Traffic:
+		return m.traffic(e, ev, now)
+	case Visited:
+		return m.visited(e, ev, now)
 	case Expire:
 		if e.ExpiresAt.IsZero() || now.Before(e.ExpiresAt) || e.Desired == "removed" {
 			return decision{Note: "not expired"}
@@ -252,6 +265,7 @@ func (e *Env) trim() {
 func (e Env) equal(o Env) bool {
 	return e.ID == o.ID && e.Branch == o.Branch && e.URL == o.URL && e.Revision == o.Revision &&
 		e.Data == o.Data && e.DataFrom == o.DataFrom && e.Desired == o.Desired && e.State == o.State && e.Generation == o.Generation &&
+		e.SleepAfter == o.SleepAfter && e.ActiveAt == o.ActiveAt && e.AsleepSince == o.AsleepSince &&
 		e.AskedAt == o.AskedAt && e.ExpiresAt == o.ExpiresAt && samePtr(e.Attempt, o.Attempt) &&
 		e.AttemptSeq == o.AttemptSeq && e.LeaseGeneration == o.LeaseGeneration &&
 		sameList(e.Receipts, o.Receipts) && sameList(e.Resources, o.Resources) &&
@@ -322,7 +336,8 @@ func (m Machine) eligible(e *Env, now time.Time) (string, bool) {
 // update) when a transition is eligible and none is in flight, so a process
 // that died right after a commit picks the work up on recovery (I11);
 // otherwise a back-off ending, a lease expiring (a crashed worker's attempt
-// is taken over then), or TTL. Zero means nothing is due.
+// is taken over then), a sleep falling due, or TTL. Zero means nothing is
+// due.
 func (m Machine) Wake(e Env) time.Time {
 	var at time.Time
 	earliest := func(t time.Time) {
@@ -342,12 +357,13 @@ func (m Machine) Wake(e Env) time.Time {
 		earliest(e.AskedAt.Add(m.askBranchAgain())) // its answer may have been lost
 	} else if e.LastFailure != nil && e.LastFailure.Retryable && !e.RetryAt.IsZero() {
 		earliest(e.RetryAt)
-	} else if _, next := m.transitionFrom(e.State); next {
+	} else if _, next := m.nextFrom(&e); next {
 		if _, ok := m.eligible(&e, e.UpdatedAt); ok {
 			earliest(e.UpdatedAt)
 		}
 	}
-	if e.Desired == "ready" {
+	earliest(e.sleepDue())
+	if e.Desired != "removed" {
 		earliest(e.ExpiresAt)
 	}
 	return at

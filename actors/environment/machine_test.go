@@ -20,14 +20,17 @@ var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 // TestMachine runs the golden scripts in testdata/; each case names its
 // rule. Commands:
 //
-//	create id= branch= revision= [data=] [ttl-hours=] [owner=]   owner: the creating process
+//	create id= branch= revision= [data=] [ttl-hours=] [sleep-after-minutes=] [owner=]   owner: the creating process
 //	advance [owner=]                      the next eligible transition
 //	ok | timeout | failed category= msg=  the effect's answer for the attempt
-//	observe [exists] [owner=] [matches] [replace] [route=N] [detail=]
+//	observe [exists] [owner=] [matches] [replace] [at-waker] [stopped] [route=N] [detail=]
 //	stale attempt= lease=                 a result from an old attempt or lease
 //	renew                                 renew the current lease
 //	remove reason= | expire
-//	at-rest cap= [exists] [owner=] [matches] [route=N] [provider=] [seq=N]
+//	at-rest cap= [exists] [owner=] [matches] [at-waker] [stopped] [route=N] [provider=] [seq=N]
+//	traffic [minutes-ago=]                the proxy's last request (none: never)
+//	visited                               a request to a sleeping preview's host
+//	sleeps                                previews may sleep (a waker)
 //	action name= actor= reason=
 //	delivered key= [ok]
 //	own-artifacts                         removal removes the artifact (P9)
@@ -90,7 +93,8 @@ func walkGoldens(t *testing.T, seen func(t *testing.T, pos string, m Machine, e 
 					gen = num("gen")
 				}
 				return show(mm.Create(Create{ID: arg("id", "env-271"), Branch: arg("branch", "feature-search"), Revision: arg("revision", "3f2c9e1"),
-					Data: DataPolicy(arg("data", "")), TTL: time.Duration(num("ttl-hours")) * time.Hour, Generation: gen}, now))
+					Data: DataPolicy(arg("data", "")), TTL: time.Duration(num("ttl-hours")) * time.Hour, Generation: gen,
+					SleepAfter: time.Duration(num("sleep-after-minutes")) * time.Minute}, now))
 			case "given":
 				return step(GenerationGiven{Generation: num("generation")})
 			case "advance":
@@ -103,7 +107,7 @@ func walkGoldens(t *testing.T, seen func(t *testing.T, pos string, m Machine, e 
 				id, lg := cur()
 				return step(DriverAnswer{AttemptID: id, LeaseGeneration: lg, OK: true, BranchNewest: newest(), Observation: &Observation{Exists: d.HasArg("exists"),
 					Owner: arg("owner", e.ID), Matches: d.HasArg("matches"), RouteTarget: num("route"), Detail: arg("detail", ""), ProviderID: arg("provider", ""),
-					Replace: d.HasArg("replace")}})
+					Replace: d.HasArg("replace"), AtWaker: d.HasArg("at-waker"), Stopped: d.HasArg("stopped")}})
 			case "stale":
 				return step(DriverAnswer{AttemptID: arg("attempt", ""), LeaseGeneration: num("lease"), OK: true})
 			case "owner-gone":
@@ -121,7 +125,17 @@ func walkGoldens(t *testing.T, seen func(t *testing.T, pos string, m Machine, e 
 					seq = num("seq")
 				}
 				return step(AtRest{Capability: Capability(arg("cap", "")), Seq: seq, BranchNewest: newest(), Observation: Observation{Exists: d.HasArg("exists"),
-					Owner: arg("owner", e.ID), Matches: d.HasArg("matches"), RouteTarget: num("route"), ProviderID: arg("provider", ""), Detail: arg("detail", "")}})
+					Owner: arg("owner", e.ID), Matches: d.HasArg("matches"), RouteTarget: num("route"), ProviderID: arg("provider", ""), Detail: arg("detail", ""),
+					AtWaker: d.HasArg("at-waker"), Stopped: d.HasArg("stopped")}})
+			case "traffic":
+				// The proxy's word: the last request minutes ago (none: never).
+				var last time.Time
+				if d.HasArg("minutes-ago") {
+					last = now.Add(-time.Duration(num("minutes-ago")) * time.Minute)
+				}
+				return step(Traffic{LastRequest: last})
+			case "visited":
+				return step(Visited{At: now})
 			case "action":
 				return step(Action{Name: arg("name", ""), Actor: arg("actor", ""), Reason: arg("reason", ""), BranchNewest: newest()})
 			case "delivered":
@@ -138,6 +152,10 @@ func walkGoldens(t *testing.T, seen func(t *testing.T, pos string, m Machine, e 
 					fmt.Fprintf(&b, "classes: %s\n", strings.Join(st.Classes, " "))
 				}
 				return b.String()
+			case "sleeps":
+				// E19: the platform has a waker; previews may sleep.
+				m.Config.Sleeps = true
+				return "previews may sleep\n"
 			case "own-artifacts":
 				// P9: the platform's artifacts are each environment's own.
 				m.Config.RemoveArtifacts = true
@@ -178,7 +196,7 @@ func walkGoldens(t *testing.T, seen func(t *testing.T, pos string, m Machine, e 
 						var r DriverAnswer
 						if do.Op == Observe || e.Attempt.Verifying {
 							obs := &Observation{Exists: e.Attempt.Op != Remove && e.Attempt.From != DataRemoved, Owner: e.ID, Matches: true, RouteTarget: e.Generation,
-								ProviderID: "p-" + do.Identity}
+								ProviderID: "p-" + do.Identity, AtWaker: e.Attempt.Op == Sleep && do.Capability == Route, Stopped: e.Attempt.Op == Sleep && do.Capability == App}
 							r = DriverAnswer{AttemptID: do.AttemptID, LeaseGeneration: do.LeaseGeneration, OK: true, Observation: obs, BranchNewest: e.Generation}
 						} else {
 							r = DriverAnswer{AttemptID: do.AttemptID, LeaseGeneration: do.LeaseGeneration, OK: true, BranchNewest: e.Generation}
@@ -500,4 +518,20 @@ func walk(m Machine, e Env, now time.Time, observe func(Do) *Observation) Env {
 		e, _ = m.Step(e, r, now)
 	}
 	return e
+}
+
+// TestE19APlatformWithoutAWakerRefusesSleepAfter: a preview may be asked to
+// sleep only where the platform can put it to sleep and wake it; elsewhere
+// the create is refused, saying why, and nothing is recorded.
+func TestE19APlatformWithoutAWakerRefusesSleepAfter(t *testing.T) {
+	m := Machine{Config: DefaultConfig()}
+	_, out := m.Create(Create{ID: "env-1", Branch: "main", Revision: "r1", Generation: 1, SleepAfter: time.Hour}, epoch)
+	require.ErrorContains(t, out.Err, "sleep_after needs a platform whose previews can sleep")
+	m.Config.Sleeps = true
+	e, out := m.Create(Create{ID: "env-1", Branch: "main", Revision: "r1", Generation: 1, SleepAfter: time.Hour}, epoch)
+	require.NoError(t, out.Err)
+	require.Equal(t, time.Hour, e.SleepAfter)
+	_, out = m.Create(Create{ID: "env-2", Branch: "main", Revision: "r1", Generation: 1, SleepAfter: time.Millisecond}, epoch)
+	require.ErrorContains(t, out.Err, "sleep_after must be between")
+	require.NotContains(t, m.Actions(e), "sleep", "a preview not yet ready is not put to sleep by hand")
 }

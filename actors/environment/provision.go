@@ -38,9 +38,16 @@ func (m Machine) advance(e *Env, a Advance, now time.Time) decision {
 // before its first effect, or, for the last removal state, the
 // tombstone.
 func (m Machine) start(e *Env, owner string, branchNewest uint64, now time.Time) decision {
-	t, ok := m.transitionFrom(e.State)
+	t, ok := m.nextFrom(e)
 	if !ok {
 		return decision{Note: "no transition from " + string(e.State)}
+	}
+	var through []Phase
+	if e.waking() {
+		// The data and the artifact were kept: provisioning goes on
+		// from data-ready, as a new preview's does (E20).
+		e.State = DataReady
+		through = []Phase{DataReady}
 	}
 	if t.from == AppStopped && e.Data == Preserve && !e.DataRemovalOK {
 		e.LastFailure = &Failure{Transition: string(t.from) + " -> " + string(t.to), Category: Configuration, Retryable: false,
@@ -54,7 +61,9 @@ func (m Machine) start(e *Env, owner string, branchNewest uint64, now time.Time)
 		m.announce(e, EventRemoved, "removed: "+e.RemovalReason, now)
 		return decision{Note: "removed; tombstone kept for leak audits (E12)", through: []Phase{Removed}}
 	}
-	return m.begin(e, t, 0, owner, branchNewest, now)
+	out := m.begin(e, t, 0, owner, branchNewest, now)
+	out.through = append(through, out.through...)
+	return out
 }
 
 // askBranch asks the branch for the route generation (again, after
@@ -95,7 +104,7 @@ func (m Machine) given(e *Env, g GenerationGiven) decision {
 func (m Machine) proceed(e *Env, ev Event, owner string, out *decision, now time.Time) {
 	var newest uint64
 	switch ev := ev.(type) {
-	case Create, RemoveEnv, Expire, GenerationGiven:
+	case Create, RemoveEnv, Expire, GenerationGiven, Traffic, Visited:
 	case DriverAnswer:
 		newest = ev.BranchNewest
 	case AtRest:
@@ -112,7 +121,7 @@ func (m Machine) proceed(e *Env, ev Event, owner string, out *decision, now time
 		if e.Attempt != nil || e.Tombstone != nil || e.Generation == 0 {
 			return // an attempt in flight, nothing left, or no generation yet
 		}
-		if t, ok := m.transitionFrom(e.State); !ok || len(t.steps) > 0 && t.steps[0] == (step{Route, Apply}) && newest == 0 {
+		if t, ok := m.nextFrom(e); !ok || len(t.steps) > 0 && t.steps[0] == (step{Route, Apply}) && newest == 0 {
 			return
 		}
 		if _, ok := m.eligible(e, now); !ok {

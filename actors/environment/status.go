@@ -64,6 +64,12 @@ func (m Machine) Status(e Env, now time.Time) Status {
 		}
 	case e.Desired == "removed":
 		fmt.Fprintf(&b, "removing (%s), at %s (E11)", e.RemovalReason, e.State)
+	case e.State == Sleeping && e.Asleep():
+		fmt.Fprintf(&b, "sleeping since %s: its host is the waker's; the next request to it wakes the preview (E19, E20)", entity.Clock(e.AsleepSince, now))
+	case e.Asleep():
+		fmt.Fprintf(&b, "going to sleep since %s, at %s (E19)", entity.Clock(e.AsleepSince, now), e.State)
+	case e.waking():
+		fmt.Fprintf(&b, "waking, at %s (E20)", e.State)
 	default:
 		fmt.Fprintf(&b, "%s, on its way to ready", e.State)
 	}
@@ -76,7 +82,10 @@ func (m Machine) Status(e Env, now time.Time) Status {
 				strings.Join(m.Actions(e), ", "))
 		}
 	}
-	if e.Desired == "ready" && !e.ExpiresAt.IsZero() {
+	if due := e.sleepDue(); !due.IsZero() {
+		next(due, "asks the proxy for its last request: none since, it sleeps (E19)")
+	}
+	if e.Desired != "removed" && !e.ExpiresAt.IsZero() {
 		fmt.Fprintf(&b, "; expires at %s", entity.Clock(e.ExpiresAt, now))
 		next(e.ExpiresAt, "TTL ends: removal starts (E14)")
 	}

@@ -31,6 +31,8 @@ const (
 	AppReady         Phase = "app-ready"
 	RouteActive      Phase = "route-active"
 	Ready            Phase = "ready"
+	RouteAtWaker     Phase = "route-at-waker"
+	Sleeping         Phase = "sleeping"
 	RemovalRequested Phase = "removal-requested"
 	RouteDetached    Phase = "route-detached"
 	AppStopped       Phase = "application-stopped"
@@ -53,7 +55,7 @@ func (p *Phase) UnmarshalText(b []byte) error {
 
 // Phases lists every state in lifecycle order (lists filter by them).
 var Phases = []Phase{Requested, ArtifactReady, DataReady, AppStarting, AppReady, RouteActive, Ready,
-	RemovalRequested, RouteDetached, AppStopped, DataRemoved, VerifiedAbsent, Removed}
+	RouteAtWaker, Sleeping, RemovalRequested, RouteDetached, AppStopped, DataRemoved, VerifiedAbsent, Removed}
 
 // Capability is a kind of driver.
 type Capability string
@@ -75,6 +77,9 @@ const (
 	Apply   Op = "apply"
 	Observe Op = "observe"
 	Remove  Op = "remove"
+	// Sleep: a route sends its host to warden's waker; an application
+	// is stopped, its container kept.
+	Sleep Op = "sleep"
 )
 
 // step is one capability's part of a transition: an effect, then its
@@ -91,7 +96,10 @@ type transition struct {
 	steps    []step
 }
 
-// transitions is the whole lifecycle: provisioning forward, removal forward.
+// transitions is the whole lifecycle: provisioning forward, sleep (taken
+// only while the preview is desired asleep, Machine.nextFrom), removal
+// forward. A wake is no transition of its own: a sleeping preview desired
+// ready goes back to data-ready and provisions from there (E20).
 // Removal takes the route, the application and the data; the
 // artifact is a shared, immutable build output (one revision may serve
 // several environments), so no environment owns or removes it (decided),
@@ -105,6 +113,8 @@ var transitions = []transition{
 	{AppStarting, AppReady, []step{{App, Observe}}},
 	{AppReady, RouteActive, []step{{Route, Apply}}},
 	{RouteActive, Ready, []step{{Smoke, Apply}}},
+	{Ready, RouteAtWaker, []step{{Route, Sleep}}},
+	{RouteAtWaker, Sleeping, []step{{App, Sleep}}},
 	{RemovalRequested, RouteDetached, []step{{Route, Remove}}},
 	{RouteDetached, AppStopped, []step{{App, Remove}}},
 	{AppStopped, DataRemoved, []step{{Migrations, Remove}, {Database, Remove}}},
@@ -162,11 +172,11 @@ func (m Machine) transitionFrom(p Phase) (transition, bool) {
 	return t, ok
 }
 
-// Provisioning reports whether p is on the provisioning path (removal not
-// started).
+// Provisioning reports whether p is on the provisioning path or asleep
+// (removal not started).
 func (p Phase) Provisioning() bool {
 	switch p {
-	case Requested, ArtifactReady, DataReady, AppStarting, AppReady, RouteActive, Ready:
+	case Requested, ArtifactReady, DataReady, AppStarting, AppReady, RouteActive, Ready, RouteAtWaker, Sleeping:
 		return true
 	}
 	return false
@@ -342,20 +352,28 @@ type Env struct {
 	Data     DataPolicy `json:"data"`
 	// DataFrom is the seed its database is a copy of ("": made empty).
 	DataFrom string `json:"data_from,omitempty"`
-	Desired  string `json:"desired"` // ready or removed
+	Desired  string `json:"desired"` // ready, asleep or removed
 	State    Phase  `json:"state"`
 	// Generation is the lifecycle generation; the route generation n of
 	// route-<branch>-<n> is taken from it. Zero until the branch
 	// gives it; AskedAt is when the branch was last asked.
-	Generation      uint64     `json:"generation"`
-	AskedAt         time.Time  `json:"asked_at,omitzero"`
-	ExpiresAt       time.Time  `json:"expires_at,omitzero"`
-	Attempt         *Attempt   `json:"attempt,omitempty"`
-	AttemptSeq      uint64     `json:"attempt_seq"`
-	LeaseGeneration uint64     `json:"lease_generation"`
-	Receipts        []Receipt  `json:"receipts"`
-	Resources       []Resource `json:"resources"`
-	LastFailure     *Failure   `json:"last_failure,omitempty"`
+	Generation uint64 `json:"generation"`
+	// SleepAfter: a ready preview no request reached for this long is put
+	// to sleep (0: never). ActiveAt is when it was last known in use: a
+	// request its route served, as the proxy reports, or its becoming
+	// ready. AsleepSince is when it was decided to sleep, while it is
+	// desired asleep (E19).
+	SleepAfter      time.Duration `json:"sleep_after,omitempty"`
+	ActiveAt        time.Time     `json:"active_at,omitzero"`
+	AsleepSince     time.Time     `json:"asleep_since,omitzero"`
+	AskedAt         time.Time     `json:"asked_at,omitzero"`
+	ExpiresAt       time.Time     `json:"expires_at,omitzero"`
+	Attempt         *Attempt      `json:"attempt,omitempty"`
+	AttemptSeq      uint64        `json:"attempt_seq"`
+	LeaseGeneration uint64        `json:"lease_generation"`
+	Receipts        []Receipt     `json:"receipts"`
+	Resources       []Resource    `json:"resources"`
+	LastFailure     *Failure      `json:"last_failure,omitempty"`
 	// Failures counts consecutive transient failures of the current
 	// transition; RetryAt is when the next attempt may start.
 	Failures      int            `json:"failures"`

@@ -17,6 +17,9 @@ func (m Machine) verify(e *Env, o Observation, now time.Time) decision {
 	if t, _ := m.transitionFrom(a.From); t.steps != nil {
 		op = t.steps[a.Step].op
 	}
+	if op == Sleep {
+		return m.verifySlept(e, o, now)
+	}
 	if a.Capability == Route {
 		if op == Apply {
 			return m.verifyActivation(e, o, now)
@@ -138,6 +141,12 @@ func (m Machine) applyAgain(e *Env, op Op, o Observation) (decision, bool) {
 func (m Machine) verifyActivation(e *Env, o Observation, now time.Time) decision {
 	a := e.Attempt
 	switch {
+	case o.Exists && o.RouteTarget == e.Generation && o.AtWaker:
+		// A wake's activation not yet landed: the route still sends the
+		// host to the waker. Asked again under the same generation.
+		a.Verifying = false
+		return decision{Note: fmt.Sprintf("route generation %d still sends its host to the waker; activating again (E8, E20)", e.Generation),
+			Effects: []Effect{m.do(e, Apply)}}
 	case o.Exists && o.RouteTarget == e.Generation && o.Owner != e.ID:
 		return m.fail(e, Transient, fmt.Sprintf("the route read at generation %d names %q, not this environment: not taken as its route (E8, P19)",
 			o.RouteTarget, o.Owner), now)
@@ -262,6 +271,7 @@ func (m Machine) stepDone(e *Env, detail, providerID string, now time.Time) deci
 	e.Attempt = nil
 	out := decision{Note: fmt.Sprintf("%s; %s -> %s committed", detail, t.from, t.to), through: []Phase{t.to}}
 	if t.to == Ready {
+		e.ActiveAt = later(now, e.ActiveAt) // becoming ready is being in use
 		m.announce(e, EventReady, "ready", now)
 	}
 	return out

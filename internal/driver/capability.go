@@ -3,11 +3,12 @@ package driver
 import (
 	"context"
 	"errors"
+	"time"
 )
 
 // CapabilityRequest is one call of a preview-environment driver: the
 // capability (artifact, database, migrations, app, route, smoke, notify),
-// the operation (apply, observe, remove) and every identity it needs, so a
+// the operation (apply, observe, remove, sleep) and every identity it needs, so a
 // driver never has to invent a name. The attempt id and lease generation
 // let a driver refuse an obsolete caller where its target allows;
 // ExpectedRoute is the compare-and-set guard of a route activation: the
@@ -54,8 +55,17 @@ type CapabilityObservation struct {
 	// Replace: the resource exists but can never become ready as it is
 	// (it exited, or runs a configuration that is no longer current): it
 	// is to be applied again, not waited for.
-	Replace bool   `json:"replace,omitempty"`
-	Detail  string `json:"detail,omitempty"`
+	Replace bool `json:"replace,omitempty"`
+	// AtWaker: the route sends its host to warden's waker (a sleeping
+	// preview's). Stopped: the application exists, stopped, as a sleep
+	// leaves it.
+	AtWaker bool `json:"at_waker,omitempty"`
+	Stopped bool `json:"stopped,omitempty"`
+	// LastRequest is the last request the proxy served under the route's
+	// host name that was someone's visit (not a HEAD, not a health check),
+	// as far as its log reaches; zero: none seen.
+	LastRequest time.Time `json:"last_request,omitzero"`
+	Detail      string    `json:"detail,omitempty"`
 }
 
 // Capability performs one operation of one capability. Implementations are

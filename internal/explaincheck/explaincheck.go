@@ -166,8 +166,9 @@ type envProbe struct {
 // driver can give the attempt (and a stale one), every category of
 // failure, every observation, the lease's renewal and a stale one, every
 // action by name, the reconciler's findings on every capability, the
-// branch's generations, every notification's report, and the timers at
-// their deadlines.
+// branch's generations, every notification's report, the proxy's word on
+// traffic and a request through the waker, and the timers at their
+// deadlines.
 func envProbes(e environment.Env) []envProbe {
 	var ps []envProbe
 	add := func(at time.Time, evs ...environment.Event) {
@@ -177,7 +178,8 @@ func envProbes(e environment.Env) []envProbe {
 	}
 	observations := []environment.Observation{{}, {Exists: true, Owner: e.ID, Matches: true, RouteTarget: e.Generation},
 		{Exists: true, Owner: e.ID}, {Exists: true, Owner: "someone-else", Matches: true},
-		{Exists: true, Owner: e.ID, Matches: true, Replace: true}, {Exists: true, Owner: e.ID, Matches: true, RouteTarget: e.Generation + 1}}
+		{Exists: true, Owner: e.ID, Matches: true, Replace: true}, {Exists: true, Owner: e.ID, Matches: true, RouteTarget: e.Generation + 1},
+		{Exists: true, Owner: e.ID, Matches: true, RouteTarget: e.Generation, AtWaker: true}, {Exists: true, Owner: e.ID, Stopped: true}}
 	for _, lease := range []uint64{e.LeaseGeneration, e.LeaseGeneration + 1} {
 		id := "none"
 		if e.Attempt != nil {
@@ -202,7 +204,12 @@ func envProbes(e environment.Env) []envProbe {
 	if !e.ExpiresAt.IsZero() {
 		add(e.ExpiresAt, environment.Expire{})
 	}
-	for _, name := range environment.ActionNames {
+	add(time.Time{}, environment.Visited{}, environment.Traffic{})
+	if e.SleepAfter > 0 {
+		due := e.ActiveAt.Add(e.SleepAfter)
+		add(due, environment.Traffic{}, environment.Traffic{LastRequest: due}, environment.Traffic{LastRequest: e.ActiveAt.Add(e.SleepAfter / 2)})
+	}
+		for _, name := range environment.ActionNames {
 		add(time.Time{}, environment.Action{Name: name, Actor: "o", Reason: "r"})
 	}
 	for _, c := range []environment.Capability{environment.Artifact, environment.Database, environment.Migrations, environment.App, environment.Route, environment.Smoke, environment.Notify} {

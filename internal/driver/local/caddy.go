@@ -38,6 +38,13 @@ type Routes struct {
 	// Console is warden's console, linked from the page a host with no
 	// preview answers.
 	Console string
+	// Waker is where Caddy reaches warden's waker (host:port): a sleeping
+	// preview's route sends its host there (E19). Empty: previews do not
+	// sleep here.
+	Waker string
+	// Traffic reads the server's access log for the last request under
+	// each host (nil: none is known).
+	Traffic *AccessLog
 	// Client asks Caddy's admin API (nil: adminClient); Checks asks
 	// through Caddy's listener (smoke checks; nil: http.DefaultClient).
 	// The platform gives both the drivers' share of descriptors.
@@ -48,6 +55,16 @@ type Routes struct {
 const (
 	HeaderEnvironment     = "X-Warden-Environment"
 	HeaderRouteGeneration = "X-Warden-Route-Generation"
+)
+
+// The headers a sleeping preview's route sets on the request it sends the
+// waker, over any the client sent: the environment to wake and the path
+// that was asked for (a health check's wakes nothing). WakerPath is where
+// the route sends it on warden's listener.
+const (
+	HeaderWake     = "X-Warden-Wake"
+	HeaderWakePath = "X-Warden-Wake-Path"
+	WakerPath      = "/v1/waker"
 )
 
 // maxAdminBody bounds what is read from Caddy's admin API and from a
@@ -79,6 +96,12 @@ type caddyHandler struct {
 	Upstreams []struct {
 		Dial string `json:"dial"`
 	} `json:"upstreams,omitempty"`
+	URI     string `json:"uri,omitempty"`
+	Headers *struct {
+		Request *struct {
+			Set map[string][]string `json:"set"`
+		} `json:"request,omitempty"`
+	} `json:"headers,omitempty"`
 }
 
 // held is what a branch's route serves now; shaped: it matches the
@@ -93,6 +116,9 @@ type held struct {
 	upstream   string
 	shaped     bool
 	etag       string
+	// atWaker: the route sends its host, rewritten to WakerPath and
+	// naming its environment, to the waker (a sleeping preview's).
+	atWaker bool
 }
 
 // at is the route's position in the server's list when it was read: the
@@ -122,6 +148,8 @@ func (d *Routes) Do(ctx context.Context, r driver.CapabilityRequest) (driver.Cap
 		return d.activate(ctx, r)
 	case "route/remove":
 		return d.detach(ctx, r)
+	case "route/sleep":
+		return d.sleep(ctx, r)
 	case "smoke/observe", "smoke/apply":
 		o, err := d.smoke(ctx, r)
 		return observed(o, err)
@@ -139,15 +167,20 @@ func (d *Routes) observe(ctx context.Context, r driver.CapabilityRequest) (drive
 
 func (d *Routes) observation(h held, branch string) *driver.CapabilityObservation {
 	if !h.exists {
-		return &driver.CapabilityObservation{}
+		return &driver.CapabilityObservation{LastRequest: d.Traffic.Last(d.host(branch))}
 	}
 	// The route as it is: its generation, its environment, its upstream
 	// (the provider id, which the controller compares with the one it
 	// recorded), and whether it has the shape this driver writes. Whether
 	// anything answers at the upstream is the application's business:
 	// a dead upstream behind an unchanged route is not route drift.
-	return &driver.CapabilityObservation{Exists: true, Owner: h.env, RouteTarget: h.generation, ProviderID: h.upstream,
-		URL: d.URL(branch), Matches: h.shaped, Detail: fmt.Sprintf("generation %d of %s, upstream %s", h.generation, h.env, h.upstream)}
+	o := &driver.CapabilityObservation{Exists: true, Owner: h.env, RouteTarget: h.generation, ProviderID: h.upstream,
+		URL: d.URL(branch), Matches: h.shaped, AtWaker: h.atWaker, Detail: fmt.Sprintf("generation %d of %s, upstream %s", h.generation, h.env, h.upstream)}
+	if h.atWaker {
+		o.Detail += " (the waker)"
+	}
+	o.LastRequest = d.Traffic.Last(d.host(branch))
+	return o
 }
 
 // activate sets the branch's route to this generation if the route holds
@@ -172,7 +205,7 @@ func (d *Routes) activate(ctx context.Context, r driver.CapabilityRequest) (driv
 		if h.exists && h.generation == r.Generation && h.env == r.EnvID && h.upstream == up {
 			return driver.CapabilityResult{OK: true, Observation: d.observation(h, r.Branch)}, nil
 		}
-		ok, err := d.write(ctx, r, up, h)
+		ok, err := d.write(ctx, r, up, false, h)
 		if err != nil {
 			return driver.CapabilityResult{}, err
 		}
@@ -182,6 +215,37 @@ func (d *Routes) activate(ctx context.Context, r driver.CapabilityRequest) (driv
 				return driver.CapabilityResult{}, err
 			}
 			return driver.CapabilityResult{OK: true, Observation: d.observation(h, r.Branch)}, nil
+		}
+	}
+	return driver.CapabilityResult{Category: "transient", Message: fmt.Sprintf("caddy's config kept changing under the route of %s", r.Branch)}, nil
+}
+
+// sleep sends the branch's host to the waker, under this generation,
+// while the route is this environment's at this generation, or absent (a
+// route removed by hand from a sleeping preview is put back, at the
+// waker); any other is left and observed (E8, E19).
+func (d *Routes) sleep(ctx context.Context, r driver.CapabilityRequest) (driver.CapabilityResult, error) {
+	if d.Waker == "" {
+		return driver.CapabilityResult{Category: "configuration", Message: "no waker is configured: previews do not sleep here"}, nil
+	}
+	if err := d.EnsureFallback(ctx); err != nil {
+		return driver.CapabilityResult{}, err
+	}
+	for range casAttempts {
+		h, err := d.read(ctx, r.Branch)
+		if err != nil {
+			return driver.CapabilityResult{}, err
+		}
+		ours := h.exists && h.generation == r.Generation && h.env == r.EnvID
+		if h.exists && !ours || ours && h.atWaker {
+			return driver.CapabilityResult{OK: true, Observation: d.observation(h, r.Branch)}, nil
+		}
+		ok, err := d.write(ctx, r, d.Waker, true, h)
+		if err != nil {
+			return driver.CapabilityResult{}, err
+		}
+		if ok {
+			return d.observe(ctx, r)
 		}
 	}
 	return driver.CapabilityResult{Category: "transient", Message: fmt.Sprintf("caddy's config kept changing under the route of %s", r.Branch)}, nil
@@ -215,12 +279,23 @@ func (d *Routes) detach(ctx context.Context, r driver.CapabilityRequest) (driver
 
 // write puts the route, guarded by the ETag read with h: false when
 // another change came first (changedUnder), to be read and decided again.
-func (d *Routes) write(ctx context.Context, r driver.CapabilityRequest, upstream string, h held) (bool, error) {
+// A route at the waker rewrites the request to WakerPath and names its
+// environment and the path asked for in headers the route sets over the
+// client's own.
+func (d *Routes) write(ctx context.Context, r driver.CapabilityRequest, upstream string, atWaker bool, h held) (bool, error) {
 	headers, _ := json.Marshal(map[string]any{"handler": "headers", "response": map[string]any{"set": map[string][]string{
 		HeaderEnvironment: {r.EnvID}, HeaderRouteGeneration: {strconv.FormatUint(r.Generation, 10)}}}})
 	proxy, _ := json.Marshal(map[string]any{"handler": "reverse_proxy", "upstreams": []map[string]string{{"dial": upstream}}})
+	handle := []json.RawMessage{headers, proxy}
+	if atWaker {
+		rewrite, _ := json.Marshal(map[string]any{"handler": "rewrite", "uri": WakerPath})
+		proxy, _ = json.Marshal(map[string]any{"handler": "reverse_proxy", "upstreams": []map[string]string{{"dial": upstream}},
+			"headers": map[string]any{"request": map[string]any{"set": map[string][]string{
+				HeaderWake: {r.EnvID}, HeaderWakePath: {"{http.request.orig_uri.path}"}}}}})
+		handle = []json.RawMessage{headers, rewrite, proxy}
+	}
 	body, _ := json.Marshal(caddyRoute{ID: d.routeID(r.Branch), Match: []caddyMatch{{Host: []string{d.host(r.Branch)}}},
-		Handle: []json.RawMessage{headers, proxy}, Terminal: true})
+		Handle: handle, Terminal: true})
 	method, path, etag := http.MethodPatch, h.at(), h.etag
 	if !h.exists {
 		// A new route goes first, before the catch-all that answers 404
@@ -376,6 +451,7 @@ func (d *Routes) readOnce(ctx context.Context, branch string) (h held, moved boo
 		return held{}, false, fmt.Errorf("caddy: route of %s answered without an ETag naming its place (%q): Caddy 2.6 or later is needed", branch, etag)
 	}
 	hostOnly := len(rt.Match) == 1 && len(rt.Match[0].Host) == 1 && rt.Match[0].Host[0] == d.host(branch)
+	var rewrites []string
 	for _, raw := range rt.Handle {
 		var hd caddyHandler
 		if json.Unmarshal(raw, &hd) != nil {
@@ -391,9 +467,23 @@ func (d *Routes) readOnce(ctx context.Context, branch string) (h held, moved boo
 			}
 		case hd.Handler == "reverse_proxy" && len(hd.Upstreams) == 1:
 			h.upstream = hd.Upstreams[0].Dial
+			if hd.Headers != nil && hd.Headers.Request != nil {
+				wake := hd.Headers.Request.Set[HeaderWake]
+				h.atWaker = len(wake) == 1 && wake[0] != "" && wake[0] == h.env
+			}
+		case hd.Handler == "rewrite":
+			rewrites = append(rewrites, hd.URI)
 		}
 	}
-	h.shaped = hostOnly && h.env != "" && h.generation > 0 && h.upstream != "" && len(rt.Handle) == 2
+	// A route at the waker is shaped as sleep writes it: the waker its
+	// upstream, the request rewritten to WakerPath, naming its
+	// environment; any other is not at the waker.
+	h.atWaker = h.atWaker && d.Waker != "" && h.upstream == d.Waker && len(rewrites) == 1 && rewrites[0] == WakerPath
+	handlers := 2
+	if h.atWaker {
+		handlers = 3
+	}
+	h.shaped = hostOnly && h.env != "" && h.generation > 0 && h.upstream != "" && len(rt.Handle) == handlers
 	return h, false, nil
 }
 

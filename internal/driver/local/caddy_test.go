@@ -154,7 +154,7 @@ func TestP7AWriteThatRacesAnotherChangeIsRefused(t *testing.T) {
 	stale, err := d.read(context.Background(), "feature-x")
 	require.NoError(t, err)
 	require.True(t, route(t, d, "apply", "env-2", 2, 1).OK) // lands between the read and the write
-	ok, err := d.write(context.Background(), driver.CapabilityRequest{EnvID: "env-1", Branch: "feature-x", Generation: 1}, "127.0.0.1:1", stale)
+	ok, err := d.write(context.Background(), driver.CapabilityRequest{EnvID: "env-1", Branch: "feature-x", Generation: 1}, "127.0.0.1:1", false, stale)
 	require.NoError(t, err)
 	require.False(t, ok, "Caddy refuses a write under a stale ETag")
 	require.Equal(t, uint64(2), route(t, d, "observe", "env-2", 2, 1).Observation.RouteTarget)

@@ -30,6 +30,13 @@ type Platform struct {
 	// Instance labels this platform's application containers;
 	// Console is warden's console, linked from the catch-all page.
 	Instance, Console string
+	// Waker is where Caddy reaches warden's waker (host:port; empty:
+	// previews do not sleep); Traffic reads the access log Caddy writes
+	// for the preview server, which tells when each preview was last
+	// visited (E19, P21). One reader per process: it keeps where it
+	// stopped.
+	Waker   string
+	Traffic *AccessLog
 	// Descriptors bounds podman's commands, and the connections to Caddy,
 	// the applications and PostgreSQL, with every other driver's
 	// processes and connections.
@@ -39,8 +46,16 @@ type Platform struct {
 // Prepare readies what is the platform's and no preview's: Caddy's
 // catch-all page for hosts with no preview.
 func (p Platform) Prepare(ctx context.Context) error {
-	return (&Routes{Admin: p.CaddyAdmin, Server: p.CaddyServer, Console: p.Console, Client: newAdminClient(p.Descriptors)}).EnsureFallback(ctx)
+	r := &Routes{Admin: p.CaddyAdmin, Server: p.CaddyServer, Console: p.Console, Client: newAdminClient(p.Descriptors), Traffic: p.Traffic}
+	if err := r.EnsureFallback(ctx); err != nil {
+		return err
+	}
+	return r.EnsureAccessLog(ctx)
 }
+
+// Sleeps reports whether previews may sleep here: a waker is configured,
+// and an access log to know their visits by.
+func (p Platform) Sleeps() bool { return p.Waker != "" && p.Traffic != nil }
 
 // Watcher follows podman's events for this platform's applications.
 func (p Platform) Watcher() driver.Watcher {
@@ -64,12 +79,15 @@ func (p Platform) Drivers() (map[environment.Capability]driver.Capability, error
 		lookup = 10 * time.Second
 	}
 	routes := &Routes{Admin: p.CaddyAdmin, Server: p.CaddyServer, Public: p.PreviewListen, Domain: p.PreviewDomain, Console: p.Console,
-		Client: newAdminClient(p.Descriptors), Checks: checks,
+		Client: newAdminClient(p.Descriptors), Checks: checks, Traffic: p.Traffic,
 		Upstream: func(env string) (string, error) {
 			ctx, cancel := context.WithTimeout(context.Background(), lookup)
 			defer cancel()
 			return pod.Upstream(ctx, env)
 		}}
+	if p.Sleeps() {
+		routes.Waker = p.Waker
+	}
 	return map[environment.Capability]driver.Capability{
 		environment.Artifact: pod, environment.App: pod,
 		environment.Database: data, environment.Migrations: data,

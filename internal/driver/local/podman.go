@@ -103,6 +103,8 @@ func (p *Podman) Do(ctx context.Context, r driver.CapabilityRequest) (driver.Cap
 		return p.start(ctx, r)
 	case "app/remove":
 		return p.removeApp(ctx, r)
+	case "app/sleep":
+		return p.stopApp(ctx, r)
 	}
 	return driver.CapabilityResult{Category: "configuration", Message: "podman does not do " + r.Capability + "/" + r.Op}, nil
 }
@@ -267,7 +269,7 @@ func (p *Podman) observeApp(ctx context.Context, r driver.CapabilityRequest) (*d
 		o.Detail = "labelled for " + o.Owner
 		return o, nil
 	case !c.State.Running:
-		o.Replace = true
+		o.Replace, o.Stopped = true, true
 		o.Detail = fmt.Sprintf("not running: %s, exit code %d", orUnknown(c.State.Status), c.State.ExitCode)
 		return o, nil
 	case l[LabelAppConfig] != p.configDigest(r):
@@ -348,9 +350,19 @@ func (p *Podman) start(ctx context.Context, r driver.CapabilityRequest) (driver.
 			o, err := p.observeApp(ctx, r)
 			return observed(o, err)
 		}
-		if c.State.Running && c.ImageName == imageRef(artifactOf(r)) && l[LabelAppConfig] == p.configDigest(r) {
+		current := c.ImageName == imageRef(artifactOf(r)) && l[LabelAppConfig] == p.configDigest(r)
+		if c.State.Running && current {
 			if o, err := p.observeApp(ctx, r); err != nil || o.Matches {
 				return observed(o, err)
+			}
+		}
+		if !c.State.Running && current {
+			// Stopped as a sleep leaves it, with its image and
+			// configuration current: started again as it is, the
+			// quicker way back (E20). One that does not start is
+			// made anew below.
+			if _, _, err := p.podman(ctx, "start", r.Identity); err == nil {
+				return driver.CapabilityResult{OK: true}, nil
 			}
 		}
 		port, _ = strconv.Atoi(l[LabelAppPort])
@@ -380,6 +392,26 @@ func (p *Podman) start(ctx context.Context, r driver.CapabilityRequest) (driver.
 		return driver.CapabilityResult{}, err
 	}
 	return driver.CapabilityResult{OK: true}, nil
+}
+
+// stopApp stops this environment's application, keeping its container
+// for the wake (E19); another's is left; one already stopped or gone is
+// observed as it is.
+func (p *Podman) stopApp(ctx context.Context, r driver.CapabilityRequest) (driver.CapabilityResult, error) {
+	c, err := p.inspect(ctx, "container", r.Identity)
+	if err != nil {
+		return driver.CapabilityResult{}, err
+	}
+	if c != nil && c.labels()[LabelAppEnvironment] != r.EnvID {
+		return driver.CapabilityResult{Category: "conflict", Message: fmt.Sprintf("container %s is not this environment's (%s): left running", r.Identity, ownerLabel(c.labels(), LabelAppEnvironment))}, nil
+	}
+	if c != nil && c.State.Running {
+		if _, _, err := p.podman(ctx, "stop", "--time", "5", r.Identity); err != nil {
+			return driver.CapabilityResult{}, err
+		}
+	}
+	o, err := p.observeApp(ctx, r)
+	return observed(o, err)
 }
 
 func (p *Podman) removeApp(ctx context.Context, r driver.CapabilityRequest) (driver.CapabilityResult, error) {
