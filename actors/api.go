@@ -240,6 +240,12 @@ func (s *System) Pools(ctx context.Context) ([]PoolView, error) {
 // the branch has given it. A create refused as a duplicate never asks, so
 // it spends no generation.
 func (s *System) CreateEnvironment(ctx context.Context, c environment.Create) (environment.Env, error) {
+	if c.SleepAfter == environment.SleepAfterDefault {
+		c.SleepAfter = 0
+		if s.cfg.Env.Machine.Config.Sleeps {
+			c.SleepAfter = s.cfg.Env.SleepAfter
+		}
+	}
 	if err := c.Validate(); err != nil {
 		return environment.Env{}, err
 	}
@@ -262,6 +268,15 @@ func (s *System) EnvironmentCommand(ctx context.Context, id string, ev environme
 		}
 	}
 	res, err := s.envs.Ask(ctx, id, runtime.Request[environment.Event]{Mode: runtime.Command, Event: ev})
+	return res.Record.Env, err
+}
+
+// Visit is a request to a sleeping preview's host, as warden's waker
+// received it: once committed, the preview is desired awake again and
+// its application starting (the commit is the durable wake request). A
+// preview not asleep is not changed; many visits make one wake (E20).
+func (s *System) Visit(ctx context.Context, id string) (environment.Env, error) {
+	res, err := s.envs.Ask(ctx, id, runtime.Request[environment.Event]{Mode: runtime.Command, Event: environment.Visited{At: s.clock().Now()}})
 	return res.Record.Env, err
 }
 

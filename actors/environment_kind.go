@@ -48,6 +48,10 @@ type EnvConfig struct {
 	// NotifyBackoff is the first wait after a failed delivery, doubling
 	// (zero means 30 seconds).
 	NotifyBackoff time.Duration
+	// SleepAfter is a preview's sleep_after when its create gives none
+	// (0: it never sleeps), on a platform whose previews sleep
+	// (Machine.Config.Sleeps).
+	SleepAfter time.Duration
 	// ReconcileEvery is how often environments at rest are observed:
 	// zero means 30 seconds, negative never.
 	ReconcileEvery time.Duration

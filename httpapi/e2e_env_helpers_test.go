@@ -29,6 +29,27 @@ type fakePreview struct {
 	// gate, when set for a capability, holds its applies until closed: a
 	// test sees the attempt in flight, under its worker's lease.
 	gate map[environment.Capability]chan struct{}
+	// atWaker: branches whose route sends to the waker; stopped:
+	// applications stopped; visited: the last visit under each branch's
+	// host, as the proxy reports it (E19).
+	atWaker map[string]bool
+	stopped map[string]bool
+	visited map[string]time.Time
+}
+
+// visit is a visit under the branch's host at t, as the proxy logs it.
+func (p *fakePreview) visit(branch string, t time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.visited[branch] = t
+}
+
+// asleep reports whether the branch's route is at the waker and the
+// application stopped.
+func (p *fakePreview) asleep(branch, app string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.atWaker[branch] && p.stopped[app]
 }
 
 // observations is how often a capability was observed so far.
@@ -57,7 +78,7 @@ func (p *fakePreview) waitObserved(t *testing.T, c environment.Capability, befor
 
 func newFakePreview() *fakePreview {
 	return &fakePreview{res: map[string]string{}, ledger: map[string]bool{}, route: map[string]uint64{}, observed: map[environment.Capability]int{},
-		gate: map[environment.Capability]chan struct{}{}}
+		gate: map[environment.Capability]chan struct{}{}, atWaker: map[string]bool{}, stopped: map[string]bool{}, visited: map[string]time.Time{}}
 }
 
 type capDriver struct {
@@ -88,11 +109,30 @@ func (d capDriver) Do(ctx context.Context, r driver.CapabilityRequest) (driver.C
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	switch r.Op {
+	case "sleep":
+		switch d.cap {
+		case environment.Route:
+			if p.route[r.Branch] == 0 || p.route[r.Branch] == r.Generation {
+				p.route[r.Branch], p.atWaker[r.Branch] = r.Generation, true
+			}
+		case environment.App:
+			if p.res[r.Identity] == r.EnvID {
+				p.stopped[r.Identity] = true
+			}
+		}
+		return driver.CapabilityResult{OK: true}, nil
 	case "apply":
 		switch d.cap {
 		case environment.Route:
 			if p.route[r.Branch] <= r.ExpectedRoute || p.route[r.Branch] == r.Generation {
-				p.route[r.Branch] = r.Generation
+				p.route[r.Branch], p.atWaker[r.Branch] = r.Generation, false
+			}
+		case environment.App:
+			if _, ok := p.res[r.Identity]; !ok {
+				p.res[r.Identity] = r.EnvID
+			}
+			if p.res[r.Identity] == r.EnvID {
+				p.stopped[r.Identity] = false
 			}
 		case environment.Migrations:
 			p.ledger[r.Identity] = true
@@ -124,14 +164,19 @@ func (d capDriver) Do(ctx context.Context, r driver.CapabilityRequest) (driver.C
 	case environment.Route:
 		o.RouteTarget = p.route[r.Branch]
 		o.Exists, o.Matches = o.RouteTarget != 0, o.RouteTarget != 0
+		o.AtWaker, o.LastRequest = p.atWaker[r.Branch], p.visited[r.Branch]
 	case environment.Migrations:
 		o.Exists, o.Matches = p.ledger[r.Identity], p.ledger[r.Identity]
 	case environment.Smoke:
 		_, app := p.res["app-"+r.EnvID]
+		app = app && !p.stopped["app-"+r.EnvID] && !p.atWaker[r.Branch]
 		o.Exists, o.Matches, o.RouteTarget = app && p.route[r.Branch] == r.Generation, true, p.route[r.Branch]
 	default:
 		owner, ok := p.res[r.Identity]
 		o.Exists, o.Owner, o.Matches = ok, owner, ok
+		if d.cap == environment.App && p.stopped[r.Identity] {
+			o.Matches, o.Stopped = false, true
+		}
 	}
 	return driver.CapabilityResult{OK: true, Observation: o}, nil
 }

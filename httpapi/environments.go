@@ -11,6 +11,7 @@ import (
 
 	"github.com/wardenhq/warden/actors"
 	"github.com/wardenhq/warden/actors/environment"
+	"github.com/wardenhq/warden/internal/driver"
 )
 
 // wireEnvCreate is POST /v1/environments.
@@ -21,6 +22,9 @@ type wireEnvCreate struct {
 	Data     string `json:"data"`
 	DataFrom string `json:"data_from"`
 	TTL      string `json:"ttl"`
+	// SleepAfter: absent, the server's --preview-sleep-after; "never" or
+	// "0s", never.
+	SleepAfter string `json:"sleep_after"`
 }
 
 // DecodeEnvCreate validates an environment create body.
@@ -51,6 +55,17 @@ func DecodeEnvCreate(body []byte) (environment.Create, error) {
 			return c, invalidf("field ttl: a duration up to 2160h")
 		}
 		c.TTL = d
+	}
+	switch w.SleepAfter {
+	case "":
+		c.SleepAfter = environment.SleepAfterDefault
+	case "never":
+	default:
+		d, err := time.ParseDuration(w.SleepAfter)
+		if err != nil || d != 0 && (d < environment.MinSleepAfter || d > environment.MaxSleepAfter) {
+			return c, invalidf("field sleep_after: a duration from 1s to 2160h, or never")
+		}
+		c.SleepAfter = d
 	}
 	return c, nil
 }
@@ -162,6 +177,9 @@ func (s *Server) routeEnvironments() {
 	r.POST("/v1/environments/:id/remove", s.query(none, s.owned(envInPath, s.admitOperator, s.write(s.readyOp(s.removeEnv)))))
 	r.POST("/v1/environments/:id/actions/:action", s.query(none, s.owned(envInPath, s.admitOperator, s.write(s.readyOp(s.envAction)))))
 	r.POST("/v1/environments/:id/dry-run", s.query(none, s.owned(envInPath, s.admitOperator, s.write(s.readyOp(s.dryRunEnv)))))
+	for _, method := range wakerMethods {
+		r.handle(method, driver.WakerPath, s.waker)
+	}
 }
 
 func (s *Server) createEnv(w http.ResponseWriter, r *http.Request, _ httprouter.Params, op Operator) {
@@ -270,6 +288,12 @@ type EnvView struct {
 	Generation uint64            `json:"generation"`
 	// DataFrom is the seed its database is a copy of, when it is one.
 	DataFrom string `json:"data_from,omitempty"`
+	// SleepAfter: it sleeps once no visit reached it for this long;
+	// LastVisit is when it was last known in use; AsleepSince is when it
+	// was put to sleep, while it is desired asleep (E19, E20).
+	SleepAfter  string     `json:"sleep_after,omitempty"`
+	LastVisit   *time.Time `json:"last_visit,omitempty"`
+	AsleepSince *time.Time `json:"asleep_since,omitempty"`
 	// URL is the preview's public URL, when known.
 	URL string `json:"url,omitempty"`
 	// SupersededBy: a newer preview of the branch holds its route.
@@ -332,7 +356,10 @@ func (s *Server) envView(e environment.Env, receipts int) EnvView {
 		URL: servedURL(m, e), SupersededBy: e.SupersededBy, Trimmed: e.Trimmed, Desired: e.Desired, State: e.State, Attempt: e.Attempt,
 		Receipts: e.Receipts[max(0, len(e.Receipts)-receipts):], ReceiptsTotal: len(e.Receipts), Resources: e.Resources, Drift: e.Drift,
 		LastFailure: e.LastFailure, Actions: m.Actions(e), Audit: e.Audit, Outbox: []NotificationView{}, ExpiresAt: expiresAt(e),
-		Tombstone: e.Tombstone, UpdatedAt: e.UpdatedAt}
+		Tombstone: e.Tombstone, UpdatedAt: e.UpdatedAt, LastVisit: timePtr(e.ActiveAt), AsleepSince: timePtr(e.AsleepSince)}
+	if e.SleepAfter > 0 {
+		v.SleepAfter = e.SleepAfter.String()
+	}
 	for _, n := range e.Outbox {
 		nv := NotificationView{Notification: n}
 		switch {

@@ -34,6 +34,10 @@ func IsVisit(method, path string) bool {
 	return true
 }
 
+// SleepAfterDefault, as a Create's SleepAfter, asks for the server's
+// default (the shell resolves it before the machine sees the create).
+const SleepAfterDefault time.Duration = -1
+
 // Desired states besides ready and removed.
 const desiredAsleep = "asleep"
 

@@ -489,6 +489,12 @@ func (o *clientOptions) describeEnv(id string) error {
 	if s := str(view, "data_from"); s != "" {
 		fmt.Fprintf(w, "Data from:   seed %s\n", s)
 	}
+	if s := str(view, "sleep_after"); s != "" {
+		fmt.Fprintf(w, "Sleeps:      after %s with no visit (last visit %s)\n", s, orDash(str(view, "last_visit")))
+	}
+	if s := str(view, "asleep_since"); s != "" {
+		fmt.Fprintf(w, "Asleep:      since %s; the next visit to its URL wakes it\n", s)
+	}
 	if a, ok := view["attempt"].(map[string]any); ok {
 		lease, _ := a["lease"].(map[string]any)
 		fmt.Fprintf(w, "Attempt:     %s: %s %s %s, leased to %s until %s\n", str(a, "id"), str(a, "op"), str(a, "capability"), str(a, "identity"),
@@ -499,6 +505,10 @@ func (o *clientOptions) describeEnv(id string) error {
 	for _, r := range asMaps(view["resources"]) {
 		desired := "present"
 		switch {
+		case str(view, "desired") == "asleep" && str(r, "capability") == "app":
+			desired = "stopped"
+		case str(view, "desired") == "asleep" && str(r, "capability") == "route":
+			desired = "at the waker"
 		case str(view, "desired") != "removed":
 		case str(r, "capability") == "artifact":
 			desired = "kept" // shared, immutable: removal keeps it on purpose

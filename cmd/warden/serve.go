@@ -170,7 +170,7 @@ func (p *process) preparePlatform() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := p.c.Platform.Prepare(ctx); err != nil {
-		p.log.Warn("local platform: Caddy's page for hosts with no preview not set yet; the first route sets it", "err", err)
+		p.log.Warn("local platform: Caddy not prepared yet (its page for hosts with no preview, the previews' access log); the first route prepares it", "err", err)
 	}
 }
 
@@ -617,6 +617,7 @@ func envConfig(c config.Serve, drv *driver.Descriptors) (actors.EnvConfig, error
 	mc := environment.DefaultConfig()
 	mc.LeaseFor, mc.RetryBackoff, mc.PreviewURL = c.EnvLease, c.EnvRetryBackoff, c.PreviewURL
 	mc.RemoveArtifacts = c.EnvPlatform == "local" // its images are each environment's own
+	mc.Sleeps = c.EnvPlatform == "local" && c.Platform.Sleeps()
 	// A branch's shard moves about a lease TTL after its node dies: ask
 	// again once it can have (a lost ask held a create's caller a minute).
 	mc.AskBranchAgain = max(mc.AskBranchAgain, 3*c.LeaseTTL)
@@ -624,7 +625,7 @@ func envConfig(c config.Serve, drv *driver.Descriptors) (actors.EnvConfig, error
 	// another worker, which takes over only after the lease expires.
 	host, _ := os.Hostname()
 	ec := actors.EnvConfig{Machine: environment.Machine{Config: mc}, Worker: fmt.Sprintf("warden@%s/%d", host, os.Getpid()),
-		Notifier: notifier(c, drv), ReconcileEvery: c.EnvReconcileEvery,
+		Notifier: notifier(c, drv), ReconcileEvery: c.EnvReconcileEvery, SleepAfter: c.PreviewSleepAfter,
 		// One process holds the Pebble lock, or, on a cluster, this node
 		// owns the environment's shard and the previous owner is fenced: a
 		// lease owner other than this process found when an environment

@@ -153,8 +153,8 @@ func (o *clientOptions) createVerb(shared func(*cobra.Command) *cobra.Command) *
 // envCreateFlags are create environment's flags, shared with the old
 // `env create`.
 type envCreateFlags struct {
-	branch, revision, ttl, data, dataFrom string
-	ifAbsent                              bool
+	branch, revision, ttl, data, dataFrom, sleepAfter string
+	ifAbsent                                          bool
 }
 
 func (f *envCreateFlags) declare(c *cobra.Command) {
@@ -163,6 +163,7 @@ func (f *envCreateFlags) declare(c *cobra.Command) {
 	c.Flags().StringVar(&f.ttl, "ttl", "", "time to live, e.g. 72h")
 	c.Flags().StringVar(&f.data, "data", "", "disposable or preserve")
 	c.Flags().StringVar(&f.dataFrom, "data-from", "", "the seed its database is copied from")
+	c.Flags().StringVar(&f.sleepAfter, "sleep-after", "", "sleep once no one visited it for this long, e.g. 30m, or never (default: the server's --preview-sleep-after)")
 	c.Flags().BoolVar(&f.ifAbsent, "if-absent", false, "an environment that already exists is success")
 }
 
@@ -178,6 +179,9 @@ func (o *clientOptions) createEnv(id string, f envCreateFlags) error {
 	}
 	if f.dataFrom != "" {
 		body["data_from"] = f.dataFrom
+	}
+	if f.sleepAfter != "" {
+		body["sleep_after"] = f.sleepAfter
 	}
 	answer, err := o.call(http.MethodPost, "/v1/environments", body)
 	if ae, ok := err.(answerError); ok && f.ifAbsent && ae.status == http.StatusConflict && ae.code == "conflict" {

@@ -68,6 +68,17 @@ type CapabilityObservation struct {
 	Detail      string    `json:"detail,omitempty"`
 }
 
+// The waker's side of a sleeping preview's route (E19, E20): the route
+// sends every request under the preview's host to warden's listener at
+// WakerPath, setting, over any the client sent, HeaderWake to the
+// environment to wake and HeaderWakePath to the path that was asked for
+// (a health check's wakes nothing).
+const (
+	HeaderWake     = "X-Warden-Wake"
+	HeaderWakePath = "X-Warden-Wake-Path"
+	WakerPath      = "/v1/waker"
+)
+
 // Capability performs one operation of one capability. Implementations are
 // in-process (tests, the simulator) or ExecCapability (scripts).
 type Capability interface {

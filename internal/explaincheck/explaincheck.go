@@ -209,7 +209,7 @@ func envProbes(e environment.Env) []envProbe {
 		due := e.ActiveAt.Add(e.SleepAfter)
 		add(due, environment.Traffic{}, environment.Traffic{LastRequest: due}, environment.Traffic{LastRequest: e.ActiveAt.Add(e.SleepAfter / 2)})
 	}
-		for _, name := range environment.ActionNames {
+	for _, name := range environment.ActionNames {
 		add(time.Time{}, environment.Action{Name: name, Actor: "o", Reason: "r"})
 	}
 	for _, c := range []environment.Capability{environment.Artifact, environment.Database, environment.Migrations, environment.App, environment.Route, environment.Smoke, environment.Notify} {

@@ -57,16 +57,6 @@ const (
 	HeaderRouteGeneration = "X-Warden-Route-Generation"
 )
 
-// The headers a sleeping preview's route sets on the request it sends the
-// waker, over any the client sent: the environment to wake and the path
-// that was asked for (a health check's wakes nothing). WakerPath is where
-// the route sends it on warden's listener.
-const (
-	HeaderWake     = "X-Warden-Wake"
-	HeaderWakePath = "X-Warden-Wake-Path"
-	WakerPath      = "/v1/waker"
-)
-
 // maxAdminBody bounds what is read from Caddy's admin API and from a
 // smoke check's answer.
 const maxAdminBody = 1 << 20
@@ -116,7 +106,7 @@ type held struct {
 	upstream   string
 	shaped     bool
 	etag       string
-	// atWaker: the route sends its host, rewritten to WakerPath and
+	// atWaker: the route sends its host, rewritten to driver.WakerPath and
 	// naming its environment, to the waker (a sleeping preview's).
 	atWaker bool
 }
@@ -194,6 +184,9 @@ func (d *Routes) activate(ctx context.Context, r driver.CapabilityRequest) (driv
 	if err := d.EnsureFallback(ctx); err != nil {
 		return driver.CapabilityResult{}, err
 	}
+	if err := d.EnsureAccessLog(ctx); err != nil {
+		return driver.CapabilityResult{}, err
+	}
 	for range casAttempts {
 		h, err := d.read(ctx, r.Branch)
 		if err != nil {
@@ -229,6 +222,9 @@ func (d *Routes) sleep(ctx context.Context, r driver.CapabilityRequest) (driver.
 		return driver.CapabilityResult{Category: "configuration", Message: "no waker is configured: previews do not sleep here"}, nil
 	}
 	if err := d.EnsureFallback(ctx); err != nil {
+		return driver.CapabilityResult{}, err
+	}
+	if err := d.EnsureAccessLog(ctx); err != nil {
 		return driver.CapabilityResult{}, err
 	}
 	for range casAttempts {
@@ -279,7 +275,7 @@ func (d *Routes) detach(ctx context.Context, r driver.CapabilityRequest) (driver
 
 // write puts the route, guarded by the ETag read with h: false when
 // another change came first (changedUnder), to be read and decided again.
-// A route at the waker rewrites the request to WakerPath and names its
+// A route at the waker rewrites the request to driver.WakerPath and names its
 // environment and the path asked for in headers the route sets over the
 // client's own.
 func (d *Routes) write(ctx context.Context, r driver.CapabilityRequest, upstream string, atWaker bool, h held) (bool, error) {
@@ -288,10 +284,10 @@ func (d *Routes) write(ctx context.Context, r driver.CapabilityRequest, upstream
 	proxy, _ := json.Marshal(map[string]any{"handler": "reverse_proxy", "upstreams": []map[string]string{{"dial": upstream}}})
 	handle := []json.RawMessage{headers, proxy}
 	if atWaker {
-		rewrite, _ := json.Marshal(map[string]any{"handler": "rewrite", "uri": WakerPath})
+		rewrite, _ := json.Marshal(map[string]any{"handler": "rewrite", "uri": driver.WakerPath})
 		proxy, _ = json.Marshal(map[string]any{"handler": "reverse_proxy", "upstreams": []map[string]string{{"dial": upstream}},
 			"headers": map[string]any{"request": map[string]any{"set": map[string][]string{
-				HeaderWake: {r.EnvID}, HeaderWakePath: {"{http.request.orig_uri.path}"}}}}})
+				driver.HeaderWake: {r.EnvID}, driver.HeaderWakePath: {"{http.request.orig_uri.path}"}}}}})
 		handle = []json.RawMessage{headers, rewrite, proxy}
 	}
 	body, _ := json.Marshal(caddyRoute{ID: d.routeID(r.Branch), Match: []caddyMatch{{Host: []string{d.host(r.Branch)}}},
@@ -468,7 +464,7 @@ func (d *Routes) readOnce(ctx context.Context, branch string) (h held, moved boo
 		case hd.Handler == "reverse_proxy" && len(hd.Upstreams) == 1:
 			h.upstream = hd.Upstreams[0].Dial
 			if hd.Headers != nil && hd.Headers.Request != nil {
-				wake := hd.Headers.Request.Set[HeaderWake]
+				wake := hd.Headers.Request.Set[driver.HeaderWake]
 				h.atWaker = len(wake) == 1 && wake[0] != "" && wake[0] == h.env
 			}
 		case hd.Handler == "rewrite":
@@ -476,9 +472,9 @@ func (d *Routes) readOnce(ctx context.Context, branch string) (h held, moved boo
 		}
 	}
 	// A route at the waker is shaped as sleep writes it: the waker its
-	// upstream, the request rewritten to WakerPath, naming its
+	// upstream, the request rewritten to driver.WakerPath, naming its
 	// environment; any other is not at the waker.
-	h.atWaker = h.atWaker && d.Waker != "" && h.upstream == d.Waker && len(rewrites) == 1 && rewrites[0] == WakerPath
+	h.atWaker = h.atWaker && d.Waker != "" && h.upstream == d.Waker && len(rewrites) == 1 && rewrites[0] == driver.WakerPath
 	handlers := 2
 	if h.atWaker {
 		handlers = 3

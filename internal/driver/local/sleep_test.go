@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/wardenhq/warden/internal/driver"
 )
 
 // waker stands in for warden's waker: it answers 503 and keeps what each
@@ -28,7 +30,7 @@ func newWaker(t *testing.T) *waker {
 	w := &waker{}
 	s := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		w.mu.Lock()
-		w.seen = append(w.seen, r.Header.Get(HeaderWake)+" "+r.Method+" "+r.URL.Path+" "+r.Header.Get(HeaderWakePath))
+		w.seen = append(w.seen, r.Header.Get(driver.HeaderWake)+" "+r.Method+" "+r.URL.Path+" "+r.Header.Get(driver.HeaderWakePath))
 		w.mu.Unlock()
 		rw.WriteHeader(http.StatusServiceUnavailable)
 		_, _ = io.WriteString(rw, "waking")
@@ -50,7 +52,7 @@ func through(t *testing.T, c *caddy, method, host, path string) (int, http.Heade
 	req, err := http.NewRequest(method, "http://"+c.proxy+path, nil)
 	require.NoError(t, err)
 	req.Host = host
-	req.Header.Set(HeaderWake, "forged-by-the-client")
+	req.Header.Set(driver.HeaderWake, "forged-by-the-client")
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()
@@ -82,7 +84,7 @@ func TestP21ARouteSleepsToTheWakerAndWakesByItsActivation(t *testing.T) {
 	status, hdr, _ := through(t, c, http.MethodGet, "feature-x.localhost", "/some/page")
 	require.Equal(t, http.StatusServiceUnavailable, status)
 	require.Equal(t, "env-1", hdr.Get(HeaderEnvironment), "the answer names the preview as any through its route does")
-	require.Equal(t, []string{"env-1 GET " + WakerPath + " /some/page"}, w.requests(), "the route's header, not the client's")
+	require.Equal(t, []string{"env-1 GET " + driver.WakerPath + " /some/page"}, w.requests(), "the route's header, not the client's")
 
 	require.True(t, route(t, d, "sleep", "env-1", 1, 0).Observation.AtWaker, "asleep already: as it is")
 	o = route(t, d, "apply", "env-1", 1, 0).Observation

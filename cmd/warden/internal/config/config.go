@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -61,8 +62,14 @@ type Serve struct {
 	EnvDriverCommand  []string
 	EnvDriverTimeout  time.Duration
 	// EnvPlatform is "exec" (EnvDriverCommand) or "local" (Platform).
-	EnvPlatform       string
-	Platform          local.Platform
+	EnvPlatform string
+	Platform    local.Platform
+	// PlatformAccessLog, set, lets the local platform's previews sleep
+	// (E19): Caddy writes the preview server's access log there, and a
+	// sleeping preview's route sends to the waker at PlatformWaker.
+	PlatformAccessLog string
+	PlatformWaker     string
+	PreviewSleepAfter time.Duration
 	NotifyURL         string
 	Notify            string
 	PreviewURL        string
@@ -671,6 +678,9 @@ func (c *Serve) platformFlags(fs *flag.FlagSet) {
 	fs.StringVar(&p.PreviewListen, "platform-preview-listen", "127.0.0.1:8088", "with --env-platform local: where that Caddy server listens")
 	fs.StringVar(&p.PreviewDomain, "platform-preview-domain", "localhost", "with --env-platform local: a branch is served at <branch>.<domain>")
 	fs.StringVar(&p.Instance, "platform-instance", "", "with --env-platform local: a name labelled on every application container, telling this platform's from another's on a shared podman")
+	fs.StringVar(&c.PlatformAccessLog, "platform-access-log", "", "with --env-platform local: an absolute file Caddy writes the preview server's access log to, read for each preview's last visit; set, previews may sleep")
+	fs.StringVar(&c.PlatformWaker, "platform-waker", "", "with --platform-access-log: where Caddy reaches warden's waker, host:port (default: --listen)")
+	fs.DurationVar(&c.PreviewSleepAfter, "preview-sleep-after", 0, "a preview's sleep_after when its create gives none, e.g. 30m (0: previews sleep only when asked); needs --platform-access-log")
 }
 
 // Reconcile rounds when none is given: a local platform's
@@ -706,6 +716,38 @@ func (c *Serve) validatePlatform() []string {
 	if len(c.EnvDriverCommand) > 0 {
 		problems = append(problems, "--env-driver-command and --env-platform local both drive previews: choose one")
 	}
+	return append(problems, c.validateSleep()...)
+}
+
+// validateSleep checks the flags that let previews sleep, and hands the
+// platform its waker and access log.
+func (c *Serve) validateSleep() []string {
+	var problems []string
+	if c.PreviewSleepAfter != 0 && (c.PreviewSleepAfter < environment.MinSleepAfter || c.PreviewSleepAfter > environment.MaxSleepAfter) {
+		problems = append(problems, fmt.Sprintf("--preview-sleep-after %s: from %s to %s", c.PreviewSleepAfter, environment.MinSleepAfter, environment.MaxSleepAfter))
+	}
+	if c.PlatformAccessLog == "" {
+		if c.PreviewSleepAfter != 0 || c.PlatformWaker != "" {
+			problems = append(problems, "--preview-sleep-after and --platform-waker need --platform-access-log: a preview's visits are read from it")
+		}
+		return problems
+	}
+	if !filepath.IsAbs(c.PlatformAccessLog) {
+		problems = append(problems, fmt.Sprintf("--platform-access-log %q: an absolute path (Caddy opens it from its own directory)", c.PlatformAccessLog))
+	}
+	waker := c.PlatformWaker
+	if waker == "" {
+		waker = c.Listen
+	}
+	host, port, err := net.SplitHostPort(waker)
+	if err != nil || port == "" {
+		return append(problems, fmt.Sprintf("--platform-waker %q: host:port", waker))
+	}
+	if host == "" || host == "0.0.0.0" || host == "::" {
+		host = "127.0.0.1" // warden listens on every address; Caddy, here, dials loopback
+	}
+	c.Platform.Waker = net.JoinHostPort(host, port)
+	c.Platform.Traffic = &local.AccessLog{Path: c.PlatformAccessLog}
 	return problems
 }
 
