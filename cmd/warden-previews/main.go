@@ -127,7 +127,10 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) er
 		"--platform-postgres", p.pg.DSN("postgres"), "--platform-app", app, "--platform-migrations", filepath.Join(o.source, "migrations"),
 		"--platform-podman-options", podmanOptions, "--platform-podman-run", "--network host --ulimit nofile=1024:1024 --ulimit nproc=1024:1024",
 		"--platform-caddy-admin", "http://" + o.caddyAdmin, "--platform-preview-listen", o.previewListen, "--platform-preview-domain", "localhost",
-		"--platform-instance", p.instance}, o.serve...)
+		"--platform-instance", p.instance,
+		// Caddy writes the previews' access log beside its own: a preview
+		// created with sleep_after sleeps once no one visits it (E19).
+		"--platform-access-log", filepath.Join(base, "caddy", "access.log")}, o.serve...)
 	p.say("starting warden on http://%s (stop everything with Ctrl-C)", o.listen)
 	return runWarden(o.warden, serve, "http://"+o.listen, p, stdout, stderr)
 }
