@@ -231,7 +231,8 @@ FUZZ_TARGETS = \
 	./actors/runtime:FuzzDecodeEnvelope \
 	./actors:FuzzDecodeRemoteEvents \
 	./internal/jsonappend:FuzzStringAsEncodingJSON \
-	./sim:FuzzRegressionFile
+	./sim:FuzzRegressionFile \
+	./internal/driver/local:FuzzAccessLogLine
 FUZZ_LONG = FuzzDecodeCallback FuzzAuthenticateCallback
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \

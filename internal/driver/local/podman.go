@@ -350,21 +350,12 @@ func (p *Podman) start(ctx context.Context, r driver.CapabilityRequest) (driver.
 			o, err := p.observeApp(ctx, r)
 			return observed(o, err)
 		}
-		current := c.ImageName == imageRef(artifactOf(r)) && l[LabelAppConfig] == p.configDigest(r)
-		if c.State.Running && current {
+		if c.State.Running && c.ImageName == imageRef(artifactOf(r)) && l[LabelAppConfig] == p.configDigest(r) {
 			if o, err := p.observeApp(ctx, r); err != nil || o.Matches {
 				return observed(o, err)
 			}
 		}
-		if !c.State.Running && current {
-			// Stopped as a sleep leaves it, with its image and
-			// configuration current: started again as it is, the
-			// quicker way back (E20). One that does not start is
-			// made anew below.
-			if _, _, err := p.podman(ctx, "start", r.Identity); err == nil {
-				return driver.CapabilityResult{OK: true}, nil
-			}
-		}
+
 		port, _ = strconv.Atoi(l[LabelAppPort])
 		if _, _, err := p.podman(ctx, "rm", "--force", "--time", "2", r.Identity); err != nil {
 			return driver.CapabilityResult{}, err
@@ -394,9 +385,9 @@ func (p *Podman) start(ctx context.Context, r driver.CapabilityRequest) (driver.
 	return driver.CapabilityResult{OK: true}, nil
 }
 
-// stopApp stops this environment's application, keeping its container
-// for the wake (E19); another's is left; one already stopped or gone is
-// observed as it is.
+// stopApp stops this environment's application (E19); another's is
+// left; one already stopped or gone is observed as it is. The wake's
+// apply makes it anew, as provisioning does, on the port it had.
 func (p *Podman) stopApp(ctx context.Context, r driver.CapabilityRequest) (driver.CapabilityResult, error) {
 	c, err := p.inspect(ctx, "container", r.Identity)
 	if err != nil {

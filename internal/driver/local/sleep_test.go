@@ -144,8 +144,9 @@ func lines(path string) int {
 }
 
 // TestP21AnApplicationSleepsStoppedAndWakesStarted: a sleep stops the
-// container and keeps it, observed stopped; the wake's apply starts the
-// same container again, answering as itself (E19, E20).
+// container, observed stopped; the wake's apply starts the application
+// again as provisioning does, on the port it had, answering as itself
+// (E19, E20).
 func TestP21AnApplicationSleepsStoppedAndWakesStarted(t *testing.T) {
 	p := podmanHere(t)
 	cleanupPodman(t, p, "env-p3")
@@ -162,12 +163,16 @@ func TestP21AnApplicationSleepsStoppedAndWakesStarted(t *testing.T) {
 
 	o := pod(t, p, "app", "sleep", "env-p3").Observation
 	require.True(t, o.Exists && o.Stopped, "%+v", o)
-	require.Equal(t, id, o.ProviderID, "the container is kept")
+	require.Equal(t, id, o.ProviderID, "stopped, not removed")
 	require.True(t, pod(t, p, "app", "sleep", "env-p3").Observation.Stopped, "stopped already: as it is")
+	up, err := p.Upstream(context.Background(), "env-p3")
+	require.NoError(t, err)
 
 	require.True(t, pod(t, p, "app", "apply", "env-p3").OK)
 	require.Eventually(t, running, 20*time.Second, 100*time.Millisecond, "started again, answering as itself")
-	require.Equal(t, id, pod(t, p, "app", "observe", "env-p3").Observation.ProviderID, "the same container, started again")
+	again, err := p.Upstream(context.Background(), "env-p3")
+	require.NoError(t, err)
+	require.Equal(t, up, again, "on the port it had: its route stays as written")
 }
 
 // TestP21TheAccessLogReaderKeepsToItsLimits: lines are read as they come
