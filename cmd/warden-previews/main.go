@@ -108,31 +108,40 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) er
 		return p.clean(base)
 	}
 	defer p.stop()
-	if err := p.startPostgres(base, o); err != nil {
+	serve, err := p.start(base, o)
+	if err != nil {
 		return err
+	}
+	p.say("starting warden on http://%s (stop everything with Ctrl-C)", o.listen)
+	return runWarden(o.warden, serve, "http://"+o.listen, p, stdout, stderr)
+}
+
+// start starts PostgreSQL and Caddy and builds the application's
+// context; it returns `warden serve`'s arguments on them.
+func (p *parts) start(base string, o options) ([]string, error) {
+	if err := p.startPostgres(base, o); err != nil {
+		return nil, err
 	}
 	p.say("starting Caddy: admin API on %s, previews at http://<branch>.localhost:%s/", o.caddyAdmin, portOf(o.previewListen))
 	if err := p.startCaddy(filepath.Join(base, "caddy"), o); err != nil {
-		return fmt.Errorf("caddy: %w", err)
+		return nil, fmt.Errorf("caddy: %w", err)
 	}
 	app := filepath.Join(base, "app")
 	p.say("building the application %s (go build; about a minute the first time, seconds after)", o.source)
 	if err := buildContext(o.source, app); err != nil {
-		return fmt.Errorf("the application: %w", err)
+		return nil, fmt.Errorf("the application: %w", err)
 	}
 	podmanOptions, podmanNote := podmanOptions()
 	p.podman = append([]string{"podman"}, strings.Fields(podmanOptions)...)
 	p.say("podman %s; each preview's image is built when the preview is created", podmanNote)
-	serve := append([]string{"serve", "--listen", o.listen, "--data", o.data, "--env-platform", "local",
+	return append([]string{"serve", "--listen", o.listen, "--data", o.data, "--env-platform", "local",
 		"--platform-postgres", p.pg.DSN("postgres"), "--platform-app", app, "--platform-migrations", filepath.Join(o.source, "migrations"),
 		"--platform-podman-options", podmanOptions, "--platform-podman-run", "--network host --ulimit nofile=1024:1024 --ulimit nproc=1024:1024",
 		"--platform-caddy-admin", "http://" + o.caddyAdmin, "--platform-preview-listen", o.previewListen, "--platform-preview-domain", "localhost",
 		"--platform-instance", p.instance,
 		// Caddy writes the previews' access log beside its own: a preview
 		// created with sleep_after sleeps once no one visits it (E19).
-		"--platform-access-log", filepath.Join(base, "caddy", "access.log")}, o.serve...)
-	p.say("starting warden on http://%s (stop everything with Ctrl-C)", o.listen)
-	return runWarden(o.warden, serve, "http://"+o.listen, p, stdout, stderr)
+		"--platform-access-log", filepath.Join(base, "caddy", "access.log")}, o.serve...), nil
 }
 
 // startPostgres starts the cluster on its pinned address, saying

@@ -3,11 +3,15 @@ package main
 import (
 	"context"
 	"io"
+	"net"
 	"net/http"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -15,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/wardenhq/warden/cmd/internal/testkit"
+	"github.com/wardenhq/warden/internal/testports"
 )
 
 // TestE19P21OnMakePreviewsAPreviewSleepsAndAVisitWakesIt: on `make
@@ -85,4 +90,158 @@ func TestE19P21OnMakePreviewsAPreviewSleepsAndAVisitWakesIt(t *testing.T) {
 	}, 10*time.Second, 50*time.Millisecond, "served again within 10 s of the visit: %s", mp.out)
 	t.Logf("served again %s after the visit", time.Since(visited).Round(time.Millisecond))
 	require.Eventually(t, func() bool { return mp.state("env-sl") == "ready" }, 10*time.Second, 100*time.Millisecond)
+}
+
+// slowAdmin stands before Caddy's admin API and holds every change to
+// the preview server's routes for delay before it goes on, whether or
+// not warden is still there to read the answer: a route's sleep or
+// activation stays in flight long enough to be killed in, and may land
+// after warden died, its answer lost.
+func slowAdmin(t *testing.T, caddyAdmin string, delay time.Duration) string {
+	target, _ := url.Parse("http://" + caddyAdmin)
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	addr := freeAddr(t)
+	srv := &http.Server{Addr: addr, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && strings.HasPrefix(r.URL.Path, "/config/apps/http/servers/previews/routes") {
+			time.Sleep(delay)
+			r = r.WithContext(context.WithoutCancel(r.Context()))
+		}
+		r.Host = caddyAdmin // Caddy's admin API answers only under its own address
+		proxy.ServeHTTP(plainWriter{w}, r) // no CloseNotifier: warden's death cancels nothing
+	})}
+	ln, err := net.Listen("tcp", addr)
+	require.NoError(t, err)
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return addr
+}
+
+// plainWriter is a ResponseWriter and nothing more.
+type plainWriter struct{ http.ResponseWriter }
+
+// TestE21P21AKillAtEachSleepAndWakeBoundaryEndsAsObserved: warden on the
+// real platform is killed with SIGKILL with each new step in flight (a
+// route's switch to the waker, an application's stop, a wake's start of
+// the application, a wake's activation of the route; the route changes
+// held at Caddy's admin API so that each lands after the kill) and
+// started again: each time the preview ends sleeping or ready as its
+// parts show it (the container stopped or running, the route at the
+// waker or at the application), with one container, one route and its
+// row (E7, E8, E19-E21, I11).
+func TestE21P21AKillAtEachSleepAndWakeBoundaryEndsAsObserved(t *testing.T) {
+	bin := t.TempDir()
+	_, err := testkit.BuildWarden(bin)
+	require.NoError(t, err)
+	release, err := testports.Hold("podman")
+	require.NoError(t, err)
+	t.Cleanup(release)
+	data := filepath.Join(t.TempDir(), "data")
+	base, _ := filepath.Abs(filepath.Join(data, "previews"))
+	if pgDir, _ := clusterDir(base); !strings.HasPrefix(pgDir, base) {
+		t.Cleanup(func() { os.RemoveAll(filepath.Dir(pgDir)) })
+	}
+	t.Cleanup(func() { _ = exec.Command("podman", append(podmanHere, "rm", "--force", "app-env-kz")...).Run() })
+	o := options{listen: freeAddr(t), previewListen: freeAddr(t), caddyAdmin: freeAddr(t), pgListen: freeAddr(t), data: data,
+		warden: filepath.Join(bin, "warden"), source: "../../examples/previewapp",
+		serve: []string{"--dispatch", "exec", "--dispatch-command", "/bin/true", "--env-reconcile-every", "1s"}}
+	parts := &parts{out: io.Discard, instance: instanceOf(base)}
+	t.Cleanup(parts.stop)
+	serve, err := parts.start(base, o)
+	require.NoError(t, err)
+	slow := slowAdmin(t, o.caddyAdmin, 1500*time.Millisecond)
+	for i, a := range serve {
+		if a == "http://"+o.caddyAdmin {
+			serve[i] = "http://" + slow
+		}
+	}
+	log := &syncBuffer{}
+	var warden *exec.Cmd
+	start := func() {
+		warden = exec.Command(o.warden, serve...)
+		warden.Env = append(os.Environ(), "WARDEN_OPERATOR_TOKEN=op-token", "WARDEN_CALLBACK_TOKEN=cb-token")
+		warden.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		warden.Stdout, warden.Stderr = log, log
+		require.NoError(t, warden.Start())
+		require.Eventually(t, func() bool {
+			resp, err := http.Get("http://" + o.listen + "/readyz")
+			if err == nil {
+				resp.Body.Close()
+			}
+			return err == nil && resp.StatusCode == http.StatusOK
+		}, 60*time.Second, 50*time.Millisecond, "warden ready: %s", log)
+	}
+	t.Cleanup(func() {
+		if warden != nil {
+			_ = syscall.Kill(-warden.Process.Pid, syscall.SIGKILL)
+			_ = warden.Wait()
+		}
+	})
+	api := func(method, path string, body any) map[string]any {
+		_, v, _ := testkit.Do(http.DefaultClient, "http://"+o.listen, method, path, "op-token", body, "")
+		return v
+	}
+	state := func() string { s, _ := api("GET", "/v1/environments/env-kz", nil)["state"].(string); return s }
+	killIn := func(capability, op string) {
+		t.Helper()
+		require.Eventually(t, func() bool {
+			a, _ := api("GET", "/v1/environments/env-kz", nil)["attempt"].(map[string]any)
+			return a != nil && a["capability"] == capability && a["op"] == op
+		}, 60*time.Second, 10*time.Millisecond, "%s %s in flight: %s", capability, op, log)
+		require.NoError(t, syscall.Kill(-warden.Process.Pid, syscall.SIGKILL), "warden killed -9 with %s %s in flight", capability, op)
+		_ = warden.Wait()
+		start()
+	}
+	observe := func() (containers []string, running bool, route string) {
+		out, err := exec.Command("podman", append(podmanHere, "ps", "--all", "--format", "{{.Names}} {{.State}}")...).Output()
+		require.NoError(t, err)
+		for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+			if f := strings.Fields(line); len(f) >= 2 && f[0] == "app-env-kz" {
+				containers = append(containers, f[0])
+				running = strings.EqualFold(f[1], "running") || strings.EqualFold(f[1], "up")
+			}
+		}
+		resp, err := http.Get("http://" + o.caddyAdmin + "/id/preview-kill-zone")
+		require.NoError(t, err)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return containers, running, string(b)
+	}
+	settles := func(want string) {
+		t.Helper()
+		require.Eventually(t, func() bool { return state() == want }, 60*time.Second, 100*time.Millisecond, "%s after the restart: %s", want, log)
+		containers, running, route := observe()
+		if len(containers) != 1 {
+			all, _ := exec.Command("podman", append(podmanHere, "ps", "--all")...).CombinedOutput()
+			t.Fatalf("one container app-env-kz, not %v: podman ps --all:\n%s\nwarden:\n%s", containers, all, log)
+		}
+		require.Equal(t, want == "ready", running, "the container %s", map[bool]string{true: "running", false: "stopped"}[want == "ready"])
+		require.Equal(t, want == "sleeping", strings.Contains(route, `"uri":"/v1/waker"`), "the route as the state says: %s", route)
+		if want == "ready" {
+			status, body := page(t, o.previewListen, "kill-zone.localhost")
+			require.Equal(t, http.StatusOK, status)
+			require.Contains(t, body, "own database")
+		}
+	}
+	visit := func() {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+o.previewListen+"/", nil)
+		req.Host = "kill-zone.localhost"
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+	}
+
+	start()
+	require.NotNil(t, api("POST", "/v1/environments", map[string]any{"id": "env-kz", "branch": "kill-zone", "revision": "r1", "sleep_after": "2s"})["id"])
+	require.Eventually(t, func() bool { return state() == "ready" }, 90*time.Second, 100*time.Millisecond, "ready: %s", log)
+
+	killIn("route", "sleep") // the route's switch to the waker
+	settles("sleeping")
+	visit()
+	killIn("app", "apply") // the wake's start of the application
+	settles("ready")
+	killIn("app", "sleep") // asleep again 2 s on: the application's stop
+	settles("sleeping")
+	visit()
+	killIn("route", "apply") // the wake's activation of the route
+	settles("ready")
 }
