@@ -49,6 +49,7 @@ var faultPoints = []string{
 	"env.wrong-owner",          // a resource of someone else under the declared name
 	"env.driver-transient",     // a provider's 503 before the effect
 	"env.manual-drift",         // someone changes the world by hand
+	"env.visit-mid-sleep",      // a visit to a preview's host while its sleep is half done
 }
 
 // clusterFaultPoints are a cluster run's own, drawn beside the others

@@ -25,6 +25,7 @@ const (
 	PlantAnswerBeforePersist = "persist-before-answer" // A10/I5 off: answered before the write is durable
 	PlantLeaseFencing        = "lease-fencing"         // E7 off: a stale lease generation commits
 	PlantRouteCAS            = "route-cas"             // E8 off: activation over a newer route generation
+	PlantBlindWake           = "blind-wake"            // E20 off: a visit marks a sleeping preview ready without starting or observing it
 	// The cluster's, each a wrapper around what a node is given (its
 	// store's service, its coordinator, its cluster, its transport, its
 	// failure detector's probe), planted on cluster runs.
@@ -50,6 +51,7 @@ var Planted = []struct {
 	{PlantAnswerBeforePersist, "I5", 0},
 	{PlantLeaseFencing, "I13", 0},
 	{PlantRouteCAS, "I14", 0},
+	{PlantBlindWake, "E20", 0},
 	{PlantUnfencedCommit, "C3", 3},
 	{PlantStaleAnswer, "C4", 3},
 	{PlantEarlyTakeover, "C3", 3},
@@ -183,7 +185,7 @@ func plantedSteps(plant string, cfg actors.Config) actors.Steps {
 		return actors.Steps{Marquee: plantMarquee(plant, cfg.Machine.Step)}
 	case PlantNoLimitCheck:
 		return actors.Steps{Pool: plantNoLimitCheck(admission.Step)}
-	case PlantLeaseFencing, PlantRouteCAS:
+	case PlantLeaseFencing, PlantRouteCAS, PlantBlindWake:
 		return actors.Steps{Env: plantEnv(plant, cfg.Env.Machine.Step)}
 	}
 	return actors.Steps{}
@@ -264,6 +266,13 @@ func plantEnv(plant string, step actors.EnvStep) actors.EnvStep {
 						out.Effects[i] = d
 					}
 				}
+				return next, out
+			}
+		case environment.Visited:
+			if plant == PlantBlindWake && e.Asleep() && e.State == environment.Sleeping && e.Attempt == nil {
+				// "It was ready before it slept": the wake's walk skipped.
+				next, out := step(e, x, now)
+				next.State, next.Attempt, out.Effects = environment.Ready, nil, nil
 				return next, out
 			}
 		case environment.Advance:

@@ -41,6 +41,8 @@ type simApp struct {
 type simRoute struct {
 	gen uint64
 	env string
+	// atWaker: the host is sent to warden's waker (a sleeping preview's).
+	atWaker bool
 }
 
 type previewWorld struct {
@@ -56,11 +58,15 @@ type previewWorld struct {
 	fence map[string]uint64
 	// notified is the URL each notification key was delivered with.
 	notified map[string]string
+	// visited is the last visit the proxy served under each branch's
+	// host, as its access log tells (E19).
+	visited map[string]time.Time
 }
 
 func newPreviewWorld() *previewWorld {
 	return &previewWorld{artifacts: map[string]bool{}, dbs: map[string]*simDB{}, apps: map[string]*simApp{},
-		routes: map[string]simRoute{}, routeHigh: map[string]uint64{}, fence: map[string]uint64{}, notified: map[string]string{}}
+		routes: map[string]simRoute{}, routeHigh: map[string]uint64{}, fence: map[string]uint64{}, notified: map[string]string{},
+		visited: map[string]time.Time{}}
 }
 
 // envIntent is what the workload wants of an environment.
@@ -69,6 +75,8 @@ type envIntent struct {
 	data             environment.DataPolicy
 	ttl              time.Duration
 	removed          bool
+	// sleepAfter: the preview sleeps once no one visits it for this long.
+	sleepAfter time.Duration
 }
 
 // previewDriver is every capability of the preview world behind the
@@ -115,6 +123,14 @@ func (d previewDriver) Do(_ context.Context, r driver.CapabilityRequest) (driver
 		}
 	case "smoke/apply":
 		return driver.CapabilityResult{OK: true, Observation: w.observeResource(r)}, nil
+	case "route/sleep":
+		if answered, res, err := w.sleepRoute(r); answered {
+			return res, err
+		}
+	case "app/sleep":
+		if a, ok := p.apps[r.Identity]; ok && a.owner == r.EnvID {
+			a.running = false
+		}
 	case "route/remove":
 		if p.routes[r.Branch].gen == r.Generation {
 			delete(p.routes, r.Branch)
@@ -181,6 +197,26 @@ func (w *world) applyRoute(r driver.CapabilityRequest) (answered bool, _ driver.
 	return false, driver.CapabilityResult{}, nil
 }
 
+// sleepRoute sends a branch's host to the waker while the route is this
+// environment's at its generation, or absent; answered is true when its
+// answer is lost. A visit may come at once, the sleep half done.
+func (w *world) sleepRoute(r driver.CapabilityRequest) (answered bool, _ driver.CapabilityResult, _ error) {
+	p := w.preview
+	if cur, ok := p.routes[r.Branch]; !ok || cur.gen == r.Generation && cur.env == r.EnvID {
+		p.routes[r.Branch] = simRoute{gen: r.Generation, env: r.EnvID, atWaker: true}
+		p.routeHigh[r.Branch] = max(p.routeHigh[r.Branch], r.Generation)
+		if w.faults.fire("env.visit-mid-sleep") {
+			id := r.EnvID
+			w.after(0, "visitor", func() { w.visit(id) })
+		}
+	}
+	if w.faults.fire("env.route-response-lost") {
+		w.logf("route %s sent to the waker, response lost", r.Branch)
+		return true, driver.CapabilityResult{}, driver.ErrTimeout
+	}
+	return false, driver.CapabilityResult{}, nil
+}
+
 // observeResource reads the world's truth under a declared identity,
 // without changing it.
 func (w *world) observeResource(r driver.CapabilityRequest) *driver.CapabilityObservation {
@@ -202,7 +238,7 @@ func (w *world) observeResource(r driver.CapabilityRequest) *driver.CapabilityOb
 		}
 	case "app":
 		if a, ok := p.apps[r.Identity]; ok {
-			o.Exists, o.Owner, o.Matches = true, a.owner, a.running && a.revision == r.Revision
+			o.Exists, o.Owner, o.Matches, o.Stopped = true, a.owner, a.running && a.revision == r.Revision, !a.running
 			// A killed application never becomes ready by waiting, as
 			// podman reports an exited container (driver/local).
 			o.Replace = !a.running
@@ -210,13 +246,14 @@ func (w *world) observeResource(r driver.CapabilityRequest) *driver.CapabilityOb
 		}
 	case "route":
 		if rt, ok := p.routes[r.Branch]; ok {
-			o.Exists, o.Owner, o.Matches, o.RouteTarget = true, rt.env, true, rt.gen
+			o.Exists, o.Owner, o.Matches, o.RouteTarget, o.AtWaker = true, rt.env, true, rt.gen, rt.atWaker
 		}
+		o.LastRequest = p.visited[r.Branch]
 	case "smoke":
 		// Through the branch hostname: the route's environment answers.
 		rt, ok := p.routes[r.Branch]
 		a := p.apps["app-"+rt.env]
-		if ok && a != nil && a.running {
+		if ok && a != nil && a.running && !rt.atWaker {
 			o.Exists, o.Owner, o.Matches = true, rt.env, rt.env == r.EnvID && a.revision == r.Revision
 		}
 		o.RouteTarget = rt.gen
@@ -375,6 +412,40 @@ func (w *world) envCommitted(p *proc, ev environment.Event, before, after enviro
 	}
 	w.checkEnvEvent(ev, before, after, out)
 	w.checkEnvOutcome(before, after, out)
+	if after.State != before.State {
+		w.checkServed(after)
+	}
+}
+
+// checkServed is the oracle on what a preview's state says of the world
+// (E19, E20): ready, its application runs its revision and its host is
+// served by it, not by the waker (or a newer preview took the host since);
+// sleeping, its application does not run and its host, if still its
+// own, goes to the waker. Only the weather changes the world behind the
+// controller, and it picks previews that are ready already.
+func (w *world) checkServed(e environment.Env) {
+	p := w.preview
+	a := p.apps["app-"+e.ID]
+	rt, routed := p.routes[e.Branch]
+	switch {
+	case e.Tombstone != nil:
+	case e.State == environment.Ready:
+		if a == nil || a.owner != e.ID || !a.running || a.revision != e.Revision {
+			w.violate("E20", "%s is ready with its application not running (%+v)", e.ID, a)
+		}
+		if e.SupersededBy == 0 && (!routed || rt.gen < e.Generation || rt.gen == e.Generation && (rt.env != e.ID || rt.atWaker)) {
+			w.violate("E20", "%s is ready with its host not served by it (route %+v)", e.ID, rt)
+		}
+		w.cover("E20")
+	case e.State == environment.Sleeping:
+		if a != nil && a.owner == e.ID && a.running {
+			w.violate("E19", "%s is sleeping with its application running", e.ID)
+		}
+		if routed && rt.gen == e.Generation && rt.env == e.ID && !rt.atWaker {
+			w.violate("E19", "%s is sleeping with its host served by its application", e.ID)
+		}
+		w.cover("E19")
+	}
 }
 
 // checkEnvEvent is the oracle on what each kind of event may do.
@@ -511,11 +582,66 @@ func (w *world) envWorkload() {
 		id := ids[0]
 		w.at(at, "operator", func() { w.removeEnv(id) })
 	}
+	w.sleepWorkload(creates)
 	if w.faults.off {
 		return
 	}
 	for t := epoch.Add(time.Hour); t.Before(epoch.Add(w.opts.FaultyPhase)); t = t.Add(time.Duration(10+w.rnd.IntN(30)) * time.Minute) {
 		w.at(t, "drift", w.manualDrift)
+	}
+}
+
+// sleepWorkload draws, from a stream of its own (the other draws stay as
+// they were), which previews sleep and when someone visits them (E19,
+// E20): a third of them sleep after 10 to 45 minutes without a visit; each
+// of those is visited up to three times during the faulty phase, one
+// visit in four with a second at the same instant. The visits are the
+// workload's, in the reference run too: by the end of the quiet phase
+// every preview that sleeps and is served is asleep in both.
+func (w *world) sleepWorkload(creates []time.Time) {
+	if w.opts.NoSleep {
+		return
+	}
+	r := rand.New(rand.NewPCG(w.opts.Seed, 9))
+	for i, id := range w.envIDs {
+		if r.IntN(3) != 0 {
+			continue
+		}
+		w.envIntents[id].sleepAfter = time.Duration(10+r.IntN(36)) * time.Minute
+		for range r.IntN(4) {
+			at := creates[i].Add(time.Duration(r.IntN(int(w.opts.FaultyPhase / time.Minute))) * time.Minute)
+			twice := r.IntN(4) == 0
+			if !at.Before(epoch.Add(w.opts.FaultyPhase)) {
+				continue
+			}
+			w.at(at, "visitor", func() {
+				w.visit(id)
+				if twice {
+					w.visit(id)
+				}
+			})
+		}
+	}
+}
+
+// visit is someone opening a preview's URL: its branch's host answers
+// through the proxy, which logs the visit, from the application, or,
+// while the route sends it to warden's waker, from the waker, asked
+// through the real API as the route would.
+func (w *world) visit(id string) {
+	b := w.envIntents[id].branch
+	rt, ok := w.preview.routes[b]
+	if !ok {
+		return // nothing is served there: no preview answers
+	}
+	w.preview.visited[b] = w.now()
+	if !rt.atWaker {
+		return
+	}
+	st, _, crashed := w.call("GET", driver.WakerPath, "", nil, "", driver.HeaderWake, rt.env, driver.HeaderWakePath, "/")
+	w.logf("visit %s through the waker -> %d crashed=%t", rt.env, st, crashed)
+	if st == http.StatusServiceUnavailable {
+		w.cover("E20")
 	}
 }
 
@@ -531,6 +657,9 @@ func (w *world) createEnv(id string) {
 	}
 	if in.ttl > 0 {
 		body["ttl"] = in.ttl.String()
+	}
+	if in.sleepAfter > 0 {
+		body["sleep_after"] = in.sleepAfter.String()
 	}
 	st, _, crashed := w.call("POST", "/v1/environments", opToken, body, "")
 	w.logf("create %s (%s) -> %d crashed=%t", id, in.branch, st, crashed)
@@ -679,6 +808,12 @@ func (w *world) checkEnvs() {
 		}
 		w.cover("I12")
 	}
+	// E21: what each preview's state says of the world holds at the end.
+	for _, id := range w.envIDs {
+		if e, ok := w.envs[id]; ok {
+			w.checkServed(e)
+		}
+	}
 	// E10: a notification is delivered in the end, whatever the sink and
 	// the process went through, unless its sender gave up after every try.
 	for _, id := range w.envIDs {
@@ -737,6 +872,7 @@ func (w *world) envConfig(p *proc) actors.EnvConfig {
 	worker := fmt.Sprintf("%s-%d", p.name, p.inc)
 	machine := environment.Machine{Config: environment.DefaultConfig()}
 	machine.Config.Worker = worker // as actors.Start sets it, so that a planted step wraps the machine it runs
+	machine.Config.Sleeps = true // the world's route can send a host to the waker
 	return actors.EnvConfig{Machine: machine, Drivers: actors.DriverForAll(previewDriver{w}),
 		Worker:        worker,
 		Notifier:      &driver.Webhook{Endpoint: "https://notify.sim/hook", Client: &http.Client{Transport: notifyTransport{w}}},

@@ -23,6 +23,9 @@ type Regression struct {
 	Seed  uint64             `json:"seed"`
 	Nodes int                `json:"nodes"`
 	Plant string             `json:"plant,omitempty"`
+	// Sleepy: the run's previews may sleep (its workload draws
+	// sleep_after and visits); absent in files from before they could.
+	Sleepy bool `json:"sleepy,omitempty"`
 	Rates map[string]float64 `json:"rates"`
 	Fires map[string][]int   `json:"fires"`
 	// What the failing build saw, for the reader.
@@ -36,13 +39,13 @@ const maxRegressionFile = 1 << 20
 
 // regressionOf is the file a failed run leaves.
 func regressionOf(o Options, r SeedRun) Regression {
-	return Regression{Seed: o.Seed, Nodes: max(o.Nodes, 1), Plant: o.Plant, Rates: r.plan.rate, Fires: r.plan.firedAt,
+	return Regression{Seed: o.Seed, Nodes: max(o.Nodes, 1), Plant: o.Plant, Sleepy: !o.NoSleep, Rates: r.plan.rate, Fires: r.plan.firedAt,
 		Invariant: r.Violation.Invariant, Detail: r.Violation.Detail}
 }
 
 // Options is the run the file replays.
 func (g Regression) Options() Options {
-	return Options{Seed: g.Seed, Nodes: g.Nodes, Plant: g.Plant, replay: &g}
+	return Options{Seed: g.Seed, Nodes: g.Nodes, Plant: g.Plant, NoSleep: !g.Sleepy, replay: &g}
 }
 
 // WriteRegression writes g under dir as seed-<seed>-nodes-<n>.json and

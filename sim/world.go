@@ -170,6 +170,10 @@ type Options struct {
 	Once        string
 	FaultyPhase time.Duration
 	QuietPhase  time.Duration
+	// NoSleep leaves previews awake: no sleep_after in the workload, no
+	// visits. A regression file written before previews slept replays so,
+	// its schedule as it was.
+	NoSleep bool
 	// observe, in tests, is shown each marquee state a durable transition
 	// leaves, with the simulated time and the machine that decided it:
 	// the states the simulator's weather brings marquees to, for tests
@@ -543,12 +547,12 @@ func (w *world) actorFailed(actor string, err error) {
 
 // call sends one request to the real handler. crashed means the process
 // died while handling it: the caller never got an answer.
-func (w *world) call(method, path, token string, body any, delivery string) (status int, answer []byte, crashed bool) {
-	return w.callOn(w.entry(), method, path, token, body, delivery)
+func (w *world) call(method, path, token string, body any, delivery string, headers ...string) (status int, answer []byte, crashed bool) {
+	return w.callOn(w.entry(), method, path, token, body, delivery, headers...)
 }
 
 // callOn sends one request to p's handler.
-func (w *world) callOn(p *proc, method, path, token string, body any, delivery string) (status int, answer []byte, crashed bool) {
+func (w *world) callOn(p *proc, method, path, token string, body any, delivery string, headers ...string) (status int, answer []byte, crashed bool) {
 	var rd io.Reader
 	if body != nil {
 		b, _ := json.Marshal(body)
@@ -563,6 +567,9 @@ func (w *world) callOn(p *proc, method, path, token string, body any, delivery s
 	}
 	if delivery != "" {
 		req.Header.Set("Webhook-Id", delivery)
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
 	}
 	if p.node != nil && (p.node.down || p.node.paused) {
 		return 0, nil, true // nobody answers: a dead or paused node

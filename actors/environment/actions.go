@@ -35,7 +35,7 @@ func (m Machine) Actions(e Env) []string {
 	case e.Tombstone != nil:
 	case e.Asleep():
 		out = append(out, "wake")
-	case m.Config.Sleeps && e.State == Ready && e.Desired == "ready" && e.Attempt == nil && e.SupersededBy == 0:
+	case m.Config.Sleeps && e.State == Ready && e.Desired == "ready" && e.Attempt == nil:
 		out = append(out, "sleep")
 	}
 	return out

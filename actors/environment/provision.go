@@ -155,7 +155,7 @@ func (m Machine) begin(e *Env, t transition, stepIdx int, owner string, branchNe
 	if st.cap == Route && st.op == Apply && branchNewest > e.Generation && e.SupersededBy == 0 {
 		m.supersede(e, branchNewest, now)
 	}
-	if e.SupersededBy > 0 && (st.cap == Route && st.op == Apply || st.cap == Smoke) {
+	if e.SupersededBy > 0 && (st.cap == Route && (st.op == Apply || st.op == Sleep) || st.cap == Smoke) {
 		// A newer generation of the branch holds the route: activating
 		// this one would pull it back, and the hostname's smoke check
 		// would answer for the newer one.

@@ -65,10 +65,9 @@ func (m Machine) nextFrom(e *Env) (transition, bool) {
 }
 
 // sleepDue is when a ready preview's sleep falls due, if it may sleep
-// (zero: never): SleepAfter after it was last known in use. A superseded
-// preview serves no host, so nothing could wake it: it does not sleep.
+// (zero: never): SleepAfter after it was last known in use.
 func (e Env) sleepDue() time.Time {
-	if e.SleepAfter <= 0 || e.State != Ready || e.Desired != "ready" || e.Attempt != nil || e.SupersededBy > 0 {
+	if e.SleepAfter <= 0 || e.State != Ready || e.Desired != "ready" || e.Attempt != nil {
 		return time.Time{}
 	}
 	return e.ActiveAt.Add(e.SleepAfter)
@@ -89,7 +88,10 @@ func (m Machine) traffic(e *Env, t Traffic, now time.Time) decision {
 	if !e.SleepDue(now) {
 		return decision{Note: "no sleep due"}
 	}
-	if t.LastRequest.After(e.ActiveAt) {
+	// A superseded preview's host is its newer sibling's: the visits
+	// the proxy saw there were not to it, and it sleeps once SleepAfter
+	// has passed since it was last in use itself.
+	if e.SupersededBy == 0 && t.LastRequest.After(e.ActiveAt) {
 		e.ActiveAt = t.LastRequest
 		if !e.SleepDue(now) {
 			return decision{Note: fmt.Sprintf("in use: last request at %s; sleeps at %s unless asked again", t.LastRequest.UTC().Format(time.RFC3339),
