@@ -190,7 +190,10 @@ func (m Machine) atRestAsleep(e *Env, r AtRest, now time.Time) decision {
 			m.supersede(e, o.RouteTarget, now)
 			return decision{Note: fmt.Sprintf("a newer preview of the branch holds the route (generation %d): superseded (E15, I14)", o.RouteTarget)}
 		case !o.Exists:
-			return m.repairAsleep(e, Route, Ready, strings.TrimSuffix("route absent while asleep: "+o.Detail, ": "), now)
+			// Nothing routes its host: no visit could wake it. It is
+			// repaired through full readiness, as a ready preview's
+			// missing route is, and sleeps again after SleepAfter.
+			return m.repairAsleep(e, Route, strings.TrimSuffix("route absent while asleep: "+o.Detail, ": "), now)
 		}
 		return m.recordDrift(e, Route, "generation "+fmt.Sprint(e.Generation)+" at the waker",
 			fmt.Sprintf("generation %d -> %q at waker=%t", o.RouteTarget, o.Owner, o.AtWaker), now)
@@ -205,7 +208,7 @@ func (m Machine) atRestAsleep(e *Env, r AtRest, now time.Time) decision {
 		case o.Stopped:
 			return decision{Note: "application stopped, as desired"}
 		}
-		return m.repairAsleep(e, App, RouteAtWaker, "application runs while asleep: "+o.Detail, now)
+		return m.repairAsleep(e, App, strings.TrimSuffix("application runs while asleep: "+o.Detail, ": "), now)
 	case Smoke:
 		return decision{Note: "a sleeping preview's host is the waker's; not asked"}
 	}
@@ -215,17 +218,24 @@ func (m Machine) atRestAsleep(e *Env, r AtRest, now time.Time) decision {
 	return m.recordDrift(e, r.Capability, "present, owned, matching", fmt.Sprintf("exists=%t owner=%q matches=%t", o.Exists, o.Owner, o.Matches), now)
 }
 
-// repairAsleep puts a sleeping preview back where the sleep step that
-// undoes the drift begins, unless an operator's question is open.
-func (m Machine) repairAsleep(e *Env, c Capability, back Phase, observed string, now time.Time) decision {
+// repairAsleep undoes a drift found while asleep, unless an operator's
+// question is open: an application running again is stopped again (from
+// route-at-waker, which says just that); a route gone is repaired
+// through full readiness, the preview woken (E15, E21).
+func (m Machine) repairAsleep(e *Env, c Capability, observed string, now time.Time) decision {
 	d := Drift{Capability: c, Identity: e.Identity(c), DetectedAt: now, Desired: "asleep", Observed: observed}
 	if m.driftOpenFor(e, d.Identity) || m.openDrift(e) >= 0 {
 		return m.recordDrift(e, c, d.Desired, observed, now)
 	}
 	d.Outcome = "auto-repair"
 	e.Drift = append(e.Drift, d)
-	e.State = back
-	return decision{Note: fmt.Sprintf("%s: %s; its sleep step again from %s (E21)", c, observed, back)}
+	if c == App {
+		e.State = RouteAtWaker
+		return decision{Note: fmt.Sprintf("%s: %s; stopped again (E21)", c, observed)}
+	}
+	e.Audit = append(e.Audit, AuditEntry{Actor: "controller", Action: "wake", Reason: "its route was gone: repaired through full readiness", At: now})
+	m.wake(e, "its route was gone", now)
+	return decision{Note: fmt.Sprintf("%s: %s; repaired through full readiness, woken (E15, E21)", c, observed)}
 }
 
 // recordDrift records a difference for an operator, once.

@@ -284,11 +284,21 @@ func TestP2P12P18MakePreviewsStartsThePlatformAndStopsIt(t *testing.T) {
 // the one built here, against this make previews.
 func readmeBlock(t *testing.T, bin, listen, preview string) {
 	t.Helper()
+	out := guideBlock(t, "previews", bin, listen, preview)
+	for _, want := range []string{"Preview env-1", "<code>abc123</code>", "own database", "404"} {
+		require.Contains(t, out, want, "the README's preview block printed: %s", out)
+	}
+}
+
+// guideBlock runs the previews guide's block marked tag, as written,
+// against a make previews, and returns what it printed.
+func guideBlock(t *testing.T, tag, bin, listen, preview string) string {
+	t.Helper()
 	readme, err := os.ReadFile("../../docs/guides/previews.md")
 	require.NoError(t, err)
-	const mark = "<!-- readme-test: previews -->\n```sh\n"
+	mark := "<!-- readme-test: " + tag + " -->\n```sh\n"
 	i := strings.Index(string(readme), mark)
-	require.GreaterOrEqual(t, i, 0, "docs/guides/previews.md marks its preview block")
+	require.GreaterOrEqual(t, i, 0, "docs/guides/previews.md marks its %s block", tag)
 	block := string(readme)[i+len(mark):]
 	block = block[:strings.Index(block, "```")]
 	dir := t.TempDir()
@@ -298,8 +308,6 @@ func readmeBlock(t *testing.T, bin, listen, preview string) {
 	sh.Dir = dir
 	sh.Env = append(os.Environ(), "LISTEN="+listen, "PREVIEW_LISTEN="+preview, "WARDEN_OPERATOR_TOKEN=op-token")
 	out, err := sh.CombinedOutput()
-	require.NoError(t, err, "the README's preview block, as written: %s", out)
-	for _, want := range []string{"Preview env-1", "<code>abc123</code>", "own database", "404"} {
-		require.Contains(t, string(out), want, "the README's preview block printed: %s", out)
-	}
+	require.NoError(t, err, "the previews guide's %s block, as written: %s", tag, out)
+	return string(out)
 }

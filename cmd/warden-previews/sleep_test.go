@@ -41,7 +41,11 @@ func TestE19P21OnMakePreviewsAPreviewSleepsAndAVisitWakesIt(t *testing.T) {
 	if pgDir, _ := clusterDir(abs); !strings.HasPrefix(pgDir, abs) {
 		t.Cleanup(func() { os.RemoveAll(filepath.Dir(pgDir)) })
 	}
-	t.Cleanup(func() { _ = exec.Command("podman", append(podmanHere, "rm", "--force", "app-env-sl")...).Run() })
+	t.Cleanup(func() {
+		for _, env := range []string{"env-sl", "env-2"} {
+			_ = exec.Command("podman", append(podmanHere, "rm", "--force", "app-"+env)...).Run()
+		}
+	})
 	listen, preview, admin, pgListen := freeAddr(t), freeAddr(t), freeAddr(t), freeAddr(t)
 	mp := startPreviews(t, bin, data, listen, preview, admin, pgListen)
 
@@ -90,6 +94,13 @@ func TestE19P21OnMakePreviewsAPreviewSleepsAndAVisitWakesIt(t *testing.T) {
 	}, 10*time.Second, 50*time.Millisecond, "served again within 10 s of the visit: %s", mp.out)
 	t.Logf("served again %s after the visit", time.Since(visited).Round(time.Millisecond))
 	require.Eventually(t, func() bool { return mp.state("env-sl") == "ready" }, 10*time.Second, 100*time.Millisecond)
+
+	// The previews guide's sleep block, as written, against this make
+	// previews.
+	printed := guideBlock(t, "sleep", bin, listen, preview)
+	for _, want := range []string{"sleeping since", "Preview env-2 is waking", "Preview env-2", "own database"} {
+		require.Contains(t, printed, want, "the guide's sleep block printed: %s", printed)
+	}
 }
 
 // slowAdmin stands before Caddy's admin API and holds every change to
