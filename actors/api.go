@@ -14,6 +14,7 @@ import (
 	"github.com/wardenhq/warden/actors/marquee"
 	"github.com/wardenhq/warden/actors/record"
 	"github.com/wardenhq/warden/actors/runtime"
+	"github.com/wardenhq/warden/internal/driver"
 	"github.com/wardenhq/warden/persistence"
 )
 
@@ -269,6 +270,50 @@ func (s *System) EnvironmentCommand(ctx context.Context, id string, ev environme
 	}
 	res, err := s.envs.Ask(ctx, id, runtime.Request[environment.Event]{Mode: runtime.Command, Event: ev})
 	return res.Record.Env, err
+}
+
+// errNoSeeds answers a seed's request on a platform that keeps none.
+var errNoSeeds = fmt.Errorf("%w: this warden's platform keeps no seeds (warden serve --env-platform local does)", errs.Invalid)
+
+// MakeSeed makes the seed name on the platform from its migrations and
+// sql, once (P20): made again from the same, it is as it was.
+func (s *System) MakeSeed(ctx context.Context, name, sql string) (driver.Seed, error) {
+	if s.cfg.Env.Seeds == nil {
+		return driver.Seed{}, errNoSeeds
+	}
+	if !environment.ValidSeed(name) {
+		return driver.Seed{}, fmt.Errorf("%w: a seed's name: [a-z0-9][a-z0-9-]{0,57}", errs.Invalid)
+	}
+	seed, err := s.cfg.Env.Seeds.MakeSeed(ctx, name, sql)
+	if err != nil {
+		return driver.Seed{}, redacted(err, s.cfg.Secrets...)
+	}
+	s.log.Info("seed made", "seed", name, "fingerprint", seed.Fingerprint)
+	return seed, nil
+}
+
+// RemoveSeed removes a seed; the previews copied from it keep their data.
+func (s *System) RemoveSeed(ctx context.Context, name string) error {
+	if s.cfg.Env.Seeds == nil {
+		return errNoSeeds
+	}
+	if err := s.cfg.Env.Seeds.RemoveSeed(ctx, name); err != nil {
+		return redacted(err, s.cfg.Secrets...)
+	}
+	s.log.Info("seed removed", "seed", name)
+	return nil
+}
+
+// Seeds lists the platform's seeds, each with the previews copied from it.
+func (s *System) Seeds(ctx context.Context) ([]driver.Seed, error) {
+	if s.cfg.Env.Seeds == nil {
+		return nil, errNoSeeds
+	}
+	seeds, err := s.cfg.Env.Seeds.Seeds(ctx)
+	if err != nil {
+		return nil, redacted(err, s.cfg.Secrets...)
+	}
+	return seeds, nil
 }
 
 // Visit is a request to a sleeping preview's host, as warden's waker

@@ -48,6 +48,9 @@ type EnvConfig struct {
 	// NotifyBackoff is the first wait after a failed delivery, doubling
 	// (zero means 30 seconds).
 	NotifyBackoff time.Duration
+	// Seeds makes and lists the seeds previews' data is copied from (nil:
+	// the platform has none).
+	Seeds driver.Seeder
 	// SleepAfter is a preview's sleep_after when its create gives none
 	// (0: it never sleeps), on a platform whose previews sleep
 	// (Machine.Config.Sleeps).

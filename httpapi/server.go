@@ -132,6 +132,7 @@ func New(sys *actors.System, o Options) *Server {
 	s.routeWebhooks(r)
 	s.routeMarquees(r)
 	s.routeEnvironments()
+	s.routeSeeds()
 	s.routeOperations(r)
 	return s
 }

@@ -42,7 +42,7 @@ func TestE19P21OnMakePreviewsAPreviewSleepsAndAVisitWakesIt(t *testing.T) {
 		t.Cleanup(func() { os.RemoveAll(filepath.Dir(pgDir)) })
 	}
 	t.Cleanup(func() {
-		for _, env := range []string{"env-sl", "env-2"} {
+		for _, env := range []string{"env-sl", "env-2", "env-3"} {
 			_ = exec.Command("podman", append(podmanHere, "rm", "--force", "app-"+env)...).Run()
 		}
 	})
@@ -101,6 +101,20 @@ func TestE19P21OnMakePreviewsAPreviewSleepsAndAVisitWakesIt(t *testing.T) {
 	for _, want := range []string{"sleeping since", "Preview env-2 is waking", "Preview env-2", "own database"} {
 		require.Contains(t, printed, want, "the guide's sleep block printed: %s", printed)
 	}
+
+	// P20 through warden: the guide's seed block makes a seed with the
+	// CLI and a preview copied from it, served with the seed's row.
+	printed = guideBlock(t, "seed", bin, listen, preview)
+	for _, want := range []string{"seed demo made (fingerprint ", "hello from the demo seed", "env-3"} {
+		require.Contains(t, printed, want, "the guide's seed block printed: %s", printed)
+	}
+	_, v = mp.api("GET", "/v1/environments/env-3?receipts=50", nil)
+	require.Equal(t, "demo", v["data_from"])
+	var fromSeed bool
+	for _, r := range v["receipts"].([]any) {
+		fromSeed = fromSeed || strings.Contains(r.(map[string]any)["detail"].(string), "from seed demo (fingerprint ")
+	}
+	require.True(t, fromSeed, "the database step's receipt names the seed and its fingerprint: %v", v["receipts"])
 }
 
 // slowAdmin stands before Caddy's admin API and holds every change to

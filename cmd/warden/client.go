@@ -194,6 +194,7 @@ func addClientCommands(root *cobra.Command, getenv func(string) string, stdout, 
 		listCmd("environments", "/v1/environments", []string{"state", "desired", "branch", "status"}, envRows(false), envRows(true)),
 		listCmd("pools", "/v1/pools", nil, poolRows, nil),
 		listCmd("actors", "/v1/actors", nil, actorRows, nil),
+		seedsCmd(o, shared),
 	)
 
 	describe := shared(&cobra.Command{Use: "describe [TYPE] ID", Short: "one marquee or environment: status, next, timeline",
@@ -228,12 +229,13 @@ var typeAliases = map[string][]string{
 	"environments": {"environment", "env", "envs"},
 	"pools":        {"pool"},
 	"actors":       {"actor"},
+	"seeds":        {"seed"},
 }
 
 // unknownType is the usage error of get or describe with a type it does
 // not know, or none.
 func unknownType(cmd string, args []string) error {
-	valid := "marquees (marquee, mq), environments (environment, env, envs), pools (pool), actors (actor)"
+	valid := "marquees (marquee, mq), environments (environment, env, envs), pools (pool), actors (actor), seeds (seed)"
 	switch cmd {
 	case "describe":
 		valid = "marquee (mq), environment (env); or an id alone"
@@ -385,6 +387,31 @@ func poolRows(rows []map[string]any) [][]string {
 		out = append(out, []string{str(r, "name"), str(r, "limit"), strconv.Itoa(len(reserved)), strconv.Itoa(len(queued))})
 	}
 	return out
+}
+
+// seedsCmd is `get seeds`: the platform's seeds, each with the previews
+// copied from it (P20). A seed is listed, never got alone.
+func seedsCmd(o *clientOptions, shared func(*cobra.Command) *cobra.Command) *cobra.Command {
+	return shared(&cobra.Command{Use: "seeds", Aliases: typeAliases["seeds"], Short: "list the platform's seeds and the previews copied from each",
+		Args: cobra.NoArgs, RunE: func(_ *cobra.Command, _ []string) error {
+			rows, answer, err := o.list("/v1/seeds", url.Values{})
+			if err != nil {
+				return err
+			}
+			if done, err := o.print(answer); done {
+				return err
+			}
+			out := [][]string{{"NAME", "FINGERPRINT", "PREVIEWS"}}
+			for _, r := range rows {
+				var previews []string
+				previewList, _ := r["previews"].([]any)
+				for _, p := range previewList {
+					previews = append(previews, fmt.Sprint(p))
+				}
+				out = append(out, []string{str(r, "name"), str(r, "fingerprint"), orDash(strings.Join(previews, ","))})
+			}
+			return o.table(out)
+		}})
 }
 
 func actorRows(rows []map[string]any) [][]string {

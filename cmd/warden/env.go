@@ -139,9 +139,20 @@ func (c *envClient) request(method, path string, body io.Reader) (*http.Request,
 	return req, nil
 }
 
+// rawBody is a request body sent as it is, not as JSON.
+type rawBody struct {
+	contentType string
+	data        []byte
+}
+
 func (c *envClient) do(method, path string, body any, headers ...string) (int, []byte, error) {
 	var raw []byte
-	if body != nil {
+	contentType := "application/json"
+	switch b := body.(type) {
+	case nil:
+	case rawBody:
+		raw, contentType = b.data, b.contentType
+	default:
 		raw, _ = json.Marshal(body)
 	}
 	var lastErr error
@@ -162,7 +173,7 @@ func (c *envClient) do(method, path string, body any, headers ...string) (int, [
 			req = req.WithContext(ctx)
 		}
 		if body != nil {
-			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Content-Type", contentType)
 		}
 		for i := 0; i+1 < len(headers); i += 2 {
 			req.Header.Set(headers[i], headers[i+1])

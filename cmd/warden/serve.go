@@ -648,5 +648,6 @@ func localPlatform(c config.Serve, ec *actors.EnvConfig) error {
 		return err
 	}
 	ec.Drivers, ec.Watcher = drivers, c.Platform.Watcher()
-	return nil
+	ec.Seeds, err = c.Platform.Seeder()
+	return err
 }

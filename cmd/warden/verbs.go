@@ -145,9 +145,34 @@ func (o *clientOptions) createVerb(shared func(*cobra.Command) *cobra.Command) *
 	marquee.Flags().StringVar(&connectionFile, "connection-file", "", "a byo marquee's connection, a JSON object (host, port, user, ssh_private_key)")
 
 	env := o.envCreate(shared)
-	v := shared(verbOf(o.stderr, "create", "ask for a marquee or a preview environment", marquee, env))
-	v.Example = "  warden create marquee m-1 --kind tutorial\n  warden create environment pr-7-3f2c9e1 --branch feature-search --revision 3f2c9e1 --ttl 72h"
+	var from string
+	seed := typed(shared, "seeds", "seed NAME --from FILE.sql", "make a seed previews' data is copied from: the migrations, then the file's SQL (P20)", argsNamed("NAME"),
+		func(args []string) error { return o.createSeed(args[0], from) })
+	seed.Flags().StringVar(&from, "from", "", "the seed's SQL (e.g. a dump of rows); made once: again from the same, nothing")
+	v := shared(verbOf(o.stderr, "create", "ask for a marquee, a preview environment or a seed", marquee, env, seed))
+	v.Example = "  warden create marquee m-1 --kind tutorial\n  warden create environment pr-7-3f2c9e1 --branch feature-search --revision 3f2c9e1 --ttl 72h\n" +
+		"  warden create seed demo --from seed.sql"
 	return v
+}
+
+// createSeed makes a seed from a SQL file and prints it.
+func (o *clientOptions) createSeed(name, from string) error {
+	if from == "" {
+		return usageError("create seed needs --from FILE.sql: the seed's SQL")
+	}
+	sql, err := os.ReadFile(from)
+	if err != nil {
+		return usageError("--from: %v", err)
+	}
+	answer, err := o.call(http.MethodPost, "/v1/seeds/"+url.PathEscape(name), rawBody{contentType: "application/sql", data: sql})
+	if err != nil {
+		return err
+	}
+	if done, err := o.print(answer); done {
+		return err
+	}
+	fmt.Fprintf(o.stdout, "seed %s made (fingerprint %s)\n", str(answer, "name"), str(answer, "fingerprint"))
+	return nil
 }
 
 // envCreateFlags are create environment's flags, shared with the old
@@ -216,8 +241,20 @@ func (o *clientOptions) removeVerb(shared func(*cobra.Command) *cobra.Command) *
 		func(args []string) error { return o.removeEnv(args[0], reason, ifPresent) })
 	env.Flags().StringVar(&reason, "reason", "", "why (recorded in its audit)")
 	env.Flags().BoolVar(&ifPresent, "if-present", false, "an environment that does not exist is success")
-	v := shared(verbOf(o.stderr, "remove", "ask for an environment's removal", env))
-	v.Example = "  warden remove environment pr-7-3f2c9e1 --reason 'pull request closed' --if-present"
+	seed := typed(shared, "seeds", "seed NAME", "remove a seed; the previews copied from it keep their data", argsNamed("NAME"),
+		func(args []string) error {
+			answer, err := o.call(http.MethodPost, "/v1/seeds/"+url.PathEscape(args[0])+"/remove", nil)
+			if err != nil {
+				return err
+			}
+			if done, err := o.print(answer); done {
+				return err
+			}
+			fmt.Fprintf(o.stdout, "seed %s removed\n", args[0])
+			return nil
+		})
+	v := shared(verbOf(o.stderr, "remove", "ask for an environment's removal, or remove a seed", env, seed))
+	v.Example = "  warden remove environment pr-7-3f2c9e1 --reason 'pull request closed' --if-present\n  warden remove seed demo"
 	return v
 }
 

@@ -79,6 +79,26 @@ const (
 	WakerPath      = "/v1/waker"
 )
 
+// Seed is a template a preview's data is copied from (P20), as the
+// platform holds it: its name, a fingerprint of what it was made from,
+// and the previews whose databases were copied from it and are still
+// there.
+type Seed struct {
+	Name        string   `json:"name"`
+	Fingerprint string   `json:"fingerprint"`
+	Previews    []string `json:"previews"`
+}
+
+// Seeder makes, lists and removes a platform's seeds. A seed is the
+// platform's own object, and its marks there are its record: making one
+// again from the same is nothing, one a crash left half made is made
+// again, and warden keeps no record of its own.
+type Seeder interface {
+	MakeSeed(ctx context.Context, name, sql string) (Seed, error)
+	RemoveSeed(ctx context.Context, name string) error
+	Seeds(ctx context.Context) ([]Seed, error)
+}
+
 // Capability performs one operation of one capability. Implementations are
 // in-process (tests, the simulator) or ExecCapability (scripts).
 type Capability interface {

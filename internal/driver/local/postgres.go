@@ -149,12 +149,19 @@ func owner(comment string) (env string, gen uint64, ok bool) {
 // ownerAndSeed is owner with the seed the database was copied from ("":
 // made empty).
 func ownerAndSeed(comment string) (env string, gen uint64, seed string, ok bool) {
+	env, gen, seed, _, ok = markOf(comment)
+	return env, gen, seed, ok
+}
+
+// markOf reads a preview database's mark: its environment and
+// generation, and the seed and fingerprint it was copied from, if any.
+func markOf(comment string) (env string, gen uint64, seed, fingerprint string, ok bool) {
 	m := markRE.FindStringSubmatch(comment)
 	if m == nil {
-		return "", 0, "", false
+		return "", 0, "", "", false
 	}
 	gen, _ = strconv.ParseUint(m[2], 10, 64)
-	return m[1], gen, m[3], true
+	return m[1], gen, m[3], m[4], true
 }
 
 func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
@@ -173,7 +180,7 @@ func observeDatabase(ctx context.Context, c *pgx.Conn, name string) (*driver.Cap
 		return nil, fmt.Errorf("postgres: observe %s: %w", name, err)
 	}
 	o := &driver.CapabilityObservation{Exists: true, ProviderID: name}
-	env, gen, seed, marked := ownerAndSeed(deref(dbComment))
+	env, gen, seed, fingerprint, marked := markOf(deref(dbComment))
 	if !marked && roleName == name {
 		env, gen, marked = owner(deref(roleComment))
 	}
@@ -183,7 +190,7 @@ func observeDatabase(ctx context.Context, c *pgx.Conn, name string) (*driver.Cap
 	default:
 		o.Owner = env
 		o.Matches = roleName == name
-		o.Detail = fmt.Sprintf("owned by role %s, made for %s generation %d%s", roleName, env, gen, seedWord(seed))
+		o.Detail = fmt.Sprintf("owned by role %s, made for %s generation %d%s", roleName, env, gen, seedWord(seed, fingerprint))
 	}
 	return o, nil
 }

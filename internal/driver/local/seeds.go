@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/wardenhq/warden/actors/errs"
 	"github.com/wardenhq/warden/internal/driver"
 )
 
@@ -29,13 +30,9 @@ const MaxSeedSQL = 256 << 20
 // seedPrefix names a seed's database and role.
 const seedPrefix = "seed-"
 
-// Seed is a seed as the platform holds it.
-type Seed struct {
-	Name        string `json:"name"`
-	Fingerprint string `json:"fingerprint"`
-	// Previews are the databases copied from it that are still there.
-	Previews []string `json:"previews"`
-}
+// Seed is a seed as the platform holds it; its previews are the
+// environments whose databases were copied from it and are still there.
+type Seed = driver.Seed
 
 // SeedFingerprint is what a seed is made from, hashed: the migrations'
 // ids and SQL, in order, then the seed's SQL.
@@ -93,15 +90,15 @@ func validSeedName(name string) bool { return validName(seedPrefix + name) }
 // touched.
 func (d *Data) MakeSeed(ctx context.Context, name, sql string) (Seed, error) {
 	if !validSeedName(name) {
-		return Seed{}, fmt.Errorf("seed name %q: lower-case letters, digits and '-', at most %d", name, 63-len(seedPrefix))
+		return Seed{}, fmt.Errorf("%w: seed name %q: lower-case letters, digits and '-', at most %d", errs.Invalid, name, 63-len(seedPrefix))
 	}
 	if len(sql) > MaxSeedSQL {
-		return Seed{}, fmt.Errorf("seed %s: %d bytes of SQL, at most %d", name, len(sql), MaxSeedSQL)
+		return Seed{}, fmt.Errorf("%w: seed %s: %d bytes of SQL, at most %d", errs.Invalid, name, len(sql), MaxSeedSQL)
 	}
 	fp := SeedFingerprint(d.Migrations, sql)
 	admin, err := pgx.Connect(ctx, d.Admin)
 	if err != nil {
-		return Seed{}, fmt.Errorf("postgres: %w", err)
+		return Seed{}, fmt.Errorf("%w: postgres: %w", errs.Unavailable, err)
 	}
 	defer admin.Close(context.WithoutCancel(ctx))
 	st, err := observeSeed(ctx, admin, name)
@@ -109,11 +106,11 @@ func (d *Data) MakeSeed(ctx context.Context, name, sql string) (Seed, error) {
 	case err != nil:
 		return Seed{}, err
 	case st.exists && !st.marked:
-		return Seed{}, fmt.Errorf("database %s%s exists without warden's mark: left in place", seedPrefix, name)
+		return Seed{}, fmt.Errorf("%w: database %s%s exists without warden's mark: left in place", errs.Conflict, seedPrefix, name)
 	case st.made && st.fingerprint == fp:
 		return Seed{Name: name, Fingerprint: fp}, nil
 	case st.made:
-		return Seed{}, fmt.Errorf("seed %s exists, made from something else (fingerprint %s, not %s): remove it first", name, st.fingerprint, fp)
+		return Seed{}, fmt.Errorf("%w: seed %s exists, made from something else (fingerprint %s, not %s): remove it first", errs.Conflict, name, st.fingerprint, fp)
 	case st.exists: // half made: a crash came while it was filled
 		if err := dropSeedDatabase(ctx, admin, name); err != nil {
 			return Seed{}, err
@@ -188,7 +185,7 @@ func (d *Data) runSeed(ctx context.Context, c *pgx.Conn, role, sql string) error
 		}
 	}
 	if err := pgx.BeginFunc(ctx, c, func(tx pgx.Tx) error { _, err := tx.Exec(ctx, sql); return err }); err != nil {
-		return fmt.Errorf("its SQL failed and was rolled back: %w", err)
+		return fmt.Errorf("%w: its SQL failed and was rolled back: %w", errs.Invalid, err)
 	}
 	return nil
 }
@@ -197,7 +194,7 @@ func (d *Data) runSeed(ctx context.Context, c *pgx.Conn, role, sql string) error
 // previews copied from it keep their data (they are copies).
 func (d *Data) RemoveSeed(ctx context.Context, name string) error {
 	if !validSeedName(name) {
-		return fmt.Errorf("seed name %q is not one warden makes", name)
+		return fmt.Errorf("%w: seed name %q is not one warden makes", errs.Invalid, name)
 	}
 	admin, err := pgx.Connect(ctx, d.Admin)
 	if err != nil {
@@ -209,7 +206,7 @@ func (d *Data) RemoveSeed(ctx context.Context, name string) error {
 	case err != nil:
 		return err
 	case st.exists && !st.marked:
-		return fmt.Errorf("database %s%s exists without warden's mark: left in place", seedPrefix, name)
+		return fmt.Errorf("%w: database %s%s exists without warden's mark: left in place", errs.Conflict, seedPrefix, name)
 	}
 	return dropSeed(ctx, admin, name)
 }
@@ -272,9 +269,9 @@ func (d *Data) Seeds(ctx context.Context) ([]Seed, error) {
 		}
 	}
 	for _, x := range dbs {
-		if _, _, seed, ok := ownerAndSeed(x.comment); ok && seed != "" {
+		if env, _, seed, ok := ownerAndSeed(x.comment); ok && seed != "" {
 			if i, found := at[seed]; found {
-				seeds[i].Previews = append(seeds[i].Previews, x.name)
+				seeds[i].Previews = append(seeds[i].Previews, env)
 			}
 		}
 	}
@@ -300,7 +297,7 @@ func (d *Data) fromSeed(ctx context.Context, c *pgx.Conn, r driver.CapabilityReq
 	}
 	fp := st.fingerprint
 	if fp == "" {
-		fp = "0" // the copy was made before a crash; its seed has gone since
+		fp = unknownFingerprint // the copy was made before a crash; its seed has gone since
 	}
 	return nil, fp, d.handOver(ctx, r)
 }
@@ -357,9 +354,19 @@ func seedOf(seed, fingerprint string) string {
 	return " seed=" + seed + " fingerprint=" + fingerprint
 }
 
-func seedWord(seed string) string {
-	if seed == "" {
+// seedWord says, in an observation's detail (and so in the receipt of
+// the step it verifies), which seed a database was copied from and what
+// that seed was made from.
+func seedWord(seed, fingerprint string) string {
+	switch {
+	case seed == "":
 		return ""
+	case fingerprint == unknownFingerprint:
+		return ", from seed " + seed + " (removed before this copy was marked: what it was made from is not known)"
 	}
-	return ", from seed " + seed
+	return ", from seed " + seed + " (fingerprint " + fingerprint + ")"
 }
+
+// unknownFingerprint marks a copy whose seed was gone before the copy was
+// marked (a crash between the two): a fingerprint no seed has.
+const unknownFingerprint = "0"

@@ -61,7 +61,8 @@ func TestP20APreviewsDatabaseIsACopyOfItsSeed(t *testing.T) {
 
 	res := fromSeed(t, d, "seeded-1", "demo")
 	require.True(t, res.OK, res.Message)
-	require.Equal(t, "owned by role db-seeded-1, made for seeded-1 generation 1, from seed demo", res.Observation.Detail)
+	require.Equal(t, "owned by role db-seeded-1, made for seeded-1 generation 1, from seed demo (fingerprint "+seed.Fingerprint+")", res.Observation.Detail,
+		"the observation, and so the step's receipt, names the seed and what it was made from")
 	require.Equal(t, 1001, sql(t, "db-seeded-1", "SELECT count(*)::int FROM greeting"), "the migrations' row and the seed's thousand")
 	require.Equal(t, 0, sql(t, "db-seeded-1", "SELECT count(*)::int FROM pg_tables WHERE schemaname = 'public' AND tableowner <> 'db-seeded-1'"),
 		"every table is the preview's role's")
@@ -76,7 +77,7 @@ func TestP20APreviewsDatabaseIsACopyOfItsSeed(t *testing.T) {
 	require.Equal(t, 1001, sql(t, "db-seeded-1", "SELECT count(*)::int FROM greeting WHERE lang IS NULL"))
 
 	require.True(t, fromSeed(t, d, "seeded-2", "demo").OK)
-	require.Equal(t, &Seed{Name: "demo", Fingerprint: seed.Fingerprint, Previews: []string{"db-seeded-1", "db-seeded-2"}}, listed(t, d, "demo"))
+	require.Equal(t, &Seed{Name: "demo", Fingerprint: seed.Fingerprint, Previews: []string{"seeded-1", "seeded-2"}}, listed(t, d, "demo"))
 
 	require.NoError(t, d.RemoveSeed(ctx, "demo"))
 	require.Nil(t, listed(t, d, "demo"))
@@ -167,7 +168,8 @@ func TestP20ACopyWhoseSeedIsGoneIsFinishedAfterACrash(t *testing.T) {
 	require.NoError(t, d.RemoveSeed(ctx, "gone"))
 	res := fromSeed(t, d, "seeded-6", "gone")
 	require.True(t, res.OK, res.Message)
-	require.Equal(t, "owned by role db-seeded-6, made for seeded-6 generation 1, from seed gone", res.Observation.Detail)
+	require.Equal(t, "owned by role db-seeded-6, made for seeded-6 generation 1, from seed gone (removed before this copy was marked: what it was made from is not known)",
+		res.Observation.Detail)
 	require.Equal(t, 3, sql(t, "db-seeded-6", "SELECT count(*)::int FROM greeting"))
 	require.True(t, do(t, d, "database", "remove", "seeded-6").OK)
 }
