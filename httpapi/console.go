@@ -623,11 +623,14 @@ func (c *console) environment(w http.ResponseWriter, r *http.Request, sess *sess
 }
 
 // desiredOf is what an environment wants of one of its resources:
-// present while it is wanted, absent once removed, except its artifact,
+// present while it is wanted (its application stopped while it is
+// asleep), absent once removed, except its artifact,
 // a shared and immutable build output that removal keeps on purpose
 // (a removed environment's artifact showed as a mismatch).
 func desiredOf(e environment.Env, c environment.Capability) string {
 	switch {
+	case e.Asleep() && c == environment.App:
+		return "stopped" // asleep, as E19 leaves it
 	case e.Desired != "removed" && e.Tombstone == nil:
 		return "present"
 	case c == environment.Artifact:
@@ -638,7 +641,7 @@ func desiredOf(e environment.Env, c environment.Capability) string {
 
 // actionRules names the rule behind each environment action.
 var actionRules = map[string]string{"resume": "E9, E16", "repair": "E15", "adopt": "E15", "continue-removal": "E11, E15",
-	"abandon": "E16", "rollback-route": "E15, I14", "remove": "E11"}
+	"abandon": "E16", "rollback-route": "E15, I14", "remove": "E11", "sleep": "E19", "wake": "E20"}
 
 func (c *console) pools(w http.ResponseWriter, r *http.Request, sess *session) {
 	ps, err := c.s.sys.Pools(r.Context())

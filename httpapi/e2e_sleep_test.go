@@ -154,3 +154,18 @@ func TestE19TheServerDefaultSleepAfterApplies(t *testing.T) {
 	require.Equal(t, http.StatusCreated, st, string(raw))
 	require.Equal(t, "45m0s", v["sleep_after"])
 }
+
+// TestE21TheConsoleShowsASleepingPreview: the console's environment page
+// says sleeping, since when, that the next visit wakes it, and its
+// application's desired state is stopped (not a difference).
+func TestE21TheConsoleShowsASleepingPreview(t *testing.T) {
+	w := sleepingWorld(t, 0)
+	st, _, raw := w.do("POST", "/v1/environments", operatorToken, map[string]any{"id": "env-c1", "branch": "console-nap", "revision": "r1", "sleep_after": "1s"})
+	require.Equal(t, http.StatusCreated, st, string(raw))
+	w.waitForEnv("env-c1", "sleeping")
+	c, _ := consoleClient(t, w.url, operatorToken)
+	page := get(t, c, w.url+"/ui/environments/env-c1")
+	require.Contains(t, page, "sleeping (desired asleep)")
+	require.Contains(t, page, "the next request to it wakes the preview")
+	require.Contains(t, page, `<tr class=""><td>app</td><td>app-env-c1</td><td>stopped</td><td>stopped</td></tr>`)
+}
