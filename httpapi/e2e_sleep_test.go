@@ -110,7 +110,7 @@ func TestE21AnOperatorSleepsAndWakesAPreviewByHand(t *testing.T) {
 	w.waitForEnv("env-s2", "ready")
 	st, _, _ = w.do("POST", "/v1/environments/env-s2/actions/wake", operatorToken, map[string]any{"reason": "x"})
 	require.Equal(t, http.StatusConflict, st, "wake is not offered to a preview that is awake")
-	st, v, raw = w.do("POST", "/v1/environments/env-s2/actions/sleep", operatorToken, map[string]any{"reason": "the demo is over"})
+	st, _, raw = w.do("POST", "/v1/environments/env-s2/actions/sleep", operatorToken, map[string]any{"reason": "the demo is over"})
 	require.Equal(t, http.StatusAccepted, st, string(raw))
 	w.waitForEnv("env-s2", "sleeping")
 	st, _, raw = w.do("POST", "/v1/environments/env-s2/actions/wake", operatorToken, map[string]any{"reason": "review again"})

@@ -609,7 +609,7 @@ func (w *world) sleepWorkload(creates []time.Time) {
 		}
 		w.envIntents[id].sleepAfter = time.Duration(10+r.IntN(36)) * time.Minute
 		for range r.IntN(4) {
-			at := creates[i].Add(time.Duration(r.IntN(int(w.opts.FaultyPhase / time.Minute))) * time.Minute)
+			at := creates[i].Add(time.Duration(r.IntN(int(w.opts.FaultyPhase/time.Minute))) * time.Minute)
 			twice := r.IntN(4) == 0
 			if !at.Before(epoch.Add(w.opts.FaultyPhase)) {
 				continue
@@ -872,7 +872,7 @@ func (w *world) envConfig(p *proc) actors.EnvConfig {
 	worker := fmt.Sprintf("%s-%d", p.name, p.inc)
 	machine := environment.Machine{Config: environment.DefaultConfig()}
 	machine.Config.Worker = worker // as actors.Start sets it, so that a planted step wraps the machine it runs
-	machine.Config.Sleeps = true // the world's route can send a host to the waker
+	machine.Config.Sleeps = true   // the world's route can send a host to the waker
 	return actors.EnvConfig{Machine: machine, Drivers: actors.DriverForAll(previewDriver{w}),
 		Worker:        worker,
 		Notifier:      &driver.Webhook{Endpoint: "https://notify.sim/hook", Client: &http.Client{Transport: notifyTransport{w}}},

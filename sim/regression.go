@@ -20,14 +20,14 @@ import (
 // point, the ordinals of its reaches that fired. Replayed, a point fires
 // on exactly those reaches, whatever else the build draws.
 type Regression struct {
-	Seed  uint64             `json:"seed"`
-	Nodes int                `json:"nodes"`
-	Plant string             `json:"plant,omitempty"`
+	Seed  uint64 `json:"seed"`
+	Nodes int    `json:"nodes"`
+	Plant string `json:"plant,omitempty"`
 	// Sleepy: the run's previews may sleep (its workload draws
 	// sleep_after and visits); absent in files from before they could.
-	Sleepy bool `json:"sleepy,omitempty"`
-	Rates map[string]float64 `json:"rates"`
-	Fires map[string][]int   `json:"fires"`
+	Sleepy bool               `json:"sleepy,omitempty"`
+	Rates  map[string]float64 `json:"rates"`
+	Fires  map[string][]int   `json:"fires"`
 	// What the failing build saw, for the reader.
 	Invariant string `json:"invariant"`
 	Detail    string `json:"detail"`

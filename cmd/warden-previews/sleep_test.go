@@ -131,7 +131,7 @@ func slowAdmin(t *testing.T, caddyAdmin string, delay time.Duration) string {
 			time.Sleep(delay)
 			r = r.WithContext(context.WithoutCancel(r.Context()))
 		}
-		r.Host = caddyAdmin // Caddy's admin API answers only under its own address
+		r.Host = caddyAdmin                // Caddy's admin API answers only under its own address
 		proxy.ServeHTTP(plainWriter{w}, r) // no CloseNotifier: warden's death cancels nothing
 	})}
 	ln, err := net.Listen("tcp", addr)
