@@ -33,7 +33,7 @@ var allowedImports = map[string][]string{
 	"actors/record":          {"actors/marquee", "actors/environment", "actors/admission", "actors/runtime", "persistence", "internal/trust", "internal/jsonappend"},
 	"internal/cluster":       {"actors/clock", "actors/errs", "persistence"},
 	"internal/driver":        {},
-	"internal/driver/local":  {"internal/driver", "actors/environment"},
+	"internal/driver/local":  {"internal/driver", "actors/environment", "actors/errs"},
 	"internal/driver/local/": {},
 	"actors":                 {"actors/", "persistence", "persistence/", "internal/trust", "internal/cluster", "internal/driver", "internal/driver/"},
 	"httpapi":                {"actors", "actors/", "persistence", "internal/trust", "internal/cluster", "internal/driver"},

@@ -107,11 +107,13 @@ func (m *makePreviews) state(id string) string {
 	return s
 }
 
-// page is what host answers through Caddy.
+// page is what host answers through Caddy, on a connection of its own:
+// Caddy replaces its server at each config change, and a kept-alive
+// connection may still be answered by the one before it.
 func page(t *testing.T, preview, host string) (int, string) {
 	req, _ := http.NewRequest("GET", "http://"+preview+"/", nil)
 	req.Host = host
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := (&http.Client{Transport: &http.Transport{DisableKeepAlives: true}}).Do(req)
 	if err != nil {
 		return 0, err.Error()
 	}

@@ -76,7 +76,7 @@ func TestO19EveryEntityCommandIsVerbTypeID(t *testing.T) {
 	// A verb without a type names the types it takes.
 	code, _, errs := walkCLI(env, "create")
 	require.Equal(t, exitUsage, code)
-	require.Contains(t, errs, "warden create marquee|environment ID")
+	require.Contains(t, errs, "warden create marquee|environment|seed ID")
 	code, _, errs = walkCLI(env, "remove", "marquee", "m-1")
 	require.Equal(t, exitUsage, code)
 	require.Contains(t, errs, `unknown type "marquee"; it takes environment`)

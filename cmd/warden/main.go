@@ -223,6 +223,9 @@ var clientExamples = map[string]string{
 	"warden create marquee":       "  warden create marquee m-1 --kind tutorial",
 	"warden create environment":   "  warden create environment pr-7-3f2c9e1 --branch feature-search --revision 3f2c9e1 --ttl 72h --if-absent",
 	"warden remove environment":   "  warden remove environment pr-7-3f2c9e1 --reason 'pull request closed' --if-present",
+	"warden create seed":          "  warden create seed demo --from demo-seed.sql",
+	"warden get seeds":            "  warden get seeds\n  warden get seeds -o json",
+	"warden remove seed":          "  warden remove seed demo",
 	"warden action environment":   "  warden action environment pr-7-3f2c9e1 repair --reason 'container killed by hand'",
 }
 

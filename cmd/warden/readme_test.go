@@ -35,10 +35,10 @@ type readmeBlock struct {
 	script string
 	skip   string // why it is not run; empty runs it
 	needs  string // a program it needs on the PATH
-	group  string // the test that runs it instead (previews, cluster-move)
+	group  string // the test that runs it instead (previews, sleep, seed, cluster-move)
 }
 
-var readmeDirective = regexp.MustCompile(`^<!-- readme-test: (skip \((.+)\)|needs ([a-z0-9-]+)|(previews|cluster-move)) -->$`)
+var readmeDirective = regexp.MustCompile(`^<!-- readme-test: (skip \((.+)\)|needs ([a-z0-9-]+)|(previews|sleep|seed|cluster-move)) -->$`)
 
 func readmeBlocks(t *testing.T, path string) []readmeBlock {
 	f, err := os.Open(path)
@@ -96,7 +96,7 @@ func TestEveryGuideBlockIsRunSomewhere(t *testing.T) {
 			continue
 		}
 		for _, b := range readmeBlocks(t, g) {
-			require.True(t, b.skip != "" || b.needs != "", "%s line %d: a block no test runs; mark it (readme-test: skip (why), previews, cluster-move)", rel, b.line)
+			require.True(t, b.skip != "" || b.needs != "", "%s line %d: a block no test runs; mark it (readme-test: skip (why), previews, sleep, seed, cluster-move)", rel, b.line)
 		}
 	}
 }

@@ -146,7 +146,7 @@ func (o *clientOptions) createVerb(shared func(*cobra.Command) *cobra.Command) *
 
 	env := o.envCreate(shared)
 	var from string
-	seed := typed(shared, "seeds", "seed NAME --from FILE.sql", "make a seed previews' data is copied from: the migrations, then the file's SQL (P20)", argsNamed("NAME"),
+	seed := typed(shared, "seeds", "seed NAME --from FILE.sql", "make a seed previews' data is copied from: the migrations, then the file's SQL", argsNamed("NAME"),
 		func(args []string) error { return o.createSeed(args[0], from) })
 	seed.Flags().StringVar(&from, "from", "", "the seed's SQL (e.g. a dump of rows); made once: again from the same, nothing")
 	v := shared(verbOf(o.stderr, "create", "ask for a marquee, a preview environment or a seed", marquee, env, seed))

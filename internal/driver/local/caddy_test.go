@@ -192,10 +192,14 @@ func TestP17AHostWithNoPreviewAnswers404(t *testing.T) {
 	c := startCaddy(t)
 	d := routesOn(c, map[string]string{"env-1": app(t, "env-1", "rev-env-1")})
 	d.Console = "http://127.0.0.1:8080/ui/environments"
+	// A connection per request: Caddy replaces its server at each config
+	// change, and a kept-alive connection may still be answered by the
+	// one before it (a removed route served once more, under load).
+	fresh := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 	get := func(host string) (int, string) {
 		req, _ := http.NewRequest(http.MethodGet, "http://"+c.proxy+"/", nil)
 		req.Host = host
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := fresh.Do(req)
 		require.NoError(t, err)
 		defer resp.Body.Close()
 		b, _ := io.ReadAll(resp.Body)

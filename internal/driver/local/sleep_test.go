@@ -53,7 +53,9 @@ func through(t *testing.T, c *caddy, method, host, path string) (int, http.Heade
 	require.NoError(t, err)
 	req.Host = host
 	req.Header.Set(driver.HeaderWake, "forged-by-the-client")
-	resp, err := http.DefaultClient.Do(req)
+	// A connection per request: Caddy replaces its server at each config
+	// change, and a kept-alive connection may be answered by the old one.
+	resp, err := (&http.Client{Transport: &http.Transport{DisableKeepAlives: true}}).Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
