@@ -184,7 +184,7 @@ bench:
 	$(GO) run ./cmd/warden-bench -cluster -out BENCHMARKS.md
 	$(GO) test ./persistence -run '^$$' -bench BenchmarkC8Transition -benchtime 3s -count 3
 	$(GO) test ./internal/driver/local -run '^$$' -bench BenchmarkP20 -benchtime 5x -count 3
-	$(GO) test ./cmd/warden-previews -run '^$$' -bench BenchmarkP21 -benchtime 1x -count 2
+	$(GO) test ./cmd/warden-previews -run '^$$' -bench 'BenchmarkP21|BenchmarkP20' -benchtime 1x -count 2
 
 # More seeds than CI runs, with the determinism check, on one node and on
 # a cluster of three over the simulated etcd; writes the figures.
