@@ -70,6 +70,14 @@ func TestE19APreviewNobodyVisitsSleepsAndAVisitWakesIt(t *testing.T) {
 	require.NotNil(t, v["asleep_since"])
 	require.Contains(t, v["status"], "the next request to it wakes the preview")
 	require.Contains(t, v["actions"], "wake")
+	st, x, raw := w.do("GET", "/v1/environments/env-s1/explain", operatorToken, nil)
+	require.Equal(t, http.StatusOK, st, string(raw))
+	require.Contains(t, x["summary"], "sleeping since", "explain says since when")
+	var awaiting []string
+	for _, a := range x["awaiting"].([]any) {
+		awaiting = append(awaiting, a.(map[string]any)["event"].(string))
+	}
+	require.Contains(t, awaiting, "request to its host", "and that a visit wakes it")
 
 	for _, probe := range [][2]string{{http.MethodHead, "/"}, {http.MethodGet, "/healthz"}} {
 		status, hdr, _ := w.wake(probe[0], "env-s1", probe[1], "")
