@@ -2,6 +2,7 @@ package local
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -239,4 +240,36 @@ func FuzzAccessLogLine(f *testing.F) {
 			require.Equal(t, strings.ToLower(host), host)
 		}
 	})
+}
+
+// TestP21TheAccessLogIsAddedToCaddysOwnLogging: a Caddy whose logging is
+// configured already keeps its logs; the previews' access log is added
+// beside them, and visits are read from it.
+func TestP21TheAccessLogIsAddedToCaddysOwnLogging(t *testing.T) {
+	c := startCaddy(t)
+	theirs := filepath.Join(t.TempDir(), "theirs.log")
+	req, err := http.NewRequest(http.MethodPost, "http://"+c.admin+"/config/logging",
+		strings.NewReader(`{"logs":{"theirs":{"writer":{"output":"file","filename":"`+theirs+`"},"include":["admin"]}}}`))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+
+	d := routesOn(c, map[string]string{"env-1": app(t, "env-1", "rev-env-1")})
+	d.Traffic = &AccessLog{Path: filepath.Join(t.TempDir(), "access.log")}
+	require.NoError(t, d.EnsureAccessLog(context.Background()))
+	resp, err = http.Get("http://" + c.admin + "/config/logging/logs")
+	require.NoError(t, err)
+	var logs map[string]any
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&logs))
+	resp.Body.Close()
+	require.Contains(t, logs, "theirs", "their log is kept")
+	require.Contains(t, logs, "warden-previews", "ours is added beside it")
+
+	require.True(t, route(t, d, "apply", "env-1", 1, 0).OK)
+	through(t, c, http.MethodGet, "feature-x.localhost", "/page")
+	require.Eventually(t, func() bool { return !d.Traffic.Last("feature-x.localhost").IsZero() }, 10*time.Second, 20*time.Millisecond,
+		"the visit is read from the log")
 }
