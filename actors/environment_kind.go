@@ -202,8 +202,7 @@ func (k envKind) askTraffic(h *envHandle, e environment.Env) {
 	if drv == nil {
 		return
 	}
-	req := driver.CapabilityRequest{Capability: string(environment.Route), Op: "observe", EnvID: id, Identity: e.Identity(environment.Route),
-		Generation: e.Generation, Branch: e.Branch, Revision: e.Revision}
+	req := observeRequest(e, environment.Route)
 	h.Go(runtime.Effect{Labels: driverLabels(req), Run: func(ctx context.Context) {
 		if out, err := drv.Do(ctx, req); err == nil && out.Observation != nil {
 			s.envs.Tell(id, environment.Traffic{LastRequest: out.Observation.LastRequest})
@@ -259,14 +258,11 @@ func (k envKind) reconcile(h *envHandle) {
 		if drv == nil {
 			return
 		}
-		req := driver.CapabilityRequest{Capability: string(c), Op: "observe", EnvID: id, Identity: e.Identity(c),
-			Generation: e.Generation, Branch: e.Branch, Revision: e.Revision}
-		out, err := drv.Do(ctx, req)
+		out, err := drv.Do(ctx, observeRequest(e, c))
 		if err != nil || out.Observation == nil {
 			return // unknown is not drift; the next round looks again
 		}
 		o := observationOf(out.Observation, s.cfg.Secrets)
-		o.URL = ""
 		s.envs.Tell(id, environment.AtRest{Capability: c, Seq: seq, BranchNewest: s.branchNewest(e.Branch), Observation: o})
 		if c == environment.Route && e.SleepAfter > 0 && e.State == environment.Ready {
 			s.envs.Tell(id, environment.Traffic{LastRequest: o.LastRequest}) // changes nothing before the sleep is due
@@ -424,6 +420,12 @@ func (s *System) callCapability(ctx context.Context, drv driver.Capability, req 
 		}
 	}
 	return res
+}
+
+// observeRequest asks a driver to observe e's resource of capability c.
+func observeRequest(e environment.Env, c environment.Capability) driver.CapabilityRequest {
+	return driver.CapabilityRequest{Capability: string(c), Op: "observe", EnvID: e.ID, Identity: e.Identity(c),
+		Generation: e.Generation, Branch: e.Branch, Revision: e.Revision}
 }
 
 // observationOf is a driver's observation as the machine takes it: its

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"strings"
 	"sync"
 	"testing"
 
@@ -52,23 +51,8 @@ func (f *fakeSeeder) Seeds(context.Context) ([]driver.Seed, error) {
 // seedPost sends a seed's SQL as the body.
 func (w *world) seedPost(path, token, contentType, body string) (int, string) {
 	w.t.Helper()
-	req, err := http.NewRequest(http.MethodPost, w.url+path, strings.NewReader(body))
-	require.NoError(w.t, err)
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Content-Type", contentType)
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(w.t, err)
-	defer resp.Body.Close()
-	var b strings.Builder
-	buf := make([]byte, 4096)
-	for {
-		n, err := resp.Body.Read(buf)
-		b.Write(buf[:n])
-		if err != nil {
-			break
-		}
-	}
-	return resp.StatusCode, b.String()
+	st, _, answer := w.raw(http.MethodPost, path, body, "Authorization", "Bearer "+token, "Content-Type", contentType)
+	return st, answer
 }
 
 // TestP20SeedsThroughTheAPI: an operator makes a seed from SQL sent as

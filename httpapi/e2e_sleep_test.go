@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -28,26 +29,29 @@ func sleepingWorld(t *testing.T, sleepAfter time.Duration) *world {
 // the route's header, the path asked for beside it.
 func (w *world) wake(method, env, path string, accept string) (int, http.Header, string) {
 	w.t.Helper()
-	req, err := http.NewRequest(method, w.url+driver.WakerPath, nil)
-	require.NoError(w.t, err)
-	req.Header.Set(driver.HeaderWake, env)
-	req.Header.Set(driver.HeaderWakePath, path)
+	headers := []string{driver.HeaderWake, env, driver.HeaderWakePath, path}
 	if accept != "" {
-		req.Header.Set("Accept", accept)
+		headers = append(headers, "Accept", accept)
+	}
+	return w.raw(method, driver.WakerPath, "", headers...)
+}
+
+// raw sends body as it is with the headers given (name and value pairs),
+// and answers the status, the headers and the body: a request that is not
+// JSON, or an answer that is not.
+func (w *world) raw(method, path, body string, headers ...string) (int, http.Header, string) {
+	w.t.Helper()
+	req, err := http.NewRequest(method, w.url+path, strings.NewReader(body))
+	require.NoError(w.t, err)
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
 	}
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(w.t, err)
 	defer resp.Body.Close()
-	var b strings.Builder
-	buf := make([]byte, 4096)
-	for {
-		n, err := resp.Body.Read(buf)
-		b.Write(buf[:n])
-		if err != nil {
-			break
-		}
-	}
-	return resp.StatusCode, resp.Header, b.String()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(w.t, err)
+	return resp.StatusCode, resp.Header, string(b)
 }
 
 // TestE19APreviewNobodyVisitsSleepsAndAVisitWakesIt: created with a short
@@ -150,6 +154,9 @@ func TestE19SleepAfterNeedsAPlatformThatSleeps(t *testing.T) {
 	require.Equal(t, http.StatusCreated, st, "no sleep_after: the server's default, none here")
 	status, _, _ := w.wake(http.MethodGet, "env-s4", "/", "")
 	require.Equal(t, http.StatusServiceUnavailable, status)
+	status, _, body := w.wake(http.MethodGet, "env-none", "/", "")
+	require.Equal(t, http.StatusServiceUnavailable, status)
+	require.Contains(t, body, "no preview has that name")
 	status, _, _ = w.wake(http.MethodGet, "Not An Id", "/", "")
 	require.Equal(t, http.StatusBadRequest, status)
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"github.com/wardenhq/warden/actors/environment"
+	"github.com/wardenhq/warden/actors/errs"
 	"github.com/wardenhq/warden/internal/driver"
 )
 
@@ -41,6 +42,8 @@ func (s *Server) waker(w http.ResponseWriter, r *http.Request, _ httprouter.Para
 	if environment.IsVisit(r.Method, path) {
 		e, err := s.sys.Visit(r.Context(), id)
 		switch {
+		case errs.ClassOf(err) == errs.NotFound:
+			waking = "no preview has that name" // a request a route did not send: nothing to say in the log
 		case err != nil:
 			s.log.Warn("waker: the wake of a preview was not recorded", "environment", id, "err", err)
 			waking = "its wake could not be recorded yet; this page asks again"

@@ -59,16 +59,28 @@ func (m Machine) atRest(e *Env, r AtRest, now time.Time) decision {
 	case Smoke:
 		return m.atRestSmoke(e, o, now)
 	}
+	return m.atRestKept(e, r, now)
+}
+
+// atRestKept judges a resource a preview keeps as it is, awake or asleep
+// (its data): present, owned and matching, or drift for an operator.
+func (m Machine) atRestKept(e *Env, r AtRest, now time.Time) decision {
+	o := r.Observation
 	if o.Exists && o.Owner == e.ID && o.Matches {
 		return decision{Note: string(r.Capability) + " as desired"}
 	}
-	d := Drift{Capability: r.Capability, Identity: e.Identity(r.Capability), DetectedAt: now, Desired: "present, owned, matching",
-		Observed: fmt.Sprintf("exists=%t owner=%q matches=%t", o.Exists, o.Owner, o.Matches)}
-	if m.driftOpenFor(e, d.Identity) {
-		return decision{Note: d.Identity + ": drift already recorded, waiting for an operator (E15)"}
+	return m.recordDrift(e, r.Capability, "present, owned, matching", fmt.Sprintf("exists=%t owner=%q matches=%t", o.Exists, o.Owner, o.Matches),
+		"drifted; recorded for an operator: repair, adopt or continue removal (E15)", now)
+}
+
+// recordDrift records a difference for an operator, once: note says
+// what was done.
+func (m Machine) recordDrift(e *Env, c Capability, desired, observed, note string, now time.Time) decision {
+	if m.driftOpenFor(e, e.Identity(c)) {
+		return decision{Note: e.Identity(c) + ": drift already recorded, waiting for an operator (E15)"}
 	}
-	e.Drift = append(e.Drift, d)
-	return decision{Note: string(r.Capability) + " drifted; recorded for an operator: repair, adopt or continue removal (E15)"}
+	e.Drift = append(e.Drift, Drift{Capability: c, Identity: e.Identity(c), DetectedAt: now, Desired: desired, Observed: observed})
+	return decision{Note: string(c) + " " + note}
 }
 
 // driftOpenFor reports whether a drift of identity waits for an operator.

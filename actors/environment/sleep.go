@@ -196,7 +196,7 @@ func (m Machine) atRestAsleep(e *Env, r AtRest, now time.Time) decision {
 			return m.repairAsleep(e, Route, strings.TrimSuffix("route absent while asleep: "+o.Detail, ": "), now)
 		}
 		return m.recordDrift(e, Route, "generation "+fmt.Sprint(e.Generation)+" at the waker",
-			fmt.Sprintf("generation %d -> %q at waker=%t", o.RouteTarget, o.Owner, o.AtWaker), now)
+			fmt.Sprintf("generation %d -> %q at waker=%t", o.RouteTarget, o.Owner, o.AtWaker), asleepDrift, now)
 	case App:
 		switch {
 		case !o.Exists:
@@ -212,11 +212,11 @@ func (m Machine) atRestAsleep(e *Env, r AtRest, now time.Time) decision {
 	case Smoke:
 		return decision{Note: "a sleeping preview's host is the waker's; not asked"}
 	}
-	if o.Exists && o.Owner == e.ID && o.Matches {
-		return decision{Note: string(r.Capability) + " as desired"}
-	}
-	return m.recordDrift(e, r.Capability, "present, owned, matching", fmt.Sprintf("exists=%t owner=%q matches=%t", o.Exists, o.Owner, o.Matches), now)
+	return m.atRestKept(e, r, now)
 }
+
+// asleepDrift is the note of a drift recorded while asleep.
+const asleepDrift = "drifted while asleep; recorded for an operator (E15)"
 
 // repairAsleep undoes a drift found while asleep, unless an operator's
 // question is open: an application running again is stopped again (from
@@ -225,7 +225,7 @@ func (m Machine) atRestAsleep(e *Env, r AtRest, now time.Time) decision {
 func (m Machine) repairAsleep(e *Env, c Capability, observed string, now time.Time) decision {
 	d := Drift{Capability: c, Identity: e.Identity(c), DetectedAt: now, Desired: "asleep", Observed: observed}
 	if m.driftOpenFor(e, d.Identity) || m.openDrift(e) >= 0 {
-		return m.recordDrift(e, c, d.Desired, observed, now)
+		return m.recordDrift(e, c, d.Desired, observed, asleepDrift, now)
 	}
 	d.Outcome = "auto-repair"
 	e.Drift = append(e.Drift, d)
@@ -236,13 +236,4 @@ func (m Machine) repairAsleep(e *Env, c Capability, observed string, now time.Ti
 	e.Audit = append(e.Audit, AuditEntry{Actor: "controller", Action: "wake", Reason: "its route was gone: repaired through full readiness", At: now})
 	m.wake(e, "its route was gone", now)
 	return decision{Note: fmt.Sprintf("%s: %s; repaired through full readiness, woken (E15, E21)", c, observed)}
-}
-
-// recordDrift records a difference for an operator, once.
-func (m Machine) recordDrift(e *Env, c Capability, desired, observed string, now time.Time) decision {
-	if m.driftOpenFor(e, e.Identity(c)) {
-		return decision{Note: e.Identity(c) + ": drift already recorded, waiting for an operator (E15)"}
-	}
-	e.Drift = append(e.Drift, Drift{Capability: c, Identity: e.Identity(c), DetectedAt: now, Desired: desired, Observed: observed})
-	return decision{Note: string(c) + " drifted while asleep; recorded for an operator (E15)"}
 }

@@ -23,7 +23,7 @@ import (
 // freeAddr is a loopback address below the ephemeral range
 // (testports.StablePort): one from ":0", closed and listened on later, may
 // be taken meanwhile by anything connecting.
-func freeAddr(t *testing.T) string {
+func freeAddr(t testing.TB) string {
 	addr, err := testports.StablePort()
 	require.NoError(t, err)
 	return addr

@@ -10,8 +10,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -19,7 +19,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/wardenhq/warden/cmd/internal/testkit"
-	"github.com/wardenhq/warden/internal/testports"
 )
 
 // TestE19P21OnMakePreviewsAPreviewSleepsAndAVisitWakesIt: on `make
@@ -154,67 +153,25 @@ type plainWriter struct{ http.ResponseWriter }
 // waker or at the application), with one container, one route and its
 // row (E7, E8, E19-E21, I11).
 func TestE21P21AKillAtEachSleepAndWakeBoundaryEndsAsObserved(t *testing.T) {
-	bin := t.TempDir()
-	_, err := testkit.BuildWarden(bin)
-	require.NoError(t, err)
-	release, err := testports.Hold("podman")
-	require.NoError(t, err)
-	t.Cleanup(release)
-	data := filepath.Join(t.TempDir(), "data")
-	base, _ := filepath.Abs(filepath.Join(data, "previews"))
-	if pgDir, _ := clusterDir(base); !strings.HasPrefix(pgDir, base) {
-		t.Cleanup(func() { os.RemoveAll(filepath.Dir(pgDir)) })
-	}
-	t.Cleanup(func() { _ = exec.Command("podman", append(podmanHere, "rm", "--force", "app-env-kz")...).Run() })
-	o := options{listen: freeAddr(t), previewListen: freeAddr(t), caddyAdmin: freeAddr(t), pgListen: freeAddr(t), data: data,
-		warden: filepath.Join(bin, "warden"), source: "../../examples/previewapp",
-		serve: []string{"--dispatch", "exec", "--dispatch-command", "/bin/true", "--env-reconcile-every", "1s"}}
-	parts := &parts{out: io.Discard, instance: instanceOf(base)}
-	t.Cleanup(parts.stop)
-	serve, err := parts.start(base, o)
-	require.NoError(t, err)
+	p := startOwnPlatform(t, "env-kz")
+	o := p.options
 	slow := slowAdmin(t, o.caddyAdmin, 1500*time.Millisecond)
+	serve := slices.Clone(p.serve)
 	for i, a := range serve {
 		if a == "http://"+o.caddyAdmin {
 			serve[i] = "http://" + slow
 		}
 	}
-	log := &syncBuffer{}
-	var warden *exec.Cmd
-	start := func() {
-		warden = exec.Command(o.warden, serve...)
-		warden.Env = append(os.Environ(), "WARDEN_OPERATOR_TOKEN=op-token", "WARDEN_CALLBACK_TOKEN=cb-token")
-		warden.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		warden.Stdout, warden.Stderr = log, log
-		require.NoError(t, warden.Start())
-		require.Eventually(t, func() bool {
-			resp, err := http.Get("http://" + o.listen + "/readyz")
-			if err == nil {
-				resp.Body.Close()
-			}
-			return err == nil && resp.StatusCode == http.StatusOK
-		}, 60*time.Second, 50*time.Millisecond, "warden ready: %s", log)
-	}
-	t.Cleanup(func() {
-		if warden != nil {
-			_ = syscall.Kill(-warden.Process.Pid, syscall.SIGKILL)
-			_ = warden.Wait()
-		}
-	})
-	api := func(method, path string, body any) map[string]any {
-		_, v, _ := testkit.Do(http.DefaultClient, "http://"+o.listen, method, path, "op-token", body, "")
-		return v
-	}
-	state := func() string { s, _ := api("GET", "/v1/environments/env-kz", nil)["state"].(string); return s }
+	warden := startWarden(t, o.warden, serve, o.listen)
+	state := func() string { s, _ := warden.api("GET", "/v1/environments/env-kz", nil)["state"].(string); return s }
 	killIn := func(capability, op string) {
 		t.Helper()
 		require.Eventually(t, func() bool {
-			a, _ := api("GET", "/v1/environments/env-kz", nil)["attempt"].(map[string]any)
+			a, _ := warden.api("GET", "/v1/environments/env-kz", nil)["attempt"].(map[string]any)
 			return a != nil && a["capability"] == capability && a["op"] == op
-		}, 60*time.Second, 10*time.Millisecond, "%s %s in flight: %s", capability, op, log)
-		require.NoError(t, syscall.Kill(-warden.Process.Pid, syscall.SIGKILL), "warden killed -9 with %s %s in flight", capability, op)
-		_ = warden.Wait()
-		start()
+		}, 60*time.Second, 10*time.Millisecond, "%s %s in flight: %s", capability, op, warden.log)
+		warden.kill() // warden killed -9 with the step in flight
+		warden = startWarden(t, o.warden, serve, o.listen)
 	}
 	observe := func() (containers []string, running bool, route string) {
 		out, err := exec.Command("podman", append(podmanHere, "ps", "--all", "--format", "{{.Names}} {{.State}}")...).Output()
@@ -233,11 +190,11 @@ func TestE21P21AKillAtEachSleepAndWakeBoundaryEndsAsObserved(t *testing.T) {
 	}
 	settles := func(want string) {
 		t.Helper()
-		require.Eventually(t, func() bool { return state() == want }, 60*time.Second, 100*time.Millisecond, "%s after the restart: %s", want, log)
+		require.Eventually(t, func() bool { return state() == want }, 60*time.Second, 100*time.Millisecond, "%s after the restart: %s", want, warden.log)
 		containers, running, route := observe()
 		if len(containers) != 1 {
 			all, _ := exec.Command("podman", append(podmanHere, "ps", "--all")...).CombinedOutput()
-			t.Fatalf("one container app-env-kz, not %v: podman ps --all:\n%s\nwarden:\n%s", containers, all, log)
+			t.Fatalf("one container app-env-kz, not %v: podman ps --all:\n%s\nwarden:\n%s", containers, all, warden.log)
 		}
 		require.Equal(t, want == "ready", running, "the container %s", map[bool]string{true: "running", false: "stopped"}[want == "ready"])
 		require.Equal(t, want == "sleeping", strings.Contains(route, `"uri":"/v1/waker"`), "the route as the state says: %s", route)
@@ -255,9 +212,8 @@ func TestE21P21AKillAtEachSleepAndWakeBoundaryEndsAsObserved(t *testing.T) {
 		resp.Body.Close()
 	}
 
-	start()
-	require.NotNil(t, api("POST", "/v1/environments", map[string]any{"id": "env-kz", "branch": "kill-zone", "revision": "r1", "sleep_after": "2s"})["id"])
-	require.Eventually(t, func() bool { return state() == "ready" }, 90*time.Second, 100*time.Millisecond, "ready: %s", log)
+	require.NotNil(t, warden.api("POST", "/v1/environments", map[string]any{"id": "env-kz", "branch": "kill-zone", "revision": "r1", "sleep_after": "2s"})["id"])
+	require.Eventually(t, func() bool { return state() == "ready" }, 90*time.Second, 100*time.Millisecond, "ready: %s", warden.log)
 
 	killIn("route", "sleep") // the route's switch to the waker
 	settles("sleeping")

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -18,7 +17,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/wardenhq/warden/cmd/internal/testkit"
-	"github.com/wardenhq/warden/internal/testports"
 )
 
 // BenchmarkP21WakeToFirstByte measures, on the real platform (make
@@ -33,38 +31,10 @@ import (
 // start, the ceiling a wake saves). Reported: wake median and p99 (the
 // slowest of 20), awake median, create.
 func BenchmarkP21WakeToFirstByte(b *testing.B) {
-	bin := b.TempDir()
-	_, err := testkit.BuildWarden(bin)
-	require.NoError(b, err)
-	release, err := testports.Hold("podman")
-	require.NoError(b, err)
-	b.Cleanup(release)
-	data := filepath.Join(b.TempDir(), "data")
-	base, _ := filepath.Abs(filepath.Join(data, "previews"))
-	if pgDir, _ := clusterDir(base); !strings.HasPrefix(pgDir, base) {
-		b.Cleanup(func() { os.RemoveAll(filepath.Dir(pgDir)) })
-	}
-	b.Cleanup(func() { _ = exec.Command("podman", append(podmanHere, "rm", "--force", "app-env-wk")...).Run() })
-	addr := func() string { a, err := testports.StablePort(); require.NoError(b, err); return a }
-	o := options{listen: addr(), previewListen: addr(), caddyAdmin: addr(), pgListen: addr(), data: data,
-		warden: filepath.Join(bin, "warden"), source: "../../examples/previewapp",
-		serve: []string{"--dispatch", "exec", "--dispatch-command", "/bin/true", "--env-reconcile-every", "1s"}}
-	parts := &parts{out: io.Discard, instance: instanceOf(base)}
-	b.Cleanup(parts.stop)
-	serve, err := parts.start(base, o)
-	require.NoError(b, err)
-	warden := exec.Command(o.warden, serve...)
-	warden.Env = append(os.Environ(), "WARDEN_OPERATOR_TOKEN=op-token", "WARDEN_CALLBACK_TOKEN=cb-token")
-	warden.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	log := &syncBuffer{}
-	warden.Stdout, warden.Stderr = log, log
-	require.NoError(b, warden.Start())
-	b.Cleanup(func() { _ = syscall.Kill(-warden.Process.Pid, syscall.SIGTERM); _ = warden.Wait() })
-	api := func(method, path string, body any) map[string]any {
-		_, v, _ := testkit.Do(http.DefaultClient, "http://"+o.listen, method, path, "op-token", body, "")
-		return v
-	}
-	require.Eventually(b, func() bool { return api("GET", "/v1/environments", nil)["items"] != nil }, 60*time.Second, 50*time.Millisecond, "%s", log)
+	p := startOwnPlatform(b, "env-wk")
+	o := p.options
+	warden := startWarden(b, o.warden, p.serve, o.listen)
+	api, log := warden.api, warden.log
 	state := func() string { s, _ := api("GET", "/v1/environments/env-wk", nil)["state"].(string); return s }
 	get := func() (int, string) {
 		req, _ := http.NewRequest(http.MethodGet, "http://"+o.previewListen+"/", nil)
@@ -127,25 +97,8 @@ func BenchmarkP21WakeToFirstByte(b *testing.B) {
 // every 20 ms, each preview checked to hold 100,001 rows. Reported: the
 // median of three each.
 func BenchmarkP20PreviewReadyFromASeedThroughWarden(b *testing.B) {
-	bin := b.TempDir()
-	_, err := testkit.BuildWarden(bin)
-	require.NoError(b, err)
-	release, err := testports.Hold("podman")
-	require.NoError(b, err)
-	b.Cleanup(release)
-	data := filepath.Join(b.TempDir(), "data")
-	base, _ := filepath.Abs(filepath.Join(data, "previews"))
-	if pgDir, _ := clusterDir(base); !strings.HasPrefix(pgDir, base) {
-		b.Cleanup(func() { os.RemoveAll(filepath.Dir(pgDir)) })
-	}
-	addr := func() string { a, err := testports.StablePort(); require.NoError(b, err); return a }
-	o := options{listen: addr(), previewListen: addr(), caddyAdmin: addr(), pgListen: addr(), data: data,
-		warden: filepath.Join(bin, "warden"), source: "../../examples/previewapp",
-		serve: []string{"--dispatch", "exec", "--dispatch-command", "/bin/true", "--env-reconcile-every", "1s"}}
-	parts := &parts{out: io.Discard, instance: instanceOf(base)}
-	b.Cleanup(parts.stop)
-	serve, err := parts.start(base, o)
-	require.NoError(b, err)
+	p := startOwnPlatform(b)
+	o, serve := p.options, p.serve
 	rows := dumpRows(100000)
 	withRows := b.TempDir()
 	entries, err := os.ReadDir(filepath.Join(o.source, "migrations"))
@@ -166,10 +119,9 @@ func BenchmarkP20PreviewReadyFromASeedThroughWarden(b *testing.B) {
 		}
 	}
 
-	type warden struct{ url string }
-	start := func(name, migrations string) warden {
+	start := func(name, migrations string) *wardenProc {
 		args := slices.Clone(serve)
-		listen := addr()
+		listen := freeAddr(b)
 		for i := range args {
 			switch {
 			case i > 0 && args[i-1] == "--listen":
@@ -180,19 +132,7 @@ func BenchmarkP20PreviewReadyFromASeedThroughWarden(b *testing.B) {
 				args[i] = migrations
 			}
 		}
-		cmd := exec.Command(o.warden, args...)
-		cmd.Env = append(os.Environ(), "WARDEN_OPERATOR_TOKEN=op-token", "WARDEN_CALLBACK_TOKEN=cb-token")
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		log := &syncBuffer{}
-		cmd.Stdout, cmd.Stderr = log, log
-		require.NoError(b, cmd.Start())
-		b.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM); _ = cmd.Wait() })
-		w := warden{url: "http://" + listen}
-		require.Eventually(b, func() bool {
-			st, _, _ := testkit.Do(http.DefaultClient, w.url, "GET", "/v1/environments", "op-token", nil, "")
-			return st == http.StatusOK
-		}, 60*time.Second, 50*time.Millisecond, "%s", log)
-		return w
+		return startWarden(b, o.warden, args, listen)
 	}
 	seeded, plain := start("seeded", filepath.Join(o.source, "migrations")), start("plain", withRows)
 	req, _ := http.NewRequest(http.MethodPost, seeded.url+"/v1/seeds/rows", strings.NewReader(rows))
@@ -203,7 +143,7 @@ func BenchmarkP20PreviewReadyFromASeedThroughWarden(b *testing.B) {
 	resp.Body.Close()
 	require.Equal(b, http.StatusCreated, resp.StatusCode)
 
-	ready := func(w warden, id string, body map[string]any) time.Duration {
+	ready := func(w *wardenProc, id string, body map[string]any) time.Duration {
 		body["id"], body["revision"] = id, "r1"
 		b.Cleanup(func() { _ = exec.Command("podman", append(podmanHere, "rm", "--force", "app-"+id)...).Run() })
 		began := time.Now()

@@ -648,6 +648,6 @@ func localPlatform(c config.Serve, ec *actors.EnvConfig) error {
 		return err
 	}
 	ec.Drivers, ec.Watcher = drivers, c.Platform.Watcher()
-	ec.Seeds, err = c.Platform.Seeder()
-	return err
+	ec.Seeds, _ = drivers[environment.Database].(driver.Seeder)
+	return nil
 }

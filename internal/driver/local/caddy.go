@@ -181,36 +181,10 @@ func (d *Routes) activate(ctx context.Context, r driver.CapabilityRequest) (driv
 	if err != nil {
 		return driver.CapabilityResult{Category: "transient", Message: "no application to route to: " + err.Error()}, nil
 	}
-	if err := d.EnsureFallback(ctx); err != nil {
-		return driver.CapabilityResult{}, err
-	}
-	if err := d.EnsureAccessLog(ctx); err != nil {
-		return driver.CapabilityResult{}, err
-	}
-	for range casAttempts {
-		h, err := d.read(ctx, r.Branch)
-		if err != nil {
-			return driver.CapabilityResult{}, err
-		}
-		if h.exists && h.generation > r.ExpectedRoute && h.generation != r.Generation {
-			return driver.CapabilityResult{OK: true, Observation: d.observation(h, r.Branch)}, nil // newer work holds it
-		}
-		if h.exists && h.generation == r.Generation && h.env == r.EnvID && h.upstream == up {
-			return driver.CapabilityResult{OK: true, Observation: d.observation(h, r.Branch)}, nil
-		}
-		ok, err := d.write(ctx, r, up, false, h)
-		if err != nil {
-			return driver.CapabilityResult{}, err
-		}
-		if ok {
-			h, err = d.read(ctx, r.Branch)
-			if err != nil {
-				return driver.CapabilityResult{}, err
-			}
-			return driver.CapabilityResult{OK: true, Observation: d.observation(h, r.Branch)}, nil
-		}
-	}
-	return driver.CapabilityResult{Category: "transient", Message: fmt.Sprintf("caddy's config kept changing under the route of %s", r.Branch)}, nil
+	return d.setRoute(ctx, r, up, false, func(h held) bool {
+		newer := h.exists && h.generation > r.ExpectedRoute && h.generation != r.Generation // newer work holds it
+		return newer || h.exists && h.generation == r.Generation && h.env == r.EnvID && h.upstream == up
+	})
 }
 
 // sleep sends the branch's host to the waker, under this generation,
@@ -221,6 +195,16 @@ func (d *Routes) sleep(ctx context.Context, r driver.CapabilityRequest) (driver.
 	if d.Waker == "" {
 		return driver.CapabilityResult{Category: "configuration", Message: "no waker is configured: previews do not sleep here"}, nil
 	}
+	return d.setRoute(ctx, r, d.Waker, true, func(h held) bool {
+		ours := h.exists && h.generation == r.Generation && h.env == r.EnvID
+		return h.exists && !ours || ours && h.atWaker
+	})
+}
+
+// setRoute writes the branch's route to upstream (at the waker, or not)
+// by compare-and-set, unless leave says the route as read stays as it is;
+// either way it answers with the route as observed after.
+func (d *Routes) setRoute(ctx context.Context, r driver.CapabilityRequest, upstream string, atWaker bool, leave func(held) bool) (driver.CapabilityResult, error) {
 	if err := d.EnsureFallback(ctx); err != nil {
 		return driver.CapabilityResult{}, err
 	}
@@ -232,11 +216,10 @@ func (d *Routes) sleep(ctx context.Context, r driver.CapabilityRequest) (driver.
 		if err != nil {
 			return driver.CapabilityResult{}, err
 		}
-		ours := h.exists && h.generation == r.Generation && h.env == r.EnvID
-		if h.exists && !ours || ours && h.atWaker {
+		if leave(h) {
 			return driver.CapabilityResult{OK: true, Observation: d.observation(h, r.Branch)}, nil
 		}
-		ok, err := d.write(ctx, r, d.Waker, true, h)
+		ok, err := d.write(ctx, r, upstream, atWaker, h)
 		if err != nil {
 			return driver.CapabilityResult{}, err
 		}

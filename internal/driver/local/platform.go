@@ -62,17 +62,9 @@ func (p Platform) Watcher() driver.Watcher {
 	return &Podman{Binary: p.Podman, Global: p.PodmanGlobal, Instance: p.Instance}
 }
 
-// Seeder makes, lists and removes the seeds previews' data is copied
-// from, on the platform's PostgreSQL with its migrations (P20).
-func (p Platform) Seeder() (driver.Seeder, error) {
-	migrations, err := LoadMigrations(p.Migrations)
-	if err != nil {
-		return nil, fmt.Errorf("local platform: %w", err)
-	}
-	return &Data{Admin: p.PostgresAdmin, Migrations: migrations, Descriptors: p.Descriptors}, nil
-}
-
-// Drivers are the platform's drivers by capability.
+// Drivers are the platform's drivers by capability. The database's also
+// makes, lists and removes the seeds previews' data is copied from (a
+// driver.Seeder, P20).
 func (p Platform) Drivers() (map[environment.Capability]driver.Capability, error) {
 	migrations, err := LoadMigrations(p.Migrations)
 	if err != nil {

@@ -389,33 +389,34 @@ func (p *Podman) start(ctx context.Context, r driver.CapabilityRequest) (driver.
 // left; one already stopped or gone is observed as it is. The wake's
 // apply makes it anew, as provisioning does, on the port it had.
 func (p *Podman) stopApp(ctx context.Context, r driver.CapabilityRequest) (driver.CapabilityResult, error) {
-	c, err := p.inspect(ctx, "container", r.Identity)
-	if err != nil {
-		return driver.CapabilityResult{}, err
-	}
-	if c != nil && c.labels()[LabelAppEnvironment] != r.EnvID {
-		return driver.CapabilityResult{Category: "conflict", Message: fmt.Sprintf("container %s is not this environment's (%s): left running", r.Identity, ownerLabel(c.labels(), LabelAppEnvironment))}, nil
-	}
-	if c != nil && c.State.Running {
-		if _, _, err := p.podman(ctx, "stop", "--time", "5", r.Identity); err != nil {
-			return driver.CapabilityResult{}, err
+	return p.ownApp(ctx, r, "left running", func(c *inspected) []string {
+		if c.State.Running {
+			return []string{"stop", "--time", "5", r.Identity}
 		}
-	}
-	o, err := p.observeApp(ctx, r)
-	return observed(o, err)
+		return nil
+	})
 }
 
 func (p *Podman) removeApp(ctx context.Context, r driver.CapabilityRequest) (driver.CapabilityResult, error) {
+	return p.ownApp(ctx, r, "left in place", func(*inspected) []string { return []string{"rm", "--force", "--time", "2", r.Identity} })
+}
+
+// ownApp runs the podman command do names (none: nothing to do) on the
+// environment's container, if there is one and it is this environment's
+// (another's is a conflict, left as it is, said so), then observes it.
+func (p *Podman) ownApp(ctx context.Context, r driver.CapabilityRequest, left string, do func(*inspected) []string) (driver.CapabilityResult, error) {
 	c, err := p.inspect(ctx, "container", r.Identity)
 	if err != nil {
 		return driver.CapabilityResult{}, err
 	}
 	if c != nil && c.labels()[LabelAppEnvironment] != r.EnvID {
-		return driver.CapabilityResult{Category: "conflict", Message: fmt.Sprintf("container %s is not this environment's (%s): left in place", r.Identity, ownerLabel(c.labels(), LabelAppEnvironment))}, nil
+		return driver.CapabilityResult{Category: "conflict", Message: fmt.Sprintf("container %s is not this environment's (%s): %s", r.Identity, ownerLabel(c.labels(), LabelAppEnvironment), left)}, nil
 	}
 	if c != nil {
-		if _, _, err := p.podman(ctx, "rm", "--force", "--time", "2", r.Identity); err != nil {
-			return driver.CapabilityResult{}, err
+		if args := do(c); args != nil {
+			if _, _, err := p.podman(ctx, args...); err != nil {
+				return driver.CapabilityResult{}, err
+			}
 		}
 	}
 	o, err := p.observeApp(ctx, r)
