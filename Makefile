@@ -96,10 +96,10 @@ test: fmtcheck testbin
 # CI batches (200 single-node seeds, 40 cluster seeds), the cluster at
 # scale's small run (D10); then the race detector's runs, and the
 # benchmark's floors (-tags benchfloor, built only for make bench).
-CHECK_TESTS := TestO18DryRunIsTheRealStepOnSimulatorStates|TestD3DistIsReproducible|TestCrashFiftyKills|TestC5ConvergesAtEachLeaseTTL|TestSeedsWithDeterminism|TestC11ClusterSeedsWithDeterminism|TestD10TheClusterAtScaleBenchRuns
+CHECK_TESTS := TestO18DryRunIsTheRealStepOnSimulatorStates|TestD3DistIsReproducible|TestCrashFiftyKills|TestC5ConvergesAtEachLeaseTTL|TestSeedsWithDeterminism|TestC11ClusterSeedsWithDeterminism|TestD10TheClusterAtScaleBenchRuns|TestE21P21AKillAtEachSleepAndWakeBoundaryEndsAsObserved
 check: lint testbin
 	WARDEN_CHECK=1 WARDEN_TEST_BIN=$(TEST_BIN) $(GO) test -count=1 -timeout 25m -run '^($(CHECK_TESTS))$$' \
-		./cmd/internal/sbom ./cmd/warden-crash ./cmd/warden-cluster-crash ./sim ./cmd/warden-bench
+		./cmd/internal/sbom ./cmd/warden-crash ./cmd/warden-cluster-crash ./sim ./cmd/warden-bench ./cmd/warden-previews
 	$(GO) test -race -short -count=1 -timeout 15m $(RACE_PKGS)
 	$(GO) test -race -short -count=1 -timeout 15m -run 'TestSeedsWithDeterminism|TestC11ClusterSeedsWithDeterminism' ./sim
 	$(GO) test -count=1 -tags benchfloor -run 'Bench' ./httpapi
