@@ -182,7 +182,7 @@ bench:
 	$(GO) run ./cmd/warden-bench -cluster-scale 100000 -steady 10m -out BENCHMARKS.md
 	$(GO) run ./cmd/warden-bench -cluster-scale 100000 -steady 10m -compaction 2m -out BENCHMARKS.md
 	$(GO) run ./cmd/warden-bench -cluster -out BENCHMARKS.md
-	$(GO) test ./persistence -run '^$$' -bench BenchmarkC8Transition -benchtime 3s -count 3
+	$(GO) test ./persistence -run '^$$' -bench 'BenchmarkC8Transition|BenchmarkC15' -benchtime 3s -count 3
 	$(GO) test ./internal/driver/local -run '^$$' -bench BenchmarkP20 -benchtime 5x -count 3
 	$(GO) test ./cmd/warden-previews -run '^$$' -bench 'BenchmarkP21|BenchmarkP20' -benchtime 1x -count 2
 

@@ -1,6 +1,7 @@
 package persistence
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -16,13 +17,7 @@ import (
 // Pebble. "serial" is one writer (the latency floor); "parallel" is 64
 // writers (what group commit does).
 func BenchmarkC8Transition(b *testing.B) {
-	snapshot := Encode(map[string]string{"state": strings.Repeat("x", 900)})
-	entry := Encode(map[string]string{"verb": "step", "result": "applied", "detail": strings.Repeat("y", 80)})
-	// A deliveries record of a workflow run's worth (eight callbacks).
-	var deliveries Deliveries
-	for i := range 8 {
-		deliveries = deliveries.With(NewDelivery(fmt.Sprint("d-", i), [32]byte{byte(i)}, t0, []byte(`{"result":"applied","marquee_id":"m-001","generation":1,"received_generation":1}`)), 72*time.Hour)
-	}
+	snapshot, entry, deliveries := transitionParts()
 	for _, par := range []bool{false, true} {
 		name := "serial"
 		if par {
@@ -74,4 +69,69 @@ func BenchmarkC8Transition(b *testing.B) {
 			}
 		})
 	}
+}
+
+// transitionParts are a marquee transition's values: a snapshot of a
+// marquee's size, a history entry, and a deliveries record of a workflow
+// run's worth (eight callbacks).
+func transitionParts() (snapshot, entry []byte, deliveries Deliveries) {
+	snapshot = Encode(map[string]string{"state": strings.Repeat("x", 900)})
+	entry = Encode(map[string]string{"verb": "step", "result": "applied", "detail": strings.Repeat("y", 80)})
+	for i := range 8 {
+		deliveries = deliveries.With(NewDelivery(fmt.Sprint("d-", i), [32]byte{byte(i)}, t0, []byte(`{"result":"applied","marquee_id":"m-001","generation":1,"received_generation":1}`)), 72*time.Hour)
+	}
+	return snapshot, entry, deliveries
+}
+
+// BenchmarkC15GuardedTransitions is a cluster's commit on one embedded
+// etcd member: each of 64 writers commits its own entity's transitions,
+// fenced by a shard and guarded (C3, C14). "grouped" lets the commits
+// waiting together go as one transaction (C15); "alone" gives every
+// commit a slot of its own, one transaction each, as before the groups.
+func BenchmarkC15GuardedTransitions(b *testing.B) {
+	for _, grouped := range []bool{false, true} {
+		name := "alone"
+		if grouped {
+			name = "grouped"
+		}
+		b.Run(name, func(b *testing.B) { guardedTransitions(b, grouped) })
+	}
+}
+
+func guardedTransitions(b *testing.B, grouped bool) {
+	snapshot, entry, deliveries := transitionParts()
+	c := testEtcd(b)
+	r, err := c.Put(context.Background(), "warden/bench-shard", "owner")
+	if err != nil {
+		b.Fatal(err)
+	}
+	be := OpenEtcd(c, 5*time.Second)
+	if !grouped {
+		be.(*etcdBackend).groups.limit = 1 << 20
+	}
+	s := OpenBackend(be, nil)
+	fence := Fence{Key: "warden/bench-shard", Epoch: r.Header.Revision, Audit: "warden/bench-audit"}
+	var writers atomic.Uint64
+	b.ResetTimer()
+	b.SetParallelism(32)
+	b.RunParallel(func(pb *testing.PB) {
+		id := fmt.Sprintf("m-%03d", writers.Add(1))
+		f := fence
+		f.Guard = GuardKey("marquee", id)
+		for n := uint64(1); pb.Next(); n++ {
+			w := s.NewBatch()
+			w.Fence(f)
+			w.Set(MarqueeKey(id), snapshot)
+			w.MoveWake(WakeMarquee, id, t0.Add(time.Duration(n-1)), t0.Add(time.Duration(n)))
+			w.Set(HistoryKey(id, n), entry)
+			if n > 200 {
+				w.Delete(HistoryKey(id, n-200))
+			}
+			w.PutDeliveries(id, "", deliveries, false, false)
+			if err := w.Commit(); err != nil {
+				b.Fatal(err)
+			}
+			f.GuardRev = w.Revision()
+		}
+	})
 }

@@ -84,6 +84,7 @@ type kvBackend struct {
 	// names its commit (the epoch and this count), so that a read-back
 	// tells it from another commit of the same entity.
 	commits atomic.Int64
+	groups  commitGroups
 }
 
 // OpenKV is the cluster Backend over kv. timeout bounds each request (a
@@ -233,8 +234,6 @@ func (w *kvWrites) Revision() int64 { return w.rev }
 // can let a lapsed owner through. With a guard, only while the entity's
 // guard is where the writer read its record.
 func (w *kvWrites) Commit(f Fence) error {
-	ctx, cancel := w.e.ctx()
-	defer cancel()
 	var cmps []Compare
 	if f.Guard != "" {
 		// Set, so that a read-back looks for this commit's own value.
@@ -250,11 +249,16 @@ func (w *kvWrites) Commit(f Fence) error {
 	if f.Guard != "" {
 		cmps = append(cmps, Compare{Key: DataPrefix + f.Guard, Revision: f.GuardRev})
 	}
-	rev, applied, err := w.e.kv.Txn(ctx, cmps, ops)
-	if w.e.answered != nil {
-		err = w.e.answered(err)
+	var r txnResult
+	if f.Guard != "" {
+		r = w.e.commitGrouped(cmps, ops)
+		if r.grouped && r.err == nil && !r.applied {
+			r = w.e.txn(cmps, ops) // refused in a group: alone, to learn why
+		}
+	} else {
+		r = w.e.txn(cmps, ops)
 	}
-	if err != nil {
+	if err := r.err; err != nil {
 		err = w.e.commitFailure(w, f, err)
 		// A guarded commit settled either way was answered by the
 		// service after all: only one left unsettled says it is not
@@ -265,11 +269,22 @@ func (w *kvWrites) Commit(f Fence) error {
 		}
 		return err
 	}
-	if !applied {
+	if !r.applied {
 		return w.e.refused(f)
 	}
-	w.rev = rev
+	w.rev = r.rev
 	return nil
+}
+
+// txn is one transaction, bounded by the backend's timeout.
+func (e *kvBackend) txn(cmps []Compare, ops []KVOp) txnResult {
+	ctx, cancel := e.ctx()
+	defer cancel()
+	rev, applied, err := e.kv.Txn(ctx, cmps, ops)
+	if e.answered != nil {
+		err = e.answered(err)
+	}
+	return txnResult{rev: rev, applied: applied, err: err}
 }
 
 // refused says which compare failed: the shard's (the writer lost it) or

@@ -30,6 +30,10 @@ import (
 
 const clusterConns = 64
 
+// clusterProfiles, if set, is where each node of the three-node runs
+// writes its CPU profile (-cluster-profiles).
+var clusterProfiles string
+
 // wardenBin is the binary every figure starts (-warden); empty: one
 // built from this checkout.
 var wardenBin string
@@ -136,7 +140,11 @@ func startNodes(bin, okScript, shared, dir string, setup clusterSetup) ([]benchN
 	var nodes []benchNode
 	stop := func() {
 		for _, n := range nodes {
-			_ = n.cmd.Process.Kill()
+			if clusterProfiles != "" {
+				_ = n.cmd.Process.Signal(os.Interrupt) // the profile is written as it stops
+			} else {
+				_ = n.cmd.Process.Kill()
+			}
 			_ = n.cmd.Wait()
 		}
 	}
@@ -149,6 +157,9 @@ func startNodes(bin, okScript, shared, dir string, setup clusterSetup) ([]benchN
 				"--etcd-client-url", "http://"+p.client, "--etcd-initial-cluster", strings.Join(initial, ","),
 				"--seal-key-file", filepath.Join(shared, "seal.key"), "--callback-signing-key-file", filepath.Join(shared, "callback-signing.key"),
 				"--cluster-token-file", filepath.Join(shared, "cluster.token"))
+		}
+		if clusterProfiles != "" && setup.nodes > 1 {
+			args = append(args, "--cpu-profile", filepath.Join(clusterProfiles, fmt.Sprintf("n%d.prof", i+1)))
 		}
 		cmd := exec.Command(bin, args...)
 		cmd.Env = append(os.Environ(), "WARDEN_CALLBACK_TOKEN="+callbackToken, "WARDEN_OPERATOR_TOKEN="+operatorToken)

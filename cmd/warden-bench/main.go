@@ -54,6 +54,7 @@ func main() {
 	scale := flag.Bool("scale", false, "measure actors at scale (memory, activation, start-up) instead of the webhook path")
 	flag.StringVar(&heapProfileOut, "heap-profile-out", "", "with -scale, keep the heap profile taken once the 20,000 marquees are active in this file (what an actor holds, for go tool pprof -sample_index=inuse_space)")
 	sizes := flag.String("sizes", "10000,100000,1000000", "stored marquees for the start-up figure")
+	flag.StringVar(&clusterProfiles, "cluster-profiles", "", "with -cluster, write each node's CPU profile of the three-node runs into this directory (n1.prof, n2.prof, n3.prof; for go tool pprof with the warden binary)")
 	clusterBench := flag.Bool("cluster", false, "measure three nodes on etcd against one node on this machine (docs/rules/cluster.md C8)")
 	flag.StringVar(&wardenBin, "warden", "", "the warden binary to measure, in every mode, built with -tags benchfloor for the floors' rows (default: one built so from this checkout); with -ab, the build A")
 	lists := flag.Bool("lists", false, "measure the operator surfaces (lists, console pages, the metrics census) over a large store")

@@ -98,6 +98,23 @@ func TestC6HistoryCheckFindsEachViolation(t *testing.T) {
 	elsewhere := append(append([]*clientv3.Event(nil), ok...), put("warden/d/m/"+other, "\x01{}", 7), put(audit, "5", 7))
 	require.ErrorContains(t, replayHistory(elsewhere, &Report{}), "wrote m/"+other)
 
+	// Two entities' commits in one transaction (C15): fenced on both
+	// shards, each shard's audit key once.
+	so := cluster.ShardOf("marquee", other)
+	third := "m-3"
+	for ts := cluster.ShardOf("marquee", third); ts == s || ts == so; ts = cluster.ShardOf("marquee", third) {
+		third += "x"
+	}
+	grouped := append(append([]*clientv3.Event(nil), ok...), put(cluster.ShardKey(so), "n2", 7),
+		put("warden/d/m/m-1", "\x01{}", 8), put("warden/d/m/"+other, "\x01{}", 8), put(audit, "5", 8), put(cluster.AuditKey(so), "7", 8))
+	require.NoError(t, replayHistory(grouped, &Report{}))
+	outside := append(append([]*clientv3.Event(nil), grouped...),
+		put("warden/d/m/m-1", "\x01{}", 9), put("warden/d/m/"+third, "\x01{}", 9), put(audit, "5", 9), put(cluster.AuditKey(so), "7", 9))
+	require.ErrorContains(t, replayHistory(outside, &Report{}), "wrote m/"+third)
+	staleInGroup := append(append([]*clientv3.Event(nil), grouped...), del(cluster.ShardKey(so), 9), put(cluster.ShardKey(so), "n3", 10),
+		put("warden/d/m/m-1", "\x01{}", 11), put("warden/d/m/"+other, "\x01{}", 11), put(audit, "5", 11), put(cluster.AuditKey(so), "7", 11))
+	require.ErrorContains(t, replayHistory(staleInGroup, &Report{}), "stale epoch")
+
 	pool := cluster.ShardOf("pool", "default")
 	over := []*clientv3.Event{put(cluster.ShardKey(pool), "n1", 2)}
 	for i := 0; i <= poolLimit; i++ {

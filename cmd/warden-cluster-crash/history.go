@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -125,14 +126,16 @@ func replayHistory(events []*clientv3.Event, rep *Report) error {
 		txn := events[i:j]
 		i = j
 		rep.Revisions++
-		audit, auditShard := int64(0), -1
+		// A transaction may carry several entities' commits (C15): each
+		// shard it was fenced on wrote its audit key once.
+		audits := map[int]int64{}
 		var data []string
 		for _, ev := range txn {
 			k := string(ev.Kv.Key)
 			switch {
 			case strings.HasPrefix(k, "warden/fenced/"):
-				auditShard, _ = strconv.Atoi(strings.TrimPrefix(k, "warden/fenced/"))
-				audit, _ = strconv.ParseInt(string(ev.Kv.Value), 10, 64)
+				s, _ := strconv.Atoi(strings.TrimPrefix(k, "warden/fenced/"))
+				audits[s], _ = strconv.ParseInt(string(ev.Kv.Value), 10, 64)
 			case strings.HasPrefix(k, persistence.DataPrefix):
 				if ev.Type == mvccpb.PUT {
 					data = append(data, strings.TrimPrefix(k, persistence.DataPrefix))
@@ -140,17 +143,19 @@ func replayHistory(events []*clientv3.Event, rep *Report) error {
 			}
 		}
 		if len(data) > 0 {
-			if audit == 0 {
+			if len(audits) == 0 {
 				return fmt.Errorf("C3: revision %d wrote %v without a fence", rev, data)
 			}
-			if epoch[auditShard] != audit {
-				return fmt.Errorf("C6: revision %d was written at epoch %d of shard %d, whose key was then at %d: a write accepted from a stale epoch",
-					rev, audit, auditShard, epoch[auditShard])
+			for s, audit := range audits {
+				if epoch[s] != audit {
+					return fmt.Errorf("C6: revision %d was written at epoch %d of shard %d, whose key was then at %d: a write accepted from a stale epoch",
+						rev, audit, s, epoch[s])
+				}
 			}
 			for _, k := range data {
 				kind, id, ok := entityOfKey(k)
-				if ok && cluster.ShardOf(kind, id) != auditShard {
-					return fmt.Errorf("C3: revision %d, fenced on shard %d, wrote %s of shard %d", rev, auditShard, k, cluster.ShardOf(kind, id))
+				if _, fenced := audits[cluster.ShardOf(kind, id)]; ok && !fenced {
+					return fmt.Errorf("C3: revision %d, fenced on shards %v, wrote %s of shard %d", rev, sortedShards(audits), k, cluster.ShardOf(kind, id))
 				}
 			}
 			rep.FencedTxns++
@@ -233,4 +238,13 @@ func entityOfKey(k string) (kind, id string, ok bool) {
 		}
 	}
 	return "", "", false
+}
+
+func sortedShards(audits map[int]int64) []int {
+	out := make([]int, 0, len(audits))
+	for s := range audits {
+		out = append(out, s)
+	}
+	sort.Ints(out)
+	return out
 }
