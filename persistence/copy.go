@@ -48,7 +48,7 @@ type pebbleView struct{ snap *pebble.Snapshot }
 func (v *pebbleView) Get(key []byte, f func([]byte) error) error { return get(v.snap, key, f) }
 
 func (v *pebbleView) Scan(lower, upper []byte, f func(k, val []byte) (bool, error)) error {
-	return scan(v.snap, lower, upper, f)
+	return scan(v.snap, lower, upper, false, f)
 }
 
 func (v *pebbleView) NewWrites() Writes { return refusedWrites{} }

@@ -3,6 +3,7 @@ package persistence
 import (
 	"bytes"
 	"fmt"
+	"strconv"
 	"time"
 )
 
@@ -81,7 +82,6 @@ func BranchGenerationKey(branch string, g uint64) []byte {
 
 // ParseBranchGeneration reads the generation a BranchGenerationKey names.
 func ParseBranchGeneration(prefix, key []byte) (uint64, bool) {
-	var g uint64
 	if !bytes.HasPrefix(key, prefix) {
 		return 0, false
 	}
@@ -89,7 +89,7 @@ func ParseBranchGeneration(prefix, key []byte) (uint64, bool) {
 	if len(rest) != generationKeyDigits {
 		return 0, false
 	}
-	_, err := fmt.Sscanf(string(rest), "%016x", &g)
+	g, err := strconv.ParseUint(string(rest), 16, 64)
 	return g, err == nil
 }
 

@@ -250,7 +250,11 @@ func (p *pebbleBackend) Close() error {
 func (p *pebbleBackend) Get(key []byte, f func([]byte) error) error { return get(p.db, key, f) }
 
 func (p *pebbleBackend) Scan(lower, upper []byte, f func(k, v []byte) (bool, error)) error {
-	return scan(p.db, lower, upper, f)
+	return scan(p.db, lower, upper, false, f)
+}
+
+func (p *pebbleBackend) ScanReverse(lower, upper []byte, f func(k, v []byte) (bool, error)) error {
+	return scan(p.db, lower, upper, true, f)
 }
 
 // get and scan read a Pebble database or a snapshot of it (View).
@@ -266,17 +270,22 @@ func get(r pebble.Reader, key []byte, f func([]byte) error) error {
 	return f(val)
 }
 
-func scan(r pebble.Reader, lower, upper []byte, f func(k, v []byte) (bool, error)) error {
+func scan(r pebble.Reader, lower, upper []byte, reverse bool, f func(k, v []byte) (bool, error)) error {
 	it, err := r.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
 	if err != nil {
 		return readFailure(lower, err)
 	}
-	return iterate(it, lower, f)
+	return iterate(it, lower, reverse, f)
 }
 
-// iterate walks an iterator to its end, or until f stops it, and closes it.
-func iterate(it *pebble.Iterator, lower []byte, f func(k, v []byte) (bool, error)) error {
-	for ok := it.First(); ok; ok = it.Next() {
+// iterate walks an iterator to its end (its start, reverse), or until f
+// stops it, and closes it.
+func iterate(it *pebble.Iterator, lower []byte, reverse bool, f func(k, v []byte) (bool, error)) error {
+	first, next := it.First, it.Next
+	if reverse {
+		first, next = it.Last, it.Prev
+	}
+	for ok := first(); ok; ok = next() {
 		more, err := f(it.Key(), it.Value())
 		if err != nil {
 			it.Close()

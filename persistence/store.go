@@ -378,6 +378,32 @@ func (s *Store) Scan(prefix, start []byte, f func(k, v []byte) (bool, error)) er
 	return s.read(func(kv Backend) error { return kv.Scan(lower, prefixEnd(prefix), f) })
 }
 
+// ScanReverse calls f for every key under prefix, the last first, until f
+// returns false or an error: the newest of a family whose keys sort by
+// age is one step. A backend that cannot read backwards (the cluster's)
+// is scanned forwards and its keys handed back in reverse.
+func (s *Store) ScanReverse(prefix []byte, f func(k, v []byte) (bool, error)) error {
+	return s.read(func(kv Backend) error {
+		if r, ok := kv.(interface {
+			ScanReverse(lower, upper []byte, f func(k, v []byte) (bool, error)) error
+		}); ok {
+			return r.ScanReverse(prefix, prefixEnd(prefix), f)
+		}
+		var kvs [][2][]byte
+		err := kv.Scan(prefix, prefixEnd(prefix), func(k, v []byte) (bool, error) {
+			kvs = append(kvs, [2][]byte{bytes.Clone(k), bytes.Clone(v)})
+			return true, nil
+		})
+		for i := len(kvs) - 1; i >= 0 && err == nil; i-- {
+			var more bool
+			if more, err = f(kvs[i][0], kvs[i][1]); !more {
+				break
+			}
+		}
+		return err
+	})
+}
+
 func prefixEnd(p []byte) []byte {
 	end := append([]byte(nil), p...)
 	for i := len(end) - 1; i >= 0; i-- {

@@ -36,7 +36,20 @@ func (BranchWrites) Stage(b persistence.Writer, name string, _, _ Branch, out en
 // BranchGeneration reads the newest route generation a branch gave out:
 // the last of its keys, or the one key of the layout before them.
 func BranchGeneration(st *persistence.Store, branch string) (uint64, error) {
-	return scanBranch(st, branch, nil)
+	var last uint64
+	prefix := persistence.BranchGenerationPrefix(branch)
+	// Generation keys are fixed-width hex, so the last that parses is the
+	// newest; a key under the prefix that does not parse is a longer
+	// branch name's ("main/x" under "main"), passed over.
+	err := st.ScanReverse(prefix, func(k, _ []byte) (bool, error) {
+		g, ok := persistence.ParseBranchGeneration(prefix, k)
+		last = g
+		return !ok, nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return withLegacy(st, branch, last)
 }
 
 // LoadBranch reads a branch's givings in generation order (its keys sort
@@ -71,6 +84,12 @@ func scanBranch(st *persistence.Store, branch string, give func(g uint64, env []
 	if err != nil {
 		return last, err
 	}
+	return withLegacy(st, branch, last)
+}
+
+// withLegacy is last, or the generation the legacy layout's one key
+// holds if that is newer.
+func withLegacy(st *persistence.Store, branch string, last uint64) (uint64, error) {
 	var legacy uint64
 	if err := st.Get(persistence.LegacyBranchKey(branch), &legacy); err != nil && !errors.Is(err, persistence.ErrNotFound) {
 		return last, err

@@ -188,3 +188,26 @@ func requireSameReading[T any](t *testing.T, err, oldErr error, got, old T) {
 	require.NoError(t, err, "encoding/json read it")
 	require.Equal(t, old, got)
 }
+
+// TestE8BranchGenerationIsTheNewestOfItsOwnKeys: the newest generation is
+// read from the last key, passing over the keys of a branch whose name
+// extends this one's ("feat/0abc" under "feat"), wherever they sort.
+func TestE8BranchGenerationIsTheNewestOfItsOwnKeys(t *testing.T) {
+	st := memStore(t)
+	b := st.NewBatch()
+	for _, g := range []struct {
+		branch string
+		gen    uint64
+	}{{"feat", 3}, {"feat", 12}, {"feat/0abc", 40}, {"feat/x", 50}, {"feat/fff", 60}, {"main", 7}} {
+		b.Set(persistence.BranchGenerationKey(g.branch, g.gen), []byte("env-"+g.branch))
+	}
+	require.NoError(t, b.Commit())
+	for branch, want := range map[string]uint64{"feat": 12, "feat/0abc": 40, "feat/x": 50, "main": 7, "none": 0} {
+		got, err := BranchGeneration(st, branch)
+		require.NoError(t, err)
+		require.Equal(t, want, got, branch)
+		loaded, err := LoadBranch(st, branch)
+		require.NoError(t, err)
+		require.Equal(t, want, loaded.Last, "the forward read agrees: %s", branch)
+	}
+}
