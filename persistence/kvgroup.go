@@ -3,6 +3,7 @@ package persistence
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 )
 
 // Commits in groups (C15). On etcd a transaction's fixed cost (a gRPC
@@ -72,7 +73,23 @@ type commitGroups struct {
 	queue    []*grouped
 	// limit, if set, replaces groupInFlight (a test holds one slot).
 	limit int
+	// transactions counts the transactions guarded commits went in;
+	// grouped, the commits that shared one with another.
+	transactions, grouped atomic.Int64
 }
+
+// CommitGroups says how a cluster's guarded commits went (C15): the
+// transactions that carried them, and the commits that shared a
+// transaction with another. Both zero on Pebble.
+func (s *Store) CommitGroups() (transactions, grouped int64) {
+	if kv, ok := s.kv.(interface{ commitGroups() *commitGroups }); ok {
+		g := kv.commitGroups()
+		return g.transactions.Load(), g.grouped.Load()
+	}
+	return 0, 0
+}
+
+func (e *kvBackend) commitGroups() *commitGroups { return &e.groups }
 
 // commitGrouped commits cmps and ops in a group with whatever other
 // entities' commits are waiting.
@@ -141,6 +158,7 @@ func (g *commitGroups) handOff() {
 // runGroup sends the members as one transaction and tells each its
 // answer; a group of one is the commit alone.
 func (e *kvBackend) runGroup(members []*grouped) {
+	e.groups.transactions.Add(1)
 	if len(members) == 1 {
 		members[0].res = e.txn(members[0].cmps, members[0].ops)
 		return
@@ -168,6 +186,7 @@ func (e *kvBackend) runGroup(members []*grouped) {
 	}
 	// Whatever happens to the leader, every member is answered: a
 	// sender that panicked may have sent the transaction.
+	e.groups.grouped.Add(int64(len(members)))
 	res := txnResult{err: fmt.Errorf("%w: the group's sender failed", ErrOutcomeUnknown)}
 	defer func() {
 		res.grouped = true

@@ -65,7 +65,7 @@ type groupCommit struct {
 }
 
 // commitBehindTheHeld commits first, held at the service, then each of
-// queued once all are waiting for the slot, and returns every commit's
+// queued once all are waiting for the slot in queued's order, and returns every commit's
 // answer (first's last) and writes.
 func (r *groupRig) commitBehindTheHeld(t *testing.T, first groupCommit, queued []groupCommit) ([]error, []*kvWrites) {
 	n := len(queued) + 1
@@ -84,15 +84,16 @@ func (r *groupRig) commitBehindTheHeld(t *testing.T, first groupCommit, queued [
 	wg.Add(1)
 	go commit(n-1, first)
 	require.Eventually(t, func() bool { return r.kv.txns.Load() == 1 }, 10*time.Second, time.Millisecond)
+	// One at a time, so that they wait in the order given.
 	for i, c := range queued {
 		wg.Add(1)
 		go commit(i, c)
+		require.Eventually(t, func() bool {
+			r.be.groups.mu.Lock()
+			defer r.be.groups.mu.Unlock()
+			return len(r.be.groups.queue) == i+1
+		}, 10*time.Second, time.Millisecond, "commit %d waits for the slot", i)
 	}
-	require.Eventually(t, func() bool {
-		r.be.groups.mu.Lock()
-		defer r.be.groups.mu.Unlock()
-		return len(r.be.groups.queue) == len(queued)
-	}, 10*time.Second, time.Millisecond, "every commit waits for the slot")
 	close(r.kv.release)
 	wg.Wait()
 	return errs, ws
@@ -124,6 +125,9 @@ func TestC15CommitsOfManyEntitiesWaitingTogetherGoAsOneTransaction(t *testing.T)
 		require.NoError(t, err, "commit %d", i)
 	}
 	require.EqualValues(t, 2, r.kv.txns.Load(), "the held commit, then the twenty waiting in one transaction")
+	txns, grouped := OpenBackend(r.be, nil).CommitGroups()
+	require.EqualValues(t, 2, txns, "what the metrics say")
+	require.EqualValues(t, 20, grouped)
 	for i, c := range queued {
 		require.True(t, r.stored(t, c.id))
 		require.Equal(t, ws[0].Revision(), ws[i].Revision(), "one transaction: one revision")
@@ -138,7 +142,8 @@ func TestC15AMemberRefusedInAGroupIsAnsweredAloneAndTheOthersLand(t *testing.T) 
 	stale := r.entity("stale-guard")
 	stale.fence.GuardRev = 1 // its record was written since (here: never was)
 	moved := r.entity("moved-shard")
-	moved.fence.Epoch-- // the shard was taken again since
+	// Of another shard, which was taken again since its writer's epoch.
+	moved.fence.Key, moved.fence.Audit, moved.fence.Epoch = "warden/test-shard-2", "warden/test-audit-2", 1
 	queued := []groupCommit{r.entity("a"), stale, r.entity("b"), moved, r.entity("c")}
 	errs, _ := r.commitBehindTheHeld(t, r.entity("first"), queued)
 	require.NoError(t, errs[0])

@@ -106,8 +106,12 @@ func TestC6HistoryCheckFindsEachViolation(t *testing.T) {
 		third += "x"
 	}
 	grouped := append(append([]*clientv3.Event(nil), ok...), put(cluster.ShardKey(so), "n2", 7),
-		put("warden/d/m/m-1", "\x01{}", 8), put("warden/d/m/"+other, "\x01{}", 8), put(audit, "5", 8), put(cluster.AuditKey(so), "7", 8))
-	require.NoError(t, replayHistory(grouped, &Report{}))
+		put("warden/d/m/m-1", "\x01{}", 8), put("warden/d/g/marquee/m-1", "5.1", 8),
+		put("warden/d/m/"+other, "\x01{}", 8), put("warden/d/g/marquee/"+other, "7.2", 8), put(audit, "5", 8), put(cluster.AuditKey(so), "7", 8))
+	rep := &Report{}
+	require.NoError(t, replayHistory(grouped, rep))
+	require.Equal(t, 1, rep.GroupedTxns, "counted from the guards it moved")
+	require.Equal(t, 2, rep.GroupedCommits)
 	outside := append(append([]*clientv3.Event(nil), grouped...),
 		put("warden/d/m/m-1", "\x01{}", 9), put("warden/d/m/"+third, "\x01{}", 9), put(audit, "5", 9), put(cluster.AuditKey(so), "7", 9))
 	require.ErrorContains(t, replayHistory(outside, &Report{}), "wrote m/"+third)

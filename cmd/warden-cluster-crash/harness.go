@@ -88,6 +88,9 @@ type Report struct {
 	// LapsesRecovered: renewals after a lease's local deadline, whose
 	// shards the node recovered again.
 	LapsesRecovered int
+	// GroupedTxns are the transactions that carried several entities'
+	// commits (C15), and GroupedCommits the commits in them.
+	GroupedTxns, GroupedCommits int
 	// LinearOps is how many register operations were checked for
 	// linearizability (per marquee, with porcupine).
 	LinearOps int
@@ -122,11 +125,11 @@ func (r Report) String() string {
 	others := r.failoverTimes(func(f Failover) bool { return !f.Leader })
 	p50, worst := percentile(all, 50), percentile(all, 100)
 	return fmt.Sprintf("seed=%d lease-ttl=%s owner-kills=%d leader-pauses=%d pauses-past-lease=%d pauses-past-detector=%d short-pauses=%d rolling-restarts=%d members-added=%d members-removed=%d marquees=%d environments=%d dispatches=%d "+
-		"applied-callbacks-checked=%d histories-replayed=%d verify-other-problems=%d ops-ok=%d ops-failed=%d ops-unknown=%d linearizable-ops=%d revisions-checked=%d fenced-transactions=%d route-generations=%d most-reserved=%d/%d "+
+		"applied-callbacks-checked=%d histories-replayed=%d verify-other-problems=%d ops-ok=%d ops-failed=%d ops-unknown=%d linearizable-ops=%d revisions-checked=%d fenced-transactions=%d grouped-transactions=%d (of %d commits) route-generations=%d most-reserved=%d/%d "+
 		"revocations=%d leases-lost=%d revocations-held=%d lapses-recovered=%d "+
 		"failover-p50=%s failover-max=%s (of which etcd-leader kills=%d, their max=%s; the others' max=%s) elapsed=%s",
 		r.Seed, r.TTL, r.Kills, r.LeaderPauses, r.Pauses, r.DetectorPauses, r.ShortPauses, r.RollingRestarts, r.MembersAdded, r.MembersRemoved, r.Marquees, r.Envs, r.Dispatches, r.AppliedChecked, r.HistoriesReplayed, r.OtherProblems,
-		r.Ops["ok"], r.Ops["failed"], r.Ops["unknown"], r.LinearOps, r.Revisions, r.FencedTxns, r.RouteGenerations, r.MaxAdmit, poolLimit,
+		r.Ops["ok"], r.Ops["failed"], r.Ops["unknown"], r.LinearOps, r.Revisions, r.FencedTxns, r.GroupedTxns, r.GroupedCommits, r.RouteGenerations, r.MaxAdmit, poolLimit,
 		r.Revocations, r.LeasesLost, r.RevocationsHeld, r.LapsesRecovered,
 		p50.Round(time.Millisecond), worst.Round(time.Millisecond), len(leader), percentile(leader, 100).Round(time.Millisecond),
 		percentile(others, 100).Round(time.Millisecond), r.Elapsed.Round(time.Second))

@@ -159,6 +159,10 @@ func replayHistory(events []*clientv3.Event, rep *Report) error {
 				}
 			}
 			rep.FencedTxns++
+			if guards := countPrefix(data, persistence.GuardFamily); guards > 1 {
+				rep.GroupedTxns++
+				rep.GroupedCommits += guards
+			}
 		}
 		// Apply the revision: shard keys move epochs; admission records
 		// move the pool.
@@ -247,4 +251,16 @@ func sortedShards(audits map[int]int64) []int {
 	}
 	sort.Ints(out)
 	return out
+}
+
+// countPrefix is how many keys start with prefix: of an entity's guard, one
+// per commit the transaction carried.
+func countPrefix(keys []string, prefix string) int {
+	n := 0
+	for _, k := range keys {
+		if strings.HasPrefix(k, prefix) {
+			n++
+		}
+	}
+	return n
 }

@@ -387,7 +387,7 @@ func (p *process) serveAPI(tm *trustMaterial) {
 	var clusterAPI httpapi.ClusterNode
 	if p.node != nil {
 		clusterAPI = p.node
-		registerClusterMetrics(m.Registry, p.node)
+		registerClusterMetrics(m.Registry, p.node, p.store)
 	}
 	opts := httpapi.Options{CallbackToken: c.CallbackToken, OperatorToken: c.OperatorToken,
 		Operators: tm.operators, CallbackModes: c.CallbackAuth, CallbackKeys: tm.signing, CallbackTokenTTL: c.CallbackTokenTTL,
@@ -514,7 +514,7 @@ func devTokenHint(c config.Serve) string {
 // registerClusterMetrics exports the failure detector's and the leases'
 // counts: a detector that storms, or a node that keeps losing
 // its lease, shows here and in the alerts.
-func registerClusterMetrics(reg *prometheus.Registry, n *cluster.Node) {
+func registerClusterMetrics(reg *prometheus.Registry, n *cluster.Node, st *persistence.Store) {
 	counter := func(name, help string, f func(cluster.Stats) int64) prometheus.Collector {
 		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return float64(f(n.Stats())) })
 	}
@@ -529,6 +529,12 @@ func registerClusterMetrics(reg *prometheus.Registry, n *cluster.Node) {
 			func(s cluster.Stats) int64 { return s.LapsesRecovered }),
 		counter("warden_cluster_unconfirmed_total", "Answers refused because the shard had moved when they were confirmed (C4).",
 			func(s cluster.Stats) int64 { return s.Unconfirmed }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "warden_cluster_commit_transactions_total",
+			Help: "etcd transactions this node's entity commits went in (C15: several commits may share one)."},
+			func() float64 { t, _ := st.CommitGroups(); return float64(t) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "warden_cluster_commits_grouped_total",
+			Help: "Entity commits that shared an etcd transaction with another entity's (C15)."},
+			func() float64 { _, g := st.CommitGroups(); return float64(g) }),
 	)
 }
 
