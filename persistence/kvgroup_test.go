@@ -273,3 +273,42 @@ func TestC15AGroupsLeaderThatPanicsLeavesEveryMemberAnswered(t *testing.T) {
 	defer r.be.groups.mu.Unlock()
 	require.Zero(t, r.be.groups.inFlight, "the slot was handed back")
 }
+
+// lateKV loses the answer of its second transaction and applies that
+// transaction only when land is closed, after its writers were answered:
+// a paused member with the group's request in its socket (C14).
+type lateKV struct {
+	*gateKV
+	land   chan struct{}
+	landed chan bool
+}
+
+func (l lateKV) Txn(ctx context.Context, cmps []Compare, ops []KVOp) (int64, bool, error) {
+	if l.txns.Load() == 1 { // the held one has been counted: this is the group
+		l.txns.Add(1)
+		go func() {
+			<-l.land
+			_, applied, _ := l.gateKV.KV.Txn(context.Background(), cmps, ops)
+			l.landed <- applied
+		}()
+		return 0, false, fmt.Errorf("%w: the member holding it paused", ErrOutcomeUnknown)
+	}
+	return l.gateKV.Txn(ctx, cmps, ops)
+}
+
+func TestC15AGroupThatLandsAfterItsMembersSettledCannotLand(t *testing.T) {
+	r := newGroupRig(t)
+	late := lateKV{gateKV: r.kv, land: make(chan struct{}), landed: make(chan bool, 1)}
+	r.be.kv = late
+	queued := []groupCommit{r.entity("a"), r.entity("b"), r.entity("c")}
+	errs, _ := r.commitBehindTheHeld(t, r.entity("first"), queued)
+	require.NoError(t, errs[len(queued)])
+	for i := range queued {
+		require.ErrorContains(t, errs[i], "settled: it was not applied, and now cannot be")
+	}
+	close(late.land)
+	require.False(t, <-late.landed, "each member's settle moved its guard: the group's compare fails")
+	for _, c := range queued {
+		require.False(t, r.stored(t, c.id), "%s: nothing lands after its writer was told it did not", c.id)
+	}
+}
