@@ -914,6 +914,29 @@ func (h *harness) operators() {
 		case r < 8 && len(created) > 0:
 			st, _, err := h.do(nd, "POST", "/v1/marquees/"+created[h.intn(len(created))]+"/destroy", opToken, nil, "")
 			h.record(st, err)
+		case r < 9 && len(created) >= burst:
+			h.redeployAtOnce(nd, created)
 		}
 	}
+}
+
+// burst is how many marquees redeployAtOnce redeploys together.
+const burst = 8
+
+// redeployAtOnce redeploys burst marquees at once through one node, so
+// that their owners' commits wait together and go in groups (C15), under
+// the same faults and checks as every other write.
+func (h *harness) redeployAtOnce(nd *node, created []string) {
+	start := h.intn(len(created))
+	var wg sync.WaitGroup
+	for i := range burst {
+		id := created[(start+i)%len(created)]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			st, _, err := h.do(nd, "POST", "/v1/marquees/"+id+"/redeploy", opToken, nil, "")
+			h.record(st, err)
+		}()
+	}
+	wg.Wait()
 }
