@@ -17,7 +17,7 @@ import (
 // Pebble. "serial" is one writer (the latency floor); "parallel" is 64
 // writers (what group commit does).
 func BenchmarkC8Transition(b *testing.B) {
-	snapshot, entry, deliveries := transitionParts()
+	tr := newTransition()
 	for _, par := range []bool{false, true} {
 		name := "serial"
 		if par {
@@ -41,13 +41,7 @@ func BenchmarkC8Transition(b *testing.B) {
 						n := seq.Add(1)
 						id := fmt.Sprintf("m-%03d", n%64)
 						w := s.NewBatch()
-						w.Set(MarqueeKey(id), snapshot)
-						w.MoveWake(WakeMarquee, id, t0.Add(time.Duration(n-1)), t0.Add(time.Duration(n)))
-						w.Set(HistoryKey(id, n), entry)
-						if n > 200 {
-							w.Delete(HistoryKey(id, n-200))
-						}
-						w.PutDeliveries(id, "", deliveries, false, false)
+						tr.stage(w, id, n)
 						if err := w.Commit(); err != nil {
 							b.Error(err)
 						}
@@ -71,16 +65,36 @@ func BenchmarkC8Transition(b *testing.B) {
 	}
 }
 
-// transitionParts are a marquee transition's values: a snapshot of a
-// marquee's size, a history entry, and a deliveries record of a workflow
-// run's worth (eight callbacks).
-func transitionParts() (snapshot, entry []byte, deliveries Deliveries) {
-	snapshot = Encode(map[string]string{"state": strings.Repeat("x", 900)})
-	entry = Encode(map[string]string{"verb": "step", "result": "applied", "detail": strings.Repeat("y", 80)})
-	for i := range 8 {
-		deliveries = deliveries.With(NewDelivery(fmt.Sprint("d-", i), [32]byte{byte(i)}, t0, []byte(`{"result":"applied","marquee_id":"m-001","generation":1,"received_generation":1}`)), 72*time.Hour)
+// transition is a marquee transition's values: a snapshot of a marquee's
+// size, a history entry, and a deliveries record of a workflow run's
+// worth (eight callbacks).
+type transition struct {
+	snapshot, entry []byte
+	deliveries      Deliveries
+}
+
+func newTransition() transition {
+	tr := transition{
+		snapshot: Encode(map[string]string{"state": strings.Repeat("x", 900)}),
+		entry:    Encode(map[string]string{"verb": "step", "result": "applied", "detail": strings.Repeat("y", 80)}),
 	}
-	return snapshot, entry, deliveries
+	for i := range 8 {
+		tr.deliveries = tr.deliveries.With(NewDelivery(fmt.Sprint("d-", i), [32]byte{byte(i)}, t0, []byte(`{"result":"applied","marquee_id":"m-001","generation":1,"received_generation":1}`)), 72*time.Hour)
+	}
+	return tr
+}
+
+// stage writes the n-th transition of marquee id: its snapshot, its wake
+// entry moved, its history entry and the pruning of the oldest, its
+// deliveries record.
+func (tr transition) stage(w *Batch, id string, n uint64) {
+	w.Set(MarqueeKey(id), tr.snapshot)
+	w.MoveWake(WakeMarquee, id, t0.Add(time.Duration(n-1)), t0.Add(time.Duration(n)))
+	w.Set(HistoryKey(id, n), tr.entry)
+	if n > 200 {
+		w.Delete(HistoryKey(id, n-200))
+	}
+	w.PutDeliveries(id, "", tr.deliveries, false, false)
 }
 
 // BenchmarkC15GuardedTransitions is a cluster's commit on one embedded
@@ -99,7 +113,7 @@ func BenchmarkC15GuardedTransitions(b *testing.B) {
 }
 
 func guardedTransitions(b *testing.B, grouped bool) {
-	snapshot, entry, deliveries := transitionParts()
+	tr := newTransition()
 	c := testEtcd(b)
 	r, err := c.Put(context.Background(), "warden/bench-shard", "owner")
 	if err != nil {
@@ -121,13 +135,7 @@ func guardedTransitions(b *testing.B, grouped bool) {
 		for n := uint64(1); pb.Next(); n++ {
 			w := s.NewBatch()
 			w.Fence(f)
-			w.Set(MarqueeKey(id), snapshot)
-			w.MoveWake(WakeMarquee, id, t0.Add(time.Duration(n-1)), t0.Add(time.Duration(n)))
-			w.Set(HistoryKey(id, n), entry)
-			if n > 200 {
-				w.Delete(HistoryKey(id, n-200))
-			}
-			w.PutDeliveries(id, "", deliveries, false, false)
+			tr.stage(w, id, n)
 			if err := w.Commit(); err != nil {
 				b.Fatal(err)
 			}
