@@ -2,8 +2,10 @@ package persistence
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Commits in groups (C15). On etcd a transaction's fixed cost (a gRPC
@@ -106,7 +108,9 @@ func (e *kvBackend) commitGrouped(cmps []Compare, ops []KVOp) txnResult {
 	} else {
 		g.queue = append(g.queue, me)
 		g.mu.Unlock()
-		<-me.done
+		if !e.await(me) {
+			return txnResult{err: fmt.Errorf("commit not sent: no transaction took it within %s", e.timeout)}
+		}
 		if !me.lead {
 			return me.res
 		}
@@ -117,6 +121,30 @@ func (e *kvBackend) commitGrouped(cmps []Compare, ops []KVOp) txnResult {
 	defer g.handOff()
 	e.runGroup(members)
 	return me.res
+}
+
+// await waits for a queued commit's answer, or for it to lead, at most
+// the backend's timeout while it is still queued: behind transactions
+// that do not answer, a commit gives up unsent rather than wait for each
+// of them in turn. false: it left the queue, and nothing was sent.
+func (e *kvBackend) await(me *grouped) bool {
+	t := time.NewTimer(e.timeout)
+	defer t.Stop()
+	select {
+	case <-me.done:
+		return true
+	case <-t.C:
+	}
+	g := &e.groups
+	g.mu.Lock()
+	if i := slices.Index(g.queue, me); i >= 0 {
+		g.queue = slices.Delete(g.queue, i, i+1)
+		g.mu.Unlock()
+		return false
+	}
+	g.mu.Unlock()
+	<-me.done // taken into a group, or handed the slot, meanwhile
+	return true
 }
 
 // take is the group me leads: me, then the queued commits, in order, that

@@ -312,3 +312,31 @@ func TestC15AGroupThatLandsAfterItsMembersSettledCannotLand(t *testing.T) {
 		require.False(t, r.stored(t, c.id), "%s: nothing lands after its writer was told it did not", c.id)
 	}
 }
+
+func TestC15ACommitQueuedBehindATransactionThatDoesNotAnswerGivesUpUnsent(t *testing.T) {
+	r := newGroupRig(t)
+	r.be.timeout = 200 * time.Millisecond
+	held := make(chan error, 1)
+	go func() {
+		w := r.be.NewWrites()
+		w.Set([]byte("m/first"), []byte("\x01{}"))
+		held <- w.Commit(r.entity("first").fence)
+	}()
+	require.Eventually(t, func() bool { return r.kv.txns.Load() == 1 }, 10*time.Second, time.Millisecond)
+	w := r.be.NewWrites()
+	w.Set([]byte("m/queued"), []byte("\x01{}"))
+	err := w.Commit(r.entity("queued").fence)
+	var f *Failure
+	require.ErrorAs(t, err, &f)
+	require.Equal(t, Unreachable, f.Cause)
+	require.ErrorContains(t, err, "not sent")
+	require.EqualValues(t, 1, r.kv.txns.Load(), "nothing of the queued commit was sent")
+	r.be.groups.mu.Lock()
+	require.Empty(t, r.be.groups.queue, "it left the queue")
+	r.be.groups.mu.Unlock()
+	close(r.kv.release)
+	// The held one outlived its own timeout too: its answer is lost, and
+	// it is settled.
+	require.ErrorContains(t, <-held, "settled")
+	require.False(t, r.stored(t, "queued"))
+}
