@@ -73,8 +73,10 @@ type commitGroups struct {
 	mu       sync.Mutex
 	inFlight int
 	queue    []*grouped
-	// limit, if set, replaces groupInFlight (a test holds one slot).
-	limit int
+	// limit and patience, if set, replace groupInFlight and
+	// groupPatience (a test holds one slot while commits queue).
+	limit    int
+	patience time.Duration
 	// transactions counts the transactions guarded commits went in;
 	// grouped, the commits that shared one with another.
 	transactions, grouped atomic.Int64
@@ -108,13 +110,15 @@ func (e *kvBackend) commitGrouped(cmps []Compare, ops []KVOp) txnResult {
 	} else {
 		g.queue = append(g.queue, me)
 		g.mu.Unlock()
-		if !e.await(me) {
-			return txnResult{err: fmt.Errorf("commit not sent: no transaction took it within %s", e.timeout)}
-		}
-		if !me.lead {
+		switch e.await(me) {
+		case answered:
 			return me.res
+		case impatient:
+			g.mu.Lock()
+			g.inFlight++ // a slot beyond the limit, given back as the queue empties
+		case leads:
+			g.mu.Lock()
 		}
-		g.mu.Lock()
 	}
 	members := g.take(me)
 	g.mu.Unlock()
@@ -123,28 +127,46 @@ func (e *kvBackend) commitGrouped(cmps []Compare, ops []KVOp) txnResult {
 	return me.res
 }
 
+// How a queued commit's wait ended.
+const (
+	answered  = iota // its group's answer came
+	leads            // it was handed a slot: it leads the next group
+	impatient        // it waited its patience and left the queue
+)
+
+// groupPatience is how long a commit waits for a slot before it takes one
+// beyond the limit: a transaction here answers in milliseconds, so it
+// waits behind only one that is slow (an election, a paused member), and
+// then goes on as it would without groups instead of adding that
+// transaction's delay to its own.
+const groupPatience = 100 * time.Millisecond
+
 // await waits for a queued commit's answer, or for it to lead, at most
-// the backend's timeout while it is still queued: behind transactions
-// that do not answer, a commit gives up unsent rather than wait for each
-// of them in turn. false: it left the queue, and nothing was sent.
-func (e *kvBackend) await(me *grouped) bool {
-	t := time.NewTimer(e.timeout)
+// the group's patience while it is still queued.
+func (e *kvBackend) await(me *grouped) int {
+	g := &e.groups
+	patience := g.patience
+	if patience == 0 {
+		patience = groupPatience
+	}
+	t := time.NewTimer(patience)
 	defer t.Stop()
 	select {
 	case <-me.done:
-		return true
 	case <-t.C:
-	}
-	g := &e.groups
-	g.mu.Lock()
-	if i := slices.Index(g.queue, me); i >= 0 {
-		g.queue = slices.Delete(g.queue, i, i+1)
+		g.mu.Lock()
+		if i := slices.Index(g.queue, me); i >= 0 {
+			g.queue = slices.Delete(g.queue, i, i+1)
+			g.mu.Unlock()
+			return impatient
+		}
 		g.mu.Unlock()
-		return false
+		<-me.done // taken into a group, or handed a slot, meanwhile
 	}
-	g.mu.Unlock()
-	<-me.done // taken into a group, or handed the slot, meanwhile
-	return true
+	if me.lead {
+		return leads
+	}
+	return answered
 }
 
 // take is the group me leads: me, then the queued commits, in order, that
