@@ -31,7 +31,8 @@ import (
 //
 // No goroutine of its own: the first committer to find a free slot leads,
 // takes the queued commits that fit into its transaction, and hands the
-// slot to the next queued committer when its own is answered. On the
+// slot to the next queued committer when its own is answered; one that
+// waited its patience takes a slot beyond the limit. On the
 // simulator, which runs one turn at a time, every group is of one.
 
 // The bounds of one group's transaction, within etcd's defaults
@@ -56,8 +57,8 @@ type txnResult struct {
 	grouped bool
 }
 
-// grouped is one commit waiting in, or leading, a group.
-type grouped struct {
+// queuedCommit is one commit waiting in, or leading, a group.
+type queuedCommit struct {
 	cmps  []Compare
 	ops   []KVOp
 	bytes int
@@ -72,7 +73,7 @@ type grouped struct {
 type commitGroups struct {
 	mu       sync.Mutex
 	inFlight int
-	queue    []*grouped
+	queue    []*queuedCommit
 	// limit and patience, if set, replace groupInFlight and
 	// groupPatience (a test holds one slot while commits queue).
 	limit    int
@@ -98,7 +99,7 @@ func (e *kvBackend) commitGroups() *commitGroups { return &e.groups }
 // commitGrouped commits cmps and ops in a group with whatever other
 // entities' commits are waiting.
 func (e *kvBackend) commitGrouped(cmps []Compare, ops []KVOp) txnResult {
-	me := &grouped{cmps: cmps, ops: ops, bytes: opsBytes(ops), done: make(chan struct{})}
+	me := &queuedCommit{cmps: cmps, ops: ops, bytes: opsBytes(ops), done: make(chan struct{})}
 	g := &e.groups
 	g.mu.Lock()
 	limit := g.limit
@@ -111,12 +112,12 @@ func (e *kvBackend) commitGrouped(cmps []Compare, ops []KVOp) txnResult {
 		g.queue = append(g.queue, me)
 		g.mu.Unlock()
 		switch e.await(me) {
-		case answered:
+		case waitAnswered:
 			return me.res
-		case impatient:
+		case waitImpatient:
 			g.mu.Lock()
 			g.inFlight++ // a slot beyond the limit, given back as the queue empties
-		case leads:
+		case waitLeads:
 			g.mu.Lock()
 		}
 	}
@@ -127,11 +128,13 @@ func (e *kvBackend) commitGrouped(cmps []Compare, ops []KVOp) txnResult {
 	return me.res
 }
 
-// How a queued commit's wait ended.
+// waitEnd is how a queued commit's wait ended.
+type waitEnd int
+
 const (
-	answered  = iota // its group's answer came
-	leads            // it was handed a slot: it leads the next group
-	impatient        // it waited its patience and left the queue
+	waitAnswered  waitEnd = iota // its group's answer came
+	waitLeads                    // it was handed a slot: it leads the next group
+	waitImpatient                // it waited its patience and left the queue
 )
 
 // groupPatience is how long a commit waits for a slot before it takes one
@@ -143,7 +146,7 @@ const groupPatience = 100 * time.Millisecond
 
 // await waits for a queued commit's answer, or for it to lead, at most
 // the group's patience while it is still queued.
-func (e *kvBackend) await(me *grouped) int {
+func (e *kvBackend) await(me *queuedCommit) waitEnd {
 	g := &e.groups
 	patience := g.patience
 	if patience == 0 {
@@ -158,21 +161,24 @@ func (e *kvBackend) await(me *grouped) int {
 		if i := slices.Index(g.queue, me); i >= 0 {
 			g.queue = slices.Delete(g.queue, i, i+1)
 			g.mu.Unlock()
-			return impatient
+			return waitImpatient
 		}
 		g.mu.Unlock()
 		<-me.done // taken into a group, or handed a slot, meanwhile
 	}
 	if me.lead {
-		return leads
+		return waitLeads
 	}
-	return answered
+	return waitAnswered
 }
 
 // take is the group me leads: me, then the queued commits, in order, that
 // fit beside it; the first that does not fit waits for the next group.
-func (g *commitGroups) take(me *grouped) []*grouped {
-	members := []*grouped{me}
+func (g *commitGroups) take(me *queuedCommit) []*queuedCommit {
+	members := []*queuedCommit{me}
+	if len(g.queue) == 0 {
+		return members // the usual case below saturation: nothing to check
+	}
 	nops, ncmps, bytes := len(me.ops), len(me.cmps), me.bytes
 	var w writeSet
 	w.claim(me.ops)
@@ -207,7 +213,7 @@ func (g *commitGroups) handOff() {
 
 // runGroup sends the members as one transaction and tells each its
 // answer; a group of one is the commit alone.
-func (e *kvBackend) runGroup(members []*grouped) {
+func (e *kvBackend) runGroup(members []*queuedCommit) {
 	e.groups.transactions.Add(1)
 	if len(members) == 1 {
 		members[0].res = e.txn(members[0].cmps, members[0].ops)
