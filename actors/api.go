@@ -56,7 +56,7 @@ type CallbackAnswer struct {
 // Callback delivers an authenticated, decoded webhook to its marquee and
 // returns the exact answer, after the decision is durable.
 func (s *System) Callback(ctx context.Context, req CallbackRequest) (CallbackAnswer, error) {
-	start := s.clock().Now()
+	start := s.cfg.Clock.Now()
 	cb := req.Callback
 	cb.DeliveryID, cb.Auth = req.DeliveryID, req.Auth.Mode
 	if req.Auth.OIDC {
@@ -76,7 +76,7 @@ func (s *System) Callback(ctx context.Context, req CallbackRequest) (CallbackAns
 	if err != nil {
 		return CallbackAnswer{}, err
 	}
-	s.cfg.Metrics.Decision.Observe(s.clock().Since(start).Seconds())
+	s.cfg.Metrics.Decision.Observe(s.cfg.Clock.Since(start).Seconds())
 	return CallbackAnswer{Body: res.Reply}, nil
 }
 
@@ -321,7 +321,7 @@ func (s *System) Seeds(ctx context.Context) ([]driver.Seed, error) {
 // its application starting (the commit is the durable wake request). A
 // preview not asleep is not changed; many visits make one wake (E20).
 func (s *System) Visit(ctx context.Context, id string) (environment.Env, error) {
-	res, err := s.envs.Ask(ctx, id, runtime.Request[environment.Event]{Mode: runtime.Command, Event: environment.Visited{At: s.clock().Now()}})
+	res, err := s.envs.Ask(ctx, id, runtime.Request[environment.Event]{Mode: runtime.Command, Event: environment.Visited{At: s.cfg.Clock.Now()}})
 	return res.Record.Env, err
 }
 
@@ -434,7 +434,7 @@ func (s *System) EnvMachine() environment.Machine { return s.cfg.Env.Machine }
 func (s *System) Notifies() bool { return s.cfg.Env.Notifier != nil }
 
 // Now is the system clock's time.
-func (s *System) Now() time.Time { return s.clock().Now() }
+func (s *System) Now() time.Time { return s.cfg.Clock.Now() }
 
 // Clock is the system's clock.
 func (s *System) Clock() clock.Clock { return s.cfg.Clock }

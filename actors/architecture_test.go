@@ -14,12 +14,11 @@ const module = "github.com/wardenhq/warden/"
 // prefix ending in "/"), the packages of this module it may import; a
 // package not named may import anything. Test files are not held to it.
 var allowedImports = map[string][]string{
-	"actors/marquee":         {"actors/entity", "actors/errs", "actors/ident", "internal/jsonappend"},
-	"actors/environment":     {"actors/entity", "actors/errs", "actors/ident"},
-	"actors/admission":       {"actors/entity", "actors/errs", "actors/ident"},
+	"actors/marquee":         {"actors/entity", "actors/errs", "internal/jsonappend"},
+	"actors/environment":     {"actors/entity", "actors/errs"},
+	"actors/admission":       {"actors/entity", "actors/errs"},
 	"actors/entity":          {},
 	"actors/errs":            {},
-	"actors/ident":           {},
 	"actors/clock":           {},
 	"persistence":            {},
 	"persistence/":           {},
@@ -80,7 +79,7 @@ func TestArchitectureImports(t *testing.T) {
 // description (a golden step's write: line), the field check; never the
 // shell, whose helpers would make the rules' spec depend on it.
 var rulesTestsMay = []string{"actors/marquee", "actors/environment", "actors/admission", "actors/entity", "actors/errs",
-	"actors/ident", "actors/record", "actors/runtime", "internal/fieldcheck", "internal/explaincheck"}
+	"actors/record", "actors/runtime", "internal/fieldcheck", "internal/explaincheck"}
 
 // TestArchitectureRulesTestsImportNoShell: the pure rules' golden suites
 // and tests stand below the shell too.
@@ -144,7 +143,7 @@ func TestArchitectureRulesRefuse(t *testing.T) {
 		{"internal/cluster", "httpapi", false},
 		{"actors/marquee", "internal/fieldcheck", false},
 		{"persistence/etcdembed", "actors/clock", false},
-		{"actors/environment", "actors/ident", true},
+		{"actors/environment", "actors/entity", true},
 		{"httpapi", "internal/trust", true},
 		{"cmd/warden-sim", "sim", true},
 		{"actors", "httpapi", false},

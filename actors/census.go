@@ -72,7 +72,7 @@ func newCensus(s *System) *census {
 func (s *System) Census() Counts { return s.census.current() }
 
 func (c *census) current() Counts {
-	clk := c.sys.clock()
+	clk := c.sys.cfg.Clock
 	c.mu.Lock()
 	first := c.last.At.IsZero()
 	stale := (first || clk.Since(c.last.At) >= censusEvery) && !c.counting
@@ -97,7 +97,7 @@ func (c *census) current() Counts {
 // drift waiting for an outcome, when the last count is older than
 // envCensusEvery; a failed count keeps the last one.
 func (c *census) environments() (map[string]int, int) {
-	clk := c.sys.clock()
+	clk := c.sys.cfg.Clock
 	c.envMu.Lock()
 	defer c.envMu.Unlock()
 	if c.envStates == nil || clk.Since(c.envAt) >= envCensusEvery {
@@ -124,7 +124,7 @@ func (c *census) environments() (map[string]int, int) {
 
 func (c *census) count() {
 	s := c.sys
-	m, now := s.cfg.Machine, s.clock().Now()
+	m, now := s.cfg.Machine, s.cfg.Clock.Now()
 	n := Counts{Classes: map[string]int{}, Marquees: map[[2]string]int{}}
 	parked := map[string]bool{}
 	for _, a := range s.rt.Actors() {
@@ -186,6 +186,6 @@ func (c *census) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.drift, prometheus.GaugeValue, float64(n.OpenDrift))
 	ch <- prometheus.MustNewConstMetric(c.parked, prometheus.GaugeValue, float64(c.sys.rt.Parked()))
 	if !n.At.IsZero() {
-		ch <- prometheus.MustNewConstMetric(c.age, prometheus.GaugeValue, c.sys.clock().Since(n.At).Seconds())
+		ch <- prometheus.MustNewConstMetric(c.age, prometheus.GaugeValue, c.sys.cfg.Clock.Since(n.At).Seconds())
 	}
 }

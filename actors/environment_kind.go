@@ -397,7 +397,7 @@ func (s *System) callCapability(ctx context.Context, drv driver.Capability, req 
 		res.Category, res.Message = environment.Configuration, "no driver configured for "+req.Capability
 		return res
 	}
-	start := s.clock().Now()
+	start := s.cfg.Clock.Now()
 	out, rec, err := driver.Call(ctx, drv, req)
 	s.observeDriver("capability", start, err)
 	in, _ := json.Marshal(rec.Request)
@@ -463,7 +463,7 @@ func (k envKind) send(h *envHandle, n environment.Notification, attempt int) {
 		}
 		s.envs.Tell(id, d)
 		if err != nil && attempt+1 < MaxNotifyAttempts {
-			s.clock().AfterFunc(s.cfg.Env.NotifyBackoff<<min(attempt, 10), func() {
+			s.cfg.Clock.AfterFunc(s.cfg.Env.NotifyBackoff<<min(attempt, 10), func() {
 				s.envs.InTurn(id, k.resend(n.Key, attempt+1))
 			})
 		}
@@ -473,7 +473,7 @@ func (k envKind) send(h *envHandle, n environment.Notification, attempt int) {
 // notify delivers one outbox record through the configured notifier;
 // the error, secrets scrubbed, is kept on the record.
 func (s *System) notify(ctx context.Context, n environment.Notification) error {
-	start := s.clock().Now()
+	start := s.cfg.Clock.Now()
 	err := s.cfg.Env.Notifier.Notify(ctx, driver.Notification{Key: n.Key, Event: n.Event, URL: n.URL, EnvID: n.EnvID,
 		Branch: n.Branch, Revision: n.Revision, Generation: n.Generation, Detail: n.Detail})
 	s.observeDriver("notify", start, err)

@@ -250,7 +250,7 @@ func (s *System) startMarqueeEffects(h *marqueeHandle, st marquee.State, effects
 		case marquee.AskChats:
 			gen := e.Generation
 			h.Go(runtime.Effect{Run: func(ctx context.Context) {
-				start := s.clock().Now()
+				start := s.cfg.Clock.Now()
 				chats, err := s.cfg.ControlPlane.Chats(ctx, id)
 				s.observeDriver("control_plane", start, err)
 				res := marquee.ChatsAnswered{Generation: gen, Live: chats.Live, Reachable: chats.Reachable}
@@ -281,7 +281,7 @@ func (s *System) startMarqueeEffects(h *marqueeHandle, st marquee.State, effects
 }
 
 func (s *System) dispatch(ctx context.Context, req driver.DispatchRequest) {
-	start := s.clock().Now()
+	start := s.cfg.Clock.Now()
 	run, err := s.cfg.Dispatcher.Dispatch(ctx, req)
 	s.observeDriver("dispatch", start, err)
 	res := marquee.DispatchFinished{Generation: req.Generation, Outcome: marquee.DispatchOK, RunID: run.ID, RunURL: run.URL}
@@ -298,7 +298,7 @@ func (s *System) dispatch(ctx context.Context, req driver.DispatchRequest) {
 }
 
 func (s *System) bootstrap(ctx context.Context, req driver.BootstrapRequest, c marquee.Connection) {
-	start := s.clock().Now()
+	start := s.cfg.Clock.Now()
 	err := s.cfg.Bootstrapper.Bootstrap(ctx, req)
 	s.observeDriver("bootstrap", start, err)
 	res := marquee.BootstrapFinished{Generation: req.Generation, OK: err == nil}
@@ -317,7 +317,7 @@ func (s *System) mintCallbackToken(marqueeID string, generation uint64) string {
 	if s.cfg.CallbackKeys == nil {
 		return ""
 	}
-	return trust.MintScoped(s.cfg.CallbackKeys, marqueeID, generation, s.clock().Now().Add(s.cfg.CallbackTokenTTL))
+	return trust.MintScoped(s.cfg.CallbackKeys, marqueeID, generation, s.cfg.Clock.Now().Add(s.cfg.CallbackTokenTTL))
 }
 
 // redacted replaces every secret value found in err's text. Driver errors

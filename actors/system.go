@@ -315,7 +315,7 @@ const PruneEvery = time.Hour
 
 // pruneDedup forgets deliveries older than the retention.
 func (s *System) pruneDedup() {
-	n, err := s.cfg.Store.PruneDedup(s.clock().Now().Add(-s.cfg.DedupRetention))
+	n, err := s.cfg.Store.PruneDedup(s.cfg.Clock.Now().Add(-s.cfg.DedupRetention))
 	switch {
 	case err != nil:
 		s.log.Warn("dedup prune failed", "err", err)
@@ -421,15 +421,13 @@ func (s *System) poolNames() []string {
 	return names
 }
 
-func (s *System) clock() clock.Clock { return s.cfg.Clock }
-
 // observeDriver times one driver call by driver and outcome.
 func (s *System) observeDriver(name string, start time.Time, err error) {
 	outcome := "ok"
 	if err != nil {
 		outcome = "error"
 	}
-	s.cfg.Metrics.Drivers.WithLabelValues(name, outcome).Observe(s.clock().Since(start).Seconds())
+	s.cfg.Metrics.Drivers.WithLabelValues(name, outcome).Observe(s.cfg.Clock.Since(start).Seconds())
 }
 
 // warnStore logs a failed read or write of the background work (census,

@@ -128,9 +128,6 @@ var consolePages = sync.OnceValue(func() map[string]*template.Template {
 	return pages
 })
 
-// isConsolePath says which requests are the console's.
-func isConsolePath(p string) bool { return p == "/" || p == "/ui" || strings.HasPrefix(p, "/ui/") }
-
 func (c *console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h.Set("Content-Security-Policy", contentSecurityPolicy)

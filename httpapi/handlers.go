@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"crypto/sha256"
 	"errors"
 	"net/http"
 	"net/url"
@@ -10,7 +9,6 @@ import (
 
 	"github.com/julienschmidt/httprouter"
 
-	"github.com/wardenhq/warden/actors"
 	"github.com/wardenhq/warden/actors/marquee"
 )
 
@@ -21,54 +19,6 @@ func (s *Server) badRequest(w http.ResponseWriter, err error) {
 		return
 	}
 	s.writeErr(w, err)
-}
-
-// webhook is POST /v1/webhooks/terraform: read, authenticate (T1-T4),
-// decode, bind the credential to what the body claims, deliver to the
-// marquee's actor, answer its durable decision. Every refusal is
-// answered before anything is written.
-func (s *Server) webhook(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
-	body, ok := readBody(w, r, false)
-	if !ok {
-		return
-	}
-	caller, fail := s.authenticateCallback(r, body)
-	if fail != nil {
-		fail.write(w)
-		return
-	}
-	deliveryID, id, cb, ok := s.decodeDelivery(w, r, body)
-	if !ok {
-		return
-	}
-	auth, fail := caller.bind(id, cb.Generation)
-	if fail != nil {
-		fail.write(w)
-		return
-	}
-	ans, err := s.sys.Callback(r.Context(), actors.CallbackRequest{MarqueeID: id, DeliveryID: deliveryID,
-		BodyHash: sha256.Sum256(body), Auth: auth, Callback: cb})
-	if err != nil {
-		s.writeErr(w, err)
-		return
-	}
-	writeRaw(w, http.StatusOK, ans.Body)
-}
-
-// decodeDelivery reads a callback's Webhook-Id and its body, answering
-// what is wrong with either (the webhook and a dry run read them alike).
-func (s *Server) decodeDelivery(w http.ResponseWriter, r *http.Request, body []byte) (string, string, marquee.Callback, bool) {
-	deliveryID := r.Header.Get("Webhook-Id")
-	if deliveryID != "" && !validDeliveryID(deliveryID) {
-		refuse(w, invalidRequest, "header Webhook-Id: 1..200 printable ASCII characters")
-		return "", "", marquee.Callback{}, false
-	}
-	id, cb, err := DecodeCallback(body)
-	if err != nil {
-		s.badRequest(w, err)
-		return "", "", marquee.Callback{}, false
-	}
-	return deliveryID, id, cb, true
 }
 
 func (s *Server) createMarquee(w http.ResponseWriter, r *http.Request, _ httprouter.Params, op Operator) {

@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/wardenhq/warden/actors/entity"
-	"github.com/wardenhq/warden/actors/ident"
 )
 
 // Standing is where a job stands in a pool.
@@ -273,4 +272,4 @@ func (j Job) Validate() error {
 }
 
 // ValidJobID accepts the marquee and environment id alphabet.
-func ValidJobID(id string) bool { return ident.Valid(id) }
+func ValidJobID(id string) bool { return entity.ValidID(id) }

@@ -13,7 +13,8 @@
 //
 // Marquees, pools and environments all return it, so one runtime
 // (actors/runtime) drives them all and every golden suite prints a step
-// the same way (Format).
+// the same way (Format). The one id alphabet every kind's ids keep to
+// (ValidID) is here too.
 package entity
 
 import (
@@ -136,4 +137,23 @@ func Clock(t, now time.Time) string {
 		return t.Format("15:04:05") + " UTC"
 	}
 	return t.Format("2006-01-02 15:04") + " UTC"
+}
+
+// ValidID reports whether id is in the one id alphabet of warden's
+// entities, [a-z0-9][a-z0-9-]{0,62}. Ids become workflow inputs, shell
+// arguments and storage keys, so nothing outside it is let in.
+func ValidID(id string) bool {
+	if len(id) == 0 || len(id) > 63 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
+		case c == '-' && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
 }

@@ -16,7 +16,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/wardenhq/warden/actors/ident"
+	"github.com/wardenhq/warden/actors/entity"
 )
 
 // Phase is a durable state name.
@@ -414,14 +414,14 @@ func (e Env) Identity(c Capability) string {
 }
 
 // ValidID accepts environment ids (the shared id alphabet).
-func ValidID(id string) bool { return ident.Valid(id) }
+func ValidID(id string) bool { return entity.ValidID(id) }
 
 // MaxSeedName bounds a seed's name: the platform names its template
 // database seed-<name>, within PostgreSQL's 63 bytes.
 const MaxSeedName = 58
 
 // ValidSeed accepts the name of a seed a preview's data is copied from.
-func ValidSeed(name string) bool { return ident.Valid(name) && len(name) <= MaxSeedName }
+func ValidSeed(name string) bool { return entity.ValidID(name) && len(name) <= MaxSeedName }
 
 // ValidRevision accepts a commit or tag name usable inside a declared
 // identity (the artifact's is artifact-<env>-<revision>): 1 to 64 of

@@ -655,3 +655,14 @@ func DescribeWrite[S any, O Outcome](st Stager[S, O], id string, before, next S,
 func Stage[S any, O Outcome](st Stager[S, O], w persistence.Writer, id string, before, next S, out O) {
 	stage(st, keepsDeliveries(st), w, id, before, st.WakeOf(before), next, out, nil)
 }
+
+// carry gives a step's record the chunk of deliveries it keeps: the
+// delivery's, with its reply, or else the one before's, which the
+// machine does not see and so does not carry itself (for a kind that
+// keeps none, both are no-ops).
+func carry[S any, O Outcome](st Stager[S, O], next, before S, d *delivery) S {
+	if d != nil {
+		return st.WithRecentDeliveries(next, d.after.Recent())
+	}
+	return st.WithRecentDeliveries(next, st.RecentDeliveries(before).Chunk)
+}

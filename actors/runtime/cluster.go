@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/wardenhq/warden/actors/errs"
@@ -134,7 +135,7 @@ type instanceMark struct {
 //     read, coalesced per shard.
 func (rt *Runtime) confirmed(ctx context.Context, k Key, before instanceMark, routedEpoch int64, err error) error {
 	c := rt.cfg.Cluster
-	if errs.ClassOf(err) == errs.Moving {
+	if errors.Is(err, errs.Moving) { // no owner to confirm: the answer is "try again"
 		return err
 	}
 	if before.e != nil && before.e.commits.Load() > before.commits {

@@ -155,17 +155,6 @@ func (noExecutor[S, E, O]) Run(*Handle[S, E, O], S, O)       {}
 func (noExecutor[S, E, O]) Activated(*Handle[S, E, O], bool) {}
 func (noExecutor[S, E, O]) Woken(*Handle[S, E, O])           {}
 
-// carry gives a step's record the chunk of deliveries it keeps: the
-// delivery's, with its reply, or else the one before's, which the
-// machine does not see and so does not carry itself (for a kind that
-// keeps none, both are no-ops).
-func carry[S any, O Outcome](st Stager[S, O], next, before S, d *delivery) S {
-	if d != nil {
-		return st.WithRecentDeliveries(next, d.after.Recent())
-	}
-	return st.WithRecentDeliveries(next, st.RecentDeliveries(before).Chunk)
-}
-
 // keepsDeliveries says whether the kind's record keeps its deliveries'
 // newest chunk: a kind that does names the record's key even for a zero
 // record; one that keeps none answers the zero InRecord.

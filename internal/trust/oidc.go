@@ -115,12 +115,6 @@ func (o *OIDC) verifierFor(ctx context.Context) (*oidc.IDTokenVerifier, error) {
 	return o.verifier, nil
 }
 
-// IsJWT tells a JWT from other bearer tokens by its shape: three base64url
-// parts, the header a JSON object.
-func IsJWT(token string) bool {
-	return strings.HasPrefix(token, "eyJ") && strings.Count(token, ".") == 2
-}
-
 // Verify checks a token and its claims.
 func (o *OIDC) Verify(ctx context.Context, raw string) (OIDCClaims, error) {
 	if len(raw) > maxJWT {

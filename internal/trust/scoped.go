@@ -47,9 +47,6 @@ func (e *ExpiredError) Error() string {
 	return "scoped callback credential expired at " + e.At.UTC().Format(time.RFC3339)
 }
 
-// IsScoped tells a scoped credential from other bearer tokens by its shape.
-func IsScoped(token string) bool { return strings.HasPrefix(token, scopedPrefix+".") }
-
 func scopedMAC(key Key, marqueeID string, generation uint64, expires int64) string {
 	m := hmac.New(sha256.New, key.Secret[:])
 	fmt.Fprintf(m, "%s.%s.%s.%d.%d", scopedPrefix, key.ID, marqueeID, generation, expires)

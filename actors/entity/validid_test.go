@@ -1,18 +1,18 @@
-package ident
+package entity
 
 import (
 	"strings"
 	"testing"
 )
 
-func TestValid(t *testing.T) {
+func TestValidID(t *testing.T) {
 	for id, want := range map[string]bool{
 		"m-1": true, "a": true, "0abc": true, "": false, "-a": false, "M-1": false, "m_1": false,
 		"m;rm": false, "m 1": false, "é": false,
 		strings.Repeat("a", 63): true, strings.Repeat("a", 64): false,
 	} {
-		if got := Valid(id); got != want {
-			t.Errorf("Valid(%q) = %t, want %t", id, got, want)
+		if got := ValidID(id); got != want {
+			t.Errorf("ValidID(%q) = %t, want %t", id, got, want)
 		}
 	}
 }

@@ -1,0 +1,357 @@
+package httpapi
+
+import (
+	"crypto/sha256"
+	"net/http"
+	"unicode/utf8"
+
+	"github.com/julienschmidt/httprouter"
+
+	"github.com/wardenhq/warden/actors"
+	"github.com/wardenhq/warden/actors/marquee"
+)
+
+// The webhook: POST /v1/webhooks/terraform, a workflow's callback. The
+// handler reads the body, authenticates it (auth.go), decodes it, binds
+// the credential to what the body claims and asks the marquee's actor for
+// its durable decision; this file holds the handler and the body's two
+// readers, the simple one a workflow's step callbacks take and the strict
+// one that reads every form and names every error.
+
+// webhook is POST /v1/webhooks/terraform: read, authenticate (T1-T4),
+// decode, bind the credential to what the body claims, deliver to the
+// marquee's actor, answer its durable decision. Every refusal is
+// answered before anything is written.
+func (s *Server) webhook(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	body, ok := readBody(w, r, false)
+	if !ok {
+		return
+	}
+	caller, fail := s.authenticateCallback(r, body)
+	if fail != nil {
+		fail.write(w)
+		return
+	}
+	deliveryID, id, cb, ok := s.decodeDelivery(w, r, body)
+	if !ok {
+		return
+	}
+	auth, fail := caller.bind(id, cb.Generation)
+	if fail != nil {
+		fail.write(w)
+		return
+	}
+	ans, err := s.sys.Callback(r.Context(), actors.CallbackRequest{MarqueeID: id, DeliveryID: deliveryID,
+		BodyHash: sha256.Sum256(body), Auth: auth, Callback: cb})
+	if err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	writeRaw(w, http.StatusOK, ans.Body)
+}
+
+// decodeDelivery reads a callback's Webhook-Id and its body, answering
+// what is wrong with either (the webhook and a dry run read them alike).
+func (s *Server) decodeDelivery(w http.ResponseWriter, r *http.Request, body []byte) (string, string, marquee.Callback, bool) {
+	deliveryID := r.Header.Get("Webhook-Id")
+	if deliveryID != "" && !validDeliveryID(deliveryID) {
+		refuse(w, invalidRequest, "header Webhook-Id: 1..200 printable ASCII characters")
+		return "", "", marquee.Callback{}, false
+	}
+	id, cb, err := DecodeCallback(body)
+	if err != nil {
+		s.badRequest(w, err)
+		return "", "", marquee.Callback{}, false
+	}
+	return deliveryID, id, cb, true
+}
+
+// Limits on callback fields: generous for real values, small enough that
+// nothing from outside can bloat a snapshot.
+const (
+	maxField      = 256   // host, user, domains, acme-dns fields
+	maxKey        = 16384 // an SSH private key
+	maxReason     = 2048
+	maxDeliveryID = 200
+)
+
+// wireCallback is the webhook body (docs/rules/http-api.md).
+type wireCallback struct {
+	MarqueeID  string          `json:"marquee_id"`
+	Verb       string          `json:"verb"`
+	Generation *uint64         `json:"generation"`
+	Step       string          `json:"step"`
+	Connection *wireConnection `json:"connection"`
+	Reason     string          `json:"reason"`
+	// generation is where the simple reader puts Generation's value, so
+	// that the pointer does not take it to the heap.
+	generation uint64
+}
+
+// strictCallback reads body with the strict decoder, which sees every
+// form and names every error.
+func strictCallback(body []byte) (wireCallback, error) {
+	var w wireCallback
+	err := strictDecode(body, &w)
+	return w, err
+}
+
+type wireConnection struct {
+	Host          string       `json:"host"`
+	Port          int          `json:"port"`
+	User          string       `json:"user"`
+	SSHPrivateKey string       `json:"ssh_private_key"`
+	FreeDomain    string       `json:"free_domain"`
+	ACMEDNS       *wireACMEDNS `json:"acme_dns"`
+}
+
+type wireACMEDNS struct {
+	ServerURL  string `json:"server_url"`
+	Username   string `json:"username"`
+	Password   string `json:"password"`
+	Subdomain  string `json:"subdomain"`
+	FullDomain string `json:"full_domain"`
+}
+
+// DecodeCallback validates a webhook body into the machine's Callback.
+func DecodeCallback(body []byte) (string, marquee.Callback, error) {
+	var w wireCallback // on the stack: only the strict decoder's copy escapes
+	if !decodeSimple(body, &w) {
+		var err error
+		if w, err = strictCallback(body); err != nil {
+			return "", marquee.Callback{}, err
+		}
+	}
+	if !marquee.ValidID(w.MarqueeID) {
+		return "", marquee.Callback{}, invalidf("field marquee_id: must match [a-z0-9][a-z0-9-]{0,62}")
+	}
+	if w.Generation == nil {
+		return "", marquee.Callback{}, invalidf("field generation: required (0 means unversioned)")
+	}
+	c := marquee.Callback{Verb: marquee.Verb(w.Verb), Generation: *w.Generation}
+	known := false
+	for _, v := range marquee.Verbs {
+		known = known || v == c.Verb
+	}
+	if !known {
+		return "", marquee.Callback{}, invalidf("field verb: %q is not one of step, deployed, destroyed, failed, null, rebooted", clipWire(w.Verb))
+	}
+	if c.Verb == marquee.VerbStep {
+		if w.Step == "" {
+			return "", marquee.Callback{}, invalidf("field step: required for verb step")
+		}
+		p, err := marquee.ParseProgress(w.Step)
+		if err != nil {
+			return "", marquee.Callback{}, invalidf("field step: %q is not a known step", clipWire(w.Step))
+		}
+		c.Step = p
+	} else if w.Step != "" {
+		return "", marquee.Callback{}, invalidf("field step: only for verb step")
+	}
+	if c.Verb == marquee.VerbDeployed {
+		if w.Connection == nil {
+			return "", marquee.Callback{}, invalidf("field connection: required for verb deployed")
+		}
+		conn, err := w.Connection.toMachine()
+		if err != nil {
+			return "", marquee.Callback{}, err
+		}
+		c.Connection = &conn
+	} else if w.Connection != nil {
+		return "", marquee.Callback{}, invalidf("field connection: only for verb deployed")
+	}
+	if len(w.Reason) > maxReason || !utf8.ValidString(w.Reason) {
+		return "", marquee.Callback{}, invalidf("field reason: at most %d bytes of UTF-8", maxReason)
+	}
+	c.Reason = w.Reason
+	return w.MarqueeID, c, nil
+}
+
+func (w *wireConnection) toMachine() (marquee.Connection, error) {
+	check := func(name, v string, limit int, required bool) error {
+		if required && v == "" {
+			return invalidf("field connection.%s: required", name)
+		}
+		if len(v) > limit || !utf8.ValidString(v) {
+			return invalidf("field connection.%s: at most %d bytes of UTF-8", name, limit)
+		}
+		return nil
+	}
+	for _, f := range []struct {
+		name     string
+		v        string
+		limit    int
+		required bool
+	}{{"host", w.Host, maxField, true}, {"user", w.User, maxField, true}, {"ssh_private_key", w.SSHPrivateKey, maxKey, true},
+		{"free_domain", w.FreeDomain, maxField, false}} {
+		if err := check(f.name, f.v, f.limit, f.required); err != nil {
+			return marquee.Connection{}, err
+		}
+	}
+	if w.Port < 1 || w.Port > 65535 {
+		return marquee.Connection{}, invalidf("field connection.port: must be 1..65535")
+	}
+	c := marquee.Connection{Host: w.Host, Port: w.Port, User: w.User, SSHPrivateKey: w.SSHPrivateKey, FreeDomain: w.FreeDomain}
+	if a := w.ACMEDNS; a != nil {
+		for _, f := range []struct{ name, v string }{{"server_url", a.ServerURL}, {"username", a.Username}, {"password", a.Password},
+			{"subdomain", a.Subdomain}, {"full_domain", a.FullDomain}} {
+			if err := check("acme_dns."+f.name, f.v, maxField, false); err != nil {
+				return marquee.Connection{}, err
+			}
+		}
+		c.ACMEDNS = marquee.ACMEDNS(*a)
+	}
+	return c, nil
+}
+
+// validDeliveryID bounds the Webhook-Id header: printable ASCII, no spaces.
+func validDeliveryID(s string) bool {
+	if len(s) == 0 || len(s) > maxDeliveryID {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] <= ' ' || s[i] > '~' {
+			return false
+		}
+	}
+	return true
+}
+
+// A callback body in its simple form is a flat object of the fields every
+// step callback has: ASCII strings without escapes, a generation of
+// digits. decodeSimple reads that form by hand; anything else (a
+// connection, an escape, a repeated or unknown field, a byte it does not
+// expect) it leaves to strictDecode, which reads every form and names
+// what is wrong. It accepts only what strictDecode reads the same way
+// (FuzzSimpleCallbackDecodesAsStrictDoes). strictDecode was a tenth of
+// the server's own work on a durable callback (docs/decisions, "The durable
+// path's CPU").
+
+// decodeSimple fills w from body if body is in the simple form.
+func decodeSimple(body []byte, w *wireCallback) bool {
+	s := simpleScan{b: body}
+	if !s.punct('{') {
+		return false
+	}
+	var seen uint8
+	for first := true; ; first = false {
+		if s.punct('}') {
+			s.space()
+			return s.i == len(s.b)
+		}
+		if !first && !s.punct(',') {
+			return false
+		}
+		name, ok := s.str()
+		if !ok || !s.punct(':') {
+			return false
+		}
+		bit, ok := s.member(name, w)
+		if !ok || seen&bit != 0 {
+			return false
+		}
+		seen |= bit
+	}
+}
+
+// simpleScan reads body from i.
+type simpleScan struct {
+	b []byte
+	i int
+}
+
+// member reads the value of the field name into w, and says which field
+// it was.
+func (s *simpleScan) member(name string, w *wireCallback) (uint8, bool) {
+	var into *string
+	var bit uint8
+	switch name {
+	case "marquee_id":
+		into, bit = &w.MarqueeID, 1
+	case "verb":
+		into, bit = &w.Verb, 2
+	case "step":
+		into, bit = &w.Step, 4
+	case "reason":
+		into, bit = &w.Reason, 8
+	case "generation":
+		g, ok := s.uint()
+		if ok {
+			w.generation = g
+			w.Generation = &w.generation
+		}
+		return 16, ok
+	default:
+		return 0, false
+	}
+	v, ok := s.str()
+	*into = v
+	return bit, ok
+}
+
+func (s *simpleScan) space() {
+	for s.i < len(s.b) {
+		switch s.b[s.i] {
+		case ' ', '\t', '\n', '\r':
+			s.i++
+		default:
+			return
+		}
+	}
+}
+
+// punct skips white space and reads c.
+func (s *simpleScan) punct(c byte) bool {
+	s.space()
+	if s.i < len(s.b) && s.b[s.i] == c {
+		s.i++
+		return true
+	}
+	return false
+}
+
+// str reads a string of printable ASCII without escapes, after white
+// space.
+func (s *simpleScan) str() (string, bool) {
+	if !s.punct('"') {
+		return "", false
+	}
+	start := s.i
+	for ; s.i < len(s.b); s.i++ {
+		switch c := s.b[s.i]; {
+		case c == '"':
+			v := string(s.b[start:s.i])
+			s.i++
+			return v, true
+		case c < 0x20 || c > 0x7e || c == '\\':
+			return "", false
+		}
+	}
+	return "", false
+}
+
+// uint reads a JSON integer, after white space, without a sign, a
+// fraction or an exponent, that fits a uint64.
+func (s *simpleScan) uint() (uint64, bool) {
+	s.space()
+	start := s.i
+	var n uint64
+	for ; s.i < len(s.b) && '0' <= s.b[s.i] && s.b[s.i] <= '9'; s.i++ {
+		d := uint64(s.b[s.i] - '0')
+		if n > (1<<64-1-d)/10 {
+			return 0, false
+		}
+		n = n*10 + d
+	}
+	digits := s.i - start
+	if digits == 0 || (digits > 1 && s.b[start] == '0') {
+		return 0, false
+	}
+	if s.i < len(s.b) {
+		switch s.b[s.i] {
+		case '.', 'e', 'E':
+			return 0, false
+		}
+	}
+	return n, true
+}
