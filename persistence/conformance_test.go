@@ -29,7 +29,8 @@ type testBackend struct {
 
 var sharedEtcd struct {
 	once   sync.Once
-	client *clientv3.Client
+	client *clientv3.Client // over gRPC on loopback
+	inProc *clientv3.Client // the member's in-process client, a node's store's
 	err    error
 }
 
@@ -41,8 +42,21 @@ func loopbackURL(t testing.TB) string {
 }
 
 // testEtcd is one embedded member shared by the package's tests (starting
-// one takes about a second); each test wipes the key space first.
+// one takes about a second), reached over gRPC; each test wipes the key
+// space first.
 func testEtcd(t testing.TB) *clientv3.Client {
+	startTestEtcd(t)
+	return sharedEtcd.client
+}
+
+// testEtcdInProcess is the same member through its in-process client, as
+// a node's store reaches its own embedded member.
+func testEtcdInProcess(t testing.TB) *clientv3.Client {
+	startTestEtcd(t)
+	return sharedEtcd.inProc
+}
+
+func startTestEtcd(t testing.TB) {
 	sharedEtcd.once.Do(func() {
 		dir, err := os.MkdirTemp("", "warden-etcd-")
 		if err != nil {
@@ -55,13 +69,12 @@ func testEtcd(t testing.TB) *clientv3.Client {
 			sharedEtcd.err = err
 			return
 		}
-		_ = m // lives as long as the test binary
+		sharedEtcd.inProc = m.Client() // the member lives as long as the test binary
 		sharedEtcd.client, sharedEtcd.err = clientv3.New(clientv3.Config{Endpoints: []string{client}, DialTimeout: 5 * time.Second})
 	})
 	require.NoError(t, sharedEtcd.err)
 	_, err := sharedEtcd.client.Delete(context.Background(), "warden/", clientv3.WithPrefix())
 	require.NoError(t, err)
-	return sharedEtcd.client
 }
 
 func eachBackend(t *testing.T, f func(t *testing.T, bk *testBackend)) {
@@ -82,6 +95,14 @@ func eachBackend(t *testing.T, f func(t *testing.T, bk *testBackend)) {
 	})
 	t.Run("etcd", func(t *testing.T) {
 		c := testEtcd(t)
+		bk := &testBackend{name: "etcd"}
+		bk.open = func(t *testing.T) *Store { return OpenBackend(OpenEtcd(c, 5*time.Second), nil) }
+		f(t, bk)
+	})
+	// A node's store reaches its own member in process: the same contract
+	// must hold through that client as through gRPC.
+	t.Run("etcd-in-process", func(t *testing.T) {
+		c := testEtcdInProcess(t)
 		bk := &testBackend{name: "etcd"}
 		bk.open = func(t *testing.T) *Store { return OpenBackend(OpenEtcd(c, 5*time.Second), nil) }
 		f(t, bk)

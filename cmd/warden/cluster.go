@@ -29,7 +29,11 @@ import (
 type clusterParts struct {
 	member *etcdembed.Member
 	client *clientv3.Client
-	store  *persistence.Store
+	// storeClient is the store's: the embedded member's in-process client
+	// (etcdembed.Member.Client), else client. The cluster's leases and
+	// watches keep client.
+	storeClient *clientv3.Client
+	store       *persistence.Store
 }
 
 // etcdRequestTimeout bounds one etcd request of the store: a transaction
@@ -55,8 +59,11 @@ func openCluster(c config.Serve, log *slog.Logger) (*clusterParts, error) {
 		p.close()
 		return nil, fmt.Errorf("etcd client: %w", err)
 	}
-	p.client = cl
-	p.store = persistence.OpenBackend(persistence.OpenEtcd(cl, etcdRequestTimeout), log)
+	p.client, p.storeClient = cl, cl
+	if p.member != nil {
+		p.storeClient = p.member.Client()
+	}
+	p.store = persistence.OpenBackend(persistence.OpenEtcd(p.storeClient, etcdRequestTimeout), log)
 	return p, nil
 }
 
@@ -106,6 +113,9 @@ func serveEtcdOnly(c config.Serve, log *slog.Logger) error {
 }
 
 func (p *clusterParts) close() {
+	if p.storeClient != nil && p.storeClient != p.client {
+		_ = p.storeClient.Close()
+	}
 	if p.client != nil {
 		_ = p.client.Close()
 	}

@@ -16,7 +16,9 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/client/pkg/v3/transport"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
+	"go.etcd.io/etcd/server/v3/etcdserver/api/v3client"
 )
 
 // Config of one embedded member.
@@ -206,6 +208,15 @@ const leaderTransferBound = electionMs * time.Millisecond
 // listenersCloseBound is how long Close waits for etcd to close its
 // listeners once the member has stopped.
 const listenersCloseBound = 300 * time.Millisecond
+
+// Client is a client of this member that calls its server in process,
+// not over gRPC on loopback: a node's store talks only to its own member,
+// and the socket, HTTP/2 framing and protobuf coding both ways were a
+// large part of what each of its transactions cost. The member answers
+// exactly as it answers a remote client (it forwards a proposal to the
+// leader, a linearizable read asks the leader), so nothing the store
+// relies on changes. Close it before the member.
+func (m *Member) Client() *clientv3.Client { return v3client.New(m.e.Server) }
 
 // Err reports a member's fatal error.
 func (m *Member) Err() <-chan error { return m.e.Err() }
