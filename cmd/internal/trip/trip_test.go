@@ -18,7 +18,7 @@ import (
 // process (a wake, the census) that may fire in the window. Counted this
 // way, a file where one statement runs (a clock's Now) counts as much as
 // the step (docs/architecture.md, "A callback's trip").
-const maxTripFiles = 27
+const maxTripFiles = 25
 
 // TestACallbacksTripIsCountedAndDoesNotGrow counts, rather than traces by
 // hand, the files a callback's trip runs code in: this command built with
