@@ -213,9 +213,11 @@ const listenersCloseBound = 300 * time.Millisecond
 // not over gRPC on loopback: a node's store talks only to its own member,
 // and the socket, HTTP/2 framing and protobuf coding both ways were a
 // large part of what each of its transactions cost. The member answers
-// exactly as it answers a remote client (it forwards a proposal to the
-// leader, a linearizable read asks the leader), so nothing the store
-// relies on changes. Close it before the member.
+// as it answers a remote client (it forwards a proposal to the leader, a
+// linearizable read asks the leader), so nothing the store relies on
+// changes; only etcd's gRPC interceptors are skipped, whose refusals are
+// for a learner's clients and a removed member's, and warden's members
+// are voters that stop once removed. Close it before the member.
 func (m *Member) Client() *clientv3.Client { return v3client.New(m.e.Server) }
 
 // Err reports a member's fatal error.
