@@ -32,28 +32,15 @@ func (s *Server) ServeFloors(f Floor) {
 	s.routes.POST("/v1/webhooks/floor-records", s.query(noQuery, s.ready(s.floor(f.WriteRecords))))
 }
 
-// noop is the benchmark's baseline: the same body limit, authentication
-// and decoding as the webhook, and no actor, no persistence.
+// noop is the benchmark's baseline: the webhook's own intake
+// (callbackIn), and no actor, no persistence.
 func (s *Server) noop(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
-	body, ok := readBody(w, r, false)
+	in, _, ok := s.callbackIn(w, r)
 	if !ok {
 		return
 	}
-	caller, fail := s.authenticateCallback(r, body)
-	if fail != nil {
-		fail.write(w)
-		return
-	}
-	id, cb, err := DecodeCallback(body)
-	if err != nil {
-		s.badRequest(w, err)
-		return
-	}
-	if _, fail := caller.bind(id, cb.Generation); fail != nil {
-		fail.write(w)
-		return
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"result": "ignored", "marquee_id": id, "generation": cb.Generation, "received_generation": cb.Generation})
+	gen := in.Callback.Generation
+	writeJSON(w, http.StatusOK, map[string]any{"result": "ignored", "marquee_id": in.MarqueeID, "generation": gen, "received_generation": gen})
 }
 
 // floor is one of the durable path's floors (ServeFloors): HTTP and

@@ -18,36 +18,48 @@ import (
 // readers, the simple one a workflow's step callbacks take and the strict
 // one that reads every form and names every error.
 
-// webhook is POST /v1/webhooks/terraform: read, authenticate (T1-T4),
-// decode, bind the credential to what the body claims, deliver to the
-// marquee's actor, answer its durable decision. Every refusal is
-// answered before anything is written.
+// webhook is POST /v1/webhooks/terraform: the callback taken in
+// (callbackIn), delivered to the marquee's actor, its durable decision
+// answered. Every refusal is answered before anything is written.
 func (s *Server) webhook(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
-	body, ok := readBody(w, r, false)
+	in, body, ok := s.callbackIn(w, r)
 	if !ok {
 		return
 	}
-	caller, fail := s.authenticateCallback(r, body)
-	if fail != nil {
-		fail.write(w)
-		return
-	}
-	deliveryID, id, cb, ok := s.decodeDelivery(w, r, body)
-	if !ok {
-		return
-	}
-	auth, fail := caller.bind(id, cb.Generation)
-	if fail != nil {
-		fail.write(w)
-		return
-	}
-	ans, err := s.sys.Callback(r.Context(), actors.CallbackRequest{MarqueeID: id, DeliveryID: deliveryID,
-		BodyHash: sha256.Sum256(body), Auth: auth, Callback: cb})
+	in.BodyHash = sha256.Sum256(body)
+	ans, err := s.sys.Callback(r.Context(), in)
 	if err != nil {
 		s.writeErr(w, err)
 		return
 	}
 	writeRaw(w, http.StatusOK, ans.Body)
+}
+
+// callbackIn is what a callback goes through before any actor sees it:
+// its body read, its credential checked (T1-T4), its Webhook-Id and body
+// decoded, the credential bound to the marquee and generation the body
+// claims. It answers every refusal itself (ok false). The request it
+// returns has no body hash: only a delivery to an actor needs one.
+func (s *Server) callbackIn(w http.ResponseWriter, r *http.Request) (in actors.CallbackRequest, body []byte, ok bool) {
+	body, ok = readBody(w, r, false)
+	if !ok {
+		return in, nil, false
+	}
+	caller, fail := s.authenticateCallback(r, body)
+	if fail != nil {
+		fail.write(w)
+		return in, nil, false
+	}
+	deliveryID, id, cb, ok := s.decodeDelivery(w, r, body)
+	if !ok {
+		return in, nil, false
+	}
+	auth, fail := caller.bind(id, cb.Generation)
+	if fail != nil {
+		fail.write(w)
+		return in, nil, false
+	}
+	return actors.CallbackRequest{MarqueeID: id, DeliveryID: deliveryID, Auth: auth, Callback: cb}, body, true
 }
 
 // decodeDelivery reads a callback's Webhook-Id and its body, answering

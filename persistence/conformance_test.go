@@ -93,20 +93,19 @@ func eachBackend(t *testing.T, f func(t *testing.T, bk *testBackend)) {
 		}
 		f(t, bk)
 	})
-	t.Run("etcd", func(t *testing.T) {
-		c := testEtcd(t)
-		bk := &testBackend{name: "etcd"}
-		bk.open = func(t *testing.T) *Store { return OpenBackend(OpenEtcd(c, 5*time.Second), nil) }
-		f(t, bk)
-	})
-	// A node's store reaches its own member in process: the same contract
-	// must hold through that client as through gRPC.
-	t.Run("etcd-in-process", func(t *testing.T) {
-		c := testEtcdInProcess(t)
-		bk := &testBackend{name: "etcd"}
-		bk.open = func(t *testing.T) *Store { return OpenBackend(OpenEtcd(c, 5*time.Second), nil) }
-		f(t, bk)
-	})
+	// etcd over gRPC, and through the member's in-process client as a
+	// node's store reaches its own member: the same contract through both.
+	for _, on := range []struct {
+		name   string
+		client func(testing.TB) *clientv3.Client
+	}{{"etcd", testEtcd}, {"etcd-in-process", testEtcdInProcess}} {
+		t.Run(on.name, func(t *testing.T) {
+			c := on.client(t)
+			bk := &testBackend{name: "etcd"}
+			bk.open = func(t *testing.T) *Store { return OpenBackend(OpenEtcd(c, 5*time.Second), nil) }
+			f(t, bk)
+		})
+	}
 }
 
 // TestC1BackendDeletesARangeInItsBatch: C1. A range delete takes every

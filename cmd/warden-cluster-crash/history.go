@@ -130,6 +130,7 @@ func replayHistory(events []*clientv3.Event, rep *Report) error {
 		// shard it was fenced on wrote its audit key once.
 		audits := map[int]int64{}
 		var data []string
+		guards := 0 // one per entity commit the transaction carried
 		for _, ev := range txn {
 			k := string(ev.Kv.Key)
 			switch {
@@ -139,6 +140,9 @@ func replayHistory(events []*clientv3.Event, rep *Report) error {
 			case strings.HasPrefix(k, persistence.DataPrefix):
 				if ev.Type == mvccpb.PUT {
 					data = append(data, strings.TrimPrefix(k, persistence.DataPrefix))
+					if strings.HasPrefix(data[len(data)-1], persistence.GuardFamily) {
+						guards++
+					}
 				}
 			}
 		}
@@ -159,7 +163,7 @@ func replayHistory(events []*clientv3.Event, rep *Report) error {
 				}
 			}
 			rep.FencedTxns++
-			if guards := countPrefix(data, persistence.GuardFamily); guards > 1 {
+			if guards > 1 {
 				rep.GroupedTxns++
 				rep.GroupedCommits += guards
 			}
@@ -251,16 +255,4 @@ func sortedShards(audits map[int]int64) []int {
 	}
 	sort.Ints(out)
 	return out
-}
-
-// countPrefix is how many keys start with prefix: of an entity's guard, one
-// per commit the transaction carried.
-func countPrefix(keys []string, prefix string) int {
-	n := 0
-	for _, k := range keys {
-		if strings.HasPrefix(k, prefix) {
-			n++
-		}
-	}
-	return n
 }

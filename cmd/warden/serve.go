@@ -512,11 +512,15 @@ func devTokenHint(c config.Serve) string {
 }
 
 // registerClusterMetrics exports the failure detector's and the leases'
-// counts: a detector that storms, or a node that keeps losing
-// its lease, shows here and in the alerts.
+// counts, and how the store's commits went in etcd transactions: a
+// detector that storms, or a node that keeps losing its lease, shows here
+// and in the alerts.
 func registerClusterMetrics(reg *prometheus.Registry, n *cluster.Node, st *persistence.Store) {
+	count := func(name, help string, f func() int64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return float64(f()) })
+	}
 	counter := func(name, help string, f func(cluster.Stats) int64) prometheus.Collector {
-		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return float64(f(n.Stats())) })
+		return count(name, help, func() int64 { return f(n.Stats()) })
 	}
 	reg.MustRegister(
 		counter("warden_cluster_revocations_total", "Leases of silent members this node revoked (its failure detector, C5).",
@@ -529,12 +533,10 @@ func registerClusterMetrics(reg *prometheus.Registry, n *cluster.Node, st *persi
 			func(s cluster.Stats) int64 { return s.LapsesRecovered }),
 		counter("warden_cluster_unconfirmed_total", "Answers refused because the shard had moved when they were confirmed (C4).",
 			func(s cluster.Stats) int64 { return s.Unconfirmed }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "warden_cluster_commit_transactions_total",
-			Help: "etcd transactions this node's entity commits went in (C15: several commits may share one)."},
-			func() float64 { t, _ := st.CommitGroups(); return float64(t) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "warden_cluster_commits_grouped_total",
-			Help: "Entity commits that shared an etcd transaction with another entity's (C15)."},
-			func() float64 { _, g := st.CommitGroups(); return float64(g) }),
+		count("warden_cluster_commit_transactions_total", "etcd transactions this node's entity commits went in (C15: several commits may share one).",
+			func() int64 { t, _ := st.CommitGroups(); return t }),
+		count("warden_cluster_commits_grouped_total", "Entity commits that shared an etcd transaction with another entity's (C15).",
+			func() int64 { _, g := st.CommitGroups(); return g }),
 	)
 }
 
