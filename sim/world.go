@@ -252,6 +252,9 @@ type proc struct {
 	node *simNode
 	// host is the actor system every incarnation runs on (runtime.Host).
 	host *runtime.Host
+	// metrics are every incarnation's instruments: no oracle reads them,
+	// and making them is a fifth of a restart's own work.
+	metrics *actors.Metrics
 }
 
 // procClock scopes the manual clock to one incarnation of a process:
@@ -342,6 +345,7 @@ func (w *world) systemConfig(p *proc, st *persistence.Store) actors.Config {
 		Scheduler:      &scheduler{w: w, p: p, inc: inc},
 		Hooks:          w.hooks(p),
 		Host:           p.hostOf(),
+		Metrics:        p.metricsOf(),
 	}
 	cfg.Steps = plantedSteps(w.opts.Plant, cfg)
 	return cfg
@@ -353,6 +357,14 @@ func (p *proc) hostOf() *runtime.Host {
 		p.host = hosts.take()
 	}
 	return p.host
+}
+
+// metricsOf is the process's instruments, made at its first start.
+func (p *proc) metricsOf() *actors.Metrics {
+	if p.metrics == nil {
+		p.metrics = actors.NewMetrics()
+	}
+	return p.metrics
 }
 
 // hosts are the actor systems of runs that ended, reset for the next run
