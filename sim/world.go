@@ -252,8 +252,8 @@ type proc struct {
 	node *simNode
 	// host is the actor system every incarnation runs on (runtime.Host).
 	host *runtime.Host
-	// metrics are every incarnation's instruments: no oracle reads them,
-	// and making them is a fifth of a restart's own work.
+	// metrics are every incarnation's instruments, made once: no oracle
+	// reads them, and a restart need not pay for them again.
 	metrics *actors.Metrics
 }
 
