@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/wardenhq/warden/internal/cluster"
@@ -41,14 +42,19 @@ type etcd struct {
 	nextID int64
 	// nextExpiry is the earliest deadline of a lease (zero: look).
 	nextExpiry time.Time
+	// members is what Members answers until a member key changes (nil:
+	// read them again). Every node reads them at every tick, and no
+	// reader changes the slice.
+	members []cluster.Member
 }
 
 type ekv struct {
 	val                []byte
 	create, mod, lease int64
-	// member is a member key's value decoded once (every node reads the
-	// members at every tick).
+	// member is a member key's value decoded once, and owner a shard key's
+	// as a string (every node reads both at every tick).
 	member *cluster.Member
+	owner  string
 }
 
 type elease struct {
@@ -126,14 +132,25 @@ func (e *etcd) put(k string, v []byte, lease int64) {
 		copy(e.keys[i+1:], e.keys[i:])
 		e.keys[i] = k
 	}
-	kv.val, kv.mod, kv.lease, kv.member = append([]byte{}, v...), e.rev, lease, nil
+	kv.val, kv.mod, kv.lease, kv.member, kv.owner = append([]byte{}, v...), e.rev, lease, nil, ""
+	e.touched(k)
 }
+
+// touched forgets the members read, if k is a member's key.
+func (e *etcd) touched(k string) {
+	if strings.HasPrefix(k, memberPrefix) {
+		e.members = nil
+	}
+}
+
+var memberPrefix = cluster.MemberKey("")
 
 func (e *etcd) remove(k string) {
 	if _, ok := e.kvs[k]; !ok {
 		return
 	}
 	delete(e.kvs, k)
+	e.touched(k)
 	i := sort.SearchStrings(e.keys, k)
 	e.keys = append(e.keys[:i], e.keys[i+1:]...)
 }
@@ -304,31 +321,46 @@ func (c etcdClient) Members(context.Context) ([]cluster.Member, error) {
 	if err := c.begin(); err != nil {
 		return nil, err
 	}
-	prefix := cluster.MemberKey("")
-	kvs, _ := c.e.rangeOf(prefix, prefix+"\xff", 1<<30)
-	out := make([]cluster.Member, 0, len(kvs))
-	for _, kv := range kvs {
-		ekv := c.e.kvs[kv.Key]
+	if c.e.members == nil {
+		c.e.members = c.e.readMembers()
+	}
+	return c.e.members, nil
+}
+
+// readMembers is every member key's member, in key order (never nil).
+func (e *etcd) readMembers() []cluster.Member {
+	keys := e.keys
+	from := sort.SearchStrings(keys, memberPrefix)
+	to := from
+	for to < len(keys) && strings.HasPrefix(keys[to], memberPrefix) {
+		to++
+	}
+	out := make([]cluster.Member, 0, to-from)
+	for _, k := range keys[from:to] {
+		ekv := e.kvs[k]
 		var m cluster.Member
 		if ekv.member != nil {
 			m = *ekv.member
-		} else if json.Unmarshal(kv.Value, &m) != nil {
+		} else if json.Unmarshal(ekv.val, &m) != nil {
 			continue
 		}
 		m.Lease = ekv.lease
 		out = append(out, m)
 	}
-	return out, nil
+	return out
 }
 
-func (c etcdClient) Holders(context.Context) (map[int]cluster.Holder, error) {
+func (c etcdClient) Holders(context.Context) (cluster.Holders, error) {
+	var out cluster.Holders
 	if err := c.begin(); err != nil {
-		return nil, err
+		return out, err
 	}
-	out := make(map[int]cluster.Holder, cluster.Shards)
 	for s := range cluster.Shards {
 		if kv := c.e.kvs[cluster.ShardKey(s)]; kv != nil {
-			out[s] = cluster.Holder{Owner: string(kv.val), Epoch: kv.mod, Lease: kv.lease}
+			if kv.owner == "" {
+				kv.owner = string(kv.val)
+			}
+			out[s] = cluster.Holder{Owner: kv.owner, Epoch: kv.mod, Lease: kv.lease}
 		}
 	}
 	return out, nil

@@ -128,7 +128,7 @@ func (t *earlyTakeover) Register(ctx context.Context, m cluster.Member, lease in
 	return t.Coordinator.Register(ctx, m, lease)
 }
 
-func (t *earlyTakeover) Holders(ctx context.Context) (map[int]cluster.Holder, error) {
+func (t *earlyTakeover) Holders(ctx context.Context) (cluster.Holders, error) {
 	hs, err := t.Coordinator.Holders(ctx)
 	if err != nil {
 		return hs, err
@@ -143,14 +143,14 @@ func (t *earlyTakeover) Holders(ctx context.Context) (map[int]cluster.Holder, er
 	}
 	sort.Strings(names)
 	for s := 0; s < cluster.Shards; s++ {
-		h, held := hs[s]
+		h, held := hs.Held(s)
 		switch epoch, took := t.early[s]; {
 		case took && held && h.Epoch == epoch:
 			hs[s] = cluster.Holder{Owner: t.name, Epoch: epoch, Lease: t.lease}
 		case took:
 			delete(t.early, s)
 		case held && h.Owner != t.name && cluster.Owner(s, names) == t.name:
-			delete(hs, s)
+			hs[s] = cluster.Holder{}
 		}
 	}
 	return hs, nil
@@ -161,7 +161,7 @@ func (t *earlyTakeover) Acquire(ctx context.Context, shard int, owner string, le
 	if err != nil {
 		return 0, false, err
 	}
-	if h, held := hs[shard]; held && h.Owner != owner {
+	if h, held := hs.Held(shard); held && h.Owner != owner {
 		t.early[shard] = h.Epoch
 		return h.Epoch, true, nil
 	}

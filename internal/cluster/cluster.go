@@ -109,9 +109,16 @@ type Member struct {
 // Holder is who holds a shard key now.
 type Holder struct {
 	Owner string
-	Epoch int64 // the key's revision: the owner's epoch
+	Epoch int64 // the key's revision: the owner's epoch; 0: nobody holds it
 	Lease int64
 }
+
+// Holders is every shard's holder, indexed by shard: an array rather than
+// a map, since every node reads all of them at every tick.
+type Holders [Shards]Holder
+
+// Held is shard's holder, if its key exists (a key's revision is never 0).
+func (h *Holders) Held(shard int) (Holder, bool) { return h[shard], h[shard].Epoch != 0 }
 
 // Table is what this node may write now: the shards it owns, each at its
 // epoch, valid until the local deadline of its lease. A commit asks it

@@ -139,12 +139,12 @@ func (c fakeClient) Members(context.Context) ([]Member, error) {
 	return out, nil
 }
 
-func (c fakeClient) Holders(context.Context) (map[int]Holder, error) {
+func (c fakeClient) Holders(context.Context) (Holders, error) {
 	defer c.lock()()
+	var out Holders
 	if *c.down {
-		return nil, fmt.Errorf("unreachable")
+		return out, fmt.Errorf("unreachable")
 	}
-	out := map[int]Holder{}
 	for s := 0; s < Shards; s++ {
 		if kv, ok := c.f.keys[ShardKey(s)]; ok {
 			out[s] = Holder{Owner: kv.val, Epoch: kv.rev, Lease: kv.lease}

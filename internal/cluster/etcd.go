@@ -78,12 +78,12 @@ func (e Etcd) Members(ctx context.Context) ([]Member, error) {
 	return out, nil
 }
 
-func (e Etcd) Holders(ctx context.Context) (map[int]Holder, error) {
+func (e Etcd) Holders(ctx context.Context) (Holders, error) {
+	var out Holders
 	r, err := e.C.Get(ctx, ShardPrefix, clientv3.WithPrefix())
 	if err != nil {
-		return nil, err
+		return out, err
 	}
-	out := map[int]Holder{}
 	for _, kv := range r.Kvs {
 		n, err := strconv.Atoi(strings.TrimPrefix(string(kv.Key), ShardPrefix))
 		if err != nil || n < 0 || n >= Shards {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"net/http"
 	"slices"
 	"sort"
@@ -28,7 +27,7 @@ type Coordinator interface {
 	Register(ctx context.Context, m Member, lease int64) error
 	Unregister(ctx context.Context, name string) error
 	Members(ctx context.Context) ([]Member, error)
-	Holders(ctx context.Context) (map[int]Holder, error)
+	Holders(ctx context.Context) (Holders, error)
 	// Acquire creates the shard key under lease if nobody holds it; the
 	// epoch is the revision that created it.
 	Acquire(ctx context.Context, shard int, owner string, lease int64) (epoch int64, ok bool, err error)
@@ -120,6 +119,9 @@ type Node struct {
 	// placed shards among (owners).
 	desired  [Shards]string
 	ownersOf []string
+	// names is owners' scratch, kept so that a tick allocates nothing when
+	// the members have not changed.
+	names []string
 
 	mu   sync.Mutex
 	view View
@@ -127,7 +129,7 @@ type Node struct {
 	// published is what view was made from.
 	published struct {
 		members []Member
-		holders map[int]Holder
+		holders Holders
 	}
 }
 
@@ -248,7 +250,7 @@ func (n *Node) Stats() Stats {
 // never delays a lease renewal).
 func (n *Node) Probe(ctx context.Context) {
 	n.mu.Lock()
-	var peers []MemberView
+	peers := make([]MemberView, 0, len(n.view.Members))
 	for _, m := range n.view.Members {
 		if m.Alive && m.Name != n.name {
 			peers = append(peers, m)
@@ -285,18 +287,16 @@ func (n *Node) observe(members []Member) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	now := n.now()
-	current := map[string]bool{}
 	for _, m := range members {
 		if m.Name == n.name {
 			continue
 		}
-		current[m.Name] = true
 		if h := n.health[m.Name]; h == nil || h.lease != m.Lease {
 			n.health[m.Name] = &peerHealth{lease: m.Lease, seen: now}
 		}
 	}
 	for name := range n.health {
-		if !current[name] {
+		if !slices.ContainsFunc(members, func(m Member) bool { return m.Name == name }) {
 			delete(n.health, name)
 		}
 	}
@@ -316,14 +316,18 @@ func (h *peerHealth) silentFor(now time.Time) (time.Duration, bool) {
 	return now.Sub(since), true
 }
 
-// suspects are the members silent for longer than suspectAfter.
+// suspects are the members silent for longer than suspectAfter (nil,
+// which reads as empty, when there is none: the usual tick).
 func (n *Node) suspects() map[string]bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	out := map[string]bool{}
+	var out map[string]bool
 	now := n.now()
 	for name, h := range n.health {
 		if d, ok := h.silentFor(now); ok && d > suspectAfter {
+			if out == nil {
+				out = map[string]bool{}
+			}
 			out[name] = true
 		}
 	}
@@ -444,8 +448,8 @@ func (n *Node) Tick(ctx context.Context) {
 	}
 	n.observe(members)
 	suspects := n.revokeSuspects(ctx, members)
-	n.place(ctx, n.owners(members, suspects), holders, draining)
-	n.publish(members, holders)
+	n.place(ctx, n.owners(members, suspects), &holders, draining)
+	n.publish(members, &holders)
 	if draining && len(n.table.Owned()) == 0 {
 		n.drainOnce.Do(func() { close(n.drained) })
 	}
@@ -513,15 +517,16 @@ func (n *Node) dropAll() {
 // owners is each shard's owner by rendezvous hashing among the members not
 // suspected, computed again only when that list changes (every tick asks).
 func (n *Node) owners(members []Member, suspects map[string]bool) *[Shards]string {
-	names := make([]string, 0, len(members))
+	names := n.names[:0]
 	for _, m := range members {
 		if !suspects[m.Name] {
 			names = append(names, m.Name)
 		}
 	}
 	sort.Strings(names)
+	n.names = names
 	if !slices.Equal(names, n.ownersOf) || n.ownersOf == nil {
-		n.ownersOf = names
+		n.ownersOf = slices.Clone(names)
 		for s := range Shards {
 			n.desired[s] = Owner(s, names)
 		}
@@ -530,7 +535,7 @@ func (n *Node) owners(members []Member, suspects map[string]bool) *[Shards]strin
 }
 
 // place takes, hands over or drops each shard toward its desired owner.
-func (n *Node) place(ctx context.Context, desired *[Shards]string, holders map[int]Holder, draining bool) {
+func (n *Node) place(ctx context.Context, desired *[Shards]string, holders *Holders, draining bool) {
 	moves := 0
 	for s := 0; s < Shards; s++ {
 		// A shard taken is recovered inline, which can take long on a
@@ -539,7 +544,7 @@ func (n *Node) place(ctx context.Context, desired *[Shards]string, holders map[i
 		if !n.keepLease(ctx, draining) {
 			return
 		}
-		h, held := holders[s]
+		h, held := holders.Held(s)
 		mine := n.table.Epoch(s)
 		switch {
 		case mine != 0 && (!held || h.Epoch != mine):
@@ -661,13 +666,13 @@ func (n *Node) adopt(shard int, epoch int64) {
 // publish makes the view of the members and holders the tick read; one
 // unchanged since the last tick is kept as it is (a tick a tenth of a
 // second would otherwise build it anew each time).
-func (n *Node) publish(members []Member, holders map[int]Holder) {
+func (n *Node) publish(members []Member, holders *Holders) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.view.Shards != nil && slices.Equal(members, n.published.members) && maps.Equal(holders, n.published.holders) {
+	if n.view.Shards != nil && slices.Equal(members, n.published.members) && *holders == n.published.holders {
 		return
 	}
-	n.published.members, n.published.holders = members, holders
+	n.published.members, n.published.holders = members, *holders
 	alive := map[string]bool{}
 	for _, m := range members {
 		alive[m.Name] = true
