@@ -329,19 +329,14 @@ func (c etcdClient) Members(context.Context) ([]cluster.Member, error) {
 
 // readMembers is every member key's member, in key order (never nil).
 func (e *etcd) readMembers() []cluster.Member {
-	keys := e.keys
-	from := sort.SearchStrings(keys, memberPrefix)
-	to := from
-	for to < len(keys) && strings.HasPrefix(keys[to], memberPrefix) {
-		to++
-	}
-	out := make([]cluster.Member, 0, to-from)
-	for _, k := range keys[from:to] {
-		ekv := e.kvs[k]
+	kvs, _ := e.rangeOf(memberPrefix, memberPrefix+"\xff", -1)
+	out := make([]cluster.Member, 0, len(kvs))
+	for _, kv := range kvs {
+		ekv := e.kvs[kv.Key]
 		var m cluster.Member
 		if ekv.member != nil {
 			m = *ekv.member
-		} else if json.Unmarshal(ekv.val, &m) != nil {
+		} else if json.Unmarshal(kv.Value, &m) != nil {
 			continue
 		}
 		m.Lease = ekv.lease

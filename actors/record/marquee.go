@@ -338,18 +338,14 @@ func appendRuns(o *jsonappend.Object, runs []marquee.Run) {
 	if len(runs) == 0 {
 		return
 	}
-	o.Key("runs")
-	o.B = append(o.B, '[')
-	for i, r := range runs {
-		if i > 0 {
-			o.B = append(o.B, ',')
-		}
-		o.Begin()
+	o.OpenList("runs")
+	for _, r := range runs {
+		o.Item()
 		o.Uint("id", r.ID)
 		o.Uint("generation", r.Generation)
 		o.End()
 	}
-	o.B = append(o.B, ']')
+	o.CloseList()
 }
 
 // appendOutcomes writes how the marquee last failed, was vetoed or reaped.
@@ -395,19 +391,15 @@ func (e historyEntry) AppendJSON(b []byte) ([]byte, error) {
 	o.StringOmitEmpty("actor", e.Actor)
 	o.StringOmitEmpty("auth", e.Auth)
 	if len(e.Changed) > 0 {
-		o.Key("changed")
-		o.B = append(o.B, '[')
-		for i, c := range e.Changed {
-			if i > 0 {
-				o.B = append(o.B, ',')
-			}
-			o.Begin()
+		o.OpenList("changed")
+		for _, c := range e.Changed {
+			o.Item()
 			o.String("field", c.Field)
 			o.String("from", c.From)
 			o.String("to", c.To)
 			o.End()
 		}
-		o.B = append(o.B, ']')
+		o.CloseList()
 	}
 	o.End()
 	return o.B, o.Err

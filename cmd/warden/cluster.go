@@ -29,11 +29,11 @@ import (
 type clusterParts struct {
 	member *etcdembed.Member
 	client *clientv3.Client
-	// storeClient is the store's: the embedded member's in-process client
-	// (etcdembed.Member.Client), else client. The cluster's leases and
-	// watches keep client.
-	storeClient *clientv3.Client
-	store       *persistence.Store
+	// inProcess is the embedded member's in-process client
+	// (etcdembed.Member.Client), the store's when there is a member; the
+	// cluster's leases and watches keep client.
+	inProcess *clientv3.Client
+	store     *persistence.Store
 }
 
 // etcdRequestTimeout bounds one etcd request of the store: a transaction
@@ -59,11 +59,13 @@ func openCluster(c config.Serve, log *slog.Logger) (*clusterParts, error) {
 		p.close()
 		return nil, fmt.Errorf("etcd client: %w", err)
 	}
-	p.client, p.storeClient = cl, cl
+	p.client = cl
+	storeClient := cl
 	if p.member != nil {
-		p.storeClient = p.member.Client()
+		p.inProcess = p.member.Client()
+		storeClient = p.inProcess
 	}
-	p.store = persistence.OpenBackend(persistence.OpenEtcd(p.storeClient, etcdRequestTimeout), log)
+	p.store = persistence.OpenBackend(persistence.OpenEtcd(storeClient, etcdRequestTimeout), log)
 	return p, nil
 }
 
@@ -113,8 +115,8 @@ func serveEtcdOnly(c config.Serve, log *slog.Logger) error {
 }
 
 func (p *clusterParts) close() {
-	if p.storeClient != nil && p.storeClient != p.client {
-		_ = p.storeClient.Close()
+	if p.inProcess != nil {
+		_ = p.inProcess.Close()
 	}
 	if p.client != nil {
 		_ = p.client.Close()

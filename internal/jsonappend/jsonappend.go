@@ -110,6 +110,21 @@ func (o *Object) Open(name string) { o.Key(name); o.Begin() }
 // End closes the object last opened.
 func (o *Object) End() { o.B = append(o.B, '}') }
 
+// OpenList opens a list of objects, the value of field name: each opened
+// by Item and closed by End, the list by CloseList.
+func (o *Object) OpenList(name string) { o.Key(name); o.B = append(o.B, '[') }
+
+// Item opens the list's next object, after a comma unless it is the first.
+func (o *Object) Item() {
+	if o.B[len(o.B)-1] != '[' {
+		o.B = append(o.B, ',')
+	}
+	o.Begin()
+}
+
+// CloseList closes the list last opened.
+func (o *Object) CloseList() { o.B = append(o.B, ']') }
+
 // Key writes a field's name and its colon, after a comma unless it is
 // the object's first; name is a literal the caller knows needs no escape.
 func (o *Object) Key(name string) {

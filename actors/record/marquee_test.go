@@ -24,6 +24,14 @@ const awkward = "a\"b\\c\x00\x1f\b\f\n\r\t<>&\xff\xc3(\u2028\u2029é✓\U0001F60
 func TestRecordsEncodeAsEncodingJSONDoes(t *testing.T) {
 	sameAsJSON(t, fieldcheck.Variants[Marquee](t), func(r Marquee) persistence.JSONAppender { return r })
 	sameAsJSON(t, fieldcheck.Variants[marquee.Entry](t), func(e marquee.Entry) persistence.JSONAppender { return historyEntry(e) })
+	// The variants' lists hold one element; the comma between two is
+	// checked here.
+	two := fieldcheck.Variants[Marquee](t)[0]
+	two.State.Runs = []marquee.Run{{ID: 1, Generation: 2}, {ID: 3, Generation: 4}}
+	entry := fieldcheck.Variants[marquee.Entry](t)[0]
+	entry.Changed = []marquee.Change{{Field: "a", From: "b", To: "c"}, {Field: "d", From: "e", To: "f"}}
+	sameAsJSON(t, []Marquee{two}, func(r Marquee) persistence.JSONAppender { return r })
+	sameAsJSON(t, []marquee.Entry{entry}, func(e marquee.Entry) persistence.JSONAppender { return historyEntry(e) })
 
 	var r Marquee
 	r.State.Progress = marquee.Progress(99)
