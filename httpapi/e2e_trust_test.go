@@ -176,6 +176,21 @@ func TestT2SharedTokenIsOptional(t *testing.T) {
 	st, v, _ = on.post(step("m-1", 1, "vm_starting"), bearerOf(callbackToken)...)
 	require.Equal(t, http.StatusOK, st)
 	require.Equal(t, "applied", v["result"])
+	st, v, _ = on.post(step("m-1", 1, "ssh_configuring"), append(bearerOf(callbackToken), httpapi.ScopedHeader, "wcb1.x")...)
+	require.Equal(t, http.StatusBadRequest, st, "a scoped credential accompanies only an OIDC token, never the shared one: %v", v)
+
+	// The shared token is known by its digest before any shape is told:
+	// one shaped like a JWT or a scoped credential is still the shared
+	// token, checked once, as the shared token.
+	for _, shaped := range []string{"eyJhbGciOiJub25lIn0.eyJ4IjoxfQ.c2lnbmF0dXJl", "wcb1.k.m-1.1.2.mac"} {
+		all := []string{httpapi.ModeScoped, httpapi.ModeShared, httpapi.ModeGitHubOIDC}
+		tw := newTrustWorld(t, all, false, func(o *httpapi.Options) { o.CallbackToken = shaped })
+		tw.create("m-1")
+		tw.dispatched("m-1", 1)
+		st, v, _ = tw.post(step("m-1", 1, "vm_starting"), bearerOf(shaped)...)
+		require.Equal(t, http.StatusOK, st, "%s: %v", shaped, v)
+		require.Equal(t, "applied", v["result"])
+	}
 }
 
 // signedHeaders signs a body as a Standard Webhooks sender would.

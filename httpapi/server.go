@@ -461,6 +461,23 @@ func (s *Server) query(rules []queryRule, h httprouter.Handle) httprouter.Handle
 	}
 }
 
+// bearer reads the Authorization header: the scheme is case-insensitive,
+// the token is what follows one space.
+func bearer(r *http.Request) (token string, present bool, fail *authFail) {
+	h := r.Header.Values("Authorization")
+	if len(h) == 0 {
+		return "", false, nil
+	}
+	if len(h) > 1 {
+		return "", true, &authFail{refusal: invalidRequest, msg: "more than one Authorization header"}
+	}
+	scheme, tok, ok := strings.Cut(h[0], " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") || tok == "" || strings.ContainsAny(tok, " \t") {
+		return "", true, unauthorized("Authorization must be `Bearer <token>`")
+	}
+	return tok, true, nil
+}
+
 // readBody enforces the content type and the size limit.
 func readBody(w http.ResponseWriter, r *http.Request, optional bool) ([]byte, bool) {
 	if r.ContentLength > MaxBody {

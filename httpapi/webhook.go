@@ -2,19 +2,26 @@ package httpapi
 
 import (
 	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"fmt"
 	"net/http"
+	"slices"
+	"time"
 	"unicode/utf8"
 
 	"github.com/julienschmidt/httprouter"
 
 	"github.com/wardenhq/warden/actors"
 	"github.com/wardenhq/warden/actors/marquee"
+	"github.com/wardenhq/warden/internal/trust"
 )
 
 // The webhook: POST /v1/webhooks/terraform, a workflow's callback. The
-// handler reads the body, authenticates it (auth.go), decodes it, binds
-// the credential to what the body claims and asks the marquee's actor for
-// its durable decision; this file holds the handler and the body's two
+// handler reads the body, authenticates it, decodes it, binds the
+// credential to what the body claims and asks the marquee's actor for its
+// durable decision; this file holds the handler, the callback's
+// credential check (an operator's is auth.go's) and the body's two
 // readers, the simple one a workflow's step callbacks take and the strict
 // one that reads every form and names every error.
 
@@ -76,6 +83,152 @@ func (s *Server) decodeDelivery(w http.ResponseWriter, r *http.Request, body []b
 		return "", "", marquee.Callback{}, false
 	}
 	return deliveryID, id, cb, true
+}
+
+// Callback modes: how a workflow may prove who it is.
+const (
+	ModeScoped           = "scoped"
+	ModeShared           = "shared"
+	ModeStandardWebhooks = "standard-webhooks"
+	ModeGitHubOIDC       = "github-oidc"
+)
+
+// CallbackModes lists every mode, in the order the flag documents them.
+var CallbackModes = []string{ModeScoped, ModeShared, ModeStandardWebhooks, ModeGitHubOIDC}
+
+// isSharedCallbackToken compares a token's digest with the shared
+// token's in constant time.
+func (s *Server) isSharedCallbackToken(got [32]byte) bool {
+	return s.opts.CallbackToken != "" && subtle.ConstantTimeCompare(got[:], s.callback[:]) == 1
+}
+
+func (s *Server) validScoped(token string) bool {
+	if s.opts.CallbackKeys == nil || !trust.IsScoped(token) {
+		return false
+	}
+	_, err := trust.VerifyScoped(s.opts.CallbackKeys, token, s.now(), s.opts.CallbackTokenTTL)
+	return err == nil
+}
+
+// callerClaims is what a callback's credential says before the body is
+// read: who sent it, and for a scoped credential which marquee and
+// generation it speaks for.
+type callerClaims struct {
+	mode   string
+	scoped *trust.Scoped // scoped mode, or the scoped credential beside an OIDC token
+	runID  uint64
+	oidc   bool
+}
+
+// ScopedHeader carries a scoped credential beside a GitHub OIDC token,
+// for a run whose id warden does not know.
+const ScopedHeader = "Warden-Callback-Token"
+
+func (s *Server) modeOn(mode string) bool { return slices.Contains(s.modes, mode) }
+
+// authenticateCallback checks a callback's credential against the modes
+// that are on (T1-T4, T7). body is needed for Standard Webhooks signatures.
+func (s *Server) authenticateCallback(r *http.Request, body []byte) (callerClaims, *authFail) {
+	token, present, fail := bearer(r)
+	if fail != nil {
+		return callerClaims{}, fail
+	}
+	signed := r.Header.Get("Webhook-Signature") != ""
+	extra := r.Header.Get(ScopedHeader)
+	if signed && (present || extra != "") {
+		return callerClaims{}, &authFail{refusal: invalidRequest, msg: "credentials of two kinds at once: a Standard Webhooks signature and a bearer token (T7)"}
+	}
+	now := s.now()
+	if signed {
+		if !s.modeOn(ModeStandardWebhooks) {
+			return callerClaims{}, unauthorized("callback mode standard-webhooks is not enabled (--callback-auth)")
+		}
+		err := s.opts.Webhooks.Verify(r.Header.Get("Webhook-Id"), r.Header.Get("Webhook-Timestamp"), r.Header.Get("Webhook-Signature"), body, now)
+		if err != nil {
+			return callerClaims{}, unauthorized("%s", err.Error())
+		}
+		return callerClaims{mode: ModeStandardWebhooks}, nil
+	}
+	if !present {
+		return callerClaims{}, unauthorized("a bearer token or a Standard Webhooks signature is required")
+	}
+	// The shared token is known by its digest whatever its shape, and is
+	// told first: the other shapes are told apart only for the tokens
+	// that are not it. Alone, it is the whole check.
+	digest := sha256.Sum256([]byte(token)) // once, for both tables
+	if extra == "" && s.isSharedCallbackToken(digest) {
+		if !s.modeOn(ModeShared) {
+			return callerClaims{}, unauthorized("the shared callback token is not accepted: callback mode shared is off (--callback-auth)")
+		}
+		return callerClaims{mode: ModeShared}, nil
+	}
+	if extra != "" && !trust.IsJWT(token) {
+		return callerClaims{}, &authFail{refusal: invalidRequest, msg: ScopedHeader + " only accompanies a GitHub OIDC token (T4); send a scoped credential as the bearer token instead"}
+	}
+	switch {
+	case trust.IsScoped(token):
+		if !s.modeOn(ModeScoped) {
+			return callerClaims{}, unauthorized("callback mode scoped is not enabled (--callback-auth)")
+		}
+		sc, fail := s.verifyScoped(token, now)
+		if fail != nil {
+			return callerClaims{}, fail
+		}
+		return callerClaims{mode: ModeScoped, scoped: sc}, nil
+	case trust.IsJWT(token):
+		if !s.modeOn(ModeGitHubOIDC) || s.opts.OIDC == nil {
+			return callerClaims{}, unauthorized("callback mode github-oidc is not enabled (--callback-auth)")
+		}
+		claims, err := s.opts.OIDC.Verify(r.Context(), token)
+		if err != nil {
+			return callerClaims{}, unauthorized("%s", err.Error())
+		}
+		c := callerClaims{mode: ModeGitHubOIDC, oidc: true, runID: claims.RunID}
+		if extra != "" {
+			sc, fail := s.verifyScoped(extra, now)
+			if fail != nil {
+				return callerClaims{}, fail
+			}
+			c.scoped = sc
+		}
+		return c, nil
+	}
+	if _, isOp := s.operatorOf(digest); isOp {
+		return callerClaims{}, &authFail{refusal: forbidden, msg: "this token's role may not call this endpoint"}
+	}
+	return callerClaims{}, unauthorized("unknown token")
+}
+
+func (s *Server) verifyScoped(token string, now time.Time) (*trust.Scoped, *authFail) {
+	if s.opts.CallbackKeys == nil {
+		return nil, unauthorized("no callback signing key is configured")
+	}
+	sc, err := trust.VerifyScoped(s.opts.CallbackKeys, token, now, s.opts.CallbackTokenTTL)
+	var exp *trust.ExpiredError
+	switch {
+	case errors.As(err, &exp):
+		return nil, unauthorized("%s: a run that lives longer is dead anyway; dispatch again (T1)", exp.Error())
+	case err != nil:
+		return nil, unauthorized("%s", err.Error())
+	}
+	return &sc, nil
+}
+
+// bind checks a decoded callback against what its credential speaks for:
+// a scoped credential names one marquee and one generation.
+func (c callerClaims) bind(marqueeID string, generation uint64) (actors.CallbackAuth, *authFail) {
+	auth := actors.CallbackAuth{Mode: c.mode, OIDC: c.oidc, RunID: c.runID}
+	if c.scoped == nil {
+		return auth, nil
+	}
+	if c.scoped.MarqueeID != marqueeID {
+		return auth, &authFail{refusal: forbidden, msg: fmt.Sprintf("this credential speaks for marquee %s, not %s (T1)", c.scoped.MarqueeID, marqueeID)}
+	}
+	if c.scoped.Generation != generation {
+		return auth, &authFail{refusal: forbidden, msg: fmt.Sprintf("this credential speaks for generation %d of marquee %s, not generation %d (T1)", c.scoped.Generation, marqueeID, generation)}
+	}
+	auth.ScopedVouched = c.oidc
+	return auth, nil
 }
 
 // Limits on callback fields: generous for real values, small enough that

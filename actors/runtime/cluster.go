@@ -46,24 +46,6 @@ func (singleNode) Deliver(int, []byte)                       {} // it owns every
 func (singleNode) Confirm(context.Context, int, int64) error { return nil }
 func (singleNode) Owned() []int                              { return []int{-1} }
 
-// owns reports whether this node may act for the entity now (always on a
-// single node).
-func (rt *Runtime) owns(k Key) bool {
-	_, err := rt.fenceOf(k)
-	return err == nil
-}
-
-// Owns is owns for the kinds (a pool's view read from the store when
-// another node holds it).
-func (rt *Runtime) Owns(k Key) bool { return rt.owns(k) }
-
-// fenceOf is the fence a commit of the entity carries; zero on a single
-// node.
-func (rt *Runtime) fenceOf(k Key) (persistence.Fence, error) {
-	c := rt.cfg.Cluster
-	return c.Fence(c.Shard(k.Kind, k.ID))
-}
-
 // guardKey is the key of the entity's guard.
 func (rt *Runtime) guardKey(k Key) string { return persistence.GuardKey(k.Kind, k.ID) }
 
@@ -72,7 +54,7 @@ func (rt *Runtime) guardKey(k Key) string { return persistence.GuardKey(k.Kind, 
 // commit had landed. A single node, the only writer of its store, keeps
 // none.
 func (rt *Runtime) guardOf(k Key) (guard int64, landed bool, err error) {
-	if _, single := rt.cfg.Cluster.(singleNode); single || rt.cfg.Cluster == nil {
+	if rt.single {
 		return 0, false, nil
 	}
 	rt.unsettled.Lock()

@@ -496,6 +496,9 @@ func (x *Entities[S, E, O]) Ask(ctx context.Context, id string, req Request[E]) 
 		mb.process(answered)
 	}
 	res, err := x.await(ctx, k, reply, answered)
+	if rt.single { // the only writer of its store: nothing to confirm
+		return res, err
+	}
 	return res, rt.confirmed(ctx, k, before, fence.Epoch, err)
 }
 

@@ -51,7 +51,7 @@ type Config struct {
 	Fault func(point, id string) error
 	// Cluster makes this runtime one node's: it acts only for the shards
 	// it owns, fences every commit and confirms every answer.
-	// Required: SingleNode() is the null cluster of a process alone.
+	// Nil is SingleNode(), the null cluster of a process alone.
 	Cluster Cluster
 	// AskTimeout bounds how long a caller waits for an answer.
 	AskTimeout time.Duration
@@ -135,6 +135,9 @@ type Runtime struct {
 	reg      registryState
 	kinds    map[string]kindOps
 	timers   wakeTimers
+	// single is a process alone (Config.Cluster is SingleNode): the only
+	// writer of its store, it neither fences, guards nor confirms.
+	single   bool
 	stopping atomic.Bool
 	// effects counts effects in flight (outside every mailbox); retries
 	// internal events waiting to be tried again after a failed write.
@@ -194,7 +197,11 @@ func New(cfg Config) (*Runtime, error) {
 	if cfg.RestartLimit == 0 {
 		cfg.RestartLimit, cfg.RestartWindow = 5, time.Minute
 	}
-	rt := &Runtime{cfg: cfg, log: cfg.Logger, kinds: map[string]kindOps{}, settled: make(chan struct{}, 1)}
+	if cfg.Cluster == nil {
+		cfg.Cluster = SingleNode()
+	}
+	_, single := cfg.Cluster.(singleNode)
+	rt := &Runtime{cfg: cfg, log: cfg.Logger, kinds: map[string]kindOps{}, single: single, settled: make(chan struct{}, 1)}
 	rt.reg.entries = map[Key]*entry{}
 	rt.reg.byPID = map[string]*entry{}
 	name := "registry"
@@ -396,6 +403,27 @@ func (rt *Runtime) retryLater(k Key, ev any, attempt int, err error, resend func
 	}
 	rt.retries.Add(1)
 	rt.cfg.Clock.AfterFunc(time.Second<<attempt, func() { resend(attempt + 1) })
+}
+
+// owns reports whether this node may act for the entity now.
+func (rt *Runtime) owns(k Key) bool {
+	_, err := rt.fenceOf(k)
+	return err == nil
+}
+
+// Owns is owns for the kinds (a pool's view read from the store when
+// another node holds it).
+func (rt *Runtime) Owns(k Key) bool { return rt.owns(k) }
+
+// fenceOf is the fence a commit of the entity carries. A single node owns
+// every entity and fences nothing, and answers here without asking its
+// null cluster: its turns run no code of the cluster's (cluster.go).
+func (rt *Runtime) fenceOf(k Key) (persistence.Fence, error) {
+	if rt.single {
+		return persistence.Fence{}, nil
+	}
+	c := rt.cfg.Cluster
+	return c.Fence(c.Shard(k.Kind, k.ID))
 }
 
 // refusal is why a request cannot be asked now: stopping, or a store that
