@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -18,6 +19,7 @@ import (
 	"github.com/wardenhq/warden/actors/environment"
 	"github.com/wardenhq/warden/internal/cluster"
 	"github.com/wardenhq/warden/internal/driver"
+	"github.com/wardenhq/warden/persistence"
 )
 
 // The preview world: an artifact store, databases with migration ledgers,
@@ -723,66 +725,109 @@ func (w *world) manualDrift() {
 	}
 }
 
+// envSeen is a preview as the operator last read it and found nothing
+// to do: its stored record's bytes and whether the workload wanted it
+// removed then. A record and a wish that are the same again would be
+// read to the same view and the same nothing (the operator reads only
+// the record's fields, not the clock), so on a single node the read is
+// not repeated: the traces are the same as with it.
+type envSeen struct {
+	raw     []byte
+	removed bool
+}
+
+// storedEnv is the environment's record as the store holds it, or nil.
+func (w *world) storedEnv(id string) []byte {
+	var raw []byte
+	key := persistence.EnvKey(id)
+	_ = w.store.Scan(key, nil, func(k, v []byte) (bool, error) {
+		if bytes.Equal(k, key) {
+			raw = bytes.Clone(v)
+		}
+		return false, nil
+	})
+	return raw
+}
+
 // repairEnvs is the quiet phase's operator for environments: it reads each
 // view (E17) and answers what waits for a person, toward the workload's
 // intent, through the real HTTP API.
 func (w *world) repairEnvs() {
 	for _, id := range w.envIDs {
 		in := w.envIntents[id]
-		st, body, _ := w.call("GET", "/v1/environments/"+id+"?receipts=0", opToken, nil, "") // the view without what it does not read
-		if st == http.StatusNotFound {
-			if !in.removed {
-				w.createEnv(id)
-			}
-			continue
+		var raw []byte
+		if w.p != nil { // on a cluster the node a read reaches is drawn, and is part of the run
+			raw = w.storedEnv(id)
 		}
-		if st != http.StatusOK {
-			continue
+		if seen, ok := w.envSeen[id]; ok && raw != nil && bytes.Equal(seen.raw, raw) && seen.removed == in.removed {
+			continue // read last round as it is, and nothing was to be done
 		}
-		var v struct {
-			State       environment.Phase
-			Desired     string
-			Actions     []string
-			LastFailure *environment.Failure `json:"last_failure"`
-			Drift       []environment.Drift
-			Tombstone   *environment.Tombstone
-		}
-		if err := json.Unmarshal(body, &v); err != nil {
-			w.violate("E17", "%s: view does not decode: %v", id, err)
-			continue
-		}
-		act := func(name, reason string) {
-			// E17: the operator acts on an action the view offered.
-			if slices.Contains(v.Actions, name) {
-				w.cover("E17")
-			}
-			st, _, _ := w.call("POST", "/v1/environments/"+id+"/actions/"+name, opToken, map[string]any{"actor": "sim-operator", "reason": reason}, "")
-			w.logf("operator %s %s -> %d", name, id, st)
-		}
-		open := -1
-		for i, d := range v.Drift {
-			if d.Outcome == "" {
-				open = i
-				break
-			}
-		}
-		switch {
-		case in.removed && v.Desired != "removed" && v.Tombstone == nil:
-			w.removeEnv(id)
-		case open >= 0 && v.Tombstone != nil:
-			act("continue-removal", "leaked resource")
-		case open >= 0:
-			act("repair", "back to the current generation")
-		case v.LastFailure != nil && slices.Contains(v.Actions, "continue-removal"):
-			act("continue-removal", "preview data may go")
-		case v.LastFailure != nil && !v.LastFailure.Retryable:
-			if db := w.preview.dbs["db-"+id]; db != nil && db.owner != id && v.LastFailure.Category == environment.Conflict {
-				delete(w.preview.dbs, "db-"+id)
-				w.logf("operator moves the foreign db-%s away", id)
-			}
-			act("resume", "looked into it")
+		delete(w.envSeen, id)
+		if read, acted := w.repairEnv(id, in); read && !acted && raw != nil {
+			w.envSeen[id] = envSeen{raw: raw, removed: in.removed}
 		}
 	}
+}
+
+// repairEnv reads one preview's view and does what it asks of an
+// operator; read says the view was read, acted that anything was asked.
+func (w *world) repairEnv(id string, in *envIntent) (read, acted bool) {
+	st, body, _ := w.call("GET", "/v1/environments/"+id+"?receipts=0", opToken, nil, "") // the view without what it does not read
+	if st == http.StatusNotFound {
+		if !in.removed {
+			w.createEnv(id)
+		}
+		return false, true
+	}
+	if st != http.StatusOK {
+		return false, false
+	}
+	var v struct {
+		State       environment.Phase
+		Desired     string
+		Actions     []string
+		LastFailure *environment.Failure `json:"last_failure"`
+		Drift       []environment.Drift
+		Tombstone   *environment.Tombstone
+	}
+	if err := json.Unmarshal(body, &v); err != nil {
+		w.violate("E17", "%s: view does not decode: %v", id, err)
+		return false, false
+	}
+	act := func(name, reason string) {
+		// E17: the operator acts on an action the view offered.
+		if slices.Contains(v.Actions, name) {
+			w.cover("E17")
+		}
+		st, _, _ := w.call("POST", "/v1/environments/"+id+"/actions/"+name, opToken, map[string]any{"actor": "sim-operator", "reason": reason}, "")
+		w.logf("operator %s %s -> %d", name, id, st)
+	}
+	open := -1
+	for i, d := range v.Drift {
+		if d.Outcome == "" {
+			open = i
+			break
+		}
+	}
+	switch {
+	case in.removed && v.Desired != "removed" && v.Tombstone == nil:
+		w.removeEnv(id)
+	case open >= 0 && v.Tombstone != nil:
+		act("continue-removal", "leaked resource")
+	case open >= 0:
+		act("repair", "back to the current generation")
+	case v.LastFailure != nil && slices.Contains(v.Actions, "continue-removal"):
+		act("continue-removal", "preview data may go")
+	case v.LastFailure != nil && !v.LastFailure.Retryable:
+		if db := w.preview.dbs["db-"+id]; db != nil && db.owner != id && v.LastFailure.Category == environment.Conflict {
+			delete(w.preview.dbs, "db-"+id)
+			w.logf("operator moves the foreign db-%s away", id)
+		}
+		act("resume", "looked into it")
+	default:
+		return true, false
+	}
+	return true, true
 }
 
 // checkEnvs is the end-of-run oracle of the preview world: nothing

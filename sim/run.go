@@ -107,7 +107,7 @@ func newWorld(o Options) *world {
 		granted: map[string]uint64{}, leaks: map[string]time.Time{}, dispatched: map[string]map[uint64]bool{},
 		answered: map[string][]byte{}, deliveries: map[string]int{}, answeredAt: map[string]int{}, firstSent: map[string]time.Time{}, created: map[string]bool{}, intents: map[string]*intent{},
 		chats: map[string]driver.Chats{}, coverage: map[string]int{},
-		disk: &diskFaults{}, preview: newPreviewWorld(), envs: map[string]environment.Env{}, envIntents: map[string]*envIntent{}, slowAttempts: map[string]slowCall{}, branchLast: map[string]uint64{}, givenTo: map[string]uint64{}, cutUntil: map[pair]time.Time{},
+		disk: &diskFaults{}, preview: newPreviewWorld(), envs: map[string]environment.Env{}, envIntents: map[string]*envIntent{}, envSeen: map[string]envSeen{}, slowAttempts: map[string]slowCall{}, branchLast: map[string]uint64{}, givenTo: map[string]uint64{}, cutUntil: map[pair]time.Time{},
 	}
 	w.land = w.landBy()
 	return w

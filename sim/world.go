@@ -141,6 +141,7 @@ type world struct {
 	preview       *previewWorld
 	envs          map[string]environment.Env
 	envIntents    map[string]*envIntent
+	envSeen       map[string]envSeen // the quiet phase's operator's last reads
 	envIDs        []string
 	lastEnvCommit environment.Outcome
 	branchLast    map[string]uint64 // the newest generation each branch gave out
