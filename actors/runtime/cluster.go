@@ -34,7 +34,9 @@ type Cluster interface {
 // singleNode is the Cluster of a lone warden, the null object: it owns
 // every entity, its commits carry no fence (one process holds the store's
 // lock), an answer needs no confirmation, and there is no other node to
-// deliver to or ask.
+// deliver to or ask. The runtime knows it has one (Runtime.single) and
+// does not ask it for a fence or a confirmation on its turns; its
+// answers are still a lone node's for any caller that does.
 type singleNode struct{}
 
 // SingleNode is the cluster of one node, the default.
