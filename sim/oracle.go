@@ -273,11 +273,21 @@ func (w *world) leaked(pool, job string, lc marquee.Lifecycle) {
 // neighbours gone too).
 func (w *world) checkApplied() {
 	kept := w.now().Add(-simRetention)
+	type read struct {
+		ds  persistence.Deliveries
+		err error
+	}
+	reads := map[string]read{} // a marquee's deliveries, read once a check: nothing writes meanwhile
 	for _, d := range w.applied {
 		if d.at.Before(kept) {
 			continue // its retention is over: pruned, rightly
 		}
-		ds, err := record.MarqueeDeliveries(w.store, d.marquee)
+		r, ok := reads[d.marquee]
+		if !ok {
+			r.ds, r.err = record.MarqueeDeliveries(w.store, d.marquee)
+			reads[d.marquee] = r
+		}
+		ds, err := r.ds, r.err
 		if _, ok := ds.Find(d.delivery); ok || err != nil && !errors.Is(err, persistence.ErrNotFound) {
 			continue // a record that does not read is D6's, at the end
 		}
