@@ -1,6 +1,7 @@
 package persistence
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -32,9 +33,7 @@ func newPebbleLogger(l *slog.Logger, h *Health, onFatal func()) pebbleLogger {
 // write had happened. The process exits soon after.
 func blockForever() { select {} }
 
-func (l pebbleLogger) Infof(format string, args ...any) {
-	l.log.Debug(strings.TrimSpace(fmt.Sprintf(format, args...)))
-}
+func (l pebbleLogger) Infof(format string, args ...any) { debugf(l.log, format, args...) }
 
 func (l pebbleLogger) Errorf(format string, args ...any) {
 	l.log.Error(strings.TrimSpace(fmt.Sprintf(format, args...)))
@@ -99,12 +98,17 @@ func eventListener(l *slog.Logger, h *Health) *pebble.EventListener {
 // logging listener's own error lines are repeated by ours at error.
 type debugLogger struct{ log *slog.Logger }
 
-func (d debugLogger) Infof(format string, args ...any) {
-	d.log.Debug(strings.TrimSpace(fmt.Sprintf(format, args...)))
-}
+func (d debugLogger) Infof(format string, args ...any)  { debugf(d.log, format, args...) }
+func (d debugLogger) Errorf(format string, args ...any) { debugf(d.log, format, args...) }
 
-func (d debugLogger) Errorf(format string, args ...any) {
-	d.log.Debug(strings.TrimSpace(fmt.Sprintf(format, args...)))
+// debugf logs a Pebble message at debug, formatted only when debug is
+// on: its events' descriptions (each flush, compaction and log file) are
+// made with fmt and stripped of redaction markers by a regular
+// expression, for a line that is dropped at the default level.
+func debugf(log *slog.Logger, format string, args ...any) {
+	if log.Enabled(context.Background(), slog.LevelDebug) {
+		log.Debug(strings.TrimSpace(fmt.Sprintf(format, args...)))
+	}
 }
 
 func (d debugLogger) Fatalf(format string, args ...any) {
