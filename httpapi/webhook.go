@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"time"
 	"unicode/utf8"
 
 	"github.com/julienschmidt/httprouter"
@@ -102,12 +101,10 @@ func (s *Server) isSharedCallbackToken(got [32]byte) bool {
 	return s.opts.CallbackToken != "" && subtle.ConstantTimeCompare(got[:], s.callback[:]) == 1
 }
 
+// validScoped says whether token is a scoped credential that verifies now.
 func (s *Server) validScoped(token string) bool {
-	if s.opts.CallbackKeys == nil || !trust.IsScoped(token) {
-		return false
-	}
-	_, err := trust.VerifyScoped(s.opts.CallbackKeys, token, s.now(), s.opts.CallbackTokenTTL)
-	return err == nil
+	_, fail := s.verifyScoped(token)
+	return fail == nil
 }
 
 // callerClaims is what a callback's credential says before the body is
@@ -138,12 +135,11 @@ func (s *Server) authenticateCallback(r *http.Request, body []byte) (callerClaim
 	if signed && (present || extra != "") {
 		return callerClaims{}, &authFail{refusal: invalidRequest, msg: "credentials of two kinds at once: a Standard Webhooks signature and a bearer token (T7)"}
 	}
-	now := s.now()
 	if signed {
 		if !s.modeOn(ModeStandardWebhooks) {
 			return callerClaims{}, unauthorized("callback mode standard-webhooks is not enabled (--callback-auth)")
 		}
-		err := s.opts.Webhooks.Verify(r.Header.Get("Webhook-Id"), r.Header.Get("Webhook-Timestamp"), r.Header.Get("Webhook-Signature"), body, now)
+		err := s.opts.Webhooks.Verify(r.Header.Get("Webhook-Id"), r.Header.Get("Webhook-Timestamp"), r.Header.Get("Webhook-Signature"), body, s.now())
 		if err != nil {
 			return callerClaims{}, unauthorized("%s", err.Error())
 		}
@@ -170,7 +166,7 @@ func (s *Server) authenticateCallback(r *http.Request, body []byte) (callerClaim
 		if !s.modeOn(ModeScoped) {
 			return callerClaims{}, unauthorized("callback mode scoped is not enabled (--callback-auth)")
 		}
-		sc, fail := s.verifyScoped(token, now)
+		sc, fail := s.verifyScoped(token)
 		if fail != nil {
 			return callerClaims{}, fail
 		}
@@ -185,7 +181,7 @@ func (s *Server) authenticateCallback(r *http.Request, body []byte) (callerClaim
 		}
 		c := callerClaims{mode: ModeGitHubOIDC, oidc: true, runID: claims.RunID}
 		if extra != "" {
-			sc, fail := s.verifyScoped(extra, now)
+			sc, fail := s.verifyScoped(extra)
 			if fail != nil {
 				return callerClaims{}, fail
 			}
@@ -199,11 +195,12 @@ func (s *Server) authenticateCallback(r *http.Request, body []byte) (callerClaim
 	return callerClaims{}, unauthorized("unknown token")
 }
 
-func (s *Server) verifyScoped(token string, now time.Time) (*trust.Scoped, *authFail) {
+// verifyScoped verifies a scoped credential now, or says why not.
+func (s *Server) verifyScoped(token string) (*trust.Scoped, *authFail) {
 	if s.opts.CallbackKeys == nil {
 		return nil, unauthorized("no callback signing key is configured")
 	}
-	sc, err := trust.VerifyScoped(s.opts.CallbackKeys, token, now, s.opts.CallbackTokenTTL)
+	sc, err := trust.VerifyScoped(s.opts.CallbackKeys, token, s.now(), s.opts.CallbackTokenTTL)
 	var exp *trust.ExpiredError
 	switch {
 	case errors.As(err, &exp):

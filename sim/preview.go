@@ -763,24 +763,24 @@ func (w *world) repairEnvs() {
 			continue // read last round as it is, and nothing was to be done
 		}
 		delete(w.envSeen, id)
-		if read, acted := w.repairEnv(id, in); read && !acted && raw != nil {
+		if nothingToDo := w.repairEnv(id, in); nothingToDo && raw != nil {
 			w.envSeen[id] = envSeen{raw: raw, removed: in.removed}
 		}
 	}
 }
 
 // repairEnv reads one preview's view and does what it asks of an
-// operator; read says the view was read, acted that anything was asked.
-func (w *world) repairEnv(id string, in *envIntent) (read, acted bool) {
+// operator; nothingToDo says the view was read and asked nothing.
+func (w *world) repairEnv(id string, in *envIntent) (nothingToDo bool) {
 	st, body, _ := w.call("GET", "/v1/environments/"+id+"?receipts=0", opToken, nil, "") // the view without what it does not read
 	if st == http.StatusNotFound {
 		if !in.removed {
 			w.createEnv(id)
 		}
-		return false, true
+		return false
 	}
 	if st != http.StatusOK {
-		return false, false
+		return false
 	}
 	var v struct {
 		State       environment.Phase
@@ -792,7 +792,7 @@ func (w *world) repairEnv(id string, in *envIntent) (read, acted bool) {
 	}
 	if err := json.Unmarshal(body, &v); err != nil {
 		w.violate("E17", "%s: view does not decode: %v", id, err)
-		return false, false
+		return false
 	}
 	act := func(name, reason string) {
 		// E17: the operator acts on an action the view offered.
@@ -825,9 +825,9 @@ func (w *world) repairEnv(id string, in *envIntent) (read, acted bool) {
 		}
 		act("resume", "looked into it")
 	default:
-		return true, false
+		return true
 	}
-	return true, true
+	return false
 }
 
 // checkEnvs is the end-of-run oracle of the preview world: nothing

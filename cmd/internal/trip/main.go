@@ -4,8 +4,9 @@
 // to warm the path, then three times clears the coverage counters, sends
 // one durable callback (a delivery id, its dedup record, the history line,
 // one synced batch, the answer) and writes the counters to a directory of
-// its own under the one it is given. Which of the module's files ran code in that window is then read
-// from the counters (TestACallbacksTripIsCountedAndDoesNotGrow).
+// its own under the one it is given. Which of the module's files ran code
+// in each window is then read from the counters
+// (TestACallbacksTripIsCountedAndDoesNotGrow).
 package main
 
 import (
